@@ -1,0 +1,35 @@
+# Two commands on a fresh machine: `make test`, then `make report`.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PROFILE ?= demo
+KERNEL := goalrm
+
+.PHONY: test report bench venv clean-venv lab
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# torch first and pinned: an unpinned torch would pull a multi-GB CUDA build.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (goalrm)" >/dev/null
+	touch $@
+
+venv: $(VENV)/.installed
+
+test: $(VENV)/.installed
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+report: $(VENV)/.installed
+	$(VENV)/bin/goalrm report --profile $(PROFILE)
+
+bench: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[bench]'
+	$(PY) benchmarks/run.py
+
+lab: $(VENV)/.installed
+	$(VENV)/bin/jupyter lab notebooks/
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,134 @@
+"""Training configuration as a documented dataclass; the command line is generated from it.
+
+Field names are the seed's flags (``--micro_train_batch_size`` …), so its scripts keep working.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from goalrm_core.losses import CONTRASTIVE_STRATEGIES
+from goalrm_core.models import VALUE_HEAD_STRATEGIES
+from goalrm_core.templates import TEMPLATES
+
+REWARD_MODEL_STRATEGIES = ("vanilla", "contrastive")
+LOSS_TYPES = ("sigmoid", "logexp")
+
+
+def _help(text: str, default: Any, **meta: Any) -> Any:
+    """A dataclass field with help text (and optional argparse ``choices``/``required``)."""
+    return field(default=default, metadata={"help": text, **meta})
+
+
+@dataclass
+class TrainRMConfig:
+    """Everything one reward-model training run needs."""
+
+    # data and model
+    pretrain: str = _help("Backbone: local path or Hub name of a causal LM (the SFT policy).", "", required=True)
+    dataset: str = _help("Comma-separated datasets: jsonl/parquet files, save_to_disk dirs, or Hub names (online only).", "")
+    dataset_probs: str = _help("Comma-separated sampling weights for blending --dataset entries.", "1.0")
+    eval_dataset: str = _help("Held-out pairs for --eval_steps; empty = hold out --eval_split of the training data.", "")
+    eval_split: float = _help("Fraction held out for evaluation when --eval_dataset is empty.", 0.02)
+    template: str = _help(f"Prompt template: {', '.join(TEMPLATES)}.", "math", choices=tuple(TEMPLATES))
+    max_len: int = _help("Maximum tokens of prompt + response; the prompt is cut from the left first.", 2048)
+    max_samples: int = _help("Use at most this many training pairs (0 = all).", 0)
+    save_path: str = _help("Where the final RM is saved (HF layout + goalrm.json).", "./ckpt/reward_model")
+    ckpt_path: str = _help("DeepSpeed checkpoint directory (default: <save_path>/checkpoints).", "")
+    load_checkpoint: bool = _help("Resume from the latest checkpoint in --ckpt_path.", False)
+    save_steps: int = _help("Checkpoint every N optimiser steps (-1 = never).", -1)
+    logging_steps: int = _help("Log metrics every N optimiser steps.", 1)
+    eval_steps: int = _help("Evaluate on held-out pairs every N steps (-1 = at the end only).", -1)
+    metrics_path: str = _help("JSONL of per-step metrics (default: <save_path>.metrics.jsonl).", "")
+
+    # optimisation
+    train_batch_size: int = _help("Global batch of pairs per optimiser step.", 128)
+    micro_train_batch_size: int = _help("Pairs per device per forward pass.", 1)
+    max_epochs: int = _help("Passes over the training data.", 1)
+    max_steps: int = _help("Stop after this many optimiser steps (0 = run all epochs).", 0)
+    learning_rate: float = _help("Peak learning rate (AdamW, betas 0.9/0.95).", 9e-6)
+    head_learning_rate: float = _help("Learning rate of the value head (0 = same as --learning_rate).", 0.0)
+    lr_warmup_ratio: float = _help("Fraction of steps of linear warm-up before the cosine decay.", 0.03)
+    l2: float = _help("AdamW weight decay.", 0.0)
+    max_norm: float = _help("Gradient clipping norm.", 1.0)
+    seed: int = _help("Random seed for data order, head init and contrastive sampling.", 42)
+    group_by_length: bool = _help("Batch pairs of similar length together to waste less compute on padding.", True)
+
+    # engine
+    zero_stage: int = _help("DeepSpeed ZeRO stage 0-3.", 2, choices=(0, 1, 2, 3))
+    bf16: bool = _help("bfloat16 training where the device supports it.", False)
+    flash_attn: bool = _help("Use flash-attn 2 (CUDA + the flash-attn package).", False)
+    gradient_checkpointing: bool = _help("Recompute activations in the backward pass to save memory.", False)
+    local_rank: int = _help("Set by the deepspeed launcher.", -1)
+
+    # method
+    reward_model_strategy: str = _help("vanilla: pairwise loss only; contrastive: + the goal-conditioned term.", "vanilla", choices=REWARD_MODEL_STRATEGIES)
+    contrastive_loss: bool = _help("Shorthand for --reward_model_strategy contrastive (the seed's HH script).", False)
+    contrastive_strategy: str = _help("cosine: pairwise cosines; cosine_avg: average the goal states first.", "cosine", choices=CONTRASTIVE_STRATEGIES)
+    contrastive_loss_beta: float = _help("Weight β of the contrastive term.", 0.5)
+    sim_samples: int = _help("Positive (source, later goal) pairs drawn per preferred response.", 16)
+    unsim_samples: int = _help("Negative (preferred source, dispreferred goal) pairs per row.", 16)
+    source_state_percentile: float = _help("Draw source states from the last (1-p) of the response (0 = anywhere).", 0.0)
+    goal_state_percentile: float = _help("Draw goal states from the last (1-p) of the response (0 = anywhere).", 0.0)
+    value_head_strategy: str = _help("linear (HF-compatible) or mlp value head.", "linear", choices=VALUE_HEAD_STRATEGIES)
+    loss: str = _help("Preference loss: sigmoid (-log σ) or logexp.", "sigmoid", choices=LOSS_TYPES)
+    margin: float = _help("Margin subtracted from r_chosen - r_rejected in the sigmoid loss.", 0.0)
+    normalize_reward: bool = _help("Apply the stored reward mean/std at inference.", False)
+
+    # logging
+    use_wandb: str = _help("A wandb key (or 'offline') turns wandb on; it never blocks offline runs.", "")
+    wandb_project: str = _help("wandb project.", "goalrm")
+    wandb_group: str = _help("wandb group.", "")
+    wandb_org: str = _help("wandb entity.", "")
+    use_tensorboard: str = _help("Directory for tensorboard logs (empty = off).", "")
+    s3_save_path: str = _help("Accepted for the seed's HH script; upload is left to the user.", "")
+
+    def __post_init__(self) -> None:
+        if self.contrastive_loss:
+            self.reward_model_strategy = "contrastive"
+        for name in ("reward_model_strategy", "contrastive_strategy", "value_head_strategy", "template", "loss"):
+            choices = _field(name).metadata.get("choices")
+            if getattr(self, name) not in choices:
+                raise ValueError(f"unknown {name} {getattr(self, name)!r}; valid: {', '.join(choices)}")
+        if self.zero_stage not in (0, 1, 2, 3):
+            raise ValueError(f"zero_stage must be 0, 1, 2 or 3, got {self.zero_stage}")
+        if self.micro_train_batch_size < 1 or self.train_batch_size < 1:
+            raise ValueError("train_batch_size and micro_train_batch_size must be >= 1")
+
+    @property
+    def contrastive(self) -> bool:
+        return self.reward_model_strategy == "contrastive"
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _field(name: str) -> dataclasses.Field:
+    return next(f for f in dataclasses.fields(TrainRMConfig) if f.name == name)
+
+
+def build_parser(cls=TrainRMConfig, description: str | None = None) -> argparse.ArgumentParser:
+    """An argparse parser with one flag per dataclass field, its help text taken from the field."""
+    parser = argparse.ArgumentParser(description=description or cls.__doc__)
+    for f in dataclasses.fields(cls):
+        meta = f.metadata
+        flag = f"--{f.name}"
+        if f.type in ("bool", bool):
+            # Flags that default to on can be turned off with --no-<name>.
+            action = argparse.BooleanOptionalAction if f.default else "store_true"
+            parser.add_argument(flag, action=action, default=f.default, help=meta.get("help"))
+            continue
+        py_type = {"int": int, "float": float, "str": str}.get(f.type, f.type)
+        parser.add_argument(
+            flag, type=py_type, default=f.default, help=meta.get("help"),
+            choices=meta.get("choices"), required=meta.get("required", False),
+        )
+    return parser
+
+
+def parse_train_args(argv: Sequence[str] | None = None) -> TrainRMConfig:
+    args = build_parser(description="Train a (goal-conditioned) reward model.").parse_args(argv)
+    return TrainRMConfig(**vars(args))

@@ -1,0 +1,129 @@
+"""Preference pairs: tokenisation with truncation accounting, and the padding collator.
+
+Prompt and response are tokenised separately so the response length in tokens (``num_actions``) is
+exact; the response gets ``" "`` and then EOS appended, as in the paper's training.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import torch
+
+from goalrm_core.templates import apply_template
+
+
+@dataclass
+class EncodedResponse:
+    input_ids: list[int]
+    num_actions: int  # response tokens, EOS included
+    truncated: bool
+
+
+@dataclass
+class EncodingStats:
+    """What tokenisation did to the data: nothing is truncated or dropped silently."""
+
+    n_rows: int = 0
+    n_truncated: int = 0
+    n_dropped: int = 0
+    dropped_rows: list[int] = field(default_factory=list)
+
+    def summary(self) -> str:
+        return f"{self.n_rows} rows: {self.n_truncated} truncated (prompt cut from the left), {self.n_dropped} dropped (response alone longer than max_len)"
+
+
+def encode_prompt_response(tokenizer, prompt: str, response: str, max_len: int, append_eos: bool = True) -> EncodedResponse | None:
+    """Token ids of prompt + response (+ " " + EOS), cutting the prompt from the left to fit ``max_len``.
+
+    Returns ``None`` when the response alone does not fit: cutting it would lose its end.
+    """
+    prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    response_text = response + " " if append_eos else response
+    response_ids = tokenizer(response_text, add_special_tokens=False)["input_ids"]
+    if append_eos:
+        response_ids = response_ids + [tokenizer.eos_token_id]
+    if len(response_ids) > max_len:
+        return None
+    room = max_len - len(response_ids)
+    truncated = len(prompt_ids) > room
+    if truncated:
+        prompt_ids = prompt_ids[len(prompt_ids) - room:] if room > 0 else []
+    return EncodedResponse(prompt_ids + response_ids, len(response_ids), truncated)
+
+
+def _require_text(row: dict, key: str, row_index: int) -> str:
+    value = row.get(key)
+    if not isinstance(value, str):
+        raise ValueError(f"row {row_index}: field {key!r} must be a string, got {type(value).__name__}")
+    if key != "question" and not value.strip():
+        raise ValueError(f"row {row_index}: field {key!r} is an empty response")
+    return value
+
+
+def encode_preference_rows(
+    tokenizer, rows: Sequence[dict], template: str, max_len: int
+) -> tuple[list[dict], EncodingStats]:
+    """Tokenise pairs in the OpenMathInstruct shape (question / correct / incorrect).
+
+    Each output item holds chosen/rejected ids and num_actions. A pair is dropped when either
+    response alone exceeds ``max_len``; drops and truncations are counted in the stats.
+    """
+    stats = EncodingStats()
+    items = []
+    for i, row in enumerate(rows):
+        stats.n_rows += 1
+        prompt = apply_template(template, _require_text(row, "question", i))
+        chosen = encode_prompt_response(tokenizer, prompt, _require_text(row, "correct", i), max_len)
+        rejected = encode_prompt_response(tokenizer, prompt, _require_text(row, "incorrect", i), max_len)
+        if chosen is None or rejected is None:
+            stats.n_dropped += 1
+            stats.dropped_rows.append(i)
+            continue
+        stats.n_truncated += int(chosen.truncated or rejected.truncated)
+        items.append(
+            {
+                "chosen_ids": chosen.input_ids,
+                "rejected_ids": rejected.input_ids,
+                "chosen_num_actions": chosen.num_actions,
+                "rejected_num_actions": rejected.num_actions,
+            }
+        )
+    return items, stats
+
+
+def left_pad(sequences: Iterable[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-pad to the longest sequence, so every response ends at the last position.
+
+    >>> ids, mask = left_pad([[5, 6, 7], [8]], pad_id=0)
+    >>> ids.tolist(), mask.tolist()
+    ([[5, 6, 7], [0, 0, 8]], [[1, 1, 1], [0, 0, 1]])
+    """
+    sequences = [list(s) for s in sequences]
+    width = max(len(s) for s in sequences)
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        if seq:
+            ids[row, width - len(seq):] = torch.tensor(seq, dtype=torch.long)
+            mask[row, width - len(seq):] = 1
+    return ids, mask
+
+
+class PreferenceCollator:
+    """Stacks chosen then rejected into one left-padded batch of 2B rows, for one forward pass.
+
+    >>> batch = PreferenceCollator(pad_id=0)([{"chosen_ids": [4, 5], "rejected_ids": [4, 6, 7],
+    ...     "chosen_num_actions": 1, "rejected_num_actions": 2}])
+    >>> batch["input_ids"].tolist(), batch["num_actions"].tolist()
+    ([[0, 4, 5], [4, 6, 7]], [1, 2])
+    """
+
+    def __init__(self, pad_id: int):
+        self.pad_id = pad_id
+
+    def __call__(self, items: Sequence[dict]) -> dict[str, torch.Tensor]:
+        ids, mask = left_pad([it["chosen_ids"] for it in items] + [it["rejected_ids"] for it in items], self.pad_id)
+        num_actions = [it["chosen_num_actions"] for it in items] + [it["rejected_num_actions"] for it in items]
+        return {"input_ids": ids, "attention_mask": mask, "num_actions": torch.tensor(num_actions, dtype=torch.long)}

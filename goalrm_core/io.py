@@ -1,0 +1,130 @@
+"""Atomic artifact writes and strict JSONL reading.
+
+Every artifact the pipeline produces goes through these helpers, so an interrupted run never leaves a
+half-written file behind: data is written to a temporary file in the same directory, then renamed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+
+
+class ArtifactError(ValueError):
+    """A file the pipeline reads is missing, corrupt, or has the wrong shape."""
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; rename it onto ``path`` only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp" + suffix, dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def _finite_or_none(obj: Any) -> Any:
+    """JSON has no NaN: undefined numbers are written as null."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite_or_none(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite_or_none(v) for v in obj]
+    return obj
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any, indent: int | None = 2) -> None:
+    text = json.dumps(_finite_or_none(obj), indent=indent, default=_json_default, sort_keys=False)
+    atomic_write_text(path, text + "\n")
+
+
+def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> int:
+    """Write rows atomically, one JSON object per line. Returns the number of rows."""
+    n = 0
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as f:
+            for row in rows:
+                f.write(json.dumps(row, default=_json_default, ensure_ascii=False) + "\n")
+                n += 1
+    return n
+
+
+def read_jsonl(path: str | os.PathLike, required: Iterable[str] = ()) -> list[dict]:
+    """Read a JSONL file; any bad line raises ``ArtifactError`` naming the file and the line."""
+    path = Path(path)
+    if not path.exists():
+        raise ArtifactError(f"{path}: file not found")
+    required = tuple(required)
+    rows = []
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ArtifactError(f"{path}:{lineno}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ArtifactError(f"{path}:{lineno}: malformed JSON ({e.msg}, column {e.colno})") from None
+            if not isinstance(row, dict):
+                raise ArtifactError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+            missing = [k for k in required if k not in row]
+            if missing:
+                raise ArtifactError(
+                    f"{path}:{lineno}: missing field(s) {missing}; expected fields {list(required)}"
+                )
+            rows.append(row)
+    return rows
+
+
+def save_npy(path: str | os.PathLike, array: np.ndarray) -> None:
+    with atomic_path(path, suffix=".npy") as tmp:
+        np.save(tmp, array)
+
+
+def load_npy(path: str | os.PathLike) -> np.ndarray:
+    path = Path(path)
+    if not path.exists():
+        raise ArtifactError(f"{path}: file not found")
+    try:
+        return np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:
+        raise ArtifactError(f"{path}: not a readable .npy file ({e})") from None
+
+
+def require_artifact(path: str | os.PathLike, produced_by: str) -> Path:
+    """Fail early, telling the reader which notebook or command makes the missing artifact."""
+    path = Path(path)
+    if not path.exists():
+        raise ArtifactError(f"{path} is missing: run {produced_by} first")
+    return path

@@ -1,0 +1,66 @@
+"""The training objective of one batch: the preference loss plus, optionally, the contrastive term.
+
+Shared by the DeepSpeed trainer and by plain-PyTorch loops (tests, benchmarks), so both optimise
+exactly the same thing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from goalrm_core.losses import contrastive_goal_loss, log_exp_loss, pairwise_loss
+from goalrm_core.models import RewardModel
+
+
+@dataclass
+class BatchLoss:
+    loss: torch.Tensor
+    preference_loss: torch.Tensor
+    contrastive_loss: torch.Tensor
+    accuracy: torch.Tensor
+    chosen_reward: torch.Tensor
+    rejected_reward: torch.Tensor
+
+    def scalars(self) -> dict[str, float]:
+        return {
+            "loss": self.loss.item(),
+            "preference_loss": self.preference_loss.item(),
+            "contrastive_loss": self.contrastive_loss.item(),
+            "accuracy": self.accuracy.item(),
+            "chosen_reward": self.chosen_reward.mean().item(),
+            "rejected_reward": self.rejected_reward.mean().item(),
+        }
+
+
+def reward_model_loss(model: RewardModel, batch: dict[str, torch.Tensor], cfg, generator: torch.Generator | None = None) -> BatchLoss:
+    """``batch`` comes from :class:`PreferenceCollator`: chosen rows first, then rejected rows."""
+    out = model(batch["input_ids"], batch["attention_mask"])
+    half = batch["input_ids"].shape[0] // 2
+    chosen, rejected = out.reward[:half], out.reward[half:]
+    if cfg.loss == "logexp":
+        preference = log_exp_loss(chosen, rejected)
+    else:
+        preference = pairwise_loss(chosen, rejected, cfg.margin or None)
+    contrastive = torch.zeros((), device=preference.device)
+    if cfg.reward_model_strategy == "contrastive":
+        contrastive = contrastive_goal_loss(
+            out.hidden[:half], out.hidden[half:],
+            batch["num_actions"][:half], batch["num_actions"][half:],
+            beta=cfg.contrastive_loss_beta,
+            sim_samples=cfg.sim_samples,
+            unsim_samples=cfg.unsim_samples,
+            strategy=cfg.contrastive_strategy,
+            source_state_percentile=cfg.source_state_percentile,
+            goal_state_percentile=cfg.goal_state_percentile,
+            generator=generator,
+        )
+    return BatchLoss(
+        loss=preference + contrastive,
+        preference_loss=preference.detach(),
+        contrastive_loss=contrastive.detach(),
+        accuracy=(chosen > rejected).float().mean().detach(),
+        chosen_reward=chosen.detach(),
+        rejected_reward=rejected.detach(),
+    )

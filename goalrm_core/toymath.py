@@ -1,0 +1,450 @@
+"""ToyMath: the embedded default task, a small synthetic arithmetic chain.
+
+Why it exists: the goal-conditioned RM needs a policy that makes *real* mistakes, a checker that
+says which answers are right, and the exact place a solution first goes wrong. A ~1M-parameter
+character-level model learns ToyMath in minutes on CPU and still slips, so the whole pipeline can run
+end to end on a laptop.
+
+The notation is compact on purpose (it was measured to be learnable). A question is the first operand
+followed by ``" <op><operand>"`` pairs, evaluated strictly **left to right** (no operator precedence)::
+
+    question:  9 *7 *2 -8 *2
+    solution:  9*7=63
+               63*2=126
+               126-8=118
+               118*2=236
+               #236
+
+Every solution line is one operation chained from the previous result; the last line is ``#`` and
+the answer. The "verbose" style appends one explanation word per operation line
+(``9*7=63 multiply``), a second style the policy can be steered toward.
+
+Everything here is pure Python and deterministic: generators take a seed and build their own
+``random.Random``, never touching global random state.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import zlib
+from dataclasses import dataclass, field, replace
+from collections.abc import Collection, Iterable
+
+# (a, op, b, c): one chained operation ``a op b = c``.
+Step = tuple[int, str, int, int]
+
+OPERATORS = "+-*"
+STYLES = ("terse", "verbose")
+VERBOSE_WORDS = {"+": "add", "-": "subtract", "*": "multiply"}
+
+# Answers with more digits than this are treated as malformed; it also keeps ``int()`` well below
+# Python's limit on converting long digit strings, so the checker never raises.
+MAX_ANSWER_DIGITS = 1000
+
+
+# --------------------------------------------------------------------------------------------------
+# Configuration
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToyMathConfig:
+    """Difficulty knobs of the ToyMath distribution (defaults = the training distribution)."""
+
+    min_steps: int = field(
+        default=2, metadata={"help": "Fewest operations per question (k is drawn uniformly)."}
+    )
+    max_steps: int = field(
+        default=4,
+        metadata={"help": "Most operations per question. A tiny model falls to ~0% at 5-6 steps."},
+    )
+    operand_min: int = field(default=1, metadata={"help": "Smallest operand (inclusive)."})
+    operand_max: int = field(
+        default=12,
+        metadata={"help": "Largest operand (inclusive). Operands above ~20 defeat a tiny model."},
+    )
+    operations: str = field(
+        default="+-*", metadata={"help": "Operators to draw from: a non-empty subset of '+-*'."}
+    )
+    style: str = field(
+        default="terse",
+        metadata={
+            "help": "Reference solution style: 'terse' (a*b=c lines) or 'verbose' "
+            "(adds one explanation word per line)."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        if self.min_steps < 1:
+            raise ValueError(f"min_steps must be >= 1, got {self.min_steps}")
+        if self.max_steps < self.min_steps:
+            raise ValueError(
+                f"max_steps ({self.max_steps}) must be >= min_steps ({self.min_steps})"
+            )
+        if self.operand_max < self.operand_min:
+            raise ValueError(
+                f"operand_max ({self.operand_max}) must be >= operand_min ({self.operand_min})"
+            )
+        if not self.operations or set(self.operations) - set(OPERATORS):
+            raise ValueError(f"operations must be a non-empty subset of {OPERATORS!r}, "
+                             f"got {self.operations!r}")
+        if len(set(self.operations)) != len(self.operations):
+            raise ValueError(f"operations has repeated operators: {self.operations!r}")
+        _check_style(self.style)
+
+
+def _check_style(style: str) -> None:
+    if style not in STYLES:
+        raise ValueError(f"style must be one of {STYLES}, got {style!r}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Problems: arithmetic, formatting, generation, parsing
+# --------------------------------------------------------------------------------------------------
+
+
+def apply_op(a: int, op: str, b: int) -> int:
+    """One operation; the only place the arithmetic lives."""
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    raise ValueError(f"unknown operator {op!r}; expected one of {OPERATORS!r}")
+
+
+def chain_steps(first: int, ops: Iterable[tuple[str, int]]) -> list[Step]:
+    """Evaluate ``first op1 b1 op2 b2 ...`` left to right, recording each step."""
+    steps: list[Step] = []
+    acc = first
+    for op, b in ops:
+        result = apply_op(acc, op, b)
+        steps.append((acc, op, b, result))
+        acc = result
+    return steps
+
+
+def format_question(steps: list[Step]) -> str:
+    """``9 *7 *2``: first operand, then a space before each operator and none after it."""
+    if not steps:
+        raise ValueError("a question needs at least one step")
+    return str(steps[0][0]) + "".join(f" {op}{b}" for _, op, b, _ in steps)
+
+
+def format_step(step: Step, style: str = "terse") -> str:
+    """One solution line: ``9*7=63`` (terse) or ``9*7=63 multiply`` (verbose)."""
+    _check_style(style)
+    a, op, b, c = step
+    line = f"{a}{op}{b}={c}"
+    return f"{line} {VERBOSE_WORDS[op]}" if style == "verbose" else line
+
+
+def format_answer(answer: int) -> str:
+    """The final solution line, ``#236``; the same in both styles."""
+    return f"#{answer}"
+
+
+def format_solution(steps: list[Step], style: str = "terse") -> str:
+    """Full solution text: one line per step, then the ``#answer`` line (no trailing newline)."""
+    if not steps:
+        raise ValueError("a solution needs at least one step")
+    lines = [format_step(step, style) for step in steps]
+    lines.append(format_answer(steps[-1][3]))
+    return "\n".join(lines)
+
+
+@dataclass
+class Problem:
+    """One ToyMath question with its reference steps and answer."""
+
+    question: str
+    steps: list[Step]
+    answer: int
+
+    @classmethod
+    def from_steps(cls, steps: list[Step]) -> "Problem":
+        return cls(question=format_question(steps), steps=list(steps), answer=steps[-1][3])
+
+    def solution(self, style: str = "terse") -> str:
+        """The reference solution text in the given style."""
+        return format_solution(self.steps, style)
+
+    def reference_lines(self) -> list[str]:
+        """The terse reference lines, final ``#`` line included: what ``first_error`` compares to."""
+        return [format_step(step) for step in self.steps] + [format_answer(self.answer)]
+
+
+def make_problem(rng: random.Random, cfg: ToyMathConfig) -> Problem:
+    """Draw one problem: k ~ U[min_steps, max_steps], operands and operators uniform."""
+    k = rng.randint(cfg.min_steps, cfg.max_steps)
+    first = rng.randint(cfg.operand_min, cfg.operand_max)
+    ops = [(rng.choice(cfg.operations), rng.randint(cfg.operand_min, cfg.operand_max))
+           for _ in range(k)]
+    return Problem.from_steps(chain_steps(first, ops))
+
+
+def generate_problems(
+    cfg: ToyMathConfig, n: int, seed: int, exclude: Collection[str] = ()
+) -> list[Problem]:
+    """``n`` problems from ``random.Random(seed)``; same arguments, same list.
+
+    ``exclude`` holds question strings to skip (e.g. benchmark questions, so no test question leaks
+    into training); draws continue until ``n`` problems are kept. Duplicates are otherwise allowed.
+    Raises ValueError if the distribution is too small to supply ``n`` non-excluded problems.
+    """
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    rng = random.Random(seed)
+    problems: list[Problem] = []
+    budget = 50 * n + 1000
+    while len(problems) < n:
+        if budget == 0:
+            raise ValueError(
+                f"could only draw {len(problems)} of {n} problems outside the {len(exclude)} "
+                "excluded questions; the distribution is too small"
+            )
+        budget -= 1
+        problem = make_problem(rng, cfg)
+        if problem.question not in exclude:
+            problems.append(problem)
+    return problems
+
+
+_QUESTION_FIRST = re.compile(r"\s*(-?[0-9]+)")
+_QUESTION_PAIR = re.compile(r"\s*([+*-])\s*(-?[0-9]+)")
+
+
+def problem_from_question(question: str) -> Problem:
+    """Parse a question string back into a Problem (reference steps computed left to right).
+
+    Accepts the generator's notation (``9 *7 *2 -8 *2``) and tolerates extra whitespace; a negative
+    operand is written right after its operator (``9 --3`` is nine minus minus three). Raises
+    ValueError naming the offending position on anything else.
+    """
+    if not isinstance(question, str):
+        raise ValueError(f"question must be a string, got {type(question).__name__}")
+    match = _QUESTION_FIRST.match(question)
+    if match is None:
+        raise ValueError(f"malformed ToyMath question {question!r}: expected a leading integer")
+    first = int(match.group(1))
+    pos = match.end()
+    ops: list[tuple[str, int]] = []
+    while True:
+        match = _QUESTION_PAIR.match(question, pos)
+        if match is None:
+            break
+        ops.append((match.group(1), int(match.group(2))))
+        pos = match.end()
+    if question[pos:].strip():
+        raise ValueError(
+            f"malformed ToyMath question {question!r}: unexpected text at offset {pos}: "
+            f"{question[pos:pos + 10]!r} (expected ' <op><int>' with op in {OPERATORS!r})"
+        )
+    if not ops:
+        raise ValueError(f"malformed ToyMath question {question!r}: no operation")
+    return Problem.from_steps(chain_steps(first, ops))
+
+
+def problem_to_row(problem: Problem, style: str = "terse") -> dict:
+    """The JSONL row the data notebooks write: question, expected_answer, reference_solution, n_steps."""
+    return {
+        "question": problem.question,
+        "expected_answer": problem.answer,
+        "reference_solution": problem.solution(style),
+        "n_steps": len(problem.steps),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# Checking answers and locating the first error
+# --------------------------------------------------------------------------------------------------
+
+_ANSWER_BODY = re.compile(r"-?[0-9]+")
+
+
+def _is_answer_line(line: str) -> bool:
+    return line.lstrip().startswith("#")
+
+
+def _parse_answer_line(line: str) -> int | None:
+    """``#236`` -> 236 (surrounding whitespace allowed); anything else -> None."""
+    body = line.strip()[1:].strip()
+    if not _ANSWER_BODY.fullmatch(body) or len(body.lstrip("-")) > MAX_ANSWER_DIGITS:
+        return None
+    try:
+        return int(body)
+    except ValueError:  # int-to-str digit limit lowered by the user below MAX_ANSWER_DIGITS
+        return None
+
+
+def parse_answer(text: str) -> int | None:
+    """The integer on the LAST line that starts with ``#`` (after leading whitespace).
+
+    Lines are split on ``\\n`` only. The part after ``#`` must be an optional ``-`` and ASCII digits
+    (surrounding whitespace allowed); if the last ``#`` line is anything else (``#``, ``#-``,
+    ``#12abc``, over MAX_ANSWER_DIGITS digits), or no ``#`` line exists, the answer is None. An
+    earlier well-formed ``#`` line does not rescue a malformed last one. Never raises.
+    """
+    if not isinstance(text, str):
+        return None
+    answer_lines = [line for line in text.split("\n") if _is_answer_line(line)]
+    if not answer_lines:
+        return None
+    return _parse_answer_line(answer_lines[-1])
+
+
+def is_correct(text: str, expected: int) -> bool:
+    """True iff ``parse_answer(text)`` exists and equals ``expected``."""
+    answer = parse_answer(text)
+    return answer is not None and answer == expected
+
+
+@dataclass(frozen=True)
+class FirstError:
+    """Where a solution first goes wrong.
+
+    step_index: 0-based line index of the first wrong line (the ``#`` line has index len(steps)).
+    char_offset: offset in the solution text of the first wrong character.
+    reason: "malformed", "wrong_step", "wrong_answer", "missing" or "extra_answer".
+    """
+
+    step_index: int
+    char_offset: int
+    reason: str
+
+
+# An operation line: a op b = c, then end of line or whitespace (the verbose explanation follows).
+_STEP_LINE = re.compile(r"-?[0-9]+[+*-]-?[0-9]+=-?[0-9]+(?=\s|$)")
+
+
+def _first_diff(line: str, ref: str) -> int:
+    """Index of the first differing character; the shorter length if one is a prefix of the other."""
+    for i, (x, y) in enumerate(zip(line, ref)):
+        if x != y:
+            return i
+    return min(len(line), len(ref))
+
+
+def _judge_step(line: str, ref: str) -> tuple[int, str] | None:
+    """None if the operation line is right, else (column of the error, reason)."""
+    if not _STEP_LINE.match(line):
+        return 0, "malformed"
+    if line.startswith(ref) and (len(line) == len(ref) or line[len(ref)].isspace()):
+        return None
+    return _first_diff(line, ref), "wrong_step"
+
+
+def _judge_answer(line: str, ref: str, answer: int) -> tuple[int, str] | None:
+    """None if the ``#`` line gives the right answer, else (column of the error, reason)."""
+    if not _is_answer_line(line):
+        return 0, "malformed"
+    value = _parse_answer_line(line)
+    if value is None:
+        return 0, "malformed"
+    if value == answer:
+        return None
+    return _first_diff(line, ref), "wrong_answer"
+
+
+def first_error(problem: Problem, solution_text: str) -> FirstError | None:
+    """Locate the first wrong line and character of ``solution_text``; None if it is fully right.
+
+    The text is split on ``\\n``. Line i < k (k = number of steps) must be operation line i of the
+    reference, line k must be the ``#`` line. What "wrong" means, line by line:
+
+    - operation line: it must *start with* the exact terse reference line (``63*2=126``) followed
+      by end of line or whitespace; anything after that whitespace (the verbose explanation, or a
+      trailing ``\\r``) is ignored. Because the reference chains from correct results, a wrong
+      copied operand is as wrong as a wrong result. A line shaped like ``a op b = c`` (integers,
+      no spaces) that differs is "wrong_step" at the first character that differs from the
+      reference (at the end of the model's text for the line when it is a strict prefix, e.g.
+      ``9*7=6``); any other line is "malformed" at its first character.
+    - ``#`` line: it must parse (as in parse_answer, so ``# 236`` and `` #236`` pass) to the answer.
+      A parseable wrong value is "wrong_answer" at the first character differing from ``#answer``;
+      an unparseable one or a non-``#`` line is "malformed" at its first character.
+    - missing lines (text ends early): "missing" at len(solution_text).
+    - after the ``#`` line, other text is ignored unless it is a ``#`` line with a different or
+      unparseable value (it would change parse_answer): "extra_answer" at its first character.
+
+    Consequently None implies ``is_correct(solution_text, problem.answer)``: a wrong final answer
+    always yields a FirstError.
+    """
+    refs = problem.reference_lines()
+    lines = solution_text.split("\n")
+    offset = 0
+    for index, ref in enumerate(refs):
+        if index >= len(lines):
+            return FirstError(index, len(solution_text), "missing")
+        line = lines[index]
+        is_last = index == len(refs) - 1
+        verdict = _judge_answer(line, ref, problem.answer) if is_last else _judge_step(line, ref)
+        if verdict is not None:
+            column, reason = verdict
+            return FirstError(index, offset + column, reason)
+        offset += len(line) + 1
+    for index in range(len(refs), len(lines)):
+        line = lines[index]
+        if _is_answer_line(line) and _parse_answer_line(line) != problem.answer:
+            return FirstError(index, offset, "extra_answer")
+        offset += len(line) + 1
+    return None
+
+
+# --------------------------------------------------------------------------------------------------
+# Benchmarks: fixed, mildly shifted distributions derived from the training one
+# --------------------------------------------------------------------------------------------------
+
+BENCHMARKS = {
+    "toy-id": "the training distribution itself",
+    "toy-long": "one step longer: k in [max_steps, max_steps + 1]",
+    "toy-big": "larger operands: operand_max raised by ~40%",
+    "toy-mixed": "both shifts of toy-long and toy-big at once",
+}
+
+# Benchmark seeds are >= 2**32; training seeds are expected below it, so the streams never coincide.
+BENCHMARK_SEED_OFFSET = 2**32
+
+
+def _raised_operand_max(operand_max: int) -> int:
+    return operand_max + max(1, round(0.4 * abs(operand_max)))
+
+
+def benchmark_configs(train_cfg: ToyMathConfig) -> dict[str, ToyMathConfig]:
+    """The BENCHMARKS as configs. Shifts are kept mild on purpose: a tiny model falls to ~0% at
+    5-6 steps or operands above 20, and an all-zero benchmark says nothing about a reward model."""
+    long_steps = {"min_steps": train_cfg.max_steps, "max_steps": train_cfg.max_steps + 1}
+    big_operands = {"operand_max": _raised_operand_max(train_cfg.operand_max)}
+    return {
+        "toy-id": replace(train_cfg),
+        "toy-long": replace(train_cfg, **long_steps),
+        "toy-big": replace(train_cfg, **big_operands),
+        "toy-mixed": replace(train_cfg, **long_steps, **big_operands),
+    }
+
+
+def benchmark_seed(name: str, seed: int = 0) -> int:
+    """A stable seed per (benchmark, seed): crc32 (not ``hash``, which varies per process) of the
+    name, lifted above BENCHMARK_SEED_OFFSET so it cannot equal a training seed."""
+    return BENCHMARK_SEED_OFFSET + zlib.crc32(f"toymath-benchmark/{name}/{seed}".encode())
+
+
+def make_benchmark(name: str, train_cfg: ToyMathConfig, n: int, seed: int = 0) -> list[Problem]:
+    """``n`` fixed problems of the named benchmark (deterministic in name, config, n and seed)."""
+    configs = benchmark_configs(train_cfg)
+    if name not in configs:
+        raise ValueError(f"unknown ToyMath benchmark {name!r}; known: {sorted(configs)}")
+    return generate_problems(configs[name], n, benchmark_seed(name, seed))
+
+
+def benchmark_questions(
+    train_cfg: ToyMathConfig, n: int, seed: int = 0, names: Iterable[str] | None = None
+) -> set[str]:
+    """All questions of the named benchmarks (default: all), to pass as ``generate_problems(...,
+    exclude=...)`` so that no benchmark question is also a training question."""
+    return {
+        problem.question
+        for name in (BENCHMARKS if names is None else names)
+        for problem in make_benchmark(name, train_cfg, n, seed)
+    }

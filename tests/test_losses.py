@@ -1,0 +1,103 @@
+import math
+
+import pytest
+import torch
+
+from goalrm_core.losses import contrastive_goal_loss, log_exp_loss, pairwise_loss, sample_response_positions
+
+
+def test_pairwise_loss_by_hand():
+    chosen, rejected = torch.tensor([1.0, 0.0]), torch.tensor([0.0, 2.0])
+    expected = (-math.log(1 / (1 + math.exp(-1))) - math.log(1 / (1 + math.exp(2)))) / 2
+    assert pairwise_loss(chosen, rejected).item() == pytest.approx(expected, rel=1e-6)
+    # a margin of 1 on the first pair makes its difference 0: -log σ(0) = log 2
+    with_margin = pairwise_loss(chosen[:1], rejected[:1], margin=1.0)
+    assert with_margin.item() == pytest.approx(math.log(2), rel=1e-6)
+    assert log_exp_loss(chosen, rejected).item() == pytest.approx(expected, rel=1e-6)
+
+
+def _hidden_with(vectors_by_position, seq_len=4):
+    hidden = torch.zeros(1, seq_len, 2)
+    for pos, vec in vectors_by_position.items():
+        hidden[0, pos] = torch.tensor(vec, dtype=torch.float)
+    return hidden
+
+
+def test_contrastive_loss_by_hand():
+    # Response of one token (the last position): every positive pair compares it with itself
+    # (cos = 1), every negative pair compares it with the rejected last state.
+    chosen = _hidden_with({3: [1.0, 0.0]})
+    rejected_orthogonal = _hidden_with({3: [0.0, 1.0]})
+    one = torch.tensor([1])
+    loss = contrastive_goal_loss(chosen, rejected_orthogonal, one, one, beta=0.5, sim_samples=3, unsim_samples=5)
+    sig = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
+    expected = 0.5 * (-math.log(sig(1.0)) - math.log(1 - sig(0.0)))
+    assert loss.item() == pytest.approx(expected, rel=1e-6)
+
+    rejected_opposite = _hidden_with({3: [-1.0, 0.0]})
+    loss = contrastive_goal_loss(chosen, rejected_opposite, one, one, beta=2.0, sim_samples=1, unsim_samples=1)
+    assert loss.item() == pytest.approx(2.0 * (-math.log(sig(1.0)) - math.log(1 - sig(-1.0))), rel=1e-6)
+
+
+def test_contrastive_loss_cosine_avg_by_hand():
+    # Chosen response = positions 2,3 with orthogonal states; rejected goal states average to [1, 1].
+    chosen = _hidden_with({2: [1.0, 0.0], 3: [0.0, 1.0]})
+    rejected = _hidden_with({2: [1.0, 0.0], 3: [0.0, 1.0]})
+    two = torch.tensor([2])
+    g = torch.Generator().manual_seed(0)
+    loss = contrastive_goal_loss(chosen, rejected, two, two, strategy="cosine_avg", sim_samples=64, unsim_samples=64, generator=g)
+    # every negative compares a unit axis with the averaged goal: cos = 1/sqrt(2)
+    sig = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
+    neg_term = -math.log(1 - sig(1 / math.sqrt(2)))
+    assert loss.item() > 0.5 * neg_term  # positive term is > 0 too
+    assert loss.item() < 0.5 * (neg_term - math.log(sig(0.0)))
+
+
+def test_sampled_positions_stay_inside_responses():
+    g = torch.Generator().manual_seed(1)
+    num_actions = torch.tensor([1, 3, 10, 50])
+    seq_len = 60
+    for pct in (0.0, 0.5, 0.9):
+        pos = sample_response_positions(num_actions, seq_len, 2000, pct, g)
+        first_allowed = seq_len - torch.ceil(num_actions * (1 - pct)).long().clamp(min=1)
+        assert (pos <= seq_len - 1).all()
+        assert (pos >= first_allowed.unsqueeze(1)).all()
+        # the whole allowed range is reachable
+        assert (pos.min(dim=1).values == first_allowed).all()
+
+
+def test_contrastive_loss_ignores_prompt_and_padding():
+    """Changing states outside the responses must not change the loss."""
+    torch.manual_seed(0)
+    chosen, rejected = torch.randn(2, 12, 8), torch.randn(2, 12, 8)
+    n_chosen, n_rejected = torch.tensor([3, 5]), torch.tensor([4, 2])
+    kwargs = dict(sim_samples=8, unsim_samples=8)
+    base = contrastive_goal_loss(chosen, rejected, n_chosen, n_rejected, generator=torch.Generator().manual_seed(3), **kwargs)
+    chosen2, rejected2 = chosen.clone(), rejected.clone()
+    chosen2[0, :9] = 100.0
+    chosen2[1, :7] = -5.0
+    rejected2[0, :8] = 7.0
+    rejected2[1, :10] = 3.0
+    again = contrastive_goal_loss(chosen2, rejected2, n_chosen, n_rejected, generator=torch.Generator().manual_seed(3), **kwargs)
+    assert again.item() == pytest.approx(base.item(), rel=1e-6)
+
+
+def test_generator_makes_the_loss_reproducible():
+    torch.manual_seed(0)
+    chosen, rejected = torch.randn(3, 20, 8), torch.randn(3, 20, 8)
+    n = torch.tensor([10, 15, 20])
+    a = contrastive_goal_loss(chosen, rejected, n, n, generator=torch.Generator().manual_seed(7))
+    b = contrastive_goal_loss(chosen, rejected, n, n, generator=torch.Generator().manual_seed(7))
+    c = contrastive_goal_loss(chosen, rejected, n, n, generator=torch.Generator().manual_seed(8))
+    assert a.item() == b.item() != c.item()
+    assert a.dim() == 0
+
+
+def test_bad_inputs_raise_clear_errors():
+    h = torch.randn(2, 5, 4)
+    with pytest.raises(ValueError, match=r"row 1 has an empty response"):
+        contrastive_goal_loss(h, h, torch.tensor([2, 0]), torch.tensor([1, 1]))
+    with pytest.raises(ValueError, match=r"cosine, cosine_avg"):
+        contrastive_goal_loss(h, h, torch.tensor([2, 2]), torch.tensor([1, 1]), strategy="dot")
+    with pytest.raises(ValueError, match=r"\(2, 5, 4\) and \(2, 5, 3\)"):
+        contrastive_goal_loss(h, torch.randn(2, 5, 3), torch.tensor([2, 2]), torch.tensor([1, 1]))
