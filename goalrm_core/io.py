@@ -17,6 +17,15 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 
 
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
+
+
 class ArtifactError(ValueError):
     """A file the pipeline reads is missing, corrupt, or has the wrong shape."""
 
@@ -28,6 +37,7 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp" + suffix, dir=path.parent)
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; artifacts are meant to be shared
     tmp_path = Path(tmp)
     try:
         yield tmp_path

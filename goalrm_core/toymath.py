@@ -399,7 +399,7 @@ def first_error(problem: Problem, solution_text: str) -> FirstError | None:
 BENCHMARKS = {
     "toy-id": "the training distribution itself",
     "toy-long": "one step longer: k in [max_steps, max_steps + 1]",
-    "toy-big": "larger operands: operand_max raised by ~40%",
+    "toy-big": "larger operands: operand_max raised by ~25%",
     "toy-mixed": "both shifts of toy-long and toy-big at once",
 }
 
@@ -408,7 +408,7 @@ BENCHMARK_SEED_OFFSET = 2**32
 
 
 def _raised_operand_max(operand_max: int) -> int:
-    return operand_max + max(1, round(0.4 * abs(operand_max)))
+    return operand_max + max(1, round(0.25 * abs(operand_max)))
 
 
 def benchmark_configs(train_cfg: ToyMathConfig) -> dict[str, ToyMathConfig]:

@@ -318,10 +318,10 @@ def test_benchmark_configs_shift_as_intended():
     assert configs["toy-id"] == train
     assert (configs["toy-long"].min_steps, configs["toy-long"].max_steps) == (4, 5)
     assert configs["toy-long"].operand_max == 12
-    assert configs["toy-big"].operand_max == 17  # ~ +40%, mild
+    assert configs["toy-big"].operand_max == 15  # ~ +25%, mild
     assert configs["toy-big"].max_steps == 4
     mixed = configs["toy-mixed"]
-    assert (mixed.min_steps, mixed.max_steps, mixed.operand_max) == (4, 5, 17)
+    assert (mixed.min_steps, mixed.max_steps, mixed.operand_max) == (4, 5, 15)
     assert all(c.operations == train.operations and c.style == train.style for c in configs.values())
 
 

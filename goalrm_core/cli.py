@@ -1,0 +1,40 @@
+"""``goalrm <command> ...``: one entry point whose subcommands mirror the seed's scripts."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# command -> (module, one-line help). Each module exposes ``main(argv) -> int | None``.
+COMMANDS = {
+    "report": ("goalrm_core.report", "Run the notebooks of a profile with papermill into reports/<profile>/."),
+    "train-rm": ("goalrm_core.train_rm", "Train a baseline or goal-conditioned RM (the seed's train_rm.py flags)."),
+    "get-representation": ("goalrm_core.representations", "Save the goal state of an RM (the seed's get_representation.py)."),
+    "eval-rm": ("goalrm_core.scoring", "Score generations densely: reward, partial rewards, Q-values (the seed's eval_rm.py)."),
+    "metrics": ("goalrm_core.evaluation", "Print AUROC and Q-filtered voting metrics of scored generations."),
+    "decode": ("goalrm_core.decoding", "Q-guided decoding and online pruning."),
+}
+
+
+def usage() -> str:
+    lines = ["usage: goalrm <command> [flags]", "", "commands:"]
+    lines += [f"  {name:<20} {help_}" for name, (_, help_) in COMMANDS.items()]
+    lines += ["", "goalrm <command> --help shows each command's flags."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage())
+        return 0
+    command, rest = argv[0], argv[1:]
+    if command not in COMMANDS:
+        print(f"goalrm: unknown command {command!r}; valid: {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[command][0])
+    return int(module.main(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""Run profiles: one flat YAML file per profile in ``params/``, shared by every notebook.
+
+A profile is deliberately flat (``key: scalar`` or ``key: [scalars]``) because papermill injects it
+as literal assignments into each notebook's ``parameters`` cell; anything nested would not round-trip
+into a readable parameters cell. Each notebook receives only the keys it declares, so the checks here
+catch the two mistakes that would otherwise pass silently: a key no notebook reads (a typo), and a
+value whose type differs from the notebook's default (``"1e-5"`` as a string, ``2`` for a list).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+_SCALARS = (str, int, float, bool, type(None))
+_TYPE_NAMES = {bool: "bool", int: "int", float: "float", str: "str", list: "list"}
+
+
+def project_root() -> Path:
+    """The directory holding ``pyproject.toml``, searched upward from the current directory.
+
+    Notebooks opened interactively run in ``notebooks/`` while papermill runs them from the root;
+    resolving every relative path against this one directory makes both see the same files. When
+    no ``pyproject.toml`` is found (an installed package used elsewhere), the package's parent is used.
+    """
+    here = Path.cwd().resolve()
+    for directory in (here, *here.parents):
+        if (directory / "pyproject.toml").is_file():
+            return directory
+    return Path(__file__).resolve().parent.parent
+
+
+def resolve_path(p: str | os.PathLike) -> Path:
+    """``p`` itself when absolute, else ``p`` relative to :func:`project_root`."""
+    path = Path(p).expanduser()
+    return path if path.is_absolute() else project_root() / path
+
+
+def _params_dir(params_dir: str | os.PathLike | None) -> Path:
+    return resolve_path(params_dir if params_dir is not None else "params")
+
+
+def available_profiles(params_dir: str | os.PathLike | None = None) -> list[str]:
+    """Profile names (YAML file stems) in ``params_dir``, sorted."""
+    directory = _params_dir(params_dir)
+    if not directory.is_dir():
+        return []
+    return sorted(p.stem for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+def profile_path(name: str, params_dir: str | os.PathLike | None = None) -> Path:
+    """The YAML file of profile ``name``; ``ValueError`` listing the available ones if absent."""
+    directory = _params_dir(params_dir)
+    for suffix in (".yaml", ".yml"):
+        candidate = directory / f"{name}{suffix}"
+        if candidate.is_file():
+            return candidate
+    available = available_profiles(directory)
+    listed = ", ".join(available) if available else "none"
+    raise ValueError(f"unknown profile {name!r}: available profiles in {directory} are: {listed}")
+
+
+def _check_value(source: str, key: str, value: Any) -> None:
+    """Reject values papermill could not inject as a flat literal."""
+    if isinstance(value, _SCALARS):
+        return
+    if isinstance(value, list) and all(isinstance(v, _SCALARS) for v in value):
+        return
+    raise ValueError(
+        f"{source}: key {key!r} must be a scalar (str, int, float, bool, null) or a list of scalars, "
+        f"got {type(value).__name__}: {value!r}"
+    )
+
+
+def load_profile(name: str, params_dir: str | os.PathLike | None = None) -> dict:
+    """Read and validate profile ``name``: a flat mapping of string keys to scalars or scalar lists."""
+    path = profile_path(name, params_dir)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise ValueError(f"{path}: not valid YAML ({e})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a flat mapping of parameter names to values, got {type(data).__name__}")
+    for key, value in data.items():
+        if not isinstance(key, str):
+            raise ValueError(f"{path}: key {key!r} must be a string, got {type(key).__name__}")
+        _check_value(str(path), key, value)
+    return data
+
+
+def _declared_type(param: Mapping[str, Any]) -> type | None:
+    """The type a notebook parameter expects, or ``None`` when anything goes.
+
+    papermill reports the annotation (``"None"`` when there is none) and the default as source text,
+    so the default is parsed back into a literal; a default that is not a literal (an expression)
+    or is ``None`` cannot constrain the profile value.
+    """
+    annotation = str(param.get("inferred_type_name") or "None").strip()
+    for typ, name in _TYPE_NAMES.items():
+        if annotation == name or annotation.lower().startswith(f"{name}["):
+            return typ
+    default = param.get("default")
+    if isinstance(default, str):
+        try:
+            default = ast.literal_eval(default)
+        except (ValueError, SyntaxError):
+            return None
+    if isinstance(default, tuple):
+        return list
+    for typ in _TYPE_NAMES:  # bool before int: bool is a subclass of int
+        if isinstance(default, typ):
+            return typ
+    return None
+
+
+def _type_matches(expected: type, value: Any) -> bool:
+    if expected is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if expected is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, expected)
+
+
+def check_profile_against_notebooks(
+    profile: Mapping[str, Any],
+    declared: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    source: str = "profile",
+) -> list[str]:
+    """Compare a profile with the parameters each notebook declares.
+
+    ``declared`` maps notebook name -> ``papermill.inspect_notebook`` output. Returns one warning per
+    profile key that no notebook declares (``profile`` itself is always injected, so it is exempt).
+    Raises ``ValueError`` naming ``source`` (the profile file), the key, the notebook, the expected
+    type and the value when a value's type differs from the declared default's type: such a value
+    would otherwise fail far from its cause, deep inside a notebook.
+    """
+    warnings_out = []
+    for key, value in profile.items():
+        users = [nb for nb, params in declared.items() if key in params]
+        if not users:
+            if key != "profile":
+                warnings_out.append(f"{source}: key {key!r} is not a parameter of any notebook")
+            continue
+        if value is None:
+            continue
+        for nb in users:
+            expected = _declared_type(declared[nb][key])
+            if expected is not None and not _type_matches(expected, value):
+                raise ValueError(
+                    f"{source}: key {key!r} expects {_TYPE_NAMES[expected]} (the default in {nb}), "
+                    f"got {type(value).__name__}: {value!r}"
+                )
+    return warnings_out

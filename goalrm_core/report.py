@@ -1,0 +1,486 @@
+"""Execute the notebooks of a profile with papermill and publish them as an HTML report.
+
+``reports/<profile>/`` receives, per stage, the executed ``NN_topic.ipynb`` and its ``NN_topic.html``
+(inputs hidden: the report is read, the notebook is for editing), plus ``status.json`` (what ran, how
+it went, how long it took) and ``index.html`` (the same, for a browser, with the headline metrics).
+Both are rewritten after every stage so that a long run can be watched and an interrupted run still
+says how far it got. A failed stage stops the run: later stages depend on its artifacts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import html
+import json
+import os
+import re
+import sys
+import time
+import warnings
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .io import ArtifactError, atomic_path, atomic_write_json, atomic_write_text
+from .profiles import check_profile_against_notebooks, load_profile, profile_path, resolve_path
+
+TIMINGS_KEY = "timings"
+STAGE_PATTERN = re.compile(r"^\d{2}_[A-Za-z0-9_\-]+\.ipynb$")
+SUCCEEDED = ("ok", "kept")
+MAX_METRIC_ROWS = 40
+HEADLINE_WORDS = ("auroc", "accuracy")
+
+
+# --------------------------------------------------------------------------------------- metrics
+
+
+def _sorted_tree(obj: Any) -> Any:
+    """Dicts with sorted (string) keys at every level, so identical runs give identical files."""
+    if isinstance(obj, Mapping):
+        return {str(k): _sorted_tree(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(obj, (list, tuple)):
+        return [_sorted_tree(v) for v in obj]
+    return obj
+
+
+def _read_json_object(path: Path) -> dict:
+    """A JSON object from ``path`` (``{}`` when absent); a corrupt file is an ``ArtifactError``."""
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ArtifactError(f"{path}: malformed JSON ({e.msg}, line {e.lineno})") from None
+    if not isinstance(data, dict):
+        raise ArtifactError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def record_metrics(
+    stage: str,
+    metrics: Mapping[str, Any],
+    reports_dir: str | os.PathLike,
+    timings: Mapping[str, Any] | None = None,
+) -> Path:
+    """Merge one stage's metrics into ``<reports_dir>/metrics.json`` and return its path.
+
+    The stage's previous entry is replaced, not merged, so a metric a notebook stopped producing
+    disappears. Wall-clock numbers go under a separate top-level ``"timings"`` section: everything
+    else in the file is then identical across identical runs and can be diffed.
+    """
+    if stage == TIMINGS_KEY:
+        raise ValueError(f"stage name {TIMINGS_KEY!r} is reserved for the timings section")
+    path = resolve_path(reports_dir) / "metrics.json"
+    data = _read_json_object(path)
+    data[stage] = dict(metrics)
+    if timings is not None:
+        data.setdefault(TIMINGS_KEY, {})[stage] = dict(timings)
+    atomic_write_json(path, _sorted_tree(data))
+    return path
+
+
+def _flatten(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    if isinstance(obj, Mapping):
+        rows = []
+        for key, value in obj.items():
+            rows.extend(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+        return rows
+    return [(prefix, obj)]
+
+
+def headline_metrics(metrics: Mapping[str, Any], limit: int = MAX_METRIC_ROWS) -> tuple[list[tuple[str, Any]], int]:
+    """Dotted-key rows for the index (AUROC/accuracy first), and how many were left out."""
+    rows = _flatten({k: v for k, v in metrics.items() if k != TIMINGS_KEY})
+    rows.sort(key=lambda kv: not any(word in kv[0].lower() for word in HEADLINE_WORDS))
+    return rows[:limit], max(0, len(rows) - limit)
+
+
+# ---------------------------------------------------------------------------------------- stages
+
+
+def discover_stages(notebooks_dir: Path) -> list[Path]:
+    """The ``NN_topic.ipynb`` notebooks in run order; whichever exist are the stages."""
+    if not notebooks_dir.is_dir():
+        return []
+    return sorted(p for p in notebooks_dir.iterdir() if STAGE_PATTERN.match(p.name))
+
+
+def match_stage(selector: str, names: list[str]) -> str:
+    """The stage named by ``selector``: its ``NN`` prefix, its full name, or its file name."""
+    wanted = selector.strip()
+    if wanted.endswith(".ipynb"):
+        wanted = wanted[: -len(".ipynb")]
+    for name in names:
+        if wanted == name or wanted == name.split("_", 1)[0]:
+            return name
+    raise ValueError(f"unknown stage {selector!r}: stages are {', '.join(names) or 'none'}")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).astimezone().isoformat(timespec="seconds")
+
+
+def _error_info(exc: BaseException) -> dict:
+    """What the index shows about a failure: papermill's cell error when there is one."""
+    ename = getattr(exc, "ename", None) or type(exc).__name__
+    evalue = getattr(exc, "evalue", None)
+    if evalue is None:
+        evalue = str(exc)
+    return {
+        "ename": str(ename),
+        "evalue": str(evalue),
+        "cell_index": getattr(exc, "cell_index", None),
+        "exec_count": getattr(exc, "exec_count", None),
+    }
+
+
+class _NothingWritten(Exception):
+    """Raised inside ``atomic_path`` to abandon an empty output instead of renaming it."""
+
+
+def execute_stage(
+    notebook: Path, output: Path, parameters: dict, kernel_name: str, cwd: Path
+) -> tuple[BaseException | None, bool]:
+    """Run one notebook into ``output`` atomically; return (its exception or None, whether it was written).
+
+    papermill keeps writing the output while cells run, so it goes to a temporary file that is
+    renamed when execution ends, whether it succeeded or not: a failed notebook, with its traceback,
+    is exactly what the reader needs. Only when papermill wrote nothing (the kernel never started)
+    is the temporary file dropped.
+    """
+    import papermill as pm
+
+    error: BaseException | None = None
+    written = False
+    with contextlib.suppress(_NothingWritten), atomic_path(output, suffix=".ipynb") as tmp:
+        try:
+            pm.execute_notebook(
+                str(notebook),
+                str(tmp),
+                parameters=parameters,
+                kernel_name=kernel_name,
+                cwd=str(cwd),
+                progress_bar=True,
+                execution_timeout=None,
+                start_timeout=120,
+            )
+        except Exception as exc:  # any failure is reported in the index, not raised
+            error = exc
+        if tmp.stat().st_size == 0:
+            raise _NothingWritten
+        written = True
+    return error, written
+
+
+def export_html(notebook: Path, output: Path) -> None:
+    """Write the reader's view of an executed notebook: outputs only, no code, no prompts."""
+    import nbformat
+    from nbconvert import HTMLExporter
+    from nbconvert.preprocessors import TagRemovePreprocessor
+
+    nb = nbformat.read(str(notebook), as_version=4)
+    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    # exclude_input already hides code; the tag rule also covers templates that ignore it, and
+    # drops the injected-parameters cell's input explicitly, since it repeats the profile verbatim.
+    tags = TagRemovePreprocessor(
+        remove_input_tags={"injected-parameters", "parameters", "hide-input", "remove-input"},
+        remove_cell_tags={"remove-cell"},
+        enabled=True,
+    )
+    exporter.register_preprocessor(tags, enabled=True)
+    body, _ = exporter.from_notebook_node(nb)
+    atomic_write_text(output, body)
+
+
+# ------------------------------------------------------------------------------------ status/index
+
+
+def _status_entry(name: str, status: str, **fields: Any) -> dict:
+    entry = {
+        "name": name,
+        "status": status,
+        "started": None,
+        "duration_s": None,
+        "notebook": f"{name}.ipynb",
+        "html": f"{name}.html",
+        "error": None,
+    }
+    entry.update(fields)
+    return entry
+
+
+def _load_previous(status_path: Path) -> dict[str, dict]:
+    """Last run's stage entries by name; a corrupt status file counts as no earlier run."""
+    try:
+        stages = _read_json_object(status_path).get("stages", [])
+    except ArtifactError:
+        return {}
+    return {s["name"]: s for s in stages if isinstance(s, dict) and "name" in s}
+
+
+def write_status(out_dir: Path, profile: str, stages: list[dict]) -> None:
+    """Refresh ``status.json`` and ``index.html`` together, so they never disagree."""
+    generated = _now()
+    atomic_write_json(out_dir / "status.json", {"profile": profile, "generated": generated, "stages": stages})
+    try:
+        metrics = _read_json_object(out_dir / "metrics.json")
+    except ArtifactError as e:
+        metrics = {"metrics.json": f"unreadable: {e}"}
+    atomic_write_text(out_dir / "index.html", render_index(profile, generated, stages, metrics, out_dir))
+
+
+_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 64rem;
+       padding: 0 1rem; color: #222; line-height: 1.45; }
+h1 { font-size: 1.6rem; margin-bottom: .2rem; } h2 { font-size: 1.2rem; margin-top: 2rem; }
+.meta { color: #666; margin-top: 0; }
+table { border-collapse: collapse; width: 100%; font-size: .92rem; }
+th, td { text-align: left; padding: .35rem .6rem; border-bottom: 1px solid #e3e3e3; vertical-align: top; }
+th { background: #f5f5f5; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.status { font-weight: 600; padding: .1rem .45rem; border-radius: .3rem; white-space: nowrap; }
+.ok { background: #e3f5e6; color: #1b6b2c; } .kept { background: #e6eefb; color: #27508f; }
+.failed { background: #fbe4e4; color: #9b1c1c; } .not-run, .pending { background: #eee; color: #666; }
+.running { background: #fff4d6; color: #8a5a00; }
+.error { font-family: ui-monospace, monospace; font-size: .85rem; color: #9b1c1c; white-space: pre-wrap; }
+"""
+
+
+def _format_value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, dict)):
+        text = json.dumps(value)
+        return text if len(text) <= 80 else text[:77] + "..."
+    return "null" if value is None else str(value)
+
+
+def _stage_row(stage: dict, out_dir: Path) -> str:
+    e = html.escape
+    name = e(stage["name"])
+    link = stage.get("html")
+    cell = f'<a href="{e(link)}">{name}</a>' if link and (out_dir / link).exists() else name
+    status = stage["status"]
+    duration = stage.get("duration_s")
+    shown = f"{duration:.1f} s" if isinstance(duration, (int, float)) else ""
+    error = stage.get("error") or {}
+    excerpt = ""
+    if error:
+        where = f" (cell {error['cell_index']})" if error.get("cell_index") is not None else ""
+        message = f"{error.get('ename', '')}: {error.get('evalue', '')}"
+        excerpt = message if len(message) <= 400 else message[:397] + "..."
+        excerpt += where
+    return (
+        f"<tr><td>{cell}</td><td><span class=\"status {e(status.replace(' ', '-'))}\">{e(status)}</span></td>"
+        f"<td class=\"num\">{e(shown)}</td><td>{e(stage.get('started') or '')}</td>"
+        f"<td class=\"error\">{e(excerpt)}</td></tr>"
+    )
+
+
+def render_index(profile: str, generated: str, stages: list[dict], metrics: Mapping[str, Any], out_dir: Path) -> str:
+    """A self-contained page: stage table with links and failures, then the headline metrics."""
+    e = html.escape
+    stage_rows = "\n".join(_stage_row(s, out_dir) for s in stages)
+    rows, left_out = headline_metrics(metrics)
+    metric_rows = "\n".join(
+        f'<tr><td>{e(k)}</td><td class="num">{e(_format_value(v))}</td></tr>' for k, v in rows
+    )
+    if rows:
+        more = f"<p class=\"meta\">{left_out} more in metrics.json.</p>" if left_out else ""
+        metrics_html = f"<table><tr><th>metric</th><th>value</th></tr>\n{metric_rows}\n</table>{more}"
+    else:
+        metrics_html = "<p class=\"meta\">No metrics recorded yet.</p>"
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>goalrm report: {e(profile)}</title>
+<style>{_CSS}</style></head>
+<body>
+<h1>goalrm report: profile {e(profile)}</h1>
+<p class="meta">Generated {e(generated)}</p>
+<h2>Stages</h2>
+<table><tr><th>stage</th><th>status</th><th>duration</th><th>started</th><th>error</th></tr>
+{stage_rows}
+</table>
+<h2>Headline metrics</h2>
+{metrics_html}
+</body></html>
+"""
+
+
+# ------------------------------------------------------------------------------------------ runner
+
+
+def _select(names: list[str], from_stage: str | None, only: list[str] | None) -> list[str]:
+    """The stages to execute this time, in order."""
+    chosen = list(names)
+    if from_stage is not None:
+        start = names.index(match_stage(from_stage, names))
+        chosen = names[start:]
+    if only:
+        wanted = {match_stage(s, names) for s in only}
+        chosen = [n for n in chosen if n in wanted]
+    return chosen
+
+
+def _check_resumable(names: list[str], from_stage: str, previous: dict[str, dict], profile: str) -> None:
+    """Resuming needs every earlier stage to have succeeded before; otherwise say what to run."""
+    start = names.index(match_stage(from_stage, names))
+    missing = [n for n in names[:start] if previous.get(n, {}).get("status") not in SUCCEEDED]
+    if missing:
+        raise ValueError(
+            f"cannot resume profile {profile!r} from {names[start]}: earlier stage(s) "
+            f"{', '.join(missing)} never succeeded; run `goalrm report --profile {profile} "
+            f"--from {missing[0]}` instead"
+        )
+
+
+def _carried_over(name: str, previous: dict[str, dict]) -> dict:
+    """The entry of a stage not executed this time: its last result, marked kept if it succeeded."""
+    old = previous.get(name)
+    if old is None:
+        return _status_entry(name, "not run")
+    entry = dict(old)
+    if entry.get("status") in SUCCEEDED:
+        entry["status"] = "kept"
+    return entry
+
+
+def _parameters(profile_name: str, profile: dict, declared: dict, out_dir: Path) -> dict:
+    """What papermill injects: the keys the notebook declares, ``profile``, and the report folder.
+
+    ``reports_dir`` is owned by the runner (it follows ``--reports-dir``), so a notebook that
+    declares it records its metrics next to its own executed copy.
+    """
+    params = {k: v for k, v in profile.items() if k in declared}
+    params["profile"] = profile_name
+    if "reports_dir" in declared:
+        params["reports_dir"] = str(out_dir)
+    return params
+
+
+def _run_one(path: Path, out_dir: Path, params: dict, kernel_name: str, log: Callable[[str], Any]) -> dict:
+    """Execute and export one stage, returning its status entry."""
+    name = path.stem
+    started, t0 = _now(), time.monotonic()
+    log(f"[{name}] running")
+    executed = out_dir / f"{name}.ipynb"
+    error, written = execute_stage(path, executed, params, kernel_name, resolve_path("."))
+    duration = round(time.monotonic() - t0, 2)
+    entry = _status_entry(name, "failed" if error else "ok", started=started, duration_s=duration)
+    if error is not None:
+        entry["error"] = _error_info(error)
+    if not written:  # an older run's output would pass for this run's: drop it
+        for stale in (executed, out_dir / f"{name}.html"):
+            stale.unlink(missing_ok=True)
+    if executed.exists():
+        try:
+            export_html(executed, out_dir / f"{name}.html")
+        except Exception as exc:  # a report without HTML is still a report
+            entry["html_error"] = f"{type(exc).__name__}: {exc}"
+            log(f"[{name}] HTML export failed: {exc}")
+    if error is None:
+        log(f"[{name}] ok in {duration:.1f} s")
+    else:
+        info = entry["error"]
+        log(f"[{name}] FAILED after {duration:.1f} s: {info['ename']}: {info['evalue']}")
+    return entry
+
+
+def _inspect(stages: list[Path]) -> dict[str, dict]:
+    """Each stage's declared parameters, so a bad profile fails before any kernel starts."""
+    import papermill as pm
+
+    declared = {}
+    for path in stages:
+        try:
+            declared[path.stem] = pm.inspect_notebook(str(path))
+        except Exception as e:
+            raise ValueError(f"{path}: cannot read its parameters cell ({e})") from e
+    return declared
+
+
+def run_report(
+    profile: str,
+    *,
+    notebooks_dir: str | os.PathLike = "notebooks",
+    params_dir: str | os.PathLike = "params",
+    reports_root: str | os.PathLike = "reports",
+    kernel_name: str = "goalrm",
+    from_stage: str | None = None,
+    only: list[str] | None = None,
+    log: Callable[[str], Any] = print,
+) -> int:
+    """Execute the profile's stages in order; return 0 if every executed stage succeeded, else 1.
+
+    Problems that can be seen before any kernel starts (unknown profile or stage, a profile value
+    of the wrong type, resuming past a stage that never succeeded) raise ``ValueError`` instead.
+    """
+    settings = load_profile(profile, params_dir)
+    source = str(profile_path(profile, params_dir))
+    stages = discover_stages(resolve_path(notebooks_dir))
+    if not stages:
+        raise ValueError(f"no NN_topic.ipynb notebooks in {resolve_path(notebooks_dir)}")
+    names = [p.stem for p in stages]
+    declared = _inspect(stages)
+    for message in check_profile_against_notebooks(settings, declared, source=source):
+        warnings.warn(message, stacklevel=2)
+        log(f"warning: {message}")
+
+    out_dir = resolve_path(reports_root) / profile
+    out_dir.mkdir(parents=True, exist_ok=True)
+    previous = _load_previous(out_dir / "status.json")
+    if from_stage is not None:
+        _check_resumable(names, from_stage, previous, profile)
+    selected = _select(names, from_stage, only)
+
+    entries = {n: _carried_over(n, previous) if n not in selected else _status_entry(n, "pending") for n in names}
+    failed = False
+    for path in stages:
+        name = path.stem
+        if name not in selected:
+            continue
+        if failed:
+            entries[name] = _status_entry(name, "not run")
+            continue
+        entries[name] = _status_entry(name, "running", started=_now())
+        write_status(out_dir, profile, list(entries.values()))
+        entries[name] = _run_one(path, out_dir, _parameters(profile, settings, declared[name], out_dir), kernel_name, log)
+        failed = entries[name]["status"] == "failed"
+        write_status(out_dir, profile, list(entries.values()))
+    write_status(out_dir, profile, list(entries.values()))
+    log(f"report: {out_dir / 'index.html'}")
+    return 1 if failed else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="goalrm report", description="Execute the notebooks and build the HTML report.")
+    parser.add_argument("--profile", default="demo", help="params/<profile>.yaml (default: demo)")
+    parser.add_argument("--from", dest="from_stage", default=None, help="resume from this stage (NN or NN_topic)")
+    parser.add_argument("--only", nargs="+", default=None, help="run only these stages (NN or NN_topic)")
+    parser.add_argument("--kernel", default="goalrm", help="Jupyter kernel name (default: goalrm)")
+    parser.add_argument("--notebooks-dir", default="notebooks")
+    parser.add_argument("--params-dir", default="params")
+    parser.add_argument("--reports-dir", default="reports", help="root folder; output goes to <dir>/<profile>/")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``goalrm report``: exit 0 when all stages succeed, 1 when one fails, 2 on a usage error."""
+    args = build_parser().parse_args(argv)
+    try:
+        return run_report(
+            args.profile,
+            notebooks_dir=args.notebooks_dir,
+            params_dir=args.params_dir,
+            reports_root=args.reports_dir,
+            kernel_name=args.kernel,
+            from_stage=args.from_stage,
+            only=args.only,
+        )
+    except (ValueError, ArtifactError) as e:
+        print(f"goalrm report: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

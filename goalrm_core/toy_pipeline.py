@@ -1,0 +1,210 @@
+"""The embedded default's data stage: benchmarks, base policy, generations and preference pairs.
+
+Each function reads and writes the run directory layout of DESIGN.md, so a stage can be re-run alone:
+
+    data/benchmarks/<bench>/test.jsonl          question, expected_answer, reference_solution, n_steps
+    data/policy/                                 HF causal LM + tokenizer, sft_history.jsonl
+    data/generations/<bench>/{greedy,samples}.jsonl   Nemo-Skills shape + first-error position
+    data/preference/{train,eval}.jsonl           question, correct, incorrect (OpenMathInstruct shape)
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pandas as pd
+from transformers import AutoTokenizer, LlamaForCausalLM
+
+from goalrm_core import toymath
+from goalrm_core.generation import Completion, sample_completions
+from goalrm_core.io import read_jsonl, require_artifact, write_jsonl
+from goalrm_core.policy import PolicyConfig, build_policy, train_sft
+from goalrm_core.templates import apply_template
+from goalrm_core.tokenization import build_char_tokenizer
+
+TEMPLATE = "toymath"
+GENERATION_FIELDS = ("question", "generated_solution", "predicted_answer", "expected_answer", "is_correct")
+
+
+def data_dir(run_dir: str | Path) -> Path:
+    return Path(run_dir) / "data"
+
+
+def write_benchmarks(run_dir, train_cfg: toymath.ToyMathConfig, n_questions: int, seed: int = 0) -> dict[str, int]:
+    """Fixed test questions per benchmark; returns the number of questions in each."""
+    counts = {}
+    for name in toymath.BENCHMARKS:
+        problems = toymath.make_benchmark(name, train_cfg, n_questions, seed)
+        counts[name] = write_jsonl(data_dir(run_dir) / "benchmarks" / name / "test.jsonl", map(toymath.problem_to_row, problems))
+    return counts
+
+
+def training_problems(run_dir, train_cfg: toymath.ToyMathConfig, n: int, seed: int) -> list[toymath.Problem]:
+    """Training questions, never colliding with a benchmark question."""
+    held_out = {row["question"] for name in toymath.BENCHMARKS for row in read_benchmark(run_dir, name)}
+    return toymath.generate_problems(train_cfg, n, seed, exclude=held_out)
+
+
+def train_policy(run_dir, problems: list[toymath.Problem], cfg: PolicyConfig, progress: bool = True) -> list[dict]:
+    """SFT the tiny policy on correct solutions and save it (with its tokenizer) under data/policy."""
+    tokenizer = build_char_tokenizer()
+    model = build_policy(tokenizer, cfg)
+    examples = [(apply_template(TEMPLATE, p.question), p.solution()) for p in problems]
+    history = train_sft(model, tokenizer, examples, cfg, progress=progress)
+    out = data_dir(run_dir) / "policy"
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    write_jsonl(out / "sft_history.jsonl", history)
+    return history
+
+
+def load_policy(run_dir):
+    path = require_artifact(data_dir(run_dir) / "policy" / "config.json", "notebooks/01_data.ipynb").parent
+    return LlamaForCausalLM.from_pretrained(path).eval(), AutoTokenizer.from_pretrained(path)
+
+
+def read_benchmark(run_dir, name: str) -> list[dict]:
+    path = require_artifact(data_dir(run_dir) / "benchmarks" / name / "test.jsonl", "notebooks/01_data.ipynb")
+    return read_jsonl(path, required=("question", "expected_answer"))
+
+
+def generation_record(question: str, expected: int, completion: Completion, sample_index: int) -> dict:
+    """One generation in the Nemo-Skills shape, plus where it first goes wrong."""
+    problem = toymath.problem_from_question(question)
+    err = toymath.first_error(problem, completion.text)
+    return {
+        "question": question,
+        "generated_solution": completion.text,
+        "predicted_answer": toymath.parse_answer(completion.text),
+        "expected_answer": expected,
+        "is_correct": err is None,
+        "sample_index": sample_index,
+        "num_generated_tokens": completion.num_tokens,
+        "policy_mean_logprob": completion.mean_logprob,
+        "policy_min_logprob": completion.min_logprob,
+        "first_error_step": None if err is None else err.step_index,
+        "first_error_char": None if err is None else err.char_offset,
+    }
+
+
+def generate_for_benchmarks(run_dir, model, tokenizer, n_samples: int, temperature: float, seed: int = 0,
+                            max_new_tokens: int = 96, progress: bool = True) -> None:
+    """One greedy generation and ``n_samples`` sampled ones per benchmark question."""
+    for name in toymath.BENCHMARKS:
+        rows = read_benchmark(run_dir, name)
+        prompts = [apply_template(TEMPLATE, r["question"]) for r in rows]
+        out = data_dir(run_dir) / "generations" / name
+        for mode, n in (("greedy", 1), ("samples", n_samples)):
+            completions = sample_completions(
+                model, tokenizer, prompts, n=n, temperature=temperature, greedy=mode == "greedy",
+                max_new_tokens=max_new_tokens, seed=seed, progress=progress, desc=f"{name} {mode}",
+            )
+            write_jsonl(out / f"{mode}.jsonl", (
+                generation_record(r["question"], r["expected_answer"], c, i)
+                for r, comps in zip(rows, completions) for i, c in enumerate(comps)
+            ))
+
+
+def read_generations(run_dir, bench: str, mode: str) -> list[dict]:
+    folder = data_dir(run_dir) / "generations"
+    if not (folder / bench).is_dir():
+        existing = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+        raise FileNotFoundError(f"benchmark {bench!r} has no generations in {folder}; available: {existing or 'none (run notebooks/01_data.ipynb)'}")
+    return read_jsonl(folder / bench / f"{mode}.jsonl", required=GENERATION_FIELDS)
+
+
+def make_preference_pairs(samples: list[dict], pairs_per_question: int, seed: int) -> list[dict]:
+    """Pair a correct with an incorrect solution of the same question (distinct texts, no reuse)."""
+    rng = random.Random(seed)
+    by_question: dict[str, list[dict]] = {}
+    for s in samples:
+        by_question.setdefault(s["question"], []).append(s)
+    pairs = []
+    for question, gens in by_question.items():
+        correct = list(dict.fromkeys(g["generated_solution"] for g in gens if g["is_correct"]))
+        incorrect = [g for g in gens if not g["is_correct"] and g["generated_solution"].strip()]
+        incorrect = list({g["generated_solution"]: g for g in incorrect}.values())
+        rng.shuffle(correct)
+        rng.shuffle(incorrect)
+        for good, bad in list(zip(correct, incorrect))[:pairs_per_question]:
+            pairs.append({"question": question, "correct": good, "incorrect": bad["generated_solution"],
+                          "incorrect_first_error_char": bad["first_error_char"]})
+    return pairs
+
+
+def build_preference_data(run_dir, model, tokenizer, problems: list[toymath.Problem], samples_per_question: int,
+                          temperature: float, pairs_per_question: int, eval_fraction: float, seed: int = 0,
+                          max_new_tokens: int = 96, progress: bool = True) -> dict[str, int]:
+    """Sample the policy on training questions, pair correct with incorrect, split by question."""
+    prompts = [apply_template(TEMPLATE, p.question) for p in problems]
+    completions = sample_completions(model, tokenizer, prompts, n=samples_per_question, temperature=temperature,
+                                     max_new_tokens=max_new_tokens, seed=seed + 1, progress=progress, desc="pairs")
+    samples = [generation_record(p.question, p.answer, c, i)
+               for p, comps in zip(problems, completions) for i, c in enumerate(comps)]
+    pairs = make_preference_pairs(samples, pairs_per_question, seed)
+    questions = sorted({p["question"] for p in pairs})
+    random.Random(seed).shuffle(questions)
+    eval_questions = set(questions[:max(1, int(len(questions) * eval_fraction))])
+    train = [p for p in pairs if p["question"] not in eval_questions]
+    held = [p for p in pairs if p["question"] in eval_questions]
+    out = data_dir(run_dir) / "preference"
+    write_jsonl(out / "train.jsonl", train)
+    write_jsonl(out / "eval.jsonl", held)
+    return {"n_pairs": len(pairs), "n_train": len(train), "n_eval": len(held), "n_questions": len(questions),
+            "n_sampled_questions": len(problems),
+            "sample_accuracy": sum(s["is_correct"] for s in samples) / max(1, len(samples))}
+
+
+def benchmark_table(run_dir) -> pd.DataFrame:
+    """Accuracy per benchmark, greedy and sampled, with counts."""
+    rows = []
+    for name in toymath.BENCHMARKS:
+        greedy = read_generations(run_dir, name, "greedy")
+        samples = read_generations(run_dir, name, "samples")
+        rows.append({
+            "benchmark": name,
+            "n_questions": len(greedy),
+            "greedy_accuracy": sum(g["is_correct"] for g in greedy) / len(greedy),
+            "sample_accuracy": sum(s["is_correct"] for s in samples) / len(samples),
+            "n_samples": len(samples),
+        })
+    return pd.DataFrame(rows).set_index("benchmark")
+
+
+def generations_frame(run_dir, mode: str = "samples") -> pd.DataFrame:
+    """All generations of every benchmark in one tidy table."""
+    frames = [pd.DataFrame(read_generations(run_dir, name, mode)).assign(benchmark=name) for name in toymath.BENCHMARKS]
+    df = pd.concat(frames, ignore_index=True)
+    df["outcome"] = df["is_correct"].map({True: "correct", False: "incorrect"})
+    return df
+
+
+def benchmark_config_table(train_cfg: toymath.ToyMathConfig) -> pd.DataFrame:
+    rows = [{"benchmark": name, "description": toymath.BENCHMARKS[name], "steps": f"{c.min_steps}-{c.max_steps}",
+             "operands": f"{c.operand_min}-{c.operand_max}", "operations": c.operations}
+            for name, c in toymath.benchmark_configs(train_cfg).items()]
+    return pd.DataFrame(rows).set_index("benchmark")
+
+
+def example_table(run_dir, bench: str = "toy-id", n: int = 6, seed: int = 0) -> pd.DataFrame:
+    """A few correct and incorrect sampled solutions side by side with the reference."""
+    df = generations_frame(run_dir).query("benchmark == @bench")
+    picks = pd.concat([g.sample(min(len(g), n // 2), random_state=seed) for _, g in df.groupby("outcome")])
+    picks["reference"] = [toymath.problem_from_question(q).solution() for q in picks["question"]]
+    return picks[["question", "generated_solution", "reference", "outcome", "first_error_step"]].reset_index(drop=True)
+
+
+def preference_table(run_dir) -> pd.DataFrame:
+    """Pairs per split, pairs per question and response lengths (characters)."""
+    rows = []
+    for split in ("train", "eval"):
+        pairs = pd.DataFrame(read_jsonl(data_dir(run_dir) / "preference" / f"{split}.jsonl"),
+                             columns=["question", "correct", "incorrect"])
+        rows.append({
+            "split": split, "n_pairs": len(pairs), "n_questions": pairs["question"].nunique(),
+            "pairs_per_question": len(pairs) / max(1, pairs["question"].nunique()),
+            "correct_len_mean": pairs["correct"].str.len().mean(),
+            "incorrect_len_mean": pairs["incorrect"].str.len().mean(),
+        })
+    return pd.DataFrame(rows).set_index("split")

@@ -1,0 +1,210 @@
+"""The report runner on three tiny notebooks: one records metrics, one fails on demand, one is last.
+
+Kernel start-ups dominate the cost, so the notebooks are executed four times in all, by one
+module-scoped fixture: a first run where stage 02 fails, then a resume from 02 once it is fixed.
+The first run's files are copied aside before the resume so both states can be inspected.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+
+import nbformat
+import pytest
+
+from goalrm_core.profiles import check_profile_against_notebooks, load_profile
+from goalrm_core.report import main, record_metrics, run_report
+
+pytestmark = pytest.mark.notebook
+
+KERNEL = "python3"
+
+
+def _notebook(path, params_src: str, *body: str, tags: tuple[str, ...] = ()) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": KERNEL, "language": "python", "display_name": "Python 3"}
+    nb.cells = [
+        nbformat.v4.new_code_cell("from goalrm_core.report import record_metrics"),
+        nbformat.v4.new_code_cell(params_src, metadata={"tags": ["parameters"]}),
+        *(nbformat.v4.new_code_cell(src, metadata={"tags": list(tags)}) for src in body),
+    ]
+    nbformat.write(nb, str(path))
+
+
+def _write_profile(params_dir, name: str, text: str) -> None:
+    params_dir.mkdir(exist_ok=True)
+    (params_dir / f"{name}.yaml").write_text(text, encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    root = tmp_path_factory.mktemp("report")
+    nbs = root / "notebooks"
+    nbs.mkdir()
+    _notebook(
+        nbs / "01_alpha.ipynb",
+        'profile = "demo"\nreports_dir = "reports/demo"\nseed = 0\nlr = 0.5',
+        'HIDDEN_CODE_MARKER = seed\nprint("VISIBLE_" + "OUTPUT", HIDDEN_CODE_MARKER)',
+        'record_metrics("alpha", {"auroc": 0.75, "seed": seed, "lr": lr}, reports_dir, timings={"wall_s": 0.1})',
+    )
+    _notebook(
+        nbs / "02_beta.ipynb",
+        'reports_dir = "reports/demo"\nfail = False',
+        'if fail:\n    raise RuntimeError("beta exploded on purpose")',
+        'record_metrics("beta", {"accuracy": 0.5}, reports_dir)',
+    )
+    _notebook(nbs / "03_gamma.ipynb", 'profile = "demo"', 'print("gamma done")')
+    params = root / "params"
+    _write_profile(params, "tiny", "seed: 3\nlr: 1\nfail: true\nunused_knob: 7\n")
+    _write_profile(params, "other", "seed: 1\n")
+    kwargs = dict(notebooks_dir=nbs, params_dir=params, reports_root=root / "reports", kernel_name=KERNEL)
+    out = root / "reports" / "tiny"
+
+    first_log: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first_rc = run_report("tiny", log=first_log.append, **kwargs)
+    shutil.copytree(out, root / "first")
+    alpha_html_mtime = (out / "01_alpha.html").stat().st_mtime_ns
+
+    _write_profile(params, "tiny", "seed: 3\nlr: 1\nfail: false\n")
+    second_rc = run_report("tiny", from_stage="02", log=lambda _: None, **kwargs)
+    return {
+        "root": root,
+        "kwargs": kwargs,
+        "first": root / "first",
+        "second": out,
+        "first_rc": first_rc,
+        "second_rc": second_rc,
+        "first_log": first_log,
+        "warnings": [str(w.message) for w in caught],
+        "alpha_html_mtime": alpha_html_mtime,
+    }
+
+
+def _status(folder) -> dict:
+    data = json.loads((folder / "status.json").read_text())
+    return {s["name"]: s for s in data["stages"]}
+
+
+def test_failed_stage_gives_nonzero_and_stops_later_stages(project):
+    assert project["first_rc"] != 0
+    status = _status(project["first"])
+    assert [status[n]["status"] for n in ("01_alpha", "02_beta", "03_gamma")] == ["ok", "failed", "not run"]
+    error = status["02_beta"]["error"]
+    assert error["ename"] == "RuntimeError" and "beta exploded on purpose" in error["evalue"]
+    assert isinstance(error["cell_index"], int)
+    assert not (project["first"] / "03_gamma.ipynb").exists()
+
+
+def test_failed_run_keeps_earlier_outputs_and_shows_the_error(project):
+    first = project["first"]
+    for name in ("01_alpha", "02_beta"):  # the failed notebook is kept too, for its traceback
+        assert (first / f"{name}.ipynb").exists() and (first / f"{name}.html").exists()
+    assert "beta exploded on purpose" in (first / "02_beta.html").read_text()
+    metrics = json.loads((first / "metrics.json").read_text())
+    assert metrics["alpha"] == {"auroc": 0.75, "lr": 1, "seed": 3}  # profile values were injected
+    assert "beta" not in metrics
+    index = (first / "index.html").read_text()
+    assert "RuntimeError: beta exploded on purpose" in index
+    assert 'class="status failed"' in index and 'class="status not-run"' in index
+    assert '<a href="01_alpha.html">01_alpha</a>' in index
+    assert '<a href="03_gamma.html">' not in index
+
+
+def test_html_hides_inputs_but_keeps_outputs(project):
+    text = (project["first"] / "01_alpha.html").read_text()
+    assert "VISIBLE_OUTPUT 3" in text
+    assert "HIDDEN_CODE_MARKER" not in text
+    assert "# Parameters" not in text  # the injected-parameters cell's input is hidden too
+
+
+def test_index_lists_stages_with_durations_and_metrics(project):
+    status = _status(project["first"])
+    assert status["01_alpha"]["duration_s"] > 0 and status["01_alpha"]["started"]
+    index = (project["first"] / "index.html").read_text()
+    assert "profile tiny" in index and "Generated" in index
+    assert f'{status["01_alpha"]["duration_s"]:.1f} s' in index
+    assert "Headline metrics" in index and "alpha.auroc" in index and "0.75" in index
+    assert "wall_s" not in index  # timings are not headline metrics
+
+
+def test_unknown_profile_key_warns(project):
+    assert any("unused_knob" in w for w in project["warnings"])
+    assert any("unused_knob" in line for line in project["first_log"])
+
+
+def test_resume_from_failed_stage_after_fix(project):
+    assert project["second_rc"] == 0
+    second = project["second"]
+    status = _status(second)
+    assert [status[n]["status"] for n in ("01_alpha", "02_beta", "03_gamma")] == ["kept", "ok", "ok"]
+    assert status["01_alpha"]["duration_s"] == _status(project["first"])["01_alpha"]["duration_s"]
+    assert (second / "01_alpha.html").stat().st_mtime_ns == project["alpha_html_mtime"]
+    assert "gamma done" in (second / "03_gamma.html").read_text()
+    metrics = json.loads((second / "metrics.json").read_text())
+    assert set(metrics) == {"alpha", "beta", "timings"}
+    assert 'class="status kept"' in (second / "index.html").read_text()
+
+
+def test_resume_refuses_when_earlier_stage_never_succeeded(project, tmp_path):
+    kwargs = dict(project["kwargs"], reports_root=tmp_path)
+    with pytest.raises(ValueError, match="01_alpha"):
+        run_report("tiny", from_stage="02_beta", log=lambda _: None, **kwargs)
+    with pytest.raises(ValueError, match="unknown stage '09'.*01_alpha"):
+        run_report("tiny", only=["09"], log=lambda _: None, **kwargs)
+
+
+def test_unknown_profile_lists_available(project, capsys):
+    params = project["kwargs"]["params_dir"]
+    with pytest.raises(ValueError, match="other, tiny"):
+        load_profile("nope", params)
+    assert main(["--profile", "nope", "--params-dir", str(params)]) == 2
+    assert "other, tiny" in capsys.readouterr().err
+
+
+def test_profile_file_must_be_flat(tmp_path):
+    _write_profile(tmp_path, "bad", "model:\n  size: 3\n")
+    with pytest.raises(ValueError, match=r"bad\.yaml.*'model'.*scalar"):
+        load_profile("bad", tmp_path)
+    _write_profile(tmp_path, "seq", "- 1\n- 2\n")
+    with pytest.raises(ValueError, match=r"seq\.yaml.*flat mapping"):
+        load_profile("seq", tmp_path)
+
+
+def _param(default: str, annotation: str = "None") -> dict:
+    """What papermill.inspect_notebook reports: the default as source text."""
+    return {"name": "x", "inferred_type_name": annotation, "default": default, "help": ""}
+
+
+def test_profile_types_are_checked_against_notebook_defaults():
+    declared = {
+        "01_data": {"n": _param("2000"), "lr": _param("0.5"), "tag": _param('"a"'), "anything": _param("None")},
+        "02_train": {"flag": _param("False"), "sizes": _param("[1, 2]"), "n": _param("2000")},
+    }
+    ok = {"n": 5, "lr": 1, "tag": "b", "anything": [1], "flag": True, "sizes": [3], "profile": "x", "stray": 1}
+    assert check_profile_against_notebooks(ok, declared) == ["profile: key 'stray' is not a parameter of any notebook"]
+    for key, value, expected in [("n", "5", "int"), ("flag", 1, "bool"), ("sizes", 3, "list"), ("lr", "1e-5", "float")]:
+        with pytest.raises(ValueError, match=rf"p\.yaml: key '{key}' expects {expected} .*got .*{value!r}"):
+            check_profile_against_notebooks({key: value}, declared, source="p.yaml")
+    with pytest.raises(ValueError, match="expects int"):
+        check_profile_against_notebooks({"n": True}, declared)
+
+
+def test_record_metrics_merges_stages_and_keeps_timings_apart(tmp_path):
+    path = record_metrics("b_stage", {"z": 1.0, "a": {"y": 2, "x": 1}}, tmp_path, timings={"s": 3.2})
+    record_metrics("a_stage", {"auroc": 0.9}, tmp_path)
+    record_metrics("b_stage", {"accuracy": 0.5}, tmp_path, timings={"s": 1.1})
+    data = json.loads(path.read_text())
+    assert data == {"a_stage": {"auroc": 0.9}, "b_stage": {"accuracy": 0.5}, "timings": {"b_stage": {"s": 1.1}}}
+    assert list(data) == sorted(data)
+    before = path.read_text()
+    record_metrics("b_stage", {"accuracy": 0.5}, tmp_path, timings={"s": 9.9})
+    after = json.loads(path.read_text())
+    assert {k: v for k, v in after.items() if k != "timings"} == {
+        k: v for k, v in json.loads(before).items() if k != "timings"
+    }
+    with pytest.raises(ValueError, match="reserved"):
+        record_metrics("timings", {}, tmp_path)
