@@ -37,7 +37,7 @@ class TrainRMConfig:
     max_len: int = _help("Maximum tokens of prompt + response; the prompt is cut from the left first.", 2048)
     max_samples: int = _help("Use at most this many training pairs (0 = all).", 0)
     save_path: str = _help("Where the final RM is saved (HF layout + goalrm.json).", "./ckpt/reward_model")
-    ckpt_path: str = _help("DeepSpeed checkpoint directory (default: <save_path>/checkpoints).", "")
+    ckpt_path: str = _help("DeepSpeed checkpoints (default: <save_path>.checkpoints, beside the RM dir, which a final save replaces).", "")
     load_checkpoint: bool = _help("Resume from the latest checkpoint in --ckpt_path.", False)
     save_steps: int = _help("Checkpoint every N optimiser steps (-1 = never).", -1)
     logging_steps: int = _help("Log metrics every N optimiser steps.", 1)

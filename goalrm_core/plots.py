@@ -45,3 +45,72 @@ def distribution(df: pd.DataFrame, x: str, hue: str, col: str | None = None, tit
                        element="step", height=3, aspect=1.2, col_wrap=4 if col else None)
     grid.figure.suptitle(title, y=1.03)
     return grid.figure
+
+
+def scatter_panels(df: pd.DataFrame, x: str, y: str, hue: str, col: str, title: str = ""):
+    grid = sns.relplot(data=df, x=x, y=y, hue=hue, col=col, s=12, alpha=0.6, height=3.5, facet_kws={"sharex": False, "sharey": False})
+    grid.figure.suptitle(title, y=1.03)
+    return grid.figure
+
+
+def auroc_bars(table: pd.DataFrame, title: str = "AUROC of the reward on greedy generations (95% CI)"):
+    """Bars per benchmark and scorer with bootstrap CI error bars; the dashed line is chance."""
+    data = table.dropna(subset=["auroc"])
+    scorers = list(dict.fromkeys(data["scorer"]))
+    benches = list(dict.fromkeys(data["benchmark"]))
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    width = 0.8 / max(1, len(scorers))
+    palette = sns.color_palette("deep", len(scorers))
+    for i, scorer in enumerate(scorers):
+        rows = data[data["scorer"] == scorer].set_index("benchmark").reindex(benches)
+        xs = [b + (i - (len(scorers) - 1) / 2) * width for b in range(len(benches))]
+        err = [rows["auroc"] - rows["ci_low"], rows["ci_high"] - rows["auroc"]]
+        ax.bar(xs, rows["auroc"], width, yerr=err, capsize=2, label=scorer, color=palette[i])
+    ax.axhline(0.5, ls="--", c="grey", lw=1)
+    ax.set_xticks(range(len(benches)), benches)
+    ax.set_ylim(0.3, 1.0)
+    ax.set_ylabel("AUROC")
+    ax.set_title(title)
+    ax.legend(fontsize=8, ncol=2, loc="lower left")
+    fig.tight_layout()
+    return fig
+
+
+def partial_auroc_curves(df: pd.DataFrame, title: str = "AUROC of partial generations (95% CI)"):
+    """AUROC against the response percentile, one line per RM and signal, with CI bands."""
+    fig, ax = plt.subplots(figsize=(7, 3.8))
+    for (rm, signal), g in df.groupby(["rm", "signal"]):
+        g = g.sort_values("percentile")
+        ax.plot(g["percentile"], g["auroc"], marker="o", ms=3, label=f"{rm} · {signal}")
+        ax.fill_between(g["percentile"], g["ci_low"], g["ci_high"], alpha=0.15)
+    ax.axhline(0.5, ls="--", c="grey", lw=1)
+    ax.set_xlabel("fraction of the response seen")
+    ax.set_ylabel("AUROC")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def q_trajectories(rows, first_error_tokens, n_each: int = 3, seed: int = 0, title: str = "Q-value along a generation"):
+    """Q-value per response token for a few correct and incorrect generations; x marks the first error."""
+    import random
+
+    rng = random.Random(seed)
+    correct = [i for i, r in enumerate(rows) if r["is_correct"]]
+    wrong = [i for i, r in enumerate(rows) if not r["is_correct"] and first_error_tokens[i] is not None]
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    for idxs, colour, label in ((rng.sample(correct, min(n_each, len(correct))), "tab:green", "correct"),
+                                (rng.sample(wrong, min(n_each, len(wrong))), "tab:red", "incorrect")):
+        for k, i in enumerate(idxs):
+            q = rows[i]["cosine_sim"]
+            ax.plot(range(len(q)), q, c=colour, alpha=0.7, label=label if k == 0 else None)
+            if first_error_tokens[i] is not None:
+                e = first_error_tokens[i]
+                ax.plot([e], [q[e]], "x", c="black", ms=8, label="first error" if k == 0 and colour == "tab:red" else None)
+    ax.set_xlabel("response token")
+    ax.set_ylabel("Q (cosine to goal)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig

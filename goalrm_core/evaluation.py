@@ -1,0 +1,182 @@
+"""From scored generations to the paper's tables: AUROC with CIs, partial AUROC, Q-filtered voting,
+Q/reward correlation and the first-error check. Command line: ``goalrm metrics`` (the seed's flags).
+
+Scored files live in ``<eval_dir>/<bench>/{greedy,all}/scored.jsonl`` (written by ``goalrm eval-rm``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from goalrm_core import metrics
+from goalrm_core.io import ArtifactError, read_jsonl
+from goalrm_core.scoring import benchmark_dir
+
+# name -> function of a scored/generation row; higher = more likely correct. Used when the fields exist.
+REFERENCE_SCORERS: dict[str, Callable[[dict], float]] = {
+    "policy mean logprob": lambda r: r["policy_mean_logprob"],
+    "policy min logprob": lambda r: r["policy_min_logprob"],
+    "length only": lambda r: -r["num_actions"],
+}
+REFERENCE_FIELDS = {"policy mean logprob": "policy_mean_logprob", "policy min logprob": "policy_min_logprob", "length only": "num_actions"}
+
+
+def read_scored(eval_dir: str | Path, bench: str, split: str = "greedy") -> list[dict]:
+    path = benchmark_dir(Path(eval_dir), bench) / split / "scored.jsonl"
+    if not path.exists():
+        raise ArtifactError(f"{path} is missing: run `goalrm eval-rm` (or notebooks/04_evaluation.ipynb) first")
+    return read_jsonl(path, required=("question", "is_correct", "reward", "num_actions"))
+
+
+def require_q_values(rows: Sequence[dict], source: str) -> None:
+    if rows and "cosine_sim" not in rows[0]:
+        raise ArtifactError(f"{source}: scored rows have no cosine_sim; this RM was scored with --vanilla, so Q-filtering is not possible")
+
+
+def labels(rows: Sequence[dict]) -> np.ndarray:
+    return np.array([bool(r["is_correct"]) for r in rows])
+
+
+def question_ids(rows: Sequence[dict]) -> np.ndarray:
+    """Cluster ids for the bootstrap: samples of one question are resampled together."""
+    index: dict[str, int] = {}
+    return np.array([index.setdefault(r["question"], len(index)) for r in rows])
+
+
+def auroc_row(scorer: str, bench: str, scores: Sequence[float], rows: Sequence[dict], n_boot: int, seed: int) -> dict:
+    res = metrics.bootstrap_auroc(np.asarray(scores, dtype=float), labels(rows), n_boot=n_boot, seed=seed, clusters=question_ids(rows))
+    return {"scorer": scorer, "benchmark": bench, **res.as_dict()}
+
+
+def auroc_table(scored: dict[str, Sequence[dict]], bench: str, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """AUROC of each RM's reward, and of every reference scorer whose fields exist, on one benchmark."""
+    rows_out = [auroc_row(rm, bench, [r["reward"] for r in rows], rows, n_boot, seed) for rm, rows in scored.items()]
+    any_rows = next(iter(scored.values()))
+    for name, fn in REFERENCE_SCORERS.items():
+        if all(r.get(REFERENCE_FIELDS[name]) is not None for r in any_rows):
+            rows_out.append(auroc_row(name, bench, [fn(r) for r in any_rows], any_rows, n_boot, seed))
+    return pd.DataFrame(rows_out)
+
+
+def delta_auroc(rows_a: Sequence[dict], rows_b: Sequence[dict], n_boot: int = 1000, seed: int = 0) -> dict:
+    """Paired bootstrap of AUROC(a) − AUROC(b) on the same generations."""
+    if [r["question"] for r in rows_a] != [r["question"] for r in rows_b]:
+        raise ValueError("the two RMs were scored on different generations; re-run eval-rm on the same files")
+    return metrics.paired_bootstrap_delta([r["reward"] for r in rows_a], [r["reward"] for r in rows_b], labels(rows_a),
+                                          n_boot=n_boot, seed=seed, clusters=question_ids(rows_a))
+
+
+def partial_auroc_table(rows: Sequence[dict], percentiles=metrics.DEFAULT_PERCENTILES, n_boot: int = 500, seed: int = 0) -> pd.DataFrame:
+    """Partial AUROC from partial rewards and, when present, Q-values, at each response percentile."""
+    frames = []
+    signals = [("partial reward", "partial_rewards")] + ([("Q-value", "cosine_sim")] if rows and "cosine_sim" in rows[0] else [])
+    for name, key in signals:
+        df = metrics.partial_auroc([r[key] for r in rows], labels(rows), percentiles, n_boot=n_boot, seed=seed, clusters=question_ids(rows))
+        frames.append(df.assign(signal=name))
+    return pd.concat(frames, ignore_index=True)
+
+
+def group_by_question(rows: Sequence[dict]) -> list[list[dict]]:
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(r["question"], []).append(r)
+    return list(groups.values())
+
+
+def split_questions(groups: list[list[dict]], fraction: float, seed: int = 0) -> tuple[list, list]:
+    """Validation / test split by question, for choosing the filter threshold honestly."""
+    order = np.random.default_rng(seed).permutation(len(groups))
+    n_val = int(round(len(groups) * fraction))
+    return [groups[i] for i in order[:n_val]], [groups[i] for i in order[n_val:]]
+
+
+def filter_summary(rows: Sequence[dict], threshold: float = 0.0, skip_first: int = 5, val_fraction: float = 0.3, seed: int = 0) -> pd.DataFrame:
+    """Q-filtered majority voting at the paper's threshold (all questions) and at a threshold chosen on
+    a validation split (reported on the remaining test questions)."""
+    require_q_values(rows, "filtering")
+    groups = group_by_question(rows)
+    paper = metrics.q_filtered_majority_vote(groups, threshold=threshold, skip_first=skip_first).as_dict()
+    out = [{"setting": f"paper threshold {threshold:g} (all questions)", **paper}]
+    val, test = split_questions(groups, val_fraction, seed)
+    if val and test:
+        chosen, _ = metrics.choose_filter_threshold(val, skip_first=skip_first)
+        tuned = metrics.q_filtered_majority_vote(test, threshold=chosen, skip_first=skip_first).as_dict()
+        out.append({"setting": f"validation-chosen {chosen:g} (test questions)", **tuned})
+    return pd.DataFrame(out)
+
+
+def correlation_table(rows: Sequence[dict]) -> pd.DataFrame:
+    require_q_values(rows, "correlation")
+    return metrics.q_reward_correlation([r["reward"] for r in rows], [r["cosine_sim"] for r in rows])
+
+
+def first_error_token(row: dict, tokenizer=None) -> int | None:
+    """Token index of the first error inside the response (char offset -> token index)."""
+    offset = row.get("first_error_char")
+    if offset is None:
+        return None
+    if tokenizer is None:  # the character tokenizer: one token per character
+        index = int(offset)
+    else:
+        index = len(tokenizer(row["generated_solution"][:offset], add_special_tokens=False)["input_ids"])
+    return min(index, row["num_actions"] - 1)
+
+
+def first_error_summary(rows: Sequence[dict], tokenizer=None, skip_first: int = 0, n_boot: int = 500, seed: int = 0) -> dict:
+    """Does Q fall at the first error? Mean Q before/after it, and AUROC of 'prefix already wrong' from −Q."""
+    require_q_values(rows, "first-error check")
+    known = [r for r in rows if r["is_correct"] or r.get("first_error_char") is not None]
+    q = [r["cosine_sim"] for r in known]
+    errs = [first_error_token(r, tokenizer) if not r["is_correct"] else None for r in known]
+    stats = metrics.first_error_q_stats(q, errs, skip_first=skip_first)
+    prefix = metrics.prefix_error_auroc(q, errs, [bool(r["is_correct"]) for r in known], stride=2,
+                                        skip_first=skip_first, n_boot=n_boot, seed=seed)
+    return {**stats, "prefix_error_auroc": prefix.auroc, "prefix_error_auroc_ci_low": prefix.ci_low,
+            "prefix_error_auroc_ci_high": prefix.ci_high}
+
+
+def fmt_ci(value: float, low: float, high: float) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "undefined"
+    return f"{value:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="goalrm metrics", description="Print the metrics of scored generations.")
+    p.add_argument("--model_name", required=True, help="Label of the RM (also a sub-folder of --eval_results_dir if it exists).")
+    p.add_argument("--eval_results_dir", required=True, help="Output of goalrm eval-rm: <dir>/<bench>/{greedy,all}/scored.jsonl.")
+    p.add_argument("--filter_threshold", type=float, default=0.0, help="Q-value threshold of the filtered majority vote.")
+    p.add_argument("--benchmarks", nargs="+", required=True, help="Benchmarks to report.")
+    p.add_argument("--percentiles", nargs="*", type=float, default=list(metrics.DEFAULT_PERCENTILES), help="Response percentiles of the partial AUROC.")
+    p.add_argument("--vanilla", action="store_true", help="Baseline RM: no Q-values, so no filtering.")
+    p.add_argument("--n_boot", type=int, default=1000, help="Bootstrap resamples for the CIs.")
+    p.add_argument("--skip_first", type=int, default=5, help="Response tokens never filtered.")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    root = Path(args.eval_results_dir)
+    if (root / args.model_name).is_dir():
+        root = root / args.model_name
+    for bench in args.benchmarks:
+        greedy = read_scored(root, bench, "greedy")
+        res = metrics.bootstrap_auroc([r["reward"] for r in greedy], labels(greedy), n_boot=args.n_boot)
+        print(f"[{args.model_name}] {bench}: greedy n={res.n} AUROC {fmt_ci(res.auroc, res.ci_low, res.ci_high)}"
+              + (f" ({res.undefined_reason})" if res.undefined_reason else ""))
+        partial = partial_auroc_table(greedy, args.percentiles, n_boot=min(args.n_boot, 500))
+        for _, row in partial.iterrows():
+            print(f"  partial AUROC {row['signal']:<14} @{row['percentile']:.1f}: {fmt_ci(row['auroc'], row['ci_low'], row['ci_high'])}")
+        all_path = root / bench / "all" / "scored.jsonl"
+        if not args.vanilla and all_path.exists():
+            rows = read_scored(root, bench, "all")
+            f = metrics.q_filtered_majority_vote(group_by_question(rows), args.filter_threshold, args.skip_first)
+            print(f"  filtered voting @{args.filter_threshold:g}: accuracy {f.accuracy:.3f} (unfiltered {f.accuracy_unfiltered:.3f}), "
+                  f"generations filtered {f.generations_filtered_pct:.1f}%, tokens saved {f.tokens_saved_pct:.1f}%, p={f.p_value:.3g}")
+    return 0

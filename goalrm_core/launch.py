@@ -1,0 +1,279 @@
+"""Command lines for DeepSpeed runs, and a runner that keeps long logs out of notebook cells.
+
+DeepSpeed never runs inside a notebook kernel: the training notebook builds a command with
+:func:`train_command`, runs it with :func:`run_streaming` (full output to a log file, a short live
+tail in the cell), then reads the run's artifacts.
+
+One process runs as ``python -m goalrm_core.train_rm`` (the trainer sets up its own one-process
+group). More processes go through the ``deepspeed`` launcher. On a CPU-only machine the launcher
+works too: ``--num_gpus N`` (alias ``--num_accelerators``) overrides the accelerator count it
+detects (the CPU accelerator counts NUMA nodes, usually 1), it starts N local processes with
+``LOCAL_SIZE=N``, and DeepSpeed's CPU accelerator talks gloo. (Setting ``CUDA_VISIBLE_DEVICES=0,1``
+without ``--num_gpus`` also works, but only because the CPU accelerator reuses that variable name.)
+Multi-node runs take a hostfile (``host slots=N`` lines) and ssh access, as on a SLURM cluster; see
+``examples/slurm_train_rm.sh``.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import queue
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+TRAIN_MODULE = "goalrm_core.train_rm"
+
+
+class LaunchError(RuntimeError):
+    """A launched command failed; the message carries the log path and the log's tail."""
+
+
+def _flag_defaults(config_cls) -> dict[str, Any]:
+    return {f.name: f.default for f in dataclasses.fields(config_cls)}
+
+
+def args_to_flags(args: Mapping[str, Any], config_cls=None) -> list[str]:
+    """``{"zero_stage": 2, "bf16": True, "group_by_length": False}`` -> ``--zero_stage 2 --bf16
+    --no-group_by_length``. ``None`` and ``False`` (for flags that default to off) are left out;
+    lists are comma-joined (``dataset``). Keys are checked against the trainer's config.
+
+    >>> args_to_flags({"pretrain": "m", "bf16": True, "flash_attn": False, "dataset": ["a.jsonl", "b.jsonl"]})
+    ['--pretrain', 'm', '--bf16', '--dataset', 'a.jsonl,b.jsonl']
+    """
+    if config_cls is None:
+        from goalrm_core.train_rm import TrainRunConfig as config_cls
+    defaults = _flag_defaults(config_cls)
+    unknown = sorted(set(args) - set(defaults))
+    if unknown:
+        raise ValueError(f"unknown train-rm argument(s) {unknown}; valid: {', '.join(sorted(defaults))}")
+    flags: list[str] = []
+    for key, value in args.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            if value:
+                flags.append(f"--{key}")
+            elif defaults[key] is True:
+                flags.append(f"--no-{key}")
+            continue
+        if isinstance(value, (list, tuple)):
+            value = ",".join(str(v) for v in value)
+        flags += [f"--{key}", str(value)]
+    return flags
+
+
+def deepspeed_launcher() -> str:
+    """The ``deepspeed`` launcher of this interpreter's environment (so a notebook kernel started
+    from a venv does not pick up another installation on PATH)."""
+    beside = Path(sys.executable).with_name("deepspeed")
+    if beside.is_file():
+        return str(beside)
+    found = shutil.which("deepspeed")
+    if found is None:
+        raise LaunchError("the deepspeed launcher is not installed in this environment (pip install deepspeed)")
+    return found
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def train_command(
+    args: Mapping[str, Any],
+    num_processes: int = 1,
+    use_deepspeed_launcher: bool | None = None,
+    hostfile: str | os.PathLike | None = None,
+    num_nodes: int | None = None,
+    master_port: int | None = None,
+    module: str = TRAIN_MODULE,
+) -> list[str]:
+    """The command line that trains a reward model with ``args`` (the trainer's flags as a dict).
+
+    * one process, no hostfile: ``[python, -m, goalrm_core.train_rm, ...]``;
+    * otherwise (or with ``use_deepspeed_launcher=True``): ``[deepspeed, --num_gpus N,
+      --master_port P, --module, goalrm_core.train_rm, ...]``; with a hostfile ``--hostfile H``
+      (and ``--num_nodes``), where ``num_processes`` is per node.
+
+    ``--num_gpus`` also sets the process count on CPU-only machines (see the module docstring).
+    A free local port is picked for single-node launcher runs so parallel runs do not collide.
+    """
+    if num_processes < 1:
+        raise ValueError(f"num_processes must be >= 1, got {num_processes}")
+    flags = args_to_flags(args)
+    if use_deepspeed_launcher is None:
+        use_deepspeed_launcher = num_processes > 1 or hostfile is not None
+    if not use_deepspeed_launcher:
+        if num_processes > 1:
+            raise ValueError("num_processes > 1 needs the deepspeed launcher (use_deepspeed_launcher=True)")
+        return [sys.executable, "-m", module, *flags]
+    cmd = [deepspeed_launcher()]
+    if hostfile is not None:
+        cmd += ["--hostfile", str(hostfile)]
+        if num_nodes:
+            cmd += ["--num_nodes", str(num_nodes)]
+    cmd += ["--num_gpus", str(num_processes)]
+    if master_port is None and hostfile is None:
+        master_port = free_port()
+    if master_port is not None:
+        cmd += ["--master_port", str(master_port)]
+    return [*cmd, "--module", module, *flags]
+
+
+def write_hostfile(hosts: Sequence[str], slots: int, path: str | os.PathLike) -> Path:
+    """A DeepSpeed hostfile: one ``host slots=N`` line per host (what the SLURM example writes)."""
+    from goalrm_core.io import atomic_write_text
+
+    if not hosts:
+        raise ValueError("no hosts for the hostfile")
+    atomic_write_text(path, "".join(f"{h} slots={slots}\n" for h in hosts))
+    return Path(path)
+
+
+@dataclass
+class RunResult:
+    returncode: int
+    log_path: Path
+    wall_s: float
+    tail: list[str]
+
+
+class _TailView:
+    """Shows the last lines of a running command: a display area updated in place in Jupyter, a
+    throttled status line on a terminal."""
+
+    def __init__(self, n_lines: int, desc: str | None = None, every_s: float = 1.0):
+        self.n_lines, self.every_s = n_lines, every_s
+        self.prefix = f"[{desc}] " if desc else ""
+        self.printed: str | None = None
+        self.last_shown = 0.0
+        self.handle = None
+        try:
+            from IPython import get_ipython
+
+            if get_ipython() is not None and "IPKernelApp" in get_ipython().config:
+                from IPython.display import display
+
+                self.handle = display({"text/plain": ""}, raw=True, display_id=True)
+        except ImportError:
+            pass
+
+    def show(self, lines: Sequence[str], final: bool = False) -> None:
+        now = time.time()
+        if not final and now - self.last_shown < self.every_s:
+            return
+        self.last_shown = now
+        tail = list(lines)[-self.n_lines:]
+        if self.handle is not None:
+            self.handle.update({"text/plain": "\n".join([self.prefix.strip(), *tail] if self.prefix else tail)}, raw=True)
+        elif final:
+            # the terminal already shows the status lines printed so far: add only the unseen end
+            unseen = tail[tail.index(self.printed) + 1:] if self.printed in tail else tail
+            for line in unseen:
+                print(self.prefix + line, flush=True)
+        elif tail and tail[-1] != self.printed:
+            self.printed = tail[-1]
+            print(self.prefix + tail[-1][:200], flush=True)
+
+
+def _visible(line: str) -> str:
+    """The last carriage-return segment of a line: what a terminal would show for a tqdm bar."""
+    return line.rstrip("\n").split("\r")[-1]
+
+
+def run_streaming(
+    cmd: Sequence[str],
+    log_path: str | os.PathLike,
+    tail_lines: int = 5,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike | None = None,
+    timeout_s: float | None = None,
+    error_tail_lines: int = 40,
+    show: Callable[[Sequence[str], bool], None] | None = None,
+    desc: str | None = None,
+) -> RunResult:
+    """Run ``cmd``, writing its whole output (stdout + stderr) to ``log_path`` and showing the last
+    ``tail_lines`` lines while it runs. A non-zero exit (or ``timeout_s``) raises
+    :class:`LaunchError` with the log's last ``error_tail_lines`` lines; Ctrl-C stops the whole
+    process group (the launcher and its workers). ``desc`` labels the live view and the error;
+    ``show(lines, final)`` replaces the live view (e.g. ``lambda *_: None`` for silence)."""
+    log_path = Path(log_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    full_env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
+    view = _TailView(tail_lines, desc) if show is None else None
+    display_fn = show or (lambda lines, final: view.show(lines, final))
+    recent: collections.deque[str] = collections.deque(maxlen=max(tail_lines, error_tail_lines))
+    lines: queue.Queue[str | None] = queue.Queue()
+    started = time.time()
+    with open(log_path, "w", encoding="utf-8") as log:
+        log.write(f"$ {shlex.join(str(c) for c in cmd)}\n")
+        log.flush()
+        proc = subprocess.Popen(
+            [str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=full_env,
+            cwd=cwd, text=True, errors="replace", bufsize=1, start_new_session=True,
+        )
+
+        def pump() -> None:  # a thread, so a silent command still times out
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.put(line)
+            lines.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+        timed_out = False
+        try:
+            while True:
+                try:
+                    line = lines.get(timeout=0.5)
+                except queue.Empty:
+                    line = ""
+                if line is None:
+                    break
+                if line:
+                    log.write(line)
+                    visible = _visible(line)
+                    if visible.strip():
+                        recent.append(visible)
+                        display_fn(list(recent)[-tail_lines:], False)
+                if timeout_s is not None and time.time() - started > timeout_s:
+                    timed_out = True
+                    _stop(proc)
+                    break
+            proc.wait()
+        except BaseException:
+            _stop(proc)
+            raise
+    wall = time.time() - started
+    display_fn(list(recent)[-tail_lines:], True)
+    if timed_out or proc.returncode != 0:
+        reason = f"timed out after {timeout_s:.0f} s" if timed_out else f"failed with exit code {proc.returncode}"
+        tail = "\n".join(list(recent)[-error_tail_lines:])
+        label = f"{desc}: " if desc else ""
+        raise LaunchError(f"{label}command {reason}: {shlex.join(str(c) for c in cmd)}\nfull log: {log_path}\n--- last lines ---\n{tail}")
+    return RunResult(proc.returncode, log_path, wall, list(recent)[-tail_lines:])
+
+
+def _stop(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM the command's process group, then SIGKILL what is left after ``grace_s``."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,389 @@
+"""Preference pairs for ``--dataset`` / ``--dataset_probs``: load, normalise, blend, split.
+
+A source is a local ``.jsonl`` / ``.jsonl.gz`` / ``.json`` / ``.parquet`` file, a directory written by
+``datasets.save_to_disk`` (or one holding ``<split>.jsonl``), or a Hub name, which is only tried
+when the Hub is reachable. Every row is normalised to the pair shape ``{question, correct,
+incorrect}`` from one of three accepted shapes:
+
+* OpenMathInstruct pairs: ``question`` / ``correct`` / ``incorrect``;
+* prompt-response pairs: ``prompt`` / ``chosen`` / ``rejected``;
+* HH-RLHF whole dialogues: ``chosen`` / ``rejected`` only, split at the last ``"\\n\\nAssistant:"``
+  into the shared dialogue (the question) and the final assistant turn (the response).
+
+HH rows that cannot be split (no assistant turn, the two dialogues differ before their final turn,
+or an empty final turn) are skipped, counted, and reported: never dropped silently.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+
+from goalrm_core.io import ArtifactError
+
+logger = logging.getLogger(__name__)
+
+ASSISTANT_TURN = "\n\nAssistant:"
+ACCEPTED_SHAPES = (
+    "question/correct/incorrect (OpenMathInstruct pairs), "
+    "prompt/chosen/rejected, or chosen/rejected whole HH-RLHF dialogues"
+)
+_LOCAL_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".parquet")
+
+
+class PreferenceDataError(ArtifactError):
+    """A preference source cannot be read or a row has none of the accepted shapes."""
+
+
+@dataclass
+class SourceReport:
+    """What loading one source did: rows read, skipped (by reason) and kept after blending."""
+
+    source: str
+    n_read: int = 0
+    n_skipped_no_assistant_turn: int = 0
+    n_skipped_no_shared_prefix: int = 0
+    n_skipped_empty_response: int = 0
+    skipped_rows: list[str] = field(default_factory=list)  # "source:row" labels, the first 20
+    n_used: int = 0
+    shapes: dict[str, int] = field(default_factory=dict)  # rows per accepted shape: pair / prompt / hh_dialogue
+
+    @property
+    def n_skipped(self) -> int:
+        return self.n_skipped_no_assistant_turn + self.n_skipped_no_shared_prefix + self.n_skipped_empty_response
+
+    def summary(self) -> str:
+        text = f"{self.source}: {self.n_read} rows read, {self.n_used} used"
+        if self.n_skipped:
+            text += (
+                f"; {self.n_skipped} skipped ({self.n_skipped_no_assistant_turn} without a final "
+                f"'\\n\\nAssistant:' turn, {self.n_skipped_no_shared_prefix} whose chosen/rejected dialogues "
+                f"differ before it, {self.n_skipped_empty_response} with an empty final turn; first: "
+                f"{', '.join(self.skipped_rows[:5])})"
+            )
+        return text
+
+
+# ---------------------------------------------------------------------------------------------
+# reading one source
+# ---------------------------------------------------------------------------------------------
+
+def hub_offline() -> bool:
+    """True when the environment says the Hugging Face Hub must not be contacted."""
+    truthy = {"1", "true", "yes", "on"}
+    return any(os.environ.get(name, "").strip().lower() in truthy for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """A quick TCP probe of the Hub endpoint (skipped behind a proxy), so an offline machine fails
+    in seconds instead of after the client's retries."""
+    import socket
+    from urllib.parse import urlparse
+
+    if any(os.environ.get(name) for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return True
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def _offline_error(spec: str, reason: str) -> PreferenceDataError:
+    return PreferenceDataError(
+        f"dataset {spec!r} is not a local file/dir and the Hub is unreachable (offline: {reason}). "
+        f"Pass a local .jsonl/.json/.parquet file or a datasets.save_to_disk directory, "
+        f"or download it on a machine with network access first."
+    )
+
+
+def _iter_json_lines(path: Path) -> Iterator[tuple[str, Any]]:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise PreferenceDataError(f"{path}:{lineno}: not valid UTF-8 ({e.reason})") from None
+            if not line.strip():
+                continue
+            try:
+                yield f"{path}:{lineno}", json.loads(line)
+            except json.JSONDecodeError as e:
+                raise PreferenceDataError(f"{path}:{lineno}: malformed JSON ({e.msg}, column {e.colno})") from None
+
+
+def _read_json_file(path: Path) -> Iterator[tuple[str, Any]]:
+    """A ``.json`` file holds either one JSON array of objects or JSON lines (as many HF dumps do)."""
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        yield from _iter_json_lines(path)
+        return
+    if isinstance(data, dict) and len(data) == 1 and isinstance(next(iter(data.values())), list):
+        data = next(iter(data.values()))  # {"train": [...]} or {"data": [...]}
+    if not isinstance(data, list):
+        raise PreferenceDataError(f"{path}: expected a JSON array of objects (or JSON lines), got {type(data).__name__}")
+    for i, row in enumerate(data, start=1):
+        yield f"{path} row {i}", row
+
+
+def _read_table(table: Iterable[dict], label: str) -> Iterator[tuple[str, Any]]:
+    for i, row in enumerate(table, start=1):
+        yield f"{label} row {i}", row
+
+
+# Names a split goes by: a held-out split may be called eval, test or validation.
+SPLIT_ALIASES = {"eval": ("eval", "test", "validation", "valid"), "test": ("test", "eval", "validation", "valid")}
+
+
+def split_candidates(split: str) -> tuple[str, ...]:
+    return SPLIT_ALIASES.get(split, (split,))
+
+
+def _read_saved_dataset(path: Path, split: str) -> Iterator[tuple[str, Any]]:
+    import datasets
+
+    data = datasets.load_from_disk(str(path))
+    if isinstance(data, datasets.DatasetDict):
+        name = next((c for c in split_candidates(split) if c in data), None)
+        if name is None:
+            raise PreferenceDataError(f"{path}: no split {split!r} in the saved DatasetDict (splits: {', '.join(data)})")
+        data = data[name]
+    yield from _read_table(data, str(path))
+
+
+def _read_hub(spec: str, split: str) -> Iterator[tuple[str, Any]]:
+    if hub_offline():
+        raise _offline_error(spec, "HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set")
+    if not hub_reachable():
+        raise _offline_error(spec, "cannot connect to the Hub endpoint")
+    import datasets
+
+    try:
+        builder = datasets.load_dataset_builder(spec)
+        available = set(builder.info.splits or ())
+        name = next((c for c in split_candidates(split) if c in available), split)
+        data = datasets.load_dataset(spec, split=name)
+    except (ConnectionError, TimeoutError, OSError) as e:
+        raise _offline_error(spec, f"{type(e).__name__}: {str(e)[:200]}") from None
+    except Exception as e:  # the Hub client raises its own types when it cannot connect
+        if any(word in f"{type(e).__name__} {e}".lower() for word in ("connect", "offline", "timeout", "resolve", "network")):
+            raise _offline_error(spec, f"{type(e).__name__}: {str(e)[:200]}") from None
+        raise
+    yield from _read_table(data, spec)
+
+
+def read_source(spec: str, split: str = "train") -> Iterator[tuple[str, Any]]:
+    """Yield ``(label, raw_row)`` from one source; ``label`` names the file and line or row."""
+    path = Path(spec).expanduser()
+    if path.is_file():
+        name = path.name.lower()
+        if name.endswith(".jsonl") or name.endswith(".jsonl.gz"):
+            return _iter_json_lines(path)
+        if name.endswith(".json"):
+            return _read_json_file(path)
+        if name.endswith(".parquet"):
+            import pandas as pd
+
+            return _read_table(pd.read_parquet(path).to_dict(orient="records"), str(path))
+        raise PreferenceDataError(f"{path}: unsupported file type; expected one of {', '.join(_LOCAL_SUFFIXES)}")
+    if path.is_dir():
+        if any((path / marker).exists() for marker in ("dataset_dict.json", "state.json", "dataset_info.json")):
+            return _read_saved_dataset(path, split)
+        for name in split_candidates(split):
+            for suffix in _LOCAL_SUFFIXES:
+                if (path / f"{name}{suffix}").is_file():
+                    return read_source(str(path / f"{name}{suffix}"), split)
+        raise PreferenceDataError(
+            f"{path}: a directory but neither a datasets.save_to_disk directory nor one holding "
+            f"{' / '.join(n + '.jsonl' for n in split_candidates(split))}"
+        )
+    looks_like_path = spec.startswith((".", "/", "~")) or spec.lower().endswith(_LOCAL_SUFFIXES) or spec.count("/") > 1
+    if looks_like_path:
+        raise PreferenceDataError(f"{spec}: file or directory not found")
+    return _read_hub(spec, split)
+
+
+# ---------------------------------------------------------------------------------------------
+# normalising rows to {question, correct, incorrect}
+# ---------------------------------------------------------------------------------------------
+
+def _shape_error(label: str, row: Any, detail: str) -> PreferenceDataError:
+    keys = sorted(row) if isinstance(row, dict) else type(row).__name__
+    return PreferenceDataError(f"{label}: {detail} (row keys: {keys}); accepted shapes: {ACCEPTED_SHAPES}")
+
+
+def _text(row: dict, key: str, label: str) -> str:
+    value = row[key]
+    if not isinstance(value, str):
+        raise _shape_error(label, row, f"field {key!r} must be a string, got {type(value).__name__}")
+    return value
+
+
+def split_dialogue(text: str) -> tuple[str, str] | None:
+    """Split an HH-RLHF dialogue into (everything up to and including the last assistant cue, reply).
+
+    >>> split_dialogue("\\n\\nHuman: hi\\n\\nAssistant: hello")
+    ('\\n\\nHuman: hi\\n\\nAssistant:', ' hello')
+    >>> split_dialogue("no turns here") is None
+    True
+    """
+    cut = text.rfind(ASSISTANT_TURN)
+    if cut < 0:
+        return None
+    cut += len(ASSISTANT_TURN)
+    return text[:cut], text[cut:]
+
+
+def _count_shape(report: SourceReport | None, shape: str) -> None:
+    if report is not None:
+        report.shapes[shape] = report.shapes.get(shape, 0) + 1
+
+
+def normalise_row(row: Any, label: str, report: SourceReport | None = None) -> dict | None:
+    """One raw row in any accepted shape -> ``{question, correct, incorrect}``, or ``None`` when an
+    HH dialogue pair cannot be split (counted in ``report``). Anything else raises, naming the row."""
+    if not isinstance(row, dict):
+        raise _shape_error(label, row, f"expected an object, got {type(row).__name__}")
+    if {"question", "correct", "incorrect"} <= row.keys():
+        _count_shape(report, "pair")
+        return {key: _text(row, key, label) for key in ("question", "correct", "incorrect")}
+    if {"prompt", "chosen", "rejected"} <= row.keys():
+        _count_shape(report, "prompt")
+        return {
+            "question": _text(row, "prompt", label),
+            "correct": _text(row, "chosen", label),
+            "incorrect": _text(row, "rejected", label),
+        }
+    if {"chosen", "rejected"} <= row.keys():
+        _count_shape(report, "hh_dialogue")
+        chosen, rejected = _text(row, "chosen", label), _text(row, "rejected", label)
+        parts = split_dialogue(chosen), split_dialogue(rejected)
+        reason = None
+        if parts[0] is None or parts[1] is None:
+            reason = "n_skipped_no_assistant_turn"
+        elif parts[0][0] != parts[1][0]:
+            reason = "n_skipped_no_shared_prefix"
+        elif not parts[0][1].strip() or not parts[1][1].strip():
+            reason = "n_skipped_empty_response"
+        if reason is not None:
+            if report is not None:
+                setattr(report, reason, getattr(report, reason) + 1)
+                if len(report.skipped_rows) < 20:
+                    report.skipped_rows.append(label)
+            return None
+        return {"question": parts[0][0], "correct": parts[0][1], "incorrect": parts[1][1]}
+    present = set(row) & {"question", "correct", "incorrect", "prompt", "chosen", "rejected"}
+    raise _shape_error(label, row, f"missing keys (has {sorted(present) or 'none of the pair keys'})")
+
+
+def load_source_rows(spec: str, split: str = "train") -> tuple[list[dict], SourceReport]:
+    """All normalised rows of one source plus its report (skips counted, never silent)."""
+    report = SourceReport(source=spec)
+    rows = []
+    for label, raw in read_source(spec, split):
+        report.n_read += 1
+        row = normalise_row(raw, label, report)
+        if row is not None:
+            rows.append(row)
+    if report.n_read == 0:
+        raise PreferenceDataError(f"{spec}: no rows")
+    if not rows:
+        raise PreferenceDataError(f"every row of {spec} was skipped: {report.summary()}")
+    return rows, report
+
+
+# ---------------------------------------------------------------------------------------------
+# blending and splitting
+# ---------------------------------------------------------------------------------------------
+
+def parse_probs(probs: str, n_sources: int) -> list[float]:
+    """Comma-separated weights, one per source, normalised to sum 1. Empty = equal weights."""
+    if not probs.strip():
+        return [1.0 / n_sources] * n_sources
+    try:
+        values = [float(p) for p in probs.split(",")]
+    except ValueError:
+        raise ValueError(f"--dataset_probs {probs!r}: expected comma-separated numbers") from None
+    if len(values) != n_sources:
+        raise ValueError(f"--dataset_probs has {len(values)} weights but --dataset names {n_sources} sources")
+    if any(not math.isfinite(v) or v < 0 for v in values) or sum(values) <= 0:
+        raise ValueError(f"--dataset_probs {probs!r}: weights must be >= 0 with a positive sum")
+    total = sum(values)
+    return [v / total for v in values]
+
+
+def blend_counts(sizes: list[int], probs: list[float], max_samples: int = 0) -> list[int]:
+    """How many rows each source contributes: the blend stops when the first source runs out
+    (like ``datasets.interleave_datasets``' default), capped at ``max_samples`` when > 0.
+
+    >>> blend_counts([100, 10], [0.5, 0.5])
+    [10, 10]
+    >>> blend_counts([100], [1.0], max_samples=30)
+    [30]
+    """
+    total = min(size / p for size, p in zip(sizes, probs) if p > 0)
+    if max_samples > 0:
+        total = min(total, max_samples)
+    return [min(size, int(round(p * total))) for size, p in zip(sizes, probs)]
+
+
+def load_preference_rows(
+    spec: str,
+    probs: str = "",
+    seed: int = 42,
+    max_samples: int = 0,
+    split: str = "train",
+    reports: list[SourceReport] | None = None,
+) -> list[dict]:
+    """Rows of every comma-separated source in ``spec``, blended by ``probs``.
+
+    Each source's share is a seeded sample without replacement; the blend is shuffled with the
+    seed, so the same arguments always give the same rows in the same order. A report line per
+    source (rows read, skipped and why, used) is logged and appended to ``reports`` if given.
+    """
+    sources = [s.strip() for s in spec.split(",") if s.strip()]
+    if not sources:
+        raise ValueError("--dataset is empty: give a .jsonl/.json/.parquet file, a save_to_disk dir or a Hub name")
+    weights = parse_probs(probs, len(sources))
+    loaded = [load_source_rows(source, split) if w > 0 else ([], SourceReport(source)) for source, w in zip(sources, weights)]
+    counts = blend_counts([len(rows) for rows, _ in loaded], weights, max_samples)
+    rng = np.random.default_rng(seed)
+    blended = []
+    for (rows, report), count in zip(loaded, counts):
+        picked = rng.choice(len(rows), size=count, replace=False) if count < len(rows) else np.arange(len(rows))
+        blended.extend(rows[i] for i in sorted(picked.tolist()))
+        report.n_used = int(count)
+        (logger.warning if report.n_skipped else logger.info)(report.summary())
+        if reports is not None:
+            reports.append(report)
+    order = rng.permutation(len(blended))
+    return [blended[i] for i in order]
+
+
+def split_train_eval(rows: list[dict], eval_split: float, seed: int = 42) -> tuple[list[dict], list[dict]]:
+    """Hold out a seeded ``eval_split`` fraction (at least one row when > 0, never all of them).
+
+    >>> train, held = split_train_eval([{"i": i} for i in range(10)], 0.2, seed=0)
+    >>> len(train), len(held), sorted(r["i"] for r in train + held) == list(range(10))
+    (8, 2, True)
+    """
+    if not 0.0 <= eval_split < 1.0:
+        raise ValueError(f"eval_split must be in [0, 1), got {eval_split}")
+    n_eval = 0 if eval_split == 0 or len(rows) < 2 else max(1, int(round(len(rows) * eval_split)))
+    n_eval = min(n_eval, len(rows) - 1) if rows else 0
+    order = np.random.default_rng(seed).permutation(len(rows)).tolist()
+    held = set(order[:n_eval])
+    train = [row for i, row in enumerate(rows) if i not in held]
+    return train, [rows[i] for i in sorted(held)]

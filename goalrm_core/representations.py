@@ -1,0 +1,133 @@
+"""Goal states: where the RM's representation of a *preferred* response ends up.
+
+Default (the paper): the mean last-token hidden state over the preferred responses, saved as a
+(1, hidden) ``.npy``. The alternatives exist for the ablation. Command line:
+``goalrm get-representation --dataset-path --reward-model-path --save-dir``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+from transformers import AutoTokenizer
+
+from goalrm_core.io import read_jsonl, save_npy
+from goalrm_core.models import RewardModel, load_reward_model
+from goalrm_core.scoring import iter_scored
+from goalrm_core.templates import TEMPLATES, apply_template
+
+GOAL_METHODS = ("mean_last", "random_response", "random_token", "mean_all_tokens")
+HELPSTEER_ATTRIBUTES = ("helpfulness", "correctness", "coherence", "complexity", "verbosity")
+
+
+def goal_state(
+    model: RewardModel,
+    tokenizer,
+    prompts: Sequence[str],
+    responses: Sequence[str],
+    method: str = "mean_last",
+    seed: int = 0,
+    max_len: int = 2048,
+    batch_size: int = 32,
+    progress: bool = False,
+) -> np.ndarray:
+    """A (1, hidden) goal state from preferred responses (already templated prompts)."""
+    if method not in GOAL_METHODS:
+        raise ValueError(f"unknown goal method {method!r}; valid: {', '.join(GOAL_METHODS)}")
+    if not responses:
+        raise ValueError("no preferred responses to build a goal state from")
+    rng = random.Random(seed)
+    if method in ("random_response", "random_token"):
+        pick = rng.randrange(len(responses))
+        prompts, responses = [prompts[pick]], [responses[pick]]
+    total = torch.zeros(model.config.hidden_size, dtype=torch.float64)
+    count = 0
+    for _, s in iter_scored(model, tokenizer, prompts, responses, max_len, batch_size, progress=progress, desc="goal state"):
+        if method == "mean_all_tokens":
+            total += s.response_hidden.double().sum(0)
+            count += s.num_actions
+        elif method == "random_token":
+            total += s.response_hidden[rng.randrange(s.num_actions)].double()
+            count += 1
+        else:
+            total += s.response_hidden[-1].double()
+            count += 1
+    return (total / count).float().numpy()[None, :]
+
+
+def attribute_goal_states(
+    model: RewardModel, tokenizer, rows: Sequence[dict], template: str, threshold: int = 3,
+    attributes: Sequence[str] = HELPSTEER_ATTRIBUTES, max_len: int = 2048, batch_size: int = 32,
+) -> dict[str, np.ndarray]:
+    """One goal per attribute, from the responses scoring at least ``threshold`` on it (HelpSteer rows)."""
+    goals = {}
+    for attr in attributes:
+        keep = [r for r in rows if r.get(attr) is not None and r[attr] >= threshold]
+        if not keep:
+            continue
+        prompts = [apply_template(template, r["prompt"]) for r in keep]
+        goals[attr] = goal_state(model, tokenizer, prompts, [r["response"] for r in keep], max_len=max_len, batch_size=batch_size)
+    return goals
+
+
+def goal_state_from_pairs(model, tokenizer, pairs: Sequence[dict], template: str, method: str = "mean_last", **kw) -> np.ndarray:
+    """Goal state from the ``correct`` side of question/correct/incorrect pairs."""
+    prompts = [apply_template(template, p["question"]) for p in pairs]
+    return goal_state(model, tokenizer, prompts, [p["correct"] for p in pairs], method=method, **kw)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="goalrm get-representation", description="Save an RM's goal state (1, hidden) as .npy.")
+    p.add_argument("--dataset-path", "--dataset_path", dest="dataset_path", required=True, help="Preference pairs (jsonl: question/correct/incorrect).")
+    p.add_argument("--reward-model-path", "--reward_model_path", dest="reward_model_path", required=True, help="RM saved by goalrm train-rm.")
+    p.add_argument("--save-dir", "--save_dir", dest="save_dir", required=True, help="Folder for goal_state.npy.")
+    p.add_argument("--method", default="mean_last", choices=GOAL_METHODS, help="How the goal is formed (the paper: mean_last).")
+    p.add_argument("--template", default="math", choices=tuple(TEMPLATES), help="Prompt template used in training.")
+    p.add_argument("--max_len", type=int, default=2048, help="Maximum tokens per sequence.")
+    p.add_argument("--batch_size", type=int, default=32, help="Sequences per forward pass.")
+    p.add_argument("--seed", type=int, default=0, help="Seed of the random_* methods.")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    model = load_reward_model(args.reward_model_path)
+    tokenizer = AutoTokenizer.from_pretrained(args.reward_model_path)
+    pairs = read_jsonl(args.dataset_path, required=("question", "correct"))
+    goal = goal_state_from_pairs(model, tokenizer, pairs, args.template, args.method, seed=args.seed,
+                                 max_len=args.max_len, batch_size=args.batch_size, progress=True)
+    out = Path(args.save_dir) / "goal_state.npy"
+    save_npy(out, goal)
+    print(f"goal state {goal.shape} from {len(pairs)} preferred responses -> {out}")
+    return 0
+
+
+def last_token_states(model: RewardModel, tokenizer, rows: Sequence[dict], template: str,
+                      max_len: int = 2048, batch_size: int = 64) -> np.ndarray:
+    """(n, hidden) last-token hidden states of generations (question + generated_solution rows)."""
+    prompts = [apply_template(template, r["question"]) for r in rows]
+    states = np.zeros((len(rows), model.config.hidden_size), dtype=np.float32)
+    for i, s in iter_scored(model, tokenizer, prompts, [r["generated_solution"] for r in rows], max_len, batch_size):
+        states[i] = s.response_hidden[-1].numpy()
+    return states
+
+
+def cosine_rows(states: np.ndarray, goal: np.ndarray) -> np.ndarray:
+    goal_vec = np.asarray(goal, dtype=np.float32).reshape(-1)
+    return states @ goal_vec / (np.linalg.norm(states, axis=1) * np.linalg.norm(goal_vec) + 1e-12)
+
+
+def last_token_frame(states: np.ndarray, rows: Sequence[dict], goal: np.ndarray) -> "pd.DataFrame":
+    """Per generation: correctness, cosine of its last-token state to ``goal``, and a 2-D PCA of the states."""
+    import pandas as pd
+
+    centred = states - states.mean(0)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    pcs = centred @ vt[:2].T
+    return pd.DataFrame({"is_correct": [bool(r["is_correct"]) for r in rows], "cosine_to_goal": cosine_rows(states, goal),
+                         "pc1": pcs[:, 0], "pc2": pcs[:, 1]})

@@ -1,0 +1,202 @@
+"""Dense scoring of generations: reward, per-token values and per-token Q-values, batched.
+
+Sequences are sorted by length and scored in buckets (never one at a time), then returned in the
+input order. The RM input is built exactly as in training (template, response + " " + EOS).
+Command line: ``goalrm eval-rm`` with the seed's ``eval_rm.py`` flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+from transformers import AutoTokenizer
+
+from goalrm_core.data import encode_prompt_response, left_pad
+from goalrm_core.io import ArtifactError, load_npy, read_jsonl, write_jsonl
+from goalrm_core.models import RewardModel, load_reward_model
+from goalrm_core.templates import TEMPLATES, apply_template
+
+
+@dataclass
+class ScoredSequence:
+    reward: float
+    partial_rewards: np.ndarray  # (num_actions,) value at each response token
+    response_hidden: torch.Tensor  # (num_actions, hidden) last hidden states of the response tokens
+    num_actions: int
+
+
+def check_goal_state(goal: np.ndarray, hidden_size: int, source: str = "goal state") -> torch.Tensor:
+    """A goal must be finite and match the RM's hidden size; returns it as a (hidden,) tensor."""
+    goal = np.asarray(goal)
+    shape = tuple(goal.shape)
+    if goal.ndim == 2 and goal.shape[0] == 1:
+        goal = goal[0]
+    if goal.shape != (hidden_size,):
+        raise ValueError(f"{source} has shape {shape}, but the reward model's hidden size is {hidden_size}: expected (1, {hidden_size})")
+    if not np.isfinite(goal).all():
+        raise ValueError(f"{source} contains NaN or inf values")
+    return torch.as_tensor(goal, dtype=torch.float32)
+
+
+def load_goal_state(path: str | Path, hidden_size: int) -> torch.Tensor:
+    return check_goal_state(load_npy(path), hidden_size, source=str(path))
+
+
+def check_tokenizer_matches(model: RewardModel, tokenizer) -> None:
+    """A tokenizer with more ids than the embedding table, or another pad id, is not the RM's tokenizer."""
+    vocab = model.backbone.get_input_embeddings().weight.shape[0]
+    if len(tokenizer) > vocab:
+        raise ValueError(f"tokenizer has {len(tokenizer)} tokens but the model's embedding table has {vocab}: they do not belong together")
+
+
+@torch.no_grad()
+def iter_scored(
+    model: RewardModel,
+    tokenizer,
+    prompts: Sequence[str],
+    responses: Sequence[str],
+    max_len: int = 2048,
+    batch_size: int = 32,
+    bucket: bool = True,
+    progress: bool = False,
+    desc: str = "score",
+) -> Iterator[tuple[int, ScoredSequence]]:
+    """Yield ``(input index, ScoredSequence)``; with ``bucket`` the batches group similar lengths."""
+    model.eval()
+    encoded = []
+    for i, (prompt, response) in enumerate(zip(prompts, responses)):
+        enc = encode_prompt_response(tokenizer, prompt, response, max_len)
+        if enc is None:
+            raise ValueError(f"generation {i}: the response alone is longer than max_len={max_len}")
+        encoded.append(enc)
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].input_ids)) if bucket else list(range(len(encoded)))
+    device = next(model.parameters()).device
+    for start in tqdm(range(0, len(order), batch_size), desc=desc, disable=not progress, mininterval=2):
+        idx = order[start:start + batch_size]
+        ids, mask = left_pad([encoded[i].input_ids for i in idx], tokenizer.pad_token_id)
+        out = model(ids.to(device), mask.to(device))
+        values, hidden = out.values.float().cpu(), out.hidden.float().cpu()
+        for row, i in enumerate(idx):
+            n = encoded[i].num_actions
+            yield i, ScoredSequence(out.reward[row].item(), values[row, -n:].numpy(), hidden[row, -n:], n)
+
+
+def cosine_to_goal(response_hidden: torch.Tensor, goal: torch.Tensor) -> np.ndarray:
+    """Q-value of every prefix: cosine of its last hidden state to the goal state."""
+    return F.cosine_similarity(response_hidden, goal.unsqueeze(0), dim=-1).numpy()
+
+
+def score_generations(
+    model: RewardModel,
+    tokenizer,
+    rows: Sequence[dict],
+    template: str,
+    goal: torch.Tensor | None = None,
+    max_len: int = 2048,
+    batch_size: int = 32,
+    bucket: bool = True,
+    progress: bool = True,
+    desc: str = "score",
+) -> list[dict]:
+    """Copy of each row with ``reward``, ``partial_rewards``, ``num_actions`` and, given a goal, ``cosine_sim``."""
+    prompts = [apply_template(template, r["question"]) for r in rows]
+    responses = [r["generated_solution"] for r in rows]
+    scored: list[dict | None] = [None] * len(rows)
+    for i, s in iter_scored(model, tokenizer, prompts, responses, max_len, batch_size, bucket, progress, desc):
+        out = dict(rows[i], reward=s.reward, partial_rewards=s.partial_rewards.tolist(), num_actions=s.num_actions)
+        if goal is not None:
+            out["cosine_sim"] = cosine_to_goal(s.response_hidden, goal).tolist()
+        scored[i] = out
+    return scored
+
+
+# ----------------------------------------------------------------------------------------------
+# Generation files: ours (greedy.jsonl / samples.jsonl) and Nemo-Skills (output-greedy.jsonl / output-rs*.jsonl)
+# ----------------------------------------------------------------------------------------------
+
+GENERATION_FIELDS = ("question", "generated_solution", "is_correct")
+
+
+def generation_files(bench_dir: Path) -> dict[str, list[Path]]:
+    """``{"greedy": [...], "all": [...]}`` for one benchmark folder, in either layout."""
+    greedy = [p for p in (bench_dir / "greedy.jsonl", bench_dir / "output-greedy.jsonl") if p.exists()]
+    samples = [bench_dir / "samples.jsonl"] if (bench_dir / "samples.jsonl").exists() else sorted(bench_dir.glob("output-rs*.jsonl"))
+    return {"greedy": greedy[:1], "all": samples}
+
+
+def benchmark_dir(root: Path, bench: str) -> Path:
+    path = root / bench
+    if not path.is_dir():
+        existing = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        raise ArtifactError(f"benchmark folder {path} is missing; benchmarks in {root}: {', '.join(existing) or 'none'}")
+    return path
+
+
+def eval_rm(
+    completions_data_path: str | Path,
+    reward_model_path: str | Path,
+    save_dir: str | Path,
+    benchmarks: Sequence[str],
+    goal_state_path: str | Path | None = None,
+    vanilla: bool = False,
+    template: str = "math",
+    batch_size: int = 32,
+    max_len: int = 2048,
+    max_samples: int = 0,
+    progress: bool = True,
+) -> dict[str, dict[str, int]]:
+    """Score every benchmark's greedy and sampled generations into ``save_dir/<bench>/{greedy,all}/scored.jsonl``."""
+    model = load_reward_model(reward_model_path)
+    tokenizer = AutoTokenizer.from_pretrained(reward_model_path)
+    check_tokenizer_matches(model, tokenizer)
+    goal = None
+    if not vanilla:
+        if goal_state_path is None:
+            raise ValueError("--goal_state_path is required unless --vanilla is given")
+        goal = load_goal_state(goal_state_path, model.config.hidden_size)
+    root = Path(completions_data_path)
+    dirs = {bench: benchmark_dir(root, bench) for bench in benchmarks}  # fail before any scoring
+    counts: dict[str, dict[str, int]] = {}
+    for bench, bench_path in dirs.items():
+        counts[bench] = {}
+        for split, files in generation_files(bench_path).items():
+            rows = [r for f in files for r in read_jsonl(f, required=GENERATION_FIELDS)]
+            if max_samples:
+                rows = rows[:max_samples]
+            if not rows:
+                continue
+            scored = score_generations(model, tokenizer, rows, template, goal, max_len, batch_size, progress=progress, desc=f"{bench}/{split}")
+            counts[bench][split] = write_jsonl(Path(save_dir) / bench / split / "scored.jsonl", scored)
+    return counts
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="goalrm eval-rm", description="Score generations densely with a reward model.")
+    p.add_argument("--completions_data_path", required=True, help="Folder with one sub-folder of generations per benchmark.")
+    p.add_argument("--reward_model_path", required=True, help="RM saved by goalrm train-rm.")
+    p.add_argument("--goal_state_path", help="goal_state.npy from goalrm get-representation (not with --vanilla).")
+    p.add_argument("--save_dir", required=True, help="Output root: <save_dir>/<bench>/{greedy,all}/scored.jsonl.")
+    p.add_argument("--filter_threshold", type=float, default=0.0, help="Accepted for the seed's scripts; used by `goalrm metrics`.")
+    p.add_argument("--benchmarks", nargs="+", required=True, help="Benchmark folder names.")
+    p.add_argument("--vanilla", action="store_true", help="Skip the Q-values (baseline RM).")
+    p.add_argument("--template", default="math", choices=tuple(TEMPLATES), help="Prompt template used in training.")
+    p.add_argument("--batch_size", type=int, default=32, help="Sequences per forward pass.")
+    p.add_argument("--max_len", type=int, default=2048, help="Maximum tokens per sequence.")
+    p.add_argument("--max_samples", type=int, default=0, help="Score at most this many rows per file (0 = all).")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    counts = eval_rm(args.completions_data_path, args.reward_model_path, args.save_dir, args.benchmarks,
+                     args.goal_state_path, args.vanilla, args.template, args.batch_size, args.max_len, args.max_samples)
+    for bench, splits in counts.items():
+        print(bench, ", ".join(f"{k}: {v} scored" for k, v in splits.items()))
+    return 0

@@ -1,0 +1,89 @@
+import copy
+import json
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModel
+
+from goalrm_core.io import ArtifactError, read_jsonl, write_jsonl
+from goalrm_core.models import RewardModel, save_reward_model
+from goalrm_core.representations import GOAL_METHODS, goal_state_from_pairs
+from goalrm_core.representations import main as get_representation_main
+from goalrm_core.scoring import check_goal_state, main as eval_rm_main, score_generations
+
+ROWS = [
+    {"question": "1 +2", "generated_solution": "1+2=3\n#3", "is_correct": True},
+    {"question": "4 *5 -1", "generated_solution": "4*5=20\n20-1=19\n#19", "is_correct": True},
+    {"question": "9 -3", "generated_solution": "9-3=5\n#5", "is_correct": False},
+    {"question": "2 +2 +2 +2", "generated_solution": "2+2=4\n4+2=6\n6+2=9\n#9", "is_correct": False},
+    {"question": "7", "generated_solution": "#7", "is_correct": True},
+]
+
+
+@pytest.fixture(scope="module")
+def rm(tiny_config):
+    torch.manual_seed(0)
+    return RewardModel(AutoModel.from_config(copy.deepcopy(tiny_config)), "linear").eval()
+
+
+def test_bucketed_and_batch1_scoring_agree(rm, tokenizer):
+    goal = torch.randn(rm.config.hidden_size)
+    batched = score_generations(rm, tokenizer, ROWS, "toymath", goal, batch_size=4, progress=False)
+    single = score_generations(rm, tokenizer, ROWS, "toymath", goal, batch_size=1, bucket=False, progress=False)
+    for a, b, row in zip(batched, single, ROWS):
+        assert a["question"] == row["question"]
+        assert a["num_actions"] == len(row["generated_solution"]) + 2  # " " and EOS
+        assert len(a["partial_rewards"]) == len(a["cosine_sim"]) == a["num_actions"]
+        assert a["reward"] == pytest.approx(b["reward"], abs=1e-5)
+        np.testing.assert_allclose(a["partial_rewards"], b["partial_rewards"], atol=1e-5)
+        np.testing.assert_allclose(a["cosine_sim"], b["cosine_sim"], atol=1e-5)
+        assert a["partial_rewards"][-1] == pytest.approx(a["reward"], abs=1e-6)
+
+
+def test_goal_state_checks():
+    assert check_goal_state(np.ones((1, 4)), 4).shape == (4,)
+    with pytest.raises(ValueError, match=r"shape \(1, 3\).*hidden size is 4"):
+        check_goal_state(np.ones((1, 3)), 4)
+    with pytest.raises(ValueError, match="NaN or inf"):
+        check_goal_state(np.array([[1.0, np.nan, 0.0, 0.0]]), 4)
+
+
+@pytest.mark.parametrize("method", GOAL_METHODS)
+def test_goal_methods_give_one_hidden_vector(rm, tokenizer, method):
+    pairs = [{"question": r["question"], "correct": r["generated_solution"]} for r in ROWS]
+    goal = goal_state_from_pairs(rm, tokenizer, pairs, "toymath", method)
+    assert goal.shape == (1, rm.config.hidden_size) and np.isfinite(goal).all()
+
+
+def test_mean_last_goal_is_the_mean_of_last_states(rm, tokenizer):
+    pairs = [{"question": r["question"], "correct": r["generated_solution"]} for r in ROWS[:2]]
+    goal = goal_state_from_pairs(rm, tokenizer, pairs, "toymath")
+    singles = [goal_state_from_pairs(rm, tokenizer, [p], "toymath") for p in pairs]
+    np.testing.assert_allclose(goal, (singles[0] + singles[1]) / 2, atol=1e-5)
+
+
+def test_cli_in_the_seed_layout(tmp_path, rm, tokenizer):
+    rm_path = save_reward_model(rm, tmp_path / "rm", tokenizer)
+    gens = tmp_path / "gens"
+    write_jsonl(gens / "toy-id" / "greedy.jsonl", ROWS)
+    write_jsonl(gens / "toy-id" / "samples.jsonl", ROWS * 2)
+    write_jsonl(tmp_path / "pairs.jsonl", [{"question": r["question"], "correct": r["generated_solution"], "incorrect": "x"} for r in ROWS])
+    assert get_representation_main(["--dataset-path", str(tmp_path / "pairs.jsonl"), "--reward-model-path", str(rm_path),
+                                    "--save-dir", str(tmp_path / "rep"), "--template", "toymath"]) == 0
+    goal = np.load(tmp_path / "rep" / "goal_state.npy")
+    assert goal.shape == (1, rm.config.hidden_size)
+    args = ["--completions_data_path", str(gens), "--reward_model_path", str(rm_path), "--save_dir", str(tmp_path / "eval"),
+            "--filter_threshold", "0.0", "--benchmarks", "toy-id", "--template", "toymath"]
+    assert eval_rm_main(args + ["--goal_state_path", str(tmp_path / "rep" / "goal_state.npy")]) == 0
+    greedy = read_jsonl(tmp_path / "eval" / "toy-id" / "greedy" / "scored.jsonl")
+    assert len(greedy) == 5 and "cosine_sim" in greedy[0]
+    assert len(read_jsonl(tmp_path / "eval" / "toy-id" / "all" / "scored.jsonl")) == 10
+    assert eval_rm_main(args[:-2] + ["--template", "toymath", "--vanilla", "--save_dir", str(tmp_path / "van")] ) == 0
+    assert "cosine_sim" not in read_jsonl(tmp_path / "van" / "toy-id" / "greedy" / "scored.jsonl")[0]
+    with pytest.raises(ArtifactError, match="benchmarks in .*: toy-id"):
+        eval_rm_main(args[:-3] + ["gsm8k", "--template", "toymath", "--vanilla"])
+    bad_goal = tmp_path / "bad.npy"
+    np.save(bad_goal, np.ones((1, 7)))
+    with pytest.raises(ValueError, match="hidden size"):
+        eval_rm_main(args + ["--goal_state_path", str(bad_goal)])

@@ -1,0 +1,299 @@
+"""The DeepSpeed reward-model trainer, end to end on a tiny local Llama (CPU, gloo).
+
+Runs go through the real entry points (``python -m goalrm_core.train_rm`` and the ``deepspeed``
+launcher) as subprocesses, built with ``goalrm_core.launch``. The first DeepSpeed run on a machine
+compiles its CPU shared-memory comm op once (about a minute; cached in ~/.cache/torch_extensions).
+"""
+
+import json
+import os
+import random
+import sys
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from goalrm_core.launch import LaunchError, args_to_flags, run_streaming, train_command
+from goalrm_core.models import load_reward_model
+from goalrm_core.preference_data import PreferenceDataError
+from goalrm_core.train_rm import (
+    INJECT_NAN_ENV,
+    WarmupCosine,
+    default_paths,
+    deepspeed_config,
+    epoch_batches,
+    gradient_accumulation_steps,
+    main,
+    optimizer_param_groups,
+    parse_args,
+)
+
+RUN_TIMEOUT_S = 400
+TIMING_KEYS = {"tokens_per_s", "eval_s"}
+
+
+def write_pairs(path, n, seed=0):
+    """Separable synthetic pairs: preferred responses are runs of 'a', dispreferred ones of 'b'."""
+    rng = random.Random(seed)
+    with open(path, "w") as f:
+        for _ in range(n):
+            q = " + ".join(str(rng.randint(1, 9)) for _ in range(3))
+            k = rng.randint(2, 8)
+            f.write(json.dumps({"question": q, "correct": "a" * k + " #1", "incorrect": "b" * k + " #2"}) + "\n")
+    return path
+
+
+def run(args, log_path, num_processes=1, env=None):
+    """Train through the real command line; returns the log text (raises LaunchError on failure)."""
+    cmd = train_command(args, num_processes=num_processes)
+    run_streaming(cmd, log_path, env=env, timeout_s=RUN_TIMEOUT_S, show=lambda lines, final: None)
+    return log_path.read_text()
+
+
+def metrics(path):
+    return [json.loads(line) for line in open(path)]
+
+
+def without_timing(rows):
+    return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in rows]
+
+
+def max_weight_diff(a, b):
+    sa, sb = load_reward_model(a).state_dict(), load_reward_model(b).state_dict()
+    assert sa.keys() == sb.keys()
+    return max((sa[k].float() - sb[k].float()).abs().max().item() for k in sa)
+
+
+@pytest.fixture(scope="module")
+def pairs_file(tmp_path_factory):
+    return write_pairs(tmp_path_factory.mktemp("pairs") / "pairs.jsonl", 48)
+
+
+@pytest.fixture(scope="module")
+def base_args(tiny_policy_dir, pairs_file):
+    """48 pairs -> 38 train / 10 eval; batch 4 = micro 2 x accumulation 2; 6 steps, contrastive."""
+    return {
+        "pretrain": str(tiny_policy_dir), "dataset": str(pairs_file), "template": "toymath", "max_len": 64,
+        "eval_split": 0.2, "train_batch_size": 4, "micro_train_batch_size": 2, "max_steps": 6,
+        "save_steps": 3, "eval_steps": 3, "logging_steps": 1, "learning_rate": 1e-3, "zero_stage": 2,
+        "reward_model_strategy": "contrastive", "sim_samples": 4, "unsim_samples": 4, "seed": 7,
+    }
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, base_args):
+    out = tmp_path_factory.mktemp("uninterrupted")
+    args = {**base_args, "save_path": str(out / "rm")}
+    log = run(args, out / "train.log")
+    return out, args, log
+
+
+# ---------------------------------------------------------------------------------------------
+# single process
+# ---------------------------------------------------------------------------------------------
+
+def test_single_process_run_saves_a_loadable_rm_with_metrics_and_summary(uninterrupted, tiny_policy_dir):
+    out, args, log = uninterrupted
+    rm_dir = out / "rm"
+    model = load_reward_model(rm_dir)
+    rows = metrics(out / "rm.metrics.jsonl")
+    assert [r["step"] for r in rows if r["split"] == "train"] == [1, 2, 3, 4, 5, 6]
+    assert [r["step"] for r in rows if r["split"] == "eval"] == [3, 6]
+    expected_keys = {"step", "split", "loss", "preference_loss", "contrastive_loss", "accuracy", "chosen_reward", "rejected_reward", "lr", "tokens_per_s"}
+    assert all(expected_keys <= r.keys() for r in rows)
+    final_eval = rows[-1]
+    # the eval loss is a mean over batches (5 here), not a running sum
+    assert final_eval["loss"] == pytest.approx(final_eval["preference_loss"] + final_eval["contrastive_loss"])
+    assert final_eval["loss"] < 2.5
+    summary = json.loads((rm_dir / "train_summary.json").read_text())
+    assert summary["steps"] == 6 and summary["strategy"] == "contrastive" and summary["zero_stage"] == 2
+    assert summary["eval_accuracy"] == final_eval["accuracy"] and summary["eval_loss"] == final_eval["loss"]
+    assert summary["tokens_per_s"] > 0 and summary["train_pairs"] == 38 and summary["eval_pairs"] == 10
+    assert model.config.reward_mean == pytest.approx(summary["reward_mean"]) and model.config.normalize_reward is False
+    assert json.loads((rm_dir / "goalrm.json").read_text())["training_args"]["zero_stage"] == 2
+    # the backbone trained: compare with the policy it started from
+    policy = load_file(tiny_policy_dir / "model.safetensors")
+    trained = model.state_dict()
+    assert not torch.equal(policy["model.layers.0.mlp.up_proj.weight"], trained["model.layers.0.mlp.up_proj.weight"])
+    # checkpoints live beside the RM directory, never inside it (a final save replaces it whole)
+    assert (out / "rm.checkpoints" / "global_step3").is_dir() and (out / "rm.checkpoints" / "latest").read_text() == "global_step6"
+    assert "tokenised train: 38 rows: 0 truncated" in log
+
+
+def test_stop_and_resume_ends_with_the_weights_of_an_uninterrupted_run(uninterrupted, tmp_path):
+    out, args, _ = uninterrupted
+    resumed = {**args, "save_path": str(tmp_path / "rm")}
+    log = run({**resumed, "stop_after_steps": 3}, tmp_path / "first.log")
+    assert "stopped after step 3" in log and not (tmp_path / "rm").exists()
+    assert (tmp_path / "rm.checkpoints" / "latest").read_text() == "global_step3"
+    log = run({**resumed, "load_checkpoint": True}, tmp_path / "second.log")
+    assert "at step 3" in log
+    assert max_weight_diff(out / "rm", tmp_path / "rm") < 1e-6
+    assert without_timing(metrics(tmp_path / "rm.metrics.jsonl")) == without_timing(metrics(out / "rm.metrics.jsonl"))
+
+
+def test_nan_loss_stops_with_a_clear_error_and_keeps_the_last_checkpoint(base_args, tmp_path):
+    args = {**base_args, "save_path": str(tmp_path / "rm"), "save_steps": 1, "eval_steps": -1}
+    with pytest.raises(LaunchError, match=r"non-finite preference_loss and loss at optimiser step 3"):
+        run(args, tmp_path / "train.log", env={INJECT_NAN_ENV: "3"})
+    ckpt = tmp_path / "rm.checkpoints"
+    assert (ckpt / "latest").read_text() == "global_step2" and not (ckpt / "global_step3").exists()
+    state = torch.load(ckpt / "global_step2" / "mp_rank_00_model_states.pt", map_location="cpu", weights_only=False)
+    assert state["step"] == 2 and all(torch.isfinite(v).all() for v in state["module"].values())
+    assert "Last good checkpoint: " + str(ckpt / "global_step2") in (tmp_path / "train.log").read_text()
+    assert not (tmp_path / "rm").exists()
+
+
+def test_the_seeds_contrastive_command_line_runs(tiny_policy_dir, tmp_path):
+    """Flags copied from the seed's train_contrastive_rm.sh; --flash_attn dropped (no CUDA), --bf16
+    kept (DeepSpeed's CPU accelerator supports bf16), wandb offline, tiny model and data, 2 steps
+    (the toy pairs' template keeps the 128 micro-batches short on 2 CPU cores)."""
+    dataset = write_pairs(tmp_path / "pairs.jsonl", 140, seed=1)
+    seed_flags = f"""
+        --save_path {tmp_path / 'contrastive_reward_model'} --save_steps -1 --logging_steps 1 --eval_steps -1
+        --train_batch_size 64 --micro_train_batch_size 1 --pretrain {tiny_policy_dir} --bf16 --max_epochs 1
+        --max_len 2048 --zero_stage 3 --learning_rate 9e-6 --dataset {dataset} --dataset_probs 1.0
+        --contrastive_loss_beta 0.5 --unsim_samples 16 --gradient_checkpointing --use_wandb offline
+        --wandb_project goalrm --wandb_group tests --wandb_org none --reward_model_strategy contrastive
+        --contrastive_strategy cosine --value_head_strategy linear --source_state_percentile 0
+        --goal_state_percentile 0 --max_steps 2 --template toymath
+    """.split()
+    run_streaming([sys.executable, "-m", "goalrm_core.train_rm", *seed_flags], tmp_path / "train.log",
+                  timeout_s=RUN_TIMEOUT_S, show=lambda lines, final: None)
+    summary = json.loads((tmp_path / "contrastive_reward_model" / "train_summary.json").read_text())
+    assert summary["steps"] == 2 and summary["bf16"] and summary["zero_stage"] == 3
+    rows = metrics(tmp_path / "contrastive_reward_model.metrics.jsonl")
+    assert [r["step"] for r in rows if r["split"] == "train"] == [1, 2]
+    assert all(r["contrastive_loss"] > 0 for r in rows)
+    load_reward_model(tmp_path / "contrastive_reward_model")
+
+
+# ---------------------------------------------------------------------------------------------
+# two processes through the deepspeed launcher
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def two_process_runs(tmp_path_factory, base_args):
+    out = tmp_path_factory.mktemp("two_process")
+    args = {**base_args, "train_batch_size": 4, "micro_train_batch_size": 1, "max_steps": 4, "save_steps": 2, "eval_steps": 2}
+    for stage in (2, 3):
+        run({**args, "zero_stage": stage, "save_path": str(out / f"zero{stage}")}, out / f"zero{stage}.log", num_processes=2)
+    return out
+
+
+@pytest.mark.deepspeed
+@pytest.mark.parametrize("stage", [2, 3])
+def test_two_process_run_saves_a_loadable_rm(two_process_runs, stage):
+    summary = json.loads((two_process_runs / f"zero{stage}" / "train_summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["zero_stage"] == stage and summary["steps"] == 4
+    model = load_reward_model(two_process_runs / f"zero{stage}")
+    head = model.score.weight
+    hidden = model.config.hidden_size
+    # initialised normal(0, 1/(hidden+1)) and gathered whole from the ZeRO-3 partitions
+    assert head.shape == (1, hidden) and head.abs().sum() > 0
+    assert 0.5 / (hidden + 1) < head.std().item() < 2.0 / (hidden + 1)
+    assert (two_process_runs / f"zero{stage}.checkpoints" / "global_step2").is_dir()
+
+
+@pytest.mark.deepspeed
+def test_zero2_and_zero3_train_the_same_weights(two_process_runs):
+    assert max_weight_diff(two_process_runs / "zero2", two_process_runs / "zero3") < 1e-4
+
+
+# ---------------------------------------------------------------------------------------------
+# clear errors (raised before any process group exists, so they run in-process)
+# ---------------------------------------------------------------------------------------------
+
+def flags(base_args, tmp_path, **over):
+    return args_to_flags({**base_args, "save_path": str(tmp_path / "rm"), **over})
+
+
+@pytest.mark.skipif(__import__("importlib").util.find_spec("flash_attn") is not None, reason="flash-attn installed")
+def test_flash_attn_without_the_package_is_a_clear_error(base_args, tmp_path):
+    with pytest.raises(RuntimeError, match="--flash_attn was given but the flash-attn package is not installed"):
+        main(flags(base_args, tmp_path, flash_attn=True))
+
+
+def test_batch_size_not_divisible_names_the_three_numbers(base_args, tmp_path, monkeypatch):
+    with pytest.raises(ValueError, match=r"--train_batch_size 5 is not divisible by --micro_train_batch_size 2 x world size 1"):
+        main(flags(base_args, tmp_path, train_batch_size=5))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ValueError, match=r"--train_batch_size 6 is not divisible by --micro_train_batch_size 2 x world size 2"):
+        main(flags(base_args, tmp_path, train_batch_size=6))
+    assert gradient_accumulation_steps(64, 1, 8) == 8
+
+
+@pytest.mark.skipif(__import__("importlib").util.find_spec("tensorboard") is not None, reason="tensorboard installed")
+def test_tensorboard_without_the_package_is_a_clear_error(base_args, tmp_path):
+    with pytest.raises(ValueError, match="--use_tensorboard needs the tensorboard package"):
+        main(flags(base_args, tmp_path, use_tensorboard=str(tmp_path / "tb")))
+
+
+def test_rows_missing_keys_name_the_row(base_args, tmp_path):
+    bad = write_pairs(tmp_path / "bad.jsonl", 6)
+    with open(bad, "a") as f:
+        f.write(json.dumps({"question": "1 + 2", "chosen": "aaa"}) + "\n")
+    with pytest.raises(PreferenceDataError, match=r"bad\.jsonl:7: missing keys .*accepted shapes"):
+        main(flags(base_args, tmp_path, dataset=str(bad)))
+
+
+# ---------------------------------------------------------------------------------------------
+# pieces
+# ---------------------------------------------------------------------------------------------
+
+def test_data_order_is_a_function_of_seed_and_epoch_and_grouping_cuts_padding():
+    rng = random.Random(0)
+    lengths = [rng.randint(5, 200) for _ in range(400)]
+    a = epoch_batches(lengths, 0, seed=1, per_pass=4, n_passes=100, group_by_length=True)
+    assert a == epoch_batches(lengths, 0, seed=1, per_pass=4, n_passes=100, group_by_length=True)
+    assert a != epoch_batches(lengths, 1, seed=1, per_pass=4, n_passes=100, group_by_length=True)
+    assert sorted(i for b in a for i in b) == list(range(400))
+    plain = epoch_batches(lengths, 0, seed=1, per_pass=4, n_passes=100, group_by_length=False)
+
+    def padding(batches):
+        return sum(max(lengths[i] for i in b) * len(b) - sum(lengths[i] for i in b) for b in batches)
+
+    assert padding(a) < 0.2 * padding(plain)
+
+
+def test_schedule_config_and_paths(tmp_path):
+    f = WarmupCosine(total_steps=10, warmup_ratio=0.03)
+    assert f.warmup_steps == 1 and f(0) == 0.0 and f(1) == 1.0 and f(10) == 0.0
+    assert all(f(s) >= f(s + 1) for s in range(1, 10))
+    cfg = parse_args(["--pretrain", "p", "--train_batch_size", "64", "--micro_train_batch_size", "2", "--zero_stage", "3",
+                      "--bf16", "--max_norm", "0.5", "--save_path", str(tmp_path / "rm")])
+    ds = deepspeed_config(cfg, world_size=4)
+    assert ds["gradient_accumulation_steps"] == 8 and ds["gradient_clipping"] == 0.5
+    assert ds["zero_optimization"]["stage"] == 3 and ds["bf16"]["enabled"]
+    ckpt, metrics_path = default_paths(cfg)
+    assert ckpt == tmp_path / "rm.checkpoints" and metrics_path == tmp_path / "rm.metrics.jsonl"
+
+
+def test_optimizer_groups_give_the_head_its_own_learning_rate(tiny_config):
+    import copy
+
+    from transformers import AutoModel
+
+    from goalrm_core.models import RewardModel
+
+    model = RewardModel(AutoModel.from_config(copy.deepcopy(tiny_config)), "linear")
+    cfg = parse_args(["--pretrain", "p", "--learning_rate", "1e-5", "--head_learning_rate", "1e-3", "--l2", "0.1"])
+    groups = optimizer_param_groups(model, cfg)
+    head = [g for g in groups if any(p is model.score.weight for p in g["params"])]
+    assert len(head) == 1 and head[0]["lr"] == 1e-3 and head[0]["weight_decay"] == 0.1
+    assert sum(len(g["params"]) for g in groups) == len(list(model.parameters()))
+    norms = [g for g in groups if any(p is model.model.norm.weight for p in g["params"])]
+    assert norms[0]["weight_decay"] == 0.0 and norms[0]["lr"] == 1e-5
+
+
+def test_train_command_shapes(monkeypatch):
+    single = train_command({"pretrain": "m", "group_by_length": False})
+    assert single[:3] == [sys.executable, "-m", "goalrm_core.train_rm"] and single[-1] == "--no-group_by_length"
+    multi = train_command({"pretrain": "m"}, num_processes=2)
+    assert os.path.basename(multi[0]) == "deepspeed" and multi[1:3] == ["--num_gpus", "2"]
+    assert multi[multi.index("--module") + 1] == "goalrm_core.train_rm" and "--master_port" in multi
+    nodes = train_command({"pretrain": "m"}, num_processes=8, hostfile="hosts", num_nodes=2)
+    assert nodes[1:7] == ["--hostfile", "hosts", "--num_nodes", "2", "--num_gpus", "8"]
+    with pytest.raises(ValueError, match="unknown train-rm argument"):
+        train_command({"pretrian": "m"})
