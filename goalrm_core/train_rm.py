@@ -29,7 +29,6 @@ after step N and exits without the final save, while ``--max_steps`` still sets 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 import math
@@ -402,102 +401,12 @@ def _to_device(batch: dict, device) -> dict:
     return {k: v.to(device) for k, v in batch.items()}
 
 
-def resolve_model_dir(name_or_path: str) -> Path:
-    """A local checkpoint directory for ``--pretrain``: the path itself, or the Hub snapshot (cache
-    first; HF_HUB_OFFLINE keeps it to the cache)."""
-    path = Path(name_or_path).expanduser()
-    if path.is_dir():
-        return path
-    from huggingface_hub import snapshot_download
-
-    return Path(snapshot_download(name_or_path, allow_patterns=["*.json", "*.safetensors", "*.bin", "*.model", "*.txt"]))
-
-
-def checkpoint_files(model_dir: Path) -> list[Path]:
-    """The weight files of an HF checkpoint: (sharded) safetensors first, then (sharded) .bin."""
-    for index_name, single in (("model.safetensors.index.json", "model.safetensors"), ("pytorch_model.bin.index.json", "pytorch_model.bin")):
-        index = model_dir / index_name
-        if index.is_file():
-            return [model_dir / f for f in sorted(set(json.loads(index.read_text())["weight_map"].values()))]
-        if (model_dir / single).is_file():
-            return [model_dir / single]
-    raise FileNotFoundError(f"{model_dir}: no model.safetensors or pytorch_model.bin (sharded or not)")
-
-
-def _read_weights(file: Path, want_values: bool) -> dict[str, torch.Tensor | None]:
-    if file.suffix == ".safetensors":
-        from safetensors import safe_open
-
-        with safe_open(str(file), framework="pt") as f:
-            return {k: (f.get_tensor(k) if want_values else None) for k in f.keys()}
-    state = torch.load(file, map_location="cpu", mmap=True, weights_only=True)
-    return state if want_values else dict.fromkeys(state)
-
-
-def load_backbone_partitioned(name_or_path: str, ds_config: dict, dtype: torch.dtype, attn_implementation: str) -> torch.nn.Module:
-    """Build the backbone under ``deepspeed.zero.Init`` (each rank holds only its partition) and
-    load the checkpoint into it one tensor at a time: every rank gathers the parameter, rank 0
-    copies the checkpoint value in, and leaving ``GatheredParameters`` re-partitions it.
-
-    Used for ZeRO-3 when ``transformers``' own path (``HfDeepSpeedConfig``, which needs the
-    ``accelerate`` package) is unavailable. Checkpoint keys may carry the causal LM's backbone
-    prefix (``model.``); keys the backbone has no use for (``lm_head``) are ignored.
-    """
-    import deepspeed
-    import torch.distributed as dist
-    from transformers import AutoConfig, AutoModel
-
-    model_dir = resolve_model_dir(name_or_path)
-    config = AutoConfig.from_pretrained(model_dir)
-    # Import the model class (and torch._dynamo, which transformers imports lazily) before
-    # zero.Init patches tensor constructors: importing them inside it fails.
-    import torch._dynamo  # noqa: F401
-
-    from transformers.initialization import no_init_weights
-    from transformers.integrations.deepspeed import prevent_arange_dtype_change
-
-    model_class = AutoModel._model_mapping[type(config)]
-    # As transformers does for ZeRO-3: skip the random init (the checkpoint overwrites it and it
-    # cannot run on partitioned tensors) and keep RoPE's arange in its explicit dtype.
-    with no_init_weights(), prevent_arange_dtype_change(), deepspeed.zero.Init(config_dict_or_path=ds_config, dtype=dtype):
-        backbone = model_class._from_config(config, dtype=dtype, attn_implementation=attn_implementation)
-    prefix = (getattr(backbone, "base_model_prefix", "") or "") + "."
-    params = dict(backbone.named_parameters())
-    buffers = dict(backbone.named_buffers())
-    known = set(params) | set(buffers)
-    loaded: set[str] = set()
-    rank = dist.get_rank()
-    for file in checkpoint_files(model_dir):
-        weights = _read_weights(file, want_values=rank == 0)
-        for key in sorted(weights):
-            name = key[len(prefix):] if key.startswith(prefix) and key[len(prefix):] in known else key
-            if name in params:
-                with deepspeed.zero.GatheredParameters([params[name]], modifier_rank=0):
-                    if rank == 0:
-                        value = weights[key]
-                        if tuple(value.shape) != tuple(params[name].shape):
-                            raise ValueError(f"{file}: {key} has shape {tuple(value.shape)}, the model expects {tuple(params[name].shape)}")
-                        params[name].data.copy_(value.to(params[name].dtype))
-                loaded.add(name)
-            elif name in buffers:
-                value = weights[key] if rank == 0 else torch.empty_like(buffers[name])
-                if rank == 0:
-                    value = value.to(buffers[name].dtype).contiguous()
-                dist.broadcast(value, src=0)
-                buffers[name].data.copy_(value)
-        del weights
-    missing = sorted(set(params) - loaded)
-    if missing:
-        raise ValueError(f"{model_dir}: the checkpoint has no weights for {len(missing)} backbone parameters, e.g. {missing[:5]}")
-    return backbone
-
-
 def build_model(cfg: TrainRunConfig, ds_config: dict) -> RewardModel:
     """The backbone from --pretrain plus a seeded value head (identical on every rank).
 
-    Under ZeRO-3 the backbone is built partitioned: through ``transformers``' own integration
-    (an ``HfDeepSpeedConfig`` kept alive on the model, so ``from_pretrained`` runs under zero.Init)
-    when ``accelerate`` is installed, else through :func:`load_backbone_partitioned`. The head is
+    Under ZeRO-3 the backbone is built partitioned through ``transformers``' own integration
+    (an ``HfDeepSpeedConfig`` kept alive on the model, so ``from_pretrained`` runs under zero.Init;
+    it needs ``accelerate``, a pinned dependency). The head is
     created afterwards, outside zero.Init, so its normal(0, 1/(hidden+1)) initialisation is real;
     ``deepspeed.initialize`` then partitions it.
     """
@@ -506,14 +415,11 @@ def build_model(cfg: TrainRunConfig, ds_config: dict) -> RewardModel:
     dtype = torch.bfloat16 if cfg.bf16 else torch.float32
     attn = attention_implementation(cfg.flash_attn)
     hf_ds_config = None
-    if cfg.zero_stage == 3 and importlib.util.find_spec("accelerate") is None:
-        backbone = load_backbone_partitioned(cfg.pretrain, ds_config, dtype, attn)
-    else:
-        if cfg.zero_stage == 3:
-            from transformers.integrations import HfDeepSpeedConfig
+    if cfg.zero_stage == 3:
+        from transformers.integrations import HfDeepSpeedConfig
 
-            hf_ds_config = HfDeepSpeedConfig(ds_config)  # a weakref is what from_pretrained consults
-        backbone = AutoModel.from_pretrained(cfg.pretrain, dtype=dtype, attn_implementation=attn)
+        hf_ds_config = HfDeepSpeedConfig(ds_config)  # a weakref is what from_pretrained consults
+    backbone = AutoModel.from_pretrained(cfg.pretrain, dtype=dtype, attn_implementation=attn)
     backbone.config.use_cache = False
     torch.manual_seed(cfg.seed)
     model = RewardModel(backbone, cfg.value_head_strategy)

@@ -30,6 +30,9 @@ from goalrm_core.train_rm import (
 )
 
 RUN_TIMEOUT_S = 400
+# One thread per process: the tiny model gains nothing from more, and on a shared 2-core machine
+# OpenMP threads competing with other processes slow a run down tenfold.
+RUN_ENV = {"OMP_NUM_THREADS": "1"}
 TIMING_KEYS = {"tokens_per_s", "eval_s"}
 
 
@@ -47,7 +50,7 @@ def write_pairs(path, n, seed=0):
 def run(args, log_path, num_processes=1, env=None):
     """Train through the real command line; returns the log text (raises LaunchError on failure)."""
     cmd = train_command(args, num_processes=num_processes)
-    run_streaming(cmd, log_path, env=env, timeout_s=RUN_TIMEOUT_S, show=lambda lines, final: None)
+    run_streaming(cmd, log_path, env={**RUN_ENV, **(env or {})}, timeout_s=RUN_TIMEOUT_S, show=lambda lines, final: None)
     return log_path.read_text()
 
 
@@ -160,7 +163,7 @@ def test_the_seeds_contrastive_command_line_runs(tiny_policy_dir, tmp_path):
         --goal_state_percentile 0 --max_steps 2 --template toymath
     """.split()
     run_streaming([sys.executable, "-m", "goalrm_core.train_rm", *seed_flags], tmp_path / "train.log",
-                  timeout_s=RUN_TIMEOUT_S, show=lambda lines, final: None)
+                  env=RUN_ENV, timeout_s=RUN_TIMEOUT_S, show=lambda lines, final: None)
     summary = json.loads((tmp_path / "contrastive_reward_model" / "train_summary.json").read_text())
     assert summary["steps"] == 2 and summary["bf16"] and summary["zero_stage"] == 3
     rows = metrics(tmp_path / "contrastive_reward_model.metrics.jsonl")
