@@ -349,7 +349,9 @@ def load_adapted(
     if fmt is not None:
         _check_format_name(fmt)
     if kind is not None:
-        formats_of_kind(kind)
+        allowed = formats_of_kind(kind)  # also rejects an unknown kind
+        if fmt is not None and fmt not in allowed:
+            raise AdapterError(f"format {fmt!r} gives {FORMATS[fmt].kind}, not {kind}; formats giving {kind}: {', '.join(allowed)}")
     report = SourceReport(source=spec)
     rows: list[dict] = []
     found = fmt
@@ -367,8 +369,6 @@ def load_adapted(
             break
     if found is None or report.n_read == 0:
         raise AdapterError(f"{spec}: no rows")
-    if kind is not None and FORMATS[found].kind != kind:
-        raise AdapterError(f"{spec}: format {found!r} gives {FORMATS[found].kind}, not {kind}")
     report.n_used = len(rows)
     if not rows:
         raise AdapterError(f"every row of {spec} was skipped: {report.summary()}")

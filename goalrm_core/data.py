@@ -39,8 +39,12 @@ def encode_prompt_response(tokenizer, prompt: str, response: str, max_len: int, 
 
     Returns ``None`` when the response alone does not fit: cutting it would lose its end.
     """
-    prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     response_text = response + " " if append_eos else response
+    # A huge response is dropped without tokenising all of it: if its tail alone overflows, so does it.
+    tail = response_text[-8 * max_len:]
+    if len(tail) < len(response_text) and len(tokenizer(tail, add_special_tokens=False)["input_ids"]) > max_len:
+        return None
+    prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
     response_ids = tokenizer(response_text, add_special_tokens=False)["input_ids"]
     if append_eos:
         response_ids = response_ids + [tokenizer.eos_token_id]

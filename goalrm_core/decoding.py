@@ -811,6 +811,91 @@ def samples_as_rows(questions: Sequence[str], samples: Sequence[Sequence[Sample]
 
 
 # ----------------------------------------------------------------------------------------------
+# The notebook's experiments, one call each
+# ----------------------------------------------------------------------------------------------
+
+
+def compare_methods(run_dir, policy, rm: RewardModel, tokenizer, goal, benchmarks: Sequence[str], n_questions: int,
+                    cfg: DecodeConfig = DecodeConfig(), policy_tokenizer=None, progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """Q-guided beam search on the first ``n_questions`` of each benchmark, against greedy, majority
+    voting and best-of-N over the scored samples of notebook 04. Returns the accuracy-vs-tokens
+    curves, the matched-budget table (one row per benchmark and method) and the beam rows."""
+    check_decoding_inputs(policy, rm, tokenizer, goal, policy_tokenizer)
+    curves, tables, beams = [], [], {}
+    for bench in tqdm(benchmarks, desc="beam search", disable=not progress):
+        beams[bench], _ = q_guided_decode(policy, rm, tokenizer, goal, unique_questions(run_dir, bench, n_questions), cfg)
+        c, t = methods_comparison(run_dir, bench, beams[bench])
+        curves.append(c)
+        tables.append(t.assign(benchmark=bench))
+    matched = pd.concat(tables, ignore_index=True)
+    matched.attrs["n_questions"] = min(len(rows) for rows in beams.values())
+    return pd.concat(curves, ignore_index=True), matched, beams
+
+
+def matched_table(matched: pd.DataFrame) -> pd.DataFrame:
+    """Methods as rows, benchmarks as columns, cells ``accuracy (tokens per question, N)``."""
+    cells = matched.assign(cell=[f"{r.accuracy:.2f} ({r.tokens:.0f} tok, N={r.n})" for r in matched.itertuples()])
+    return cells.pivot(index="method", columns="benchmark", values="cell").reindex(list(dict.fromkeys(matched["method"])))
+
+
+def methods_reading(matched: pd.DataFrame) -> str:
+    """A plain-words summary generated from the numbers, so it cannot drift from them."""
+    lines = []
+    for bench, g in matched.groupby("benchmark", sort=False):
+        g = g.set_index("method")
+        beam = g.loc["Q-guided beam search"]
+        others = g.drop(index="Q-guided beam search")
+        best = others["accuracy"].idxmax()
+        verdict = "above" if beam["accuracy"] > others["accuracy"].max() else "below" if beam["accuracy"] < others["accuracy"].max() else "level with"
+        lines.append(f"On {bench}, Q-guided beam search reaches {beam['accuracy']:.2f} with {beam['tokens']:.0f} generated tokens per question, "
+                     f"{verdict} the best other method ({best}: {others.loc[best, 'accuracy']:.2f} at {others.loc[best, 'tokens']:.0f} tokens).")
+    n = int(matched.attrs.get("n_questions", 0))
+    if n:
+        lines.append(f"Each accuracy is over {n} questions: a difference of one question is {1 / n:.3f}.")
+    return " ".join(lines)
+
+
+def pruning_experiment(run_dir, policy, rm: RewardModel, tokenizer, goal, benchmarks: Sequence[str], n_questions: int, n_samples: int = 8,
+                       threshold: float = 0.0, temperature: float = 0.7, max_new_tokens: int = 96, seed: int = 0,
+                       skip_first: int = SKIP_FIRST, progress: bool = True) -> tuple[pd.DataFrame, dict]:
+    """``pruning_comparison`` on each benchmark: a table of the deterministic numbers, and the wall times."""
+    rows, timings = {}, {}
+    for bench in tqdm(benchmarks, desc="pruning", disable=not progress):
+        rows[bench], timings[bench] = pruning_comparison(policy, rm, tokenizer, goal, unique_questions(run_dir, bench, n_questions), n_samples,
+                                                         threshold, temperature, max_new_tokens, seed, skip_first)
+    return pd.DataFrame.from_dict(rows, orient="index"), timings
+
+
+def pruning_view(table: pd.DataFrame, timings: dict) -> pd.DataFrame:
+    """The pruning table with its wall times, for reading (wall times stay out of the metrics)."""
+    cols = ["tokens_generated", "tokens_generated_unpruned", "tokens_saved_pct", "samples_stopped_pct", "accuracy", "accuracy_unpruned"]
+    return table[cols].join(pd.DataFrame.from_dict(timings, orient="index"))
+
+
+def steering_experiment(run_dir, steer_policy, rm: RewardModel, tokenizer, train_cfg: toymath.ToyMathConfig, n_questions: int,
+                        cfg: DecodeConfig = DecodeConfig(), n_goal: int = 200, bench: str = "toy-id") -> tuple[dict, list[dict], list[dict]]:
+    """Steer toward the verbose style: goal from the RM's last-token states of verbose correct
+    solutions, Q-guided beam search toward it, against one unguided sample per question from the
+    same (style-mixed) policy at the same temperature and seed."""
+    check_decoding_inputs(steer_policy, rm, tokenizer)
+    goal = attribute_goal_state(rm, tokenizer, run_dir, train_cfg, n_goal, cfg.seed, style="verbose")
+    questions = unique_questions(run_dir, bench, n_questions)
+    guided, _ = q_guided_decode(steer_policy, rm, tokenizer, goal, questions, cfg)
+    prompts = [apply_template("toymath", q) for q in questions]
+    unguided = samples_as_rows(questions, sample(steer_policy, tokenizer, prompts, n=1, temperature=cfg.temperature,
+                                                 max_new_tokens=cfg.max_new_tokens, seed=cfg.seed))
+    return steering_summary(guided, unguided), guided, unguided
+
+
+def decoding_metrics(matched: pd.DataFrame, pruning: pd.DataFrame, steering: dict) -> dict:
+    """The ``decoding`` section of metrics.json (deterministic numbers only; wall times go to timings)."""
+    methods = methods_metrics({b: g for b, g in matched.groupby("benchmark", sort=False)})
+    keys = ("tokens_generated", "tokens_generated_unpruned", "accuracy", "accuracy_unpruned", "samples_stopped_pct", "tokens_saved_pct")
+    prune = {bench: {k: float(row[k]) for k in keys} for bench, row in pruning.iterrows()}
+    return {"methods": methods, "pruning": prune, "steering": dict(steering)}
+
+
+# ----------------------------------------------------------------------------------------------
 # Command line
 # ----------------------------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ half-written file behind: data is written to a temporary file in the same direct
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -87,14 +88,16 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> int:
     return n
 
 
-def read_jsonl(path: str | os.PathLike, required: Iterable[str] = ()) -> list[dict]:
-    """Read a JSONL file; any bad line raises ``ArtifactError`` naming the file and the line."""
+def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line number, parsed value)`` of a JSONL file (``.gz`` too), skipping blank lines.
+
+    A bad line raises ``ArtifactError`` naming the file and the line.
+    """
     path = Path(path)
     if not path.exists():
         raise ArtifactError(f"{path}: file not found")
-    required = tuple(required)
-    rows = []
-    with open(path, "rb") as f:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
             try:
                 line = raw.decode("utf-8")
@@ -103,17 +106,22 @@ def read_jsonl(path: str | os.PathLike, required: Iterable[str] = ()) -> list[di
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                yield lineno, json.loads(line)
             except json.JSONDecodeError as e:
                 raise ArtifactError(f"{path}:{lineno}: malformed JSON ({e.msg}, column {e.colno})") from None
-            if not isinstance(row, dict):
-                raise ArtifactError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
-            missing = [k for k in required if k not in row]
-            if missing:
-                raise ArtifactError(
-                    f"{path}:{lineno}: missing field(s) {missing}; expected fields {list(required)}"
-                )
-            rows.append(row)
+
+
+def read_jsonl(path: str | os.PathLike, required: Iterable[str] = ()) -> list[dict]:
+    """Read a JSONL file of objects; any bad line or missing field raises ``ArtifactError`` naming the file and the line."""
+    required = tuple(required)
+    rows = []
+    for lineno, row in iter_jsonl(path):
+        if not isinstance(row, dict):
+            raise ArtifactError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
+        missing = [k for k in required if k not in row]
+        if missing:
+            raise ArtifactError(f"{path}:{lineno}: missing field(s) {missing}; expected fields {list(required)}")
+        rows.append(row)
     return rows
 
 

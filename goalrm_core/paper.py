@@ -387,6 +387,9 @@ def real_cpu_prepare(profile_name: str = "real-cpu", data_dir: str | Path | None
     train_rows, held_rows = split_by_question(gens.rows, profile["gsm8k_eval_fraction"], seed)
     pairs = [p for p in generation_pairs(train_rows, profile["gsm8k_pairs_per_question"], seed) if _fits(p, profile["gsm8k_max_len"])]
     g_train, g_eval = split_train_eval(pairs, 0.1, seed)
+    longest = max(len(r["generated_solution"]) for r in held_rows)
+    if longest + 2 > profile["gsm8k_max_len"]:  # eval-rm refuses a response longer than --max_len: fail now, not after training
+        raise ValueError(f"a held-out GSM8K solution has {longest} characters: raise gsm8k_max_len to at least {longest + 2}")
     counts = write_generation_folder(held_rows, paths["generations"], "gsm8k", samples=True)
     held_questions = {r["question"] for r in held_rows}
     manifest["gsm8k"] = {

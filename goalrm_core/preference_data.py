@@ -16,7 +16,6 @@ or an empty final turn) are skipped, counted, and reported: never dropped silent
 
 from __future__ import annotations
 
-import gzip
 import json
 import logging
 import math
@@ -27,7 +26,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from goalrm_core.io import ArtifactError
+from goalrm_core.io import ArtifactError, iter_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -107,19 +106,8 @@ def _offline_error(spec: str, reason: str) -> PreferenceDataError:
 
 
 def _iter_json_lines(path: Path) -> Iterator[tuple[str, Any]]:
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise PreferenceDataError(f"{path}:{lineno}: not valid UTF-8 ({e.reason})") from None
-            if not line.strip():
-                continue
-            try:
-                yield f"{path}:{lineno}", json.loads(line)
-            except json.JSONDecodeError as e:
-                raise PreferenceDataError(f"{path}:{lineno}: malformed JSON ({e.msg}, column {e.colno})") from None
+    for lineno, value in iter_jsonl(path):
+        yield f"{path}:{lineno}", value
 
 
 def _read_json_file(path: Path) -> Iterator[tuple[str, Any]]:

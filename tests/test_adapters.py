@@ -178,6 +178,8 @@ def test_explicit_format_and_kind_checks(tmp_path):
     questions = write_jsonl(tmp_path / "q.jsonl", [{"question": "q", "answer": "#### 1"}])
     with pytest.raises(AdapterError, match="holds questions .* but pairs were asked for"):
         load_pairs(questions)
+    with pytest.raises(AdapterError, match="format 'gsm8k' gives questions, not pairs"):
+        load_pairs(questions, fmt="gsm8k")
     with pytest.raises(AdapterError, match="has no '#### N'"):
         adapt_row({"question": "q", "answer": "42"})
     with pytest.raises(AdapterError, match="is_correct.*true/false"):
@@ -384,3 +386,11 @@ def test_real_cpu_prepare_without_the_data_names_the_missing_file(tmp_path):
 
     with pytest.raises(ArtifactError, match="hh_rlhf_harmless_base_test.jsonl.gz: not found"):
         real_cpu_prepare(run_dir=str(tmp_path / "rc"), data_dir=str(tmp_path))
+
+
+@needs_shared
+def test_real_cpu_prepare_refuses_a_max_len_that_eval_rm_would_reject(tmp_path):
+    from goalrm_core.paper import real_cpu_prepare
+
+    with pytest.raises(ValueError, match="raise gsm8k_max_len"):
+        real_cpu_prepare(run_dir=str(tmp_path / "rc"), n_hh_pairs=10, gsm8k_max_len=300, backbone_hidden_size=16, backbone_layers=1)
