@@ -300,3 +300,26 @@ def test_train_command_shapes(monkeypatch):
     assert nodes[1:7] == ["--hostfile", "hosts", "--num_nodes", "2", "--num_gpus", "8"]
     with pytest.raises(ValueError, match="unknown train-rm argument"):
         train_command({"pretrian": "m"})
+
+
+def test_sigkill_after_a_checkpoint_then_resume_matches_an_uninterrupted_run(uninterrupted, tmp_path):
+    """A real crash: SIGKILL the trainer as soon as its first checkpoint lands, resume, compare."""
+    import signal
+    import subprocess
+    import time
+
+    out, args, _ = uninterrupted
+    killed = {**args, "save_path": str(tmp_path / "rm")}
+    latest = tmp_path / "rm.checkpoints" / "latest"
+    proc = subprocess.Popen(train_command(killed), env={**os.environ, **RUN_ENV}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + RUN_TIMEOUT_S
+    while not (latest.exists() and latest.read_text().strip()) and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL and not (tmp_path / "rm").exists(), "the run ended before it could be killed"
+    run({**killed, "load_checkpoint": True}, tmp_path / "resume.log")
+    assert max_weight_diff(out / "rm", tmp_path / "rm") < 1e-6
+    assert without_timing(metrics(tmp_path / "rm.metrics.jsonl")) == without_timing(metrics(out / "rm.metrics.jsonl"))
+    assert not list(tmp_path.rglob("*.tmp*")), "a half-written artifact was left behind"
