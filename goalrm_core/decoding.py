@@ -855,20 +855,84 @@ def methods_reading(matched: pd.DataFrame) -> str:
     return " ".join(lines)
 
 
+def simulate_pruning(q_values: Sequence[Sequence[float]], threshold: float, skip_first: int = SKIP_FIRST, keep_last: bool = True) -> list[int | None]:
+    """Where online pruning would stop each sample of ONE question, from its per-position Q-values
+    (``Sample.q_values`` or a scored row's ``cosine_sim``: text + " " + EOS).
+
+    The samples advance in lockstep, as in ``sample``: at position t every sample still being read
+    whose Q is below ``threshold`` (t >= ``skip_first``) stops, except that with ``keep_last`` the
+    question's last unstopped sample is spared (highest Q, then the earlier sample). Unlike the
+    offline filter's fallback (vote with all generations when all are dropped), this rule can be run
+    while generating, so it is the one to tune a threshold for.
+
+    >>> simulate_pruning([[0.9, 0.1, 0.1], [0.9, 0.2, 0.0], [0.5, 0.1]], threshold=0.3, skip_first=1)
+    [1, None, 1]
+    >>> simulate_pruning([[0.9, 0.1, 0.1], [0.9, 0.2, 0.0], [0.5, 0.1]], threshold=0.3, skip_first=1, keep_last=False)
+    [1, 1, 1]
+    """
+    stopped: list[int | None] = [None] * len(q_values)
+    alive = len(q_values)
+    for t in range(skip_first, max((len(q) for q in q_values), default=0)):
+        below = [i for i, q in enumerate(q_values) if stopped[i] is None and t < len(q) and q[t] < threshold]
+        if keep_last and below and alive - len(below) <= 0:
+            below.remove(max(below, key=lambda i: (q_values[i][t], -i)))
+        for i in below:
+            stopped[i] = t
+        alive -= len(below)
+    return stopped
+
+
+def simulated_pruning_outcome(groups: Sequence[Sequence[dict]], threshold: float, skip_first: int = SKIP_FIRST, keep_last: bool = True) -> dict:
+    """Majority-vote accuracy and generated tokens of online pruning replayed on scored samples
+    (rows with cosine_sim, num_generated_tokens, is_correct, predicted_answer)."""
+    voted, tokens = [], 0
+    for group in groups:
+        stops = simulate_pruning([r["cosine_sim"] for r in group], threshold, skip_first, keep_last)
+        voted.append([r if k is None else dict(r, is_correct=False, predicted_answer=None) for r, k in zip(group, stops)])
+        tokens += sum(r["num_generated_tokens"] if k is None else min(k + 1, r["num_generated_tokens"]) for r, k in zip(group, stops))
+    acc = metrics.majority_vote_accuracy(voted)
+    return {"threshold": float(threshold), "n_correct": acc.n_correct, "accuracy": acc.accuracy, "tokens": tokens}
+
+
+def choose_online_threshold(groups: Sequence[Sequence[dict]], candidates=metrics.DEFAULT_FILTER_THRESHOLDS, skip_first: int = SKIP_FIRST,
+                            keep_last: bool = True) -> tuple[float, pd.DataFrame]:
+    """The threshold with the best replayed majority-vote accuracy, ties broken by fewer generated
+    tokens, then by the lower threshold. Returns it and one row per candidate."""
+    table = pd.DataFrame([simulated_pruning_outcome(groups, float(t), skip_first, keep_last) for t in candidates])
+    best = table.sort_values(["n_correct", "tokens", "threshold"], ascending=[False, True, True], kind="stable").index[0]
+    return float(table.loc[best, "threshold"]), table.assign(chosen=table.index == best)
+
+
+def tuned_prune_threshold(run_dir, bench: str, exclude: Sequence[str], skip_first: int = SKIP_FIRST, rm: str = "goal-conditioned") -> float | None:
+    """The online-pruning threshold chosen (``choose_online_threshold``) on the scored samples of the
+    benchmark questions NOT in ``exclude``; None when no such question is left."""
+    from goalrm_core.evaluation import group_by_question, read_scored
+    from goalrm_core.experiments import eval_dir
+
+    held = set(exclude)
+    groups = [g for g in group_by_question(read_scored(eval_dir(run_dir, rm), bench, "all")) if g[0]["question"] not in held]
+    return choose_online_threshold(groups, skip_first=skip_first)[0] if groups else None
+
+
 def pruning_experiment(run_dir, policy, rm: RewardModel, tokenizer, goal, benchmarks: Sequence[str], n_questions: int, n_samples: int = 8,
                        threshold: float = 0.0, temperature: float = 0.7, max_new_tokens: int = 96, seed: int = 0,
-                       skip_first: int = SKIP_FIRST, progress: bool = True) -> tuple[pd.DataFrame, dict]:
-    """``pruning_comparison`` on each benchmark: a table of the deterministic numbers, and the wall times."""
+                       skip_first: int = SKIP_FIRST, tune: bool = False, progress: bool = True) -> tuple[pd.DataFrame, dict]:
+    """``pruning_comparison`` on each benchmark: a table of the deterministic numbers, and the wall
+    times. With ``tune`` each benchmark's threshold is chosen by replaying the online rule on the
+    scored samples of its other questions (``tuned_prune_threshold``), falling back to
+    ``threshold`` when none is left."""
     rows, timings = {}, {}
     for bench in tqdm(benchmarks, desc="pruning", disable=not progress):
-        rows[bench], timings[bench] = pruning_comparison(policy, rm, tokenizer, goal, unique_questions(run_dir, bench, n_questions), n_samples,
-                                                         threshold, temperature, max_new_tokens, seed, skip_first)
+        questions = unique_questions(run_dir, bench, n_questions)
+        tuned = tuned_prune_threshold(run_dir, bench, questions, skip_first) if tune else None
+        rows[bench], timings[bench] = pruning_comparison(policy, rm, tokenizer, goal, questions, n_samples, threshold if tuned is None else tuned,
+                                                         temperature, max_new_tokens, seed, skip_first)
     return pd.DataFrame.from_dict(rows, orient="index"), timings
 
 
 def pruning_view(table: pd.DataFrame, timings: dict) -> pd.DataFrame:
     """The pruning table with its wall times, for reading (wall times stay out of the metrics)."""
-    cols = ["tokens_generated", "tokens_generated_unpruned", "tokens_saved_pct", "samples_stopped_pct", "accuracy", "accuracy_unpruned"]
+    cols = ["threshold", "tokens_generated", "tokens_generated_unpruned", "tokens_saved_pct", "samples_stopped_pct", "accuracy", "accuracy_unpruned"]
     return table[cols].join(pd.DataFrame.from_dict(timings, orient="index"))
 
 
@@ -879,18 +943,32 @@ def steering_experiment(run_dir, steer_policy, rm: RewardModel, tokenizer, train
     same (style-mixed) policy at the same temperature and seed."""
     check_decoding_inputs(steer_policy, rm, tokenizer)
     goal = attribute_goal_state(rm, tokenizer, run_dir, train_cfg, n_goal, cfg.seed, style="verbose")
+    separation = style_separation_auroc(rm, tokenizer, run_dir, train_cfg, goal, n_goal, cfg.seed)
     questions = unique_questions(run_dir, bench, n_questions)
     guided, _ = q_guided_decode(steer_policy, rm, tokenizer, goal, questions, cfg)
     prompts = [apply_template("toymath", q) for q in questions]
     unguided = samples_as_rows(questions, sample(steer_policy, tokenizer, prompts, n=1, temperature=cfg.temperature,
                                                  max_new_tokens=cfg.max_new_tokens, seed=cfg.seed))
-    return steering_summary(guided, unguided), guided, unguided
+    return steering_summary(guided, unguided) | {"goal_separation_auroc": separation}, guided, unguided
+
+
+def style_separation_auroc(rm: RewardModel, tokenizer, run_dir, train_cfg: toymath.ToyMathConfig, goal, n: int = 200, seed: int = 0) -> float:
+    """Can the goal steer at all? AUROC of the final Q toward ``goal`` for telling the verbose from the
+    terse reference solution of the same ``n`` training problems (other problems than the goal's).
+    0.5: the cosine to this goal does not see the style, so the beam search cannot select for it."""
+    from goalrm_core.representations import cosine_rows, last_token_states
+    from goalrm_core.toy_pipeline import TEMPLATE, training_problems
+
+    problems = training_problems(run_dir, train_cfg, n, seed + 13)
+    rows = [{"question": p.question, "generated_solution": p.solution(style)} for style in ("verbose", "terse") for p in problems]
+    q = cosine_rows(last_token_states(rm, tokenizer, rows, TEMPLATE, max_len=512), goal)
+    return metrics.bootstrap_auroc(q, [1] * len(problems) + [0] * len(problems), n_boot=0).auroc
 
 
 def decoding_metrics(matched: pd.DataFrame, pruning: pd.DataFrame, steering: dict) -> dict:
     """The ``decoding`` section of metrics.json (deterministic numbers only; wall times go to timings)."""
     methods = methods_metrics({b: g for b, g in matched.groupby("benchmark", sort=False)})
-    keys = ("tokens_generated", "tokens_generated_unpruned", "accuracy", "accuracy_unpruned", "samples_stopped_pct", "tokens_saved_pct")
+    keys = ("threshold", "tokens_generated", "tokens_generated_unpruned", "accuracy", "accuracy_unpruned", "samples_stopped_pct", "tokens_saved_pct")
     prune = {bench: {k: float(row[k]) for k in keys} for bench, row in pruning.iterrows()}
     return {"methods": methods, "pruning": prune, "steering": dict(steering)}
 

@@ -115,7 +115,8 @@ def read_generations(run_dir, bench: str, mode: str) -> list[dict]:
 
 
 def make_preference_pairs(samples: list[dict], pairs_per_question: int, seed: int) -> list[dict]:
-    """Pair a correct with an incorrect solution of the same question (distinct texts, no reuse)."""
+    """Pair correct with incorrect solutions of the same question: each distinct incorrect text once,
+    with the distinct correct texts taken in turn (correct ToyMath solutions are often identical)."""
     rng = random.Random(seed)
     by_question: dict[str, list[dict]] = {}
     for s in samples:
@@ -127,7 +128,10 @@ def make_preference_pairs(samples: list[dict], pairs_per_question: int, seed: in
         incorrect = list({g["generated_solution"]: g for g in incorrect}.values())
         rng.shuffle(correct)
         rng.shuffle(incorrect)
-        for good, bad in list(zip(correct, incorrect))[:pairs_per_question]:
+        if not correct:
+            continue
+        for k, bad in enumerate(incorrect[:pairs_per_question]):
+            good = correct[k % len(correct)]
             pairs.append({"question": question, "correct": good, "incorrect": bad["generated_solution"],
                           "incorrect_first_error_char": bad["first_error_char"]})
     return pairs

@@ -289,3 +289,32 @@ def test_cli_beam_and_sample(tmp_path, policy, rm, tokenizer, goal):
     np.save(tmp_path / "bad.npy", bad)
     with pytest.raises(ValueError, match="hidden size"):
         dec.main(["beam", *common[:4], "--goal_state_path", str(tmp_path / "bad.npy"), *common[6:], "--save_path", str(tmp_path / "x.jsonl")])
+
+
+def test_replayed_pruning_matches_online_pruning(policy, rm, tokenizer, goal):
+    """Replaying the online rule on recorded Q-values gives the online run's stop positions, so a
+    threshold tuned on scored samples means the same thing while generating."""
+    kw = dict(n=4, temperature=1.0, max_new_tokens=14, seed=5, rm=rm, goal=goal)
+    recorded = dec.sample(policy, tokenizer, PROMPTS, **kw)
+    threshold = float(np.float32(np.median([q for g in recorded for s in g for q in s.q_values[5:]])))
+    for keep_last in (True, False):
+        online = dec.sample(policy, tokenizer, PROMPTS, prune_threshold=threshold, keep_last=keep_last, **kw)
+        for g, h in zip(recorded, online):
+            assert dec.simulate_pruning([s.q_values for s in g], threshold, 5, keep_last) == [s.stopped_at for s in h]
+        assert any(s.pruned for g in online for s in g)
+
+
+def test_choose_online_threshold_prefers_accuracy_then_fewer_tokens():
+    def row(answer, ok, q):
+        return {"question": "1 +1", "predicted_answer": answer, "is_correct": ok, "num_generated_tokens": len(q) - 1, "cosine_sim": q}
+
+    # the correct samples keep a high Q; the wrong ones drop at position 1
+    group = [row(2, True, [0.9, 0.8, 0.8, 0.8]), row(3, False, [0.9, -0.2, -0.2, -0.2]), row(3, False, [0.9, -0.3, -0.3, -0.3])]
+    best, table = dec.choose_online_threshold([group], candidates=[-0.5, 0.0, 0.85], skip_first=1)
+    # -0.5 stops nothing and the wrong answer wins the vote; 0.0 and 0.85 both stop the wrong samples at
+    # position 1 (0.85 would stop the correct one too, but it is the last and is spared): equal accuracy
+    # and tokens, so the lower threshold wins
+    assert best == 0.0
+    assert table.set_index("threshold")["tokens"].tolist() == [3 + 3 + 3, 3 + 2 + 2, 3 + 2 + 2]
+    assert table.set_index("threshold").loc[0.0, "accuracy"] == 1.0
+    assert table.set_index("threshold").loc[-0.5, "accuracy"] == 0.0

@@ -1,50 +1,84 @@
-"""The notebooks, executed through papermill under the smoke profile, record sane metrics."""
+"""The notebooks, executed through papermill under the smoke profile, record sane metrics; a second
+run with the same seed records identical ones (timings live apart, in ``timings``)."""
 
 import json
 
 import pytest
+import yaml
 
+from goalrm_core.profiles import load_profile, resolve_path
 from goalrm_core.report import run_report
 
 pytestmark = pytest.mark.notebook
+BENCHES = {"toy-id", "toy-long", "toy-big", "toy-mixed"}
+
+
+def smoke_run(tmp_path_factory, name):
+    """The smoke profile with its run directory in tmp (tests never touch runs/) and one thread,
+    since identical numbers need an identical thread count."""
+    root = tmp_path_factory.mktemp(name)
+    profile = load_profile("smoke") | {"run_dir": str(root / "run"), "torch_threads": 1}
+    (root / "params").mkdir()
+    (root / "params" / "smoke.yaml").write_text(yaml.safe_dump(profile))
+    code = run_report("smoke", params_dir=root / "params", reports_root=root / "reports", notebooks_dir=resolve_path("notebooks"))
+    return code, root / "reports" / "smoke", root / "run"
 
 
 @pytest.fixture(scope="module")
 def smoke_report(tmp_path_factory):
-    reports = tmp_path_factory.mktemp("reports")
-    run_dir = tmp_path_factory.mktemp("runs") / "smoke"
-    # The smoke profile's run_dir is redirected into tmp so tests never touch runs/.
-    import yaml
-
-    from goalrm_core.profiles import load_profile, resolve_path
-
-    params = tmp_path_factory.mktemp("params")
-    profile = load_profile("smoke")
-    profile["run_dir"] = str(run_dir)
-    (params / "smoke.yaml").write_text(yaml.safe_dump(profile))
-    code = run_report("smoke", params_dir=params, reports_root=reports, notebooks_dir=resolve_path("notebooks"))
-    return code, reports / "smoke", run_dir
+    return smoke_run(tmp_path_factory, "first")
 
 
-def test_report_succeeds(smoke_report):
+def load_metrics(reports):
+    return json.loads((reports / "metrics.json").read_text())
+
+
+def test_report_succeeds_with_every_stage(smoke_report):
     code, reports, _ = smoke_report
     status = json.loads((reports / "status.json").read_text())
     assert code == 0, status
-    assert (reports / "index.html").exists()
-    assert (reports / "01_data.html").exists()
+    notebooks = sorted(p.stem for p in resolve_path("notebooks").glob("[0-9][0-9]_*.ipynb"))
+    for stem in notebooks:
+        assert (reports / f"{stem}.html").exists() and (reports / f"{stem}.ipynb").exists()
+    assert all(s["status"] == "ok" for s in status["stages"]), status
+    assert "Headline metrics" in (reports / "index.html").read_text()
 
 
 def test_data_metrics(smoke_report):
     _, reports, run_dir = smoke_report
-    metrics = json.loads((reports / "metrics.json").read_text())
-    benches = metrics["data"]["benchmarks"]
-    assert set(benches) == {"toy-id", "toy-long", "toy-big", "toy-mixed"}
-    for row in benches.values():
+    data = load_metrics(reports)["data"]
+    assert set(data["benchmarks"]) == BENCHES
+    for row in data["benchmarks"].values():
         assert row["n_questions"] == 12 and row["n_samples"] == 48
         assert 0.0 <= row["sample_accuracy"] <= 1.0
     # the smoke policy is tiny but must still be right sometimes, or no pairs can be formed
-    assert benches["toy-id"]["sample_accuracy"] > 0
-    pref = metrics["data"]["preference"]
+    assert data["benchmarks"]["toy-id"]["sample_accuracy"] > 0
+    pref = data["preference"]
     assert pref["n_pairs"] > 10 and pref["n_pairs"] == pref["n_train"] + pref["n_eval"]
     assert (run_dir / "data" / "preference" / "train.jsonl").exists()
-    assert "wall_s" in metrics["timings"]["data"]
+
+
+def test_training_representation_and_evaluation_metrics(smoke_report):
+    _, reports, run_dir = smoke_report
+    m = load_metrics(reports)
+    for rm in ("baseline", "goal-conditioned"):
+        assert 0.0 <= m["training"][rm]["eval_accuracy"] <= 1.0
+        assert m["training"][rm]["steps"] == load_profile("smoke")["rm_steps"]
+        rep = m["representations"][rm]
+        assert -1.0 <= rep["cos_correct_mean"] <= 1.0 and -1.0 <= rep["cos_incorrect_mean"] <= 1.0
+        assert (run_dir / "representations" / rm / "goal_state.npy").exists()
+        toy_id = m["evaluation"][rm]["toy-id"]
+        auroc = toy_id["auroc"]
+        assert auroc is None or toy_id["auroc_ci_low"] <= auroc <= toy_id["auroc_ci_high"]
+        assert set(toy_id["partial_auroc"]) == {f"{0.1 * i:.1f}" for i in range(11)}
+        assert 0.0 <= toy_id["filter"]["tokens_saved_pct"] <= 100.0
+    assert set(m["evaluation"]["delta_auroc"]) == BENCHES
+    assert "length only" in m["evaluation"]
+
+
+def test_same_seed_gives_identical_metrics(smoke_report, tmp_path_factory):
+    code, reports, _ = smoke_run(tmp_path_factory, "second")
+    assert code == 0
+    first, second = load_metrics(smoke_report[1]), load_metrics(reports)
+    first.pop("timings"), second.pop("timings")
+    assert first == second

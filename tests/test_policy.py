@@ -50,7 +50,7 @@ def test_preference_pairs_pair_correct_with_incorrect():
         {"question": "q3", "generated_solution": "ok", "is_correct": True, "first_error_char": None},
     ]
     pairs = make_preference_pairs(gens, pairs_per_question=2, seed=0)
-    # q1 has one distinct correct text: one pair; q2 and q3 lack one side
-    assert len(pairs) == 1
-    assert pairs[0]["question"] == "q1" and pairs[0]["correct"] == "good"
-    assert pairs[0]["incorrect"] in {"bad1", "bad2"}
+    # q1: its one distinct correct text pairs with both incorrect ones; q2 and q3 lack one side
+    assert [(p["question"], p["correct"]) for p in pairs] == [("q1", "good")] * 2
+    assert {p["incorrect"] for p in pairs} == {"bad1", "bad2"}
+    assert len(make_preference_pairs(gens, pairs_per_question=1, seed=0)) == 1
