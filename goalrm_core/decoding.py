@@ -16,9 +16,10 @@ Three uses of the Q-value ``Q(prefix) = cos(last RM hidden state of the prefix, 
   built from responses that carry an attribute (ToyMath's verbose style) pulls the beam search toward it.
 
 Sampling draws Gumbel noise for every row of a batch at every step, whether the row is still running
-or not, so a sample's text depends only on its seed and its own logits: stopping other samples
-(pruning) cannot change it, and pruning with threshold -1 (a cosine is never below -1) reproduces
-unpruned sampling exactly. Command line: ``goalrm decode {beam,sample}``.
+or not, so the noise a sample sees does not depend on which other samples were stopped: pruning with
+threshold -1 (a cosine is never below -1) reproduces unpruned sampling exactly, and a kept sample of a
+pruned run is the unpruned one (up to float effects of a smaller batch on near-ties).
+Command line: ``goalrm decode {beam,sample}``.
 """
 
 from __future__ import annotations
@@ -283,8 +284,8 @@ def sample(
     """``n`` samples per prompt, token by token with a KV cache; deterministic given ``seed``.
 
     ``temperature`` 0 is greedy; special tokens other than EOS are never sampled (they would vanish
-    from the decoded text, and the RM must read what the text says). Sampling stops at EOS, at any token of ``stop_texts`` (kept in the
-    response) or after ``max_new_tokens``. With ``rm`` and ``goal`` the RM follows every sample
+    from the decoded text, and the RM must read what the text says). Sampling stops at EOS, at any
+    token of ``stop_texts`` (kept in the response) or after ``max_new_tokens``. With ``rm`` and ``goal`` the RM follows every sample
     with its own KV cache and records the Q-value at every response position (``Sample.q_values``,
     the offline ``cosine_sim``); with ``prune_threshold`` a sample stops at the first position
     ``>= skip_first`` whose Q is below it. ``keep_last`` spares the last unstopped sample of a
@@ -618,9 +619,6 @@ def budget_sizes(n_max: int) -> list[int]:
     return sizes + [n_max]
 
 
-SAMPLE_METHODS = ("majority vote", "best-of-N baseline reward", "best-of-N goal-conditioned reward", "best-of-N final Q")
-
-
 def sample_method_curves(greedy: Sequence[dict], scored: dict[str, Sequence[dict]], questions: Sequence[str]) -> pd.DataFrame:
     """Accuracy and mean generated tokens per question of greedy decoding and, for N = 1, 2, 4, ...,
     majority voting and best-of-N (by baseline reward, goal-conditioned reward, final Q-value),
@@ -686,29 +684,35 @@ def _key(name: str) -> str:
 
 def accuracy_vs_tokens_figure(curves: pd.DataFrame, title: str = "Accuracy vs generated tokens per question"):
     """One panel per benchmark: a line per sample-based method over N, a point each for greedy and
-    the Q-guided beam search."""
+    the Q-guided beam search (star); log-scaled token axis."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
-    from goalrm_core import plots  # noqa: F401  (theme)
+    from goalrm_core import plots  # noqa: F401  (the project's seaborn theme)
 
     benches = list(dict.fromkeys(curves["benchmark"]))
-    fig, axes = plt.subplots(1, len(benches), figsize=(3.6 * len(benches), 3.4), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(benches), figsize=(3.6 * len(benches), 3.6), sharey=True, squeeze=False)
     methods = list(dict.fromkeys(curves["method"]))
     colours = dict(zip(methods, plt.get_cmap("tab10").colors))
     for ax, bench in zip(axes[0], benches):
         data = curves[curves["benchmark"] == bench]
         for m in methods:
             g = data[data["method"] == m].sort_values("tokens")
-            ax.plot(g["tokens"], g["accuracy"], marker="*" if "beam" in m else "o", ms=12 if "beam" in m else 4,
+            beam = "beam" in m
+            ax.plot(g["tokens"], g["accuracy"], marker="*" if beam else "o", ms=13 if beam else 4,
                     ls="-" if len(g) > 1 else "none", c=colours[m], label=m)
         ax.set_xscale("log")
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(bench)
         ax.set_xlabel("generated tokens per question")
     axes[0][0].set_ylabel("accuracy")
     axes[0][0].set_ylim(0, 1.02)
-    axes[0][-1].legend(fontsize=7, loc="lower right")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), fontsize=8, frameon=False)
     fig.suptitle(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     return fig
 
 
@@ -911,7 +915,8 @@ def tuned_prune_threshold(run_dir, bench: str, exclude: Sequence[str], skip_firs
 
     held = set(exclude)
     groups = [g for g in group_by_question(read_scored(eval_dir(run_dir, rm), bench, "all")) if g[0]["question"] not in held]
-    return choose_online_threshold(groups, skip_first=skip_first)[0] if groups else None
+    candidates = np.r_[-1.0, metrics.DEFAULT_FILTER_THRESHOLDS]  # -1: no pruning, when every threshold costs accuracy
+    return choose_online_threshold(groups, candidates, skip_first=skip_first)[0] if groups else None
 
 
 def pruning_experiment(run_dir, policy, rm: RewardModel, tokenizer, goal, benchmarks: Sequence[str], n_questions: int, n_samples: int = 8,
@@ -937,11 +942,15 @@ def pruning_view(table: pd.DataFrame, timings: dict) -> pd.DataFrame:
 
 
 def steering_experiment(run_dir, steer_policy, rm: RewardModel, tokenizer, train_cfg: toymath.ToyMathConfig, n_questions: int,
-                        cfg: DecodeConfig = DecodeConfig(), n_goal: int = 200, bench: str = "toy-id") -> tuple[dict, list[dict], list[dict]]:
+                        cfg: DecodeConfig = DecodeConfig(), n_goal: int = 200, bench: str = "toy-id",
+                        control_goal=None) -> tuple[dict, list[dict], list[dict]]:
     """Steer toward the verbose style: goal from the RM's last-token states of verbose correct
     solutions, Q-guided beam search toward it, against one unguided sample per question from the
-    same (style-mixed) policy at the same temperature and seed."""
-    check_decoding_inputs(steer_policy, rm, tokenizer)
+    same (style-mixed) policy at the same temperature and seed. With ``control_goal`` (the ordinary
+    correctness goal) the same search runs toward it too, so the style effect of the search itself
+    (e.g. the log-probability term favouring the predictable explanation words) is not credited to
+    the verbose goal: ``attribute_rate_correctness_goal`` and ``accuracy_correctness_goal``."""
+    check_decoding_inputs(steer_policy, rm, tokenizer, control_goal)
     goal = attribute_goal_state(rm, tokenizer, run_dir, train_cfg, n_goal, cfg.seed, style="verbose")
     separation = style_separation_auroc(rm, tokenizer, run_dir, train_cfg, goal, n_goal, cfg.seed)
     questions = unique_questions(run_dir, bench, n_questions)
@@ -949,7 +958,12 @@ def steering_experiment(run_dir, steer_policy, rm: RewardModel, tokenizer, train
     prompts = [apply_template("toymath", q) for q in questions]
     unguided = samples_as_rows(questions, sample(steer_policy, tokenizer, prompts, n=1, temperature=cfg.temperature,
                                                  max_new_tokens=cfg.max_new_tokens, seed=cfg.seed))
-    return steering_summary(guided, unguided) | {"goal_separation_auroc": separation}, guided, unguided
+    summary = steering_summary(guided, unguided) | {"goal_separation_auroc": separation}
+    if control_goal is not None:
+        control, _ = q_guided_decode(steer_policy, rm, tokenizer, control_goal, questions, cfg)
+        rates = steering_summary(control, unguided)
+        summary |= {"attribute_rate_correctness_goal": rates["attribute_rate"], "accuracy_correctness_goal": rates["accuracy"]}
+    return summary, guided, unguided
 
 
 def style_separation_auroc(rm: RewardModel, tokenizer, run_dir, train_cfg: toymath.ToyMathConfig, goal, n: int = 200, seed: int = 0) -> float:

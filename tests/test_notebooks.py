@@ -82,3 +82,17 @@ def test_same_seed_gives_identical_metrics(smoke_report, tmp_path_factory):
     first, second = load_metrics(smoke_report[1]), load_metrics(reports)
     first.pop("timings"), second.pop("timings")
     assert first == second
+
+
+def test_decoding_metrics(smoke_report):
+    _, reports, _ = smoke_report
+    decoding = load_metrics(reports)["decoding"]
+    for bench, methods in decoding["methods"].items():
+        assert bench in BENCHES
+        for row in methods.values():
+            assert 0.0 <= row["accuracy"] <= 1.0 and row["tokens"] >= 0
+    for row in decoding["pruning"].values():
+        assert row["tokens_generated"] <= row["tokens_generated_unpruned"]
+        assert 0.0 <= row["accuracy"] <= 1.0 and 0.0 <= row["accuracy_unpruned"] <= 1.0
+    steering = decoding["steering"]
+    assert 0.0 <= steering["attribute_rate"] <= 1.0 and 0.0 <= steering["attribute_rate_unguided"] <= 1.0
