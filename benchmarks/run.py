@@ -155,6 +155,8 @@ def bench_scoring(pairs: list[dict], hidden: int, layers: int, n: int, reps: int
 def stage_times(reports_root: Path) -> dict:
     """Wall time of each executed notebook, from papermill's metadata."""
     out = {}
+    if not reports_root.is_dir():
+        return out
     for profile_dir in sorted(p for p in reports_root.iterdir() if p.is_dir()):
         stages = {}
         for nb in sorted(profile_dir.glob("[0-9][0-9]_*.ipynb")):
