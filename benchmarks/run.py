@@ -168,6 +168,24 @@ def stage_times(reports_root: Path) -> dict:
     return out
 
 
+# 4 -------------------------------------------------------------------------------------------
+def pruning_ratios(reports_root: Path) -> dict:
+    """Q-pruned / unpruned tokens and wall time, measured side by side on the same questions and seeds
+    by the decoding notebook of each executed report (threshold tuned on held-out questions)."""
+    out = {}
+    for metrics_path in sorted(reports_root.glob("*/metrics.json")) if reports_root.is_dir() else []:
+        m = json.loads(metrics_path.read_text())
+        pruning = m.get("decoding", {}).get("pruning", {})
+        walls = m.get("timings", {}).get("decoding", {}).get("pruning", {})
+        out[metrics_path.parent.name] = {
+            bench: {"threshold": row.get("threshold"),
+                    "tokens_ratio": row["tokens_generated"] / row["tokens_generated_unpruned"],
+                    "wall_ratio": walls[bench]["wall_s"] / walls[bench]["wall_s_unpruned"] if bench in walls else None,
+                    "accuracy": row["accuracy"], "accuracy_unpruned": row["accuracy_unpruned"]}
+            for bench, row in pruning.items() if row.get("tokens_generated_unpruned")}
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="Tiny sizes and one repetition (CI).")
@@ -199,6 +217,7 @@ def main(argv=None) -> int:
             results["training"]["note"] = "trl not installed: pip install -e '.[bench]'"
     results["contrastive_overhead"] = bench_contrastive_overhead(pairs, size["hidden"], size["layers"], size["batch"], size["reps"] * 5)
     results["scoring"] = bench_scoring(pairs, size["hidden"], size["layers"], size["n_score"], size["reps"])
+    results["pruning"] = pruning_ratios(ROOT / "reports")
     results["end_to_end"] = stage_times(ROOT / "reports")
     atomic_write_json(args.out, results)
     print(format_table(results))
@@ -216,6 +235,11 @@ def format_table(r: dict) -> str:
              f"{r['contrastive_overhead']['vanilla_tokens_per_s']:.0f} vs {r['contrastive_overhead']['contrastive_tokens_per_s']:.0f} tok/s |",
              f"| scoring seq/s, bucketed batch / batch-1 loop | {ratio(r['scoring']['ratio'])} | >= 10 | "
              f"max abs diff {r['scoring']['max_abs_diff']:.1e} over {r['scoring']['n_sequences']} sequences |"]
+    for profile, benches in r["pruning"].items():
+        for bench, p in benches.items():
+            wall = f"{p['wall_ratio']:.2f}" if p["wall_ratio"] is not None else "n/a"
+            lines.append(f"| Q-pruning / unpruned tokens, {profile} {bench} (threshold {p['threshold']}) | {p['tokens_ratio']:.2f} (wall {wall}) | "
+                         f"<= 0.6 | accuracy {p['accuracy']:.3f} vs {p['accuracy_unpruned']:.3f} |")
     for profile, e in r["end_to_end"].items():
         lines.append(f"| end to end, {profile} | {e['total_s']:.0f} s | demo <= 600 s | {e['stages_s']} |")
     return "\n".join(lines)
