@@ -71,10 +71,10 @@ def auroc_bars(table: pd.DataFrame, title: str = "AUROC of the reward on greedy 
         ax.bar(xs, rows["auroc"], width, yerr=err, capsize=2, label=scorer, color=palette[i])
     ax.axhline(0.5, ls="--", c="grey", lw=1)
     ax.set_xticks(range(len(benches)), benches)
-    ax.set_ylim(0.3, 1.0)
+    ax.set_ylim(0.2, 1.0)
     ax.set_ylabel("AUROC")
     ax.set_title(title)
-    ax.legend(fontsize=8, ncol=2, loc="lower left")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))  # outside: never over the bars
     fig.tight_layout()
     return fig
 
