@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -18,13 +18,12 @@ from goalrm_core import metrics
 from goalrm_core.io import ArtifactError, read_jsonl
 from goalrm_core.scoring import benchmark_dir
 
-# name -> function of a scored/generation row; higher = more likely correct. Used when the fields exist.
-REFERENCE_SCORERS: dict[str, Callable[[dict], float]] = {
-    "policy mean logprob": lambda r: r["policy_mean_logprob"],
-    "policy min logprob": lambda r: r["policy_min_logprob"],
-    "length only": lambda r: -r["num_actions"],
+# name -> (field of a scored row, sign): higher score = more likely correct. Used when the field exists.
+REFERENCE_SCORERS: dict[str, tuple[str, int]] = {
+    "policy mean logprob": ("policy_mean_logprob", 1),
+    "policy min logprob": ("policy_min_logprob", 1),
+    "length only": ("num_actions", -1),
 }
-REFERENCE_FIELDS = {"policy mean logprob": "policy_mean_logprob", "policy min logprob": "policy_min_logprob", "length only": "num_actions"}
 
 
 def read_scored(eval_dir: str | Path, bench: str, split: str = "greedy") -> list[dict]:
@@ -58,9 +57,9 @@ def auroc_table(scored: dict[str, Sequence[dict]], bench: str, n_boot: int = 100
     """AUROC of each RM's reward, and of every reference scorer whose fields exist, on one benchmark."""
     rows_out = [auroc_row(rm, bench, [r["reward"] for r in rows], rows, n_boot, seed) for rm, rows in scored.items()]
     any_rows = next(iter(scored.values()))
-    for name, fn in REFERENCE_SCORERS.items():
-        if all(r.get(REFERENCE_FIELDS[name]) is not None for r in any_rows):
-            rows_out.append(auroc_row(name, bench, [fn(r) for r in any_rows], any_rows, n_boot, seed))
+    for name, (key, sign) in REFERENCE_SCORERS.items():
+        if all(r.get(key) is not None for r in any_rows):
+            rows_out.append(auroc_row(name, bench, [sign * r[key] for r in any_rows], any_rows, n_boot, seed))
     return pd.DataFrame(rows_out)
 
 

@@ -73,11 +73,6 @@ def eval_dir(run_dir, rm: str) -> Path:
     return Path(run_dir) / "eval" / rm
 
 
-def flatten(prefix: str, table: pd.DataFrame, key: str, columns) -> dict:
-    """Rows of a table as nested metrics ``{row[key]: {col: value}}`` under ``prefix``."""
-    return {prefix: {str(row[key]): {c: row[c] for c in columns} for _, row in table.iterrows()}}
-
-
 def separation_summary(frames: dict[str, pd.DataFrame], rows, seed: int = 0) -> pd.DataFrame:
     """Per RM: mean cosine to the goal of correct and incorrect generations, and the separation AUROC."""
     from goalrm_core.evaluation import question_ids
