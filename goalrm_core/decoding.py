@@ -530,21 +530,22 @@ def q_guided_decode(policy, rm: RewardModel, tokenizer, goal, questions: Sequenc
 # ----------------------------------------------------------------------------------------------
 
 
-def judge(question: str, text: str, expected: int | None = None) -> dict:
-    """predicted_answer and is_correct of a ToyMath response (``first_error`` is None)."""
-    problem = toymath.problem_from_question(question)
+def judge(question: str, text: str, expected: int | None = None, modulus: int = 0) -> dict:
+    """predicted_answer and is_correct of a ToyMath response (``first_error`` is None); ``modulus``
+    as in ToyMathConfig (10 for digit chains)."""
+    problem = toymath.problem_from_question(question, modulus)
     answer = toymath.parse_answer(text)
     return {"predicted_answer": answer, "is_correct": toymath.first_error(problem, text) is None
             and (expected is None or answer == expected)}
 
 
-def sample_rows(questions: Sequence[str], samples: Sequence[Sequence[Sample]]) -> list[list[dict]]:
+def sample_rows(questions: Sequence[str], samples: Sequence[Sequence[Sample]], modulus: int = 0) -> list[list[dict]]:
     """Per question, one row per sample; a stopped sample never votes (no answer, not correct)."""
     out = []
     for q, group in zip(questions, samples):
         rows = []
         for i, s in enumerate(group):
-            verdict = {"predicted_answer": None, "is_correct": False} if s.pruned else judge(q, s.text)
+            verdict = {"predicted_answer": None, "is_correct": False} if s.pruned else judge(q, s.text, modulus=modulus)
             rows.append({"question": q, "sample_index": i, "generated_solution": s.text, **verdict, "num_generated_tokens": s.num_tokens,
                          "stopped_at": s.stopped_at, "finished": s.finished})
         out.append(rows)
@@ -565,7 +566,7 @@ def _warm_up(policy, rm, tokenizer, goal) -> None:
 
 def pruning_comparison(policy, rm: RewardModel, tokenizer, goal, questions: Sequence[str], n: int = 8, threshold: float = 0.0,
                        temperature: float = 0.7, max_new_tokens: int = 96, seed: int = 0, skip_first: int = SKIP_FIRST,
-                       keep_last: bool = True, batch_size: int = 256, template: str = "toymath") -> tuple[dict, dict]:
+                       keep_last: bool = True, batch_size: int = 256, template: str = "toymath", modulus: int = 0) -> tuple[dict, dict]:
     """Unpruned sampling vs online pruning on the same questions with the same seed.
 
     Returns deterministic metrics (tokens, majority-vote accuracy, counts) and wall times (seconds;
@@ -580,7 +581,7 @@ def pruning_comparison(policy, rm: RewardModel, tokenizer, goal, questions: Sequ
     t1 = time.perf_counter()
     pruned = sample(policy, tokenizer, prompts, rm=rm, goal=goal, prune_threshold=threshold, skip_first=skip_first, keep_last=keep_last, **kw)
     t2 = time.perf_counter()
-    rows_plain, rows_pruned = sample_rows(questions, plain), sample_rows(questions, pruned)
+    rows_plain, rows_pruned = sample_rows(questions, plain, modulus), sample_rows(questions, pruned, modulus)
     n_stopped = sum(s.pruned for g in pruned for s in g)
     out = {
         "threshold": threshold,
@@ -651,8 +652,8 @@ def matched_budget(curves: pd.DataFrame, tokens: float) -> pd.DataFrame:
     return pd.DataFrame(picks).reset_index(drop=True)
 
 
-def beam_rows_with_verdicts(rows: Sequence[dict]) -> list[dict]:
-    return [dict(r, **judge(r["question"], r["generated_solution"])) for r in rows]
+def beam_rows_with_verdicts(rows: Sequence[dict], modulus: int = 0) -> list[dict]:
+    return [dict(r, **judge(r["question"], r["generated_solution"], modulus=modulus)) for r in rows]
 
 
 def methods_comparison(run_dir, bench: str, beam_rows: Sequence[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -665,7 +666,9 @@ def methods_comparison(run_dir, bench: str, beam_rows: Sequence[dict]) -> tuple[
     scored = {rm: read_scored(eval_dir(run_dir, rm), bench, "all") for rm in ("baseline", "goal-conditioned")}
     greedy = read_scored(eval_dir(run_dir, "goal-conditioned"), bench, "greedy")
     curves = sample_method_curves(greedy, scored, questions)
-    judged = beam_rows_with_verdicts(beam_rows)
+    from goalrm_core.toy_pipeline import task_config
+
+    judged = beam_rows_with_verdicts(beam_rows, task_config(run_dir).modulus)
     beam = {"method": "Q-guided beam search", "n": 1, "accuracy": float(np.mean([r["is_correct"] for r in judged])),
             "tokens": float(np.mean([r["tokens_generated"] for r in judged]))}
     curves = pd.concat([curves, pd.DataFrame([beam])], ignore_index=True).assign(benchmark=bench)
@@ -791,10 +794,10 @@ def attribute_goal_state(rm: RewardModel, tokenizer, run_dir, train_cfg: toymath
                       max_len=512, batch_size=64)
 
 
-def steering_summary(guided: Sequence[dict], unguided: Sequence[dict]) -> dict:
+def steering_summary(guided: Sequence[dict], unguided: Sequence[dict], modulus: int = 0) -> dict:
     """Attribute rate and accuracy of steered vs unguided decoding (rows with generated_solution)."""
     def rates(rows):
-        judged = [judge(r["question"], r["generated_solution"]) for r in rows]
+        judged = [judge(r["question"], r["generated_solution"], modulus=modulus) for r in rows]
         return (float(np.mean([is_verbose(r["generated_solution"]) for r in rows])),
                 float(np.mean([j["is_correct"] for j in judged])))
 
@@ -926,12 +929,15 @@ def pruning_experiment(run_dir, policy, rm: RewardModel, tokenizer, goal, benchm
     times. With ``tune`` each benchmark's threshold is chosen by replaying the online rule on the
     scored samples of its other questions (``tuned_prune_threshold``), falling back to
     ``threshold`` when none is left."""
+    from goalrm_core.toy_pipeline import task_config
+
+    modulus = task_config(run_dir).modulus
     rows, timings = {}, {}
     for bench in tqdm(benchmarks, desc="pruning", disable=not progress):
         questions = unique_questions(run_dir, bench, n_questions)
         tuned = tuned_prune_threshold(run_dir, bench, questions, skip_first) if tune else None
         rows[bench], timings[bench] = pruning_comparison(policy, rm, tokenizer, goal, questions, n_samples, threshold if tuned is None else tuned,
-                                                         temperature, max_new_tokens, seed, skip_first)
+                                                         temperature, max_new_tokens, seed, skip_first, modulus=modulus)
     return pd.DataFrame.from_dict(rows, orient="index"), timings
 
 
@@ -958,10 +964,10 @@ def steering_experiment(run_dir, steer_policy, rm: RewardModel, tokenizer, train
     prompts = [apply_template("toymath", q) for q in questions]
     unguided = samples_as_rows(questions, sample(steer_policy, tokenizer, prompts, n=1, temperature=cfg.temperature,
                                                  max_new_tokens=cfg.max_new_tokens, seed=cfg.seed))
-    summary = steering_summary(guided, unguided) | {"goal_separation_auroc": separation}
+    summary = steering_summary(guided, unguided, train_cfg.modulus) | {"goal_separation_auroc": separation}
     if control_goal is not None:
         control, _ = q_guided_decode(steer_policy, rm, tokenizer, control_goal, questions, cfg)
-        rates = steering_summary(control, unguided)
+        rates = steering_summary(control, unguided, train_cfg.modulus)
         summary |= {"attribute_rate_correctness_goal": rates["attribute_rate"], "accuracy_correctness_goal": rates["accuracy"]}
     return summary, guided, unguided
 
@@ -1002,6 +1008,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save_path", required=True, help="Output jsonl.")
     p.add_argument("--template", default="toymath", choices=tuple(TEMPLATES), help="Prompt template used in training.")
     p.add_argument("--max_questions", type=int, default=0, help="Decode at most this many questions (0 = all).")
+    p.add_argument("--modulus", type=int, default=0, help="toymath: 10 for digit chains (results mod 10), 0 for exact results.")
     p.add_argument("--beam_size", type=int, default=4)
     p.add_argument("--samples_per_step", type=int, default=4)
     p.add_argument("--temperature", type=float, default=0.7)
@@ -1043,7 +1050,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.template == "toymath":
         for r, src in zip(out, [r for r in rows for _ in range(1 if args.mode == "beam" else args.n_samples)]):
             if r.get("stopped_at") is None:
-                r.update(judge(r["question"], r["generated_solution"], src.get("expected_answer")))
+                r.update(judge(r["question"], r["generated_solution"], src.get("expected_answer"), args.modulus))
     count = write_jsonl(args.save_path, out)
     print(f"{count} rows -> {args.save_path}; tokens generated: {sum(r.get('tokens_generated', r.get('num_generated_tokens', 0)) for r in out)}")
     return 0

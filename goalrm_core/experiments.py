@@ -1,8 +1,13 @@
 """Run-directory orchestration for notebooks 02-05: which RM lives where, and one call per step.
 
     models/<rm>-seed<k>/                        RM (HF layout + goalrm.json), train_summary.json
-    representations/<rm>/goal_state.npy         (1, hidden), plus goal_state_<method>.npy ablations
-    eval/<rm>/<bench>/{greedy,all}/scored.jsonl
+    representations/<rm>-seed<k>/goal_state.npy (1, hidden), plus goal_state_<method>.npy ablations
+    eval/<rm>-seed<k>/<bench>/{greedy,all}/scored.jsonl
+
+Every seed's RM gets its own goal state and scores; seed 0 is the one the detailed tables and the
+decoding notebook use. The headline set of generations is either the greedy one per question or one
+fixed sampled one (``headline``): greedy outputs of a well-trained policy can be all correct, and
+AUROC needs both classes.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import numpy as np
 import pandas as pd
 from transformers import AutoTokenizer
 
-from goalrm_core import metrics, toymath
+from goalrm_core import metrics
 from goalrm_core.io import load_npy, read_jsonl, require_artifact, save_npy
 from goalrm_core.models import load_reward_model
 from goalrm_core.representations import goal_state_from_pairs
@@ -22,9 +27,17 @@ from goalrm_core.scoring import eval_rm
 
 RM_STRATEGIES = {"baseline": "vanilla", "goal-conditioned": "contrastive"}
 TEMPLATE = "toymath"
+# Which generations the headline tables read: "greedy", or "sample0" (sample_index 0 of the sampled ones).
+HEADLINE_SETS = ("greedy", "sample0")
 
 
-def model_dir(run_dir, rm: str, seed: int) -> Path:
+def benchmarks(run_dir) -> list[str]:
+    from goalrm_core.toy_pipeline import benchmark_names
+
+    return benchmark_names(run_dir)
+
+
+def model_dir(run_dir, rm: str, seed: int = 0) -> Path:
     return Path(run_dir) / "models" / f"{rm}-seed{seed}"
 
 
@@ -33,9 +46,9 @@ def load_rm(run_dir, rm: str, seed: int = 0):
     return load_reward_model(path), AutoTokenizer.from_pretrained(path)
 
 
-def goal_state_path(run_dir, rm: str, method: str = "mean_last") -> Path:
+def goal_state_path(run_dir, rm: str, method: str = "mean_last", seed: int = 0) -> Path:
     name = "goal_state.npy" if method == "mean_last" else f"goal_state_{method}.npy"
-    return Path(run_dir) / "representations" / rm / name
+    return Path(run_dir) / "representations" / f"{rm}-seed{seed}" / name
 
 
 def preference_pairs(run_dir, split: str) -> list[dict]:
@@ -50,27 +63,40 @@ def save_goal_states(run_dir, rm: str, methods, seed: int = 0, rm_seed: int = 0,
     goals = {}
     for method in methods:
         goals[method] = goal_state_from_pairs(model, tokenizer, pairs, TEMPLATE, method, seed=seed, max_len=max_len, batch_size=64)
-        save_npy(goal_state_path(run_dir, rm, method), goals[method])
+        save_npy(goal_state_path(run_dir, rm, method, rm_seed), goals[method])
     return goals
 
 
-def load_goal_state(run_dir, rm: str, method: str = "mean_last") -> np.ndarray:
-    return load_npy(require_artifact(goal_state_path(run_dir, rm, method), "notebooks/03_representations.ipynb"))
+def load_goal_state(run_dir, rm: str, method: str = "mean_last", seed: int = 0) -> np.ndarray:
+    return load_npy(require_artifact(goal_state_path(run_dir, rm, method, seed), "notebooks/03_representations.ipynb"))
 
 
-def score_all(run_dir, rms, rm_seed: int = 0, batch_size: int = 64, max_len: int = 512) -> dict:
-    """Dense scoring of every benchmark's generations by each RM, with its own goal state."""
+def score_all(run_dir, rms, rm_seeds=(0,), batch_size: int = 64, max_len: int = 512, progress: bool = True) -> dict:
+    """Dense scoring of every benchmark's generations by each RM and seed, with its own goal state."""
     counts = {}
     for rm in rms:
-        require_artifact(goal_state_path(run_dir, rm), "notebooks/03_representations.ipynb")
-        counts[rm] = eval_rm(Path(run_dir) / "data" / "generations", model_dir(run_dir, rm, rm_seed), Path(run_dir) / "eval" / rm,
-                             list(toymath.BENCHMARKS), goal_state_path(run_dir, rm), template=TEMPLATE,
-                             batch_size=batch_size, max_len=max_len)
+        for seed in rm_seeds:
+            goal = require_artifact(goal_state_path(run_dir, rm, seed=seed), "notebooks/03_representations.ipynb")
+            counts[f"{rm}-seed{seed}"] = eval_rm(
+                Path(run_dir) / "data" / "generations", model_dir(run_dir, rm, seed), eval_dir(run_dir, rm, seed),
+                benchmarks(run_dir), goal, template=TEMPLATE, batch_size=batch_size, max_len=max_len, progress=progress)
     return counts
 
 
-def eval_dir(run_dir, rm: str) -> Path:
-    return Path(run_dir) / "eval" / rm
+def eval_dir(run_dir, rm: str, seed: int = 0) -> Path:
+    return Path(run_dir) / "eval" / f"{rm}-seed{seed}"
+
+
+def headline_rows(run_dir, rm: str, bench: str, headline: str = "greedy", seed: int = 0) -> list[dict]:
+    """The scored generations the headline tables read (see HEADLINE_SETS), in file order."""
+    from goalrm_core import evaluation
+
+    if headline not in HEADLINE_SETS:
+        raise ValueError(f"headline must be one of {HEADLINE_SETS}, got {headline!r}")
+    if headline == "greedy":
+        return evaluation.read_scored(eval_dir(run_dir, rm, seed), bench, "greedy")
+    rows = evaluation.read_scored(eval_dir(run_dir, rm, seed), bench, "all")
+    return [r for r in rows if r.get("sample_index") == 0]
 
 
 def separation_summary(frames: dict[str, pd.DataFrame], rows, seed: int = 0) -> pd.DataFrame:
@@ -100,14 +126,15 @@ def goal_ablation_table(states: dict[str, np.ndarray], goals: dict[str, dict[str
     return pd.DataFrame(records).set_index(["goal", "rm"]).unstack("rm")
 
 
-def auroc_tables(run_dir, rms, n_boot: int = 1000, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """AUROC of every RM and reference scorer per benchmark (greedy generations), and the paired
-    difference goal-conditioned minus baseline."""
+def auroc_tables(run_dir, rms, n_boot: int = 1000, seed: int = 0, headline: str = "greedy",
+                 rm_seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """AUROC of every RM and reference scorer per benchmark (on the headline generations), and the
+    paired difference goal-conditioned minus baseline."""
     from goalrm_core import evaluation
 
     tables, deltas = [], []
-    for bench in toymath.BENCHMARKS:
-        scored = {rm: evaluation.read_scored(eval_dir(run_dir, rm), bench) for rm in rms}
+    for bench in benchmarks(run_dir):
+        scored = {rm: headline_rows(run_dir, rm, bench, headline, rm_seed) for rm in rms}
         tables.append(evaluation.auroc_table(scored, bench, n_boot, seed))
         if {"baseline", "goal-conditioned"} <= set(rms):
             d = evaluation.delta_auroc(scored["goal-conditioned"], scored["baseline"], n_boot, seed)
@@ -115,10 +142,43 @@ def auroc_tables(run_dir, rms, n_boot: int = 1000, seed: int = 0) -> tuple[pd.Da
     return pd.concat(tables, ignore_index=True), pd.DataFrame(deltas)
 
 
-def partial_auroc_tables(run_dir, rms, bench: str = "toy-id", split: str = "greedy", n_boot: int = 500, seed: int = 0) -> pd.DataFrame:
+def seed_auroc_table(run_dir, rms, rm_seeds, n_boot: int = 1000, seed: int = 0, headline: str = "greedy") -> pd.DataFrame:
+    """AUROC of every RM seed per benchmark on the same headline generations, with its bootstrap CI."""
     from goalrm_core import evaluation
 
-    frames = [evaluation.partial_auroc_table(evaluation.read_scored(eval_dir(run_dir, rm), bench, split), n_boot=n_boot, seed=seed).assign(rm=rm, benchmark=bench)
+    records = []
+    for bench in benchmarks(run_dir):
+        for rm in rms:
+            for rm_seed in rm_seeds:
+                rows = headline_rows(run_dir, rm, bench, headline, rm_seed)
+                records.append({**evaluation.auroc_row(rm, bench, [r["reward"] for r in rows], rows, n_boot, seed), "rm_seed": rm_seed})
+    return pd.DataFrame(records)
+
+
+def seed_spread(per_seed: pd.DataFrame) -> pd.DataFrame:
+    """Per RM and benchmark: mean AUROC over seeds with its 95% t-interval, and min/max."""
+    out = []
+    for (bench, rm), g in per_seed.groupby(["benchmark", "scorer"], sort=False):
+        mean, low, high = metrics.mean_ci(g["auroc"].to_numpy())
+        out.append({"benchmark": bench, "rm": rm, "n_seeds": len(g), "auroc_mean": mean, "ci_low": low, "ci_high": high,
+                    "auroc_min": g["auroc"].min(), "auroc_max": g["auroc"].max()})
+    return pd.DataFrame(out)
+
+
+def seed_metrics(spread: pd.DataFrame) -> dict:
+    """``{rm: {bench: {auroc_mean, ci_low, ci_high, min, max, n_seeds}}}`` for metrics.json."""
+    out: dict = {}
+    for _, r in spread.iterrows():
+        out.setdefault(r["rm"], {})[r["benchmark"]] = {
+            "auroc_mean": r["auroc_mean"], "ci_low": r["ci_low"], "ci_high": r["ci_high"],
+            "auroc_min": r["auroc_min"], "auroc_max": r["auroc_max"], "n_seeds": int(r["n_seeds"])}
+    return out
+
+
+def partial_auroc_tables(run_dir, rms, bench: str = "toy-id", headline: str = "greedy", n_boot: int = 500, seed: int = 0) -> pd.DataFrame:
+    from goalrm_core import evaluation
+
+    frames = [evaluation.partial_auroc_table(headline_rows(run_dir, rm, bench, headline), n_boot=n_boot, seed=seed).assign(rm=rm, benchmark=bench)
               for rm in rms]
     return pd.concat(frames, ignore_index=True)
 
@@ -127,7 +187,7 @@ def filter_tables(run_dir, rms, threshold: float = 0.0, skip_first: int = 5, val
     from goalrm_core import evaluation
 
     frames = [evaluation.filter_summary(evaluation.read_scored(eval_dir(run_dir, rm), bench, "all"), threshold, skip_first, val_fraction, seed)
-              .assign(rm=rm, benchmark=bench) for rm in rms for bench in toymath.BENCHMARKS]
+              .assign(rm=rm, benchmark=bench) for rm in rms for bench in benchmarks(run_dir)]
     return pd.concat(frames, ignore_index=True)
 
 
@@ -166,6 +226,21 @@ def reading(aurocs: pd.DataFrame, deltas: pd.DataFrame, bench: str = "toy-id") -
     return " ".join(lines)
 
 
+def length_gate(aurocs: pd.DataFrame, bench: str = "toy-id", rms=tuple(RM_STRATEGIES)) -> dict:
+    """Do **both** RMs beat the length-only scorer on ``bench`` (point estimates)? If not, the later
+    tables compare RMs that have learned less than a character count, and measure noise."""
+    t = aurocs[aurocs["benchmark"] == bench].set_index("scorer")
+
+    def entry(name):
+        r = t.loc[name]
+        return {"auroc": float(r["auroc"]), "ci_low": float(r["ci_low"]), "ci_high": float(r["ci_high"])}
+
+    length = entry("length only")
+    scorers = {rm: entry(rm) for rm in rms}
+    return {"benchmark": bench, "passed": all(v["auroc"] > length["auroc"] for v in scorers.values()),
+            "length_only": length, **scorers}
+
+
 FIRST_ERROR_KEYS = ("n", "mean_q_before", "mean_q_after", "mean_delta", "delta_ci_low", "delta_ci_high", "p_value", "fraction_lower_after",
                     "prefix_error_auroc", "prefix_error_auroc_ci_low", "prefix_error_auroc_ci_high")
 
@@ -178,9 +253,10 @@ def first_error_frame(summaries: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame({rm: first_error_metrics(s) for rm, s in summaries.items()})
 
 
-def rm_train_args(run_dir, rm: str, seed: int, **overrides) -> dict:
-    """The seed's train_rm flags for one RM of the embedded task (initialised from the base policy)."""
-    out = model_dir(run_dir, rm, seed)
+def rm_train_args(run_dir, rm: str, seed: int, out_root=None, **overrides) -> dict:
+    """The seed's train_rm flags for one RM of the embedded task (initialised from the base policy);
+    the RM goes to ``model_dir`` or, given ``out_root``, to ``out_root/<rm>-seed<k>``."""
+    out = model_dir(run_dir, rm, seed) if out_root is None else Path(out_root) / f"{rm}-seed{seed}"
     args = {
         "pretrain": str(Path(run_dir) / "data" / "policy"),
         "dataset": str(Path(run_dir) / "data" / "preference" / "train.jsonl"),
@@ -197,19 +273,37 @@ def rm_train_args(run_dir, rm: str, seed: int, **overrides) -> dict:
     return args
 
 
-def train_rms(run_dir, rms, seeds, num_processes: int = 1, **overrides) -> pd.DataFrame:
+def train_rms(run_dir, rms, seeds, num_processes: int = 1, parallel: int = 1, out_root=None, **overrides) -> pd.DataFrame:
     """Train every RM for every seed in a subprocess (DeepSpeed never runs in the kernel); returns
-    one row per run from its train_summary.json."""
+    one row per run from its train_summary.json.
+
+    ``parallel`` > 1 runs that many trainings at once, each with cores // parallel threads: tiny
+    models use one core poorly at a time, so independent runs side by side finish sooner. Their
+    live output is then one line per finished run; the full logs are in ``logs/``."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
     from goalrm_core.launch import run_streaming, train_command
 
-    rows = []
-    for rm in rms:
-        for seed in seeds:
-            args = rm_train_args(run_dir, rm, seed, **overrides)
-            log = Path(run_dir) / "logs" / f"train-{rm}-seed{seed}.log"
-            run_streaming(train_command(args, num_processes=num_processes), log, desc=f"{rm} seed {seed}")
-            summary = json.loads((Path(args["save_path"]) / "train_summary.json").read_text())
-            rows.append({"rm": rm, "seed": seed, **summary})
+    if parallel < 1:
+        raise ValueError(f"parallel must be >= 1, got {parallel}")
+    jobs = [(rm, seed) for rm in rms for seed in seeds]
+    threads = max(1, (os.cpu_count() or 1) // (parallel * num_processes))
+
+    def train(job):
+        rm, seed = job
+        args = rm_train_args(run_dir, rm, seed, out_root, **overrides)
+        log = Path(args["save_path"] + ".log") if out_root is not None else Path(run_dir) / "logs" / f"train-{rm}-seed{seed}.log"
+        quiet = {"show": (lambda *_: None)} if parallel > 1 else {}
+        env = {"OMP_NUM_THREADS": str(threads)} if parallel > 1 else None
+        run_streaming(train_command(args, num_processes=num_processes), log, desc=f"{rm} seed {seed}", env=env, **quiet)
+        summary = json.loads((Path(args["save_path"]) / "train_summary.json").read_text())
+        if parallel > 1:
+            print(f"{rm} seed {seed}: {summary.get('steps')} steps, held-out accuracy {summary.get('eval_accuracy', float('nan')):.3f}", flush=True)
+        return {"rm": rm, "seed": seed, **summary}
+
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        rows = list(pool.map(train, jobs))
     return pd.DataFrame(rows)
 
 

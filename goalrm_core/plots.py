@@ -56,7 +56,7 @@ def scatter_panels(df: pd.DataFrame, x: str, y: str, hue: str, col: str, title: 
     return grid.figure
 
 
-def auroc_bars(table: pd.DataFrame, title: str = "AUROC of the reward on greedy generations (95% CI)"):
+def auroc_bars(table: pd.DataFrame, title: str = "AUROC of the reward per benchmark (95% CI)"):
     """Bars per benchmark and scorer with bootstrap CI error bars; the dashed line is chance."""
     data = table.dropna(subset=["auroc"])
     scorers = list(dict.fromkeys(data["scorer"]))
@@ -75,6 +75,30 @@ def auroc_bars(table: pd.DataFrame, title: str = "AUROC of the reward on greedy 
     ax.set_ylabel("AUROC")
     ax.set_title(title)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))  # outside: never over the bars
+    fig.tight_layout()
+    return fig
+
+
+def seed_points(per_seed: pd.DataFrame, title: str = "AUROC of every RM seed (95% bootstrap CI)"):
+    """One point per (RM, seed) and benchmark with its bootstrap CI, seeds side by side."""
+    rms = list(dict.fromkeys(per_seed["scorer"]))
+    benches = list(dict.fromkeys(per_seed["benchmark"]))
+    seeds = sorted(per_seed["rm_seed"].unique())
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    palette = sns.color_palette("deep", len(rms))
+    slots = len(rms) * len(seeds)
+    for i, rm in enumerate(rms):
+        for j, s in enumerate(seeds):
+            rows = per_seed[(per_seed["scorer"] == rm) & (per_seed["rm_seed"] == s)].set_index("benchmark").reindex(benches)
+            k = i * len(seeds) + j
+            xs = [b + (k - (slots - 1) / 2) * 0.8 / slots for b in range(len(benches))]
+            err = [rows["auroc"] - rows["ci_low"], rows["ci_high"] - rows["auroc"]]
+            ax.errorbar(xs, rows["auroc"], yerr=err, fmt="o", ms=4, capsize=2, color=palette[i], label=rm if j == 0 else None)
+    ax.axhline(0.5, ls="--", c="grey", lw=1)
+    ax.set_xticks(range(len(benches)), benches)
+    ax.set_ylabel("AUROC")
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     return fig
 

@@ -277,6 +277,33 @@ def _stage_row(stage: dict, out_dir: Path) -> str:
     )
 
 
+def _gate(metrics: Mapping[str, Any]) -> str:
+    """The evaluation's length gate (recorded by notebook 04), first on the page; empty before it ran."""
+    gate = metrics.get("evaluation", {}).get("gate") if isinstance(metrics.get("evaluation"), Mapping) else None
+    if not isinstance(gate, Mapping):
+        return ""
+    return gate_html(dict(gate))
+
+
+def gate_html(gate: dict) -> str:
+    """The gate as a coloured notice (green: both RMs above length-only; red: the later tables measure noise)."""
+    def ci(v):
+        return f"{v['auroc']:.2f} [{v['ci_low']:.2f}, {v['ci_high']:.2f}]"
+
+    rms = [k for k in gate if k not in ("benchmark", "passed", "length_only")]
+    scores = "; ".join(f"{rm} {ci(gate[rm])}" for rm in rms)
+    if gate["passed"]:
+        colour, border, head = "#e8f5e9", "#2e7d32", "Both reward models beat the length-only scorer"
+        tail = "The comparisons below measure what the RMs learned beyond response length."
+    else:
+        colour, border, head = "#ffebee", "#c62828", "Not every reward model beats the length-only scorer"
+        tail = ("The later tables compare RMs that know less than a character count: they measure noise, "
+                "not the method. Read them as a test of the software only.")
+    return (f'<div style="background:{colour};border-left:6px solid {border};padding:0.6em 1em;margin:0.6em 0">'
+            f'<b>{head}</b> on {gate["benchmark"]} (AUROC, 95% CI): {scores}; length only {ci(gate["length_only"])}. '
+            f'{tail}</div>')
+
+
 def render_index(profile: str, generated: str, stages: list[dict], metrics: Mapping[str, Any], out_dir: Path) -> str:
     """A self-contained page: stage table with links and failures, then the headline metrics."""
     e = html.escape
@@ -297,6 +324,7 @@ def render_index(profile: str, generated: str, stages: list[dict], metrics: Mapp
 <body>
 <h1>goalrm report: profile {e(profile)}</h1>
 <p class="meta">Generated {e(generated)}</p>
+{_gate(metrics)}
 <h2>Stages</h2>
 <table><tr><th>stage</th><th>status</th><th>duration</th><th>started</th><th>error</th></tr>
 {stage_rows}

@@ -2,6 +2,7 @@
 
 Each function reads and writes the run directory layout of DESIGN.md, so a stage can be re-run alone:
 
+    data/benchmarks/task.json                   the ToyMath config and the benchmark names, in order
     data/benchmarks/<bench>/test.jsonl          question, expected_answer, reference_solution, n_steps
     data/policy/                                 HF causal LM + tokenizer, sft_history.jsonl
     data/generations/<bench>/{greedy,samples}.jsonl   Nemo-Skills shape + first-error position
@@ -10,7 +11,9 @@ Each function reads and writes the run directory layout of DESIGN.md, so a stage
 
 from __future__ import annotations
 
+import json
 import random
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -32,17 +35,39 @@ def data_dir(run_dir: str | Path) -> Path:
 
 
 def write_benchmarks(run_dir, train_cfg: toymath.ToyMathConfig, n_questions: int, seed: int = 0) -> dict[str, int]:
-    """Fixed test questions per benchmark; returns the number of questions in each."""
+    """Fixed test questions per benchmark, and task.json (the task config and benchmark order) so
+    later stages know the task without its parameters; returns the number of questions in each."""
     counts = {}
-    for name in toymath.BENCHMARKS:
+    for name in toymath.benchmark_configs(train_cfg):
         problems = toymath.make_benchmark(name, train_cfg, n_questions, seed)
         counts[name] = write_jsonl(data_dir(run_dir) / "benchmarks" / name / "test.jsonl", map(toymath.problem_to_row, problems))
+    task = {"toymath": asdict(train_cfg), "benchmarks": list(counts)}
+    path = data_dir(run_dir) / "benchmarks" / "task.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(task, indent=1))
+    tmp.replace(path)
     return counts
+
+
+def _task(run_dir) -> dict:
+    path = require_artifact(data_dir(run_dir) / "benchmarks" / "task.json", "notebooks/01_data.ipynb")
+    return json.loads(path.read_text())
+
+
+def task_config(run_dir) -> toymath.ToyMathConfig:
+    """The ToyMath training config the run's data stage used."""
+    cfg = _task(run_dir)["toymath"]
+    return toymath.ToyMathConfig(**{**cfg, "operation_weights": tuple(cfg.get("operation_weights", ()))})
+
+
+def benchmark_names(run_dir) -> list[str]:
+    """The run's benchmarks, ``toy-id`` first (the order of the report's tables)."""
+    return list(_task(run_dir)["benchmarks"])
 
 
 def training_problems(run_dir, train_cfg: toymath.ToyMathConfig, n: int, seed: int) -> list[toymath.Problem]:
     """Training questions, never colliding with a benchmark question."""
-    held_out = {row["question"] for name in toymath.BENCHMARKS for row in read_benchmark(run_dir, name)}
+    held_out = {row["question"] for name in benchmark_names(run_dir) for row in read_benchmark(run_dir, name)}
     return toymath.generate_problems(train_cfg, n, seed, exclude=held_out)
 
 
@@ -69,9 +94,9 @@ def read_benchmark(run_dir, name: str) -> list[dict]:
     return read_jsonl(path, required=("question", "expected_answer"))
 
 
-def generation_record(question: str, expected: int, completion: Completion, sample_index: int) -> dict:
+def generation_record(question: str, expected: int, completion: Completion, sample_index: int, modulus: int = 0) -> dict:
     """One generation in the Nemo-Skills shape, plus where it first goes wrong."""
-    problem = toymath.problem_from_question(question)
+    problem = toymath.problem_from_question(question, modulus)
     err = toymath.first_error(problem, completion.text)
     return {
         "question": question,
@@ -91,7 +116,8 @@ def generation_record(question: str, expected: int, completion: Completion, samp
 def generate_for_benchmarks(run_dir, model, tokenizer, n_samples: int, temperature: float, seed: int = 0,
                             max_new_tokens: int = 96, progress: bool = True) -> None:
     """One greedy generation and ``n_samples`` sampled ones per benchmark question."""
-    for name in toymath.BENCHMARKS:
+    modulus = task_config(run_dir).modulus
+    for name in benchmark_names(run_dir):
         rows = read_benchmark(run_dir, name)
         prompts = [apply_template(TEMPLATE, r["question"]) for r in rows]
         out = data_dir(run_dir) / "generations" / name
@@ -101,7 +127,7 @@ def generate_for_benchmarks(run_dir, model, tokenizer, n_samples: int, temperatu
                 max_new_tokens=max_new_tokens, seed=seed, progress=progress, desc=f"{name} {mode}",
             )
             write_jsonl(out / f"{mode}.jsonl", (
-                generation_record(r["question"], r["expected_answer"], c, i)
+                generation_record(r["question"], r["expected_answer"], c, i, modulus)
                 for r, comps in zip(rows, completions) for i, c in enumerate(comps)
             ))
 
@@ -144,7 +170,8 @@ def build_preference_data(run_dir, model, tokenizer, problems: list[toymath.Prob
     prompts = [apply_template(TEMPLATE, p.question) for p in problems]
     completions = sample_completions(model, tokenizer, prompts, n=samples_per_question, temperature=temperature,
                                      max_new_tokens=max_new_tokens, seed=seed + 1, progress=progress, desc="pairs")
-    samples = [generation_record(p.question, p.answer, c, i)
+    modulus = task_config(run_dir).modulus
+    samples = [generation_record(p.question, p.answer, c, i, modulus)
                for p, comps in zip(problems, completions) for i, c in enumerate(comps)]
     pairs = make_preference_pairs(samples, pairs_per_question, seed)
     questions = sorted({p["question"] for p in pairs})
@@ -163,7 +190,7 @@ def build_preference_data(run_dir, model, tokenizer, problems: list[toymath.Prob
 def benchmark_table(run_dir) -> pd.DataFrame:
     """Accuracy per benchmark, greedy and sampled, with counts."""
     rows = []
-    for name in toymath.BENCHMARKS:
+    for name in benchmark_names(run_dir):
         greedy = read_generations(run_dir, name, "greedy")
         samples = read_generations(run_dir, name, "samples")
         rows.append({
@@ -178,15 +205,17 @@ def benchmark_table(run_dir) -> pd.DataFrame:
 
 def generations_frame(run_dir, mode: str = "samples") -> pd.DataFrame:
     """All generations of every benchmark in one tidy table."""
-    frames = [pd.DataFrame(read_generations(run_dir, name, mode)).assign(benchmark=name) for name in toymath.BENCHMARKS]
+    frames = [pd.DataFrame(read_generations(run_dir, name, mode)).assign(benchmark=name) for name in benchmark_names(run_dir)]
     df = pd.concat(frames, ignore_index=True)
     df["outcome"] = df["is_correct"].map({True: "correct", False: "incorrect"})
     return df
 
 
 def benchmark_config_table(train_cfg: toymath.ToyMathConfig) -> pd.DataFrame:
-    rows = [{"benchmark": name, "description": toymath.BENCHMARKS[name], "steps": f"{c.min_steps}-{c.max_steps}",
-             "operands": f"{c.operand_min}-{c.operand_max}", "operations": c.operations}
+    descriptions = toymath.benchmark_descriptions(train_cfg)
+    rows = [{"benchmark": name, "description": descriptions[name], "steps": f"{c.min_steps}-{c.max_steps}",
+             "operands": f"{c.operand_min}-{c.operand_max}", "operations": c.operations,
+             "results": f"mod {c.modulus}" if c.modulus else "exact"}
             for name, c in toymath.benchmark_configs(train_cfg).items()]
     return pd.DataFrame(rows).set_index("benchmark")
 
@@ -195,7 +224,8 @@ def example_table(run_dir, bench: str = "toy-id", n: int = 6, seed: int = 0) -> 
     """A few correct and incorrect sampled solutions side by side with the reference."""
     df = generations_frame(run_dir).query("benchmark == @bench")
     picks = pd.concat([g.sample(min(len(g), n // 2), random_state=seed) for _, g in df.groupby("outcome")])
-    picks["reference"] = [toymath.problem_from_question(q).solution() for q in picks["question"]]
+    modulus = task_config(run_dir).modulus
+    picks["reference"] = [toymath.problem_from_question(q, modulus).solution() for q in picks["question"]]
     return picks[["question", "generated_solution", "reference", "outcome", "first_error_step"]].reset_index(drop=True)
 
 

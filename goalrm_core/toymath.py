@@ -19,12 +19,20 @@ Every solution line is one operation chained from the previous result; the last 
 the answer. The "verbose" style appends one explanation word per operation line
 (``9*7=63 multiply``), a second style the policy can be steered toward.
 
+**Digit chains** (``modulus=10``, the demo's default) keep the notation but use single-digit operands
+and reduce every result mod 10 (``3 +5 -7 +9`` -> ``3+5=8``, ``8-7=1``, ``1+9=0``, ``#0``). Every fact a
+solution asserts is then one of a few hundred single-digit entries, which a small reward model can
+learn to check from a few thousand preference pairs; with multi-digit operands it could not (README,
+"multi-digit ToyMath"). ``heldout_facts`` withholds some ``a op b`` facts from training so that a
+benchmark can ask for them.
+
 Everything here is pure Python and deterministic: generators take a seed and build their own
 ``random.Random``, never touching global random state.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 import zlib
@@ -67,6 +75,25 @@ class ToyMathConfig:
     operations: str = field(
         default="+-*", metadata={"help": "Operators to draw from: a non-empty subset of '+-*'."}
     )
+    modulus: int = field(
+        default=0,
+        metadata={"help": "0: exact integer results (multi-digit ToyMath). m >= 2: every result is "
+                          "reduced mod m (digit chains: 10, with operands 1-9)."},
+    )
+    operation_weights: tuple[float, ...] = field(
+        default=(),
+        metadata={"help": "Relative weight of each operator of `operations`, in order; empty = uniform."},
+    )
+    heldout_facts: int = field(
+        default=0,
+        metadata={"help": "Digit chains only: how many '+'/'-' facts (a op b, a in [0, m), b in [1, m)) "
+                          "are withheld; see `facts`."},
+    )
+    facts: str = field(
+        default="seen",
+        metadata={"help": "'seen': no step uses a held-out fact (training); 'unseen': at least one step "
+                          "does (a benchmark); 'all': no restriction."},
+    )
     style: str = field(
         default="terse",
         metadata={
@@ -91,7 +118,51 @@ class ToyMathConfig:
                              f"got {self.operations!r}")
         if len(set(self.operations)) != len(self.operations):
             raise ValueError(f"operations has repeated operators: {self.operations!r}")
+        if self.modulus < 0 or self.modulus == 1:
+            raise ValueError(f"modulus must be 0 (exact) or >= 2, got {self.modulus}")
+        if self.operation_weights and (
+            len(self.operation_weights) != len(self.operations)
+            or not all(w >= 0 for w in self.operation_weights) or sum(self.operation_weights) <= 0
+        ):
+            raise ValueError(f"operation_weights must give one non-negative weight per operator of "
+                             f"{self.operations!r} with a positive sum, got {self.operation_weights!r}")
+        if self.facts not in FACT_FILTERS:
+            raise ValueError(f"facts must be one of {FACT_FILTERS}, got {self.facts!r}")
+        if self.heldout_facts < 0 or (self.heldout_facts and self.modulus == 0):
+            raise ValueError(f"heldout_facts needs a modulus and must be >= 0, got {self.heldout_facts} "
+                             f"with modulus {self.modulus}")
+        if self.heldout_facts > len(_fact_space(self.modulus)):
+            raise ValueError(f"heldout_facts ({self.heldout_facts}) exceeds the "
+                             f"{len(_fact_space(self.modulus))} '+'/'-' facts mod {self.modulus}")
+        if self.facts == "unseen" and not self.heldout_facts:
+            raise ValueError("facts='unseen' needs heldout_facts > 0")
+
         _check_style(self.style)
+
+    @property
+    def is_digit_chain(self) -> bool:
+        return self.modulus > 0
+
+
+FACT_FILTERS = ("seen", "unseen", "all")
+
+
+def _fact_space(modulus: int) -> list[tuple[int, str, int]]:
+    return [(a, op, b) for a in range(modulus) for op in "+-" for b in range(1, modulus)]
+
+
+def heldout_fact_set(cfg: "ToyMathConfig") -> frozenset[tuple[int, str, int]]:
+    """The ``cfg.heldout_facts`` withheld ``(a, op, b)`` facts: a fixed draw (crc32-seeded) from the
+    '+'/'-' facts mod ``cfg.modulus``, so training and benchmark configs agree on it."""
+    return _heldout_facts(cfg.modulus, cfg.heldout_facts)
+
+
+@functools.lru_cache(maxsize=None)
+def _heldout_facts(modulus: int, count: int) -> frozenset[tuple[int, str, int]]:
+    if not count:
+        return frozenset()
+    rng = random.Random(zlib.crc32(f"toymath-heldout-facts/{modulus}".encode()))
+    return frozenset(rng.sample(_fact_space(modulus), count))
 
 
 def _check_style(style: str) -> None:
@@ -104,23 +175,25 @@ def _check_style(style: str) -> None:
 # --------------------------------------------------------------------------------------------------
 
 
-def apply_op(a: int, op: str, b: int) -> int:
-    """One operation; the only place the arithmetic lives."""
+def apply_op(a: int, op: str, b: int, modulus: int = 0) -> int:
+    """One operation (reduced mod ``modulus`` when it is not 0); the only place the arithmetic lives."""
     if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    raise ValueError(f"unknown operator {op!r}; expected one of {OPERATORS!r}")
+        result = a + b
+    elif op == "-":
+        result = a - b
+    elif op == "*":
+        result = a * b
+    else:
+        raise ValueError(f"unknown operator {op!r}; expected one of {OPERATORS!r}")
+    return result % modulus if modulus else result
 
 
-def chain_steps(first: int, ops: Iterable[tuple[str, int]]) -> list[Step]:
-    """Evaluate ``first op1 b1 op2 b2 ...`` left to right, recording each step."""
+def chain_steps(first: int, ops: Iterable[tuple[str, int]], modulus: int = 0) -> list[Step]:
+    """Evaluate ``first op1 b1 op2 b2 ...`` left to right (mod ``modulus`` if not 0), recording each step."""
     steps: list[Step] = []
     acc = first
     for op, b in ops:
-        result = apply_op(acc, op, b)
+        result = apply_op(acc, op, b, modulus)
         steps.append((acc, op, b, result))
         acc = result
     return steps
@@ -176,13 +249,28 @@ class Problem:
         return [format_step(step) for step in self.steps] + [format_answer(self.answer)]
 
 
-def make_problem(rng: random.Random, cfg: ToyMathConfig) -> Problem:
-    """Draw one problem: k ~ U[min_steps, max_steps], operands and operators uniform."""
+def _draw(rng: random.Random, cfg: ToyMathConfig) -> Problem:
     k = rng.randint(cfg.min_steps, cfg.max_steps)
     first = rng.randint(cfg.operand_min, cfg.operand_max)
-    ops = [(rng.choice(cfg.operations), rng.randint(cfg.operand_min, cfg.operand_max))
-           for _ in range(k)]
-    return Problem.from_steps(chain_steps(first, ops))
+    weights = list(cfg.operation_weights) or None
+    ops = [(rng.choices(cfg.operations, weights)[0] if weights else rng.choice(cfg.operations),
+            rng.randint(cfg.operand_min, cfg.operand_max)) for _ in range(k)]
+    return Problem.from_steps(chain_steps(first, ops, cfg.modulus))
+
+
+def uses_heldout_fact(problem: Problem, heldout: Collection[tuple[int, str, int]]) -> bool:
+    return any((a, op, b) in heldout for a, op, b, _ in problem.steps)
+
+
+def make_problem(rng: random.Random, cfg: ToyMathConfig) -> Problem:
+    """Draw one problem: k ~ U[min_steps, max_steps], operands uniform, operators by
+    ``operation_weights``; with held-out facts, redrawn until it satisfies ``cfg.facts``."""
+    heldout = heldout_fact_set(cfg)
+    for _ in range(10_000):
+        problem = _draw(rng, cfg)
+        if not heldout or cfg.facts == "all" or uses_heldout_fact(problem, heldout) == (cfg.facts == "unseen"):
+            return problem
+    raise ValueError(f"could not draw a problem with facts={cfg.facts!r} from {cfg}")
 
 
 def generate_problems(
@@ -216,8 +304,9 @@ _QUESTION_FIRST = re.compile(r"\s*(-?[0-9]+)")
 _QUESTION_PAIR = re.compile(r"\s*([+*-])\s*(-?[0-9]+)")
 
 
-def problem_from_question(question: str) -> Problem:
-    """Parse a question string back into a Problem (reference steps computed left to right).
+def problem_from_question(question: str, modulus: int = 0) -> Problem:
+    """Parse a question string back into a Problem (reference steps computed left to right, mod
+    ``modulus`` when it is not 0: the notation of a digit chain does not say it is one).
 
     Accepts the generator's notation (``9 *7 *2 -8 *2``) and tolerates extra whitespace; a negative
     operand is written right after its operator (``9 --3`` is nine minus minus three). Raises
@@ -244,7 +333,7 @@ def problem_from_question(question: str) -> Problem:
         )
     if not ops:
         raise ValueError(f"malformed ToyMath question {question!r}: no operation")
-    return Problem.from_steps(chain_steps(first, ops))
+    return Problem.from_steps(chain_steps(first, ops, modulus))
 
 
 def problem_to_row(problem: Problem, style: str = "terse") -> dict:
@@ -403,6 +492,17 @@ BENCHMARKS = {
     "toy-mixed": "both shifts of toy-long and toy-big at once",
 }
 
+# Digit chains: length is not a mild shift for a tiny model (0% one step outside the trained range),
+# so the shifts keep notation and lengths and change which facts are asked.
+CHAIN_BENCHMARKS = {
+    "toy-id": "the training distribution itself",
+    "toy-zero": "operand 0 allowed (never an operand in training)",
+    "toy-times": "'*' mixed in at a low rate (never trained)",
+    "toy-unseen": "every question uses at least one held-out fact",
+}
+# Weight of '*' in toy-times relative to the training operators' total: about 1 step in 8.
+TIMES_SHARE = 0.125
+
 # Benchmark seeds are >= 2**32; training seeds are expected below it, so the streams never coincide.
 BENCHMARK_SEED_OFFSET = 2**32
 
@@ -411,9 +511,32 @@ def _raised_operand_max(operand_max: int) -> int:
     return operand_max + max(1, round(0.25 * abs(operand_max)))
 
 
+def benchmark_descriptions(train_cfg: ToyMathConfig) -> dict[str, str]:
+    """Name -> one-line description of the benchmarks of this task, in report order."""
+    names = benchmark_configs(train_cfg)
+    table = CHAIN_BENCHMARKS if train_cfg.is_digit_chain else BENCHMARKS
+    return {name: table[name] for name in names}
+
+
 def benchmark_configs(train_cfg: ToyMathConfig) -> dict[str, ToyMathConfig]:
-    """The BENCHMARKS as configs. Shifts are kept mild on purpose: a tiny model falls to ~0% at
-    5-6 steps or operands above 20, and an all-zero benchmark says nothing about a reward model."""
+    """The benchmarks of this task as configs, ``toy-id`` first. Shifts are kept mild on purpose: a
+    benchmark where the policy is always right or always wrong says nothing about a reward model.
+
+    Multi-digit: BENCHMARKS (a tiny model falls to ~0% at 5-6 steps or operands above 20).
+    Digit chains: CHAIN_BENCHMARKS; ``toy-unseen`` only when the task holds facts out."""
+    if train_cfg.is_digit_chain:
+        weights = list(train_cfg.operation_weights) or [1.0] * len(train_cfg.operations)
+        configs = {
+            "toy-id": replace(train_cfg),
+            "toy-zero": replace(train_cfg, operand_min=0),
+        }
+        if "*" not in train_cfg.operations:
+            times = sum(weights) * TIMES_SHARE / (1 - TIMES_SHARE)
+            configs["toy-times"] = replace(train_cfg, operations=train_cfg.operations + "*",
+                                           operation_weights=tuple(weights) + (times,))
+        if train_cfg.heldout_facts:
+            configs["toy-unseen"] = replace(train_cfg, facts="unseen")
+        return configs
     long_steps = {"min_steps": train_cfg.max_steps, "max_steps": train_cfg.max_steps + 1}
     big_operands = {"operand_max": _raised_operand_max(train_cfg.operand_max)}
     return {
@@ -445,6 +568,6 @@ def benchmark_questions(
     exclude=...)`` so that no benchmark question is also a training question."""
     return {
         problem.question
-        for name in (BENCHMARKS if names is None else names)
+        for name in (benchmark_configs(train_cfg) if names is None else names)
         for problem in make_benchmark(name, train_cfg, n, seed)
     }

@@ -1,10 +1,13 @@
-"""RM calibration on the embedded task: train one RM with given flags and report its AUROC on a
-benchmark's sampled generations beside the free reference scorers (length only, policy log-prob).
+"""RM calibration on the embedded task: train one recipe for several seeds (side by side), score each
+seed's RM on a benchmark's headline generations, and append one row per seed to the committed table
+``reports/calibration/rm.jsonl``, beside the free reference scorers (length only, policy log-prob).
 
-    python scripts/calibrate_rm.py --run_dir runs/demo --name lr5e-4 -- --max_steps 300 --learning_rate 5e-4
+    python scripts/calibrate_rm.py --run_dir runs/demo --name lr2e-4-s800 --seeds 0 1 2 -- \
+        --max_steps 800 --learning_rate 2e-4
 
-Everything after ``--`` goes to goalrm_core.train_rm. Results are appended to
-<run_dir>/calibration.jsonl, one row per run, so a sweep's outcome stays on record.
+Everything after ``--`` overrides goalrm_core.train_rm flags of notebook 02's recipe (the profile's
+values are not read: the defaults below are written out, so a row says what it ran). The data stage
+(notebook 01) must have run in ``--run_dir``. ``scripts/calibration_table.py`` renders the table.
 """
 
 from __future__ import annotations
@@ -12,47 +15,94 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from goalrm_core import evaluation, experiments as ex  # noqa: E402
-from goalrm_core import toy_pipeline as tp  # noqa: E402
-from goalrm_core.launch import args_to_flags, run_streaming  # noqa: E402
 from goalrm_core.models import load_reward_model  # noqa: E402
 from goalrm_core.scoring import score_generations  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
+
+TABLE = ROOT / "reports" / "calibration" / "rm.jsonl"
+# Notebook 02's recipe, written out; ``--`` flags override it.
+BASE_RECIPE = {"max_steps": 600, "train_batch_size": 32, "micro_train_batch_size": 32, "learning_rate": 5e-4,
+               "lr_warmup_ratio": 0.03, "eval_steps": -1, "contrastive_loss_beta": 0.5, "sim_samples": 16,
+               "unsim_samples": 16, "zero_stage": 0, "max_len": 192, "max_epochs": 1000}
+
+
+def parse_overrides(extra: list[str]) -> dict:
+    """``--key value`` pairs (and bare ``--flag`` booleans) into a dict, values parsed as JSON when they are."""
+    out, i = {}, 0
+    while i < len(extra):
+        key = extra[i].lstrip("-")
+        if i + 1 < len(extra) and not extra[i + 1].startswith("--"):
+            raw = extra[i + 1]
+            try:
+                out[key] = json.loads(raw)
+            except json.JSONDecodeError:
+                out[key] = raw
+            i += 2
+        else:
+            out[key] = True
+            i += 1
+    return out
 
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     own = argv[: argv.index("--")] if "--" in argv else argv
-    p = argparse.ArgumentParser(description=__doc__)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run_dir", required=True)
-    p.add_argument("--name", required=True)
+    p.add_argument("--name", required=True, help="Recipe label; RMs go to <run_dir>/calibration/<name>/.")
     p.add_argument("--strategy", default="baseline", choices=list(ex.RM_STRATEGIES))
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--parallel", type=int, default=2, help="Trainings side by side.")
     p.add_argument("--bench", default="toy-id")
-    p.add_argument("--n_boot", type=int, default=500)
+    p.add_argument("--headline", default="sample0", choices=ex.HEADLINE_SETS)
+    p.add_argument("--n_boot", type=int, default=1000)
+    p.add_argument("--table", type=Path, default=TABLE)
     args = p.parse_args(own)
     run = Path(args.run_dir)
-    base = ex.rm_train_args(run, args.strategy, 0, save_path=str(run / "calibration" / args.name),
-                            metrics_path=str(run / "calibration" / f"{args.name}.metrics.jsonl"))
-    cmd = [sys.executable, "-m", "goalrm_core.train_rm", *args_to_flags(base), *extra]
-    run_streaming(cmd, run / "calibration" / f"{args.name}.log", desc=args.name)
-    model = load_reward_model(run / "calibration" / args.name)
-    tokenizer = AutoTokenizer.from_pretrained(run / "calibration" / args.name)
-    rows = tp.read_generations(run, args.bench, "samples")
-    scored = score_generations(model, tokenizer, rows, ex.TEMPLATE, batch_size=128, max_len=512, progress=False)
-    table = evaluation.auroc_table({args.name: scored}, args.bench, n_boot=args.n_boot)
-    summary = json.loads((run / "calibration" / args.name / "train_summary.json").read_text())
-    record = {"name": args.name, "strategy": args.strategy, "flags": extra, "eval_accuracy": summary["eval_accuracy"],
-              "train_s": summary["train_s"], **{f"auroc[{r.scorer}]": round(r.auroc, 4) for r in table.itertuples()},
-              **{f"ci[{r.scorer}]": [round(r.ci_low, 4), round(r.ci_high, 4)] for r in table.itertuples()}}
-    with open(run / "calibration.jsonl", "a") as f:
-        f.write(json.dumps(record) + "\n")
-    print(json.dumps(record, indent=1))
+    recipe = {**BASE_RECIPE, **parse_overrides(extra)}
+    out_root = run / "calibration" / args.name
+    started = time.perf_counter()
+    runs = ex.train_rms(run, [args.strategy], args.seeds, parallel=args.parallel, out_root=out_root, **recipe)
+    train_wall = time.perf_counter() - started
+
+    from goalrm_core.toy_pipeline import read_generations
+
+    generations = read_generations(run, args.bench, "samples")
+    rows = generations if args.headline != "sample0" else [r for r in generations if r["sample_index"] == 0]
+    if args.headline == "greedy":
+        rows = read_generations(run, args.bench, "greedy")
+    task = json.loads((run / "data" / "benchmarks" / "task.json").read_text())["toymath"]
+    records = []
+    for row in runs.itertuples():
+        path = out_root / f"{args.strategy}-seed{row.seed}"
+        model, tokenizer = load_reward_model(path), AutoTokenizer.from_pretrained(path)
+        scored = score_generations(model, tokenizer, rows, ex.TEMPLATE, batch_size=128, max_len=recipe["max_len"], progress=False)
+        table = evaluation.auroc_table({"rm": scored}, args.bench, n_boot=args.n_boot).set_index("scorer")
+        records.append({
+            "name": args.name, "strategy": args.strategy, "seed": int(row.seed), "recipe": recipe,
+            "run_dir": str(run), "task": task, "bench": args.bench, "headline": args.headline, "n_eval_rows": len(rows),
+            "eval_accuracy": round(float(row.eval_accuracy), 4), "train_s": round(float(row.wall_s), 1),
+            "auroc": round(float(table.loc["rm", "auroc"]), 4),
+            "auroc_ci": [round(float(table.loc["rm", "ci_low"]), 4), round(float(table.loc["rm", "ci_high"]), 4)],
+            "length_auroc": round(float(table.loc["length only", "auroc"]), 4),
+            "logprob_auroc": round(float(table.loc["policy mean logprob", "auroc"]), 4),
+            "wall_s_all_seeds": round(train_wall, 1),
+        })
+    args.table.parent.mkdir(parents=True, exist_ok=True)
+    with open(args.table, "a") as f:
+        for record in records:
+            f.write(json.dumps(record) + "\n")
+    for r in records:
+        print(f"{r['name']} seed {r['seed']}: held-out acc {r['eval_accuracy']:.3f}  AUROC {r['auroc']:.3f} "
+              f"{r['auroc_ci']}  length {r['length_auroc']:.3f}  train {r['train_s']:.0f}s")
     return 0
 
 

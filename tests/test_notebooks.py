@@ -10,7 +10,7 @@ from goalrm_core.profiles import load_profile, resolve_path
 from goalrm_core.report import run_report
 
 pytestmark = pytest.mark.notebook
-BENCHES = {"toy-id", "toy-long", "toy-big", "toy-mixed"}
+BENCHES = {"toy-id", "toy-zero", "toy-times", "toy-unseen"}  # the smoke profile is a digit chain
 
 
 def smoke_run(tmp_path_factory, name):
@@ -41,7 +41,11 @@ def test_report_succeeds_with_every_stage(smoke_report):
     for stem in notebooks:
         assert (reports / f"{stem}.html").exists() and (reports / f"{stem}.ipynb").exists()
     assert all(s["status"] == "ok" for s in status["stages"]), status
-    assert "Headline metrics" in (reports / "index.html").read_text()
+    index = (reports / "index.html").read_text()
+    assert "Headline metrics" in index
+    # the length gate leads the page, whichever way it fell
+    assert "the length-only scorer</b> on toy-id" in index
+    assert index.index("length-only scorer") < index.index("<h2>Stages</h2>")
 
 
 def test_data_metrics(smoke_report):
@@ -66,7 +70,7 @@ def test_training_representation_and_evaluation_metrics(smoke_report):
         assert m["training"][rm]["steps"] == load_profile("smoke")["rm_steps"]
         rep = m["representations"][rm]
         assert -1.0 <= rep["cos_correct_mean"] <= 1.0 and -1.0 <= rep["cos_incorrect_mean"] <= 1.0
-        assert (run_dir / "representations" / rm / "goal_state.npy").exists()
+        assert (run_dir / "representations" / f"{rm}-seed0" / "goal_state.npy").exists()
         toy_id = m["evaluation"][rm]["toy-id"]
         auroc = toy_id["auroc"]
         assert auroc is None or toy_id["auroc_ci_low"] <= auroc <= toy_id["auroc_ci_high"]
@@ -74,6 +78,11 @@ def test_training_representation_and_evaluation_metrics(smoke_report):
         assert 0.0 <= toy_id["filter"]["tokens_saved_pct"] <= 100.0
     assert set(m["evaluation"]["delta_auroc"]) == BENCHES
     assert "length only" in m["evaluation"]
+    gate = m["evaluation"]["gate"]
+    length = gate["length_only"]["auroc"]
+    assert gate["passed"] == all(gate[rm]["auroc"] > length for rm in ("baseline", "goal-conditioned"))
+    assert m["evaluation"]["headline"] == "sample0"
+    assert set(m["evaluation"]["seeds"]["baseline"]) == BENCHES
 
 
 def test_same_seed_gives_identical_metrics(smoke_report, tmp_path_factory):

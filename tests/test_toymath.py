@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 import random
 
 import pytest
@@ -360,3 +361,57 @@ def test_exclude_raises_when_distribution_is_exhausted():
     tiny = ToyMathConfig(min_steps=1, max_steps=1, operand_min=1, operand_max=1, operations="+")
     with pytest.raises(ValueError, match="too small"):
         generate_problems(tiny, 2, seed=0, exclude={"1 +1"})
+
+
+# ------------------------------------------------------------------ digit chains
+
+CHAIN = ToyMathConfig(min_steps=3, max_steps=6, operand_min=1, operand_max=9, operations="+-", modulus=10,
+                      heldout_facts=12)
+
+
+def test_digit_chain_results_are_mod_10_and_the_notation_is_unchanged():
+    p = problem_from_question("3 +5 -7 +9", modulus=10)
+    assert p.solution() == "3+5=8\n8-7=1\n1+9=0\n#0"
+    assert p.answer == 0
+    # the same question without a modulus is exact arithmetic
+    assert problem_from_question("3 +5 -7 +9").answer == 10
+    assert first_error(p, "3+5=8\n8-7=1\n1+9=10\n#10").step_index == 2
+    for problem in generate_problems(CHAIN, 200, seed=3):
+        assert 3 <= len(problem.steps) <= 6
+        assert all(0 <= c <= 9 and 1 <= b <= 9 for _, _, b, c in problem.steps)
+        assert problem_from_question(problem.question, 10) == problem
+
+
+def test_heldout_facts_never_in_training_and_always_in_toy_unseen():
+    from goalrm_core.toymath import heldout_fact_set, uses_heldout_fact
+
+    heldout = heldout_fact_set(CHAIN)
+    assert len(heldout) == 12 and heldout == heldout_fact_set(replace(CHAIN, operand_min=0))
+    assert not any(uses_heldout_fact(p, heldout) for p in generate_problems(CHAIN, 500, seed=0))
+    unseen = make_benchmark("toy-unseen", CHAIN, 100)
+    assert all(uses_heldout_fact(p, heldout) for p in unseen)
+
+
+def test_digit_chain_benchmarks_shift_facts_not_lengths():
+    configs = benchmark_configs(CHAIN)
+    assert list(configs) == ["toy-id", "toy-zero", "toy-times", "toy-unseen"]
+    assert all((c.min_steps, c.max_steps, c.modulus) == (3, 6, 10) for c in configs.values())
+    zero = make_benchmark("toy-zero", CHAIN, 300)
+    assert any(b == 0 for p in zero for _, _, b, _ in p.steps)
+    times = [op for p in make_benchmark("toy-times", CHAIN, 400) for _, op, _, _ in p.steps]
+    share = times.count("*") / len(times)
+    assert 0.08 < share < 0.18  # about one step in eight
+    # without held-out facts there is no toy-unseen; with '*' trained there is no toy-times
+    assert "toy-unseen" not in benchmark_configs(replace(CHAIN, heldout_facts=0))
+    assert "toy-times" not in benchmark_configs(replace(CHAIN, operations="+-*"))
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"modulus": 1}, {"modulus": -3}, {"heldout_facts": 3},  # held-out facts need a modulus
+    {"modulus": 10, "heldout_facts": 500}, {"modulus": 10, "facts": "unseen"}, {"facts": "some"},
+    {"operations": "+-", "operation_weights": (1.0,)}, {"operations": "+-", "operation_weights": (0.0, 0.0)},
+    {"operations": "+-", "operation_weights": (1.0, -1.0)},
+])
+def test_digit_chain_config_rejects_bad_values(kwargs):
+    with pytest.raises(ValueError):
+        ToyMathConfig(**kwargs)

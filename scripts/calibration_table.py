@@ -1,0 +1,102 @@
+"""Render the committed calibration records (``reports/calibration/{policy,rm}.jsonl``, appended by
+``calibrate_policy.py`` and ``calibrate_rm.py``) as ``reports/calibration/README.md``: settings ->
+result, one table per stage, every run that was made.
+
+    python scripts/calibration_table.py
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+DIR = ROOT / "reports" / "calibration"
+
+INTRO = """# Calibration of the embedded default (digit-chain ToyMath)
+
+Every calibration run made for the demo profile, as recorded by the scripts (never edited by hand).
+Regenerate this page with `python scripts/calibration_table.py`.
+
+- **Policy** (`scripts/calibrate_policy.py`): a tiny char Llama (h128, 4 layers) SFT-trained on
+  digit chains; accuracy per benchmark, greedy and sampled. Target: `toy-id` sampled accuracy 40-80%,
+  each shifted benchmark 10-60%, at the same temperature.
+- **Reward model** (`scripts/calibrate_rm.py`): one recipe, several seeds, each seed's RM scored on
+  the same headline set (one sampled solution per `toy-id` question). Target, as means over 3 seeds:
+  AUROC >= 0.80, AUROC >= length-only + 0.15, held-out pairwise accuracy >= 0.75.
+"""
+
+
+def markdown(df: pd.DataFrame, index: bool = True) -> str:
+    """A GitHub markdown table (no extra dependency)."""
+    if index:
+        df = df.reset_index()
+    cells = [[str(c) for c in df.columns]] + [[str(v) for v in row] for row in df.itertuples(index=False)]
+    lines = ["| " + " | ".join(r) + " |" for r in cells]
+    lines.insert(1, "|" + "|".join("---" for _ in df.columns) + "|")
+    return "\n".join(lines)
+
+
+def _read(path: Path) -> pd.DataFrame:
+    if not path.exists():
+        return pd.DataFrame()
+    return pd.DataFrame([json.loads(line) for line in path.read_text().splitlines() if line.strip()])
+
+
+def policy_table(df: pd.DataFrame) -> str:
+    if df.empty:
+        return "_No policy calibration recorded._\n"
+    df = df.assign(setting=lambda d: d["name"] + " (" + d["policy_steps"].astype(str) + " SFT steps, "
+                   + d["sft_s"].map(lambda s: f"{s:.0f}") + " s)")
+    wide = df.pivot_table(index=["setting", "decoding"], columns="benchmark", values="accuracy", sort=False)
+    wide = wide[list(dict.fromkeys(df["benchmark"]))]
+    return markdown(wide.map(lambda v: "" if pd.isna(v) else f"{v:.1%}")) + "\n"
+
+
+def _recipe_diff(recipe: dict, base: dict) -> str:
+    keys = ("max_steps", "learning_rate", "head_learning_rate", "train_batch_size", "contrastive_loss_beta")
+    return ", ".join(f"{k}={recipe[k]}" for k in keys if k in recipe)
+
+
+def rm_table(df: pd.DataFrame) -> str:
+    if df.empty:
+        return "_No RM calibration recorded._\n"
+    rows = []
+    for (name, strategy, run_dir), g in df.groupby(["name", "strategy", "run_dir"], sort=False):
+        recipe = g.iloc[0]["recipe"]
+        auroc, acc, length = g["auroc"].to_numpy(), g["eval_accuracy"].to_numpy(), g["length_auroc"].to_numpy()
+        rows.append({
+            "recipe": name, "rm": strategy, "data": Path(run_dir).name, "settings": _recipe_diff(recipe, {}),
+            "seeds": len(g),
+            "AUROC mean [min, max]": f"{auroc.mean():.3f} [{auroc.min():.3f}, {auroc.max():.3f}]",
+            "seed-0 AUROC 95% CI": (lambda r: f"[{r['auroc_ci'][0]:.3f}, {r['auroc_ci'][1]:.3f}]")(g.sort_values("seed").iloc[0]),
+            "length only": f"{length.mean():.3f}",
+            "policy log-prob": f"{g['logprob_auroc'].mean():.3f}",
+            "held-out pair acc mean [min, max]": f"{acc.mean():.3f} [{acc.min():.3f}, {acc.max():.3f}]",
+            "target met": "yes" if auroc.mean() >= 0.80 and auroc.mean() >= length.mean() + 0.15 and acc.mean() >= 0.75 else "no",
+            "train s / RM": f"{np.mean(g['train_s']):.0f}",
+        })
+    return markdown(pd.DataFrame(rows), index=False) + "\n"
+
+
+def render() -> str:
+    policy, rm = _read(DIR / "policy.jsonl"), _read(DIR / "rm.jsonl")
+    return (INTRO + "\n## Policy: accuracy per benchmark\n\n" + policy_table(policy)
+            + "\n## Reward model: toy-id AUROC on the headline set\n\n" + rm_table(rm))
+
+
+def main() -> int:
+    out = DIR / "README.md"
+    tmp = out.with_suffix(".md.tmp")
+    tmp.write_text(render())
+    tmp.replace(out)
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

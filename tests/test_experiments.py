@@ -1,0 +1,57 @@
+"""Run-directory helpers of the embedded study: the headline set, every seed's AUROC, the length gate."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from goalrm_core import experiments as ex
+from goalrm_core.io import write_jsonl
+from goalrm_core.report import gate_html
+
+
+def scored_row(q, i, correct, reward, n):
+    return {"question": q, "sample_index": i, "is_correct": correct, "reward": reward, "num_actions": n,
+            "generated_solution": "x" * n}
+
+
+def write_scored(run, rm, seed, bench, rows_all, rows_greedy):
+    root = ex.eval_dir(run, rm, seed) / bench
+    write_jsonl(root / "all" / "scored.jsonl", rows_all)
+    write_jsonl(root / "greedy" / "scored.jsonl", rows_greedy)
+
+
+def test_headline_rows_pick_one_fixed_sample_per_question(tmp_path):
+    rows = [scored_row(f"q{q}", i, (q + i) % 2 == 0, float(i), 5) for q in range(4) for i in range(3)]
+    greedy = [scored_row(f"q{q}", 0, True, 1.0, 5) for q in range(4)]
+    write_scored(tmp_path, "baseline", 0, "toy-id", rows, greedy)
+    picked = ex.headline_rows(tmp_path, "baseline", "toy-id", "sample0")
+    assert [r["question"] for r in picked] == ["q0", "q1", "q2", "q3"]
+    assert all(r["sample_index"] == 0 for r in picked)
+    assert ex.headline_rows(tmp_path, "baseline", "toy-id", "greedy") == greedy
+    with pytest.raises(ValueError, match="headline must be one of"):
+        ex.headline_rows(tmp_path, "baseline", "toy-id", "best")
+
+
+def auroc_frame(values):
+    return pd.DataFrame([{"scorer": s, "benchmark": "toy-id", "auroc": a, "ci_low": a - 0.05, "ci_high": a + 0.05}
+                         for s, a in values.items()])
+
+
+def test_length_gate_needs_both_rms_above_length_only():
+    passed = ex.length_gate(auroc_frame({"baseline": 0.8, "goal-conditioned": 0.82, "length only": 0.6}))
+    assert passed["passed"] and passed["length_only"]["auroc"] == 0.6
+    failed = ex.length_gate(auroc_frame({"baseline": 0.8, "goal-conditioned": 0.55, "length only": 0.6}))
+    assert not failed["passed"]
+    assert "#c62828" in gate_html(failed) and "measure noise" in gate_html(failed)
+    assert "#2e7d32" in gate_html(passed) and "0.82 [0.77, 0.87]" in gate_html(passed)
+
+
+def test_seed_spread_is_mean_and_t_interval_over_seeds():
+    per_seed = pd.DataFrame([{"scorer": "baseline", "benchmark": "toy-id", "auroc": a, "rm_seed": s}
+                             for s, a in enumerate([0.78, 0.80, 0.82])])
+    spread = ex.seed_spread(per_seed).iloc[0]
+    assert spread["auroc_mean"] == pytest.approx(0.80)
+    assert spread["ci_low"] < 0.78 and spread["ci_high"] > 0.82  # t with 2 d.o.f. is wide
+    assert (spread["auroc_min"], spread["auroc_max"], spread["n_seeds"]) == (0.78, 0.82, 3)
+    assert ex.seed_metrics(ex.seed_spread(per_seed))["baseline"]["toy-id"]["n_seeds"] == 3
+    assert np.isnan(ex.seed_spread(per_seed.iloc[:1]).iloc[0]["ci_low"])  # one seed: no spread to estimate
