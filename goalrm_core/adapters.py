@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from goalrm_core.io import ArtifactError, read_jsonl, write_jsonl
+from goalrm_core.io import ArtifactError, check_label, parse_label, read_jsonl, write_jsonl
 from goalrm_core.preference_data import PreferenceDataError, SourceReport, normalise_row, read_source
 
 logger = logging.getLogger(__name__)
@@ -136,11 +136,10 @@ def _string(row: dict, key: str, label: str, fmt: str) -> str:
 
 
 def _flag(value: Any, key: str, label: str, fmt: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    raise _field_error(label, fmt, f"field {key!r} must be true/false (or 0/1), got {value!r}")
+    try:
+        return parse_label(value, key)
+    except ValueError as e:
+        raise _field_error(label, fmt, str(e)) from None
 
 
 def _pair_row(fmt: str) -> Callable[[dict, str, SourceReport], list[dict]]:
@@ -439,8 +438,12 @@ def generation_pairs(rows: Sequence[dict], pairs_per_question: int = 2, seed: in
     rng = random.Random(seed)
     pairs = []
     for question, gens in group_by_question(rows).items():
-        good = list(dict.fromkeys(g["generated_solution"] for g in gens if g["is_correct"] and g["generated_solution"].strip()))
-        bad = list(dict.fromkeys(g["generated_solution"] for g in gens if not g["is_correct"] and g["generated_solution"].strip()))
+        good, bad = [], []
+        for g in gens:
+            if g["generated_solution"].strip():
+                ok = parse_label(g["is_correct"], where=f"question {question!r}")
+                (good if ok else bad).append(g["generated_solution"])
+        good, bad = list(dict.fromkeys(good)), list(dict.fromkeys(bad))
         combos = [(c, i) for c in good for i in bad]
         rng.shuffle(combos)
         if pairs_per_question > 0:
@@ -593,4 +596,4 @@ def read_generation_folder(root: str | Path, bench: str, split: str = "greedy") 
         raise ValueError(f"split must be 'greedy' or 'samples', got {split!r}")
     folder = list_generation_folder(root, [bench], check="none")[bench]
     files = [folder.greedy] if split == "greedy" else folder.samples
-    return [r for f in files for r in read_jsonl(f, required=GENERATION_FIELDS)]
+    return [r for f in files for r in read_jsonl(f, required=GENERATION_FIELDS, check=check_label)]

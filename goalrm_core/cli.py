@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib
+import math
 import sys
 
 # command -> (module, one-line help). Each module exposes ``main(argv) -> int | None``.
@@ -14,6 +16,39 @@ COMMANDS = {
     "metrics": ("goalrm_core.evaluation", "Print AUROC and Q-filtered voting metrics of scored generations."),
     "decode": ("goalrm_core.decoding", "Q-guided decoding and online pruning."),
 }
+
+
+# argparse types of the subcommands' numeric flags: a bad value is a one-line error before any work.
+
+def positive_int(text: str) -> int:
+    value = _int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer (>= 1), got {text}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = _int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer (>= 0), got {text}")
+    return value
+
+
+def finite_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+    return value
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
 
 
 def usage() -> str:

@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 
 from goalrm_core import metrics
-from goalrm_core.io import ArtifactError, read_jsonl
+from goalrm_core.cli import finite_float, non_negative_int, positive_int
+from goalrm_core.io import ArtifactError, parse_label, read_jsonl
 from goalrm_core.scoring import benchmark_dir
 
 # name -> (field of a scored row, sign): higher score = more likely correct. Used when the field exists.
@@ -30,7 +31,31 @@ def read_scored(eval_dir: str | Path, bench: str, split: str = "greedy") -> list
     path = benchmark_dir(Path(eval_dir), bench) / split / "scored.jsonl"
     if not path.exists():
         raise ArtifactError(f"{path} is missing: run `goalrm eval-rm` (or notebooks/04_evaluation.ipynb) first")
-    return read_jsonl(path, required=("question", "is_correct", "reward", "num_actions"))
+    return read_jsonl(path, required=("question", "is_correct", "reward", "num_actions"), check=check_scored_row)
+
+
+def _finite_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_scored_row(row: dict) -> None:
+    """One scored row: a boolean label, a finite reward, and one finite partial reward (and Q-value)
+    per response token. Raises ``ValueError``; ``read_jsonl`` adds the file and the line."""
+    row["is_correct"] = parse_label(row["is_correct"])
+    if not _finite_number(row["reward"]):
+        raise ValueError(f"field 'reward' must be a finite number, got {row['reward']!r}")
+    n = row["num_actions"]
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"field 'num_actions' must be a positive integer, got {n!r}")
+    for key in ("partial_rewards", "cosine_sim"):
+        if key not in row:
+            continue
+        values = row[key]
+        if not isinstance(values, list) or len(values) != n:
+            got = f"{len(values)} values" if isinstance(values, list) else repr(values)
+            raise ValueError(f"field {key!r} must hold num_actions={n} values (one per response token), got {got}")
+        if not all(_finite_number(v) for v in values):
+            raise ValueError(f"field {key!r} holds a value that is not a finite number")
 
 
 def require_q_values(rows: Sequence[dict], source: str) -> None:
@@ -39,7 +64,7 @@ def require_q_values(rows: Sequence[dict], source: str) -> None:
 
 
 def labels(rows: Sequence[dict]) -> np.ndarray:
-    return np.array([bool(r["is_correct"]) for r in rows])
+    return np.array([parse_label(r["is_correct"], where=f"row {i}") for i, r in enumerate(rows)], dtype=bool)
 
 
 def question_ids(rows: Sequence[dict]) -> np.ndarray:
@@ -130,11 +155,12 @@ def first_error_token(row: dict, tokenizer=None) -> int | None:
 def first_error_summary(rows: Sequence[dict], tokenizer=None, skip_first: int = 0, n_boot: int = 500, seed: int = 0) -> dict:
     """Does Q fall at the first error? Mean Q before/after it, and AUROC of 'prefix already wrong' from −Q."""
     require_q_values(rows, "first-error check")
-    known = [r for r in rows if r["is_correct"] or r.get("first_error_char") is not None]
-    q = [r["cosine_sim"] for r in known]
-    errs = [first_error_token(r, tokenizer) if not r["is_correct"] else None for r in known]
+    correct = labels(rows)
+    known = [i for i, r in enumerate(rows) if correct[i] or r.get("first_error_char") is not None]
+    q = [rows[i]["cosine_sim"] for i in known]
+    errs = [None if correct[i] else first_error_token(rows[i], tokenizer) for i in known]
     stats = metrics.first_error_q_stats(q, errs, skip_first=skip_first)
-    prefix = metrics.prefix_error_auroc(q, errs, [bool(r["is_correct"]) for r in known], stride=2,
+    prefix = metrics.prefix_error_auroc(q, errs, correct[known].tolist(), stride=2,
                                         skip_first=skip_first, n_boot=n_boot, seed=seed)
     return {**stats, "prefix_error_auroc": prefix.auroc, "prefix_error_auroc_ci_low": prefix.ci_low,
             "prefix_error_auroc_ci_high": prefix.ci_high}
@@ -150,12 +176,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="goalrm metrics", description="Print the metrics of scored generations.")
     p.add_argument("--model_name", required=True, help="Label of the RM (also a sub-folder of --eval_results_dir if it exists).")
     p.add_argument("--eval_results_dir", required=True, help="Output of goalrm eval-rm: <dir>/<bench>/{greedy,all}/scored.jsonl.")
-    p.add_argument("--filter_threshold", type=float, default=0.0, help="Q-value threshold of the filtered majority vote.")
+    p.add_argument("--filter_threshold", type=finite_float, default=0.0, help="Q-value threshold of the filtered majority vote.")
     p.add_argument("--benchmarks", nargs="+", required=True, help="Benchmarks to report.")
-    p.add_argument("--percentiles", nargs="*", type=float, default=list(metrics.DEFAULT_PERCENTILES), help="Response percentiles of the partial AUROC.")
+    p.add_argument("--percentiles", nargs="*", type=finite_float, default=list(metrics.DEFAULT_PERCENTILES), help="Response percentiles of the partial AUROC.")
     p.add_argument("--vanilla", action="store_true", help="Baseline RM: no Q-values, so no filtering.")
-    p.add_argument("--n_boot", type=int, default=1000, help="Bootstrap resamples for the CIs.")
-    p.add_argument("--skip_first", type=int, default=5, help="Response tokens never filtered.")
+    p.add_argument("--n_boot", type=positive_int, default=1000, help="Bootstrap resamples for the CIs.")
+    p.add_argument("--skip_first", type=non_negative_int, default=5, help="Response tokens never filtered.")
     return p
 
 

@@ -13,7 +13,7 @@ import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -63,6 +63,8 @@ def _json_default(obj: Any) -> Any:
 
 def _finite_or_none(obj: Any) -> Any:
     """JSON has no NaN: undefined numbers are written as null."""
+    if isinstance(obj, (np.generic, np.ndarray)):
+        obj = obj.tolist()
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     if isinstance(obj, dict):
@@ -73,17 +75,25 @@ def _finite_or_none(obj: Any) -> Any:
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any, indent: int | None = 2) -> None:
-    text = json.dumps(_finite_or_none(obj), indent=indent, default=_json_default, sort_keys=False)
+    """Write ``obj`` as JSON atomically; NaN and inf (an undefined number) are written as null."""
+    text = json.dumps(_finite_or_none(obj), indent=indent, default=_json_default, sort_keys=False, allow_nan=False)
     atomic_write_text(path, text + "\n")
 
 
 def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> int:
-    """Write rows atomically, one JSON object per line. Returns the number of rows."""
+    """Write rows atomically, one JSON object per line. Returns the number of rows.
+
+    A row holding NaN or inf is an error (JSON has no such numbers) and nothing is written.
+    """
     n = 0
     with atomic_path(path) as tmp:
         with open(tmp, "w", encoding="utf-8") as f:
             for row in rows:
-                f.write(json.dumps(row, default=_json_default, ensure_ascii=False) + "\n")
+                try:
+                    line = json.dumps(row, default=_json_default, ensure_ascii=False, allow_nan=False)
+                except ValueError:
+                    raise ArtifactError(f"{path}: row {n + 1} holds NaN or inf, which JSON cannot store; nothing was written") from None
+                f.write(line + "\n")
                 n += 1
     return n
 
@@ -111,8 +121,12 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
                 raise ArtifactError(f"{path}:{lineno}: malformed JSON ({e.msg}, column {e.colno})") from None
 
 
-def read_jsonl(path: str | os.PathLike, required: Iterable[str] = ()) -> list[dict]:
-    """Read a JSONL file of objects; any bad line or missing field raises ``ArtifactError`` naming the file and the line."""
+def read_jsonl(path: str | os.PathLike, required: Iterable[str] = (), check: Callable[[dict], None] | None = None) -> list[dict]:
+    """Read a JSONL file of objects; any bad line or missing field raises ``ArtifactError`` naming the file and the line.
+
+    ``check(row)`` may validate (and normalise) each row in place; a ``ValueError`` it raises becomes
+    an ``ArtifactError`` naming the file and the line.
+    """
     required = tuple(required)
     rows = []
     for lineno, row in iter_jsonl(path):
@@ -121,8 +135,29 @@ def read_jsonl(path: str | os.PathLike, required: Iterable[str] = ()) -> list[di
         missing = [k for k in required if k not in row]
         if missing:
             raise ArtifactError(f"{path}:{lineno}: missing field(s) {missing}; expected fields {list(required)}")
+        if check is not None:
+            try:
+                check(row)
+            except ValueError as e:
+                raise ArtifactError(f"{path}:{lineno}: {e}") from None
         rows.append(row)
     return rows
+
+
+def parse_label(value: Any, key: str = "is_correct", where: str = "") -> bool:
+    """A correctness label: a boolean, or the integer 0 or 1. Anything else (the string ``"false"``,
+    null, 2, 1.0) raises ``ValueError`` naming the field and the value (and ``where``, if given)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)) and value in (0, 1):
+        return bool(value)
+    prefix = f"{where}: " if where else ""
+    raise ValueError(f"{prefix}field {key!r} must be true/false (or 0/1), got {value!r}")
+
+
+def check_label(row: dict) -> None:
+    """``read_jsonl`` check of generation rows: ``is_correct`` must be a label; it is stored as a bool."""
+    row["is_correct"] = parse_label(row["is_correct"])
 
 
 def save_npy(path: str | os.PathLike, array: np.ndarray) -> None:

@@ -33,6 +33,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from goalrm_core.io import parse_label
+
 __all__ = [
     "AccuracyResult",
     "AurocResult",
@@ -528,9 +530,9 @@ def _vote_table(questions: Sequence[Sequence[Any]], skip_first: int = 0, with_q:
         if len(generations) == 0:
             raise ValueError(f"question {qi} has no generations")
         wrong_ids: dict[str, int] = {}
-        for gen in generations:
+        for gi, gen in enumerate(generations):
             answer = _field(gen, "predicted_answer", None)
-            ok = bool(_field(gen, "is_correct"))
+            ok = parse_label(_field(gen, "is_correct"), where=f"question {qi}, generation {gi}")
             key = -1
             if answer is not None and not ok:
                 key = wrong_ids.setdefault(str(answer), len(wrong_key_question))
@@ -724,6 +726,8 @@ def q_filtered_majority_vote(
     generations), and ``p_value`` of a paired t-test (``scipy.stats.ttest_rel``) of per-question
     correctness filtered vs unfiltered (NaN with ``p_value_reason`` when nothing changed).
     """
+    if not math.isfinite(threshold):
+        raise ValueError(f"filter threshold must be a finite number, got {threshold}")
     table = _vote_table(questions, skip_first)
     return _filter_with_table(table, threshold, skip_first)
 
@@ -790,7 +794,8 @@ def best_of_n_accuracy(
             raise ValueError(f"question {qi} has no generations")
         scores = np.array([get(gen) for gen in generations], dtype=np.float64)
         scores = np.where(np.isnan(scores), -np.inf, scores)
-        correct[qi] = bool(_field(generations[int(np.argmax(scores))], "is_correct"))
+        best = int(np.argmax(scores))
+        correct[qi] = parse_label(_field(generations[best], "is_correct"), where=f"question {qi}, generation {best}")
     return _accuracy_result(correct, alpha)
 
 

@@ -169,6 +169,16 @@ def sequence_classification_architecture(config: PretrainedConfig) -> str:
     return MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES.get(config.model_type, "")
 
 
+def nonfinite_tensors(weights: dict[str, torch.Tensor]) -> list[str]:
+    """Names of the floating-point tensors holding a NaN or an inf."""
+    return [name for name, t in weights.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+
+
+def describe_tensors(names: list[str], limit: int = 3) -> str:
+    shown = ", ".join(names[:limit])
+    return f"{len(names)} tensor(s): {shown}" + (", ..." if len(names) > limit else "")
+
+
 def save_reward_model(
     model: RewardModel,
     path: str | Path,
@@ -178,11 +188,17 @@ def save_reward_model(
 ) -> Path:
     """Write the HF layout plus ``goalrm.json``, into a temp directory renamed into place at the end.
 
-    ``state_dict`` lets a ZeRO-3 trainer pass the gathered full weights.
+    ``state_dict`` lets a ZeRO-3 trainer pass the gathered full weights. NaN or inf weights are an
+    error, raised before anything is written (an existing RM at ``path`` is left as it is).
     """
     from huggingface_hub import save_torch_state_dict
 
     path = Path(path)
+    weights = state_dict if state_dict is not None else model.state_dict()
+    bad = nonfinite_tensors(weights)
+    if bad:
+        raise ValueError(f"refusing to save the reward model to {path}: NaN or inf weights in {describe_tensors(bad)} "
+                         f"(training diverged; lower --learning_rate / --head_learning_rate)")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
@@ -194,7 +210,6 @@ def save_reward_model(
         if tokenizer is not None and config.pad_token_id is None:
             config.pad_token_id = tokenizer.pad_token_id
         config.save_pretrained(tmp)
-        weights = state_dict if state_dict is not None else model.state_dict()
         save_torch_state_dict({k: v.contiguous() for k, v in weights.items()}, tmp)
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
@@ -241,6 +256,9 @@ def load_reward_model(path: str | Path, dtype: torch.dtype | None = None, flash_
         load_torch_model(model, path, strict=True)
     except (RuntimeError, OSError, ValueError) as e:
         raise ArtifactError(f"{path}: weights do not match the saved config ({str(e)[:300]})") from None
+    bad = nonfinite_tensors(model.state_dict())
+    if bad:
+        raise ArtifactError(f"{path}: NaN or inf weights in {describe_tensors(bad)}; the reward model is broken")
     if dtype is not None:
         model = model.to(dtype)
     return model.eval()

@@ -16,9 +16,10 @@ import numpy as np
 import torch
 from transformers import AutoTokenizer
 
-from goalrm_core.io import read_jsonl, save_npy
+from goalrm_core.cli import positive_int
+from goalrm_core.io import parse_label, read_jsonl, save_npy
 from goalrm_core.models import RewardModel, load_reward_model
-from goalrm_core.scoring import iter_scored
+from goalrm_core.scoring import check_goal_state, iter_scored
 from goalrm_core.templates import TEMPLATES, apply_template
 
 GOAL_METHODS = ("mean_last", "random_response", "random_token", "mean_all_tokens")
@@ -57,7 +58,11 @@ def goal_state(
         else:
             total += s.response_hidden[-1].double()
             count += 1
-    return (total / count).float().numpy()[None, :]
+    if count == 0:
+        raise ValueError("no response was scored, so there is no goal state")
+    goal = (total / count).float().numpy()[None, :]
+    check_goal_state(goal, model.config.hidden_size, source="the computed goal state")
+    return goal
 
 
 def attribute_goal_states(
@@ -88,8 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save-dir", "--save_dir", dest="save_dir", required=True, help="Folder for goal_state.npy.")
     p.add_argument("--method", default="mean_last", choices=GOAL_METHODS, help="How the goal is formed (the paper: mean_last).")
     p.add_argument("--template", default="math", choices=tuple(TEMPLATES), help="Prompt template used in training.")
-    p.add_argument("--max_len", type=int, default=2048, help="Maximum tokens per sequence.")
-    p.add_argument("--batch_size", type=int, default=32, help="Sequences per forward pass.")
+    p.add_argument("--max_len", type=positive_int, default=2048, help="Maximum tokens per sequence.")
+    p.add_argument("--batch_size", type=positive_int, default=32, help="Sequences per forward pass.")
     p.add_argument("--seed", type=int, default=0, help="Seed of the random_* methods.")
     return p
 
@@ -129,5 +134,5 @@ def last_token_frame(states: np.ndarray, rows: Sequence[dict], goal: np.ndarray)
     centred = states - states.mean(0)
     _, _, vt = np.linalg.svd(centred, full_matrices=False)
     pcs = centred @ vt[:2].T
-    return pd.DataFrame({"is_correct": [bool(r["is_correct"]) for r in rows], "cosine_to_goal": cosine_rows(states, goal),
-                         "pc1": pcs[:, 0], "pc2": pcs[:, 1]})
+    correct = [parse_label(r["is_correct"], where=f"row {i}") for i, r in enumerate(rows)]
+    return pd.DataFrame({"is_correct": correct, "cosine_to_goal": cosine_rows(states, goal), "pc1": pcs[:, 0], "pc2": pcs[:, 1]})

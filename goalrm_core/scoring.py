@@ -18,8 +18,9 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 from transformers import AutoTokenizer
 
+from goalrm_core.cli import finite_float, non_negative_int, positive_int
 from goalrm_core.data import encode_prompt_response, left_pad
-from goalrm_core.io import ArtifactError, load_npy, read_jsonl, write_jsonl
+from goalrm_core.io import ArtifactError, check_label, load_npy, read_jsonl, write_jsonl
 from goalrm_core.models import RewardModel, load_reward_model
 from goalrm_core.templates import TEMPLATES, apply_template
 
@@ -33,7 +34,7 @@ class ScoredSequence:
 
 
 def check_goal_state(goal: np.ndarray, hidden_size: int, source: str = "goal state") -> torch.Tensor:
-    """A goal must be finite and match the RM's hidden size; returns it as a (hidden,) tensor."""
+    """A goal must be finite, not all zeros, and match the RM's hidden size; returns it as a (hidden,) tensor."""
     goal = np.asarray(goal)
     shape = tuple(goal.shape)
     if goal.ndim == 2 and goal.shape[0] == 1:
@@ -42,6 +43,8 @@ def check_goal_state(goal: np.ndarray, hidden_size: int, source: str = "goal sta
         raise ValueError(f"{source} has shape {shape}, but the reward model's hidden size is {hidden_size}: expected (1, {hidden_size})")
     if not np.isfinite(goal).all():
         raise ValueError(f"{source} contains NaN or inf values")
+    if not np.any(goal):
+        raise ValueError(f"{source} is all zeros: its cosine to every state is 0, so every Q-value would be 0")
     return torch.as_tensor(goal, dtype=torch.float32)
 
 
@@ -69,6 +72,8 @@ def iter_scored(
     desc: str = "score",
 ) -> Iterator[tuple[int, ScoredSequence]]:
     """Yield ``(input index, ScoredSequence)``; with ``bucket`` the batches group similar lengths."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
     model.eval()
     encoded = []
     for i, (prompt, response) in enumerate(zip(prompts, responses)):
@@ -131,6 +136,15 @@ def generation_files(bench_dir: Path) -> dict[str, list[Path]]:
     return {"greedy": greedy[:1], "all": samples}
 
 
+def check_finite_scores(rows: Sequence[dict], source: str) -> None:
+    """Scores must be real numbers: a NaN or inf reward, partial reward or Q-value is an error."""
+    for i, row in enumerate(rows):
+        for key in ("reward", "partial_rewards", "cosine_sim"):
+            if key in row and not np.isfinite(np.asarray(row[key], dtype=np.float64)).all():
+                raise ValueError(f"{source}: generation {i + 1} got a NaN or inf {key}; the reward model is broken "
+                                 f"(non-finite or overflowing weights), so nothing was written for it")
+
+
 def benchmark_dir(root: Path, bench: str) -> Path:
     path = root / bench
     if not path.is_dir():
@@ -153,6 +167,9 @@ def eval_rm(
     progress: bool = True,
 ) -> dict[str, dict[str, int]]:
     """Score every benchmark's greedy and sampled generations into ``save_dir/<bench>/{greedy,all}/scored.jsonl``."""
+    for name, value, low in (("batch_size", batch_size, 1), ("max_len", max_len, 1), ("max_samples", max_samples, 0)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"--{name} must be an integer >= {low}, got {value!r}")
     model = load_reward_model(reward_model_path)
     tokenizer = AutoTokenizer.from_pretrained(reward_model_path)
     check_tokenizer_matches(model, tokenizer)
@@ -167,12 +184,13 @@ def eval_rm(
     for bench, bench_path in dirs.items():
         counts[bench] = {}
         for split, files in generation_files(bench_path).items():
-            rows = [r for f in files for r in read_jsonl(f, required=GENERATION_FIELDS)]
+            rows = [r for f in files for r in read_jsonl(f, required=GENERATION_FIELDS, check=check_label)]
             if max_samples:
                 rows = rows[:max_samples]
             if not rows:
                 continue
             scored = score_generations(model, tokenizer, rows, template, goal, max_len, batch_size, progress=progress, desc=f"{bench}/{split}")
+            check_finite_scores(scored, f"reward model {reward_model_path}, {bench}/{split}")
             counts[bench][split] = write_jsonl(Path(save_dir) / bench / split / "scored.jsonl", scored)
     return counts
 
@@ -183,13 +201,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reward_model_path", required=True, help="RM saved by goalrm train-rm.")
     p.add_argument("--goal_state_path", help="goal_state.npy from goalrm get-representation (not with --vanilla).")
     p.add_argument("--save_dir", required=True, help="Output root: <save_dir>/<bench>/{greedy,all}/scored.jsonl.")
-    p.add_argument("--filter_threshold", type=float, default=0.0, help="Accepted for the seed's scripts; used by `goalrm metrics`.")
+    p.add_argument("--filter_threshold", type=finite_float, default=0.0, help="Accepted for the seed's scripts; used by `goalrm metrics`.")
     p.add_argument("--benchmarks", nargs="+", required=True, help="Benchmark folder names.")
     p.add_argument("--vanilla", action="store_true", help="Skip the Q-values (baseline RM).")
     p.add_argument("--template", default="math", choices=tuple(TEMPLATES), help="Prompt template used in training.")
-    p.add_argument("--batch_size", type=int, default=32, help="Sequences per forward pass.")
-    p.add_argument("--max_len", type=int, default=2048, help="Maximum tokens per sequence.")
-    p.add_argument("--max_samples", type=int, default=0, help="Score at most this many rows per file (0 = all).")
+    p.add_argument("--batch_size", type=positive_int, default=32, help="Sequences per forward pass.")
+    p.add_argument("--max_len", type=positive_int, default=2048, help="Maximum tokens per sequence.")
+    p.add_argument("--max_samples", type=non_negative_int, default=0, help="Score at most this many rows per file (0 = all).")
     return p
 
 

@@ -48,7 +48,7 @@ import torch
 from goalrm_core.config import TrainRMConfig, _help, build_parser
 from goalrm_core.data import PreferenceCollator, encode_preference_rows
 from goalrm_core.io import atomic_write_json, atomic_write_text
-from goalrm_core.models import RewardModel, attention_implementation, save_reward_model
+from goalrm_core.models import RewardModel, attention_implementation, describe_tensors, nonfinite_tensors, save_reward_model
 from goalrm_core.objective import reward_model_loss
 from goalrm_core.preference_data import load_preference_rows, split_train_eval
 
@@ -76,7 +76,15 @@ class TrainingError(RuntimeError):
 # ---------------------------------------------------------------------------------------------
 
 def parse_args(argv: Sequence[str] | None = None) -> TrainRunConfig:
-    args = build_parser(TrainRunConfig, description="Train a (goal-conditioned) reward model with DeepSpeed.").parse_args(argv)
+    parser = build_parser(TrainRunConfig, description="Train a (goal-conditioned) reward model with DeepSpeed.")
+    args = parser.parse_args(argv)
+    for name, value in vars(args).items():
+        if isinstance(value, float) and not math.isfinite(value):
+            parser.error(f"argument --{name}: must be a finite number, got {value}")
+    if args.learning_rate <= 0:
+        parser.error(f"argument --learning_rate: must be > 0, got {args.learning_rate}")
+    if args.head_learning_rate < 0:
+        parser.error(f"argument --head_learning_rate: must be >= 0 (0 = same as --learning_rate), got {args.head_learning_rate}")
     return TrainRunConfig(**vars(args))
 
 
@@ -483,6 +491,10 @@ def save_final(engine, cfg: TrainRunConfig, tokenizer, rank: int) -> None:
     else:
         # ZeRO 1-2 keep parameters as views of flat buffers: copy each, so they save as separate tensors.
         state_dict = {k: v.detach().cpu().clone() for k, v in engine.module.state_dict().items()} if rank == 0 else None
+    bad = nonfinite_tensors(state_dict) if rank == 0 else []
+    if _all_reduce(torch.tensor([float(bool(bad))], device=engine.device), "max").item():  # every rank stops together
+        raise TrainingError(f"NaN or inf weights after training ({describe_tensors(bad) if bad else 'found on rank 0'}); "
+                            f"nothing was saved to {cfg.save_path}. Lower --learning_rate / --head_learning_rate.")
     if rank == 0:
         save_reward_model(engine.module, cfg.save_path, tokenizer, training_args=cfg.to_dict(), state_dict=state_dict)
     dist.barrier()
