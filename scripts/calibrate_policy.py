@@ -50,6 +50,8 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--table", type=Path, default=TABLE)
+    p.add_argument("--reuse_policy", action="store_true",
+                   help="Measure the policy already in runs/calibration/<name> (more temperatures) instead of training it.")
     args = p.parse_args(argv)
 
     threads = set_torch_threads(args.threads)
@@ -61,14 +63,17 @@ def main(argv=None) -> int:
     policy_cfg = PolicyConfig(steps=args.policy_steps, batch_size=args.policy_batch_size,
                               learning_rate=args.policy_learning_rate, seed=args.seed)
     started = time.perf_counter()
-    tp.train_policy(run, tp.training_problems(run, cfg, args.n_train_questions, args.seed), policy_cfg, progress=False)
-    sft_s = time.perf_counter() - started
+    if not (args.reuse_policy and (run / "data" / "policy" / "config.json").exists()):
+        tp.train_policy(run, tp.training_problems(run, cfg, args.n_train_questions, args.seed), policy_cfg, progress=False)
+        sft_s = time.perf_counter() - started
+    else:
+        sft_s = None  # trained by an earlier row of the same name
     model, tokenizer = tp.load_policy(run)
     settings = {"name": args.name, "task": {k: v for k, v in vars(args).items() if k in (
         "min_steps", "max_steps", "operand_min", "operand_max", "operations", "modulus", "heldout_facts")},
         "policy_steps": args.policy_steps, "policy_batch_size": args.policy_batch_size,
         "policy_learning_rate": args.policy_learning_rate, "n_train_questions": args.n_train_questions,
-        "sft_s": round(sft_s, 1), "threads": threads}
+        "sft_s": None if sft_s is None else round(sft_s, 1), "threads": threads}
     rows = []
     for bench in tp.benchmark_names(run):
         questions = tp.read_benchmark(run, bench)

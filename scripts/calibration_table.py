@@ -50,8 +50,7 @@ def _read(path: Path) -> pd.DataFrame:
 def policy_table(df: pd.DataFrame) -> str:
     if df.empty:
         return "_No policy calibration recorded._\n"
-    df = df.assign(setting=lambda d: d["name"] + " (" + d["policy_steps"].astype(str) + " SFT steps, "
-                   + d["sft_s"].map(lambda s: f"{s:.0f}") + " s)")
+    df = df.assign(setting=lambda d: d["name"] + " (" + d["policy_steps"].astype(str) + " SFT steps)")
     wide = df.pivot_table(index=["setting", "decoding"], columns="benchmark", values="accuracy", sort=False)
     wide = wide[list(dict.fromkeys(df["benchmark"]))]
     return markdown(wide.map(lambda v: "" if pd.isna(v) else f"{v:.1%}")) + "\n"
