@@ -123,7 +123,7 @@ def goal_ablation_table(states: dict[str, np.ndarray], goals: dict[str, dict[str
         for method, goal in by_method.items():
             res = metrics.bootstrap_auroc(cosine_rows(states[rm], goal), labels, seed=seed, clusters=clusters)
             records.append({"rm": rm, "goal": method, "separation_auroc": res.auroc, "ci_low": res.ci_low, "ci_high": res.ci_high})
-    return pd.DataFrame(records).set_index(["goal", "rm"]).unstack("rm")
+    return pd.DataFrame(records)
 
 
 def auroc_tables(run_dir, rms, n_boot: int = 1000, seed: int = 0, headline: str = "greedy",
@@ -193,7 +193,8 @@ def filter_tables(run_dir, rms, threshold: float = 0.0, skip_first: int = 5, val
 
 def evaluation_metrics(aurocs: pd.DataFrame, deltas: pd.DataFrame, partials: pd.DataFrame, filters: pd.DataFrame) -> dict:
     """The ``evaluation`` section of metrics.json, in the keys the issue tracker documents."""
-    out: dict = {"delta_auroc": {r["benchmark"]: {"mean": r["mean"], "ci_low": r["ci_low"], "ci_high": r["ci_high"]} for _, r in deltas.iterrows()}}
+    out: dict = {"delta_auroc": {r["benchmark"]: {"mean": r["mean"], "ci_low": r["ci_low"], "ci_high": r["ci_high"],
+                                                  "p_value": r["p_value_two_sided"]} for _, r in deltas.iterrows()}}
     for _, r in aurocs.iterrows():
         out.setdefault(r["scorer"], {})[r["benchmark"]] = {"auroc": r["auroc"], "auroc_ci_low": r["ci_low"], "auroc_ci_high": r["ci_high"]}
     for _, r in partials.iterrows():
@@ -250,7 +251,9 @@ def first_error_metrics(summary: dict) -> dict:
 
 
 def first_error_frame(summaries: dict[str, dict]) -> pd.DataFrame:
-    return pd.DataFrame({rm: first_error_metrics(s) for rm, s in summaries.items()})
+    """Metrics as rows, RMs as columns (the delta's interval named after it, for the formatter)."""
+    frame = pd.DataFrame({rm: first_error_metrics(s) for rm, s in summaries.items()})
+    return frame.rename(index={"delta_ci_low": "mean_delta_ci_low", "delta_ci_high": "mean_delta_ci_high"})
 
 
 def rm_train_args(run_dir, rm: str, seed: int, out_root=None, **overrides) -> dict:

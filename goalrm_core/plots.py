@@ -103,6 +103,32 @@ def seed_points(per_seed: pd.DataFrame, title: str = "AUROC of every RM seed (95
     return fig
 
 
+def savings_panels(df: pd.DataFrame, title: str = "Accuracy against generated tokens"):
+    """One panel per method (columns method, benchmark, tokens, accuracy, end): a line per benchmark
+    from the unfiltered point (open circle) to the filtered/pruned one (dot)."""
+    methods = list(dict.fromkeys(df["method"]))
+    benches = list(dict.fromkeys(df["benchmark"]))
+    palette = dict(zip(benches, sns.color_palette("deep", len(benches))))
+    fig, axes = plt.subplots(1, len(methods), figsize=(4.6 * len(methods), 3.6), sharey=True, squeeze=False)
+    for ax, method in zip(axes[0], methods):
+        for bench in benches:
+            g = df[(df["method"] == method) & (df["benchmark"] == bench)].sort_values("end")
+            if g.empty:
+                continue
+            ax.plot(g["tokens"], g["accuracy"], color=palette[bench], lw=1.2)
+            start, end = g[~g["end"]], g[g["end"]]
+            ax.scatter(start["tokens"], start["accuracy"], facecolors="none", edgecolors=palette[bench], s=36)
+            ax.scatter(end["tokens"], end["accuracy"], color=palette[bench], s=30, label=bench)
+        ax.set_title(method)
+        ax.set_xlabel("tokens relative to all samples in full")
+        ax.set_xlim(0, 1.08)
+    axes[0][0].set_ylabel("majority-vote accuracy")
+    axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
 def partial_auroc_curves(df: pd.DataFrame, title: str = "AUROC of partial generations (95% CI)"):
     """AUROC against the response percentile, one line per RM and signal, with CI bands."""
     fig, ax = plt.subplots(figsize=(7, 3.8))

@@ -28,8 +28,6 @@ from .profiles import check_profile_against_notebooks, load_profile, profile_pat
 TIMINGS_KEY = "timings"
 STAGE_PATTERN = re.compile(r"^\d{2}_[A-Za-z0-9_\-]+\.ipynb$")
 SUCCEEDED = ("ok", "kept")
-MAX_METRIC_ROWS = 40
-HEADLINE_WORDS = ("auroc", "accuracy")
 
 
 # --------------------------------------------------------------------------------------- metrics
@@ -87,13 +85,6 @@ def _flatten(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
             rows.extend(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
         return rows
     return [(prefix, obj)]
-
-
-def headline_metrics(metrics: Mapping[str, Any], limit: int = MAX_METRIC_ROWS) -> tuple[list[tuple[str, Any]], int]:
-    """Dotted-key rows for the index (AUROC/accuracy first), and how many were left out."""
-    rows = _flatten({k: v for k, v in metrics.items() if k != TIMINGS_KEY})
-    rows.sort(key=lambda kv: not any(word in kv[0].lower() for word in HEADLINE_WORDS))
-    return rows[:limit], max(0, len(rows) - limit)
 
 
 # ---------------------------------------------------------------------------------------- stages
@@ -243,6 +234,7 @@ th { background: #f5f5f5; } td.num { text-align: right; font-variant-numeric: ta
 .failed { background: #fbe4e4; color: #9b1c1c; } .not-run, .pending { background: #eee; color: #666; }
 .running { background: #fff4d6; color: #8a5a00; }
 .error { font-family: ui-monospace, monospace; font-size: .85rem; color: #9b1c1c; white-space: pre-wrap; }
+img { max-width: 100%; } details summary { cursor: pointer; color: #27508f; margin: .4rem 0; }
 """
 
 
@@ -305,31 +297,40 @@ def gate_html(gate: dict) -> str:
 
 
 def render_index(profile: str, generated: str, stages: list[dict], metrics: Mapping[str, Any], out_dir: Path) -> str:
-    """A self-contained page: stage table with links and failures, then the headline metrics."""
+    """A self-contained page, in reading order: the length gate, a summary generated from the numbers,
+    the key figures and tables (``frontpage``), the stage table with links and failures, then every
+    metric in a collapsible section."""
+    from .frontpage import result_sections
+
     e = html.escape
     stage_rows = "\n".join(_stage_row(s, out_dir) for s in stages)
-    rows, left_out = headline_metrics(metrics)
+    rows = _flatten({k: v for k, v in metrics.items() if k not in (TIMINGS_KEY, "provenance")})
     metric_rows = "\n".join(
         f'<tr><td>{e(k)}</td><td class="num">{e(_format_value(v))}</td></tr>' for k, v in rows
     )
     if rows:
-        more = f"<p class=\"meta\">{left_out} more in metrics.json.</p>" if left_out else ""
-        metrics_html = f"<table><tr><th>metric</th><th>value</th></tr>\n{metric_rows}\n</table>{more}"
+        metrics_html = (f"<details><summary>All metrics ({len(rows)}; full precision in metrics.json)</summary>\n"
+                        f"<table><tr><th>metric</th><th>value</th></tr>\n{metric_rows}\n</table></details>")
     else:
         metrics_html = "<p class=\"meta\">No metrics recorded yet.</p>"
+    try:
+        results = result_sections(metrics)
+    except Exception as exc:  # a page must render even when a section cannot: say so, keep the rest
+        results = f'<p class="error">The result sections could not be drawn: {e(type(exc).__name__)}: {e(str(exc))}</p>'
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>goalrm report: {e(profile)}</title>
 <style>{_CSS}</style></head>
 <body>
-<h1>goalrm report: profile {e(profile)}</h1>
+<h1>Goal-conditioned reward models: profile {e(profile)}</h1>
 <p class="meta">Generated {e(generated)}</p>
 {_gate(metrics)}
+{results}
 <h2>Stages</h2>
 <table><tr><th>stage</th><th>status</th><th>duration</th><th>started</th><th>error</th></tr>
 {stage_rows}
 </table>
-<h2>Headline metrics</h2>
+<h2>All metrics</h2>
 {metrics_html}
 </body></html>
 """

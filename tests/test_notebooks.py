@@ -42,7 +42,7 @@ def test_report_succeeds_with_every_stage(smoke_report):
         assert (reports / f"{stem}.html").exists() and (reports / f"{stem}.ipynb").exists()
     assert all(s["status"] == "ok" for s in status["stages"]), status
     index = (reports / "index.html").read_text()
-    assert "Headline metrics" in index
+    assert "All metrics" in index and "<h2>Summary</h2>" in index and "data:image/png;base64," in index
     # the length gate leads the page, whichever way it fell
     assert "the length-only scorer</b> on toy-id" in index
     assert index.index("length-only scorer") < index.index("<h2>Stages</h2>")

@@ -127,7 +127,7 @@ def test_index_lists_stages_with_durations_and_metrics(project):
     index = (project["first"] / "index.html").read_text()
     assert "profile tiny" in index and "Generated" in index
     assert f'{status["01_alpha"]["duration_s"]:.1f} s' in index
-    assert "Headline metrics" in index and "alpha.auroc" in index and "0.75" in index
+    assert "All metrics" in index and "alpha.auroc" in index and "0.75" in index
     assert "wall_s" not in index  # timings are not headline metrics
 
 
