@@ -56,8 +56,10 @@ def policy_table(df: pd.DataFrame) -> str:
     return markdown(wide.map(lambda v: "" if pd.isna(v) else f"{v:.1%}")) + "\n"
 
 
-def _recipe_diff(recipe: dict, base: dict) -> str:
-    keys = ("max_steps", "learning_rate", "head_learning_rate", "train_batch_size", "contrastive_loss_beta")
+def _recipe_diff(recipe: dict, strategy: str) -> str:
+    keys = ("max_steps", "learning_rate", "head_learning_rate", "train_batch_size")
+    if strategy != "baseline":
+        keys += ("contrastive_loss_beta", "sim_samples", "unsim_samples")
     return ", ".join(f"{k}={recipe[k]}" for k in keys if k in recipe)
 
 
@@ -69,14 +71,15 @@ def rm_table(df: pd.DataFrame) -> str:
         recipe = g.iloc[0]["recipe"]
         auroc, acc, length = g["auroc"].to_numpy(), g["eval_accuracy"].to_numpy(), g["length_auroc"].to_numpy()
         rows.append({
-            "recipe": name, "rm": strategy, "data": Path(run_dir).name, "settings": _recipe_diff(recipe, {}),
+            "recipe": name, "rm": strategy, "data": Path(run_dir).name, "settings": _recipe_diff(recipe, strategy),
             "seeds": len(g),
             "AUROC mean [min, max]": f"{auroc.mean():.3f} [{auroc.min():.3f}, {auroc.max():.3f}]",
             "seed-0 AUROC 95% CI": (lambda r: f"[{r['auroc_ci'][0]:.3f}, {r['auroc_ci'][1]:.3f}]")(g.sort_values("seed").iloc[0]),
             "length only": f"{length.mean():.3f}",
             "policy log-prob": f"{g['logprob_auroc'].mean():.3f}",
             "held-out pair acc mean [min, max]": f"{acc.mean():.3f} [{acc.min():.3f}, {acc.max():.3f}]",
-            "target met": "yes" if auroc.mean() >= 0.80 and auroc.mean() >= length.mean() + 0.15 and acc.mean() >= 0.75 else "no",
+            "target met": ("yes" if auroc.mean() >= 0.80 and auroc.mean() >= length.mean() + 0.15 and acc.mean() >= 0.75 else "no")
+            if strategy == "baseline" else "(baseline's target)",
             "train s / RM": f"{np.mean(g['train_s']):.0f}",
         })
     return markdown(pd.DataFrame(rows), index=False) + "\n"
@@ -85,7 +88,9 @@ def rm_table(df: pd.DataFrame) -> str:
 def render() -> str:
     policy, rm = _read(DIR / "policy.jsonl"), _read(DIR / "rm.jsonl")
     return (INTRO + "\n## Policy: accuracy per benchmark\n\n" + policy_table(policy)
-            + "\n## Reward model: toy-id AUROC on the headline set\n\n" + rm_table(rm))
+            + "\n## Reward model: toy-id AUROC on the headline set\n\n" + rm_table(rm)
+            + "\nTraining times are wall seconds per RM with two trainings side by side on 2 cores, while other work "
+              "shared the machine; the demo report's own timings are in its status.json.\n")
 
 
 def main() -> int:
