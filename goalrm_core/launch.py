@@ -20,6 +20,7 @@ import collections
 import dataclasses
 import os
 import queue
+import re
 import shlex
 import shutil
 import signal
@@ -193,6 +194,22 @@ def _visible(line: str) -> str:
     return line.rstrip("\n").split("\r")[-1]
 
 
+# a tqdm bar with its description: "train-rm:  83%|████▎ | 5/6 [00:00<00:00, 57.26it/s, acc=0.53]"
+_BAR = re.compile(r"(?:[^\s:|]+: *)?\d+%\|[^|]*\| *[\d.]+[kMG]?/[\d.?]+[kMG]? *\[[^\]]*\]")
+
+
+def _shown(line: str) -> str:
+    """What the live view shows of a line: paths relative to the project, and no progress bar when
+    bars are off (``TQDM_DISABLE``, as in a report run: a subprocess that forces its bar on still
+    writes it to the log)."""
+    from goalrm_core.runtime import relative_paths
+
+    text = _visible(line)
+    if os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true", "yes"):
+        text = _BAR.sub("", text)
+    return relative_paths(text)
+
+
 def run_streaming(
     cmd: Sequence[str],
     log_path: str | os.PathLike,
@@ -243,7 +260,7 @@ def run_streaming(
                     break
                 if line:
                     log.write(line)
-                    visible = _visible(line)
+                    visible = _shown(line)
                     if visible.strip():
                         recent.append(visible)
                         display_fn(list(recent)[-tail_lines:], False)

@@ -26,6 +26,7 @@ from .io import ArtifactError, atomic_path, atomic_write_json, atomic_write_text
 from .profiles import check_profile_against_notebooks, load_profile, profile_path, resolve_path
 
 TIMINGS_KEY = "timings"
+PROVENANCE_KEY = "provenance"
 STAGE_PATTERN = re.compile(r"^\d{2}_[A-Za-z0-9_\-]+\.ipynb$")
 SUCCEEDED = ("ok", "kept")
 
@@ -67,13 +68,23 @@ def record_metrics(
     disappears. Wall-clock numbers go under a separate top-level ``"timings"`` section: everything
     else in the file is then identical across identical runs and can be diffed.
     """
-    if stage == TIMINGS_KEY:
-        raise ValueError(f"stage name {TIMINGS_KEY!r} is reserved for the timings section")
+    if stage in (TIMINGS_KEY, PROVENANCE_KEY):
+        raise ValueError(f"stage name {stage!r} is reserved for the {stage} section")
     path = resolve_path(reports_dir) / "metrics.json"
     data = _read_json_object(path)
     data[stage] = dict(metrics)
     if timings is not None:
         data.setdefault(TIMINGS_KEY, {})[stage] = dict(timings)
+    atomic_write_json(path, _sorted_tree(data))
+    return path
+
+
+def record_provenance(provenance: Mapping[str, Any], reports_dir: str | os.PathLike) -> Path:
+    """Write what produced this report (:func:`collect_provenance`) into ``metrics.json`` under
+    ``"provenance"``. Like ``"timings"`` it differs between identical runs: compare runs without it."""
+    path = resolve_path(reports_dir) / "metrics.json"
+    data = _read_json_object(path)
+    data[PROVENANCE_KEY] = dict(provenance)
     atomic_write_json(path, _sorted_tree(data))
     return path
 
@@ -130,8 +141,43 @@ class _NothingWritten(Exception):
     """Raised inside ``atomic_path`` to abandon an empty output instead of renaming it."""
 
 
+@contextlib.contextmanager
+def _environment(values: Mapping[str, str]):
+    """``os.environ`` with ``values`` set for the block (a kernel started inside inherits them)."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, old in saved.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
+
+
+@contextlib.contextmanager
+def _papermill_logging_to(stream):
+    """papermill's log records (cell starts, kernel messages) into ``stream`` instead of the terminal."""
+    import logging
+
+    logger = logging.getLogger("papermill")
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    saved = (logger.level, logger.propagate)
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
+
+
 def execute_stage(
-    notebook: Path, output: Path, parameters: dict, kernel_name: str, cwd: Path
+    notebook: Path, output: Path, parameters: dict, kernel_name: str, cwd: Path, log_path: Path | None = None
 ) -> tuple[BaseException | None, bool]:
     """Run one notebook into ``output`` atomically; return (its exception or None, whether it was written).
 
@@ -139,12 +185,29 @@ def execute_stage(
     renamed when execution ends, whether it succeeded or not: a failed notebook, with its traceback,
     is exactly what the reader needs. Only when papermill wrote nothing (the kernel never started)
     is the temporary file dropped.
+
+    The kernel runs as a batch run (:func:`goalrm_core.runtime.batch_environment`, and the
+    ``goalrm_core.runtime`` IPython extension): no progress bars, warnings or library log records
+    in the cells. Those, papermill's own progress bar and log, and a transcript of every cell's
+    printed output go to ``log_path`` (created afresh) when it is given.
     """
     import papermill as pm
 
+    from .runtime import batch_environment
+
     error: BaseException | None = None
     written = False
-    with contextlib.suppress(_NothingWritten), atomic_path(output, suffix=".ipynb") as tmp:
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log_path.write_text(f"# {notebook.name} -> {output}, started {_now()}\n", encoding="utf-8")
+    # append mode: the kernel appends its held-back warnings to the same file
+    log = open(log_path, "a", encoding="utf-8") if log_path is not None else open(os.devnull, "w")
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(log)
+        stack.enter_context(_papermill_logging_to(log))
+        stack.enter_context(_environment(batch_environment(log_path)))
+        stack.enter_context(contextlib.suppress(_NothingWritten))
+        tmp = stack.enter_context(atomic_path(output, suffix=".ipynb"))
         try:
             pm.execute_notebook(
                 str(notebook),
@@ -152,7 +215,13 @@ def execute_stage(
                 parameters=parameters,
                 kernel_name=kernel_name,
                 cwd=str(cwd),
-                progress_bar=True,
+                # TQDM_DISABLE is set for the kernel, not for this bar: keep it on, in the log
+                progress_bar={"file": log, "disable": False, "mininterval": 5.0},
+                stdout_file=log,
+                stderr_file=log,
+                # the extension quiets the kernel; its own start-up chatter (e.g. "running over TCP
+                # without encryption") would otherwise land on the terminal between the stage lines
+                extra_arguments=["--IPKernelApp.extra_extensions=goalrm_core.runtime", "--IPKernelApp.log_level=ERROR"],
                 execution_timeout=None,
                 start_timeout=120,
             )
@@ -164,14 +233,77 @@ def execute_stage(
     return error, written
 
 
-def export_html(notebook: Path, output: Path) -> None:
-    """Write the reader's view of an executed notebook: outputs only, no code, no prompts."""
+# The lab template, minus the scripts it loads from a CDN whatever the notebook holds: a page that
+# needs none of them then works offline and as a mailed file. require.js is kept for notebooks with
+# widgets or JavaScript outputs, MathJax for notebooks with math, mermaid for mermaid diagrams.
+_PAGE_TEMPLATE = """{%- extends 'index.html.j2' -%}
+{%- block html_head_js_requirejs -%}
+{%- if resources.goalrm_needs.requirejs -%}{{ super() }}{%- endif -%}
+{%- endblock html_head_js_requirejs -%}
+{%- block html_head_js_mathjax -%}
+{%- if resources.goalrm_needs.mathjax -%}{{ super() }}{%- endif -%}
+{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}
+{%- if resources.goalrm_needs.mermaid -%}{{ super() }}{%- endif -%}
+{%- endblock html_head_js_mermaidjs -%}
+"""
+_MATH = re.compile(r"\$[^$\n]+\$|\\\(|\\\[|\\begin\{")
+
+
+def _needs(nb) -> dict[str, bool]:
+    """Which of the template's external scripts a notebook's cells and outputs call for."""
+    requirejs = "widgets" in nb.metadata
+    mathjax = mermaid = False
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            mathjax |= bool(_MATH.search(cell.source))
+            mermaid |= "```mermaid" in cell.source
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            requirejs |= "application/javascript" in data or "application/vnd.jupyter.widget-view+json" in data
+            markdown = str(data.get("text/markdown", ""))
+            mathjax |= "text/latex" in data or bool(_MATH.search(markdown))
+            mermaid |= "```mermaid" in markdown
+    return {"requirejs": requirejs, "mathjax": mathjax, "mermaid": mermaid}
+
+
+def _relative_outputs(nb) -> None:
+    """Machine paths in printed text, tracebacks and text displays, shown relative to the project
+    (:func:`goalrm_core.runtime.relative_paths`). The batch kernel already shows them so; this
+    covers what a library prints by itself, such as the file names in an error's traceback."""
+    from .runtime import relative_paths
+
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if "text" in out:
+                out["text"] = relative_paths(out["text"])
+            if "traceback" in out:
+                out["traceback"] = [relative_paths(line) for line in out["traceback"]]
+            if "evalue" in out:
+                out["evalue"] = relative_paths(out["evalue"])
+            for mime in ("text/plain", "text/markdown", "text/html"):
+                if mime in out.get("data", {}):
+                    value = out["data"][mime]
+                    out["data"][mime] = relative_paths(value if isinstance(value, str) else "".join(value))
+
+
+def export_html(notebook: Path, output: Path, stages: list[str] | None = None) -> None:
+    """Write the reader's view of an executed notebook: outputs only, no code, no prompts, no
+    machine paths, with a navigation bar (index, previous and next of ``stages``; see
+    :func:`navigation_html`) and a table of contents."""
+    import jinja2
     import nbformat
     from nbconvert import HTMLExporter
     from nbconvert.preprocessors import TagRemovePreprocessor
 
     nb = nbformat.read(str(notebook), as_version=4)
-    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    _relative_outputs(nb)
+    nb.metadata["title"] = _first_heading(nb) or output.stem
+    exporter = HTMLExporter(
+        exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True,
+        extra_loaders=[jinja2.DictLoader({"goalrm_page.html.j2": _PAGE_TEMPLATE})],
+        template_file="goalrm_page.html.j2",
+    )
     # exclude_input already hides code; the tag rule also covers templates that ignore it, and
     # drops the injected-parameters cell's input explicitly, since it repeats the profile verbatim.
     tags = TagRemovePreprocessor(
@@ -180,8 +312,217 @@ def export_html(notebook: Path, output: Path) -> None:
         enabled=True,
     )
     exporter.register_preprocessor(tags, enabled=True)
-    body, _ = exporter.from_notebook_node(nb)
-    atomic_write_text(output, body)
+    body, _ = exporter.from_notebook_node(nb, resources={"goalrm_needs": _needs(nb)})
+    name = output.stem
+    stages = stages if stages is not None else [name]
+    atomic_write_text(output, with_navigation(body, navigation_html(name, stages, output.parent, body)))
+
+
+def _first_heading(nb) -> str | None:
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            match = re.search(r"^#\s+(.+)$", cell.source, re.MULTILINE)
+            if match:
+                return match.group(1).strip()
+    return None
+
+
+# ------------------------------------------------------------------------------------- navigation
+
+NAV_BEGIN, NAV_END = "<!-- goalrm:navigation -->", "<!-- /goalrm:navigation -->"
+_NAV_CSS = """
+.goalrm-nav { position: sticky; top: 0; z-index: 10; display: flex; gap: 1.2em; align-items: baseline;
+  flex-wrap: wrap; padding: .45em 1em; background: #f5f7fa; border-bottom: 1px solid #d8dde3;
+  font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; }
+.goalrm-nav a { color: #27508f; text-decoration: none; } .goalrm-nav a:hover { text-decoration: underline; }
+.goalrm-nav .here { font-weight: 600; color: #222; } .goalrm-nav .absent { color: #999; }
+.goalrm-nav .spacer { flex: 1; }
+.goalrm-toc { margin: .8em 1em 0; padding: .5em 1em; border: 1px solid #e3e3e3; border-radius: .3em;
+  font: 14px/1.5 system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 60em; }
+.goalrm-toc summary { cursor: pointer; font-weight: 600; }
+.goalrm-toc ul { margin: .3em 0; padding-left: 1.4em; } .goalrm-toc li.level-3 { margin-left: 1.4em; }
+.goalrm-toc a { color: #27508f; text-decoration: none; }
+"""
+_HEADING = re.compile(r'<h([1-3])\b[^>]*\bid="([^"]+)"[^>]*>(.*?)</h\1>', re.DOTALL)
+
+
+def _strip_navigation(page: str) -> str:
+    begin, end = page.find(NAV_BEGIN), page.find(NAV_END)
+    if begin < 0 or end < begin:
+        return page
+    return page[:begin] + page[end + len(NAV_END):]
+
+
+def table_of_contents(page: str) -> list[tuple[int, str, str]]:
+    """(level, id, text) of the page's section headings (h2, h3; h1 only when there is no h2)."""
+    found = []
+    for level, anchor, inner in _HEADING.findall(_strip_navigation(page)):
+        inner = re.sub(r'<a class="anchor-link".*?</a>', "", inner, flags=re.DOTALL)
+        text = html.unescape(re.sub(r"<[^>]+>", "", inner)).replace("\u00b6", "").strip()
+        if text:
+            found.append((int(level), anchor, text))
+    if any(level == 2 for level, _, _ in found):
+        found = [h for h in found if h[0] > 1]
+    return found
+
+
+def navigation_html(name: str, stages: list[str], out_dir: Path, page: str) -> str:
+    """The header bar of stage ``name``'s page (links to the index and to the previous and next stage
+    whose page exists in ``out_dir``) and its table of contents. Self-contained: no external URL."""
+    e = html.escape
+
+    def link(stage: str | None, label: str) -> str:
+        if stage is None:
+            return ""
+        if (out_dir / f"{stage}.html").exists() or stage == name:
+            return f'<a href="{e(stage)}.html">{e(label)}</a>'
+        return f'<span class="absent" title="not rendered yet">{e(label)}</span>'
+
+    where = stages.index(name) if name in stages else -1
+    previous = stages[where - 1] if where > 0 else None
+    following = stages[where + 1] if 0 <= where < len(stages) - 1 else None
+    back, forward = link(previous, f"\u2190 {previous}"), link(following, f"{following} \u2192")
+    position = f"stage {where + 1} of {len(stages)}" if where >= 0 else ""
+    bar = (f'<nav class="goalrm-nav" aria-label="report"><a href="index.html">&#8962; Index</a>{back}'
+           f'<span class="here">{e(name)}</span>{forward}<span class="spacer"></span><span>{position}</span></nav>')
+    headings = table_of_contents(page)
+    toc = ""
+    if headings:
+        items = "".join(f'<li class="level-{level}"><a href="#{e(anchor)}">{e(text)}</a></li>'
+                        for level, anchor, text in headings)
+        toc = f'<nav class="goalrm-toc" aria-label="contents"><details open><summary>Contents</summary><ul>{items}</ul></details></nav>'
+    return f"{NAV_BEGIN}<style>{_NAV_CSS}</style>{bar}{toc}{NAV_END}"
+
+
+def with_navigation(page: str, nav: str) -> str:
+    """``page`` with ``nav`` at the top of its body, replacing the navigation it had."""
+    page = _strip_navigation(page)
+    match = re.search(r"<main\b[^>]*>", page) or re.search(r"<body\b[^>]*>", page)
+    at = match.end() if match else 0
+    return page[:at] + nav + page[at:]
+
+
+def refresh_navigation(out_dir: Path, stages: list[str]) -> None:
+    """Point every stage page's previous/next links at the pages that exist now. A page is
+    rewritten only when its navigation changed, so kept pages keep their files."""
+    for name in stages:
+        path = out_dir / f"{name}.html"
+        if not path.exists():
+            continue
+        page = path.read_text(encoding="utf-8")
+        updated = with_navigation(page, navigation_html(name, stages, out_dir, page))
+        if updated != page:
+            atomic_write_text(path, updated)
+
+
+# ------------------------------------------------------------------------------------- provenance
+
+PROVENANCE_PACKAGES = ("torch", "transformers", "deepspeed", "papermill")
+
+
+def _git(*args: str, cwd: Path) -> str | None:
+    """``git args`` in ``cwd``: its output, or None where git or the repository is missing."""
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def _cpu_model() -> str | None:
+    """The CPU's model name from /proc/cpuinfo (``model name``; ``Hardware``/``Model`` on ARM)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        import platform
+
+        return platform.processor() or None
+    for key in ("model name", "Hardware", "Model", "cpu model"):
+        match = re.search(rf"^{key}\s*:\s*(.+)$", text, re.MULTILINE)
+        if match:
+            return match.group(1).strip()
+    return None
+
+
+def _package_version(name: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def collect_provenance(profile: str, settings: Mapping[str, Any], root: Path | None = None) -> dict:
+    """What produced a report: commit (and whether the work tree differed from it), the profile and
+    every parameter it resolved to, package versions, the machine, the thread count and the date.
+
+    ``torch_threads: 0`` means "the cores idle when a notebook starts"; the count recorded is the
+    one measured now, at the start of the run. Paths stay as the profile wrote them (relative to the
+    project), so the record does not name the machine's folders.
+    """
+    import platform
+
+    from .runtime import idle_cores
+
+    root = root if root is not None else resolve_path(".")
+    commit = _git("rev-parse", "HEAD", cwd=root)
+    status = _git("status", "--porcelain", cwd=root) if commit is not None else None
+    gpu = None
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            gpu = {"name": torch.cuda.get_device_name(0), "count": torch.cuda.device_count()}
+    except Exception:  # no torch or a broken driver: the report still runs, without a GPU line
+        gpu = None
+    requested = settings.get("torch_threads", 0)
+    requested = requested if isinstance(requested, int) and not isinstance(requested, bool) else 0
+    return {
+        "git": {"commit": commit, "dirty": None if status is None else bool(status)},
+        "profile": {"name": profile, "parameters": dict(settings)},
+        "versions": {"python": platform.python_version(), **{p: _package_version(p) for p in PROVENANCE_PACKAGES}},
+        "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(), "gpu": gpu},
+        "threads": {"torch_threads": requested, "used": requested if requested > 0 else idle_cores(),
+                    "rule": "as set" if requested > 0 else "idle cores at the start of the run"},
+        "date": _now(),
+    }
+
+
+def provenance_html(metrics: Mapping[str, Any]) -> str:
+    """The ``provenance`` section of ``metrics`` as a small table (escaped); empty when absent."""
+    prov = metrics.get(PROVENANCE_KEY) if isinstance(metrics, Mapping) else None
+    if not isinstance(prov, Mapping) or not prov:
+        return ""
+    e = html.escape
+
+    def part(key: str) -> Mapping:
+        value = prov.get(key)
+        return value if isinstance(value, Mapping) else {}
+
+    git, profile, versions, machine, threads = (part(k) for k in ("git", "profile", "versions", "machine", "threads"))
+    if git.get("commit"):
+        state = {True: " (work tree dirty)", False: " (clean)"}.get(git.get("dirty"), "")
+        commit = f"<code>{e(str(git['commit'])[:12])}</code>{e(state)}"
+    else:
+        commit = "unknown (no git)"
+    parameters = profile.get("parameters") if isinstance(profile.get("parameters"), Mapping) else {}
+    params = ", ".join(f"{e(str(k))}={e(json.dumps(v))}" for k, v in parameters.items())
+    gpu = machine.get("gpu")
+    gpu_text = gpu.get("name") if isinstance(gpu, Mapping) else (gpu or "none")
+    rows = [
+        ("commit", commit),
+        ("profile", f"{e(str(profile.get('name', '')))}"
+                    f"<details><summary>{len(parameters)} parameters</summary><code>{params}</code></details>"),
+        ("versions", e(", ".join(f"{k} {v if v is not None else 'absent'}" for k, v in versions.items()))),
+        ("machine", e(f"{machine.get('cpu') or 'unknown CPU'}, {machine.get('cores', '?')} cores; GPU: {gpu_text}")),
+        ("threads", e(f"{threads.get('used', '?')} (torch_threads={threads.get('torch_threads', '?')}: {threads.get('rule', '')})")),
+        ("date", e(str(prov.get("date", "")))),
+    ]
+    body = "".join(f"<tr><th>{name}</th><td>{value}</td></tr>" for name, value in rows)
+    return f'<table class="provenance">{body}</table>'
 
 
 # ------------------------------------------------------------------------------------ status/index
@@ -387,15 +728,22 @@ def _parameters(profile_name: str, profile: dict, declared: dict, out_dir: Path)
     return params
 
 
-def _run_one(path: Path, out_dir: Path, params: dict, kernel_name: str, log: Callable[[str], Any]) -> dict:
+def _run_one(
+    path: Path, out_dir: Path, params: dict, kernel_name: str, log: Callable[[str], Any],
+    stages: list[str] | None = None, log_path: Path | None = None,
+) -> dict:
     """Execute and export one stage, returning its status entry."""
+    from .runtime import relative_paths
+
     name = path.stem
     started, t0 = _now(), time.monotonic()
     log(f"[{name}] running")
     executed = out_dir / f"{name}.ipynb"
-    error, written = execute_stage(path, executed, params, kernel_name, resolve_path("."))
+    error, written = execute_stage(path, executed, params, kernel_name, resolve_path("."), log_path)
     duration = round(time.monotonic() - t0, 2)
     entry = _status_entry(name, "failed" if error else "ok", started=started, duration_s=duration)
+    if log_path is not None:
+        entry["log"] = relative_paths(str(log_path))
     if error is not None:
         entry["error"] = _error_info(error)
     if not written:  # an older run's output would pass for this run's: drop it
@@ -403,7 +751,7 @@ def _run_one(path: Path, out_dir: Path, params: dict, kernel_name: str, log: Cal
             stale.unlink(missing_ok=True)
     if executed.exists():
         try:
-            export_html(executed, out_dir / f"{name}.html")
+            export_html(executed, out_dir / f"{name}.html", stages)
         except Exception as exc:  # a report without HTML is still a report
             entry["html_error"] = f"{type(exc).__name__}: {exc}"
             log(f"[{name}] HTML export failed: {exc}")
@@ -411,7 +759,8 @@ def _run_one(path: Path, out_dir: Path, params: dict, kernel_name: str, log: Cal
         log(f"[{name}] ok in {duration:.1f} s")
     else:
         info = entry["error"]
-        log(f"[{name}] FAILED after {duration:.1f} s: {info['ename']}: {info['evalue']}")
+        where = f" (log: {entry['log']})" if entry.get("log") else ""
+        log(f"[{name}] FAILED after {duration:.1f} s: {info['ename']}: {info['evalue']}{where}")
     return entry
 
 
@@ -438,8 +787,13 @@ def run_report(
     from_stage: str | None = None,
     only: list[str] | None = None,
     log: Callable[[str], Any] = print,
+    logs_dir: str | os.PathLike | None = None,
 ) -> int:
     """Execute the profile's stages in order; return 0 if every executed stage succeeded, else 1.
+
+    Each stage's log (papermill's progress and records, the cells' printed output, the warnings
+    held back from the page) goes to ``<logs_dir>/<stage>.log``, by default the profile's
+    ``run_dir``'s ``logs/`` folder. ``metrics.json`` receives the run's provenance first.
 
     Problems that can be seen before any kernel starts (unknown profile or stage, a profile value
     of the wrong type, resuming past a stage that never succeeded) raise ``ValueError`` instead.
@@ -461,6 +815,10 @@ def run_report(
     if from_stage is not None:
         _check_resumable(names, from_stage, previous, profile)
     selected = _select(names, from_stage, only)
+    if logs_dir is None:
+        logs_dir = Path(str(settings.get("run_dir") or f"runs/{profile}")) / "logs"
+    logs = resolve_path(logs_dir)
+    record_provenance(collect_provenance(profile, settings), out_dir)
 
     entries = {n: _carried_over(n, previous) if n not in selected else _status_entry(n, "pending") for n in names}
     failed = False
@@ -473,9 +831,12 @@ def run_report(
             continue
         entries[name] = _status_entry(name, "running", started=_now())
         write_status(out_dir, profile, list(entries.values()))
-        entries[name] = _run_one(path, out_dir, _parameters(profile, settings, declared[name], out_dir), kernel_name, log)
+        entries[name] = _run_one(path, out_dir, _parameters(profile, settings, declared[name], out_dir), kernel_name, log,
+                                 stages=names, log_path=logs / f"{name}.log")
         failed = entries[name]["status"] == "failed"
+        refresh_navigation(out_dir, names)
         write_status(out_dir, profile, list(entries.values()))
+    refresh_navigation(out_dir, names)
     write_status(out_dir, profile, list(entries.values()))
     log(f"report: {out_dir / 'index.html'}")
     return 1 if failed else 0

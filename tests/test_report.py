@@ -59,7 +59,8 @@ def project(tmp_path_factory):
     params = root / "params"
     _write_profile(params, "tiny", "seed: 3\nlr: 1\nfail: true\nunused_knob: 7\n")
     _write_profile(params, "other", "seed: 1\n")
-    kwargs = dict(notebooks_dir=nbs, params_dir=params, reports_root=root / "reports", kernel_name=KERNEL)
+    kwargs = dict(notebooks_dir=nbs, params_dir=params, reports_root=root / "reports", kernel_name=KERNEL,
+                  logs_dir=root / "logs")
     out = root / "reports" / "tiny"
 
     first_log: list[str] = []
@@ -145,7 +146,7 @@ def test_resume_from_failed_stage_after_fix(project):
     assert (second / "01_alpha.html").stat().st_mtime_ns == project["alpha_html_mtime"]
     assert "gamma done" in (second / "03_gamma.html").read_text()
     metrics = json.loads((second / "metrics.json").read_text())
-    assert set(metrics) == {"alpha", "beta", "timings"}
+    assert set(metrics) == {"alpha", "beta", "timings", "provenance"}
     assert 'class="status kept"' in (second / "index.html").read_text()
 
 
@@ -208,3 +209,76 @@ def test_record_metrics_merges_stages_and_keeps_timings_apart(tmp_path):
     }
     with pytest.raises(ValueError, match="reserved"):
         record_metrics("timings", {}, tmp_path)
+
+
+# ------------------------------------------------------------------------ navigation and provenance
+
+
+def test_stage_pages_link_the_index_and_their_neighbours(project):
+    first, second = project["first"], project["second"]
+    alpha = (first / "01_alpha.html").read_text()
+    assert '<a href="index.html">' in alpha and '<a href="02_beta.html">02_beta' in alpha
+    beta = (first / "02_beta.html").read_text()
+    assert '<a href="01_alpha.html">' in beta
+    # 03 never ran in the failed run: named, not linked (every link of a page resolves)
+    assert '<a href="03_gamma.html">' not in beta and "03_gamma" in beta
+    assert '<a href="03_gamma.html">03_gamma' in (second / "02_beta.html").read_text()
+    assert '<a href="02_beta.html">' in (second / "03_gamma.html").read_text()
+
+
+def test_stage_logs_and_provenance_are_recorded(project):
+    log = (project["root"] / "logs" / "01_alpha.log").read_text()
+    assert "papermill" in log and "cell/s" in log and "VISIBLE_OUTPUT 3" in log
+    assert "cell/s" not in (project["first"] / "01_alpha.html").read_text()
+    prov = json.loads((project["second"] / "metrics.json").read_text())["provenance"]
+    assert prov["profile"] == {"name": "tiny", "parameters": {"seed": 3, "lr": 1, "fail": False}}
+    assert prov["threads"]["torch_threads"] == 0 and prov["threads"]["used"] >= 1  # the idle cores
+    assert {"torch", "transformers", "deepspeed", "papermill"} <= set(prov["versions"])
+    assert set(prov["machine"]) == {"cpu", "cores", "gpu"} and prov["date"]
+
+
+def test_provenance_without_git(tmp_path, monkeypatch):
+    from goalrm_core.report import collect_provenance
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no git on the PATH
+    prov = collect_provenance("p", {"torch_threads": 3, "run_dir": "runs/p"}, root=tmp_path)
+    assert prov["git"] == {"commit": None, "dirty": None}
+    assert prov["threads"] == {"torch_threads": 3, "used": 3, "rule": "as set"}
+    assert prov["profile"]["parameters"] == {"torch_threads": 3, "run_dir": "runs/p"}
+
+
+def test_provenance_html_is_escaped_and_empty_when_absent():
+    from goalrm_core.report import provenance_html
+
+    assert provenance_html({}) == "" and provenance_html({"provenance": None}) == ""
+    prov = {"git": {"commit": "0123456789abcdef", "dirty": True},
+            "profile": {"name": "<b>p</b>", "parameters": {"note": "<script>alert(1)</script>", "n": 2}},
+            "versions": {"torch": "2.13.0", "deepspeed": None}, "machine": {"cpu": "CPU & co", "cores": 2, "gpu": None},
+            "threads": {"torch_threads": 0, "used": 1, "rule": "idle cores"}, "date": "2026-01-01T00:00:00+00:00"}
+    text = provenance_html({"provenance": prov})
+    assert "<script>" not in text and "&lt;script&gt;" in text and "&lt;b&gt;p&lt;/b&gt;" in text
+    assert "0123456789ab" in text and "dirty" in text and "CPU &amp; co" in text and "deepspeed absent" in text
+    assert text.startswith("<table") and "2026-01-01" in text
+
+
+def test_navigation_is_replaced_not_repeated_and_pages_are_rewritten_only_on_change(tmp_path):
+    from goalrm_core.report import NAV_BEGIN, navigation_html, refresh_navigation, table_of_contents, with_navigation
+
+    page = ('<html><body class="jp-Notebook"><main><h1 id="T">Title<a class="anchor-link" href="#T">¶</a></h1>'
+            '<h2 id="A-b">A &amp; b<a class="anchor-link" href="#A-b">¶</a></h2><h3 id="C">C</h3></main></body></html>')
+    assert table_of_contents(page) == [(2, "A-b", "A & b"), (3, "C", "C")]
+    stages = ["01_a", "02_b", "03_c"]
+    (tmp_path / "01_a.html").write_text(with_navigation(page, navigation_html("01_a", stages, tmp_path, page)))
+    (tmp_path / "02_b.html").write_text(with_navigation(page, navigation_html("02_b", stages, tmp_path, page)))
+    second = (tmp_path / "02_b.html").read_text()
+    assert second.count(NAV_BEGIN) == 1 and '<a href="01_a.html">' in second and '<a href="03_c.html">' not in second
+    assert second.index(NAV_BEGIN) > second.index("<main>") and 'href="#A-b"' in second and "https://" not in second
+    before = (tmp_path / "02_b.html").stat().st_mtime_ns
+    refresh_navigation(tmp_path, stages)  # 01_a gains its link to 02_b; 02_b has nothing new
+    assert (tmp_path / "02_b.html").stat().st_mtime_ns == before
+    assert '<a href="02_b.html">' in (tmp_path / "01_a.html").read_text()
+    (tmp_path / "03_c.html").write_text(page)
+    refresh_navigation(tmp_path, stages)
+    second = (tmp_path / "02_b.html").read_text()
+    assert second.count(NAV_BEGIN) == 1 and '<a href="03_c.html">' in second
+    assert NAV_BEGIN in (tmp_path / "03_c.html").read_text()
