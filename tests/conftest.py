@@ -1,4 +1,5 @@
-"""Shared fixtures: a tiny Llama and the character tokenizer, built locally (nothing is downloaded)."""
+"""Shared fixtures: a tiny Llama and the character tokenizer, built locally (nothing is downloaded),
+and one smoke-profile report shared by every test that reads a rendered report."""
 
 from pathlib import Path
 
@@ -30,3 +31,27 @@ def tiny_policy_dir(tmp_path_factory, tokenizer, tiny_config):
     LlamaForCausalLM(tiny_config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+def smoke_run(tmp_path_factory, name):
+    """``goalrm report --profile smoke`` with its run directory in tmp (tests never touch runs/) and
+    one thread, since identical numbers need an identical thread count. Returns (exit code, the
+    report folder, the run folder)."""
+    import yaml
+
+    from goalrm_core.profiles import load_profile, resolve_path
+    from goalrm_core.report import run_report
+
+    root = tmp_path_factory.mktemp(name)
+    profile = load_profile("smoke") | {"run_dir": str(root / "run"), "torch_threads": 1}
+    (root / "params").mkdir()
+    (root / "params" / "smoke.yaml").write_text(yaml.safe_dump(profile))
+    code = run_report("smoke", params_dir=root / "params", reports_root=root / "reports", notebooks_dir=resolve_path("notebooks"))
+    return code, root / "reports" / "smoke", root / "run"
+
+
+@pytest.fixture(scope="session")
+def smoke_report(tmp_path_factory):
+    """One smoke report per test session (a few minutes), for tests/test_notebooks.py and the
+    browser test alike."""
+    return smoke_run(tmp_path_factory, "first")

@@ -2,31 +2,18 @@
 run with the same seed records identical ones (timings live apart, in ``timings``)."""
 
 import json
+import re
+import sys
 
 import pytest
-import yaml
 
-from goalrm_core.profiles import load_profile, resolve_path
-from goalrm_core.report import run_report
+# the smoke run, and the session-scoped ``smoke_report`` fixture built on it, live in conftest.py:
+# the browser test (test_report_browser.py) reads the same report
+from conftest import smoke_run
+from goalrm_core.profiles import load_profile, project_root, resolve_path
 
 pytestmark = pytest.mark.notebook
 BENCHES = {"toy-id", "toy-zero", "toy-times", "toy-unseen"}  # the smoke profile is a digit chain
-
-
-def smoke_run(tmp_path_factory, name):
-    """The smoke profile with its run directory in tmp (tests never touch runs/) and one thread,
-    since identical numbers need an identical thread count."""
-    root = tmp_path_factory.mktemp(name)
-    profile = load_profile("smoke") | {"run_dir": str(root / "run"), "torch_threads": 1}
-    (root / "params").mkdir()
-    (root / "params" / "smoke.yaml").write_text(yaml.safe_dump(profile))
-    code = run_report("smoke", params_dir=root / "params", reports_root=root / "reports", notebooks_dir=resolve_path("notebooks"))
-    return code, root / "reports" / "smoke", root / "run"
-
-
-@pytest.fixture(scope="module")
-def smoke_report(tmp_path_factory):
-    return smoke_run(tmp_path_factory, "first")
 
 
 def load_metrics(reports):
@@ -89,7 +76,8 @@ def test_same_seed_gives_identical_metrics(smoke_report, tmp_path_factory):
     code, reports, _ = smoke_run(tmp_path_factory, "second")
     assert code == 0
     first, second = load_metrics(smoke_report[1]), load_metrics(reports)
-    first.pop("timings"), second.pop("timings")
+    for key in ("timings", "provenance"):  # wall-clock times, the date and the idle cores differ
+        first.pop(key), second.pop(key)
     assert first == second
 
 
@@ -105,3 +93,54 @@ def test_decoding_metrics(smoke_report):
         assert 0.0 <= row["accuracy"] <= 1.0 and 0.0 <= row["accuracy_unpruned"] <= 1.0
     steering = decoding["steering"]
     assert 0.0 <= steering["attribute_rate"] <= 1.0 and 0.0 <= steering["attribute_rate_unguided"] <= 1.0
+
+
+# What a reader must never meet on a report page. Prose may say "warning"; these are machine forms.
+NOISE = {
+    "progress bar": re.compile(r"it/s\]|s/it\]|cell/s|Loading weights|Writing model shards"),
+    "Python warning": re.compile(r"\b\w+Warning:"),
+    "logging WARNING record": re.compile(r"\bWARNING\b"),
+    "traceback": re.compile(r"Traceback"),  # every smoke stage succeeds
+}
+
+
+def test_pages_are_clean(smoke_report):
+    """No progress bar, warning, log record, traceback or machine path on any page of the report."""
+    _, reports, _ = smoke_report
+    pages = sorted(reports.glob("*.html"))
+    assert len(pages) == len(list(resolve_path("notebooks").glob("[0-9][0-9]_*.ipynb"))) + 1
+    paths = {"project root": str(project_root()), "virtual environment": sys.prefix}
+    found = []
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        for what, pattern in NOISE.items():
+            for match in pattern.finditer(text):
+                found.append(f"{page.name}: {what}: ...{text[max(0, match.start() - 80):match.end() + 80]!r}...")
+        for what, path in paths.items():
+            if path in text:
+                at = text.index(path)
+                found.append(f"{page.name}: {what} path: ...{text[max(0, at - 80):at + 120]!r}...")
+    assert not found, "\n".join(found[:20])
+
+
+def test_stage_logs_hold_what_the_pages_leave_out(smoke_report):
+    """papermill's progress and log records go to runs/<profile>/logs/<stage>.log, one per stage."""
+    _, reports, run_dir = smoke_report
+    status = json.loads((reports / "status.json").read_text())
+    for stage in status["stages"]:
+        log = run_dir / "logs" / f"{stage['name']}.log"
+        text = log.read_text(encoding="utf-8")
+        assert "cell/s" in text and "papermill" in text, text[:500]
+        assert stage["log"].endswith(f"logs/{stage['name']}.log")
+
+
+def test_metrics_record_provenance(smoke_report):
+    _, reports, _ = smoke_report
+    prov = load_metrics(reports)["provenance"]
+    assert prov["profile"]["name"] == "smoke"
+    assert prov["profile"]["parameters"]["torch_threads"] == 1 == prov["threads"]["used"]
+    assert prov["profile"]["parameters"]["rm_steps"] == load_profile("smoke")["rm_steps"]
+    assert set(prov["versions"]) >= {"torch", "transformers", "deepspeed", "papermill"}
+    assert all(prov["versions"][p] for p in ("torch", "transformers", "deepspeed", "papermill"))
+    assert prov["machine"]["cores"] >= 1 and prov["date"]
+    assert set(prov["git"]) == {"commit", "dirty"}
