@@ -673,6 +673,7 @@ def render_index(profile: str, generated: str, stages: list[dict], metrics: Mapp
 </table>
 <h2>All metrics</h2>
 {metrics_html}
+{provenance_html(metrics)}
 </body></html>
 """
 
