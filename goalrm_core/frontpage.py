@@ -98,9 +98,9 @@ def summary(metrics: Mapping) -> str:
     if deltas:
         better = [b for b, d in deltas.items() if d.get("ci_low") is not None and d["ci_low"] > 0]
         worse = [b for b, d in deltas.items() if d.get("ci_high") is not None and d["ci_high"] < 0]
-        d_id = deltas.get(bench, {})
-        head = (f"The goal-conditioned RM minus the baseline is {fmt.signed_ci(d_id.get('mean'), d_id.get('ci_low'), d_id.get('ci_high'))} "
-                f"AUROC on {bench}. ") if d_id else ""
+        per_bench = ", ".join(f"{b} {fmt.signed_ci(d.get('mean'), d.get('ci_low'), d.get('ci_high'))}"
+                              for b, d in sorted(deltas.items(), key=lambda kv: (kv[0] != ID_BENCH, kv[0])))
+        head = f"Goal-conditioned minus baseline AUROC (paired, 95% CI): {per_bench}. "
         if not better and not worse:
             verdict = f"On none of the {len(deltas)} benchmarks does the 95% CI of the difference exclude 0: no detectable difference."
         else:
@@ -110,7 +110,7 @@ def summary(metrics: Mapping) -> str:
             if worse:
                 parts.append(f"worse on {', '.join(worse)}")
             rest = len(deltas) - len(better) - len(worse)
-            verdict = (f"Its CI excludes 0 on {len(better) + len(worse)} of {len(deltas)} benchmarks: the goal-conditioned RM is "
+            verdict = (f"The CI excludes 0 on {len(better) + len(worse)} of {len(deltas)} benchmarks: the goal-conditioned RM is "
                        f"{' and '.join(parts)}" + (f", indistinguishable on the other {rest}." if rest else "."))
         sentences.append(head + verdict)
     return "<p>" + " ".join(e(s) for s in sentences) + "</p>"

@@ -469,7 +469,8 @@ def collect_provenance(profile: str, settings: Mapping[str, Any], root: Path | N
 
     root = root if root is not None else resolve_path(".")
     commit = _git("rev-parse", "HEAD", cwd=root)
-    status = _git("status", "--porcelain", cwd=root) if commit is not None else None
+    # the report folders are outputs, rewritten by the run itself: a change there does not make the code dirty
+    status = _git("status", "--porcelain", "--", ".", ":(exclude)reports", cwd=root) if commit is not None else None
     gpu = None
     try:
         import torch
@@ -481,7 +482,7 @@ def collect_provenance(profile: str, settings: Mapping[str, Any], root: Path | N
     requested = settings.get("torch_threads", 0)
     requested = requested if isinstance(requested, int) and not isinstance(requested, bool) else 0
     return {
-        "git": {"commit": commit, "dirty": None if status is None else bool(status)},
+        "git": {"commit": commit, "dirty": None if status is None else bool(status), "dirty_excludes": "reports/"},
         "profile": {"name": profile, "parameters": dict(settings)},
         "versions": {"python": platform.python_version(), **{p: _package_version(p) for p in PROVENANCE_PACKAGES}},
         "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(), "gpu": gpu},
@@ -560,6 +561,18 @@ def write_status(out_dir: Path, profile: str, stages: list[dict]) -> None:
     except ArtifactError as e:
         metrics = {"metrics.json": f"unreadable: {e}"}
     atomic_write_text(out_dir / "index.html", render_index(profile, generated, stages, metrics, out_dir))
+
+
+def rebuild_index(out_dir: Path) -> Path:
+    """Re-render ``index.html`` from the ``status.json`` and ``metrics.json`` already there, running
+    nothing (``goalrm report --index-only``): for a page whose rendering code changed after the run."""
+    status = _read_json_object(out_dir / "status.json")
+    if not isinstance(status.get("stages"), list):
+        raise ArtifactError(f"{out_dir / 'status.json'} has no stage list: run the report first")
+    metrics = _read_json_object(out_dir / "metrics.json")
+    page = render_index(str(status.get("profile", out_dir.name)), str(status.get("generated", "")), status["stages"], metrics, out_dir)
+    atomic_write_text(out_dir / "index.html", page)
+    return out_dir / "index.html"
 
 
 _CSS = """
@@ -852,6 +865,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--notebooks-dir", default="notebooks")
     parser.add_argument("--params-dir", default="params")
     parser.add_argument("--reports-dir", default="reports", help="root folder; output goes to <dir>/<profile>/")
+    parser.add_argument("--index-only", action="store_true",
+                        help="re-render index.html from the existing status.json and metrics.json; run no stage")
     return parser
 
 
@@ -859,6 +874,9 @@ def main(argv: list[str] | None = None) -> int:
     """``goalrm report``: exit 0 when all stages succeed, 1 when one fails, 2 on a usage error."""
     args = build_parser().parse_args(argv)
     try:
+        if args.index_only:
+            print(f"report: {rebuild_index(resolve_path(args.reports_dir) / args.profile)}")
+            return 0
         return run_report(
             args.profile,
             notebooks_dir=args.notebooks_dir,

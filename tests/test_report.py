@@ -282,3 +282,15 @@ def test_navigation_is_replaced_not_repeated_and_pages_are_rewritten_only_on_cha
     second = (tmp_path / "02_b.html").read_text()
     assert second.count(NAV_BEGIN) == 1 and '<a href="03_c.html">' in second
     assert NAV_BEGIN in (tmp_path / "03_c.html").read_text()
+
+
+def test_index_only_rerenders_the_page_and_runs_nothing(project, tmp_path):
+    out = tmp_path / "tiny"
+    shutil.copytree(project["first"], out)
+    status_before = (out / "status.json").read_text()
+    (out / "index.html").write_text("stale")
+    assert main(["--profile", "tiny", "--reports-dir", str(tmp_path), "--index-only"]) == 0
+    page = (out / "index.html").read_text()
+    assert "profile tiny" in page and "<h2>Stages</h2>" in page
+    assert (out / "status.json").read_text() == status_before  # nothing ran, nothing else rewritten
+    assert main(["--profile", "nope", "--reports-dir", str(tmp_path), "--index-only"]) == 2  # no report there
