@@ -242,7 +242,7 @@ def test_provenance_without_git(tmp_path, monkeypatch):
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no git on the PATH
     prov = collect_provenance("p", {"torch_threads": 3, "run_dir": "runs/p"}, root=tmp_path)
-    assert prov["git"] == {"commit": None, "dirty": None}
+    assert prov["git"] == {"commit": None, "dirty": None, "dirty_excludes": "reports/"}
     assert prov["threads"] == {"torch_threads": 3, "used": 3, "rule": "as set"}
     assert prov["profile"]["parameters"] == {"torch_threads": 3, "run_dir": "runs/p"}
 
