@@ -448,10 +448,14 @@ class PolicyLineProposer:
                        stop_texts=(self.line_end,), prompt_token_ids=inputs)
         out = []
         for b, samples in zip(beams, lines):
+            # one sampling call serves beams of different lengths, so ``room`` fits the shortest:
+            # each line is cut to its own beam's budget (the cut tokens were still generated: they count)
+            keep = max(0, self.max_new_tokens - len(b.token_ids))
             for s in samples:
-                ids = b.token_ids + s.token_ids
+                ids = b.token_ids + s.token_ids[:keep]
+                finished = (s.finished and len(s.token_ids) <= keep) or len(ids) >= self.max_new_tokens
                 out.append(Candidate(b.question, ids, self.tokenizer.decode(ids, skip_special_tokens=True),
-                                     b.logprob_sum + sum(s.logprobs), s.finished or len(ids) >= self.max_new_tokens, s.num_tokens))
+                                     b.logprob_sum + sum(s.logprobs[:keep]), finished, s.num_tokens))
         return out
 
 

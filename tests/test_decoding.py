@@ -318,3 +318,19 @@ def test_choose_online_threshold_prefers_accuracy_then_fewer_tokens():
     assert table.set_index("threshold")["tokens"].tolist() == [3 + 3 + 3, 3 + 2 + 2, 3 + 2 + 2]
     assert table.set_index("threshold").loc[0.0, "accuracy"] == 1.0
     assert table.set_index("threshold").loc[-0.5, "accuracy"] == 0.0
+
+
+def test_line_proposer_keeps_every_beam_within_its_token_budget(policy, tokenizer):
+    """Beams of different lengths share one sampling call whose room fits the shortest; a longer
+    beam's line is cut to its own budget (found when a beam outgrew the RM's max_len)."""
+    prompts = ["3 +4\n", "9 *2 -1\n"]
+    proposer = dec.PolicyLineProposer(policy, tokenizer, prompts, samples_per_step=3, temperature=2.0,
+                                      max_line_tokens=8, max_new_tokens=10, seed=0)
+    short = dec.Candidate(0, tokenizer("1", add_special_tokens=False)["input_ids"], "1")
+    long_ids = tokenizer("12345678", add_special_tokens=False)["input_ids"]
+    long = dec.Candidate(1, long_ids, "12345678")
+    out = proposer([short, long], step=0)
+    assert len(out) == 6
+    assert all(len(c.token_ids) <= 10 for c in out)
+    assert all(c.finished for c in out if c.question == 1 and len(c.token_ids) == 10)
+    assert any(len(c.token_ids) > len(long_ids) for c in out if c.question == 1)  # the long beam still grew
