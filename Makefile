@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PROFILE ?= demo
 KERNEL := goalrm
 
-.PHONY: test report bench venv clean-venv lab
+.PHONY: test report bench venv clean-venv lab screenshot
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,3 +33,9 @@ lab: $(VENV)/.installed
 
 clean-venv:
 	rm -rf $(VENV)
+
+# The README's picture of the committed demo report's front page (Debian's chromium, headless).
+screenshot:
+	chromium --headless --no-sandbox --disable-gpu --disable-background-networking --disable-component-update \
+		--disable-sync --no-first-run --user-data-dir=$$(mktemp -d) --hide-scrollbars --window-size=1100,2600 \
+		--screenshot=reports/$(PROFILE)-front-page.png file://$(CURDIR)/reports/$(PROFILE)/index.html

@@ -72,7 +72,7 @@ def summary(metrics: Mapping) -> str:
     trained = "Two reward models, a baseline (pairwise loss) and a goal-conditioned one (pairwise + contrastive term),"
     detail = []
     if seeds:
-        detail.append(f"{'/'.join(map(str, sorted(seeds)))} seed(s) each")
+        detail.append(f"{'/'.join(map(str, sorted(seeds)))} seed{'s' if max(seeds) > 1 else ''} each")
     if steps:
         detail.append(f"{'/'.join(map(str, sorted(steps)))} steps")
     on = f" on {pairs:,} preference pairs of the policy's own {task} solutions" if pairs else f" on {task}"
