@@ -229,6 +229,8 @@ def execute_stage(
             error = exc
         if tmp.stat().st_size == 0:
             raise _NothingWritten
+        with contextlib.suppress(json.JSONDecodeError, OSError):
+            _relative_papermill_paths(tmp, notebook, output)
         written = True
     return error, written
 
@@ -738,8 +740,29 @@ def _parameters(profile_name: str, profile: dict, declared: dict, out_dir: Path)
     params = {k: v for k, v in profile.items() if k in declared}
     params["profile"] = profile_name
     if "reports_dir" in declared:
-        params["reports_dir"] = str(out_dir)
+        params["reports_dir"] = _project_relative(out_dir)
     return params
+
+
+def _project_relative(path: Path) -> str:
+    """``path`` relative to the project root when it lies inside it (executed notebooks then name
+    no folder of the machine), else as it is."""
+    from .profiles import project_root
+
+    try:
+        return str(Path(path).resolve().relative_to(project_root()))
+    except ValueError:
+        return str(path)
+
+
+def _relative_papermill_paths(notebook_path: Path, source: Path, output: Path) -> None:
+    """papermill records absolute input/output paths (the output's a temporary name) in the executed
+    notebook's metadata: record the project-relative source and final output instead."""
+    data = json.loads(notebook_path.read_text(encoding="utf-8"))
+    meta = data.get("metadata", {}).get("papermill")
+    if isinstance(meta, dict):
+        meta["input_path"], meta["output_path"] = _project_relative(source), _project_relative(output)
+        notebook_path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def _run_one(
