@@ -76,11 +76,10 @@ def summary(metrics: Mapping) -> str:
     if steps:
         detail.append(f"{'/'.join(map(str, sorted(steps)))} steps")
     on = f" on {pairs:,} preference pairs of the policy's own {task} solutions" if pairs else f" on {task}"
-    sentences.append(f"{trained} were trained{on}" + (f" ({', '.join(detail)})." if detail else "."))
     acc = {rm: _get(training, rm, "eval_accuracy") for rm in RMS}
     if all(v is not None for v in acc.values()):
-        sentences.append(f"Held-out pairwise accuracy (mean over seeds) is {fmt.pct(acc['baseline'])} for the baseline and "
-                         f"{fmt.pct(acc['goal-conditioned'])} for the goal-conditioned RM.")
+        detail.append(f"held-out pairwise accuracy {fmt.pct(acc['baseline'])} and {fmt.pct(acc['goal-conditioned'])}")
+    sentences.append(f"{trained} were trained{on}" + (f" ({'; '.join(detail)})." if detail else "."))
     bench = ID_BENCH if ID_BENCH in _get(ev, RMS[0], default={}) else (_benches(ev) or [None])[0]
     if bench:
         which = HEADLINE_SETS.get(ev.get("headline"), "the headline generations")
@@ -100,9 +99,9 @@ def summary(metrics: Mapping) -> str:
         worse = [b for b, d in deltas.items() if d.get("ci_high") is not None and d["ci_high"] < 0]
         per_bench = ", ".join(f"{b} {fmt.signed_ci(d.get('mean'), d.get('ci_low'), d.get('ci_high'))}"
                               for b, d in sorted(deltas.items(), key=lambda kv: (kv[0] != ID_BENCH, kv[0])))
-        head = f"Goal-conditioned minus baseline AUROC (paired, 95% CI): {per_bench}. "
+        head = f"Goal-conditioned minus baseline AUROC (paired, 95% CI): {per_bench}; "
         if not better and not worse:
-            verdict = f"On none of the {len(deltas)} benchmarks does the 95% CI of the difference exclude 0: no detectable difference."
+            verdict = f"the CI includes 0 on all {len(deltas)} benchmarks: no detectable difference."
         else:
             parts = []
             if better:
@@ -110,7 +109,7 @@ def summary(metrics: Mapping) -> str:
             if worse:
                 parts.append(f"worse on {', '.join(worse)}")
             rest = len(deltas) - len(better) - len(worse)
-            verdict = (f"The CI excludes 0 on {len(better) + len(worse)} of {len(deltas)} benchmarks: the goal-conditioned RM is "
+            verdict = (f"the CI excludes 0 on {len(better) + len(worse)} of {len(deltas)} benchmarks: the goal-conditioned RM is "
                        f"{' and '.join(parts)}" + (f", indistinguishable on the other {rest}." if rest else "."))
         sentences.append(head + verdict)
     return "<p>" + " ".join(e(s) for s in sentences) + "</p>"

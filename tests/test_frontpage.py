@@ -25,7 +25,8 @@ def metrics_tree(delta_low: float, delta_high: float) -> dict:
 
 def test_summary_states_the_result_whichever_way_it_falls():
     better = frontpage.summary(metrics_tree(0.01, 0.07))
-    assert "6,783 preference pairs" in better and "digit-chain ToyMath" in better
+    assert "6,783 preference pairs" in better and "digit-chain ToyMath" in better and "3 seeds each" in better
+    assert better.count(". ") + 1 <= 5  # 3-5 sentences
     assert "better on toy-id, toy-zero" in better and "0.84 [0.79, 0.89]" in better
     assert "ceiling" in better  # the log-prob beats both RMs here, and the page says so
     null = frontpage.summary(metrics_tree(-0.03, 0.05))
