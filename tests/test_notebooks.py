@@ -143,4 +143,4 @@ def test_metrics_record_provenance(smoke_report):
     assert set(prov["versions"]) >= {"torch", "transformers", "deepspeed", "papermill"}
     assert all(prov["versions"][p] for p in ("torch", "transformers", "deepspeed", "papermill"))
     assert prov["machine"]["cores"] >= 1 and prov["date"]
-    assert set(prov["git"]) == {"commit", "dirty"}
+    assert set(prov["git"]) == {"commit", "dirty", "dirty_excludes"}
