@@ -24,7 +24,8 @@ def _current_umask() -> int:
     return mask
 
 
-_UMASK = _current_umask()
+# The process umask, read once: files and folders goalrm writes get the modes any other program's would.
+UMASK = _UMASK = _current_umask()
 
 
 class ArtifactError(ValueError):
@@ -169,10 +170,19 @@ def load_npy(path: str | os.PathLike) -> np.ndarray:
     path = Path(path)
     if not path.exists():
         raise ArtifactError(f"{path}: file not found")
+    with open(path, "rb") as f:
+        magic = f.read(6)
+    if magic != b"\x93NUMPY":
+        raise ArtifactError(f"{path}: not a .npy file (no NumPy header; goal states are written by `goalrm get-representation`)")
     try:
-        return np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        raise ArtifactError(f"{path}: not a readable .npy file ({e})") from None
+        array = np.load(path, allow_pickle=False)
+    except ValueError as e:
+        if "pickle" in str(e):  # numpy's message would suggest loading it unsafely: goalrm never does
+            raise ArtifactError(f"{path}: holds Python objects, not numbers; goalrm does not load pickled data") from None
+        raise ArtifactError(f"{path}: damaged .npy file ({e})") from None
+    except (OSError, EOFError) as e:
+        raise ArtifactError(f"{path}: damaged .npy file ({e})") from None
+    return array
 
 
 def require_artifact(path: str | os.PathLike, produced_by: str) -> Path:

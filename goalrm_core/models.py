@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModel, LlamaConfig, PretrainedConfig
 from transformers.models.auto.modeling_auto import MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES
 
-from goalrm_core.io import ArtifactError, atomic_write_json
+from goalrm_core.io import UMASK, ArtifactError, atomic_write_json
 
 VALUE_HEAD_STRATEGIES = ("linear", "mlp")
 GOALRM_JSON = "goalrm.json"
@@ -202,6 +203,7 @@ def save_reward_model(
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
+        os.chmod(tmp, 0o777 & ~UMASK)  # mkdtemp makes 0700: an RM is meant to be shared
         config = model.config
         arch = sequence_classification_architecture(config)
         config.architectures = [arch] if arch else None
@@ -223,6 +225,8 @@ def save_reward_model(
                 "training_args": training_args or {},
             },
         )
+        for file in tmp.iterdir():  # the weights writer makes 0600 files, like mkdtemp's folder
+            os.chmod(file, 0o666 & ~UMASK)
         if path.exists():
             shutil.rmtree(path)
         tmp.rename(path)
@@ -239,6 +243,19 @@ def read_goalrm_json(path: str | Path) -> dict:
     return json.loads(meta_path.read_text())
 
 
+def check_safetensors_file(path: Path) -> None:
+    """A damaged weights file is named as such; never with a suggestion to load it unsafely."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            for key in f.keys():
+                f.get_slice(key)
+    except Exception as e:  # safetensors raises its own error types for truncated or foreign files
+        raise ArtifactError(f"{path}: the weights file is damaged (truncated or not safetensors: "
+                            f"{type(e).__name__}); the checkpoint cannot be used, save or train it again") from None
+
+
 def load_reward_model(path: str | Path, dtype: torch.dtype | None = None, flash_attn: bool = False) -> RewardModel:
     """Load an RM saved by :func:`save_reward_model`; missing or partial checkpoints raise clearly."""
     from huggingface_hub import load_torch_model
@@ -252,6 +269,8 @@ def load_reward_model(path: str | Path, dtype: torch.dtype | None = None, flash_
     config = AutoConfig.from_pretrained(path)
     backbone = AutoModel.from_config(config, attn_implementation=attention_implementation(flash_attn))
     model = RewardModel(backbone, meta["value_head_strategy"])
+    for weights in path.glob("*.safetensors"):
+        check_safetensors_file(weights)
     try:
         load_torch_model(model, path, strict=True)
     except (RuntimeError, OSError, ValueError) as e:

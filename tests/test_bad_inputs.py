@@ -61,7 +61,7 @@ def test_truncated_npy(tmp_path):
     path = tmp_path / "goal_state.npy"
     np.save(path, np.ones((1, 64), dtype=np.float32))
     path.write_bytes(path.read_bytes()[:100])
-    with pytest.raises(ArtifactError, match="not a readable .npy"):
+    with pytest.raises(ArtifactError, match="damaged .npy file"):
         load_npy(path)
 
 

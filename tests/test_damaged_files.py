@@ -1,0 +1,43 @@
+"""Damaged or foreign artifact files are named for what they are, and shared artifacts get ordinary
+file modes (issue 16, points 8 and 9)."""
+
+import os
+
+import numpy as np
+import pytest
+from transformers import LlamaModel
+
+from goalrm_core.io import UMASK, ArtifactError, load_npy
+from goalrm_core.models import RewardModel, load_reward_model, save_reward_model
+
+
+@pytest.fixture
+def saved_rm(tmp_path, tiny_config, tokenizer):
+    return save_reward_model(RewardModel(LlamaModel(tiny_config)), tmp_path / "rm", tokenizer)
+
+
+def test_saved_rm_follows_the_umask_like_any_other_file(saved_rm):
+    assert os.stat(saved_rm).st_mode & 0o777 == 0o777 & ~UMASK
+    for f in saved_rm.iterdir():
+        assert os.stat(f).st_mode & 0o777 == 0o666 & ~UMASK, f.name
+
+
+def test_truncated_weights_are_called_damaged_never_loaded_unsafely(saved_rm):
+    weights = saved_rm / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.raises(ArtifactError, match="the weights file is damaged") as info:
+        load_reward_model(saved_rm)
+    assert "safe=False" not in str(info.value) and "pickle" not in str(info.value)
+
+
+def test_a_text_file_as_goal_state_is_not_called_pickled_data(tmp_path):
+    text = tmp_path / "goal_state.npy"
+    text.write_text("0.1 0.2 0.3\n")
+    with pytest.raises(ArtifactError, match="not a .npy file") as info:
+        load_npy(text)
+    assert "pickle" not in str(info.value)
+    objects = tmp_path / "objects.npy"
+    np.save(objects, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    with pytest.raises(ArtifactError, match="does not load pickled data") as info:
+        load_npy(objects)
+    assert "allow_pickle" not in str(info.value)
