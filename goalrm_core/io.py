@@ -185,6 +185,21 @@ def load_npy(path: str | os.PathLike) -> np.ndarray:
     return array
 
 
+def check_output_dir(path: str | os.PathLike, flag: str) -> None:
+    """Fail before any work when ``path`` cannot become a writable folder: it is a file, it lies
+    under a file, or its nearest existing folder is not writable. Names the flag and the culprit."""
+    path = Path(path)
+    for folder in (path, *path.parents):
+        if not folder.exists():
+            continue
+        if not folder.is_dir():
+            where = "is a file" if folder == path else f"lies under the file {folder}"
+            raise ArtifactError(f"{flag} {path} {where}: give a folder path")
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise ArtifactError(f"{flag} {path}: {folder} is not writable")
+        return
+
+
 def require_artifact(path: str | os.PathLike, produced_by: str) -> Path:
     """Fail early, telling the reader which notebook or command makes the missing artifact."""
     path = Path(path)

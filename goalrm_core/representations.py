@@ -17,7 +17,7 @@ import torch
 from transformers import AutoTokenizer
 
 from goalrm_core.cli import positive_int
-from goalrm_core.io import parse_label, read_jsonl, save_npy
+from goalrm_core.io import check_output_dir, parse_label, read_jsonl, save_npy
 from goalrm_core.models import RewardModel, load_reward_model
 from goalrm_core.scoring import check_goal_state, iter_scored
 from goalrm_core.templates import TEMPLATES, apply_template
@@ -101,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    check_output_dir(args.save_dir, "--save-dir")
     model = load_reward_model(args.reward_model_path)
     tokenizer = AutoTokenizer.from_pretrained(args.reward_model_path)
     pairs = read_jsonl(args.dataset_path, required=("question", "correct"))

@@ -20,7 +20,7 @@ from transformers import AutoTokenizer
 
 from goalrm_core.cli import finite_float, non_negative_int, positive_int
 from goalrm_core.data import encode_prompt_response, left_pad
-from goalrm_core.io import ArtifactError, check_label, load_npy, read_jsonl, write_jsonl
+from goalrm_core.io import ArtifactError, check_label, check_output_dir, load_npy, read_jsonl, write_jsonl
 from goalrm_core.models import RewardModel, load_reward_model
 from goalrm_core.templates import TEMPLATES, apply_template
 
@@ -170,6 +170,7 @@ def eval_rm(
     for name, value, low in (("batch_size", batch_size, 1), ("max_len", max_len, 1), ("max_samples", max_samples, 0)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
             raise ValueError(f"--{name} must be an integer >= {low}, got {value!r}")
+    check_output_dir(save_dir, "--save_dir")
     model = load_reward_model(reward_model_path)
     tokenizer = AutoTokenizer.from_pretrained(reward_model_path)
     check_tokenizer_matches(model, tokenizer)

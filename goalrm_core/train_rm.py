@@ -47,7 +47,7 @@ import torch
 
 from goalrm_core.config import TrainRMConfig, _help, build_parser
 from goalrm_core.data import PreferenceCollator, encode_preference_rows
-from goalrm_core.io import atomic_write_json, atomic_write_text
+from goalrm_core.io import atomic_write_json, atomic_write_text, check_output_dir
 from goalrm_core.models import RewardModel, attention_implementation, describe_tensors, nonfinite_tensors, save_reward_model
 from goalrm_core.objective import reward_model_loss
 from goalrm_core.preference_data import load_preference_rows, split_train_eval
@@ -368,6 +368,7 @@ def preflight(cfg: TrainRunConfig) -> None:
         raise ValueError("--bf16 was given but this GPU does not support bfloat16; drop --bf16")
     if not cfg.dataset:
         raise ValueError("--dataset is required: a .jsonl/.json/.parquet file, a save_to_disk dir or a Hub name")
+    check_output_dir(cfg.save_path, "--save_path")
     if cfg.use_tensorboard:
         try:
             import tensorboard  # noqa: F401  (torch.utils.tensorboard needs it)

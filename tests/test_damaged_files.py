@@ -41,3 +41,27 @@ def test_a_text_file_as_goal_state_is_not_called_pickled_data(tmp_path):
     with pytest.raises(ArtifactError, match="does not load pickled data") as info:
         load_npy(objects)
     assert "allow_pickle" not in str(info.value)
+
+
+@pytest.mark.parametrize("command", ["train-rm", "get-representation", "eval-rm"])
+def test_an_unusable_output_folder_fails_before_any_work(tmp_path, command):
+    """The output folder is checked first: the other inputs here do not even exist, and the error is
+    still about the output, so no training or scoring could have run before it."""
+    from goalrm_core import representations, scoring, train_rm
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    out = blocker / "out"
+    missing = str(tmp_path / "missing")
+    argv = {
+        "train-rm": (train_rm.main, ["--pretrain", missing, "--dataset", missing + ".jsonl", "--save_path", str(out)]),
+        "get-representation": (representations.main, ["--dataset-path", missing, "--reward-model-path", missing, "--save-dir", str(out)]),
+        "eval-rm": (scoring.main, ["--completions_data_path", missing, "--reward_model_path", missing, "--save_dir", str(out),
+                                   "--vanilla", "--benchmarks", "gsm8k"]),
+    }[command]
+    with pytest.raises(ArtifactError, match=r"lies under the file .*a-file: give a folder path"):
+        argv[0](argv[1])
+    assert not out.exists()
+    flag = {"train-rm": "--save_path", "get-representation": "--save-dir", "eval-rm": "--save_dir"}[command]
+    with pytest.raises(ArtifactError, match=f"{flag} .* is a file"):
+        argv[0]([str(blocker) if a == str(out) else a for a in argv[1]])
