@@ -190,17 +190,21 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(args.eval_results_dir)
     if (root / args.model_name).is_dir():
         root = root / args.model_name
+    # read (and so validate) every benchmark's files before printing anything: a bad name or file
+    # fails at once, not after the earlier benchmarks' results have scrolled by
+    scored = {bench: read_scored(root, bench, "greedy") for bench in args.benchmarks}
+    sampled = {bench: read_scored(root, bench, "all") for bench in args.benchmarks
+               if not args.vanilla and (root / bench / "all" / "scored.jsonl").exists()}
     for bench in args.benchmarks:
-        greedy = read_scored(root, bench, "greedy")
+        greedy = scored[bench]
         res = metrics.bootstrap_auroc([r["reward"] for r in greedy], labels(greedy), n_boot=args.n_boot)
         print(f"[{args.model_name}] {bench}: greedy n={res.n} AUROC {fmt_ci(res.auroc, res.ci_low, res.ci_high)}"
               + (f" ({res.undefined_reason})" if res.undefined_reason else ""))
         partial = partial_auroc_table(greedy, args.percentiles, n_boot=min(args.n_boot, 500))
         for _, row in partial.iterrows():
             print(f"  partial AUROC {row['signal']:<14} @{row['percentile']:.1f}: {fmt_ci(row['auroc'], row['ci_low'], row['ci_high'])}")
-        all_path = root / bench / "all" / "scored.jsonl"
-        if not args.vanilla and all_path.exists():
-            rows = read_scored(root, bench, "all")
+        if bench in sampled:
+            rows = sampled[bench]
             f = metrics.q_filtered_majority_vote(group_by_question(rows), args.filter_threshold, args.skip_first)
             print(f"  filtered voting @{args.filter_threshold:g}: accuracy {f.accuracy:.3f} (unfiltered {f.accuracy_unfiltered:.3f}), "
                   f"generations filtered {f.generations_filtered_pct:.1f}%, tokens saved {f.tokens_saved_pct:.1f}%, p={f.p_value:.3g}")

@@ -41,6 +41,13 @@ def test_metrics_cli_prints_expected_values(seed_layout, capsys):
     assert f"tokens saved {9 / 80 * 100:.1f}%" in out
 
 
+def test_metrics_checks_every_benchmark_before_printing_any(seed_layout, capsys):
+    with pytest.raises(ArtifactError, match="toy-nope"):
+        evaluation.main(["--model_name", "rm", "--eval_results_dir", str(seed_layout), "--benchmarks", "toy-id", "toy-nope",
+                         "--n_boot", "20"])
+    assert capsys.readouterr().out == ""  # toy-id's results were not printed before the failure
+
+
 def test_vanilla_scores_cannot_be_filtered(seed_layout):
     rows = evaluation.read_scored(seed_layout / "rm", "toy-id", "all")
     for r in rows:
