@@ -58,11 +58,12 @@ def encode_prompt_response(tokenizer, prompt: str, response: str, max_len: int, 
 
 
 def _require_text(row: dict, key: str, row_index: int) -> str:
+    where = row.get("_source") or f"row {row_index}"  # file:line when the loader recorded it
     value = row.get(key)
     if not isinstance(value, str):
-        raise ValueError(f"row {row_index}: field {key!r} must be a string, got {type(value).__name__}")
+        raise ValueError(f"{where}: field {key!r} must be a string, got {type(value).__name__}")
     if key != "question" and not value.strip():
-        raise ValueError(f"row {row_index}: field {key!r} is an empty response")
+        raise ValueError(f"{where}: field {key!r} is an empty response")
     return value
 
 

@@ -276,6 +276,10 @@ def normalise_row(row: Any, label: str, report: SourceReport | None = None) -> d
     raise _shape_error(label, row, f"missing keys (has {sorted(present) or 'none of the pair keys'})")
 
 
+# Where a normalised row came from ("<file>:<line>"); private, read only by error messages.
+SOURCE_KEY = "_source"
+
+
 def load_source_rows(spec: str, split: str = "train") -> tuple[list[dict], SourceReport]:
     """All normalised rows of one source plus its report (skips counted, never silent)."""
     report = SourceReport(source=spec)
@@ -284,6 +288,7 @@ def load_source_rows(spec: str, split: str = "train") -> tuple[list[dict], Sourc
         report.n_read += 1
         row = normalise_row(raw, label, report)
         if row is not None:
+            row[SOURCE_KEY] = label  # file:line, so a later error names the line, not a shuffled index
             rows.append(row)
     if report.n_read == 0:
         raise PreferenceDataError(f"{spec}: no rows")
@@ -341,7 +346,8 @@ def load_preference_rows(
     seed, so the same arguments always give the same rows in the same order. A report line per
     source (rows read, skipped and why, used) is logged and appended to ``reports`` if given.
     """
-    sources = [s.strip() for s in spec.split(",") if s.strip()]
+    # a path that exists is one source even when its name holds a comma
+    sources = [spec] if Path(spec).exists() else [s.strip() for s in spec.split(",") if s.strip()]
     if not sources:
         raise ValueError("--dataset is empty: give a .jsonl/.json/.parquet file, a save_to_disk dir or a Hub name")
     weights = parse_probs(probs, len(sources))

@@ -22,6 +22,11 @@ def write_jsonl(path, rows):
     return path
 
 
+def plain(rows):
+    """Rows without the loader's record of where each came from (file:line)."""
+    return [{k: v for k, v in r.items() if k != "_source"} for r in rows]
+
+
 def pairs(n, tag="p"):
     return [{"question": f"{tag}{i}", "correct": f"good {i}", "incorrect": f"bad {i}"} for i in range(n)]
 
@@ -29,8 +34,9 @@ def pairs(n, tag="p"):
 def test_openmath_and_prompt_shapes_normalise_to_pairs(tmp_path):
     a = write_jsonl(tmp_path / "a.jsonl", [{"question": "q", "correct": "c", "incorrect": "i", "extra": 1}])
     b = write_jsonl(tmp_path / "b.jsonl", [{"prompt": "q", "chosen": "c", "rejected": "i"}])
-    assert load_preference_rows(str(a)) == [{"question": "q", "correct": "c", "incorrect": "i"}]
-    assert load_preference_rows(str(b)) == [{"question": "q", "correct": "c", "incorrect": "i"}]
+    assert plain(load_preference_rows(str(a))) == [{"question": "q", "correct": "c", "incorrect": "i"}]
+    assert plain(load_preference_rows(str(b))) == [{"question": "q", "correct": "c", "incorrect": "i"}]
+    assert load_preference_rows(str(b))[0]["_source"] == f"{b}:1"
 
 
 def test_hh_dialogues_split_at_last_assistant_turn_and_skips_are_counted(tmp_path):
@@ -44,7 +50,7 @@ def test_hh_dialogues_split_at_last_assistant_turn_and_skips_are_counted(tmp_pat
     path = write_jsonl(tmp_path / "hh.jsonl", rows)
     reports = []
     out = load_preference_rows(str(path), reports=reports)
-    assert out == [{"question": shared + "\n\nAssistant:", "correct": " sure", "incorrect": " no"}]
+    assert plain(out) == [{"question": shared + "\n\nAssistant:", "correct": " sure", "incorrect": " no"}]
     (report,) = reports
     assert (report.n_read, report.n_used, report.n_skipped) == (4, 1, 3)
     assert (report.n_skipped_no_assistant_turn, report.n_skipped_no_shared_prefix, report.n_skipped_empty_response) == (1, 1, 1)
@@ -73,11 +79,11 @@ def test_json_parquet_save_to_disk_and_split_dirs(tmp_path):
     write_jsonl(tmp_path / "dir" / "train.jsonl", rows)
     for source in ("rows.json", "rows.parquet", "saved", "saved_dict", "dir"):
         got, _ = load_source_rows(str(tmp_path / source))
-        assert got == rows, source
+        assert plain(got) == rows, source
     # a held-out split is found under eval / test / validation (runs/<profile>/data/preference/eval.jsonl)
     write_jsonl(tmp_path / "dir" / "eval.jsonl", rows[:2])
-    assert load_source_rows(str(tmp_path / "dir"), split="eval")[0] == rows[:2]
-    assert load_source_rows(str(tmp_path / "dir"), split="test")[0] == rows[:2]
+    assert plain(load_source_rows(str(tmp_path / "dir"), split="eval")[0]) == rows[:2]
+    assert plain(load_source_rows(str(tmp_path / "dir"), split="test")[0]) == rows[:2]
 
 
 def test_blending_is_seeded_and_follows_the_probabilities(tmp_path):
@@ -118,3 +124,20 @@ def test_real_hh_rlhf_pairs_load_with_counted_skips():
     rows = load_preference_rows(str(SHARED_DATA / "hh_rlhf_harmless_base_test.jsonl.gz"), reports=reports)
     assert reports[0].n_read == 2312 and len(rows) == reports[0].n_used == 2312 - reports[0].n_skipped
     assert all(r["question"].endswith("\n\nAssistant:") and r["correct"].strip() for r in rows)
+
+
+def test_a_bad_row_is_named_by_file_and_line_after_shuffling(tmp_path, tokenizer):
+    from goalrm_core.data import encode_preference_rows
+
+    rows = pairs(40)
+    rows[30]["correct"] = "   "  # file line 31
+    path = write_jsonl(tmp_path / "pairs.jsonl", rows)
+    loaded = load_preference_rows(str(path), seed=3)
+    assert loaded.index(next(r for r in loaded if r["question"] == "p30")) != 30  # shuffled away from its line
+    with pytest.raises(ValueError, match=r"pairs\.jsonl:31: field 'correct' is an empty response"):
+        encode_preference_rows(tokenizer, loaded, "toymath", 64)
+
+
+def test_a_dataset_path_with_a_comma_is_one_source(tmp_path):
+    path = write_jsonl(tmp_path / "pairs,v2.jsonl", pairs(3))
+    assert plain(load_preference_rows(str(path), seed=0)) != [] and len(load_preference_rows(str(path))) == 3
