@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
+import os
 import sys
 
 # command -> (module, one-line help). Each module exposes ``main(argv) -> int | None``.
@@ -58,8 +59,34 @@ def usage() -> str:
     return "\n".join(lines)
 
 
+def _expected(error: BaseException) -> bool:
+    """Errors that mean bad input or a missing file, not a bug: bad values (ArtifactError and the
+    data errors are ValueErrors), files that are missing or unreadable, and goalrm's own run errors."""
+    if isinstance(error, (ValueError, OSError)):
+        return True
+    return isinstance(error, RuntimeError) and type(error).__module__.startswith("goalrm_core")
+
+
+def run_command(main_fn, argv: list[str], prog: str) -> int:
+    """Run a command's ``main(argv)``; an expected error becomes one line on stderr,
+    ``<prog>: error: <message>``, and exit code 2. ``--debug`` (anywhere in ``argv``) or
+    ``GOALRM_DEBUG=1`` shows the full traceback instead."""
+    debug = "--debug" in argv or os.environ.get("GOALRM_DEBUG", "") not in ("", "0")
+    argv = [a for a in argv if a != "--debug"]
+    try:
+        return int(main_fn(argv) or 0)
+    except Exception as error:
+        if debug or not _expected(error):
+            raise
+        message = " ".join(str(error).split()) or type(error).__name__
+        print(f"{prog}: error: {message} (--debug for the traceback)", file=sys.stderr)
+        return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if "--debug" in argv[:1]:  # goalrm --debug <command> ...
+        argv = argv[1:] + ["--debug"]
     if not argv or argv[0] in ("-h", "--help"):
         print(usage())
         return 0
@@ -68,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"goalrm: unknown command {command!r}; valid: {', '.join(COMMANDS)}", file=sys.stderr)
         return 2
     module = importlib.import_module(COMMANDS[command][0])
-    return int(module.main(rest) or 0)
+    return run_command(module.main, rest, f"goalrm {command}")
 
 
 if __name__ == "__main__":

@@ -765,5 +765,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from goalrm_core.cli import run_command
+
     warnings.filterwarnings("ignore", category=FutureWarning)
-    sys.exit(main())
+    sys.exit(run_command(main, sys.argv[1:], "goalrm train-rm"))
