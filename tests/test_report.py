@@ -262,7 +262,7 @@ def test_provenance_html_is_escaped_and_empty_when_absent():
 
 
 def test_navigation_is_replaced_not_repeated_and_pages_are_rewritten_only_on_change(tmp_path):
-    from goalrm_core.report import NAV_BEGIN, navigation_html, refresh_navigation, table_of_contents, with_navigation
+    from goalrm_core.pages import NAV_BEGIN, navigation_html, refresh_navigation, table_of_contents, with_navigation
 
     page = ('<html><body class="jp-Notebook"><main><h1 id="T">Title<a class="anchor-link" href="#T">¶</a></h1>'
             '<h2 id="A-b">A &amp; b<a class="anchor-link" href="#A-b">¶</a></h2><h3 id="C">C</h3></main></body></html>')

@@ -1,0 +1,193 @@
+"""Report pages: an executed notebook exported as a self-contained HTML page (inputs hidden,
+no CDN scripts it does not need, paths made project-relative), with a navigation bar and a table of
+contents built from its headings. ``goalrm_core.report`` calls these after each stage."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+from .io import atomic_write_text
+
+
+# The lab template, minus the scripts it loads from a CDN whatever the notebook holds: a page that
+# needs none of them then works offline and as a mailed file. require.js is kept for notebooks with
+# widgets or JavaScript outputs, MathJax for notebooks with math, mermaid for mermaid diagrams.
+_PAGE_TEMPLATE = """{%- extends 'index.html.j2' -%}
+{%- block html_head_js_requirejs -%}
+{%- if resources.goalrm_needs.requirejs -%}{{ super() }}{%- endif -%}
+{%- endblock html_head_js_requirejs -%}
+{%- block html_head_js_mathjax -%}
+{%- if resources.goalrm_needs.mathjax -%}{{ super() }}{%- endif -%}
+{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}
+{%- if resources.goalrm_needs.mermaid -%}{{ super() }}{%- endif -%}
+{%- endblock html_head_js_mermaidjs -%}
+"""
+_MATH = re.compile(r"\$[^$\n]+\$|\\\(|\\\[|\\begin\{")
+
+
+def _needs(nb) -> dict[str, bool]:
+    """Which of the template's external scripts a notebook's cells and outputs call for."""
+    requirejs = "widgets" in nb.metadata
+    mathjax = mermaid = False
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            mathjax |= bool(_MATH.search(cell.source))
+            mermaid |= "```mermaid" in cell.source
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            requirejs |= "application/javascript" in data or "application/vnd.jupyter.widget-view+json" in data
+            markdown = str(data.get("text/markdown", ""))
+            mathjax |= "text/latex" in data or bool(_MATH.search(markdown))
+            mermaid |= "```mermaid" in markdown
+    return {"requirejs": requirejs, "mathjax": mathjax, "mermaid": mermaid}
+
+
+def _relative_outputs(nb) -> None:
+    """Machine paths in printed text, tracebacks and text displays, shown relative to the project
+    (:func:`goalrm_core.runtime.relative_paths`). The batch kernel already shows them so; this
+    covers what a library prints by itself, such as the file names in an error's traceback."""
+    from .runtime import relative_paths
+
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if "text" in out:
+                out["text"] = relative_paths(out["text"])
+            if "traceback" in out:
+                out["traceback"] = [relative_paths(line) for line in out["traceback"]]
+            if "evalue" in out:
+                out["evalue"] = relative_paths(out["evalue"])
+            for mime in ("text/plain", "text/markdown", "text/html"):
+                if mime in out.get("data", {}):
+                    value = out["data"][mime]
+                    out["data"][mime] = relative_paths(value if isinstance(value, str) else "".join(value))
+
+
+def export_html(notebook: Path, output: Path, stages: list[str] | None = None) -> None:
+    """Write the reader's view of an executed notebook: outputs only, no code, no prompts, no
+    machine paths, with a navigation bar (index, previous and next of ``stages``; see
+    :func:`navigation_html`) and a table of contents."""
+    import jinja2
+    import nbformat
+    from nbconvert import HTMLExporter
+    from nbconvert.preprocessors import TagRemovePreprocessor
+
+    nb = nbformat.read(str(notebook), as_version=4)
+    _relative_outputs(nb)
+    nb.metadata["title"] = _first_heading(nb) or output.stem
+    exporter = HTMLExporter(
+        exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True,
+        extra_loaders=[jinja2.DictLoader({"goalrm_page.html.j2": _PAGE_TEMPLATE})],
+        template_file="goalrm_page.html.j2",
+    )
+    # exclude_input already hides code; the tag rule also covers templates that ignore it, and
+    # drops the injected-parameters cell's input explicitly, since it repeats the profile verbatim.
+    tags = TagRemovePreprocessor(
+        remove_input_tags={"injected-parameters", "parameters", "hide-input", "remove-input"},
+        remove_cell_tags={"remove-cell"},
+        enabled=True,
+    )
+    exporter.register_preprocessor(tags, enabled=True)
+    body, _ = exporter.from_notebook_node(nb, resources={"goalrm_needs": _needs(nb)})
+    name = output.stem
+    stages = stages if stages is not None else [name]
+    atomic_write_text(output, with_navigation(body, navigation_html(name, stages, output.parent, body)))
+
+
+def _first_heading(nb) -> str | None:
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            match = re.search(r"^#\s+(.+)$", cell.source, re.MULTILINE)
+            if match:
+                return match.group(1).strip()
+    return None
+
+
+# ------------------------------------------------------------------------------------- navigation
+
+NAV_BEGIN, NAV_END = "<!-- goalrm:navigation -->", "<!-- /goalrm:navigation -->"
+_NAV_CSS = """
+.goalrm-nav { position: sticky; top: 0; z-index: 10; display: flex; gap: 1.2em; align-items: baseline;
+  flex-wrap: wrap; padding: .45em 1em; background: #f5f7fa; border-bottom: 1px solid #d8dde3;
+  font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; }
+.goalrm-nav a { color: #27508f; text-decoration: none; } .goalrm-nav a:hover { text-decoration: underline; }
+.goalrm-nav .here { font-weight: 600; color: #222; } .goalrm-nav .absent { color: #999; }
+.goalrm-nav .spacer { flex: 1; }
+.goalrm-toc { margin: .8em 1em 0; padding: .5em 1em; border: 1px solid #e3e3e3; border-radius: .3em;
+  font: 14px/1.5 system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 60em; }
+.goalrm-toc summary { cursor: pointer; font-weight: 600; }
+.goalrm-toc ul { margin: .3em 0; padding-left: 1.4em; } .goalrm-toc li.level-3 { margin-left: 1.4em; }
+.goalrm-toc a { color: #27508f; text-decoration: none; }
+"""
+_HEADING = re.compile(r'<h([1-3])\b[^>]*\bid="([^"]+)"[^>]*>(.*?)</h\1>', re.DOTALL)
+
+
+def _strip_navigation(page: str) -> str:
+    begin, end = page.find(NAV_BEGIN), page.find(NAV_END)
+    if begin < 0 or end < begin:
+        return page
+    return page[:begin] + page[end + len(NAV_END):]
+
+
+def table_of_contents(page: str) -> list[tuple[int, str, str]]:
+    """(level, id, text) of the page's section headings (h2, h3; h1 only when there is no h2)."""
+    found = []
+    for level, anchor, inner in _HEADING.findall(_strip_navigation(page)):
+        inner = re.sub(r'<a class="anchor-link".*?</a>', "", inner, flags=re.DOTALL)
+        text = html.unescape(re.sub(r"<[^>]+>", "", inner)).replace("\u00b6", "").strip()
+        if text:
+            found.append((int(level), anchor, text))
+    if any(level == 2 for level, _, _ in found):
+        found = [h for h in found if h[0] > 1]
+    return found
+
+
+def navigation_html(name: str, stages: list[str], out_dir: Path, page: str) -> str:
+    """The header bar of stage ``name``'s page (links to the index and to the previous and next stage
+    whose page exists in ``out_dir``) and its table of contents. Self-contained: no external URL."""
+    e = html.escape
+
+    def link(stage: str | None, label: str) -> str:
+        if stage is None:
+            return ""
+        if (out_dir / f"{stage}.html").exists() or stage == name:
+            return f'<a href="{e(stage)}.html">{e(label)}</a>'
+        return f'<span class="absent" title="not rendered yet">{e(label)}</span>'
+
+    where = stages.index(name) if name in stages else -1
+    previous = stages[where - 1] if where > 0 else None
+    following = stages[where + 1] if 0 <= where < len(stages) - 1 else None
+    back, forward = link(previous, f"\u2190 {previous}"), link(following, f"{following} \u2192")
+    position = f"stage {where + 1} of {len(stages)}" if where >= 0 else ""
+    bar = (f'<nav class="goalrm-nav" aria-label="report"><a href="index.html">&#8962; Index</a>{back}'
+           f'<span class="here">{e(name)}</span>{forward}<span class="spacer"></span><span>{position}</span></nav>')
+    headings = table_of_contents(page)
+    toc = ""
+    if headings:
+        items = "".join(f'<li class="level-{level}"><a href="#{e(anchor)}">{e(text)}</a></li>'
+                        for level, anchor, text in headings)
+        toc = f'<nav class="goalrm-toc" aria-label="contents"><details open><summary>Contents</summary><ul>{items}</ul></details></nav>'
+    return f"{NAV_BEGIN}<style>{_NAV_CSS}</style>{bar}{toc}{NAV_END}"
+
+
+def with_navigation(page: str, nav: str) -> str:
+    """``page`` with ``nav`` at the top of its body, replacing the navigation it had."""
+    page = _strip_navigation(page)
+    match = re.search(r"<main\b[^>]*>", page) or re.search(r"<body\b[^>]*>", page)
+    at = match.end() if match else 0
+    return page[:at] + nav + page[at:]
+
+
+def refresh_navigation(out_dir: Path, stages: list[str]) -> None:
+    """Point every stage page's previous/next links at the pages that exist now. A page is
+    rewritten only when its navigation changed, so kept pages keep their files."""
+    for name in stages:
+        path = out_dir / f"{name}.html"
+        if not path.exists():
+            continue
+        page = path.read_text(encoding="utf-8")
+        updated = with_navigation(page, navigation_html(name, stages, out_dir, page))
+        if updated != page:
+            atomic_write_text(path, updated)
