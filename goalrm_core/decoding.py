@@ -660,7 +660,7 @@ def beam_rows_with_verdicts(rows: Sequence[dict], modulus: int = 0) -> list[dict
     return [dict(r, **judge(r["question"], r["generated_solution"], modulus=modulus)) for r in rows]
 
 
-def methods_comparison(run_dir, bench: str, beam_rows: Sequence[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def methods_comparison(run_dir, bench: str, beam_rows: Sequence[dict], modulus: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Curves of the sample-based methods and the matched-budget table (Q-guided beam search
     included) on the questions the beam search decoded."""
     from goalrm_core.evaluation import read_scored
@@ -670,9 +670,7 @@ def methods_comparison(run_dir, bench: str, beam_rows: Sequence[dict]) -> tuple[
     scored = {rm: read_scored(eval_dir(run_dir, rm), bench, "all") for rm in ("baseline", "goal-conditioned")}
     greedy = read_scored(eval_dir(run_dir, "goal-conditioned"), bench, "greedy")
     curves = sample_method_curves(greedy, scored, questions)
-    from goalrm_core.toy_pipeline import task_config
-
-    judged = beam_rows_with_verdicts(beam_rows, task_config(run_dir).modulus)
+    judged = beam_rows_with_verdicts(beam_rows, modulus)
     beam = {"method": "Q-guided beam search", "n": 1, "accuracy": float(np.mean([r["is_correct"] for r in judged])),
             "tokens": float(np.mean([r["tokens_generated"] for r in judged]))}
     curves = pd.concat([curves, pd.DataFrame([beam])], ignore_index=True).assign(benchmark=bench)
@@ -831,11 +829,14 @@ def compare_methods(run_dir, policy, rm: RewardModel, tokenizer, goal, benchmark
     """Q-guided beam search on the first ``n_questions`` of each benchmark, against greedy, majority
     voting and best-of-N over the scored samples of notebook 04. Returns the accuracy-vs-tokens
     curves, the matched-budget table (one row per benchmark and method) and the beam rows."""
+    from goalrm_core.toy_pipeline import task_config
+
     check_decoding_inputs(policy, rm, tokenizer, goal, policy_tokenizer)
+    modulus = task_config(run_dir).modulus  # read once, not per benchmark
     curves, tables, beams = [], [], {}
     for bench in tqdm(benchmarks, desc="beam search", disable=not progress):
         beams[bench], _ = q_guided_decode(policy, rm, tokenizer, goal, unique_questions(run_dir, bench, n_questions), cfg)
-        c, t = methods_comparison(run_dir, bench, beams[bench])
+        c, t = methods_comparison(run_dir, bench, beams[bench], modulus)
         curves.append(c)
         tables.append(t.assign(benchmark=bench))
     matched = pd.concat(tables, ignore_index=True)

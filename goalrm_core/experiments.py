@@ -95,7 +95,11 @@ def headline_rows(run_dir, rm: str, bench: str, headline: str = "greedy", seed: 
         raise ValueError(f"headline must be one of {HEADLINE_SETS}, got {headline!r}")
     if headline == "greedy":
         return evaluation.read_scored(eval_dir(run_dir, rm, seed), bench, "greedy")
-    rows = evaluation.read_scored(eval_dir(run_dir, rm, seed), bench, "all")
+    return first_samples(evaluation.read_scored(eval_dir(run_dir, rm, seed), bench, "all"))
+
+
+def first_samples(rows: list[dict]) -> list[dict]:
+    """The ``sample0`` headline set: each question's sample index 0, in file order."""
     return [r for r in rows if r.get("sample_index") == 0]
 
 

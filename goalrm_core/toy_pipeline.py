@@ -21,7 +21,7 @@ from transformers import AutoTokenizer, LlamaForCausalLM
 
 from goalrm_core import toymath
 from goalrm_core.generation import Completion, sample_completions
-from goalrm_core.io import read_jsonl, require_artifact, write_jsonl
+from goalrm_core.io import atomic_write_json, read_jsonl, require_artifact, write_jsonl
 from goalrm_core.policy import PolicyConfig, build_policy, train_sft
 from goalrm_core.templates import apply_template
 from goalrm_core.tokenization import build_char_tokenizer
@@ -41,11 +41,7 @@ def write_benchmarks(run_dir, train_cfg: toymath.ToyMathConfig, n_questions: int
     for name in toymath.benchmark_configs(train_cfg):
         problems = toymath.make_benchmark(name, train_cfg, n_questions, seed)
         counts[name] = write_jsonl(data_dir(run_dir) / "benchmarks" / name / "test.jsonl", map(toymath.problem_to_row, problems))
-    task = {"toymath": asdict(train_cfg), "benchmarks": list(counts)}
-    path = data_dir(run_dir) / "benchmarks" / "task.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(task, indent=1))
-    tmp.replace(path)
+    atomic_write_json(data_dir(run_dir) / "benchmarks" / "task.json", {"toymath": asdict(train_cfg), "benchmarks": list(counts)})
     return counts
 
 

@@ -73,13 +73,16 @@ def main(argv=None) -> int:
     runs = ex.train_rms(run, [args.strategy], args.seeds, parallel=args.parallel, out_root=out_root, **recipe)
     train_wall = time.perf_counter() - started
 
-    from goalrm_core.toy_pipeline import read_generations
+    from dataclasses import asdict
 
-    generations = read_generations(run, args.bench, "samples")
-    rows = generations if args.headline != "sample0" else [r for r in generations if r["sample_index"] == 0]
+    from goalrm_core.toy_pipeline import read_generations, task_config
+
+    # the same headline set notebook 04 scores (experiments.headline_rows), before scoring
     if args.headline == "greedy":
         rows = read_generations(run, args.bench, "greedy")
-    task = json.loads((run / "data" / "benchmarks" / "task.json").read_text())["toymath"]
+    else:
+        rows = ex.first_samples(read_generations(run, args.bench, "samples"))
+    task = asdict(task_config(run))
     records = []
     for row in runs.itertuples():
         path = out_root / f"{args.strategy}-seed{row.seed}"
