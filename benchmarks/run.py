@@ -31,15 +31,15 @@ from transformers import AutoModel, LlamaForCausalLM
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from goalrm_core import toymath  # noqa: E402
-from goalrm_core.config import TrainRMConfig  # noqa: E402
-from goalrm_core.data import PreferenceCollator, encode_preference_rows  # noqa: E402
-from goalrm_core.io import atomic_write_json, write_jsonl  # noqa: E402
-from goalrm_core.launch import train_command  # noqa: E402
-from goalrm_core.models import RewardModel, tiny_llama_config  # noqa: E402
-from goalrm_core.objective import reward_model_loss  # noqa: E402
-from goalrm_core.scoring import score_generations  # noqa: E402
-from goalrm_core.tokenization import build_char_tokenizer  # noqa: E402
+from goalrm_core.tasks.toymath import problems as toymath  # noqa: E402
+from goalrm_core.train.config import TrainRMConfig  # noqa: E402
+from goalrm_core.data.encoding import PreferenceCollator, encode_preference_rows  # noqa: E402
+from goalrm_core.data.io import atomic_write_json, write_jsonl  # noqa: E402
+from goalrm_core.train.launch import train_command  # noqa: E402
+from goalrm_core.model.reward_model import RewardModel, tiny_llama_config  # noqa: E402
+from goalrm_core.model.objective import reward_model_loss  # noqa: E402
+from goalrm_core.inference.scoring import score_generations  # noqa: E402
+from goalrm_core.model.tokenization import build_char_tokenizer  # noqa: E402
 
 
 def spread(values: list[float]) -> dict:

@@ -10,12 +10,12 @@ import sys
 
 # command -> (module, one-line help). Each module exposes ``main(argv) -> int | None``.
 COMMANDS = {
-    "report": ("goalrm_core.report", "Run the notebooks of a profile with papermill into reports/<profile>/."),
-    "train-rm": ("goalrm_core.train_rm", "Train a baseline or goal-conditioned RM (the seed's train_rm.py flags)."),
-    "get-representation": ("goalrm_core.representations", "Save the goal state of an RM (the seed's get_representation.py)."),
-    "eval-rm": ("goalrm_core.scoring", "Score generations densely: reward, partial rewards, Q-values (the seed's eval_rm.py)."),
-    "metrics": ("goalrm_core.evaluation", "Print AUROC and Q-filtered voting metrics of scored generations."),
-    "decode": ("goalrm_core.decoding", "Q-guided decoding and online pruning."),
+    "report": ("goalrm_core.report.runner", "Run the notebooks of a profile with papermill into reports/<profile>/."),
+    "train-rm": ("goalrm_core.train.trainer", "Train a baseline or goal-conditioned RM (the seed's train_rm.py flags)."),
+    "get-representation": ("goalrm_core.inference.goal_state", "Save the goal state of an RM (the seed's get_representation.py)."),
+    "eval-rm": ("goalrm_core.inference.scoring", "Score generations densely: reward, partial rewards, Q-values (the seed's eval_rm.py)."),
+    "metrics": ("goalrm_core.evaluation.tables", "Print AUROC and Q-filtered voting metrics of scored generations."),
+    "decode": ("goalrm_core.inference.decoding", "Q-guided decoding and online pruning."),
 }
 
 

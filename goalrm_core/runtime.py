@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from pathlib import Path
 
 import torch
 
@@ -100,18 +101,29 @@ def batch_environment(stage_log: str | os.PathLike | None = None) -> dict[str, s
     return env
 
 
+def project_root() -> Path:
+    """The directory holding ``pyproject.toml``, searched upward from the current directory.
+
+    Notebooks opened interactively run in ``notebooks/`` while papermill runs them from the root;
+    resolving every relative path against this one directory makes both see the same files. When
+    no ``pyproject.toml`` is found (an installed package used elsewhere), the package's parent is used.
+    """
+    here = Path.cwd().resolve()
+    for directory in (here, *here.parents):
+        if (directory / "pyproject.toml").is_file():
+            return directory
+    return Path(__file__).resolve().parent.parent
+
+
 def relative_paths(text: str) -> str:
     """``text`` with the project's absolute path shown relative to it (``/…/repo/runs/x`` -> ``runs/x``)
     and the interpreter's and home folders abbreviated: what a page shows must not depend on the
     machine it was made on.
 
-    >>> from goalrm_core.profiles import project_root
     >>> relative_paths(f"saved {project_root() / 'runs' / 'demo'}")
     'saved runs/demo'
     """
     import sys
-
-    from .profiles import project_root
 
     root = str(project_root())
     text = text.replace(root + os.sep, "").replace(root, ".")

@@ -5,7 +5,7 @@ seed's RM on a benchmark's headline generations, and append one row per seed to 
     python scripts/calibrate_rm.py --run_dir runs/demo --name lr2e-4-s800 --seeds 0 1 2 -- \
         --max_steps 800 --learning_rate 2e-4
 
-Everything after ``--`` overrides goalrm_core.train_rm flags of notebook 02's recipe (the profile's
+Everything after ``--`` overrides goalrm_core.train.trainer flags of notebook 02's recipe (the profile's
 values are not read: the defaults below are written out, so a row says what it ran). The data stage
 (notebook 01) must have run in ``--run_dir``. ``scripts/calibration_table.py`` renders the table.
 """
@@ -21,9 +21,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from goalrm_core import evaluation, experiments as ex  # noqa: E402
-from goalrm_core.models import load_reward_model  # noqa: E402
-from goalrm_core.scoring import score_generations  # noqa: E402
+from goalrm_core.evaluation import tables as evaluation
+
+from goalrm_core.study import experiments as ex  # noqa: E402
+from goalrm_core.model.reward_model import load_reward_model  # noqa: E402
+from goalrm_core.inference.scoring import score_generations  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
 TABLE = ROOT / "reports" / "calibration" / "rm.jsonl"
@@ -75,7 +77,7 @@ def main(argv=None) -> int:
 
     from dataclasses import asdict
 
-    from goalrm_core.toy_pipeline import read_generations, task_config
+    from goalrm_core.tasks.toymath.pipeline import read_generations, task_config
 
     # the same headline set notebook 04 scores (experiments.headline_rows), before scoring
     if args.headline == "greedy":

@@ -7,8 +7,8 @@ import pytest
 import torch
 from transformers import LlamaForCausalLM
 
-from goalrm_core.models import tiny_llama_config
-from goalrm_core.tokenization import build_char_tokenizer
+from goalrm_core.model.reward_model import tiny_llama_config
+from goalrm_core.model.tokenization import build_char_tokenizer
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -39,8 +39,8 @@ def smoke_run(tmp_path_factory, name):
     report folder, the run folder)."""
     import yaml
 
-    from goalrm_core.profiles import load_profile, resolve_path
-    from goalrm_core.report import run_report
+    from goalrm_core.report.profiles import load_profile, resolve_path
+    from goalrm_core.report.runner import run_report
 
     root = tmp_path_factory.mktemp(name)
     profile = load_profile("smoke") | {"run_dir": str(root / "run"), "torch_threads": 1}

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from goalrm_core import adapters
-from goalrm_core.adapters import (
+from goalrm_core.data import adapters
+from goalrm_core.data.adapters import (
     GENERATION_FIELDS,
     AdapterError,
     adapt_row,
@@ -24,9 +24,9 @@ from goalrm_core.adapters import (
     read_generation_folder,
     split_by_question,
 )
-from goalrm_core.io import ArtifactError, read_jsonl
-from goalrm_core.preference_data import PreferenceDataError
-from goalrm_core.profiles import load_profile
+from goalrm_core.data.io import ArtifactError, read_jsonl
+from goalrm_core.data.preferences import PreferenceDataError
+from goalrm_core.report.profiles import load_profile
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 needs_shared = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data is absent")
@@ -280,7 +280,7 @@ def test_real_shared_files_have_the_expected_shapes():
 # ------------------------------------------------------------------------------------ profiles and command lines
 
 def test_paper_profiles_load_and_build_their_command_lines():
-    from goalrm_core.paper import paper_commands, paper_script, paper_train_command
+    from goalrm_core.recipes.paper import paper_commands, paper_script, paper_train_command
 
     math_profile, hh_profile = load_profile("paper-math"), load_profile("paper-hh")
     assert math_profile["rm_learning_rate"] == pytest.approx(9e-6) and hh_profile["rm_learning_rate"] == pytest.approx(1e-5)
@@ -305,17 +305,17 @@ def test_paper_profiles_load_and_build_their_command_lines():
     eval_cmd = steps["eval-rm-contrastive"]
     assert eval_cmd[eval_cmd.index("--benchmarks") + 1:eval_cmd.index("--goal_state_path")] == list(adapters.NEMO_SKILLS_BENCHMARKS)
     assert "--vanilla" in steps["eval-rm-vanilla"] and list(paper_commands("paper-hh")) == ["train-vanilla", "train-contrastive"]
-    assert paper_script("paper-math").count("\ndeepspeed --num_gpus 8 --module goalrm_core.train_rm") == 2
+    assert paper_script("paper-math").count("\ndeepspeed --num_gpus 8 --module goalrm_core.train.trainer") == 2
 
     # every train-rm flag a profile produces is one the trainer accepts (the command parses)
-    from goalrm_core.train_rm import parse_args
+    from goalrm_core.train.trainer import parse_args
 
-    cfg = parse_args(cmd[cmd.index("goalrm_core.train_rm") + 1:])
+    cfg = parse_args(cmd[cmd.index("goalrm_core.train.trainer") + 1:])
     assert cfg.contrastive and cfg.zero_stage == 3 and cfg.bf16 and cfg.flash_attn
 
 
 def test_gpu_check_profile_is_about_1b_and_its_command_uses_zero3_bf16_flash(tmp_path):
-    from goalrm_core.paper import gpu_check_command, llama_parameter_count
+    from goalrm_core.recipes.paper import gpu_check_command, llama_parameter_count
 
     profile = load_profile("gpu-check")
     n = llama_parameter_count(profile["backbone_hidden_size"], profile["backbone_layers"], profile["backbone_vocab_size"],
@@ -331,7 +331,7 @@ def test_random_llama_and_gpu_check_data_are_written_locally(tmp_path):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from goalrm_core.paper import llama_parameter_count, prepare_gpu_check
+    from goalrm_core.recipes.paper import llama_parameter_count, prepare_gpu_check
 
     small = dict(backbone_hidden_size=32, backbone_layers=2, backbone_heads=4, backbone_intermediate_size=64,
                  backbone_vocab_size=128, n_pairs=16, bf16=False, run_dir=str(tmp_path / "gc"))
@@ -350,8 +350,8 @@ def test_random_llama_and_gpu_check_data_are_written_locally(tmp_path):
 
 
 def test_real_cpu_profile_and_commands(tmp_path):
-    from goalrm_core.paper import display, real_cpu_commands
-    from goalrm_core.train_rm import parse_args
+    from goalrm_core.recipes.paper import display, real_cpu_commands
+    from goalrm_core.train.trainer import parse_args
 
     profile = load_profile("real-cpu")
     assert profile["n_hh_pairs"] > 0 and profile["rm_zero_stage"] == 0
@@ -359,7 +359,7 @@ def test_real_cpu_profile_and_commands(tmp_path):
     assert list(cmds) == ["train-hh-baseline", "train-hh-goal", "train-gsm8k-baseline", "train-gsm8k-goal", "get-representation",
                           "eval-rm-gsm8k-baseline", "metrics-gsm8k-baseline", "eval-rm-gsm8k-goal", "metrics-gsm8k-goal"]
     train = cmds["train-hh-goal"]
-    cfg = parse_args(train[train.index("goalrm_core.train_rm") + 1:])
+    cfg = parse_args(train[train.index("goalrm_core.train.trainer") + 1:])
     assert cfg.contrastive and cfg.template == "hh" and cfg.max_steps == profile["rm_steps"]
     assert display(cmds["eval-rm-gsm8k-goal"]).startswith("goalrm eval-rm --completions_data_path")
     assert display(train).startswith("goalrm train-rm ")
@@ -367,7 +367,7 @@ def test_real_cpu_profile_and_commands(tmp_path):
 
 @needs_shared
 def test_real_cpu_prepare_writes_the_project_layout(tmp_path):
-    from goalrm_core.paper import real_cpu_paths, real_cpu_prepare
+    from goalrm_core.recipes.paper import real_cpu_paths, real_cpu_prepare
 
     run = tmp_path / "rc"
     manifest = real_cpu_prepare(run_dir=str(run), n_hh_pairs=20, backbone_hidden_size=16, backbone_layers=1)
@@ -382,7 +382,7 @@ def test_real_cpu_prepare_writes_the_project_layout(tmp_path):
 
 
 def test_real_cpu_prepare_without_the_data_names_the_missing_file(tmp_path):
-    from goalrm_core.paper import real_cpu_prepare
+    from goalrm_core.recipes.paper import real_cpu_prepare
 
     with pytest.raises(ArtifactError, match="hh_rlhf_harmless_base_test.jsonl.gz: not found"):
         real_cpu_prepare(run_dir=str(tmp_path / "rc"), data_dir=str(tmp_path))
@@ -390,7 +390,7 @@ def test_real_cpu_prepare_without_the_data_names_the_missing_file(tmp_path):
 
 @needs_shared
 def test_real_cpu_prepare_refuses_a_max_len_that_eval_rm_would_reject(tmp_path):
-    from goalrm_core.paper import real_cpu_prepare
+    from goalrm_core.recipes.paper import real_cpu_prepare
 
     with pytest.raises(ValueError, match="raise gsm8k_max_len"):
         real_cpu_prepare(run_dir=str(tmp_path / "rc"), n_hh_pairs=10, gsm8k_max_len=300, backbone_hidden_size=16, backbone_layers=1)

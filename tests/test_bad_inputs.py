@@ -9,13 +9,13 @@ import pytest
 import torch
 from transformers import AutoModel
 
-from goalrm_core import experiments
-from goalrm_core.data import encode_preference_rows
-from goalrm_core.io import ArtifactError, atomic_write_json, load_npy, read_jsonl, write_jsonl
-from goalrm_core.models import RewardModel, load_reward_model, save_reward_model
-from goalrm_core.profiles import check_profile_against_notebooks, load_profile
-from goalrm_core.scoring import check_goal_state, check_tokenizer_matches
-from goalrm_core.tokenization import build_char_tokenizer
+from goalrm_core.study import experiments
+from goalrm_core.data.encoding import encode_preference_rows
+from goalrm_core.data.io import ArtifactError, atomic_write_json, load_npy, read_jsonl, write_jsonl
+from goalrm_core.model.reward_model import RewardModel, load_reward_model, save_reward_model
+from goalrm_core.report.profiles import check_profile_against_notebooks, load_profile
+from goalrm_core.inference.scoring import check_goal_state, check_tokenizer_matches
+from goalrm_core.model.tokenization import build_char_tokenizer
 
 
 def test_malformed_jsonl_names_file_and_line(tmp_path):

@@ -10,15 +10,19 @@ import torch
 from huggingface_hub import save_torch_state_dict
 from transformers import AutoModel
 
-from goalrm_core import cli, evaluation, metrics
-from goalrm_core.adapters import read_generation_folder
-from goalrm_core.io import ArtifactError, atomic_write_json, parse_label, read_jsonl, write_jsonl
-from goalrm_core.models import RewardModel, load_reward_model, save_reward_model
-from goalrm_core.representations import goal_state_from_pairs
-from goalrm_core.representations import main as get_representation_main
-from goalrm_core.scoring import check_goal_state, eval_rm
-from goalrm_core.scoring import main as eval_rm_main
-from goalrm_core.train_rm import parse_args as train_rm_args
+from goalrm_core import cli
+
+from goalrm_core.evaluation import tables as evaluation
+
+from goalrm_core.evaluation import metrics
+from goalrm_core.data.adapters import read_generation_folder
+from goalrm_core.data.io import ArtifactError, atomic_write_json, parse_label, read_jsonl, write_jsonl
+from goalrm_core.model.reward_model import RewardModel, load_reward_model, save_reward_model
+from goalrm_core.inference.goal_state import goal_state_from_pairs
+from goalrm_core.inference.goal_state import main as get_representation_main
+from goalrm_core.inference.scoring import check_goal_state, eval_rm
+from goalrm_core.inference.scoring import main as eval_rm_main
+from goalrm_core.train.trainer import parse_args as train_rm_args
 
 GENS = [
     {"question": "1 +2", "generated_solution": "1+2=3\n#3", "predicted_answer": 3, "expected_answer": 3, "is_correct": True},

@@ -9,8 +9,8 @@ import pytest
 from transformers import LlamaModel
 
 from goalrm_core import cli
-from goalrm_core.io import ArtifactError, write_jsonl
-from goalrm_core.models import RewardModel, save_reward_model
+from goalrm_core.data.io import ArtifactError, write_jsonl
+from goalrm_core.model.reward_model import RewardModel, save_reward_model
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,7 @@ def test_debug_shows_the_traceback(files, monkeypatch):
 
 def test_python_m_train_rm_is_one_line_too(files):
     argv = commands(files)["train-rm"][0][1:]
-    done = subprocess.run([sys.executable, "-m", "goalrm_core.train_rm", *argv], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "goalrm_core.train.trainer", *argv], capture_output=True, text=True)
     assert done.returncode == 2
     lines = [line for line in done.stderr.splitlines() if "goalrm train-rm: error:" in line]
     assert len(lines) == 1 and "missing.jsonl" in lines[0] and "Traceback" not in done.stderr

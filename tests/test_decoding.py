@@ -7,10 +7,10 @@ import pytest
 import torch
 from transformers import LlamaForCausalLM, LlamaModel
 
-from goalrm_core import decoding as dec
-from goalrm_core.models import RewardModel, save_reward_model, tiny_llama_config
-from goalrm_core.scoring import cosine_to_goal, iter_scored
-from goalrm_core.tokenization import build_char_tokenizer
+from goalrm_core.inference import decoding as dec
+from goalrm_core.model.reward_model import RewardModel, save_reward_model, tiny_llama_config
+from goalrm_core.inference.scoring import cosine_to_goal, iter_scored
+from goalrm_core.model.tokenization import build_char_tokenizer
 
 PROMPTS = ["3 +4\n", "9 *2 -1\n"]
 

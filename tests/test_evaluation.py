@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from goalrm_core import evaluation
-from goalrm_core.io import ArtifactError, write_jsonl
+from goalrm_core.evaluation import tables as evaluation
+from goalrm_core.data.io import ArtifactError, write_jsonl
 
 
 def gen(q, correct, reward, q_values, answer):

@@ -4,9 +4,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from goalrm_core import experiments as ex
-from goalrm_core.io import write_jsonl
-from goalrm_core.report import gate_html
+from goalrm_core.study import experiments as ex
+from goalrm_core.data.io import write_jsonl
+from goalrm_core.report.runner import gate_html
 
 
 def scored_row(q, i, correct, reward, n):
@@ -61,7 +61,7 @@ def test_train_rms_side_by_side_trains_every_rm_and_seed(tmp_path, tiny_policy_d
     """The demo trains its six RMs two at a time: each run must end with its own saved RM and log."""
     import shutil
 
-    from goalrm_core.models import load_reward_model
+    from goalrm_core.model.reward_model import load_reward_model
 
     run = tmp_path / "run"
     shutil.copytree(tiny_policy_dir, run / "data" / "policy")

@@ -2,10 +2,8 @@
 
 import pandas as pd
 
-from goalrm_core import formatting as fmt
-from goalrm_core import frontpage
-
-
+from goalrm_core.study import formatting as fmt
+from goalrm_core.report import frontpage
 def metrics_tree(delta_low: float, delta_high: float) -> dict:
     def scorer(a):
         return {b: {"auroc": a, "auroc_ci_low": a - 0.05, "auroc_ci_high": a + 0.05} for b in ("toy-id", "toy-zero")}

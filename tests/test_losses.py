@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from goalrm_core.losses import contrastive_goal_loss, log_exp_loss, pairwise_loss, sample_response_positions
+from goalrm_core.model.losses import contrastive_goal_loss, log_exp_loss, pairwise_loss, sample_response_positions
 
 
 def test_pairwise_loss_by_hand():

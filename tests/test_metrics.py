@@ -1,4 +1,4 @@
-"""Tests for goalrm_core.metrics on hand-made fixtures whose answers are worked out by hand."""
+"""Tests for goalrm_core.evaluation.metrics on hand-made fixtures whose answers are worked out by hand."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 from sklearn.metrics import roc_auc_score
 
-from goalrm_core.metrics import (
+from goalrm_core.evaluation.metrics import (
     AurocResult,
     best_of_n_accuracy,
     bootstrap_auroc,

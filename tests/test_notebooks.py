@@ -10,7 +10,7 @@ import pytest
 # the smoke run, and the session-scoped ``smoke_report`` fixture built on it, live in conftest.py:
 # the browser test (test_report_browser.py) reads the same report
 from conftest import smoke_run
-from goalrm_core.profiles import load_profile, project_root, resolve_path
+from goalrm_core.report.profiles import load_profile, project_root, resolve_path
 
 pytestmark = pytest.mark.notebook
 BENCHES = {"toy-id", "toy-zero", "toy-times", "toy-unseen"}  # the smoke profile is a digit chain

@@ -1,9 +1,9 @@
 import pytest
 
-from goalrm_core import toymath
-from goalrm_core.generation import sample_completions
-from goalrm_core.policy import PolicyConfig, build_policy, train_sft
-from goalrm_core.toy_pipeline import make_preference_pairs
+from goalrm_core.tasks.toymath import problems as toymath
+from goalrm_core.inference.generation import sample_completions
+from goalrm_core.tasks.toymath.policy import PolicyConfig, build_policy, train_sft
+from goalrm_core.tasks.toymath.pipeline import make_preference_pairs
 
 
 @pytest.fixture(scope="module")

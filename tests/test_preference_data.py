@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from goalrm_core.preference_data import (
+from goalrm_core.data.preferences import (
     PreferenceDataError,
     blend_counts,
     load_preference_rows,
@@ -127,7 +127,7 @@ def test_real_hh_rlhf_pairs_load_with_counted_skips():
 
 
 def test_a_bad_row_is_named_by_file_and_line_after_shuffling(tmp_path, tokenizer):
-    from goalrm_core.data import encode_preference_rows
+    from goalrm_core.data.encoding import encode_preference_rows
 
     rows = pairs(40)
     rows[30]["correct"] = "   "  # file line 31

@@ -14,8 +14,8 @@ import warnings
 import nbformat
 import pytest
 
-from goalrm_core.profiles import check_profile_against_notebooks, load_profile
-from goalrm_core.report import main, record_metrics, run_report
+from goalrm_core.report.profiles import check_profile_against_notebooks, load_profile
+from goalrm_core.report.runner import main, record_metrics, run_report
 
 pytestmark = pytest.mark.notebook
 
@@ -26,7 +26,7 @@ def _notebook(path, params_src: str, *body: str, tags: tuple[str, ...] = ()) -> 
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": KERNEL, "language": "python", "display_name": "Python 3"}
     nb.cells = [
-        nbformat.v4.new_code_cell("from goalrm_core.report import record_metrics"),
+        nbformat.v4.new_code_cell("from goalrm_core.report.runner import record_metrics"),
         nbformat.v4.new_code_cell(params_src, metadata={"tags": ["parameters"]}),
         *(nbformat.v4.new_code_cell(src, metadata={"tags": list(tags)}) for src in body),
     ]
@@ -238,7 +238,7 @@ def test_stage_logs_and_provenance_are_recorded(project):
 
 
 def test_provenance_without_git(tmp_path, monkeypatch):
-    from goalrm_core.report import collect_provenance
+    from goalrm_core.report.runner import collect_provenance
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no git on the PATH
     prov = collect_provenance("p", {"torch_threads": 3, "run_dir": "runs/p"}, root=tmp_path)
@@ -248,7 +248,7 @@ def test_provenance_without_git(tmp_path, monkeypatch):
 
 
 def test_provenance_html_is_escaped_and_empty_when_absent():
-    from goalrm_core.report import provenance_html
+    from goalrm_core.report.runner import provenance_html
 
     assert provenance_html({}) == "" and provenance_html({"provenance": None}) == ""
     prov = {"git": {"commit": "0123456789abcdef", "dirty": True},
@@ -262,7 +262,7 @@ def test_provenance_html_is_escaped_and_empty_when_absent():
 
 
 def test_navigation_is_replaced_not_repeated_and_pages_are_rewritten_only_on_change(tmp_path):
-    from goalrm_core.pages import NAV_BEGIN, navigation_html, refresh_navigation, table_of_contents, with_navigation
+    from goalrm_core.report.pages import NAV_BEGIN, navigation_html, refresh_navigation, table_of_contents, with_navigation
 
     page = ('<html><body class="jp-Notebook"><main><h1 id="T">Title<a class="anchor-link" href="#T">¶</a></h1>'
             '<h2 id="A-b">A &amp; b<a class="anchor-link" href="#A-b">¶</a></h2><h3 id="C">C</h3></main></body></html>')
@@ -297,8 +297,8 @@ def test_index_only_rerenders_the_page_and_runs_nothing(project, tmp_path):
 
 
 def test_executed_notebooks_record_project_relative_paths(tmp_path):
-    from goalrm_core.profiles import project_root
-    from goalrm_core.report import _project_relative, _relative_papermill_paths
+    from goalrm_core.report.profiles import project_root
+    from goalrm_core.report.runner import _project_relative, _relative_papermill_paths
 
     root = project_root()
     nb = tmp_path / "x.ipynb"

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from goalrm_core.toymath import (
+from goalrm_core.tasks.toymath.problems import (
     BENCHMARK_SEED_OFFSET,
     BENCHMARKS,
     FirstError,
@@ -383,7 +383,7 @@ def test_digit_chain_results_are_mod_10_and_the_notation_is_unchanged():
 
 
 def test_heldout_facts_never_in_training_and_always_in_toy_unseen():
-    from goalrm_core.toymath import heldout_fact_set, uses_heldout_fact
+    from goalrm_core.tasks.toymath.problems import heldout_fact_set, uses_heldout_fact
 
     heldout = heldout_fact_set(CHAIN)
     assert len(heldout) == 12 and heldout == heldout_fact_set(replace(CHAIN, operand_min=0))

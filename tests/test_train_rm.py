@@ -1,7 +1,7 @@
 """The DeepSpeed reward-model trainer, end to end on a tiny local Llama (CPU, gloo).
 
-Runs go through the real entry points (``python -m goalrm_core.train_rm`` and the ``deepspeed``
-launcher) as subprocesses, built with ``goalrm_core.launch``. The first DeepSpeed run on a machine
+Runs go through the real entry points (``python -m goalrm_core.train.trainer`` and the ``deepspeed``
+launcher) as subprocesses, built with ``goalrm_core.train.launch``. The first DeepSpeed run on a machine
 compiles its CPU shared-memory comm op once (about a minute; cached in ~/.cache/torch_extensions).
 """
 
@@ -14,10 +14,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from goalrm_core.launch import LaunchError, args_to_flags, run_streaming, train_command
-from goalrm_core.models import load_reward_model
-from goalrm_core.preference_data import PreferenceDataError
-from goalrm_core.train_rm import (
+from goalrm_core.train.launch import LaunchError, args_to_flags, run_streaming, train_command
+from goalrm_core.model.reward_model import load_reward_model
+from goalrm_core.data.preferences import PreferenceDataError
+from goalrm_core.train.trainer import (
     INJECT_NAN_ENV,
     WarmupCosine,
     default_paths,
@@ -162,7 +162,7 @@ def test_the_seeds_contrastive_command_line_runs(tiny_policy_dir, tmp_path):
         --contrastive_strategy cosine --value_head_strategy linear --source_state_percentile 0
         --goal_state_percentile 0 --max_steps 2 --template toymath
     """.split()
-    run_streaming([sys.executable, "-m", "goalrm_core.train_rm", *seed_flags], tmp_path / "train.log",
+    run_streaming([sys.executable, "-m", "goalrm_core.train.trainer", *seed_flags], tmp_path / "train.log",
                   env=RUN_ENV, timeout_s=RUN_TIMEOUT_S, show=lambda lines, final: None)
     summary = json.loads((tmp_path / "contrastive_reward_model" / "train_summary.json").read_text())
     assert summary["steps"] == 2 and summary["bf16"] and summary["zero_stage"] == 3
@@ -278,7 +278,7 @@ def test_optimizer_groups_give_the_head_its_own_learning_rate(tiny_config):
 
     from transformers import AutoModel
 
-    from goalrm_core.models import RewardModel
+    from goalrm_core.model.reward_model import RewardModel
 
     model = RewardModel(AutoModel.from_config(copy.deepcopy(tiny_config)), "linear")
     cfg = parse_args(["--pretrain", "p", "--learning_rate", "1e-5", "--head_learning_rate", "1e-3", "--l2", "0.1"])
@@ -292,10 +292,10 @@ def test_optimizer_groups_give_the_head_its_own_learning_rate(tiny_config):
 
 def test_train_command_shapes(monkeypatch):
     single = train_command({"pretrain": "m", "group_by_length": False})
-    assert single[:3] == [sys.executable, "-m", "goalrm_core.train_rm"] and single[-1] == "--no-group_by_length"
+    assert single[:3] == [sys.executable, "-m", "goalrm_core.train.trainer"] and single[-1] == "--no-group_by_length"
     multi = train_command({"pretrain": "m"}, num_processes=2)
     assert os.path.basename(multi[0]) == "deepspeed" and multi[1:3] == ["--num_gpus", "2"]
-    assert multi[multi.index("--module") + 1] == "goalrm_core.train_rm" and "--master_port" in multi
+    assert multi[multi.index("--module") + 1] == "goalrm_core.train.trainer" and "--master_port" in multi
     nodes = train_command({"pretrain": "m"}, num_processes=8, hostfile="hosts", num_nodes=2)
     assert nodes[1:7] == ["--hostfile", "hosts", "--num_nodes", "2", "--num_gpus", "8"]
     with pytest.raises(ValueError, match="unknown train-rm argument"):

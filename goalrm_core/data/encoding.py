@@ -11,7 +11,7 @@ from typing import Iterable, Sequence
 
 import torch
 
-from goalrm_core.templates import apply_template
+from goalrm_core.model.templates import apply_template
 
 
 @dataclass

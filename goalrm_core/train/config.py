@@ -10,9 +10,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from goalrm_core.losses import CONTRASTIVE_STRATEGIES
-from goalrm_core.models import VALUE_HEAD_STRATEGIES
-from goalrm_core.templates import TEMPLATES
+from goalrm_core.model.losses import CONTRASTIVE_STRATEGIES
+from goalrm_core.model.reward_model import VALUE_HEAD_STRATEGIES
+from goalrm_core.model.templates import TEMPLATES
 
 REWARD_MODEL_STRATEGIES = ("vanilla", "contrastive")
 LOSS_TYPES = ("sigmoid", "logexp")

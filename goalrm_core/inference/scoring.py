@@ -19,10 +19,10 @@ from tqdm.auto import tqdm
 from transformers import AutoTokenizer
 
 from goalrm_core.cli import finite_float, non_negative_int, positive_int
-from goalrm_core.data import encode_prompt_response, left_pad
-from goalrm_core.io import ArtifactError, check_label, check_output_dir, load_npy, read_jsonl, write_jsonl
-from goalrm_core.models import RewardModel, load_reward_model
-from goalrm_core.templates import TEMPLATES, apply_template
+from goalrm_core.data.encoding import encode_prompt_response, left_pad
+from goalrm_core.data.io import ArtifactError, check_label, check_output_dir, load_npy, read_jsonl, write_jsonl
+from goalrm_core.model.reward_model import RewardModel, load_reward_model
+from goalrm_core.model.templates import TEMPLATES, apply_template
 
 
 @dataclass

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from goalrm_core.io import parse_label
+from goalrm_core.data.io import parse_label
 
 __all__ = [
     "AccuracyResult",

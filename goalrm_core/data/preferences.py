@@ -26,7 +26,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from goalrm_core.io import ArtifactError, iter_jsonl
+from goalrm_core.data.io import ArtifactError, iter_jsonl
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ DeepSpeed never runs inside a notebook kernel: the training notebook builds a co
 :func:`train_command`, runs it with :func:`run_streaming` (full output to a log file, a short live
 tail in the cell), then reads the run's artifacts.
 
-One process runs as ``python -m goalrm_core.train_rm`` (the trainer sets up its own one-process
+One process runs as ``python -m goalrm_core.train.trainer`` (the trainer sets up its own one-process
 group). More processes go through the ``deepspeed`` launcher. On a CPU-only machine the launcher
 works too: ``--num_gpus N`` (alias ``--num_accelerators``) overrides the accelerator count it
 detects (the CPU accelerator counts NUMA nodes, usually 1), it starts N local processes with
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-TRAIN_MODULE = "goalrm_core.train_rm"
+TRAIN_MODULE = "goalrm_core.train.trainer"
 
 
 class LaunchError(RuntimeError):
@@ -53,7 +53,7 @@ def args_to_flags(args: Mapping[str, Any], config_cls=None) -> list[str]:
     ['--pretrain', 'm', '--bf16', '--dataset', 'a.jsonl,b.jsonl']
     """
     if config_cls is None:
-        from goalrm_core.train_rm import TrainRunConfig as config_cls
+        from goalrm_core.train.trainer import TrainRunConfig as config_cls
     defaults = _flag_defaults(config_cls)
     unknown = sorted(set(args) - set(defaults))
     if unknown:
@@ -103,9 +103,9 @@ def train_command(
 ) -> list[str]:
     """The command line that trains a reward model with ``args`` (the trainer's flags as a dict).
 
-    * one process, no hostfile: ``[python, -m, goalrm_core.train_rm, ...]``;
+    * one process, no hostfile: ``[python, -m, goalrm_core.train.trainer, ...]``;
     * otherwise (or with ``use_deepspeed_launcher=True``): ``[deepspeed, --num_gpus N,
-      --master_port P, --module, goalrm_core.train_rm, ...]``; with a hostfile ``--hostfile H``
+      --master_port P, --module, goalrm_core.train.trainer, ...]``; with a hostfile ``--hostfile H``
       (and ``--num_nodes``), where ``num_processes`` is per node.
 
     ``--num_gpus`` also sets the process count on CPU-only machines (see the module docstring).
@@ -135,7 +135,7 @@ def train_command(
 
 def write_hostfile(hosts: Sequence[str], slots: int, path: str | os.PathLike) -> Path:
     """A DeepSpeed hostfile: one ``host slots=N`` line per host (what the SLURM example writes)."""
-    from goalrm_core.io import atomic_write_text
+    from goalrm_core.data.io import atomic_write_text
 
     if not hosts:
         raise ValueError("no hosts for the hostfile")

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
-from .profiles import resolve_path
+from goalrm_core.report.profiles import resolve_path
 
 PROVENANCE_KEY = "provenance"
 
@@ -68,7 +68,7 @@ def collect_provenance(profile: str, settings: Mapping[str, Any], root: Path | N
     """
     import platform
 
-    from .runtime import idle_cores
+    from goalrm_core.runtime import idle_cores
 
     root = root if root is not None else resolve_path(".")
     commit = _git("rev-parse", "HEAD", cwd=root)

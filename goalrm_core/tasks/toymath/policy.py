@@ -14,8 +14,8 @@ import torch
 from tqdm.auto import tqdm
 from transformers import LlamaForCausalLM
 
-from goalrm_core.data import left_pad
-from goalrm_core.models import tiny_llama_config
+from goalrm_core.data.encoding import left_pad
+from goalrm_core.model.reward_model import tiny_llama_config
 
 
 @dataclass

@@ -19,12 +19,12 @@ from pathlib import Path
 import pandas as pd
 from transformers import AutoTokenizer, LlamaForCausalLM
 
-from goalrm_core import toymath
-from goalrm_core.generation import Completion, sample_completions
-from goalrm_core.io import atomic_write_json, read_jsonl, require_artifact, write_jsonl
-from goalrm_core.policy import PolicyConfig, build_policy, train_sft
-from goalrm_core.templates import apply_template
-from goalrm_core.tokenization import build_char_tokenizer
+from goalrm_core.tasks.toymath import problems as toymath
+from goalrm_core.inference.generation import Completion, sample_completions
+from goalrm_core.data.io import atomic_write_json, read_jsonl, require_artifact, write_jsonl
+from goalrm_core.tasks.toymath.policy import PolicyConfig, build_policy, train_sft
+from goalrm_core.model.templates import apply_template
+from goalrm_core.model.tokenization import build_char_tokenizer
 
 TEMPLATE = "toymath"
 GENERATION_FIELDS = ("question", "generated_solution", "predicted_answer", "expected_answer", "is_correct")

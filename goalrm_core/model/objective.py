@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import torch
 
-from goalrm_core.losses import contrastive_goal_loss, log_exp_loss, pairwise_loss
-from goalrm_core.models import RewardModel
+from goalrm_core.model.losses import contrastive_goal_loss, log_exp_loss, pairwise_loss
+from goalrm_core.model.reward_model import RewardModel
 
 
 @dataclass

@@ -41,12 +41,14 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 from transformers import AutoTokenizer, DynamicCache
 
-from goalrm_core import metrics, toymath
-from goalrm_core.data import encode_prompt_response, left_pad
-from goalrm_core.io import load_npy, read_jsonl, write_jsonl
-from goalrm_core.models import RewardModel, load_reward_model, position_ids_from_mask
-from goalrm_core.scoring import check_goal_state, check_tokenizer_matches
-from goalrm_core.templates import TEMPLATES, apply_template
+from goalrm_core.evaluation import metrics
+
+from goalrm_core.tasks.toymath import problems as toymath
+from goalrm_core.data.encoding import encode_prompt_response, left_pad
+from goalrm_core.data.io import load_npy, read_jsonl, write_jsonl
+from goalrm_core.model.reward_model import RewardModel, load_reward_model, position_ids_from_mask
+from goalrm_core.inference.scoring import check_goal_state, check_tokenizer_matches
+from goalrm_core.model.templates import TEMPLATES, apply_template
 
 SKIP_FIRST = 5  # the offline filter's default: Q of very short prefixes is noisy
 
@@ -558,7 +560,7 @@ def sample_rows(questions: Sequence[str], samples: Sequence[Sequence[Sample]], m
 
 def unique_questions(run_dir, bench: str, n: int) -> list[str]:
     """The first ``n`` distinct questions of a benchmark, in file order."""
-    from goalrm_core.toy_pipeline import read_benchmark
+    from goalrm_core.tasks.toymath.pipeline import read_benchmark
 
     return list(dict.fromkeys(r["question"] for r in read_benchmark(run_dir, bench)))[:n]
 
@@ -663,8 +665,8 @@ def beam_rows_with_verdicts(rows: Sequence[dict], modulus: int = 0) -> list[dict
 def methods_comparison(run_dir, bench: str, beam_rows: Sequence[dict], modulus: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Curves of the sample-based methods and the matched-budget table (Q-guided beam search
     included) on the questions the beam search decoded."""
-    from goalrm_core.evaluation import read_scored
-    from goalrm_core.experiments import eval_dir
+    from goalrm_core.evaluation.tables import read_scored
+    from goalrm_core.study.experiments import eval_dir
 
     questions = [r["question"] for r in beam_rows]
     scored = {rm: read_scored(eval_dir(run_dir, rm), bench, "all") for rm in ("baseline", "goal-conditioned")}
@@ -693,7 +695,7 @@ def accuracy_vs_tokens_figure(curves: pd.DataFrame, title: str = "Accuracy vs ge
     import matplotlib.pyplot as plt
     from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
-    from goalrm_core import plots  # noqa: F401  (the project's seaborn theme)
+    from goalrm_core.study import plots  # noqa: F401  (the project's seaborn theme)
 
     benches = list(dict.fromkeys(curves["benchmark"]))
     fig, axes = plt.subplots(1, len(benches), figsize=(3.6 * len(benches), 3.6), sharey=True, squeeze=False)
@@ -760,9 +762,9 @@ def steering_policy(run_dir, train_cfg: toymath.ToyMathConfig, cfg: SteerConfig 
     (reused while its settings are unchanged). Returns (model, tokenizer, sft history)."""
     from transformers import LlamaForCausalLM
 
-    from goalrm_core.io import atomic_write_json
-    from goalrm_core.policy import PolicyConfig, train_sft
-    from goalrm_core.toy_pipeline import TEMPLATE, load_policy, training_problems
+    from goalrm_core.data.io import atomic_write_json
+    from goalrm_core.tasks.toymath.policy import PolicyConfig, train_sft
+    from goalrm_core.tasks.toymath.pipeline import TEMPLATE, load_policy, training_problems
 
     out = steering_dir(run_dir)
     settings = {"steer": asdict(cfg), "toymath": asdict(train_cfg)}
@@ -788,8 +790,8 @@ def attribute_goal_state(rm: RewardModel, tokenizer, run_dir, train_cfg: toymath
                          style: str = "verbose") -> np.ndarray:
     """(1, hidden) goal: the mean last-token RM state of ``n`` correct solutions written in ``style``
     (training problems, never benchmark questions)."""
-    from goalrm_core.representations import goal_state
-    from goalrm_core.toy_pipeline import TEMPLATE, training_problems
+    from goalrm_core.inference.goal_state import goal_state
+    from goalrm_core.tasks.toymath.pipeline import TEMPLATE, training_problems
 
     problems = training_problems(run_dir, train_cfg, n, seed + 11)
     return goal_state(rm, tokenizer, [apply_template(TEMPLATE, p.question) for p in problems], [p.solution(style) for p in problems],
@@ -829,7 +831,7 @@ def compare_methods(run_dir, policy, rm: RewardModel, tokenizer, goal, benchmark
     """Q-guided beam search on the first ``n_questions`` of each benchmark, against greedy, majority
     voting and best-of-N over the scored samples of notebook 04. Returns the accuracy-vs-tokens
     curves, the matched-budget table (one row per benchmark and method) and the beam rows."""
-    from goalrm_core.toy_pipeline import task_config
+    from goalrm_core.tasks.toymath.pipeline import task_config
 
     check_decoding_inputs(policy, rm, tokenizer, goal, policy_tokenizer)
     modulus = task_config(run_dir).modulus  # read once, not per benchmark
@@ -918,8 +920,8 @@ def choose_online_threshold(groups: Sequence[Sequence[dict]], candidates=metrics
 def tuned_prune_threshold(run_dir, bench: str, exclude: Sequence[str], skip_first: int = SKIP_FIRST, rm: str = "goal-conditioned") -> float | None:
     """The online-pruning threshold chosen (``choose_online_threshold``) on the scored samples of the
     benchmark questions NOT in ``exclude``; None when no such question is left."""
-    from goalrm_core.evaluation import group_by_question, read_scored
-    from goalrm_core.experiments import eval_dir
+    from goalrm_core.evaluation.tables import group_by_question, read_scored
+    from goalrm_core.study.experiments import eval_dir
 
     held = set(exclude)
     groups = [g for g in group_by_question(read_scored(eval_dir(run_dir, rm), bench, "all")) if g[0]["question"] not in held]
@@ -934,7 +936,7 @@ def pruning_experiment(run_dir, policy, rm: RewardModel, tokenizer, goal, benchm
     times. With ``tune`` each benchmark's threshold is chosen by replaying the online rule on the
     scored samples of its other questions (``tuned_prune_threshold``), falling back to
     ``threshold`` when none is left."""
-    from goalrm_core.toy_pipeline import task_config
+    from goalrm_core.tasks.toymath.pipeline import task_config
 
     modulus = task_config(run_dir).modulus
     rows, timings = {}, {}
@@ -981,8 +983,8 @@ def style_separation_auroc(rm: RewardModel, tokenizer, run_dir, train_cfg: toyma
     """Can the goal steer at all? AUROC of the final Q toward ``goal`` for telling the verbose from the
     terse reference solution of the same ``n`` training problems (other problems than the goal's).
     0.5: the cosine to this goal does not see the style, so the beam search cannot select for it."""
-    from goalrm_core.representations import cosine_rows, last_token_states
-    from goalrm_core.toy_pipeline import TEMPLATE, training_problems
+    from goalrm_core.inference.goal_state import cosine_rows, last_token_states
+    from goalrm_core.tasks.toymath.pipeline import TEMPLATE, training_problems
 
     problems = training_problems(run_dir, train_cfg, n, seed + 13)
     rows = [{"question": p.question, "generated_solution": p.solution(style)} for style in ("verbose", "terse") for p in problems]

@@ -17,10 +17,10 @@ import torch
 from transformers import AutoTokenizer
 
 from goalrm_core.cli import positive_int
-from goalrm_core.io import check_output_dir, parse_label, read_jsonl, save_npy
-from goalrm_core.models import RewardModel, load_reward_model
-from goalrm_core.scoring import check_goal_state, iter_scored
-from goalrm_core.templates import TEMPLATES, apply_template
+from goalrm_core.data.io import check_output_dir, parse_label, read_jsonl, save_npy
+from goalrm_core.model.reward_model import RewardModel, load_reward_model
+from goalrm_core.inference.scoring import check_goal_state, iter_scored
+from goalrm_core.model.templates import TEMPLATES, apply_template
 
 GOAL_METHODS = ("mean_last", "random_response", "random_token", "mean_all_tokens")
 HELPSTEER_ATTRIBUTES = ("helpfulness", "correctness", "coherence", "complexity", "verbosity")

@@ -16,22 +16,10 @@ from typing import Any, Mapping
 
 import yaml
 
+from goalrm_core.runtime import project_root
+
 _SCALARS = (str, int, float, bool, type(None))
 _TYPE_NAMES = {bool: "bool", int: "int", float: "float", str: "str", list: "list"}
-
-
-def project_root() -> Path:
-    """The directory holding ``pyproject.toml``, searched upward from the current directory.
-
-    Notebooks opened interactively run in ``notebooks/`` while papermill runs them from the root;
-    resolving every relative path against this one directory makes both see the same files. When
-    no ``pyproject.toml`` is found (an installed package used elsewhere), the package's parent is used.
-    """
-    here = Path.cwd().resolve()
-    for directory in (here, *here.parents):
-        if (directory / "pyproject.toml").is_file():
-            return directory
-    return Path(__file__).resolve().parent.parent
 
 
 def resolve_path(p: str | os.PathLike) -> Path:

@@ -19,11 +19,11 @@ import numpy as np
 import pandas as pd
 from transformers import AutoTokenizer
 
-from goalrm_core import metrics
-from goalrm_core.io import load_npy, read_jsonl, require_artifact, save_npy
-from goalrm_core.models import load_reward_model
-from goalrm_core.representations import goal_state_from_pairs
-from goalrm_core.scoring import eval_rm
+from goalrm_core.evaluation import metrics
+from goalrm_core.data.io import load_npy, read_jsonl, require_artifact, save_npy
+from goalrm_core.model.reward_model import load_reward_model
+from goalrm_core.inference.goal_state import goal_state_from_pairs
+from goalrm_core.inference.scoring import eval_rm
 
 RM_STRATEGIES = {"baseline": "vanilla", "goal-conditioned": "contrastive"}
 TEMPLATE = "toymath"
@@ -32,7 +32,7 @@ HEADLINE_SETS = ("greedy", "sample0")
 
 
 def benchmarks(run_dir) -> list[str]:
-    from goalrm_core.toy_pipeline import benchmark_names
+    from goalrm_core.tasks.toymath.pipeline import benchmark_names
 
     return benchmark_names(run_dir)
 
@@ -89,8 +89,7 @@ def eval_dir(run_dir, rm: str, seed: int = 0) -> Path:
 
 def headline_rows(run_dir, rm: str, bench: str, headline: str = "greedy", seed: int = 0) -> list[dict]:
     """The scored generations the headline tables read (see HEADLINE_SETS), in file order."""
-    from goalrm_core import evaluation
-
+    from goalrm_core.evaluation import tables as evaluation
     if headline not in HEADLINE_SETS:
         raise ValueError(f"headline must be one of {HEADLINE_SETS}, got {headline!r}")
     if headline == "greedy":
@@ -105,7 +104,7 @@ def first_samples(rows: list[dict]) -> list[dict]:
 
 def separation_summary(frames: dict[str, pd.DataFrame], rows, seed: int = 0) -> pd.DataFrame:
     """Per RM: mean cosine to the goal of correct and incorrect generations, and the separation AUROC."""
-    from goalrm_core.evaluation import question_ids
+    from goalrm_core.evaluation.tables import question_ids
 
     out = {}
     for rm, f in frames.items():
@@ -118,8 +117,8 @@ def separation_summary(frames: dict[str, pd.DataFrame], rows, seed: int = 0) -> 
 
 def goal_ablation_table(states: dict[str, np.ndarray], goals: dict[str, dict[str, np.ndarray]], rows, seed: int = 0) -> pd.DataFrame:
     """Separation AUROC of the last-token cosine for each RM and goal-forming method."""
-    from goalrm_core.evaluation import question_ids
-    from goalrm_core.representations import cosine_rows
+    from goalrm_core.evaluation.tables import question_ids
+    from goalrm_core.inference.goal_state import cosine_rows
 
     labels, clusters = np.array([bool(r["is_correct"]) for r in rows]), question_ids(rows)
     records = []
@@ -134,8 +133,7 @@ def auroc_tables(run_dir, rms, n_boot: int = 1000, seed: int = 0, headline: str 
                  rm_seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """AUROC of every RM and reference scorer per benchmark (on the headline generations), and the
     paired difference goal-conditioned minus baseline."""
-    from goalrm_core import evaluation
-
+    from goalrm_core.evaluation import tables as evaluation
     tables, deltas = [], []
     for bench in benchmarks(run_dir):
         scored = {rm: headline_rows(run_dir, rm, bench, headline, rm_seed) for rm in rms}
@@ -148,8 +146,7 @@ def auroc_tables(run_dir, rms, n_boot: int = 1000, seed: int = 0, headline: str 
 
 def seed_auroc_table(run_dir, rms, rm_seeds, n_boot: int = 1000, seed: int = 0, headline: str = "greedy") -> pd.DataFrame:
     """AUROC of every RM seed per benchmark on the same headline generations, with its bootstrap CI."""
-    from goalrm_core import evaluation
-
+    from goalrm_core.evaluation import tables as evaluation
     records = []
     for bench in benchmarks(run_dir):
         for rm in rms:
@@ -180,16 +177,14 @@ def seed_metrics(spread: pd.DataFrame) -> dict:
 
 
 def partial_auroc_tables(run_dir, rms, bench: str = "toy-id", headline: str = "greedy", n_boot: int = 500, seed: int = 0) -> pd.DataFrame:
-    from goalrm_core import evaluation
-
+    from goalrm_core.evaluation import tables as evaluation
     frames = [evaluation.partial_auroc_table(headline_rows(run_dir, rm, bench, headline), n_boot=n_boot, seed=seed).assign(rm=rm, benchmark=bench)
               for rm in rms]
     return pd.concat(frames, ignore_index=True)
 
 
 def filter_tables(run_dir, rms, threshold: float = 0.0, skip_first: int = 5, val_fraction: float = 0.3, seed: int = 0) -> pd.DataFrame:
-    from goalrm_core import evaluation
-
+    from goalrm_core.evaluation import tables as evaluation
     frames = [evaluation.filter_summary(evaluation.read_scored(eval_dir(run_dir, rm), bench, "all"), threshold, skip_first, val_fraction, seed)
               .assign(rm=rm, benchmark=bench) for rm in rms for bench in benchmarks(run_dir)]
     return pd.concat(frames, ignore_index=True)
@@ -290,7 +285,7 @@ def train_rms(run_dir, rms, seeds, num_processes: int = 1, parallel: int = 1, ou
     import os
     from concurrent.futures import ThreadPoolExecutor
 
-    from goalrm_core.launch import run_streaming, train_command
+    from goalrm_core.train.launch import run_streaming, train_command
 
     if parallel < 1:
         raise ValueError(f"parallel must be >= 1, got {parallel}")

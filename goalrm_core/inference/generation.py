@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
-from goalrm_core.data import left_pad
+from goalrm_core.data.encoding import left_pad
 
 
 @dataclass

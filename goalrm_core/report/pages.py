@@ -1,6 +1,6 @@
 """Report pages: an executed notebook exported as a self-contained HTML page (inputs hidden,
 no CDN scripts it does not need, paths made project-relative), with a navigation bar and a table of
-contents built from its headings. ``goalrm_core.report`` calls these after each stage."""
+contents built from its headings. ``goalrm_core.report.runner`` calls these after each stage."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import html
 import re
 from pathlib import Path
 
-from .io import atomic_write_text
+from goalrm_core.data.io import atomic_write_text
 
 
 # The lab template, minus the scripts it loads from a CDN whatever the notebook holds: a page that
@@ -49,7 +49,7 @@ def _relative_outputs(nb) -> None:
     """Machine paths in printed text, tracebacks and text displays, shown relative to the project
     (:func:`goalrm_core.runtime.relative_paths`). The batch kernel already shows them so; this
     covers what a library prints by itself, such as the file names in an error's traceback."""
-    from .runtime import relative_paths
+    from goalrm_core.runtime import relative_paths
 
     for cell in nb.cells:
         for out in cell.get("outputs", []):

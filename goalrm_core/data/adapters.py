@@ -9,7 +9,7 @@ Two shapes carry the method (``../shared/DESIGN.md``):
 
 Two more are kept as they are useful on their own: **questions** ``{question, expected_answer,
 reference_solution}`` (a benchmark's ``test.jsonl``) and **attributes** (HelpSteer rows for
-per-attribute goal states, :func:`goalrm_core.representations.attribute_goal_states`).
+per-attribute goal states, :func:`goalrm_core.inference.goal_state.attribute_goal_states`).
 
 Known formats (:data:`FORMATS`), each detected from a row's keys or named with ``fmt=``:
 
@@ -30,10 +30,10 @@ helpsteer           attributes   prompt, response, helpfulness, correctness, coh
                                  complexity, verbosity (integers 0-4)
 ==================  ===========  ===============================================================
 
-Sources are read by :func:`goalrm_core.preference_data.read_source` (local ``.jsonl``,
+Sources are read by :func:`goalrm_core.data.preferences.read_source` (local ``.jsonl``,
 ``.jsonl.gz``, ``.json``, ``.parquet``, ``save_to_disk`` directories; a Hub name only when the Hub
 is reachable, with the same clear offline error), and pair rows are normalised by
-:func:`goalrm_core.preference_data.normalise_row`, so the trainer and the adapters agree on every
+:func:`goalrm_core.data.preferences.normalise_row`, so the trainer and the adapters agree on every
 row. A file holds one format: it is detected from the first row, and every row must then fit it;
 a row that does not fit raises an error naming the file, the row, the format's fields and every
 known format's fields.
@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from goalrm_core.io import ArtifactError, check_label, parse_label, read_jsonl, write_jsonl
-from goalrm_core.preference_data import PreferenceDataError, SourceReport, normalise_row, read_source
+from goalrm_core.data.io import ArtifactError, check_label, parse_label, read_jsonl, write_jsonl
+from goalrm_core.data.preferences import PreferenceDataError, SourceReport, normalise_row, read_source
 
 logger = logging.getLogger(__name__)
 
@@ -501,7 +501,7 @@ def list_generation_folder(
     without a greedy file, is an error naming what exists. ``check`` is ``"first"`` (the first row
     of each file fits the generation shape), ``"all"`` (every row; counts filled in) or ``"none"``.
     """
-    from goalrm_core.scoring import benchmark_dir, generation_files
+    from goalrm_core.inference.scoring import benchmark_dir, generation_files
 
     if check not in ("first", "all", "none"):
         raise ValueError(f"check must be 'first', 'all' or 'none', got {check!r}")

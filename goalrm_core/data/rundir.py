@@ -1,0 +1,115 @@
+"""One run directory, one layout: every artifact path of a run is a property or method of `RunDir`.
+
+A run directory holds what one profile makes, stage by stage (see DESIGN.md)::
+
+    <root>/
+      data/policy/                       the policy (01)
+      data/benchmarks/task.json          the task config and benchmark order (01)
+      data/benchmarks/<bench>/test.jsonl benchmark questions (01)
+      data/generations/<bench>/          the policy's generations: greedy.jsonl, samples.jsonl (01)
+      data/preference/{train,eval}.jsonl preference pairs (01)
+      models/<model>/                    one trained RM per name and seed (02)
+      logs/train-<model>.log             its training log (02)
+      representations/<model>/           its goal states (03)
+      eval/<model>/<bench>/{greedy,all}/scored.jsonl   dense scores (04)
+      decoding/                          decoding artifacts (05)
+
+``<model>`` is ``<rm>-seed<k>`` (see `RunDir.model_name`). What the names of the RMs are is the
+study's business; this module only places them.
+
+>>> run = RunDir("runs/demo")
+>>> run.model("baseline", seed=1).as_posix()
+'runs/demo/models/baseline-seed1'
+>>> run.scored("baseline", "toy-id", "all").as_posix()
+'runs/demo/eval/baseline-seed0/toy-id/all/scored.jsonl'
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+# The split a benchmark's sampled generations are scored under (the official eval_rm layout calls it
+# ``all``); greedy generations keep ``greedy``.
+SCORED_SPLITS = ("greedy", "all")
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """Paths of one run directory (nothing is created or read here)."""
+
+    root: Path
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        object.__setattr__(self, "root", Path(root))
+
+    def __fspath__(self) -> str:
+        return os.fspath(self.root)
+
+    # --- data stage (01) ---------------------------------------------------------------------
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def policy(self) -> Path:
+        return self.data / "policy"
+
+    @property
+    def benchmarks(self) -> Path:
+        return self.data / "benchmarks"
+
+    @property
+    def task_json(self) -> Path:
+        return self.benchmarks / "task.json"
+
+    def benchmark_questions(self, bench: str) -> Path:
+        return self.benchmarks / bench / "test.jsonl"
+
+    @property
+    def generations(self) -> Path:
+        return self.data / "generations"
+
+    @property
+    def preference(self) -> Path:
+        return self.data / "preference"
+
+    def preference_pairs(self, split: str) -> Path:
+        return self.preference / f"{split}.jsonl"
+
+    # --- one trained RM per (name, seed): models, logs, goal states, scores (02-04) ------------
+
+    @staticmethod
+    def model_name(rm: str, seed: int = 0) -> str:
+        return f"{rm}-seed{seed}"
+
+    def model(self, rm: str, seed: int = 0) -> Path:
+        return self.root / "models" / self.model_name(rm, seed)
+
+    def training_log(self, rm: str, seed: int = 0) -> Path:
+        return self.root / "logs" / f"train-{self.model_name(rm, seed)}.log"
+
+    def goal_state(self, rm: str, seed: int = 0, method: str = "mean_last") -> Path:
+        name = "goal_state.npy" if method == "mean_last" else f"goal_state_{method}.npy"
+        return self.root / "representations" / self.model_name(rm, seed) / name
+
+    def eval(self, rm: str, seed: int = 0) -> Path:
+        return self.root / "eval" / self.model_name(rm, seed)
+
+    def scored(self, rm: str, bench: str, split: str, seed: int = 0) -> Path:
+        return scored_path(self.eval(rm, seed), bench, split)
+
+    # --- decoding (05) -----------------------------------------------------------------------
+
+    @property
+    def decoding(self) -> Path:
+        return self.root / "decoding"
+
+
+def scored_path(eval_dir: str | os.PathLike, bench: str, split: str) -> Path:
+    """Where ``eval-rm`` writes one benchmark's scored split under its ``--save_dir``."""
+    if split not in SCORED_SPLITS:
+        raise ValueError(f"split must be one of {SCORED_SPLITS}, got {split!r}")
+    return Path(eval_dir) / bench / split / "scored.jsonl"
