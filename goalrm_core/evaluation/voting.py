@@ -1,0 +1,374 @@
+"""Majority voting, Q-filtered majority voting (drop a generation once its Q falls below a
+threshold, and count the tokens saved), threshold choice on validation questions, best-of-n."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from goalrm_core.data.io import parse_label
+from goalrm_core.evaluation.stats import paired_t_pvalue, wilson_interval
+
+
+#: Q-value thresholds tried when choosing the filter threshold on a validation split.
+DEFAULT_FILTER_THRESHOLDS: np.ndarray = np.round(np.linspace(-0.5, 0.9, 29), 2) + 0.0  # + 0.0: no "-0.0"
+
+
+# --------------------------------------------------------------------------------------------
+# 4. Majority voting, Q-filtered majority voting, best-of-n
+# --------------------------------------------------------------------------------------------
+#
+# A question is a list of generations; a generation is a mapping (a scored.jsonl row) or an
+# object with the attributes ``predicted_answer`` (None = no answer), ``is_correct``,
+# ``cosine_sim`` (per-token Q-values of the response) and ``num_actions`` (response tokens).
+#
+# Voting rule (the paper's): a question is answered correctly when the votes for the correct
+# answer are at least the votes for the most-voted wrong answer. A generation without an answer
+# votes for nothing. The correct answer is identified by ``is_correct`` (not by comparing
+# strings), so all generations marked correct vote together even if they spell the answer
+# differently; wrong answers are grouped by ``str(predicted_answer)``. If the correct answer gets
+# no vote the question is incorrect, even when there is no wrong vote either (nothing was
+# answered, so nothing was answered correctly).
+
+
+@dataclass
+class AccuracyResult:
+    """An accuracy over questions with its Wilson interval. ``float(result)`` is the accuracy."""
+
+    accuracy: float
+    ci_low: float
+    ci_high: float
+    n_correct: int
+    n: int
+
+    def __float__(self) -> float:
+        return float(self.accuracy)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _accuracy_result(correct: np.ndarray, alpha: float = 0.05) -> AccuracyResult:
+    n, k = int(correct.size), int(np.sum(correct))
+    low, high = wilson_interval(k, n, alpha)
+    return AccuracyResult(k / n if n else math.nan, low, high, k, n)
+
+
+_MISSING = object()
+
+
+def _field(gen: Any, key: str, default: Any = _MISSING) -> Any:
+    """Read ``key`` from a generation given as a mapping or as an object."""
+    if isinstance(gen, Mapping):
+        if key in gen:
+            return gen[key]
+    elif hasattr(gen, key):
+        return getattr(gen, key)
+    if default is _MISSING:
+        raise KeyError(f"generation has no field {key!r}")
+    return default
+
+
+def _record_lows(q: np.ndarray, skip_first: int) -> tuple[np.ndarray, np.ndarray]:
+    """Positions (>= ``skip_first``) and values where ``q`` reaches a new running minimum.
+
+    For any threshold t, the first token at index >= skip_first with Q < t is one of these
+    records, and records have strictly decreasing values, so it is simply the first record
+    below t. Precomputing them once lets a sweep over many thresholds run without a Python loop
+    per generation. NaN Q-values never trigger a drop.
+    """
+    tail = q[skip_first:]
+    if tail.size == 0:
+        return np.empty(0, dtype=np.int64), np.empty(0)
+    tail = np.where(np.isnan(tail), np.inf, tail)
+    running_min = np.minimum.accumulate(tail)
+    where = np.flatnonzero(np.r_[True, running_min[1:] < running_min[:-1]])
+    return where + skip_first, tail[where]
+
+
+@dataclass
+class _VoteTable:
+    """All generations of all questions flattened into arrays, built once per question set."""
+
+    n_questions: int
+    question_of: np.ndarray  # (G,) question index of each generation
+    correct: np.ndarray  # (G,) is_correct
+    answered: np.ndarray  # (G,) predicted_answer is not None
+    wrong_key: np.ndarray  # (G,) id of the (question, wrong answer) it votes for; -1 if none
+    wrong_key_question: np.ndarray  # (K,) question of each wrong-answer id
+    n_tokens: np.ndarray  # (G,) response tokens
+    rec_gen: np.ndarray  # running-minimum records of Q (see _record_lows), flattened:
+    rec_pos: np.ndarray  # generation, token index and value of each record, ordered by
+    rec_val: np.ndarray  # generation and then by token index
+
+
+def _vote_table(questions: Sequence[Sequence[Any]], skip_first: int = 0, with_q: bool = True) -> _VoteTable:
+    if len(questions) == 0:
+        raise ValueError("no questions to vote on")
+    if int(skip_first) != skip_first or skip_first < 0:
+        raise ValueError(f"skip_first must be a non-negative integer, got {skip_first}")
+    question_of, correct, answered, wrong_key, n_tokens = [], [], [], [], []
+    wrong_key_question: list[int] = []
+    rec_gen, rec_pos, rec_val = [], [], []
+    g = 0
+    for qi, generations in enumerate(questions):
+        if len(generations) == 0:
+            raise ValueError(f"question {qi} has no generations")
+        wrong_ids: dict[str, int] = {}
+        for gi, gen in enumerate(generations):
+            answer = _field(gen, "predicted_answer", None)
+            ok = parse_label(_field(gen, "is_correct"), where=f"question {qi}, generation {gi}")
+            key = -1
+            if answer is not None and not ok:
+                key = wrong_ids.setdefault(str(answer), len(wrong_key_question))
+                if key == len(wrong_key_question):
+                    wrong_key_question.append(qi)
+            question_of.append(qi)
+            correct.append(ok)
+            answered.append(answer is not None)
+            wrong_key.append(key)
+            if with_q:
+                q = np.asarray(_field(gen, "cosine_sim"), dtype=np.float64).ravel()
+                n = int(_field(gen, "num_actions", q.size))
+                if n != q.size:
+                    raise ValueError(
+                        f"question {qi}: a generation has num_actions={n} but {q.size} Q-values; "
+                        "cosine_sim must hold one Q-value per response token"
+                    )
+                pos, val = _record_lows(q, int(skip_first))
+                rec_gen.append(np.full(pos.size, g, dtype=np.int64))
+                rec_pos.append(pos)
+                rec_val.append(val)
+                n_tokens.append(n)
+            else:
+                n_tokens.append(0)
+            g += 1
+    return _VoteTable(
+        n_questions=len(questions),
+        question_of=np.asarray(question_of, dtype=np.int64),
+        correct=np.asarray(correct, dtype=bool),
+        answered=np.asarray(answered, dtype=bool),
+        wrong_key=np.asarray(wrong_key, dtype=np.int64),
+        wrong_key_question=np.asarray(wrong_key_question, dtype=np.int64),
+        n_tokens=np.asarray(n_tokens, dtype=np.int64),
+        rec_gen=np.concatenate(rec_gen) if rec_gen else np.empty(0, dtype=np.int64),
+        rec_pos=np.concatenate(rec_pos) if rec_pos else np.empty(0, dtype=np.int64),
+        rec_val=np.concatenate(rec_val) if rec_val else np.empty(0),
+    )
+
+
+def _vote_outcome(t: _VoteTable, kept: np.ndarray) -> np.ndarray:
+    """Per question: does the correct answer win (or tie) the vote among ``kept`` generations?"""
+    votes = kept & t.answered
+    correct_votes = np.bincount(t.question_of, weights=votes & t.correct, minlength=t.n_questions)
+    wrong_counts = np.bincount(t.wrong_key[votes & (t.wrong_key >= 0)], minlength=t.wrong_key_question.size)
+    top_wrong = np.zeros(t.n_questions)
+    np.maximum.at(top_wrong, t.wrong_key_question, wrong_counts)
+    return (correct_votes > 0) & (correct_votes >= top_wrong)
+
+
+def _drop_points(t: _VoteTable, threshold: float) -> np.ndarray:
+    """Token index at which each generation is dropped (first Q < threshold), -1 if never."""
+    drop = np.full(t.question_of.size, -1, dtype=np.int64)
+    below = np.flatnonzero(t.rec_val < threshold)
+    if below.size:
+        gens, first = np.unique(t.rec_gen[below], return_index=True)  # earliest record per generation
+        drop[gens] = t.rec_pos[below[first]]
+    return drop
+
+
+@dataclass
+class FilterResult:
+    """Outcome of Q-filtered majority voting (see ``q_filtered_majority_vote``).
+
+    Percentages are in 0..100, accuracies and proportions in 0..1. ``as_dict()`` returns the
+    scalar summary; the ``question_*``/``generation_*`` arrays hold per-item detail.
+    """
+
+    threshold: float
+    skip_first: int
+    accuracy: float
+    accuracy_ci_low: float
+    accuracy_ci_high: float
+    accuracy_unfiltered: float
+    accuracy_unfiltered_ci_low: float
+    accuracy_unfiltered_ci_high: float
+    generations_filtered_pct: float
+    tokens_saved_pct: float
+    proportion_correct_before: float
+    proportion_correct_after: float
+    p_value: float
+    p_value_reason: str | None
+    n_questions: int
+    n_fallback: int
+    n_correct: int
+    n_correct_unfiltered: int
+    n_generations: int
+    n_generations_kept: int
+    tokens_saved: int
+    tokens_total: int
+    question_correct: np.ndarray = field(repr=False)
+    question_correct_unfiltered: np.ndarray = field(repr=False)
+    question_fallback: np.ndarray = field(repr=False)
+    question_filtered_pct: np.ndarray = field(repr=False)
+    generation_kept: np.ndarray = field(repr=False)
+    generation_drop_token: np.ndarray = field(repr=False)
+
+    def as_dict(self, details: bool = False) -> dict[str, Any]:
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, np.ndarray):
+                if details:
+                    out[f.name] = value.tolist()
+            else:
+                out[f.name] = value
+        return out
+
+
+def _filter_with_table(t: _VoteTable, threshold: float, skip_first: int) -> FilterResult:
+    drop = _drop_points(t, threshold)
+    dropped = drop >= 0
+    n_gen_q = np.bincount(t.question_of, minlength=t.n_questions)
+    fallback_q = np.bincount(t.question_of, weights=dropped, minlength=t.n_questions) == n_gen_q
+    # A fallback question votes with all its generations and saves nothing, so its drops undo.
+    effective = dropped & ~fallback_q[t.question_of]
+    kept = ~effective
+    saved = np.where(effective, t.n_tokens - drop - 1, 0)
+    filtered_pct_q = 100.0 * np.bincount(t.question_of, weights=effective, minlength=t.n_questions) / n_gen_q
+
+    correct_f = _vote_outcome(t, kept)
+    correct_u = _vote_outcome(t, np.ones_like(kept))
+    acc_f, acc_u = _accuracy_result(correct_f), _accuracy_result(correct_u)
+    p, reason = paired_t_pvalue(correct_f.astype(float), correct_u.astype(float), "questions")
+    tokens_total = int(t.n_tokens.sum())
+    return FilterResult(
+        threshold=float(threshold),
+        skip_first=int(skip_first),
+        accuracy=acc_f.accuracy,
+        accuracy_ci_low=acc_f.ci_low,
+        accuracy_ci_high=acc_f.ci_high,
+        accuracy_unfiltered=acc_u.accuracy,
+        accuracy_unfiltered_ci_low=acc_u.ci_low,
+        accuracy_unfiltered_ci_high=acc_u.ci_high,
+        generations_filtered_pct=float(filtered_pct_q.mean()),
+        tokens_saved_pct=100.0 * float(saved.sum()) / tokens_total if tokens_total else math.nan,
+        proportion_correct_before=float(t.correct.mean()),
+        proportion_correct_after=float(t.correct[kept].mean()),
+        p_value=p,
+        p_value_reason=reason,
+        n_questions=t.n_questions,
+        n_fallback=int(fallback_q.sum()),
+        n_correct=acc_f.n_correct,
+        n_correct_unfiltered=acc_u.n_correct,
+        n_generations=int(kept.size),
+        n_generations_kept=int(kept.sum()),
+        tokens_saved=int(saved.sum()),
+        tokens_total=tokens_total,
+        question_correct=correct_f,
+        question_correct_unfiltered=correct_u,
+        question_fallback=fallback_q,
+        question_filtered_pct=filtered_pct_q,
+        generation_kept=kept,
+        generation_drop_token=np.where(effective, drop, -1),
+    )
+
+
+def q_filtered_majority_vote(
+    questions: Sequence[Sequence[Any]], threshold: float = 0.0, skip_first: int = 5
+) -> FilterResult:
+    """Majority voting that stops a generation as soon as its Q-value drops below ``threshold``.
+
+    The paper's rule, per generation of ``n = num_actions`` tokens with Q-values ``q``:
+
+    * it is dropped at the first token index ``k >= skip_first`` with ``q[k] < threshold``, and
+      the ``n - k - 1`` tokens after that point count as saved (they need not be generated);
+      the first ``skip_first`` tokens are ignored because Q-values of very short prefixes are
+      noisy; a generation that never falls below the threshold is kept whole;
+    * if every generation of a question is dropped, the question falls back to plain majority
+      voting over all of them, saves nothing and counts 0 % filtered (``n_fallback`` counts it);
+    * the kept generations vote with the rule described above this section.
+
+    Reported: ``accuracy`` vs ``accuracy_unfiltered`` (plain voting, Wilson intervals),
+    ``generations_filtered_pct`` (mean over questions of the % of generations dropped),
+    ``tokens_saved_pct`` (saved / all response tokens x 100), ``proportion_correct_before`` /
+    ``_after`` (fraction of correct generations among all vs among kept ones, pooled over
+    generations), and ``p_value`` of a paired t-test (``scipy.stats.ttest_rel``) of per-question
+    correctness filtered vs unfiltered (NaN with ``p_value_reason`` when nothing changed).
+    """
+    if not math.isfinite(threshold):
+        raise ValueError(f"filter threshold must be a finite number, got {threshold}")
+    table = _vote_table(questions, skip_first)
+    return _filter_with_table(table, threshold, skip_first)
+
+
+def choose_filter_threshold(
+    val_questions: Sequence[Sequence[Any]],
+    candidates: Sequence[float] | np.ndarray = DEFAULT_FILTER_THRESHOLDS,
+    skip_first: int = 5,
+) -> tuple[float, pd.DataFrame]:
+    """Pick the filter threshold on a validation split: highest filtered accuracy, ties broken
+    by more tokens saved, then by the lower (less aggressive) threshold.
+
+    Choose it on held-out questions and report on the test split, otherwise the reported
+    accuracy is optimistically tuned. Returns the threshold and one table row per candidate
+    (``chosen`` marks the winner).
+    """
+    cands = np.asarray(candidates, dtype=np.float64).ravel()
+    if cands.size == 0:
+        raise ValueError("no candidate thresholds")
+    table = _vote_table(val_questions, skip_first)
+    rows = []
+    for thr in cands:
+        res = _filter_with_table(table, float(thr), skip_first)
+        rows.append(
+            {
+                "threshold": float(thr),
+                "accuracy": res.accuracy,
+                "n_correct": res.n_correct,
+                "accuracy_unfiltered": res.accuracy_unfiltered,
+                "tokens_saved_pct": res.tokens_saved_pct,
+                "tokens_saved": res.tokens_saved,
+                "generations_filtered_pct": res.generations_filtered_pct,
+                "n_fallback": res.n_fallback,
+            }
+        )
+    df = pd.DataFrame(rows)
+    # Integer counts make the comparison exact; lexsort's last key is the primary one.
+    best = np.lexsort((df["threshold"].to_numpy(), -df["tokens_saved"].to_numpy(), -df["n_correct"].to_numpy()))[0]
+    df["chosen"] = np.arange(len(df)) == best
+    return float(df["threshold"].iloc[best]), df
+
+
+def majority_vote_accuracy(questions: Sequence[Sequence[Any]], alpha: float = 0.05) -> AccuracyResult:
+    """Plain majority voting over all generations of each question (rule above this section)."""
+    table = _vote_table(questions, with_q=False)
+    return _accuracy_result(_vote_outcome(table, np.ones(table.question_of.size, dtype=bool)), alpha)
+
+
+def best_of_n_accuracy(
+    questions: Sequence[Sequence[Any]], score_key: str | Callable[[Any], float], alpha: float = 0.05
+) -> AccuracyResult:
+    """Pick each question's generation with the highest score; the question is correct if that
+    generation ``is_correct``.
+
+    ``score_key`` names a field (e.g. ``"reward"``) or is a function of a generation. Ties go to
+    the earliest generation (deterministic); NaN scores never win unless all are NaN.
+    """
+    if len(questions) == 0:
+        raise ValueError("no questions to select from")
+    get = score_key if callable(score_key) else (lambda gen: _field(gen, score_key))
+    correct = np.zeros(len(questions), dtype=bool)
+    for qi, generations in enumerate(questions):
+        if len(generations) == 0:
+            raise ValueError(f"question {qi} has no generations")
+        scores = np.array([get(gen) for gen in generations], dtype=np.float64)
+        scores = np.where(np.isnan(scores), -np.inf, scores)
+        best = int(np.argmax(scores))
+        correct[qi] = parse_label(_field(generations[best], "is_correct"), where=f"question {qi}, generation {best}")
+    return _accuracy_result(correct, alpha)
