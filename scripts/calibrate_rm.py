@@ -21,9 +21,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from goalrm_core.evaluation import tables as evaluation
-
+from goalrm_core.evaluation import tables  # noqa: E402
 from goalrm_core.study import experiments as ex  # noqa: E402
+from goalrm_core.study.artifacts import HEADLINE_SETS, first_samples  # noqa: E402
+from goalrm_core.tasks.toymath.pipeline import TEMPLATE  # noqa: E402
 from goalrm_core.model.reward_model import load_reward_model  # noqa: E402
 from goalrm_core.inference.scoring import score_generations  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
@@ -64,7 +65,7 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--parallel", type=int, default=2, help="Trainings side by side.")
     p.add_argument("--bench", default="toy-id")
-    p.add_argument("--headline", default="sample0", choices=ex.HEADLINE_SETS)
+    p.add_argument("--headline", default="sample0", choices=HEADLINE_SETS)
     p.add_argument("--n_boot", type=int, default=1000)
     p.add_argument("--table", type=Path, default=TABLE)
     args = p.parse_args(own)
@@ -79,18 +80,18 @@ def main(argv=None) -> int:
 
     from goalrm_core.tasks.toymath.pipeline import read_generations, task_config
 
-    # the same headline set notebook 04 scores (experiments.headline_rows), before scoring
+    # the same headline set notebook 04 scores (study.artifacts.headline_rows), before scoring
     if args.headline == "greedy":
         rows = read_generations(run, args.bench, "greedy")
     else:
-        rows = ex.first_samples(read_generations(run, args.bench, "samples"))
+        rows = first_samples(read_generations(run, args.bench, "samples"))
     task = asdict(task_config(run))
     records = []
     for row in runs.itertuples():
         path = out_root / f"{args.strategy}-seed{row.seed}"
         model, tokenizer = load_reward_model(path), AutoTokenizer.from_pretrained(path)
-        scored = score_generations(model, tokenizer, rows, ex.TEMPLATE, batch_size=128, max_len=recipe["max_len"], progress=False)
-        table = evaluation.auroc_table({"rm": scored}, args.bench, n_boot=args.n_boot).set_index("scorer")
+        scored = score_generations(model, tokenizer, rows, TEMPLATE, batch_size=128, max_len=recipe["max_len"], progress=False)
+        table = tables.auroc_table({"rm": scored}, args.bench, n_boot=args.n_boot).set_index("scorer")
         records.append({
             "name": args.name, "strategy": args.strategy, "seed": int(row.seed), "recipe": recipe,
             "run_dir": str(run), "task": task, "bench": args.bench, "headline": args.headline, "n_eval_rows": len(rows),

@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import AutoModel
 
-from goalrm_core.study import experiments
+from goalrm_core.study import artifacts
 from goalrm_core.data.encoding import encode_preference_rows
 from goalrm_core.data.io import ArtifactError, atomic_write_json, load_npy, read_jsonl, write_jsonl
 from goalrm_core.model.reward_model import RewardModel, load_reward_model, save_reward_model
@@ -98,11 +98,11 @@ def test_profile_with_wrong_types(tmp_path):
 
 def test_missing_artifacts_say_what_to_run_first(tmp_path):
     with pytest.raises(ArtifactError, match="notebooks/02_training.ipynb"):
-        experiments.load_rm(tmp_path, "baseline")
+        artifacts.load_rm(tmp_path, "baseline")
     with pytest.raises(ArtifactError, match="notebooks/01_data.ipynb"):
-        experiments.preference_pairs(tmp_path, "train")
+        artifacts.preference_pairs(tmp_path, "train")
     with pytest.raises(ArtifactError, match="notebooks/03_representations.ipynb"):
-        experiments.load_goal_state(tmp_path, "baseline")
+        artifacts.read_goal_state(tmp_path, "baseline")
 
 
 def test_failed_writes_leave_nothing_half_written(tmp_path):

@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from goalrm_core.study import experiments as ex
+from goalrm_core.data.rundir import RunDir
+from goalrm_core.study import artifacts, evaluation as ev, experiments as ex
 from goalrm_core.data.io import write_jsonl
 from goalrm_core.report.runner import gate_html
 
@@ -15,7 +16,7 @@ def scored_row(q, i, correct, reward, n):
 
 
 def write_scored(run, rm, seed, bench, rows_all, rows_greedy):
-    root = ex.eval_dir(run, rm, seed) / bench
+    root = RunDir(run).eval(rm, seed) / bench
     write_jsonl(root / "all" / "scored.jsonl", rows_all)
     write_jsonl(root / "greedy" / "scored.jsonl", rows_greedy)
 
@@ -24,12 +25,12 @@ def test_headline_rows_pick_one_fixed_sample_per_question(tmp_path):
     rows = [scored_row(f"q{q}", i, (q + i) % 2 == 0, float(i), 5) for q in range(4) for i in range(3)]
     greedy = [scored_row(f"q{q}", 0, True, 1.0, 5) for q in range(4)]
     write_scored(tmp_path, "baseline", 0, "toy-id", rows, greedy)
-    picked = ex.headline_rows(tmp_path, "baseline", "toy-id", "sample0")
+    picked = artifacts.headline_rows(tmp_path, "baseline", "toy-id", "sample0")
     assert [r["question"] for r in picked] == ["q0", "q1", "q2", "q3"]
     assert all(r["sample_index"] == 0 for r in picked)
-    assert ex.headline_rows(tmp_path, "baseline", "toy-id", "greedy") == greedy
+    assert artifacts.headline_rows(tmp_path, "baseline", "toy-id", "greedy") == greedy
     with pytest.raises(ValueError, match="headline must be one of"):
-        ex.headline_rows(tmp_path, "baseline", "toy-id", "best")
+        artifacts.headline_rows(tmp_path, "baseline", "toy-id", "best")
 
 
 def auroc_frame(values):
@@ -38,9 +39,9 @@ def auroc_frame(values):
 
 
 def test_length_gate_needs_both_rms_above_length_only():
-    passed = ex.length_gate(auroc_frame({"baseline": 0.8, "goal-conditioned": 0.82, "length only": 0.6}))
+    passed = ev.length_gate(auroc_frame({"baseline": 0.8, "goal-conditioned": 0.82, "length only": 0.6}))
     assert passed["passed"] and passed["length_only"]["auroc"] == 0.6
-    failed = ex.length_gate(auroc_frame({"baseline": 0.8, "goal-conditioned": 0.55, "length only": 0.6}))
+    failed = ev.length_gate(auroc_frame({"baseline": 0.8, "goal-conditioned": 0.55, "length only": 0.6}))
     assert not failed["passed"]
     assert "#c62828" in gate_html(failed) and "measure noise" in gate_html(failed)
     assert "#2e7d32" in gate_html(passed) and "0.82 [0.77, 0.87]" in gate_html(passed)
@@ -49,12 +50,12 @@ def test_length_gate_needs_both_rms_above_length_only():
 def test_seed_spread_is_mean_and_t_interval_over_seeds():
     per_seed = pd.DataFrame([{"scorer": "baseline", "benchmark": "toy-id", "auroc": a, "rm_seed": s}
                              for s, a in enumerate([0.78, 0.80, 0.82])])
-    spread = ex.seed_spread(per_seed).iloc[0]
+    spread = ev.seed_spread(per_seed).iloc[0]
     assert spread["auroc_mean"] == pytest.approx(0.80)
     assert spread["ci_low"] < 0.78 and spread["ci_high"] > 0.82  # t with 2 d.o.f. is wide
     assert (spread["auroc_min"], spread["auroc_max"], spread["n_seeds"]) == (0.78, 0.82, 3)
-    assert ex.seed_metrics(ex.seed_spread(per_seed))["baseline"]["toy-id"]["n_seeds"] == 3
-    assert np.isnan(ex.seed_spread(per_seed.iloc[:1]).iloc[0]["ci_low"])  # one seed: no spread to estimate
+    assert ev.seed_metrics(ev.seed_spread(per_seed))["baseline"]["toy-id"]["n_seeds"] == 3
+    assert np.isnan(ev.seed_spread(per_seed.iloc[:1]).iloc[0]["ci_low"])  # one seed: no spread to estimate
 
 
 def test_train_rms_side_by_side_trains_every_rm_and_seed(tmp_path, tiny_policy_dir):

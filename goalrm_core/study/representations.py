@@ -1,0 +1,48 @@
+"""Notebook 03's steps: goal states of each RM, and how well the cosine to them separates correct
+from incorrect generations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from goalrm_core.data.io import save_npy
+from goalrm_core.data.rundir import RunDir
+from goalrm_core.evaluation import metrics
+from goalrm_core.evaluation.tables import question_ids
+from goalrm_core.inference.goal_state import cosine_rows, goal_state_from_pairs
+from goalrm_core.study.artifacts import load_rm, preference_pairs
+from goalrm_core.tasks.toymath.pipeline import TEMPLATE
+
+
+def save_goal_states(run_dir, rm: str, methods, seed: int = 0, rm_seed: int = 0, max_len: int = 512) -> dict[str, np.ndarray]:
+    """Goal states of one RM from the training pairs' preferred responses, one file per method."""
+    model, tokenizer = load_rm(run_dir, rm, rm_seed)
+    pairs = preference_pairs(run_dir, "train")
+    goals = {}
+    for method in methods:
+        goals[method] = goal_state_from_pairs(model, tokenizer, pairs, TEMPLATE, method, seed=seed, max_len=max_len, batch_size=64)
+        save_npy(RunDir(run_dir).goal_state(rm, rm_seed, method), goals[method])
+    return goals
+
+
+def separation_summary(frames: dict[str, pd.DataFrame], rows, seed: int = 0) -> pd.DataFrame:
+    """Per RM: mean cosine to the goal of correct and incorrect generations, and the separation AUROC."""
+    out = {}
+    for rm, f in frames.items():
+        res = metrics.bootstrap_auroc(f["cosine_to_goal"].to_numpy(), f["is_correct"].to_numpy(), seed=seed, clusters=question_ids(rows))
+        out[rm] = {"cos_correct_mean": f.loc[f.is_correct, "cosine_to_goal"].mean(),
+                   "cos_incorrect_mean": f.loc[~f.is_correct, "cosine_to_goal"].mean(),
+                   "separation_auroc": res.auroc, "separation_auroc_ci_low": res.ci_low, "separation_auroc_ci_high": res.ci_high}
+    return pd.DataFrame.from_dict(out, orient="index")
+
+
+def goal_ablation_table(states: dict[str, np.ndarray], goals: dict[str, dict[str, np.ndarray]], rows, seed: int = 0) -> pd.DataFrame:
+    """Separation AUROC of the last-token cosine for each RM and goal-forming method."""
+    labels, clusters = np.array([bool(r["is_correct"]) for r in rows]), question_ids(rows)
+    records = []
+    for rm, by_method in goals.items():
+        for method, goal in by_method.items():
+            res = metrics.bootstrap_auroc(cosine_rows(states[rm], goal), labels, seed=seed, clusters=clusters)
+            records.append({"rm": rm, "goal": method, "separation_auroc": res.auroc, "ci_low": res.ci_low, "ci_high": res.ci_high})
+    return pd.DataFrame(records)
