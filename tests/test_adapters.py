@@ -9,12 +9,10 @@ import pytest
 
 from goalrm_core.data import adapters
 from goalrm_core.data.adapters import (
-    GENERATION_FIELDS,
     AdapterError,
     adapt_row,
     convert_generation_folder,
     detect_format,
-    generation_pairs,
     list_generation_folder,
     load_adapted,
     load_generations,
@@ -22,9 +20,10 @@ from goalrm_core.data.adapters import (
     load_pairs,
     load_questions,
     read_generation_folder,
-    split_by_question,
 )
 from goalrm_core.data.io import ArtifactError, read_jsonl
+from goalrm_core.data.questions import preference_pairs, split_by_question
+from goalrm_core.data.schema import GENERATION_FIELDS
 from goalrm_core.data.preferences import PreferenceDataError
 from goalrm_core.report.profiles import load_profile
 
@@ -202,9 +201,9 @@ def test_missing_file_and_offline_hub_name_fail_clearly(tmp_path, monkeypatch):
 def test_generation_pairs_and_question_split():
     rows = [gen(q, f"{q}{i}", i, 0, i == 0) for q in ("a", "b", "c") for i in range(3)]
     rows.append(gen("d", "d0", 0, 0, True))  # no incorrect solution: no pair
-    pairs = generation_pairs(rows, pairs_per_question=0)
+    pairs = preference_pairs(rows, pairs_per_question=0)
     assert len(pairs) == 6 and all(p["correct"].endswith("0") and not p["incorrect"].endswith("0") for p in pairs)
-    assert len(generation_pairs(rows, pairs_per_question=1)) == 3
+    assert len(preference_pairs(rows, pairs_per_question=1)) == 3
     train, held = split_by_question(rows, 0.5, seed=1)
     assert {r["question"] for r in train}.isdisjoint({r["question"] for r in held}) and len(train) + len(held) == len(rows)
 

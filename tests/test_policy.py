@@ -3,7 +3,7 @@ import pytest
 from goalrm_core.tasks.toymath import problems as toymath
 from goalrm_core.inference.generation import sample_completions
 from goalrm_core.tasks.toymath.policy import PolicyConfig, build_policy, train_sft
-from goalrm_core.tasks.toymath.pipeline import make_preference_pairs
+from goalrm_core.data.questions import preference_pairs
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +49,9 @@ def test_preference_pairs_pair_correct_with_incorrect():
         {"question": "q2", "generated_solution": "bad", "is_correct": False, "first_error_char": 0},
         {"question": "q3", "generated_solution": "ok", "is_correct": True, "first_error_char": None},
     ]
-    pairs = make_preference_pairs(gens, pairs_per_question=2, seed=0)
+    pairs = preference_pairs(gens, 2, seed=0, pairing="each_incorrect", carry=("first_error_char",))
     # q1: its one distinct correct text pairs with both incorrect ones; q2 and q3 lack one side
     assert [(p["question"], p["correct"]) for p in pairs] == [("q1", "good")] * 2
     assert {p["incorrect"] for p in pairs} == {"bad1", "bad2"}
-    assert len(make_preference_pairs(gens, pairs_per_question=1, seed=0)) == 1
+    assert {p["incorrect"]: p["incorrect_first_error_char"] for p in pairs} == {"bad1": 0, "bad2": 1}
+    assert len(preference_pairs(gens, 1, seed=0, pairing="each_incorrect")) == 1

@@ -42,20 +42,18 @@ known format's fields.
 from __future__ import annotations
 
 import logging
-import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 from goalrm_core.data.io import ArtifactError, check_label, parse_label, read_jsonl, write_jsonl
 from goalrm_core.data.preferences import PreferenceDataError, SourceReport, normalise_row, read_source
+from goalrm_core.data.questions import group_by_question
+from goalrm_core.data.schema import GENERATION_FIELDS, PAIR_FIELDS
 
 logger = logging.getLogger(__name__)
 
-PAIR_FIELDS = ("question", "correct", "incorrect")
-GENERATION_FIELDS = ("question", "generated_solution", "predicted_answer", "expected_answer", "is_correct")
-QUESTION_FIELDS = ("question", "expected_answer", "reference_solution")
 HELPSTEER_ATTRIBUTES = ("helpfulness", "correctness", "coherence", "complexity", "verbosity")
 HELPSTEER_FIELDS = ("prompt", "response", *HELPSTEER_ATTRIBUTES)
 #: The seed's math benchmarks (Nemo-Skills generation folders), in the order of its scripts.
@@ -394,62 +392,6 @@ def load_questions(spec: str | Path, fmt: str | None = None, split: str = "test"
 def load_helpsteer(spec: str | Path, fmt: str | None = None, split: str = "train", limit: int = 0) -> AdaptedData:
     """HelpSteer rows (prompt, response, five 0-4 attributes) for per-attribute goal states."""
     return load_adapted(spec, fmt, "attributes", split, limit)
-
-
-# ---------------------------------------------------------------------------------------------
-# generations -> pairs, question-level splits
-# ---------------------------------------------------------------------------------------------
-
-def group_by_question(rows: Iterable[dict]) -> dict[str, list[dict]]:
-    """Rows grouped by question text, questions in order of first appearance."""
-    groups: dict[str, list[dict]] = {}
-    for row in rows:
-        groups.setdefault(row["question"], []).append(row)
-    return groups
-
-
-def split_by_question(rows: Sequence[dict], eval_fraction: float, seed: int = 0) -> tuple[list[dict], list[dict]]:
-    """(train, held-out) rows with every question on one side only (no question leaks across).
-
-    >>> rows = [{"question": q, "i": i} for q in "abcd" for i in range(2)]
-    >>> train, held = split_by_question(rows, 0.5, seed=0)
-    >>> len(train), len(held), {r["question"] for r in train} & {r["question"] for r in held}
-    (4, 4, set())
-    """
-    if not 0.0 <= eval_fraction < 1.0:
-        raise ValueError(f"eval_fraction must be in [0, 1), got {eval_fraction}")
-    questions = list(group_by_question(rows))
-    random.Random(seed).shuffle(questions)
-    n_held = int(round(len(questions) * eval_fraction))
-    if eval_fraction > 0 and len(questions) > 1:
-        n_held = min(max(n_held, 1), len(questions) - 1)
-    held = set(questions[:n_held])
-    return [r for r in rows if r["question"] not in held], [r for r in rows if r["question"] in held]
-
-
-def generation_pairs(rows: Sequence[dict], pairs_per_question: int = 2, seed: int = 0) -> list[dict]:
-    """Preference pairs from generations: a correct and an incorrect solution of the same question
-    (distinct texts; every combination is a candidate, ``pairs_per_question`` are drawn, 0 = all).
-
-    >>> rows = [{"question": "q", "generated_solution": s, "is_correct": c} for s, c in (("a", True), ("b", False), ("c", False))]
-    >>> sorted(p["incorrect"] for p in generation_pairs(rows, pairs_per_question=0))
-    ['b', 'c']
-    """
-    rng = random.Random(seed)
-    pairs = []
-    for question, gens in group_by_question(rows).items():
-        good, bad = [], []
-        for g in gens:
-            if g["generated_solution"].strip():
-                ok = parse_label(g["is_correct"], where=f"question {question!r}")
-                (good if ok else bad).append(g["generated_solution"])
-        good, bad = list(dict.fromkeys(good)), list(dict.fromkeys(bad))
-        combos = [(c, i) for c in good for i in bad]
-        rng.shuffle(combos)
-        if pairs_per_question > 0:
-            combos = combos[:pairs_per_question]
-        pairs.extend({"question": question, "correct": c, "incorrect": i} for c, i in combos)
-    return pairs
 
 
 # ---------------------------------------------------------------------------------------------

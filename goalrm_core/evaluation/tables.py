@@ -14,6 +14,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from goalrm_core.data.questions import group_by_question, split_by_question
 from goalrm_core.evaluation import metrics
 from goalrm_core.cli import finite_float, non_negative_int, positive_int
 from goalrm_core.data.io import ArtifactError, parse_label, read_jsonl
@@ -106,28 +107,15 @@ def partial_auroc_table(rows: Sequence[dict], percentiles=metrics.DEFAULT_PERCEN
     return pd.concat(frames, ignore_index=True)
 
 
-def group_by_question(rows: Sequence[dict]) -> list[list[dict]]:
-    groups: dict[str, list[dict]] = {}
-    for r in rows:
-        groups.setdefault(r["question"], []).append(r)
-    return list(groups.values())
-
-
-def split_questions(groups: list[list[dict]], fraction: float, seed: int = 0) -> tuple[list, list]:
-    """Validation / test split by question, for choosing the filter threshold honestly."""
-    order = np.random.default_rng(seed).permutation(len(groups))
-    n_val = int(round(len(groups) * fraction))
-    return [groups[i] for i in order[:n_val]], [groups[i] for i in order[n_val:]]
-
-
 def filter_summary(rows: Sequence[dict], threshold: float = 0.0, skip_first: int = 5, val_fraction: float = 0.3, seed: int = 0) -> pd.DataFrame:
     """Q-filtered majority voting at the paper's threshold (all questions) and at a threshold chosen on
     a validation split (reported on the remaining test questions)."""
     require_q_values(rows, "filtering")
-    groups = group_by_question(rows)
+    groups = list(group_by_question(rows).values())
     paper = metrics.q_filtered_majority_vote(groups, threshold=threshold, skip_first=skip_first).as_dict()
     out = [{"setting": f"paper threshold {threshold:g} (all questions)", **paper}]
-    val, test = split_questions(groups, val_fraction, seed)
+    test_rows, val_rows = split_by_question(rows, val_fraction, seed)
+    val, test = list(group_by_question(val_rows).values()), list(group_by_question(test_rows).values())
     if val and test:
         chosen, _ = metrics.choose_filter_threshold(val, skip_first=skip_first)
         tuned = metrics.q_filtered_majority_vote(test, threshold=chosen, skip_first=skip_first).as_dict()
@@ -205,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  partial AUROC {row['signal']:<14} @{row['percentile']:.1f}: {fmt_ci(row['auroc'], row['ci_low'], row['ci_high'])}")
         if bench in sampled:
             rows = sampled[bench]
-            f = metrics.q_filtered_majority_vote(group_by_question(rows), args.filter_threshold, args.skip_first)
+            f = metrics.q_filtered_majority_vote(list(group_by_question(rows).values()), args.filter_threshold, args.skip_first)
             print(f"  filtered voting @{args.filter_threshold:g}: accuracy {f.accuracy:.3f} (unfiltered {f.accuracy_unfiltered:.3f}), "
                   f"generations filtered {f.generations_filtered_pct:.1f}%, tokens saved {f.tokens_saved_pct:.1f}%, p={f.p_value:.3g}")
     return 0

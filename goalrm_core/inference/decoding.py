@@ -920,11 +920,12 @@ def choose_online_threshold(groups: Sequence[Sequence[dict]], candidates=metrics
 def tuned_prune_threshold(run_dir, bench: str, exclude: Sequence[str], skip_first: int = SKIP_FIRST, rm: str = "goal-conditioned") -> float | None:
     """The online-pruning threshold chosen (``choose_online_threshold``) on the scored samples of the
     benchmark questions NOT in ``exclude``; None when no such question is left."""
-    from goalrm_core.evaluation.tables import group_by_question, read_scored
+    from goalrm_core.data.questions import group_by_question
+    from goalrm_core.evaluation.tables import read_scored
     from goalrm_core.study.experiments import eval_dir
 
     held = set(exclude)
-    groups = [g for g in group_by_question(read_scored(eval_dir(run_dir, rm), bench, "all")) if g[0]["question"] not in held]
+    groups = [g for g in group_by_question(read_scored(eval_dir(run_dir, rm), bench, "all")).values() if g[0]["question"] not in held]
     candidates = np.r_[-1.0, metrics.DEFAULT_FILTER_THRESHOLDS]  # -1: no pruning, when every threshold costs accuracy
     return choose_online_threshold(groups, candidates, skip_first=skip_first)[0] if groups else None
 

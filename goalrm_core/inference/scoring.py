@@ -21,6 +21,7 @@ from transformers import AutoTokenizer
 from goalrm_core.cli import finite_float, non_negative_int, positive_int
 from goalrm_core.data.encoding import encode_prompt_response, left_pad
 from goalrm_core.data.io import ArtifactError, check_label, check_output_dir, load_npy, read_jsonl, write_jsonl
+from goalrm_core.data.schema import SCORED_GENERATION_FIELDS
 from goalrm_core.model.reward_model import RewardModel, load_reward_model
 from goalrm_core.model.templates import TEMPLATES, apply_template
 
@@ -126,9 +127,6 @@ def score_generations(
 # Generation files: ours (greedy.jsonl / samples.jsonl) and Nemo-Skills (output-greedy.jsonl / output-rs*.jsonl)
 # ----------------------------------------------------------------------------------------------
 
-GENERATION_FIELDS = ("question", "generated_solution", "is_correct")
-
-
 def generation_files(bench_dir: Path) -> dict[str, list[Path]]:
     """``{"greedy": [...], "all": [...]}`` for one benchmark folder, in either layout."""
     greedy = [p for p in (bench_dir / "greedy.jsonl", bench_dir / "output-greedy.jsonl") if p.exists()]
@@ -185,7 +183,7 @@ def eval_rm(
     for bench, bench_path in dirs.items():
         counts[bench] = {}
         for split, files in generation_files(bench_path).items():
-            rows = [r for f in files for r in read_jsonl(f, required=GENERATION_FIELDS, check=check_label)]
+            rows = [r for f in files for r in read_jsonl(f, required=SCORED_GENERATION_FIELDS, check=check_label)]
             if max_samples:
                 rows = rows[:max_samples]
             if not rows:

@@ -363,7 +363,8 @@ def real_cpu_prepare(profile_name: str = "real-cpu", data_dir: str | Path | None
     * ``data/backbone``: a randomly initialised tiny Llama with the character tokenizer;
     * ``data/manifest.json``: the counts of all of the above.
     """
-    from goalrm_core.data.adapters import generation_pairs, load_generations, load_pairs, load_questions, split_by_question, write_generation_folder
+    from goalrm_core.data.adapters import load_generations, load_pairs, load_questions, write_generation_folder
+    from goalrm_core.data.questions import preference_pairs, split_by_question
     from goalrm_core.data.preferences import split_train_eval
 
     profile = {**load_profile(profile_name), **changes}
@@ -384,7 +385,7 @@ def real_cpu_prepare(profile_name: str = "real-cpu", data_dir: str | Path | None
 
     gens = load_generations(_data_file(profile, "gsm8k_solutions_file", data_dir))
     train_rows, held_rows = split_by_question(gens.rows, profile["gsm8k_eval_fraction"], seed)
-    pairs = [p for p in generation_pairs(train_rows, profile["gsm8k_pairs_per_question"], seed) if _fits(p, profile["gsm8k_max_len"])]
+    pairs = [p for p in preference_pairs(train_rows, profile["gsm8k_pairs_per_question"], seed) if _fits(p, profile["gsm8k_max_len"])]
     g_train, g_eval = split_train_eval(pairs, 0.1, seed)
     longest = max(len(r["generated_solution"]) for r in held_rows)
     if longest + 2 > profile["gsm8k_max_len"]:  # eval-rm refuses a response longer than --max_len: fail now, not after training

@@ -12,7 +12,6 @@ Each function reads and writes the run directory layout of DESIGN.md, so a stage
 from __future__ import annotations
 
 import json
-import random
 from dataclasses import asdict
 from pathlib import Path
 
@@ -22,12 +21,13 @@ from transformers import AutoTokenizer, LlamaForCausalLM
 from goalrm_core.tasks.toymath import problems as toymath
 from goalrm_core.inference.generation import Completion, sample_completions
 from goalrm_core.data.io import atomic_write_json, read_jsonl, require_artifact, write_jsonl
+from goalrm_core.data.questions import held_out_questions, preference_pairs
+from goalrm_core.data.schema import GENERATION_FIELDS
 from goalrm_core.tasks.toymath.policy import PolicyConfig, build_policy, train_sft
 from goalrm_core.model.templates import apply_template
 from goalrm_core.model.tokenization import build_char_tokenizer
 
 TEMPLATE = "toymath"
-GENERATION_FIELDS = ("question", "generated_solution", "predicted_answer", "expected_answer", "is_correct")
 
 
 def data_dir(run_dir: str | Path) -> Path:
@@ -136,29 +136,6 @@ def read_generations(run_dir, bench: str, mode: str) -> list[dict]:
     return read_jsonl(folder / bench / f"{mode}.jsonl", required=GENERATION_FIELDS)
 
 
-def make_preference_pairs(samples: list[dict], pairs_per_question: int, seed: int) -> list[dict]:
-    """Pair correct with incorrect solutions of the same question: each distinct incorrect text once,
-    with the distinct correct texts taken in turn (correct ToyMath solutions are often identical)."""
-    rng = random.Random(seed)
-    by_question: dict[str, list[dict]] = {}
-    for s in samples:
-        by_question.setdefault(s["question"], []).append(s)
-    pairs = []
-    for question, gens in by_question.items():
-        correct = list(dict.fromkeys(g["generated_solution"] for g in gens if g["is_correct"]))
-        incorrect = [g for g in gens if not g["is_correct"] and g["generated_solution"].strip()]
-        incorrect = list({g["generated_solution"]: g for g in incorrect}.values())
-        rng.shuffle(correct)
-        rng.shuffle(incorrect)
-        if not correct:
-            continue
-        for k, bad in enumerate(incorrect[:pairs_per_question]):
-            good = correct[k % len(correct)]
-            pairs.append({"question": question, "correct": good, "incorrect": bad["generated_solution"],
-                          "incorrect_first_error_char": bad["first_error_char"]})
-    return pairs
-
-
 def build_preference_data(run_dir, model, tokenizer, problems: list[toymath.Problem], samples_per_question: int,
                           temperature: float, pairs_per_question: int, eval_fraction: float, seed: int = 0,
                           max_new_tokens: int = 96, progress: bool = True) -> dict[str, int]:
@@ -169,10 +146,10 @@ def build_preference_data(run_dir, model, tokenizer, problems: list[toymath.Prob
     modulus = task_config(run_dir).modulus
     samples = [generation_record(p.question, p.answer, c, i, modulus)
                for p, comps in zip(problems, completions) for i, c in enumerate(comps)]
-    pairs = make_preference_pairs(samples, pairs_per_question, seed)
+    # Correct ToyMath solutions of one question are often the same text: pair each incorrect one once.
+    pairs = preference_pairs(samples, pairs_per_question, seed, pairing="each_incorrect", carry=("first_error_char",))
     questions = sorted({p["question"] for p in pairs})
-    random.Random(seed).shuffle(questions)
-    eval_questions = set(questions[:max(1, int(len(questions) * eval_fraction))])
+    eval_questions = held_out_questions(questions, eval_fraction, seed)
     train = [p for p in pairs if p["question"] not in eval_questions]
     held = [p for p in pairs if p["question"] in eval_questions]
     out = data_dir(run_dir) / "preference"
