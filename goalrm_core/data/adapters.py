@@ -398,6 +398,22 @@ def load_helpsteer(spec: str | Path, fmt: str | None = None, split: str = "train
 # generation folders: Nemo-Skills (output-greedy.jsonl, output-rs*.jsonl) or ours (greedy/samples)
 # ---------------------------------------------------------------------------------------------
 
+def benchmark_dir(root: Path, bench: str) -> Path:
+    """``root/bench``, or an error naming the benchmarks that exist."""
+    path = root / bench
+    if not path.is_dir():
+        existing = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        raise ArtifactError(f"benchmark folder {path} is missing; benchmarks in {root}: {', '.join(existing) or 'none'}")
+    return path
+
+
+def generation_files(bench_dir: Path) -> dict[str, list[Path]]:
+    """``{"greedy": [...], "all": [...]}`` for one benchmark folder, in either layout."""
+    greedy = [p for p in (bench_dir / "greedy.jsonl", bench_dir / "output-greedy.jsonl") if p.exists()]
+    samples = [bench_dir / "samples.jsonl"] if (bench_dir / "samples.jsonl").exists() else sorted(bench_dir.glob("output-rs*.jsonl"))
+    return {"greedy": greedy[:1], "all": samples}
+
+
 _RS_NUMBER = re.compile(r"output-rs(\d+)\.jsonl$")
 
 
@@ -443,8 +459,6 @@ def list_generation_folder(
     without a greedy file, is an error naming what exists. ``check`` is ``"first"`` (the first row
     of each file fits the generation shape), ``"all"`` (every row; counts filled in) or ``"none"``.
     """
-    from goalrm_core.inference.scoring import benchmark_dir, generation_files
-
     if check not in ("first", "all", "none"):
         raise ValueError(f"check must be 'first', 'all' or 'none', got {check!r}")
     root = Path(root)

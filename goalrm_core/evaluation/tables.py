@@ -14,11 +14,11 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from goalrm_core.data.adapters import benchmark_dir
 from goalrm_core.data.questions import group_by_question, split_by_question
 from goalrm_core.evaluation import metrics
 from goalrm_core.cli import finite_float, non_negative_int, positive_int
 from goalrm_core.data.io import ArtifactError, parse_label, read_jsonl
-from goalrm_core.inference.scoring import benchmark_dir
 
 # name -> (field of a scored row, sign): higher score = more likely correct. Used when the field exists.
 REFERENCE_SCORERS: dict[str, tuple[str, int]] = {

@@ -20,7 +20,8 @@ from transformers import AutoTokenizer
 
 from goalrm_core.cli import finite_float, non_negative_int, positive_int
 from goalrm_core.data.encoding import encode_prompt_response, left_pad
-from goalrm_core.data.io import ArtifactError, check_label, check_output_dir, load_npy, read_jsonl, write_jsonl
+from goalrm_core.data.io import check_label, check_output_dir, load_npy, read_jsonl, write_jsonl
+from goalrm_core.data.adapters import benchmark_dir, generation_files
 from goalrm_core.data.schema import SCORED_GENERATION_FIELDS
 from goalrm_core.model.reward_model import RewardModel, load_reward_model
 from goalrm_core.model.templates import TEMPLATES, apply_template
@@ -123,17 +124,6 @@ def score_generations(
     return scored
 
 
-# ----------------------------------------------------------------------------------------------
-# Generation files: ours (greedy.jsonl / samples.jsonl) and Nemo-Skills (output-greedy.jsonl / output-rs*.jsonl)
-# ----------------------------------------------------------------------------------------------
-
-def generation_files(bench_dir: Path) -> dict[str, list[Path]]:
-    """``{"greedy": [...], "all": [...]}`` for one benchmark folder, in either layout."""
-    greedy = [p for p in (bench_dir / "greedy.jsonl", bench_dir / "output-greedy.jsonl") if p.exists()]
-    samples = [bench_dir / "samples.jsonl"] if (bench_dir / "samples.jsonl").exists() else sorted(bench_dir.glob("output-rs*.jsonl"))
-    return {"greedy": greedy[:1], "all": samples}
-
-
 def check_finite_scores(rows: Sequence[dict], source: str) -> None:
     """Scores must be real numbers: a NaN or inf reward, partial reward or Q-value is an error."""
     for i, row in enumerate(rows):
@@ -141,14 +131,6 @@ def check_finite_scores(rows: Sequence[dict], source: str) -> None:
             if key in row and not np.isfinite(np.asarray(row[key], dtype=np.float64)).all():
                 raise ValueError(f"{source}: generation {i + 1} got a NaN or inf {key}; the reward model is broken "
                                  f"(non-finite or overflowing weights), so nothing was written for it")
-
-
-def benchmark_dir(root: Path, bench: str) -> Path:
-    path = root / bench
-    if not path.is_dir():
-        existing = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
-        raise ArtifactError(f"benchmark folder {path} is missing; benchmarks in {root}: {', '.join(existing) or 'none'}")
-    return path
 
 
 def eval_rm(

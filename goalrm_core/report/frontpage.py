@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from goalrm_core.study import formatting as fmt
+from goalrm_core.study import plots
 RMS = ("baseline", "goal-conditioned")
 REFERENCES = ("length only", "policy mean logprob", "policy min logprob")
 ID_BENCH = "toy-id"
@@ -135,7 +136,6 @@ def auroc_figure(metrics: Mapping) -> str:
     frame = auroc_frame(ev)
     if frame.empty:
         return ""
-    from goalrm_core.study import plots
     which = HEADLINE_SETS.get(ev.get("headline"), "headline generations")
     return ("<p>How well each scorer ranks correct above incorrect solutions (AUROC, 0.5 = chance) on every "
             f"benchmark, {html.escape(which)}, seed-0 RMs; bars are 95% bootstrap CIs over questions. The free "
@@ -177,7 +177,6 @@ def savings_figure(metrics: Mapping) -> str:
                          "accuracy": p["accuracy"], "end": True})
     if not rows:
         return ""
-    from goalrm_core.study import plots
     return ("<p>What the goal-conditioned RM's Q-values save: majority-vote accuracy against the tokens generated, "
             "relative to using every sample in full (x = 1). Each line runs from the unfiltered vote (open circle) "
             "to the filtered or pruned one (dot); left is cheaper, up is more accurate.</p>"

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from goalrm_core.data.io import atomic_write_text
+from goalrm_core.runtime import relative_paths
 
 
 # The lab template, minus the scripts it loads from a CDN whatever the notebook holds: a page that
@@ -49,8 +50,6 @@ def _relative_outputs(nb) -> None:
     """Machine paths in printed text, tracebacks and text displays, shown relative to the project
     (:func:`goalrm_core.runtime.relative_paths`). The batch kernel already shows them so; this
     covers what a library prints by itself, such as the file names in an error's traceback."""
-    from goalrm_core.runtime import relative_paths
-
     for cell in nb.cells:
         for out in cell.get("outputs", []):
             if "text" in out:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from goalrm_core.report.profiles import resolve_path
+from goalrm_core.runtime import idle_cores
 
 PROVENANCE_KEY = "provenance"
 
@@ -67,8 +68,6 @@ def collect_provenance(profile: str, settings: Mapping[str, Any], root: Path | N
     project), so the record does not name the machine's folders.
     """
     import platform
-
-    from goalrm_core.runtime import idle_cores
 
     root = root if root is not None else resolve_path(".")
     commit = _git("rev-parse", "HEAD", cwd=root)

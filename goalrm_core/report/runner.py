@@ -22,9 +22,11 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from goalrm_core.data.io import ArtifactError, atomic_path, atomic_write_json, atomic_write_text
+from goalrm_core.report.frontpage import result_sections
 from goalrm_core.report.pages import export_html, refresh_navigation
 from goalrm_core.report.profiles import check_profile_against_notebooks, load_profile, profile_path, resolve_path
 from goalrm_core.report.provenance import PROVENANCE_KEY, _now, collect_provenance, provenance_html
+from goalrm_core.runtime import batch_environment, project_root, relative_paths
 
 TIMINGS_KEY = "timings"
 STAGE_PATTERN = re.compile(r"^\d{2}_[A-Za-z0-9_\-]+\.ipynb$")
@@ -188,8 +190,6 @@ def execute_stage(
     printed output go to ``log_path`` (created afresh) when it is given.
     """
     import papermill as pm
-
-    from goalrm_core.runtime import batch_environment
 
     error: BaseException | None = None
     written = False
@@ -359,8 +359,6 @@ def render_index(profile: str, generated: str, stages: list[dict], metrics: Mapp
     """A self-contained page, in reading order: the length gate, a summary generated from the numbers,
     the key figures and tables (``frontpage``), the stage table with links and failures, then every
     metric in a collapsible section."""
-    from goalrm_core.report.frontpage import result_sections
-
     e = html.escape
     stage_rows = "\n".join(_stage_row(s, out_dir) for s in stages)
     rows = _flatten({k: v for k, v in metrics.items() if k not in (TIMINGS_KEY, "provenance")})
@@ -450,8 +448,6 @@ def _parameters(profile_name: str, profile: dict, declared: dict, out_dir: Path)
 def _project_relative(path: Path) -> str:
     """``path`` relative to the project root when it lies inside it (executed notebooks then name
     no folder of the machine), else as it is."""
-    from goalrm_core.report.profiles import project_root
-
     try:
         return str(Path(path).resolve().relative_to(project_root()))
     except ValueError:
@@ -473,8 +469,6 @@ def _run_one(
     stages: list[str] | None = None, log_path: Path | None = None,
 ) -> dict:
     """Execute and export one stage, returning its status entry."""
-    from goalrm_core.runtime import relative_paths
-
     name = path.stem
     started, t0 = _now(), time.monotonic()
     log(f"[{name}] running")
