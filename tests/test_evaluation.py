@@ -34,7 +34,9 @@ def test_metrics_cli_prints_expected_values(seed_layout, capsys):
     assert "toy-id: greedy n=4 AUROC 1.000" in out
     assert "partial AUROC Q-value" in out and "partial AUROC partial reward" in out
     # q1 correct only after filtering, q2 wrong both ways: 0.5 vs 0.0
-    assert "filtered voting @0: accuracy 0.500 (unfiltered 0.000)" in out
+    assert "filtered voting @0 (goalrm: answerless votes ignored, Wilson CIs, paired t-test): accuracy 0.500 [" in out
+    assert "(unfiltered 0.000)" in out
+    assert "filtered voting @0 (the official figures): accuracy " in out  # its numbers: tests/test_metrics.py
     # 6 of 8 generations dropped... per question: q1 3/5 = 60%, q2 falls back = 0% -> mean 30%
     assert "generations filtered 30.0%" in out
     # saved tokens: q1's three dropping generations save 3 each = 9 of 80 total

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import math
-import time
 
 import numpy as np
 import pytest
 from scipy import stats
 from sklearn.metrics import roc_auc_score
 
+from goalrm_core.evaluation import metrics
 from goalrm_core.evaluation.metrics import (
     AurocResult,
     best_of_n_accuracy,
@@ -111,15 +111,6 @@ def test_cluster_bootstrap_is_wider_for_duplicated_clusters():
     clustered = bootstrap_auroc(scores, labels, n_boot=300, clusters=clusters)
     assert clustered.auroc == iid.auroc
     assert clustered.ci_high - clustered.ci_low > 1.5 * (iid.ci_high - iid.ci_low)
-
-
-def test_bootstrap_is_fast():
-    rng = np.random.default_rng(0)
-    labels = rng.integers(0, 2, 5000)
-    scores = rng.normal(size=5000) + labels
-    start = time.perf_counter()
-    bootstrap_auroc(scores, labels, n_boot=1000)
-    assert time.perf_counter() - start < 3.0  # ~0.3 s alone; generous for a shared 2-core box
 
 
 def test_nan_scores_and_bad_labels_raise():
@@ -414,3 +405,29 @@ def test_wilson_interval():
     assert low == 0.0 and 0.2 < high < 0.35
     low, high = wilson_interval(5, 10)
     assert low == pytest.approx(1 - high)
+
+
+def test_official_filter_figures_by_hand():
+    # skip_first = 1, threshold 0. Question A: 3 generations; B: 2, all filtered (falls back).
+    def g(q, ok, ans):
+        return {"cosine_sim": q, "is_correct": ok, "predicted_answer": ans}
+
+    a = [g([9, 0.5, 0.4], True, 1),          # kept: min(0.5, 0.4) >= 0
+         g([9, 0.3, -0.1, 0.2], False, None),  # filtered at the 2nd of 3 kept-window values: saves 3 - 1 = 2
+         g([9, 0.2, 0.1], False, None)]      # kept, wrong with no answer: the None group
+    b = [g([9, -1.0], True, 3),              # filtered at 0: saves 1 (reset: all filtered)
+         g([9, -0.5, 0.5], False, 4)]        # filtered at 0: saves 2 (reset)
+    f = metrics.official_filter_figures([a, b], threshold=0.0, skip_first=1)
+    # A kept: 1 correct vs the None group of 1 -> correct (1 >= 1); proportion kept 1/2; all: 1/3
+    # B all filtered -> unfiltered vote 1 correct vs {4: 1} -> correct; proportion 1/2 both ways
+    assert f.accuracy == 1.0
+    assert (f.generations_filtered_total, f.generations_filtered_mean) == (1, 0.5)
+    assert (f.tokens_saved_total, f.tokens_saved_mean) == (2, 1.0)
+    assert (f.tokens_total, f.tokens_mean) == (2 + 3 + 2 + 1 + 2, 5.0)
+    assert f.proportion_correct_filtered_mean == pytest.approx((1 / 2 + 1 / 2) / 2, abs=1e-6)
+    assert f.proportion_correct_mean == pytest.approx((1 / 3 + 1 / 2) / 2, abs=1e-6)
+    assert f.p_value == pytest.approx(stats.ttest_ind([0.5, 0.5], [1 / 3, 0.5]).pvalue, abs=1e-6)
+    # the None group decides a question: two answerless wrong generations outvote one correct one
+    c = [g([9, 1.0], True, 1), g([9, 1.0], False, None), g([9, 1.0], False, None)]
+    assert metrics.official_filter_figures([c], 0.0, 1).accuracy == 0.0
+    assert metrics.q_filtered_majority_vote([c], 0.0, 1).accuracy == 1.0  # ours: no answer, no vote

@@ -193,7 +193,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  partial AUROC {row['signal']:<14} @{row['percentile']:.1f}: {fmt_ci(row['auroc'], row['ci_low'], row['ci_high'])}")
         if bench in sampled:
             rows = sampled[bench]
-            f = metrics.q_filtered_majority_vote(list(group_by_question(rows).values()), args.filter_threshold, args.skip_first)
-            print(f"  filtered voting @{args.filter_threshold:g}: accuracy {f.accuracy:.3f} (unfiltered {f.accuracy_unfiltered:.3f}), "
-                  f"generations filtered {f.generations_filtered_pct:.1f}%, tokens saved {f.tokens_saved_pct:.1f}%, p={f.p_value:.3g}")
+            questions = list(group_by_question(rows).values())
+            o = metrics.official_filter_figures(questions, args.filter_threshold, args.skip_first)
+            print(f"  filtered voting @{args.filter_threshold:g} (the official figures): accuracy {o.accuracy:.4f}; generations filtered "
+                  f"{o.generations_filtered_mean:.3f} per question ({o.generations_filtered_total} in all); tokens saved {o.tokens_saved_mean:.1f} "
+                  f"per question ({o.tokens_saved_total} of {o.tokens_total}); proportion correct {o.proportion_correct_filtered_mean:.4f} "
+                  f"filtered vs {o.proportion_correct_mean:.4f}; ttest_ind p={o.p_value:.3g}")
+            f = metrics.q_filtered_majority_vote(questions, args.filter_threshold, args.skip_first)
+            print(f"  filtered voting @{args.filter_threshold:g} (goalrm: answerless votes ignored, Wilson CIs, paired t-test): accuracy "
+                  f"{fmt_ci(f.accuracy, f.accuracy_ci_low, f.accuracy_ci_high)} (unfiltered {f.accuracy_unfiltered:.3f}), generations "
+                  f"filtered {f.generations_filtered_pct:.1f}%, tokens saved {f.tokens_saved_pct:.1f}%, paired p={f.p_value:.3g}")
     return 0

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from goalrm_core.data.io import parse_label
 from goalrm_core.evaluation.stats import paired_t_pvalue, wilson_interval
@@ -372,3 +373,96 @@ def best_of_n_accuracy(
         best = int(np.argmax(scores))
         correct[qi] = parse_label(_field(generations[best], "is_correct"), where=f"question {qi}, generation {best}")
     return _accuracy_result(correct, alpha)
+
+
+# --------------------------------------------------------------------------------------------
+# The official code's figures (its examples/metrics.py), reproduced by definition
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class OfficialFilterFigures:
+    """What the official ``metrics.py`` prints for Q-filtered majority voting, by its definitions.
+
+    Per generation, the first ``skip_first`` Q-values are dropped; it is *kept* when every
+    remaining Q-value is ``>= threshold``, else it is filtered at the first one below and saves the
+    remaining tokens from there (counted among the ``len(q) - skip_first`` it has). Per question:
+
+    * votes: correct generations vote together; each distinct wrong ``predicted_answer`` is a
+      group, and ``None`` (no answer) is one more group; the question is correct when the correct
+      votes are at least the largest wrong group, or when there is no wrong vote at all;
+    * when every generation of a question is filtered, it votes unfiltered, and its filtered count
+      and tokens saved are set to 0;
+    * ``proportion_correct`` is correct / all generations; ``proportion_correct_filtered`` the
+      same among the kept ones (1 when no kept generation is wrong).
+
+    ``accuracy`` is the share of questions voted correct; ``p_value`` is
+    ``scipy.stats.ttest_ind(proportion_correct_filtered, proportion_correct)`` over questions
+    (an unpaired test of paired data; `q_filtered_majority_vote` gives the paired one).
+    """
+
+    accuracy: float
+    generations_filtered_mean: float
+    generations_filtered_total: int
+    tokens_saved_mean: float
+    tokens_saved_total: int
+    tokens_mean: float
+    tokens_total: int
+    proportion_correct_filtered_mean: float
+    proportion_correct_mean: float
+    p_value: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _official_vote(correct: int, wrong_groups: dict) -> tuple[bool, float]:
+    """(voted correct, proportion correct) of one set of votes, as the official code decides them."""
+    if not wrong_groups:
+        return True, 1.0
+    return correct >= max(wrong_groups.values()), correct / (correct + sum(wrong_groups.values()))
+
+
+def official_filter_figures(questions: Sequence[Sequence[Any]], threshold: float = 0.0, skip_first: int = 5) -> OfficialFilterFigures:
+    """The official code's Q-filtered voting figures for ``questions`` (lists of scored generations)."""
+    voted, filtered, saved, tokens, prop_filtered, prop_all = [], [], [], [], [], []
+    for gens in questions:
+        n_correct = n_kept_correct = n_filtered = q_saved = q_tokens = 0
+        wrong: dict = {}
+        kept_wrong: dict = {}
+        for g in gens:
+            q = np.asarray(_field(g, "cosine_sim"), dtype=np.float64)[skip_first:]
+            ok = parse_label(_field(g, "is_correct"), where="is_correct")
+            answer = _field(g, "predicted_answer", None)
+            q_tokens += q.size
+            below = np.flatnonzero(q < threshold)
+            if below.size == 0:
+                if ok:
+                    n_kept_correct += 1
+                else:
+                    kept_wrong[answer] = kept_wrong.get(answer, 0) + 1
+            else:
+                q_saved += q.size - int(below[0])
+                n_filtered += 1
+            if ok:
+                n_correct += 1
+            else:
+                wrong[answer] = wrong.get(answer, 0) + 1
+        prop_all.append(n_correct / (n_correct + sum(wrong.values())))
+        if n_filtered == len(gens):
+            q_saved = n_filtered = 0
+            outcome = _official_vote(n_correct, wrong)
+        else:
+            outcome = _official_vote(n_kept_correct, kept_wrong)
+        voted.append(outcome[0])
+        prop_filtered.append(outcome[1])
+        filtered.append(n_filtered)
+        saved.append(q_saved)
+        tokens.append(q_tokens)
+    p_value = float(stats.ttest_ind(prop_filtered, prop_all).pvalue) if len(questions) > 1 else math.nan
+    return OfficialFilterFigures(
+        accuracy=float(np.mean(voted)), generations_filtered_mean=float(np.mean(filtered)),
+        generations_filtered_total=int(np.sum(filtered)), tokens_saved_mean=float(np.mean(saved)),
+        tokens_saved_total=int(np.sum(saved)), tokens_mean=float(np.mean(tokens)), tokens_total=int(np.sum(tokens)),
+        proportion_correct_filtered_mean=float(np.mean(prop_filtered)), proportion_correct_mean=float(np.mean(prop_all)),
+        p_value=p_value)
