@@ -1,7 +1,16 @@
 """Preference pairs: tokenisation with truncation accounting, and the padding collator.
 
-Prompt and response are tokenised separately so the response length in tokens (``num_actions``) is
-exact; the response gets ``" "`` and then EOS appended, as in the paper's training.
+Two encodings of prompt + response (``ENCODINGS``):
+
+* ``official``: what the official code does. The text ``prompt + response`` (+ ``" " + EOS`` when
+  training) is tokenised in **one** call with the tokenizer's own special tokens (a Llama tokenizer
+  adds BOS), cut from the right at ``max_len`` with EOS kept last; ``num_actions`` is the length of
+  the response tokenised alone, without the ``" " + EOS``. Tokenising the concatenation lets
+  SentencePiece merge across the prompt/response boundary, exactly as the official code sees it.
+* ``split``: prompt and response are tokenised separately and joined, so ``num_actions`` counts the
+  response's own tokens exactly (``" "`` and EOS included when appended) and a too-long prompt is
+  cut from the left, never the response. The ToyMath profiles were calibrated with it; for their
+  character tokenizer both encodings give the same ids.
 """
 
 from __future__ import annotations
@@ -34,11 +43,21 @@ class EncodingStats:
         return f"{self.n_rows} rows: {self.n_truncated} truncated (prompt cut from the left), {self.n_dropped} dropped (response alone longer than max_len)"
 
 
-def encode_prompt_response(tokenizer, prompt: str, response: str, max_len: int, append_eos: bool = True) -> EncodedResponse | None:
-    """Token ids of prompt + response (+ " " + EOS), cutting the prompt from the left to fit ``max_len``.
+ENCODINGS = ("official", "split")
 
-    Returns ``None`` when the response alone does not fit: cutting it would lose its end.
+
+def encode_prompt_response(tokenizer, prompt: str, response: str, max_len: int, append_eos: bool = True,
+                           encoding: str = "split") -> EncodedResponse | None:
+    """Token ids of prompt + response (+ " " + EOS) in one of the ``ENCODINGS``.
+
+    ``split`` cuts the prompt from the left to fit ``max_len`` and returns ``None`` when the response
+    alone does not fit (cutting it would lose its end); ``official`` cuts from the right, as the
+    official code does, and marks the result ``truncated``.
     """
+    if encoding == "official":
+        return _encode_official(tokenizer, prompt, response, max_len, append_eos)
+    if encoding != "split":
+        raise ValueError(f"unknown encoding {encoding!r}; valid: {', '.join(ENCODINGS)}")
     response_text = response + " " if append_eos else response
     # A huge response is dropped without tokenising all of it: if its tail alone overflows, so does it.
     tail = response_text[-8 * max_len:]
@@ -57,6 +76,16 @@ def encode_prompt_response(tokenizer, prompt: str, response: str, max_len: int, 
     return EncodedResponse(prompt_ids + response_ids, len(response_ids), truncated)
 
 
+def _encode_official(tokenizer, prompt: str, response: str, max_len: int, append_eos: bool) -> EncodedResponse:
+    text = prompt + response + (" " + tokenizer.eos_token if append_eos else "")
+    ids = tokenizer(text, truncation=True, max_length=max_len)["input_ids"]
+    if append_eos and ids:
+        ids[-1] = tokenizer.eos_token_id  # the official dataset keeps EOS last even when the text was cut
+    num_actions = len(tokenizer(response, add_special_tokens=False)["input_ids"])
+    full = len(tokenizer(text)["input_ids"])
+    return EncodedResponse(ids, min(num_actions, len(ids)), full > len(ids))
+
+
 def _require_text(row: dict, key: str, row_index: int) -> str:
     where = row.get("_source") or f"row {row_index}"  # file:line when the loader recorded it
     value = row.get(key)
@@ -68,7 +97,7 @@ def _require_text(row: dict, key: str, row_index: int) -> str:
 
 
 def encode_preference_rows(
-    tokenizer, rows: Sequence[dict], template: str, max_len: int
+    tokenizer, rows: Sequence[dict], template: str, max_len: int, encoding: str = "split"
 ) -> tuple[list[dict], EncodingStats]:
     """Tokenise pairs in the OpenMathInstruct shape (question / correct / incorrect).
 
@@ -80,8 +109,8 @@ def encode_preference_rows(
     for i, row in enumerate(rows):
         stats.n_rows += 1
         prompt = apply_template(template, _require_text(row, "question", i))
-        chosen = encode_prompt_response(tokenizer, prompt, _require_text(row, "correct", i), max_len)
-        rejected = encode_prompt_response(tokenizer, prompt, _require_text(row, "incorrect", i), max_len)
+        chosen = encode_prompt_response(tokenizer, prompt, _require_text(row, "correct", i), max_len, encoding=encoding)
+        rejected = encode_prompt_response(tokenizer, prompt, _require_text(row, "incorrect", i), max_len, encoding=encoding)
         if chosen is None or rejected is None:
             stats.n_dropped += 1
             stats.dropped_rows.append(i)
