@@ -78,10 +78,10 @@ def real_tokens(pairs: list[dict], tokenizer, steps: int, batch: int) -> int:
 def bench_goalrm_training(policy: Path, data: Path, tmp: Path, steps: int, batch: int) -> float:
     """Training seconds of goalrm's trainer (DeepSpeed engine, one process), from its summary."""
     out = tmp / f"goalrm-rm-{time.time_ns()}"
-    args = {"pretrain": str(policy), "dataset": str(data), "save_path": str(out), "template": "toymath",
-            "train_batch_size": batch, "micro_train_batch_size": batch, "max_steps": steps, "max_epochs": 100,
-            "learning_rate": 1e-4, "zero_stage": 0, "eval_split": 0.0, "logging_steps": steps, "max_len": 512}
-    subprocess.run(train_command(args), check=True, capture_output=True, cwd=ROOT)
+    cfg = TrainRMConfig(pretrain=str(policy), dataset=str(data), save_path=str(out), template="toymath",
+                        train_batch_size=batch, micro_train_batch_size=batch, max_steps=steps, max_epochs=100,
+                        learning_rate=1e-4, zero_stage=0, eval_split=0.0, logging_steps=steps, max_len=512)
+    subprocess.run(train_command(cfg), check=True, capture_output=True, cwd=ROOT)
     return json.loads((out / "train_summary.json").read_text())["train_s"]
 
 

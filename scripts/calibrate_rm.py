@@ -6,7 +6,7 @@ seed's RM on a benchmark's headline generations, and append one row per seed to 
         --max_steps 800 --learning_rate 2e-4
 
 Everything after ``--`` overrides goalrm_core.train.trainer flags of notebook 02's recipe (the profile's
-values are not read: the defaults below are written out, so a row says what it ran). The data stage
+values are not read: the recipe below is written out, and each row records the trainer flags it ran). The data stage
 (notebook 01) must have run in ``--run_dir``. ``scripts/calibration_table.py`` renders the table.
 """
 
@@ -22,8 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from goalrm_core.evaluation import tables  # noqa: E402
-from goalrm_core.study import experiments as ex  # noqa: E402
 from goalrm_core.study.artifacts import HEADLINE_SETS, first_samples  # noqa: E402
+from goalrm_core.study.rms import STRATEGY  # noqa: E402
+from goalrm_core.study.training import RMRecipe, train_rms  # noqa: E402
 from goalrm_core.tasks.toymath.pipeline import TEMPLATE  # noqa: E402
 from goalrm_core.model.reward_model import load_reward_model  # noqa: E402
 from goalrm_core.inference.scoring import score_generations  # noqa: E402
@@ -31,9 +32,13 @@ from transformers import AutoTokenizer  # noqa: E402
 
 TABLE = ROOT / "reports" / "calibration" / "rm.jsonl"
 # Notebook 02's recipe, written out; ``--`` flags override it.
-BASE_RECIPE = {"max_steps": 600, "train_batch_size": 32, "micro_train_batch_size": 32, "learning_rate": 5e-4,
-               "lr_warmup_ratio": 0.03, "eval_steps": -1, "contrastive_loss_beta": 0.5, "sim_samples": 16,
-               "unsim_samples": 16, "zero_stage": 0, "max_len": 192, "max_epochs": 1000}
+BASE_RECIPE = RMRecipe(rm_steps=600, rm_batch_size=32, rm_micro_batch_size=32, rm_learning_rate=5e-4, rm_warmup_ratio=0.03,
+                       rm_eval_steps=-1, contrastive_beta=0.5, sim_samples=16, unsim_samples=16, rm_zero_stage=0,
+                       max_len=192, max_epochs=1000, logging_steps=5)
+# The trainer flags a row records (the paths, strategy and seed are recorded apart).
+RECORDED_FLAGS = ("max_steps", "train_batch_size", "micro_train_batch_size", "learning_rate", "head_learning_rate",
+                  "lr_warmup_ratio", "eval_steps", "contrastive_loss_beta", "sim_samples", "unsim_samples", "zero_stage",
+                  "max_len", "max_epochs")
 
 
 def parse_overrides(extra: list[str]) -> dict:
@@ -61,7 +66,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run_dir", required=True)
     p.add_argument("--name", required=True, help="Recipe label; RMs go to <run_dir>/calibration/<name>/.")
-    p.add_argument("--strategy", default="baseline", choices=list(ex.RM_STRATEGIES))
+    p.add_argument("--strategy", default="baseline", choices=list(STRATEGY))
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--parallel", type=int, default=2, help="Trainings side by side.")
     p.add_argument("--bench", default="toy-id")
@@ -70,10 +75,12 @@ def main(argv=None) -> int:
     p.add_argument("--table", type=Path, default=TABLE)
     args = p.parse_args(own)
     run = Path(args.run_dir)
-    recipe = {**BASE_RECIPE, **parse_overrides(extra)}
+    overrides = parse_overrides(extra)
+    ran = BASE_RECIPE.config(**overrides)  # unknown flags stop here, before any training
+    recipe = {**{k: getattr(ran, k) for k in RECORDED_FLAGS}, **overrides}
     out_root = run / "calibration" / args.name
     started = time.perf_counter()
-    runs = ex.train_rms(run, [args.strategy], args.seeds, parallel=args.parallel, out_root=out_root, **recipe)
+    runs = train_rms(run, [args.strategy], args.seeds, BASE_RECIPE, parallel=args.parallel, out_root=out_root, **overrides)
     train_wall = time.perf_counter() - started
 
     from dataclasses import asdict
@@ -90,7 +97,7 @@ def main(argv=None) -> int:
     for row in runs.itertuples():
         path = out_root / f"{args.strategy}-seed{row.seed}"
         model, tokenizer = load_reward_model(path), AutoTokenizer.from_pretrained(path)
-        scored = score_generations(model, tokenizer, rows, TEMPLATE, batch_size=128, max_len=recipe["max_len"], progress=False)
+        scored = score_generations(model, tokenizer, rows, TEMPLATE, batch_size=128, max_len=ran.max_len, progress=False)
         table = tables.auroc_table({"rm": scored}, args.bench, n_boot=args.n_boot).set_index("scorer")
         records.append({
             "name": args.name, "strategy": args.strategy, "seed": int(row.seed), "recipe": recipe,

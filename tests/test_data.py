@@ -47,7 +47,7 @@ def test_empty_response_names_the_row(tokenizer):
     rows = [{"question": "q", "correct": "a", "incorrect": "b"}, {"question": "q", "correct": " ", "incorrect": "b"}]
     with pytest.raises(ValueError, match=r"row 1: field 'correct' is an empty response"):
         encode_preference_rows(tokenizer, rows, template="toymath", max_len=30)
-    with pytest.raises(ValueError, match=r"math, hh, toymath"):
+    with pytest.raises(ValueError, match=r"math, nemo, hh, toymath"):
         encode_preference_rows(tokenizer, rows[:1], template="chat", max_len=30)
 
 

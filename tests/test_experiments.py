@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from goalrm_core.data.rundir import RunDir
-from goalrm_core.study import artifacts, evaluation as ev, experiments as ex
+from goalrm_core.study import artifacts, evaluation as ev
 from goalrm_core.data.io import write_jsonl
 from goalrm_core.report.runner import gate_html
 
@@ -56,26 +56,3 @@ def test_seed_spread_is_mean_and_t_interval_over_seeds():
     assert (spread["auroc_min"], spread["auroc_max"], spread["n_seeds"]) == (0.78, 0.82, 3)
     assert ev.seed_metrics(ev.seed_spread(per_seed))["baseline"]["toy-id"]["n_seeds"] == 3
     assert np.isnan(ev.seed_spread(per_seed.iloc[:1]).iloc[0]["ci_low"])  # one seed: no spread to estimate
-
-
-def test_train_rms_side_by_side_trains_every_rm_and_seed(tmp_path, tiny_policy_dir):
-    """The demo trains its six RMs two at a time: each run must end with its own saved RM and log."""
-    import shutil
-
-    from goalrm_core.model.reward_model import load_reward_model
-
-    run = tmp_path / "run"
-    shutil.copytree(tiny_policy_dir, run / "data" / "policy")
-    pairs = [{"question": f"{a} +{b}", "correct": f"{a}+{b}={(a + b) % 10}\n#{(a + b) % 10}",
-              "incorrect": f"{a}+{b}={(a + b + 1) % 10}\n#{(a + b + 1) % 10}"} for a in range(1, 9) for b in range(1, 4)]
-    write_jsonl(run / "data" / "preference" / "train.jsonl", pairs[:20])
-    write_jsonl(run / "data" / "preference" / "eval.jsonl", pairs[20:])
-    runs = ex.train_rms(run, ["baseline", "goal-conditioned"], [0], parallel=2, max_steps=2, train_batch_size=4,
-                        micro_train_batch_size=4, eval_steps=-1, max_len=64, max_epochs=10, sim_samples=2, unsim_samples=2)
-    assert list(runs["rm"]) == ["baseline", "goal-conditioned"] and list(runs["steps"]) == [2, 2]
-    for rm in ("baseline", "goal-conditioned"):
-        load_reward_model(ex.model_dir(run, rm, 0))
-        assert (run / "logs" / f"train-{rm}-seed0.log").exists()
-    assert {r["strategy"] for _, r in runs.iterrows()} == {"vanilla", "contrastive"}
-    with pytest.raises(ValueError, match="parallel must be >= 1"):
-        ex.train_rms(run, ["baseline"], [0], parallel=0)

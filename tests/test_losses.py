@@ -101,3 +101,62 @@ def test_bad_inputs_raise_clear_errors():
         contrastive_goal_loss(h, h, torch.tensor([2, 2]), torch.tensor([1, 1]), strategy="dot")
     with pytest.raises(ValueError, match=r"\(2, 5, 4\) and \(2, 5, 3\)"):
         contrastive_goal_loss(h, torch.randn(2, 5, 3), torch.tensor([2, 2]), torch.tensor([1, 1]))
+
+
+# ---------------------------------------------------------------- the official code's sampling forms
+
+from goalrm_core.model.losses import _mean_sigmoid_cosine, earliest_window_positions  # noqa: E402
+
+
+def test_earliest_window_positions_follow_the_official_formula():
+    # a 10-token response at positions 2..11 of a 12-long sequence; p = 0.5
+    n, seq_len = torch.tensor([10]), 12
+    u = torch.tensor([[0.0, 0.25, 0.5, 0.999]])
+    # f = (0.5 - 1)·u + 1;  back = floor(f·10 + 1);  position = 12 - back
+    expected = [12 - math.floor(((0.5 - 1) * x + 1) * 10 + 1) for x in (0.0, 0.25, 0.5, 0.999)]
+    assert earliest_window_positions(n, seq_len, u, 0.5)[0].tolist() == expected == [1, 3, 4, 6]
+
+
+def test_percentile_window_direction():
+    # p = 0.8: "earliest" draws from the first fifth of the response (and the token before it, at u = 0
+    # exactly, as the official indexing does); "latest" from its last fifth
+    g = torch.Generator().manual_seed(0)
+    n, seq_len = torch.tensor([50]), 60  # response at positions 10..59
+    u = torch.rand((1, 2000), generator=g, dtype=torch.float64)
+    early = earliest_window_positions(n, seq_len, u, 0.8)
+    late = sample_response_positions(n, seq_len, 2000, 0.8, g)
+    assert early.min() >= 9 and early.max() <= 10 + 10
+    assert late.min() >= 60 - 10 and late.max() == 59
+
+
+def test_pair_forms_by_hand():
+    sig = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
+    source = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
+    goal = torch.tensor([[[1.0, 0.0], [-1.0, 0.0]]])
+    # matched: cos(s0, g0) = 1, cos(s1, g1) = 0
+    assert _mean_sigmoid_cosine(source, goal, "matched").item() == pytest.approx((sig(1) + sig(0)) / 2)
+    # all: cos = 1, -1, 0, 0 over the four combinations
+    assert _mean_sigmoid_cosine(source, goal, "all").item() == pytest.approx((sig(1) + sig(-1) + 2 * sig(0)) / 4)
+    assert _mean_sigmoid_cosine(source, goal, "all").item() != pytest.approx(_mean_sigmoid_cosine(source, goal, "matched").item())
+
+
+def test_official_and_matched_forms_differ_but_agree_on_constant_states():
+    g = torch.Generator().manual_seed(0)
+    chosen, rejected = torch.randn(3, 8, 4, generator=g), torch.randn(3, 8, 4, generator=g)
+    n = torch.tensor([5, 8, 3])
+    forms = {(w, p): contrastive_goal_loss(chosen, rejected, n, n, percentile_window=w, pairs=p, sim_samples=4, unsim_samples=4,
+                                           generator=torch.Generator().manual_seed(1)).item()
+             for w in ("earliest", "latest") for p in ("all", "matched")}
+    assert len({round(v, 6) for v in forms.values()}) == 4
+    # every state of a response equal: every form is the same hand-computed number
+    sig = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
+    same_c = torch.tensor([1.0, 0.0, 0.0, 0.0]).expand(3, 8, 4)
+    same_r = torch.tensor([0.0, 1.0, 0.0, 0.0]).expand(3, 8, 4)
+    for w in ("earliest", "latest"):
+        for p in ("all", "matched"):
+            loss = contrastive_goal_loss(same_c, same_r, n, n, percentile_window=w, pairs=p)
+            assert loss.item() == pytest.approx(0.5 * (-math.log(sig(1)) - math.log(1 - sig(0))), rel=1e-6)
+    with pytest.raises(ValueError, match="percentile_window"):
+        contrastive_goal_loss(chosen, rejected, n, n, percentile_window="middle")
+    with pytest.raises(ValueError, match="pairs"):
+        contrastive_goal_loss(chosen, rejected, n, n, pairs="some")

@@ -12,6 +12,7 @@ A run directory holds what one profile makes, stage by stage (see DESIGN.md)::
       logs/train-<model>.log             its training log (02)
       representations/<model>/           its goal states (03)
       eval/<model>/<bench>/{greedy,all}/scored.jsonl   dense scores (04)
+      eval/<model>/eval_rm.json          what the scoring ran with (04)
       decoding/                          decoding artifacts (05)
 
 ``<model>`` is ``<rm>-seed<k>`` (see `RunDir.model_name`). What the names of the RMs are is the
@@ -33,6 +34,8 @@ from pathlib import Path
 # The split a benchmark's sampled generations are scored under (the official eval_rm layout calls it
 # ``all``); greedy generations keep ``greedy``.
 SCORED_SPLITS = ("greedy", "all")
+# What eval-rm ran with (RM, goal state, template, --filter_threshold …), at the root of its --save_dir.
+EVAL_SETTINGS = "eval_rm.json"
 
 
 @dataclass(frozen=True)
@@ -113,3 +116,8 @@ def scored_path(eval_dir: str | os.PathLike, bench: str, split: str) -> Path:
     if split not in SCORED_SPLITS:
         raise ValueError(f"split must be one of {SCORED_SPLITS}, got {split!r}")
     return Path(eval_dir) / bench / split / "scored.jsonl"
+
+
+def eval_settings_path(eval_dir: str | os.PathLike) -> Path:
+    """Where ``eval-rm`` records what it ran with, under its ``--save_dir``."""
+    return Path(eval_dir) / EVAL_SETTINGS

@@ -2,7 +2,10 @@
 
 Sequences are sorted by length and scored in buckets (never one at a time), then returned in the
 input order. The RM input is built exactly as in training (template, response + " " + EOS).
-Command line: ``goalrm eval-rm`` with the seed's ``eval_rm.py`` flags.
+Command line: ``goalrm eval-rm`` with the seed's ``eval_rm.py`` flags. Its ``--filter_threshold``
+scores nothing differently: the seed's ``eval_rm.py`` hands it only to its closing metrics printout
+(Q-filtered majority voting over the sampled generations), which is ``goalrm metrics
+--filter_threshold`` here. eval-rm records it in ``<save_dir>/eval_rm.json`` with its other settings.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from transformers import AutoTokenizer
 
 from goalrm_core.cli import finite_float, non_negative_int, positive_int
 from goalrm_core.data.encoding import encode_prompt_response, left_pad
-from goalrm_core.data.io import check_label, check_output_dir, load_npy, read_jsonl, write_jsonl
 from goalrm_core.data.adapters import benchmark_dir, generation_files
+from goalrm_core.data.io import atomic_write_json, check_label, check_output_dir, load_npy, read_jsonl, write_jsonl
+from goalrm_core.data.rundir import eval_settings_path
 from goalrm_core.data.schema import SCORED_GENERATION_FIELDS
 from goalrm_core.model.reward_model import RewardModel, load_reward_model
 from goalrm_core.model.templates import TEMPLATES, apply_template
@@ -145,8 +149,11 @@ def eval_rm(
     max_len: int = 2048,
     max_samples: int = 0,
     progress: bool = True,
+    filter_threshold: float | None = None,
 ) -> dict[str, dict[str, int]]:
-    """Score every benchmark's greedy and sampled generations into ``save_dir/<bench>/{greedy,all}/scored.jsonl``."""
+    """Score every benchmark's greedy and sampled generations into ``save_dir/<bench>/{greedy,all}/scored.jsonl``,
+    and what ran into ``save_dir/eval_rm.json``. ``filter_threshold`` is only recorded there: it is
+    applied by ``goalrm metrics`` (see the module docstring)."""
     for name, value, low in (("batch_size", batch_size, 1), ("max_len", max_len, 1), ("max_samples", max_samples, 0)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
             raise ValueError(f"--{name} must be an integer >= {low}, got {value!r}")
@@ -173,6 +180,13 @@ def eval_rm(
             scored = score_generations(model, tokenizer, rows, template, goal, max_len, batch_size, progress=progress, desc=f"{bench}/{split}")
             check_finite_scores(scored, f"reward model {reward_model_path}, {bench}/{split}")
             counts[bench][split] = write_jsonl(Path(save_dir) / bench / split / "scored.jsonl", scored)
+    atomic_write_json(eval_settings_path(save_dir), {
+        "reward_model_path": str(reward_model_path), "goal_state_path": None if vanilla else str(goal_state_path),
+        "vanilla": vanilla, "template": template, "max_len": int(max_len), "max_samples": int(max_samples), "benchmarks": list(benchmarks),
+        "filter_threshold": filter_threshold,
+        "filter_threshold_applied_by": "goalrm metrics --filter_threshold (Q-filtered majority voting); scoring keeps every generation",
+        "scored": counts,
+    })
     return counts
 
 
@@ -181,8 +195,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--completions_data_path", required=True, help="Folder with one sub-folder of generations per benchmark.")
     p.add_argument("--reward_model_path", required=True, help="RM saved by goalrm train-rm.")
     p.add_argument("--goal_state_path", help="goal_state.npy from goalrm get-representation (not with --vanilla).")
-    p.add_argument("--save_dir", required=True, help="Output root: <save_dir>/<bench>/{greedy,all}/scored.jsonl.")
-    p.add_argument("--filter_threshold", type=finite_float, default=0.0, help="Accepted for the seed's scripts; used by `goalrm metrics`.")
+    p.add_argument("--save_dir", required=True, help="Output root: <save_dir>/<bench>/{greedy,all}/scored.jsonl, and <save_dir>/eval_rm.json (the settings).")
+    p.add_argument("--filter_threshold", type=finite_float, default=0.0,
+                   help="Q-value threshold of the filtered majority vote. Not applied here (every generation is scored): "
+                        "recorded in <save_dir>/eval_rm.json; `goalrm metrics --filter_threshold` applies it, as the seed's "
+                        "eval_rm.py passes it only to its final metrics step.")
     p.add_argument("--benchmarks", nargs="+", required=True, help="Benchmark folder names.")
     p.add_argument("--vanilla", action="store_true", help="Skip the Q-values (baseline RM).")
     p.add_argument("--template", default="math", choices=tuple(TEMPLATES), help="Prompt template used in training.")
@@ -195,7 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     counts = eval_rm(args.completions_data_path, args.reward_model_path, args.save_dir, args.benchmarks,
-                     args.goal_state_path, args.vanilla, args.template, args.batch_size, args.max_len, args.max_samples)
+                     args.goal_state_path, args.vanilla, args.template, args.batch_size, args.max_len, args.max_samples,
+                     filter_threshold=args.filter_threshold)
     for bench, splits in counts.items():
         print(bench, ", ".join(f"{k}: {v} scored" for k, v in splits.items()))
     return 0

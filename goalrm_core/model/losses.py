@@ -10,6 +10,10 @@ import torch
 import torch.nn.functional as F
 
 CONTRASTIVE_STRATEGIES = ("cosine", "cosine_avg")
+#: where a percentile draws contrastive positions from (the official code: ``earliest``)
+PERCENTILE_WINDOWS = ("earliest", "latest")
+#: which (source, goal) pairs the contrastive term averages over (the official code: ``all``)
+PAIR_FORMS = ("all", "matched")
 
 
 def pairwise_loss(chosen_reward: torch.Tensor, rejected_reward: torch.Tensor, margin: torch.Tensor | float | None = None) -> torch.Tensor:
@@ -44,23 +48,51 @@ def sample_response_positions(
     percentile: float,
     generator: torch.Generator | None,
 ) -> torch.Tensor:
-    """Positions drawn uniformly over the last part of each (left-padded) response.
+    """Positions drawn uniformly over the **last** part of each (left-padded) response (the
+    ``latest`` window).
 
     ``percentile`` p restricts draws to the last ``ceil(n·(1−p))`` tokens (at least one), counted back
     from the end; p = 0 means the whole response. Returns (batch, num_samples) absolute positions.
     """
-    if not 0.0 <= percentile < 1.0:
-        raise ValueError(f"percentile must be in [0, 1), got {percentile}")
+    _check_percentile(percentile)
     span = torch.ceil(num_actions.double() * (1.0 - percentile)).long().clamp(min=1)
     u = torch.rand((num_actions.shape[0], num_samples), generator=generator, dtype=torch.float64)
     back = (u * span.unsqueeze(1)).long().clamp(max=(span - 1).unsqueeze(1))  # 0 = last token
     return (seq_len - 1 - back).to(num_actions.device)
 
 
+def earliest_window_positions(num_actions: torch.Tensor, seq_len: int, u: torch.Tensor, percentile: float) -> torch.Tensor:
+    """The official code's positions for uniform draws ``u`` (batch, k) in [0, 1) (the ``earliest`` window).
+
+    A draw becomes the fraction ``f = (p − 1)·u + 1`` in (p, 1] of the response, counted back from
+    its end: the token ``floor(f·n + 1)`` places before the end of the sequence (clamped to it). With
+    p > 0 the positions fall in the **earliest** (1−p) of the response; a larger ``u`` gives a later
+    position. p = 0 covers the whole response.
+    """
+    _check_percentile(percentile)
+    fraction = (percentile - 1.0) * u.double() + 1.0
+    back = torch.floor(fraction * num_actions.double().unsqueeze(1) + 1).long().clamp(0, seq_len - 1)
+    return ((-back) % seq_len).to(num_actions.device)  # Python's negative indexing, as the official code indexes
+
+
+def _check_percentile(percentile: float) -> None:
+    if not 0.0 <= percentile < 1.0:
+        raise ValueError(f"percentile must be in [0, 1), got {percentile}")
+
+
 def _gather(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     """hidden (B, S, H), positions (B, K) -> (B, K, H)."""
     index = positions.to(hidden.device).unsqueeze(-1).expand(-1, -1, hidden.shape[-1])
     return hidden.gather(1, index)
+
+
+def _mean_sigmoid_cosine(source: torch.Tensor, goal: torch.Tensor, pairs: str) -> torch.Tensor:
+    """Mean σ(cos) over (source, goal) pairs: the k-th with the k-th (``matched``), or every source
+    with every goal (``all``). A single (averaged) goal is compared with every source either way."""
+    source, goal = source.float(), goal.float()
+    if pairs == "all" or goal.shape[1] == 1:
+        return torch.sigmoid(F.cosine_similarity(source.unsqueeze(2), goal.unsqueeze(1), dim=-1)).mean()
+    return torch.sigmoid(F.cosine_similarity(source, goal, dim=-1)).mean()
 
 
 def contrastive_goal_loss(
@@ -75,6 +107,8 @@ def contrastive_goal_loss(
     strategy: str = "cosine",
     source_state_percentile: float = 0.0,
     goal_state_percentile: float = 0.0,
+    percentile_window: str = "earliest",
+    pairs: str = "all",
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """The goal-conditioned contrastive term.
@@ -84,9 +118,21 @@ def contrastive_goal_loss(
     the preferred response and a goal state in the dispreferred one. Each pair scores ``σ(cos)``;
     the loss is ``β·[−log mean σ(cos_pos) − log(1 − mean σ(cos_neg))]``. With ``cosine_avg`` the
     sampled goal states of each row are averaged into one goal before comparing.
+
+    Two choices the official code makes, each with the project's earlier form as an option:
+
+    * ``percentile_window``: where a percentile p > 0 draws from: ``earliest`` (official; see
+      `earliest_window_positions`) or ``latest`` (the last (1−p) of the response; see
+      `sample_response_positions`). With p = 0 both draw from the whole response.
+    * ``pairs``: ``all`` (official) averages over every (source, goal) combination of the draws,
+      S×S for positives and U×U for negatives; ``matched`` pairs the k-th source with the k-th goal.
     """
     if strategy not in CONTRASTIVE_STRATEGIES:
         raise ValueError(f"unknown contrastive_strategy {strategy!r}; valid: {', '.join(CONTRASTIVE_STRATEGIES)}")
+    if percentile_window not in PERCENTILE_WINDOWS:
+        raise ValueError(f"unknown percentile_window {percentile_window!r}; valid: {', '.join(PERCENTILE_WINDOWS)}")
+    if pairs not in PAIR_FORMS:
+        raise ValueError(f"unknown contrastive pairs {pairs!r}; valid: {', '.join(PAIR_FORMS)}")
     if chosen_hidden.dim() != 3 or chosen_hidden.shape != rejected_hidden.shape:
         raise ValueError(
             "chosen_hidden and rejected_hidden must both be (batch, seq, hidden) with equal shapes; "
@@ -96,11 +142,21 @@ def contrastive_goal_loss(
     chosen_n = _check_num_actions("chosen_num_actions", chosen_num_actions, seq_len, batch).cpu()
     rejected_n = _check_num_actions("rejected_num_actions", rejected_num_actions, seq_len, batch).cpu()
 
-    a = sample_response_positions(chosen_n, seq_len, sim_samples, source_state_percentile, generator)
-    b = sample_response_positions(chosen_n, seq_len, sim_samples, goal_state_percentile, generator)
-    pos_source, pos_goal = torch.minimum(a, b), torch.maximum(a, b)
-    neg_source = sample_response_positions(chosen_n, seq_len, unsim_samples, source_state_percentile, generator)
-    neg_goal = sample_response_positions(rejected_n, seq_len, unsim_samples, goal_state_percentile, generator)
+    if percentile_window == "latest":
+        a = sample_response_positions(chosen_n, seq_len, sim_samples, source_state_percentile, generator)
+        b = sample_response_positions(chosen_n, seq_len, sim_samples, goal_state_percentile, generator)
+        pos_source, pos_goal = torch.minimum(a, b), torch.maximum(a, b)
+        neg_source = sample_response_positions(chosen_n, seq_len, unsim_samples, source_state_percentile, generator)
+        neg_goal = sample_response_positions(rejected_n, seq_len, unsim_samples, goal_state_percentile, generator)
+    else:
+        # one sorted pair of draws per sample: the smaller is the source's, which lies earlier
+        u = torch.rand((batch, 2, sim_samples), generator=generator, dtype=torch.float64).sort(dim=1).values
+        pos_source = earliest_window_positions(chosen_n, seq_len, u[:, 0], source_state_percentile)
+        pos_goal = earliest_window_positions(chosen_n, seq_len, u[:, 1], goal_state_percentile)
+        u_source = torch.rand((batch, unsim_samples), generator=generator, dtype=torch.float64)
+        u_goal = torch.rand((batch, unsim_samples), generator=generator, dtype=torch.float64)
+        neg_source = earliest_window_positions(chosen_n, seq_len, u_source, source_state_percentile)
+        neg_goal = earliest_window_positions(rejected_n, seq_len, u_goal, goal_state_percentile)
 
     source_pos = _gather(chosen_hidden, pos_source)
     goal_pos = _gather(chosen_hidden, pos_goal)
@@ -110,6 +166,6 @@ def contrastive_goal_loss(
         goal_pos = goal_pos.mean(dim=1, keepdim=True)
         goal_neg = goal_neg.mean(dim=1, keepdim=True)
 
-    sim_pos = torch.sigmoid(F.cosine_similarity(source_pos.float(), goal_pos.float(), dim=-1)).mean()
-    sim_neg = torch.sigmoid(F.cosine_similarity(source_neg.float(), goal_neg.float(), dim=-1)).mean()
+    sim_pos = _mean_sigmoid_cosine(source_pos, goal_pos, pairs)
+    sim_neg = _mean_sigmoid_cosine(source_neg, goal_neg, pairs)
     return beta * (-torch.log(sim_pos) - torch.log1p(-sim_neg))

@@ -54,6 +54,8 @@ def reward_model_loss(model: RewardModel, batch: dict[str, torch.Tensor], cfg, g
             strategy=cfg.contrastive_strategy,
             source_state_percentile=cfg.source_state_percentile,
             goal_state_percentile=cfg.goal_state_percentile,
+            percentile_window=cfg.contrastive_window,
+            pairs=cfg.contrastive_pairs,
             generator=generator,
         )
     return BatchLoss(

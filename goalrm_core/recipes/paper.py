@@ -15,9 +15,9 @@ Three profiles in ``params/`` are read here rather than by the notebooks:
   on them (:func:`real_cpu_commands`, :func:`real_cpu_run`); :func:`real_cpu_summary` reads the
   results. Every number it gives is CPU-scale.
 
-A profile's keys that the notebooks also declare keep the notebooks' names (``rm_batch_size`` is
-``--train_batch_size``: :data:`NOTEBOOK_KEYS`); the other train-rm flags keep their own names
-(:data:`FLAG_KEYS`).
+A profile's training keys become train-rm flags through :class:`goalrm_core.study.training.RMRecipe`,
+the one mapping the notebooks use too (``rm_batch_size`` is ``--train_batch_size``; keys such as
+``max_len`` or ``bf16`` keep the trainer's names).
 """
 
 from __future__ import annotations
@@ -31,30 +31,26 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from goalrm_core.data.io import ArtifactError, atomic_write_json, read_jsonl, write_jsonl
-from goalrm_core.train.launch import train_command
-from goalrm_core.report.profiles import load_profile, resolve_path
+import numpy as np
+import torch
+from transformers import AutoTokenizer, LlamaForCausalLM
 
-#: profile key (as the notebooks name it) -> train-rm flag
-NOTEBOOK_KEYS = {
-    "rm_batch_size": "train_batch_size",
-    "rm_micro_batch_size": "micro_train_batch_size",
-    "rm_learning_rate": "learning_rate",
-    "rm_warmup_ratio": "lr_warmup_ratio",
-    "rm_eval_steps": "eval_steps",
-    "rm_zero_stage": "zero_stage",
-    "rm_steps": "max_steps",
-    "contrastive_beta": "contrastive_loss_beta",
-    "seed": "seed",
-    "sim_samples": "sim_samples",
-    "unsim_samples": "unsim_samples",
-}
-#: train-rm flags a profile may set under their own names
-FLAG_KEYS = (
-    "pretrain", "dataset", "dataset_probs", "eval_dataset", "eval_split", "template", "max_len", "max_epochs",
-    "bf16", "flash_attn", "gradient_checkpointing", "value_head_strategy", "contrastive_strategy",
-    "source_state_percentile", "goal_state_percentile", "save_steps", "logging_steps",
-)
+from goalrm_core.data.adapters import load_generations, load_pairs, load_questions, write_generation_folder
+from goalrm_core.data.io import ArtifactError, atomic_write_json, read_jsonl, write_jsonl
+from goalrm_core.data.preferences import split_train_eval
+from goalrm_core.data.questions import preference_pairs, split_by_question
+from goalrm_core.evaluation import metrics
+from goalrm_core.evaluation.tables import delta_auroc, labels, question_ids, read_scored
+from goalrm_core.inference.scoring import iter_scored
+from goalrm_core.model.reward_model import load_reward_model, tiny_llama_config
+from goalrm_core.model.templates import apply_template
+from goalrm_core.model.tokenization import build_char_tokenizer
+from goalrm_core.report.profiles import load_profile, resolve_path
+from goalrm_core.study.training import RMRecipe
+from goalrm_core.tasks.toymath import problems as toymath
+from goalrm_core.train.config import TrainRMConfig
+from goalrm_core.train.launch import run_streaming, train_command
+
 STRATEGIES = {"baseline": "vanilla", "vanilla": "vanilla", "goal-conditioned": "contrastive", "contrastive": "contrastive"}
 #: the seed's checkpoint names: ./ckpt/baseline_reward_model, ./ckpt/contrastive_reward_model
 CKPT_NAMES = {"vanilla": "baseline_reward_model", "contrastive": "contrastive_reward_model"}
@@ -69,31 +65,21 @@ def strategy_name(strategy: str) -> str:
         raise ValueError(f"unknown strategy {strategy!r}; valid: {', '.join(STRATEGIES)}") from None
 
 
-def train_args_from_profile(profile: Mapping[str, Any], strategy: str, save_path: str | None = None, **overrides: Any) -> dict:
-    """train-rm arguments (flag -> value) of one RM from a profile's keys.
+def train_config_from_profile(profile: Mapping[str, Any], strategy: str, save_path: str | None = None, **overrides: Any) -> TrainRMConfig:
+    """The train-rm config of one RM from a profile's training keys (:meth:`RMRecipe.from_profile`).
 
     ``save_path`` defaults to ``<ckpt_dir>/{baseline,contrastive}_reward_model`` (the seed's names).
     ``overrides`` are train-rm flags and win over the profile.
     """
     strategy = strategy_name(strategy)
-    args: dict[str, Any] = {}
-    for key, flag in NOTEBOOK_KEYS.items():
-        if key in profile:
-            args[flag] = profile[key]
-    for key in FLAG_KEYS:
-        if key in profile:
-            args[key] = profile[key]
     if save_path is None:
         save_path = f"{str(profile.get('ckpt_dir', './ckpt')).rstrip('/')}/{CKPT_NAMES[strategy]}"
-    args["save_path"] = save_path
-    args["reward_model_strategy"] = strategy
-    args.update(overrides)
-    return args
+    return RMRecipe.from_profile(profile).config(save_path=save_path, reward_model_strategy=strategy, **overrides)
 
 
-def paper_train_args(profile_name: str, strategy: str, save_path: str | None = None, **overrides: Any) -> dict:
-    """train-rm arguments of a paper profile (``paper-math``, ``paper-hh``)."""
-    return train_args_from_profile(load_profile(profile_name), strategy, save_path, **overrides)
+def paper_train_config(profile_name: str, strategy: str, save_path: str | None = None, **overrides: Any) -> TrainRMConfig:
+    """The train-rm config of a paper profile (``paper-math``, ``paper-hh``)."""
+    return train_config_from_profile(load_profile(profile_name), strategy, save_path, **overrides)
 
 
 def paper_train_command(
@@ -114,9 +100,9 @@ def paper_train_command(
     "0", "--train_batch_size", "64", ...]``.
     """
     profile = load_profile(profile_name)
-    args = train_args_from_profile(profile, strategy, **overrides)
+    cfg = train_config_from_profile(profile, strategy, **overrides)
     n = int(num_gpus if num_gpus is not None else profile.get("rm_processes", 1))
-    return train_command(args, num_processes=n, use_deepspeed_launcher=True, hostfile=hostfile, num_nodes=num_nodes)
+    return train_command(cfg, num_processes=n, use_deepspeed_launcher=True, hostfile=hostfile, num_nodes=num_nodes)
 
 
 def _cli(command: str, *flags: Any) -> list[str]:
@@ -209,12 +195,6 @@ def write_random_llama(
     the tokenizer's size; a larger one (32000, Llama-2's) gives a realistic embedding table of which
     the tokenizer uses the first ids. A smaller one is refused: the ids would not fit.
     """
-    import torch
-    from transformers import LlamaForCausalLM
-
-    from goalrm_core.model.reward_model import tiny_llama_config
-    from goalrm_core.model.tokenization import build_char_tokenizer
-
     tokenizer = build_char_tokenizer()
     vocab = len(tokenizer) if vocab_size is None else int(vocab_size)
     if vocab < len(tokenizer):
@@ -242,7 +222,6 @@ def write_random_llama(
 def toymath_pairs(n: int, seed: int = 0, max_steps: int = 8) -> list[dict]:
     """Pairs with a known answer and no policy: the reference solution of a ToyMath problem against
     the same chain with one step's result changed (and the later steps carried on from it)."""
-    from goalrm_core.tasks.toymath import problems as toymath
     cfg = toymath.ToyMathConfig(min_steps=3, max_steps=max_steps, operand_max=20, style="verbose")
     rng = random.Random(seed + 1)
     pairs = []
@@ -288,18 +267,16 @@ def gpu_check_command(profile_name: str = "gpu-check", strategy: str = "contrast
     paths = gpu_check_paths(profile["run_dir"])
     strategy = strategy_name(strategy)
     save = paths["models"] / strategy
-    args = train_args_from_profile(
+    cfg = train_config_from_profile(
         profile, strategy, save_path=str(save), pretrain=str(paths["backbone"]), dataset=str(paths["train"]),
         eval_dataset=str(paths["eval"]), template="toymath", max_epochs=100, logging_steps=1, metrics_path=f"{save}.metrics.jsonl",
     )
     n = int(num_gpus if num_gpus is not None else profile.get("rm_processes", 1))
-    return train_command(args, num_processes=n, use_deepspeed_launcher=True)
+    return train_command(cfg, num_processes=n, use_deepspeed_launcher=True)
 
 
 def run_gpu_check(profile_name: str = "gpu-check", dry_run: bool = False, **changes: Any) -> dict[str, Any]:
     """Prepare and run the gpu-check for each of the profile's strategies; returns their summaries."""
-    from goalrm_core.train.launch import run_streaming
-
     profile = {**load_profile(profile_name), **changes}
     strategies = profile.get("strategies", ["contrastive"])
     if dry_run:
@@ -363,10 +340,6 @@ def real_cpu_prepare(profile_name: str = "real-cpu", data_dir: str | Path | None
     * ``data/backbone``: a randomly initialised tiny Llama with the character tokenizer;
     * ``data/manifest.json``: the counts of all of the above.
     """
-    from goalrm_core.data.adapters import load_generations, load_pairs, load_questions, write_generation_folder
-    from goalrm_core.data.questions import preference_pairs, split_by_question
-    from goalrm_core.data.preferences import split_train_eval
-
     profile = {**load_profile(profile_name), **changes}
     paths = real_cpu_paths(profile["run_dir"])
     seed = int(profile.get("seed", 0))
@@ -426,12 +399,12 @@ def real_cpu_commands(profile_name: str = "real-cpu", **changes: Any) -> dict[st
     for task, template, max_len in (("hh", "hh", profile["hh_max_len"]), ("gsm8k", "math", profile["gsm8k_max_len"])):
         for rm, strategy in (("baseline", "vanilla"), ("goal", "contrastive")):
             save = p["models"] / f"{task}-{rm}"
-            args = train_args_from_profile(
+            cfg = train_config_from_profile(
                 profile, strategy, save_path=str(save), pretrain=str(p["backbone"]), dataset=str(p[f"{task}_train"]),
                 eval_dataset=str(p[f"{task}_eval"]), template=template, max_len=max_len, max_epochs=1000,
                 logging_steps=5, metrics_path=f"{save}.metrics.jsonl",
             )
-            cmds[f"train-{task}-{rm}"] = train_command(args, num_processes=1)
+            cmds[f"train-{task}-{rm}"] = train_command(cfg, num_processes=1)
     goal_rm = p["models"] / "gsm8k-goal"
     goal_dir = p["representations"] / "gsm8k-goal"
     cmds["get-representation"] = _cli("get-representation", "--dataset-path", p["gsm8k_train"], "--reward-model-path", goal_rm,
@@ -454,8 +427,6 @@ def real_cpu_script(profile_name: str = "real-cpu", **changes: Any) -> str:
 
 def real_cpu_run(profile_name: str = "real-cpu", data_dir: str | Path | None = None, prepare: bool = True, **changes: Any) -> dict[str, Any]:
     """Prepare (optionally), run every real-cpu command (logs in ``<run_dir>/logs``), summarise."""
-    from goalrm_core.train.launch import run_streaming
-
     profile = {**load_profile(profile_name), **changes}
     p = real_cpu_paths(profile["run_dir"])
     if prepare:
@@ -465,15 +436,8 @@ def real_cpu_run(profile_name: str = "real-cpu", data_dir: str | Path | None = N
     return real_cpu_summary(profile_name, **changes)
 
 
-def _pair_correct(model_dir: Path, pairs: Sequence[dict], template: str, max_len: int) -> "np.ndarray":
+def _pair_correct(model_dir: Path, pairs: Sequence[dict], template: str, max_len: int) -> np.ndarray:
     """Per held-out pair: does the RM score the preferred response above the other one?"""
-    import numpy as np
-    from transformers import AutoTokenizer
-
-    from goalrm_core.model.reward_model import load_reward_model
-    from goalrm_core.inference.scoring import iter_scored
-    from goalrm_core.model.templates import apply_template
-
     model = load_reward_model(model_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     prompts = [apply_template(template, r["question"]) for r in pairs]
@@ -483,16 +447,12 @@ def _pair_correct(model_dir: Path, pairs: Sequence[dict], template: str, max_len
     return rewards[:len(pairs)] > rewards[len(pairs):]
 
 
-def _accuracy_entry(correct: "np.ndarray") -> dict:
-    from goalrm_core.evaluation.metrics import wilson_interval
-
-    low, high = wilson_interval(int(correct.sum()), int(correct.size))
+def _accuracy_entry(correct: np.ndarray) -> dict:
+    low, high = metrics.wilson_interval(int(correct.sum()), int(correct.size))
     return {"accuracy": float(correct.mean()), "ci_low": low, "ci_high": high, "n": int(correct.size)}
 
 
-def _paired_accuracy_delta(a: "np.ndarray", b: "np.ndarray", n_boot: int, seed: int) -> dict:
-    import numpy as np
-
+def _paired_accuracy_delta(a: np.ndarray, b: np.ndarray, n_boot: int, seed: int) -> dict:
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, a.size, size=(n_boot, a.size))
     d = a[idx].mean(1) - b[idx].mean(1)
@@ -508,9 +468,6 @@ def real_cpu_summary(profile_name: str = "real-cpu", **changes: Any) -> dict[str
       Q-value (cosine to the goal state) and of response length alone, with 95% bootstrap CIs
       resampling questions, and the paired AUROC difference goal-conditioned − baseline.
     """
-    from goalrm_core.evaluation import metrics
-    from goalrm_core.evaluation.tables import delta_auroc, labels, question_ids, read_scored
-
     profile = {**load_profile(profile_name), **changes}
     p = real_cpu_paths(profile["run_dir"])
     n_boot, seed = int(profile.get("n_boot", 1000)), int(profile.get("seed", 0))

@@ -1,21 +1,39 @@
 """Training configuration as a documented dataclass; the command line is generated from it.
 
 Field names are the seed's flags (``--micro_train_batch_size`` …), so its scripts keep working.
+A config travels to the training process as a command line (:meth:`TrainRMConfig.to_argv`, what
+:func:`goalrm_core.train.launch.train_command` runs) and is parsed back there
+(:meth:`TrainRMConfig.from_argv`) without loss:
+
+>>> cfg = TrainRMConfig(pretrain="policy", learning_rate=5e-4, bf16=True, group_by_length=False)
+>>> TrainRMConfig.from_argv(cfg.to_argv()) == cfg
+True
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
-from goalrm_core.model.losses import CONTRASTIVE_STRATEGIES
+from goalrm_core.data.encoding import ENCODINGS
+from goalrm_core.model.losses import CONTRASTIVE_STRATEGIES, PAIR_FORMS, PERCENTILE_WINDOWS
 from goalrm_core.model.reward_model import VALUE_HEAD_STRATEGIES
 from goalrm_core.model.templates import TEMPLATES
 
 REWARD_MODEL_STRATEGIES = ("vanilla", "contrastive")
 LOSS_TYPES = ("sigmoid", "logexp")
+# The flags the seed's train scripts always write (``train_contrastive_rm.sh`` …): :meth:`TrainRMConfig.to_argv`
+# writes them even at their defaults, so a generated command line reads like the seed's. Every
+# other field is written only when it differs from its default.
+SEED_FLAGS = (
+    "pretrain", "dataset", "dataset_probs", "save_path", "save_steps", "logging_steps", "eval_steps", "train_batch_size",
+    "micro_train_batch_size", "max_epochs", "max_len", "zero_stage", "learning_rate", "seed", "reward_model_strategy",
+    "contrastive_strategy", "contrastive_loss_beta", "sim_samples", "unsim_samples", "value_head_strategy",
+    "source_state_percentile", "goal_state_percentile",
+)
 
 
 def _help(text: str, default: Any, **meta: Any) -> Any:
@@ -33,8 +51,11 @@ class TrainRMConfig:
     dataset_probs: str = _help("Comma-separated sampling weights for blending --dataset entries.", "1.0")
     eval_dataset: str = _help("Held-out pairs for --eval_steps; empty = hold out --eval_split of the training data.", "")
     eval_split: float = _help("Fraction held out for evaluation when --eval_dataset is empty.", 0.02)
-    template: str = _help(f"Prompt template: {', '.join(TEMPLATES)}.", "math", choices=tuple(TEMPLATES))
-    max_len: int = _help("Maximum tokens of prompt + response; the prompt is cut from the left first.", 2048)
+    template: str = _help(f"Prompt template: {', '.join(TEMPLATES)} (nemo: the official training data's literal).", "nemo", choices=tuple(TEMPLATES))
+    encoding: str = _help("official: prompt + response + ' ' + EOS tokenised in one call with the tokenizer's special tokens, cut "
+                          "from the right; split: prompt and response tokenised apart, the prompt cut from the left.", "official",
+                          choices=ENCODINGS)
+    max_len: int = _help("Maximum tokens of prompt + response (see --encoding for what is cut).", 2048)
     max_samples: int = _help("Use at most this many training pairs (0 = all).", 0)
     save_path: str = _help("Where the final RM is saved (HF layout + goalrm.json).", "./ckpt/reward_model")
     ckpt_path: str = _help("DeepSpeed checkpoints (default: <save_path>.checkpoints, beside the RM dir, which a final save replaces).", "")
@@ -71,8 +92,12 @@ class TrainRMConfig:
     contrastive_loss_beta: float = _help("Weight β of the contrastive term.", 0.5)
     sim_samples: int = _help("Positive (source, later goal) pairs drawn per preferred response.", 16)
     unsim_samples: int = _help("Negative (preferred source, dispreferred goal) pairs per row.", 16)
-    source_state_percentile: float = _help("Draw source states from the last (1-p) of the response (0 = anywhere).", 0.0)
-    goal_state_percentile: float = _help("Draw goal states from the last (1-p) of the response (0 = anywhere).", 0.0)
+    source_state_percentile: float = _help("Draw source states from a (1-p) window of the response, see --contrastive_window (0 = anywhere).", 0.0)
+    goal_state_percentile: float = _help("Draw goal states from a (1-p) window of the response, see --contrastive_window (0 = anywhere).", 0.0)
+    contrastive_window: str = _help("Where a percentile p > 0 draws positions: earliest (the official code: the first (1-p) of the "
+                                    "response) or latest (the last (1-p)).", "earliest", choices=PERCENTILE_WINDOWS)
+    contrastive_pairs: str = _help("Pairs the contrastive term averages over: all (the official code: every source with every goal) "
+                                   "or matched (the k-th source with the k-th goal).", "all", choices=PAIR_FORMS)
     value_head_strategy: str = _help("linear (HF-compatible) or mlp value head.", "linear", choices=VALUE_HEAD_STRATEGIES)
     loss: str = _help("Preference loss: sigmoid (-log σ) or logexp.", "sigmoid", choices=LOSS_TYPES)
     margin: float = _help("Margin subtracted from r_chosen - r_rejected in the sigmoid loss.", 0.0)
@@ -86,10 +111,16 @@ class TrainRMConfig:
     use_tensorboard: str = _help("Directory for tensorboard logs (empty = off).", "")
     s3_save_path: str = _help("Accepted for the seed's HH script; upload is left to the user.", "")
 
+    # run control
+    stop_after_steps: int = _help(
+        "Stop after N optimiser steps, writing a checkpoint, without the final save (simulates a "
+        "preemption; --max_steps and the epochs still define the schedule). 0 = off.", 0)
+
     def __post_init__(self) -> None:
         if self.contrastive_loss:
             self.reward_model_strategy = "contrastive"
-        for name in ("reward_model_strategy", "contrastive_strategy", "value_head_strategy", "template", "loss"):
+        for name in ("reward_model_strategy", "contrastive_strategy", "contrastive_window", "contrastive_pairs", "value_head_strategy",
+                     "template", "encoding", "loss"):
             choices = _field(name).metadata.get("choices")
             if getattr(self, name) not in choices:
                 raise ValueError(f"unknown {name} {getattr(self, name)!r}; valid: {', '.join(choices)}")
@@ -104,6 +135,52 @@ class TrainRMConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> "TrainRMConfig":
+        """A config from ``{flag name: value}``; a key that is not a flag is a one-line error."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(values) - set(names))
+        if unknown:
+            raise ValueError(f"unknown train-rm argument(s) {unknown}; valid: {', '.join(names)}")
+        return cls(**values)
+
+    def to_argv(self) -> list[str]:
+        """The command line of this config, in field order: the seed's flags (:data:`SEED_FLAGS`)
+        always, every other field when it differs from its default. Booleans are bare flags
+        (``--bf16``, or ``--no-group_by_length`` for one that defaults to on); an empty string at
+        its default is left out.
+
+        >>> argv = TrainRMConfig(pretrain="p", bf16=True, group_by_length=False).to_argv()
+        >>> argv[:4], "--bf16" in argv, "--no-group_by_length" in argv, "--l2" in argv, "--dataset" in argv
+        (['--pretrain', 'p', '--dataset_probs', '1.0'], True, True, False, False)
+        """
+        argv: list[str] = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value == f.default and (f.name not in SEED_FLAGS or value == ""):
+                continue
+            if isinstance(value, bool):
+                if value != f.default:
+                    argv.append(f"--{f.name}" if value else f"--no-{f.name}")
+                continue
+            argv += [f"--{f.name}", str(value)]
+        return argv
+
+    @classmethod
+    def from_argv(cls, argv: Sequence[str] | None = None, description: str | None = None) -> "TrainRMConfig":
+        """Parse a command line (``sys.argv[1:]`` when ``argv`` is None). Bad values stop with
+        argparse's one-line error (exit code 2), as every goalrm command does."""
+        parser = build_parser(cls, description)
+        args = parser.parse_args(argv)
+        for name, value in vars(args).items():
+            if isinstance(value, float) and not math.isfinite(value):
+                parser.error(f"argument --{name}: must be a finite number, got {value}")
+        if args.learning_rate <= 0:
+            parser.error(f"argument --learning_rate: must be > 0, got {args.learning_rate}")
+        if args.head_learning_rate < 0:
+            parser.error(f"argument --head_learning_rate: must be >= 0 (0 = same as --learning_rate), got {args.head_learning_rate}")
+        return cls(**vars(args))
 
 
 def _field(name: str) -> dataclasses.Field:
@@ -127,8 +204,3 @@ def build_parser(cls=TrainRMConfig, description: str | None = None) -> argparse.
             choices=meta.get("choices"), required=meta.get("required", False),
         )
     return parser
-
-
-def parse_train_args(argv: Sequence[str] | None = None) -> TrainRMConfig:
-    args = build_parser(description="Train a (goal-conditioned) reward model.").parse_args(argv)
-    return TrainRMConfig(**vars(args))

@@ -17,61 +17,30 @@ Multi-node runs take a hostfile (``host slots=N`` lines) and ssh access, as on a
 from __future__ import annotations
 
 import collections
-import dataclasses
 import os
 import queue
 import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
+
+from goalrm_core.data.io import atomic_write_text
+from goalrm_core.runtime import relative_paths
+from goalrm_core.train.config import TrainRMConfig
+from goalrm_core.train.distributed import free_port
 
 TRAIN_MODULE = "goalrm_core.train.trainer"
 
 
 class LaunchError(RuntimeError):
     """A launched command failed; the message carries the log path and the log's tail."""
-
-
-def _flag_defaults(config_cls) -> dict[str, Any]:
-    return {f.name: f.default for f in dataclasses.fields(config_cls)}
-
-
-def args_to_flags(args: Mapping[str, Any], config_cls=None) -> list[str]:
-    """``{"zero_stage": 2, "bf16": True, "group_by_length": False}`` -> ``--zero_stage 2 --bf16
-    --no-group_by_length``. ``None`` and ``False`` (for flags that default to off) are left out;
-    lists are comma-joined (``dataset``). Keys are checked against the trainer's config.
-
-    >>> args_to_flags({"pretrain": "m", "bf16": True, "flash_attn": False, "dataset": ["a.jsonl", "b.jsonl"]})
-    ['--pretrain', 'm', '--bf16', '--dataset', 'a.jsonl,b.jsonl']
-    """
-    if config_cls is None:
-        from goalrm_core.train.trainer import TrainRunConfig as config_cls
-    defaults = _flag_defaults(config_cls)
-    unknown = sorted(set(args) - set(defaults))
-    if unknown:
-        raise ValueError(f"unknown train-rm argument(s) {unknown}; valid: {', '.join(sorted(defaults))}")
-    flags: list[str] = []
-    for key, value in args.items():
-        if value is None:
-            continue
-        if isinstance(value, bool):
-            if value:
-                flags.append(f"--{key}")
-            elif defaults[key] is True:
-                flags.append(f"--no-{key}")
-            continue
-        if isinstance(value, (list, tuple)):
-            value = ",".join(str(v) for v in value)
-        flags += [f"--{key}", str(value)]
-    return flags
 
 
 def deepspeed_launcher() -> str:
@@ -86,14 +55,8 @@ def deepspeed_launcher() -> str:
     return found
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def train_command(
-    args: Mapping[str, Any],
+    cfg: TrainRMConfig,
     num_processes: int = 1,
     use_deepspeed_launcher: bool | None = None,
     hostfile: str | os.PathLike | None = None,
@@ -101,7 +64,7 @@ def train_command(
     master_port: int | None = None,
     module: str = TRAIN_MODULE,
 ) -> list[str]:
-    """The command line that trains a reward model with ``args`` (the trainer's flags as a dict).
+    """The command line that trains a reward model as ``cfg`` says (its flags: ``cfg.to_argv()``).
 
     * one process, no hostfile: ``[python, -m, goalrm_core.train.trainer, ...]``;
     * otherwise (or with ``use_deepspeed_launcher=True``): ``[deepspeed, --num_gpus N,
@@ -111,9 +74,11 @@ def train_command(
     ``--num_gpus`` also sets the process count on CPU-only machines (see the module docstring).
     A free local port is picked for single-node launcher runs so parallel runs do not collide.
     """
+    if not isinstance(cfg, TrainRMConfig):
+        raise TypeError(f"train_command takes a TrainRMConfig (TrainRMConfig.from_dict turns flags into one), got {type(cfg).__name__}")
     if num_processes < 1:
         raise ValueError(f"num_processes must be >= 1, got {num_processes}")
-    flags = args_to_flags(args)
+    flags = cfg.to_argv()
     if use_deepspeed_launcher is None:
         use_deepspeed_launcher = num_processes > 1 or hostfile is not None
     if not use_deepspeed_launcher:
@@ -135,8 +100,6 @@ def train_command(
 
 def write_hostfile(hosts: Sequence[str], slots: int, path: str | os.PathLike) -> Path:
     """A DeepSpeed hostfile: one ``host slots=N`` line per host (what the SLURM example writes)."""
-    from goalrm_core.data.io import atomic_write_text
-
     if not hosts:
         raise ValueError("no hosts for the hostfile")
     atomic_write_text(path, "".join(f"{h} slots={slots}\n" for h in hosts))
@@ -162,7 +125,7 @@ class _TailView:
         self.last_shown = 0.0
         self.handle = None
         try:
-            from IPython import get_ipython
+            from IPython import get_ipython  # lazy: only a notebook kernel has it
 
             if get_ipython() is not None and "IPKernelApp" in get_ipython().config:
                 from IPython.display import display
@@ -202,8 +165,6 @@ def _shown(line: str) -> str:
     """What the live view shows of a line: paths relative to the project, and no progress bar when
     bars are off (``TQDM_DISABLE``, as in a report run: a subprocess that forces its bar on still
     writes it to the log)."""
-    from goalrm_core.runtime import relative_paths
-
     text = _visible(line)
     if os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true", "yes"):
         text = _BAR.sub("", text)

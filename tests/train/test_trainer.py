@@ -1,7 +1,7 @@
 """The DeepSpeed reward-model trainer, end to end on a tiny local Llama (CPU, gloo).
 
 Runs go through the real entry points (``python -m goalrm_core.train.trainer`` and the ``deepspeed``
-launcher) as subprocesses, built with ``goalrm_core.train.launch``. The first DeepSpeed run on a machine
+launcher) as subprocesses, built from a ``TrainRMConfig`` with ``goalrm_core.train.launch``. The first DeepSpeed run on a machine
 compiles its CPU shared-memory comm op once (about a minute; cached in ~/.cache/torch_extensions).
 """
 
@@ -14,20 +14,14 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from goalrm_core.train.launch import LaunchError, args_to_flags, run_streaming, train_command
-from goalrm_core.model.reward_model import load_reward_model
 from goalrm_core.data.preferences import PreferenceDataError
-from goalrm_core.train.trainer import (
-    INJECT_NAN_ENV,
-    WarmupCosine,
-    default_paths,
-    deepspeed_config,
-    epoch_batches,
-    gradient_accumulation_steps,
-    main,
-    optimizer_param_groups,
-    parse_args,
-)
+from goalrm_core.model.reward_model import load_reward_model
+from goalrm_core.train.batching import epoch_batches
+from goalrm_core.train.config import TrainRMConfig
+from goalrm_core.train.distributed import deepspeed_config, gradient_accumulation_steps
+from goalrm_core.train.launch import LaunchError, run_streaming, train_command
+from goalrm_core.train.optim import WarmupCosine, optimizer_param_groups
+from goalrm_core.train.trainer import INJECT_NAN_ENV, default_paths, main, parse_args
 
 RUN_TIMEOUT_S = 400
 # One thread per process: the tiny model gains nothing from more, and on a shared 2-core machine
@@ -49,7 +43,7 @@ def write_pairs(path, n, seed=0):
 
 def run(args, log_path, num_processes=1, env=None):
     """Train through the real command line; returns the log text (raises LaunchError on failure)."""
-    cmd = train_command(args, num_processes=num_processes)
+    cmd = train_command(TrainRMConfig.from_dict(args), num_processes=num_processes)
     run_streaming(cmd, log_path, env={**RUN_ENV, **(env or {})}, timeout_s=RUN_TIMEOUT_S, show=lambda lines, final: None)
     return log_path.read_text()
 
@@ -209,7 +203,7 @@ def test_zero2_and_zero3_train_the_same_weights(two_process_runs):
 # ---------------------------------------------------------------------------------------------
 
 def flags(base_args, tmp_path, **over):
-    return args_to_flags({**base_args, "save_path": str(tmp_path / "rm"), **over})
+    return TrainRMConfig.from_dict({**base_args, "save_path": str(tmp_path / "rm"), **over}).to_argv()
 
 
 @pytest.mark.skipif(__import__("importlib").util.find_spec("flash_attn") is not None, reason="flash-attn installed")
@@ -291,15 +285,18 @@ def test_optimizer_groups_give_the_head_its_own_learning_rate(tiny_config):
 
 
 def test_train_command_shapes(monkeypatch):
-    single = train_command({"pretrain": "m", "group_by_length": False})
-    assert single[:3] == [sys.executable, "-m", "goalrm_core.train.trainer"] and single[-1] == "--no-group_by_length"
-    multi = train_command({"pretrain": "m"}, num_processes=2)
+    single = train_command(TrainRMConfig(pretrain="m", group_by_length=False))
+    assert single[:3] == [sys.executable, "-m", "goalrm_core.train.trainer"] and "--no-group_by_length" in single
+    assert parse_args(single[3:]) == TrainRMConfig(pretrain="m", group_by_length=False)
+    multi = train_command(TrainRMConfig(pretrain="m"), num_processes=2)
     assert os.path.basename(multi[0]) == "deepspeed" and multi[1:3] == ["--num_gpus", "2"]
     assert multi[multi.index("--module") + 1] == "goalrm_core.train.trainer" and "--master_port" in multi
-    nodes = train_command({"pretrain": "m"}, num_processes=8, hostfile="hosts", num_nodes=2)
+    nodes = train_command(TrainRMConfig(pretrain="m"), num_processes=8, hostfile="hosts", num_nodes=2)
     assert nodes[1:7] == ["--hostfile", "hosts", "--num_nodes", "2", "--num_gpus", "8"]
     with pytest.raises(ValueError, match="unknown train-rm argument"):
-        train_command({"pretrian": "m"})
+        train_command(TrainRMConfig.from_dict({"pretrian": "m"}))
+    with pytest.raises(TypeError, match="train_command takes a TrainRMConfig"):
+        train_command({"pretrain": "m"})
 
 
 def test_sigkill_after_a_checkpoint_then_resume_matches_an_uninterrupted_run(uninterrupted, tmp_path):
@@ -311,7 +308,7 @@ def test_sigkill_after_a_checkpoint_then_resume_matches_an_uninterrupted_run(uni
     out, args, _ = uninterrupted
     killed = {**args, "save_path": str(tmp_path / "rm")}
     latest = tmp_path / "rm.checkpoints" / "latest"
-    proc = subprocess.Popen(train_command(killed), env={**os.environ, **RUN_ENV}, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(train_command(TrainRMConfig.from_dict(killed)), env={**os.environ, **RUN_ENV}, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + RUN_TIMEOUT_S
     while not (latest.exists() and latest.read_text().strip()) and proc.poll() is None and time.time() < deadline:

@@ -1,0 +1,78 @@
+"""The training data of a run: preference rows loaded and tokenised once, and the order in which
+micro-batches visit them (a function of seed and epoch only, so a resumed run sees the same order)."""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from goalrm_core.data.encoding import encode_preference_rows
+from goalrm_core.data.preferences import load_preference_rows, split_train_eval
+from goalrm_core.train.config import TrainRMConfig
+
+
+def load_items(cfg: TrainRMConfig, tokenizer, say: Callable[[str], None]) -> tuple[list[dict], list[dict], dict]:
+    """(train items, eval items, counts for the summary) from ``--dataset`` / ``--eval_dataset``.
+
+    Rows that are all HH-RLHF dialogues switch the default ``math`` template to ``hh`` (``cfg`` is
+    updated, so the saved training args say what ran)."""
+    reports: list = []
+    rows = load_preference_rows(cfg.dataset, cfg.dataset_probs, cfg.seed, cfg.max_samples, reports=reports)
+    if cfg.eval_dataset:
+        train_rows = rows
+        eval_rows = load_preference_rows(cfg.eval_dataset, "", cfg.seed, 0, split="eval", reports=reports)
+    else:
+        train_rows, eval_rows = split_train_eval(rows, cfg.eval_split, cfg.seed)
+    for report in reports:
+        say(f"data: {report.summary()}")
+    if cfg.template in ("math", "nemo") and all(set(r.shapes) == {"hh_dialogue"} for r in reports):
+        # The seed's HH script passes no template: a whole dialogue already holds its prompt.
+        cfg.template = "hh"
+        say("data: every row is an HH-RLHF dialogue; using --template hh (the dialogue is the prompt)")
+    train_items, train_stats = encode_preference_rows(tokenizer, train_rows, cfg.template, cfg.max_len, cfg.encoding)
+    eval_items, eval_stats = encode_preference_rows(tokenizer, eval_rows, cfg.template, cfg.max_len, cfg.encoding) if eval_rows else ([], None)
+    say(f"tokenised train: {train_stats.summary()}")
+    if eval_stats is not None:
+        say(f"tokenised eval: {eval_stats.summary()}")
+    if not train_items:
+        raise ValueError(f"no training pairs left after tokenisation with --max_len {cfg.max_len}: {train_stats.summary()}")
+    stats = {
+        "train_pairs": len(train_items), "eval_pairs": len(eval_items),
+        "train_truncated": train_stats.n_truncated, "train_dropped": train_stats.n_dropped,
+        "eval_truncated": eval_stats.n_truncated if eval_stats else 0, "eval_dropped": eval_stats.n_dropped if eval_stats else 0,
+        "skipped_rows": sum(r.n_skipped for r in reports),
+    }
+    return train_items, eval_items, stats
+
+
+def item_length(item: dict) -> int:
+    return max(len(item["chosen_ids"]), len(item["rejected_ids"]))
+
+
+def epoch_batches(
+    lengths: Sequence[int], epoch: int, seed: int, per_pass: int, n_passes: int, group_by_length: bool
+) -> list[list[int]]:
+    """The data order of one epoch: ``n_passes`` global micro-batches of ``per_pass`` item indices
+    (rank r takes slice ``[r*micro:(r+1)*micro]`` of each). A function of (seed, epoch) only.
+
+    With ``group_by_length`` the shuffled order is cut into chunks of 50 passes, each chunk sorted by
+    length and cut into passes, and the passes of a chunk shuffled: similar lengths share a padded
+    batch (across ranks too), while the order stays random at the chunk scale.
+
+    >>> lengths = [1, 9, 2, 8, 3, 7]
+    >>> batches = epoch_batches(lengths, epoch=0, seed=0, per_pass=2, n_passes=3, group_by_length=True)
+    >>> sorted(sorted(lengths[i] for i in b) for b in batches)
+    [[1, 2], [3, 7], [8, 9]]
+    """
+    rng = np.random.default_rng([seed, epoch])
+    order = rng.permutation(len(lengths))[: per_pass * n_passes].tolist()
+    if not group_by_length:
+        return [order[i * per_pass:(i + 1) * per_pass] for i in range(n_passes)]
+    chunk = 50 * per_pass
+    batches = []
+    for start in range(0, len(order), chunk):
+        part = sorted(order[start:start + chunk], key=lambda i: -lengths[i])
+        passes = [part[i:i + per_pass] for i in range(0, len(part), per_pass)]
+        batches.extend(passes[j] for j in rng.permutation(len(passes)).tolist())
+    return batches

@@ -1,0 +1,191 @@
+"""Process group, DeepSpeed config and engine, and RNG state: the plumbing under the trainer.
+
+A plain ``python -m`` run gets a one-process group set up here (RANK/WORLD_SIZE/MASTER_ADDR and a
+free MASTER_PORT); under the ``deepspeed`` launcher the environment already names them. Everything
+that needs no process group (the config, the batch geometry, :func:`free_port`) is importable and
+testable without DeepSpeed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from transformers import AutoModel
+
+from goalrm_core.model.reward_model import RewardModel, attention_implementation
+from goalrm_core.train.config import TrainRMConfig
+from goalrm_core.train.optim import WarmupCosine, optimizer_param_groups
+
+
+def free_port() -> int:
+    """A TCP port free on this host now (for MASTER_PORT or the launcher's ``--master_port``)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launched_world_size() -> int:
+    """The world size the launcher set (1 for a plain ``python -m`` run), before any group exists."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def gradient_accumulation_steps(train_batch_size: int, micro_batch_size: int, world_size: int) -> int:
+    """``train_batch_size / (micro_batch_size × world_size)``; anything else is an error.
+
+    >>> gradient_accumulation_steps(64, 1, 2)
+    32
+    """
+    per_pass = micro_batch_size * world_size
+    if train_batch_size % per_pass:
+        raise ValueError(
+            f"--train_batch_size {train_batch_size} is not divisible by --micro_train_batch_size "
+            f"{micro_batch_size} x world size {world_size} (= {per_pass} pairs per forward pass); "
+            f"choose a train_batch_size that is a multiple of {per_pass}"
+        )
+    return train_batch_size // per_pass
+
+
+def deepspeed_config(cfg: TrainRMConfig, world_size: int) -> dict:
+    """The DeepSpeed config of a run: ZeRO stage, bf16, clipping and the batch geometry."""
+    zero: dict[str, Any] = {"stage": cfg.zero_stage}
+    if cfg.zero_stage >= 2:
+        zero.update(contiguous_gradients=True, overlap_comm=False, reduce_bucket_size=int(5e8))
+    if cfg.zero_stage == 3:
+        zero.update(
+            stage3_param_persistence_threshold=int(1e4),
+            stage3_max_live_parameters=int(1e9),
+            stage3_prefetch_bucket_size=int(5e7),
+            stage3_gather_16bit_weights_on_model_save=True,
+        )
+    config = {
+        "train_batch_size": cfg.train_batch_size,
+        "train_micro_batch_size_per_gpu": cfg.micro_train_batch_size,
+        "gradient_accumulation_steps": gradient_accumulation_steps(cfg.train_batch_size, cfg.micro_train_batch_size, world_size),
+        "gradient_clipping": cfg.max_norm,
+        "zero_optimization": zero,
+        "bf16": {"enabled": bool(cfg.bf16)},
+        "zero_allow_untested_optimizer": True,
+        "zero_force_ds_cpu_optimizer": False,
+        "steps_per_print": 10**9,
+        "wall_clock_breakdown": False,
+    }
+    if cfg.bf16 and cfg.zero_stage >= 1:
+        # fp32 gradient accumulation (ZeRO's bf16 optimiser keeps fp32 master weights); stage 0
+        # supports only matching dtypes.
+        config["data_types"] = {"grad_accum_dtype": "fp32"}
+    return config
+
+
+def quiet_deepspeed_logs() -> None:
+    """DeepSpeed's INFO records (config dumps, timers) out of the run's log; warnings stay."""
+    import deepspeed  # lazy: importing it costs seconds and pulls in its accelerator detection
+
+    logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
+    deepspeed.utils.logger.setLevel(logging.WARNING)
+
+
+def init_distributed() -> tuple[int, int, int]:
+    """(rank, local rank, world size), creating a one-process group when no launcher set one up."""
+    import deepspeed  # lazy: importing it costs seconds and pulls in its accelerator detection
+
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_SIZE="1")
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ["MASTER_PORT"] = str(free_port())
+    if not dist.is_initialized():
+        deepspeed.init_distributed(verbose=False)
+    return dist.get_rank(), int(os.environ.get("LOCAL_RANK", "0")), dist.get_world_size()
+
+
+def set_cpu_threads() -> None:
+    """On CPU, split the cores between the local processes unless OMP_NUM_THREADS says otherwise."""
+    if torch.cuda.is_available() or os.environ.get("OMP_NUM_THREADS"):
+        return
+    local = max(1, int(os.environ.get("LOCAL_SIZE", "1")))
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // local))
+
+
+def all_reduce(t: torch.Tensor, op: str = "sum") -> torch.Tensor:
+    """Sum (or ``op="max"``) ``t`` over every rank, in place; returns it."""
+    dist.all_reduce(t, op=dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM)
+    return t
+
+
+def build_model(cfg: TrainRMConfig, ds_config: dict) -> RewardModel:
+    """The backbone from --pretrain plus a seeded value head (identical on every rank).
+
+    Under ZeRO-3 the backbone is built partitioned through ``transformers``' own integration
+    (an ``HfDeepSpeedConfig`` kept alive on the model, so ``from_pretrained`` runs under zero.Init;
+    it needs ``accelerate``, a pinned dependency). The head is
+    created afterwards, outside zero.Init, so its normal(0, 1/(hidden+1)) initialisation is real;
+    ``deepspeed.initialize`` then partitions it.
+    """
+    dtype = torch.bfloat16 if cfg.bf16 else torch.float32
+    attn = attention_implementation(cfg.flash_attn)
+    hf_ds_config = None
+    if cfg.zero_stage == 3:
+        from transformers.integrations import HfDeepSpeedConfig  # lazy: it imports deepspeed
+
+        hf_ds_config = HfDeepSpeedConfig(ds_config)  # a weakref is what from_pretrained consults
+    backbone = AutoModel.from_pretrained(cfg.pretrain, dtype=dtype, attn_implementation=attn)
+    backbone.config.use_cache = False
+    torch.manual_seed(cfg.seed)
+    model = RewardModel(backbone, cfg.value_head_strategy)
+    model.head.to(dtype)
+    model._hf_deepspeed_config = hf_ds_config  # keep it alive as long as the model
+    if cfg.gradient_checkpointing:
+        backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model
+
+
+def build_engine(cfg: TrainRMConfig, ds_config: dict, total_steps: int):
+    """The DeepSpeed engine of a run: the model, torch's AdamW (betas 0.9/0.95; no optimiser op to
+    compile) and the warm-up + cosine schedule, stepped once per optimiser step."""
+    import deepspeed  # lazy: see quiet_deepspeed_logs
+
+    model = build_model(cfg, ds_config)
+    optimizer = torch.optim.AdamW(optimizer_param_groups(model, cfg), lr=cfg.learning_rate, betas=(0.9, 0.95), weight_decay=cfg.l2)
+    schedule = WarmupCosine(total_steps, cfg.lr_warmup_ratio)
+    engine, *_ = deepspeed.initialize(
+        model=model,
+        optimizer=optimizer,
+        lr_scheduler=lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, schedule),
+        config=ds_config,
+        dist_init_required=False,
+    )
+    return engine
+
+
+def device_name() -> str:
+    """The accelerator DeepSpeed runs on (``cuda``, ``cpu``)."""
+    import deepspeed  # lazy: see quiet_deepspeed_logs
+
+    return deepspeed.get_accelerator().device_name()
+
+
+def rng_states(generator: torch.Generator) -> dict:
+    """Every RNG a resumed run must continue: Python, NumPy, torch (CPU, CUDA) and the contrastive sampler's."""
+    return {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+        "contrastive": generator.get_state(),
+    }
+
+
+def set_rng_states(state: dict, generator: torch.Generator) -> None:
+    """Restore what :func:`rng_states` saved."""
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if state.get("cuda") is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    generator.set_state(state["contrastive"])

@@ -1,0 +1,120 @@
+"""Notebook 02's study layer: one recipe from profile keys to the trainer's config, one max_len, and
+every RM of every seed trained side by side."""
+
+import ast
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import papermill as pm
+import pytest
+
+from goalrm_core.data.io import write_jsonl
+from goalrm_core.data.rundir import RunDir
+from goalrm_core.model.reward_model import load_reward_model
+from goalrm_core.report.profiles import available_profiles, load_profile, resolve_path
+from goalrm_core.study import training as tr
+from goalrm_core.study.training import RMRecipe, rm_max_len
+from goalrm_core.train.config import TrainRMConfig
+
+NOTEBOOKS = resolve_path("notebooks")
+# Parameters of notebook 02 that are not about how one RM trains: where it runs, how many at once, which seeds.
+NOT_RECIPE_KEYS = {"profile", "run_dir", "reports_dir", "torch_threads", "rm_seeds", "rm_processes", "rm_parallel",
+                   "max_new_tokens"}  # max_new_tokens becomes max_len through rm_max_len
+
+
+def notebook_code(name: str) -> str:
+    cells = json.loads((NOTEBOOKS / name).read_text())["cells"]
+    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+
+
+def other_value(f: dataclasses.Field):
+    """A valid value of recipe field ``f`` other than its default."""
+    trainer_field = next(t for t in dataclasses.fields(TrainRMConfig) if t.name == f.metadata["flag"])
+    if trainer_field.metadata.get("choices"):
+        return next(c for c in trainer_field.metadata["choices"] if c != f.default)
+    if isinstance(f.default, bool):
+        return not f.default
+    if isinstance(f.default, (int, float)):
+        return f.default + 5
+    return f"{f.name}-value"
+
+
+def test_recipe_defaults_are_the_trainers():
+    assert RMRecipe().config() == TrainRMConfig()
+
+
+@pytest.mark.parametrize("key", [f.name for f in dataclasses.fields(RMRecipe)])
+def test_every_recipe_key_sets_its_trainer_flag(key):
+    f = next(f for f in dataclasses.fields(RMRecipe) if f.name == key)
+    value = other_value(f)
+    cfg = RMRecipe(**{key: value}).config()
+    assert getattr(cfg, RMRecipe.flag_of(key)) == value
+    assert cfg != TrainRMConfig()
+
+
+def test_the_recipe_covers_every_training_key_notebook_02_declares():
+    """A new training key in notebook 02's parameters must be a recipe field, and the notebook must
+    pass it to the recipe: nothing can be dropped on the way to the trainer."""
+    declared = set(pm.inspect_notebook(str(NOTEBOOKS / "02_training.ipynb")))
+    fields = {f.name for f in dataclasses.fields(RMRecipe)}
+    assert declared - NOT_RECIPE_KEYS <= fields, sorted(declared - NOT_RECIPE_KEYS - fields)
+    built = next(node for node in ast.walk(ast.parse(notebook_code("02_training.ipynb")))
+                 if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "RMRecipe")
+    passed = {kw.arg: ast.unparse(kw.value) for kw in built.keywords}
+    for key in declared - NOT_RECIPE_KEYS:
+        assert passed.get(key) == key, f"notebook 02 declares {key} but does not build the recipe with {key}={key}"
+    assert passed["max_len"] == "rm_max_len(max_new_tokens)"
+
+
+@pytest.mark.parametrize("profile", available_profiles())
+def test_every_profile_training_key_reaches_the_trainer(profile):
+    settings = load_profile(profile)
+    cfg = RMRecipe.from_profile(settings).config()
+    for key in settings.keys() & {f.name for f in dataclasses.fields(RMRecipe)}:
+        assert getattr(cfg, RMRecipe.flag_of(key)) == settings[key], key
+
+
+def test_max_len_comes_from_one_function():
+    assert rm_max_len(48) == 160 and rm_max_len(96) == 256
+    for name in ("02_training.ipynb", "03_representations.ipynb", "04_evaluation.ipynb"):
+        code = notebook_code(name)
+        assert "rm_max_len(max_new_tokens)" in code, name
+        assert "* max_new_tokens" not in code, f"{name} derives max_len itself"
+    study = resolve_path("goalrm_core") / "study"
+    assert not [p.name for p in study.glob("*.py") if "* max_new_tokens" in p.read_text() and p.name != "training.py"]
+
+
+def test_rm_config_places_the_rm_in_the_run_directory(tmp_path):
+    recipe = RMRecipe(rm_steps=7, rm_zero_stage=0, logging_steps=5)
+    cfg = tr.rm_config(recipe, tmp_path, "goal-conditioned", 2)
+    run = RunDir(tmp_path)
+    assert cfg.save_path == str(run.model("goal-conditioned", 2)) and cfg.metrics_path == cfg.save_path + ".metrics.jsonl"
+    assert (cfg.pretrain, cfg.dataset) == (str(run.policy), str(run.preference_pairs("train")))
+    assert cfg.contrastive and cfg.seed == 2 and cfg.max_steps == 7 and cfg.template == "toymath"
+    assert tr.rm_config(recipe, tmp_path, "baseline", 0, out_root=tmp_path / "cal", max_steps=9).save_path == str(tmp_path / "cal" / "baseline-seed0")
+    with pytest.raises(ValueError, match="unknown train-rm argument"):
+        tr.rm_config(recipe, tmp_path, "baseline", 0, rm_steps=9)
+
+
+def test_train_rms_side_by_side_trains_every_rm_and_seed(tmp_path, tiny_policy_dir):
+    """The demo trains its six RMs two at a time: each run must end with its own saved RM and log."""
+    run = tmp_path / "run"
+    shutil.copytree(tiny_policy_dir, run / "data" / "policy")
+    pairs = [{"question": f"{a} +{b}", "correct": f"{a}+{b}={(a + b) % 10}\n#{(a + b) % 10}",
+              "incorrect": f"{a}+{b}={(a + b + 1) % 10}\n#{(a + b + 1) % 10}"} for a in range(1, 9) for b in range(1, 4)]
+    write_jsonl(run / "data" / "preference" / "train.jsonl", pairs[:20])
+    write_jsonl(run / "data" / "preference" / "eval.jsonl", pairs[20:])
+    recipe = RMRecipe(rm_steps=2, rm_batch_size=4, rm_micro_batch_size=4, rm_eval_steps=-1, rm_zero_stage=0, max_len=64,
+                      max_epochs=10, sim_samples=2, unsim_samples=2, logging_steps=5)
+    runs = tr.train_rms(run, ["baseline", "goal-conditioned"], [0], recipe, parallel=2)
+    assert list(runs["rm"]) == ["baseline", "goal-conditioned"] and list(runs["steps"]) == [2, 2]
+    for rm in ("baseline", "goal-conditioned"):
+        load_reward_model(RunDir(run).model(rm, 0))
+        assert (run / "logs" / f"train-{rm}-seed0.log").exists()
+    assert {r["strategy"] for _, r in runs.iterrows()} == {"vanilla", "contrastive"}
+    curves = tr.training_curves(run, ["baseline", "goal-conditioned"], [0])
+    assert set(curves["rm"]) == {"baseline", "goal-conditioned"} and set(curves["split"]) == {"train", "eval"}
+    with pytest.raises(ValueError, match="parallel must be >= 1"):
+        tr.train_rms(run, ["baseline"], [0], recipe, parallel=0)

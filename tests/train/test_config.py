@@ -1,0 +1,76 @@
+"""The trainer's config travels as a command line: ``to_argv`` and ``from_argv`` are inverse, for every field."""
+
+import dataclasses
+
+import pytest
+
+from goalrm_core.train.config import SEED_FLAGS, TrainRMConfig
+from goalrm_core.train.trainer import parse_args
+
+
+def changed_value(f: dataclasses.Field):
+    """A valid value of field ``f`` other than its default."""
+    choices = f.metadata.get("choices")
+    if choices:
+        return next(c for c in choices if c != f.default)
+    if isinstance(f.default, bool):
+        return not f.default
+    if isinstance(f.default, int):
+        return f.default + 3
+    if isinstance(f.default, float):
+        return f.default + 0.125
+    return f"{f.name} value"
+
+
+def test_default_config_round_trips_and_writes_the_seeds_flags():
+    cfg = TrainRMConfig(pretrain="policy", dataset="pairs.jsonl")
+    argv = cfg.to_argv()
+    assert TrainRMConfig.from_argv(argv) == cfg
+    written = [a[2:] for a in argv if a.startswith("--")]
+    assert written == [f.name for f in dataclasses.fields(TrainRMConfig) if f.name in written]  # in field order
+    assert set(written) == set(SEED_FLAGS)  # at the defaults: every seed flag, and only those
+
+
+@pytest.mark.parametrize("name", [f.name for f in dataclasses.fields(TrainRMConfig)])
+def test_every_field_round_trips_through_the_command_line(name):
+    f = next(f for f in dataclasses.fields(TrainRMConfig) if f.name == name)
+    value = changed_value(f)
+    cfg = TrainRMConfig(**{"pretrain": "policy", name: value})
+    assert getattr(cfg, name) == value
+    argv = cfg.to_argv()
+    assert argv == cfg.to_argv()  # deterministic
+    back = TrainRMConfig.from_argv(argv)
+    assert back == cfg and getattr(back, name) == value
+
+
+def test_a_config_with_everything_changed_round_trips():
+    fields = [f for f in dataclasses.fields(TrainRMConfig) if f.name != "contrastive_loss"]  # a shorthand that sets the strategy
+    cfg = TrainRMConfig(**{f.name: changed_value(f) for f in fields})
+    assert TrainRMConfig.from_argv(cfg.to_argv()) == cfg
+    assert parse_args(cfg.to_argv()) == cfg  # the trainer's own parser reads the same command line
+
+
+def test_booleans_are_bare_flags_and_floats_keep_their_digits():
+    argv = TrainRMConfig(pretrain="p", bf16=True, group_by_length=False, learning_rate=9e-6, lr_warmup_ratio=1 / 3).to_argv()
+    assert "--bf16" in argv and "--no-group_by_length" in argv and "True" not in argv and "False" not in argv
+    assert argv[argv.index("--learning_rate") + 1] == "9e-06"
+    assert TrainRMConfig.from_argv(argv).lr_warmup_ratio == 1 / 3
+
+
+def test_contrastive_loss_shorthand_survives_the_round_trip():
+    cfg = TrainRMConfig(pretrain="p", contrastive_loss=True)
+    assert cfg.contrastive and TrainRMConfig.from_argv(cfg.to_argv()) == cfg
+
+
+def test_from_dict_names_unknown_flags():
+    assert TrainRMConfig.from_dict({"pretrain": "p", "max_len": 64}) == TrainRMConfig(pretrain="p", max_len=64)
+    with pytest.raises(ValueError, match=r"unknown train-rm argument\(s\) \['pretrian'\]; valid: pretrain, dataset"):
+        TrainRMConfig.from_dict({"pretrian": "p"})
+
+
+def test_bad_values_are_one_line_errors(capsys):
+    with pytest.raises(SystemExit):
+        TrainRMConfig.from_argv(["--pretrain", "p", "--learning_rate", "0"])
+    assert "argument --learning_rate: must be > 0, got 0.0" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="unknown value_head_strategy 'huge'"):
+        TrainRMConfig(value_head_strategy="huge")
