@@ -14,7 +14,7 @@ from goalrm_core.data.preferences import (
     split_train_eval,
 )
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 
 def write_jsonl(path, rows):

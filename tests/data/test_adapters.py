@@ -27,7 +27,7 @@ from goalrm_core.data.schema import GENERATION_FIELDS
 from goalrm_core.data.preferences import PreferenceDataError
 from goalrm_core.report.profiles import load_profile
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 needs_shared = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data is absent")
 
 
