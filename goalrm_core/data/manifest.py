@@ -1,0 +1,128 @@
+"""Finished or absent: an output folder says whether goalrm finished writing it, and what it holds.
+
+A writer calls `begin` before its first file (it leaves an ``.incomplete`` marker naming the
+command) and `finish` after its last one (it writes ``manifest.json`` atomically: the command, the
+producer, the input and output files with their sizes, hashes and row counts, ``complete: true``;
+then it removes the marker). A reader calls `check`:
+
+* a folder with the marker was interrupted or is being written: refused;
+* a folder with a manifest must still hold exactly what the manifest lists: refused otherwise
+  (a file rewritten, truncated or concatenated twice shows up as a size, hash or row mismatch);
+* a folder with neither was written by other software (the official scripts): read, with a
+  one-line notice that nothing vouches for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from goalrm_core.data.io import ArtifactError, atomic_write_json
+
+MANIFEST = "manifest.json"
+IN_PROGRESS = ".incomplete"
+
+
+def file_digest(path: str | os.PathLike) -> dict[str, Any]:
+    """``{"bytes", "sha256"}`` of one file."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return {"bytes": Path(path).stat().st_size, "sha256": h.hexdigest()}
+
+
+def config_hash(path: str | os.PathLike, names: Iterable[str] = ("config.json", "goalrm.json")) -> str:
+    """A short hash of a model folder's config files: two RMs with the same hidden size but different
+    training differ here."""
+    h = hashlib.sha256()
+    for name in names:
+        file = Path(path) / name
+        if file.exists():
+            h.update(name.encode() + b"\0" + file.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def command_line() -> str:
+    return " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
+
+
+def begin(folder: str | os.PathLike, command: str | None = None) -> Path:
+    """Mark ``folder`` as being written (and forget any manifest of an earlier run: it no longer
+    describes what will be there)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MANIFEST).unlink(missing_ok=True)
+    atomic_write_json(folder / IN_PROGRESS, {"command": command or command_line(), "started": time.time()})
+    return folder
+
+
+def finish(folder: str | os.PathLike, outputs: Mapping[str, int | None], *, command: str | None = None,
+           producer: Mapping[str, Any] | None = None, inputs: Iterable[str | os.PathLike] = ()) -> dict:
+    """Write the manifest of a finished ``folder``, then remove the in-progress marker.
+
+    ``outputs`` maps each written file (relative to ``folder``) to its row count (None when rows do
+    not apply); ``producer`` says what made them (the RM's path and config hash, the settings)."""
+    folder = Path(folder)
+    manifest = {
+        "complete": True,
+        "command": command or command_line(),
+        "producer": dict(producer or {}),
+        "inputs": {str(p): file_digest(p) for p in inputs},
+        "outputs": {rel: {**file_digest(folder / rel), "rows": rows} for rel, rows in sorted(outputs.items())},
+        "finished": time.time(),
+    }
+    atomic_write_json(folder / MANIFEST, manifest)
+    (folder / IN_PROGRESS).unlink(missing_ok=True)
+    return manifest
+
+
+def _count_lines(path: Path) -> int:
+    with open(path, "rb") as f:
+        return sum(1 for line in f if line.strip())
+
+
+def _notice(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def check(folder: str | os.PathLike, what: str = "output folder", notice=_notice) -> dict | None:
+    """The manifest of a finished ``folder``, after checking that the folder still matches it; None
+    (and a one-line notice) for a folder written by other software; an error otherwise."""
+    folder = Path(folder)
+    marker = folder / IN_PROGRESS
+    if marker.exists():
+        try:
+            command = json.loads(marker.read_text()).get("command", "?")
+        except (OSError, ValueError):
+            command = "?"
+        raise ArtifactError(f"{folder}: this {what} is incomplete (an interrupted or running `{command}` left {IN_PROGRESS}); "
+                            f"re-run it before reading the folder")
+    path = folder / MANIFEST
+    if not path.exists():
+        if notice is not None:
+            notice(f"note: {folder} has no {MANIFEST} (written by other software?): read as it is, nothing vouches for it")
+        return None
+    try:
+        manifest = json.loads(path.read_text())
+    except ValueError as e:
+        raise ArtifactError(f"{path}: damaged manifest ({e})") from None
+    if manifest.get("complete") is not True:
+        raise ArtifactError(f"{path}: the manifest does not say the {what} is complete")
+    for rel, expected in manifest.get("outputs", {}).items():
+        file = folder / rel
+        if not file.exists():
+            raise ArtifactError(f"{file}: listed in {path} but missing; re-run `{manifest.get('command', '?')}`")
+        actual = file_digest(file)
+        if actual != {"bytes": expected.get("bytes"), "sha256": expected.get("sha256")}:
+            rows = _count_lines(file) if expected.get("rows") is not None else None
+            detail = f" ({rows} rows, the manifest says {expected['rows']})" if rows is not None and rows != expected["rows"] else ""
+            raise ArtifactError(f"{file}: changed since `{manifest.get('command', '?')}` wrote it{detail}; "
+                                f"re-run that command instead of editing its output")
+    return manifest

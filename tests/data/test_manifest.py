@@ -1,0 +1,53 @@
+"""Finished-or-absent output folders: the in-progress marker, the manifest, and what a reader refuses."""
+
+import pytest
+
+from goalrm_core.data import manifest
+from goalrm_core.data.io import ArtifactError, write_jsonl
+
+
+def test_a_folder_being_written_is_refused_and_a_finished_one_is_read(tmp_path):
+    out = manifest.begin(tmp_path / "eval", command="goalrm eval-rm --save_dir eval")
+    write_jsonl(out / "b" / "all" / "scored.jsonl", [{"x": 1}, {"x": 2}])
+    with pytest.raises(ArtifactError, match=r"incomplete .*goalrm eval-rm --save_dir eval"):
+        manifest.check(out)
+    m = manifest.finish(out, {"b/all/scored.jsonl": 2}, command="goalrm eval-rm --save_dir eval", producer={"rm": "x"})
+    assert not (out / manifest.IN_PROGRESS).exists()
+    assert manifest.check(out) == m and m["outputs"]["b/all/scored.jsonl"]["rows"] == 2
+
+
+def test_a_changed_or_duplicated_output_is_refused(tmp_path):
+    out = manifest.begin(tmp_path / "eval")
+    path = out / "scored.jsonl"
+    write_jsonl(path, [{"x": 1}, {"x": 2}])
+    manifest.finish(out, {"scored.jsonl": 2})
+    path.write_text(path.read_text() * 2)  # a bad concatenation: identical rows, twice as many
+    with pytest.raises(ArtifactError, match=r"changed since .* \(4 rows, the manifest says 2\)"):
+        manifest.check(out)
+    path.unlink()
+    with pytest.raises(ArtifactError, match="missing"):
+        manifest.check(out)
+
+
+def test_a_rerun_forgets_the_old_manifest_until_it_finishes(tmp_path):
+    out = manifest.begin(tmp_path / "eval")
+    manifest.finish(out, {})
+    manifest.begin(out)
+    assert not (out / manifest.MANIFEST).exists()
+    with pytest.raises(ArtifactError, match="incomplete"):
+        manifest.check(out)
+
+
+def test_a_folder_from_other_software_is_read_with_a_notice(tmp_path):
+    notes = []
+    assert manifest.check(tmp_path, notice=notes.append) is None
+    assert len(notes) == 1 and "no manifest.json" in notes[0]
+
+
+def test_config_hash_tells_rms_apart(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder, lr in ((a, 1e-3), (b, 2e-3)):
+        folder.mkdir()
+        (folder / "config.json").write_text('{"hidden_size": 8}')
+        (folder / "goalrm.json").write_text(f'{{"training_args": {{"learning_rate": {lr}}}}}')
+    assert manifest.config_hash(a) != manifest.config_hash(b) and manifest.config_hash(a) == manifest.config_hash(a)
