@@ -172,6 +172,23 @@ def _read_hub(spec: str, split: str) -> Iterator[tuple[str, Any]]:
     yield from _read_table(data, spec)
 
 
+def held_out_split(spec: str) -> str | None:
+    """The name of a source's own held-out split (``test``, else ``validation``/``eval``), or None when
+    it has none: a single file, or a Hub dataset that cannot be reached to ask."""
+    path = Path(spec).expanduser()
+    names: set[str] = set()
+    if path.is_dir():
+        if (path / "dataset_dict.json").exists():
+            names = set(json.loads((path / "dataset_dict.json").read_text()).get("splits", []))
+        else:
+            names = {n for n in SPLIT_ALIASES["test"] for suffix in _LOCAL_SUFFIXES if (path / f"{n}{suffix}").is_file()}
+    elif not path.exists() and not hub_offline() and hub_reachable():
+        import datasets  # lazy: slow to import, and only Hub sources need it here
+
+        names = set(datasets.load_dataset_builder(spec).info.splits or ())
+    return next((n for n in SPLIT_ALIASES["test"] if n in names), None)
+
+
 def read_source(spec: str, split: str = "train") -> Iterator[tuple[str, Any]]:
     """Yield ``(label, raw_row)`` from one source; ``label`` names the file and line or row."""
     path = Path(spec).expanduser()
@@ -239,9 +256,19 @@ def _count_shape(report: SourceReport | None, shape: str) -> None:
         report.shapes[shape] = report.shapes.get(shape, 0) + 1
 
 
-def normalise_row(row: Any, label: str, report: SourceReport | None = None) -> dict | None:
+HH_FORMATS = ("dialogue", "split")
+
+
+def normalise_row(row: Any, label: str, report: SourceReport | None = None, hh_format: str = "split") -> dict | None:
     """One raw row in any accepted shape -> ``{question, correct, incorrect}``, or ``None`` when an
-    HH dialogue pair cannot be split (counted in ``report``). Anything else raises, naming the row."""
+    HH dialogue pair cannot be split (counted in ``report``). Anything else raises, naming the row.
+
+    An HH-RLHF row (whole ``chosen`` / ``rejected`` dialogues) becomes, with ``hh_format``:
+    ``dialogue`` (the official code): an empty prompt and each whole dialogue as the response, so the
+    contrastive positions span the whole dialogue; ``split``: the shared dialogue up to the last
+    ``"\n\nAssistant:"`` as the prompt and the two last replies as the responses."""
+    if hh_format not in HH_FORMATS:
+        raise ValueError(f"unknown hh_format {hh_format!r}; valid: {', '.join(HH_FORMATS)}")
     if not isinstance(row, dict):
         raise _shape_error(label, row, f"expected an object, got {type(row).__name__}")
     if {"question", "correct", "incorrect"} <= row.keys():
@@ -257,6 +284,8 @@ def normalise_row(row: Any, label: str, report: SourceReport | None = None) -> d
     if {"chosen", "rejected"} <= row.keys():
         _count_shape(report, "hh_dialogue")
         chosen, rejected = _text(row, "chosen", label), _text(row, "rejected", label)
+        if hh_format == "dialogue":
+            return {"question": "", "correct": chosen, "incorrect": rejected}
         parts = split_dialogue(chosen), split_dialogue(rejected)
         reason = None
         if parts[0] is None or parts[1] is None:
@@ -280,13 +309,13 @@ def normalise_row(row: Any, label: str, report: SourceReport | None = None) -> d
 SOURCE_KEY = "_source"
 
 
-def load_source_rows(spec: str, split: str = "train") -> tuple[list[dict], SourceReport]:
+def load_source_rows(spec: str, split: str = "train", hh_format: str = "split") -> tuple[list[dict], SourceReport]:
     """All normalised rows of one source plus its report (skips counted, never silent)."""
     report = SourceReport(source=spec)
     rows = []
     for label, raw in read_source(spec, split):
         report.n_read += 1
-        row = normalise_row(raw, label, report)
+        row = normalise_row(raw, label, report, hh_format)
         if row is not None:
             row[SOURCE_KEY] = label  # file:line, so a later error names the line, not a shuffled index
             rows.append(row)
@@ -332,6 +361,12 @@ def blend_counts(sizes: list[int], probs: list[float], max_samples: int = 0) -> 
     return [min(size, int(round(p * total))) for size, p in zip(sizes, probs)]
 
 
+def dataset_sources(spec: str) -> list[str]:
+    """The comma-separated sources of ``--dataset`` (a path that exists is one source even when its
+    name holds a comma)."""
+    return [spec] if Path(spec).exists() else [s.strip() for s in spec.split(",") if s.strip()]
+
+
 def load_preference_rows(
     spec: str,
     probs: str = "",
@@ -339,6 +374,7 @@ def load_preference_rows(
     max_samples: int = 0,
     split: str = "train",
     reports: list[SourceReport] | None = None,
+    hh_format: str = "split",
 ) -> list[dict]:
     """Rows of every comma-separated source in ``spec``, blended by ``probs``.
 
@@ -346,12 +382,11 @@ def load_preference_rows(
     seed, so the same arguments always give the same rows in the same order. A report line per
     source (rows read, skipped and why, used) is logged and appended to ``reports`` if given.
     """
-    # a path that exists is one source even when its name holds a comma
-    sources = [spec] if Path(spec).exists() else [s.strip() for s in spec.split(",") if s.strip()]
+    sources = dataset_sources(spec)
     if not sources:
         raise ValueError("--dataset is empty: give a .jsonl/.json/.parquet file, a save_to_disk dir or a Hub name")
     weights = parse_probs(probs, len(sources))
-    loaded = [load_source_rows(source, split) if w > 0 else ([], SourceReport(source)) for source, w in zip(sources, weights)]
+    loaded = [load_source_rows(source, split, hh_format) if w > 0 else ([], SourceReport(source)) for source, w in zip(sources, weights)]
     counts = blend_counts([len(rows) for rows, _ in loaded], weights, max_samples)
     rng = np.random.default_rng(seed)
     blended = []

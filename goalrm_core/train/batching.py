@@ -8,7 +8,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from goalrm_core.data.encoding import encode_preference_rows
-from goalrm_core.data.preferences import load_preference_rows, split_train_eval
+from goalrm_core.data.preferences import dataset_sources, held_out_split, load_preference_rows, split_train_eval
 from goalrm_core.train.config import TrainRMConfig
 
 
@@ -18,10 +18,15 @@ def load_items(cfg: TrainRMConfig, tokenizer, say: Callable[[str], None]) -> tup
     Rows that are all HH-RLHF dialogues switch the default ``math`` template to ``hh`` (``cfg`` is
     updated, so the saved training args say what ran)."""
     reports: list = []
-    rows = load_preference_rows(cfg.dataset, cfg.dataset_probs, cfg.seed, cfg.max_samples, reports=reports)
+    rows = load_preference_rows(cfg.dataset, cfg.dataset_probs, cfg.seed, cfg.max_samples, reports=reports, hh_format=cfg.hh_format)
+    held_out = [held_out_split(source) for source in dataset_sources(cfg.dataset)] if cfg.eval_source == "test_split" else [None]
     if cfg.eval_dataset:
         train_rows = rows
-        eval_rows = load_preference_rows(cfg.eval_dataset, "", cfg.seed, 0, split="eval", reports=reports)
+        eval_rows = load_preference_rows(cfg.eval_dataset, "", cfg.seed, 0, split="eval", reports=reports, hh_format=cfg.hh_format)
+    elif all(held_out):
+        say(f"data: evaluating on the sources' own {'/'.join(dict.fromkeys(held_out))} split (--eval_source test_split)")
+        train_rows = rows
+        eval_rows = load_preference_rows(cfg.dataset, cfg.dataset_probs, cfg.seed, 0, split="test", reports=reports, hh_format=cfg.hh_format)
     else:
         train_rows, eval_rows = split_train_eval(rows, cfg.eval_split, cfg.seed)
     for report in reports:

@@ -19,10 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from goalrm_core.data.encoding import ENCODINGS
+from goalrm_core.data.preferences import HH_FORMATS
 from goalrm_core.model.losses import CONTRASTIVE_STRATEGIES, PAIR_FORMS, PERCENTILE_WINDOWS
 from goalrm_core.model.reward_model import VALUE_HEAD_STRATEGIES
 from goalrm_core.model.templates import TEMPLATES
 
+EVAL_SOURCES = ("test_split", "holdout")
 REWARD_MODEL_STRATEGIES = ("vanilla", "contrastive")
 LOSS_TYPES = ("sigmoid", "logexp")
 # The flags the seed's train scripts always write (``train_contrastive_rm.sh`` …): :meth:`TrainRMConfig.to_argv`
@@ -49,8 +51,13 @@ class TrainRMConfig:
     pretrain: str = _help("Backbone: local path or Hub name of a causal LM (the SFT policy).", "", required=True)
     dataset: str = _help("Comma-separated datasets: jsonl/parquet files, save_to_disk dirs, or Hub names (online only).", "")
     dataset_probs: str = _help("Comma-separated sampling weights for blending --dataset entries.", "1.0")
-    eval_dataset: str = _help("Held-out pairs for --eval_steps; empty = hold out --eval_split of the training data.", "")
-    eval_split: float = _help("Fraction held out for evaluation when --eval_dataset is empty.", 0.02)
+    eval_dataset: str = _help("Held-out pairs for --eval_steps; empty = see --eval_source.", "")
+    eval_source: str = _help("Without --eval_dataset: test_split (the official code: each source's own test/validation split "
+                             "when every source has one, else a held-out --eval_split) or holdout (always hold out --eval_split).",
+                             "test_split", choices=EVAL_SOURCES)
+    eval_split: float = _help("Fraction of the training data held out for evaluation when no held-out split is used.", 0.02)
+    hh_format: str = _help("HH-RLHF dialogues: dialogue (the official code: empty prompt, the whole dialogue as the response) or "
+                           "split (the shared turns as the prompt, the last replies as the responses).", "dialogue", choices=HH_FORMATS)
     template: str = _help(f"Prompt template: {', '.join(TEMPLATES)} (nemo: the official training data's literal).", "nemo", choices=tuple(TEMPLATES))
     encoding: str = _help("official: prompt + response + ' ' + EOS tokenised in one call with the tokenizer's special tokens, cut "
                           "from the right; split: prompt and response tokenised apart, the prompt cut from the left.", "official",
@@ -120,7 +127,7 @@ class TrainRMConfig:
         if self.contrastive_loss:
             self.reward_model_strategy = "contrastive"
         for name in ("reward_model_strategy", "contrastive_strategy", "contrastive_window", "contrastive_pairs", "value_head_strategy",
-                     "template", "encoding", "loss"):
+                     "template", "encoding", "loss", "eval_source", "hh_format"):
             choices = _field(name).metadata.get("choices")
             if getattr(self, name) not in choices:
                 raise ValueError(f"unknown {name} {getattr(self, name)!r}; valid: {', '.join(choices)}")

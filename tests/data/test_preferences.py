@@ -12,6 +12,7 @@ from goalrm_core.data.preferences import (
     load_preference_rows,
     load_source_rows,
     split_train_eval,
+    held_out_split,
 )
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -141,3 +142,30 @@ def test_a_bad_row_is_named_by_file_and_line_after_shuffling(tmp_path, tokenizer
 def test_a_dataset_path_with_a_comma_is_one_source(tmp_path):
     path = write_jsonl(tmp_path / "pairs,v2.jsonl", pairs(3))
     assert plain(load_preference_rows(str(path), seed=0)) != [] and len(load_preference_rows(str(path))) == 3
+
+
+def test_hh_dialogue_format_is_the_official_empty_prompt_and_whole_dialogues(tmp_path):
+    chosen, rejected = "\n\nHuman: hi\n\nAssistant: hello", "\n\nHuman: hi\n\nAssistant: go away"
+    path = write_jsonl(tmp_path / "hh.jsonl", [{"chosen": chosen, "rejected": rejected}])
+    assert plain(load_preference_rows(str(path), hh_format="dialogue")) == [{"question": "", "correct": chosen, "incorrect": rejected}]
+    assert plain(load_preference_rows(str(path), hh_format="split")) == [
+        {"question": "\n\nHuman: hi\n\nAssistant:", "correct": " hello", "incorrect": " go away"}]
+    with pytest.raises(ValueError, match="hh_format"):
+        load_preference_rows(str(path), hh_format="turns")
+
+
+def test_training_evaluates_on_a_sources_own_test_split_as_the_official_code_does(tmp_path, tokenizer):
+    from goalrm_core.train.batching import load_items
+    from goalrm_core.train.config import TrainRMConfig
+
+    folder = tmp_path / "pairs"
+    folder.mkdir()
+    write_jsonl(folder / "train.jsonl", pairs(20, "train"))
+    write_jsonl(folder / "test.jsonl", pairs(3, "test"))
+    assert held_out_split(str(folder)) == "test" and held_out_split(str(folder / "train.jsonl")) is None
+    cfg = TrainRMConfig(dataset=str(folder), template="toymath", encoding="split", max_len=64)
+    train, held, counts = load_items(cfg, tokenizer, say=lambda _: None)
+    assert (len(train), len(held)) == (20, 3)  # every training row kept, the test split evaluates
+    holdout = TrainRMConfig(dataset=str(folder), template="toymath", encoding="split", max_len=64, eval_source="holdout", eval_split=0.1)
+    train, held, _ = load_items(holdout, tokenizer, say=lambda _: None)
+    assert (len(train), len(held)) == (18, 2)
