@@ -55,3 +55,21 @@ def smoke_report(tmp_path_factory):
     """One smoke report per test session (a few minutes), for tests/test_notebooks.py and the
     browser test alike."""
     return smoke_run(tmp_path_factory, "first")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Unlink DeepSpeed CPU all-reduce buffers that no process maps any more: a training run the
+    tests kill on purpose cannot release its own, and /dev/shm is RAM."""
+    shm = Path("/dev/shm")
+    leftovers = list(shm.glob("deepspeed_allreduce_buffer_*"))
+    if not leftovers:
+        return
+    mapped = set()
+    for maps in Path("/proc").glob("[0-9]*/maps"):
+        try:
+            mapped.update(line.split()[-1] for line in maps.read_text().splitlines() if "/dev/shm/deepspeed" in line)
+        except OSError:
+            continue
+    for leftover in leftovers:
+        if str(leftover) not in mapped:
+            leftover.unlink(missing_ok=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 import random
 import socket
 from typing import Any
@@ -102,6 +103,23 @@ def init_distributed() -> tuple[int, int, int]:
     if not dist.is_initialized():
         deepspeed.init_distributed(verbose=False)
     return dist.get_rank(), int(os.environ.get("LOCAL_RANK", "0")), dist.get_world_size()
+
+
+def release_shared_memory() -> None:
+    """Unlink this run's DeepSpeed CPU all-reduce buffers: its CPU backend maps one ``/dev/shm`` file
+    (~69 MB) per rank and buffer and never removes them, so runs add up until the RAM-backed
+    ``/dev/shm`` is full. Unlinking only removes the names; a rank still mapping one keeps it."""
+    addr, port = os.environ.get("MASTER_ADDR"), os.environ.get("MASTER_PORT")
+    if addr and port:
+        for leftover in Path("/dev/shm").glob(f"deepspeed_allreduce_buffer_*_{addr}_{port}_*"):
+            leftover.unlink(missing_ok=True)
+
+
+def teardown() -> None:
+    """The end of a run, finished or not: the process group goes, and with it the shared memory."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    release_shared_memory()
 
 
 def set_cpu_threads() -> None:

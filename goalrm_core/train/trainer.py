@@ -57,7 +57,7 @@ from goalrm_core.train.batching import epoch_batches, item_length, load_items
 from goalrm_core.train.config import TrainRMConfig
 from goalrm_core.train.distributed import (
     all_reduce, build_engine, deepspeed_config, device_name, gradient_accumulation_steps, init_distributed,
-    launched_world_size, quiet_deepspeed_logs, rng_states, set_cpu_threads, set_rng_states,
+    launched_world_size, quiet_deepspeed_logs, rng_states, set_cpu_threads, set_rng_states, teardown,
 )
 from goalrm_core.train.sinks import MetricSinks
 
@@ -357,14 +357,11 @@ class Trainer:
                 bar.close()
                 self.sinks.close()
                 self.say(f"stopped after step {self.step} (--stop_after_steps); resume with --load_checkpoint --ckpt_path {self.ckpt_dir}")
-                dist.destroy_process_group()
                 return None
         bar.close()
         if last_eval_step != self.step:
             last_eval = self.log_eval_row()
-        summary = self.save(last_eval)
-        dist.destroy_process_group()
-        return summary
+        return self.save(last_eval)
 
     # ---- evaluation ----------------------------------------------------------------------------
 
@@ -490,7 +487,10 @@ class Trainer:
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_args(argv)
     preflight(cfg)
-    Trainer(cfg).fit()
+    try:
+        Trainer(cfg).fit()
+    finally:
+        teardown()
     return 0
 
 
