@@ -9,7 +9,8 @@ from transformers import LlamaForCausalLM, LlamaModel
 
 from goalrm_core.inference import decoding as dec
 from goalrm_core.model.reward_model import RewardModel, save_reward_model, tiny_llama_config
-from goalrm_core.inference.scoring import cosine_to_goal, iter_scored
+from goalrm_core.inference.forward import iter_scored
+from goalrm_core.inference.goal_state import q_values
 from goalrm_core.model.tokenization import build_char_tokenizer
 
 PROMPTS = ["3 +4\n", "9 *2 -1\n"]
@@ -114,7 +115,7 @@ def test_goal_scorer_q_is_offline_cosine(rm, tokenizer, goal):
     scorer = dec.GoalScorer(rm, tokenizer, goal, ["3 +4\n"])
     cands = [dec.Candidate(0, [], "3+4=7\n"), dec.Candidate(0, [], "3+4=7\n#7", finished=True)]
     scorer(cands)
-    offline = [cosine_to_goal(s.response_hidden, torch.tensor(goal[0]))
+    offline = [q_values(s.response_hidden, goal).numpy()
                for _, s in iter_scored(rm, tokenizer, ["3 +4\n"] * 2, [c.text for c in cands], bucket=False)]
     assert cands[0].q == pytest.approx(float(offline[0][-3]), abs=1e-4)
     assert cands[1].q == pytest.approx(float(offline[1][-1]), abs=1e-4)
@@ -152,7 +153,7 @@ def test_online_q_matches_offline_scoring(policy, rm, tokenizer, goal):
     for i, scored in iter_scored(rm, tokenizer, [p for p, _ in flat], [s.text for _, s in flat]):
         online = np.array(flat[i][1].q_values)
         assert online.shape == (scored.num_actions,)  # text + " " + EOS, as scored offline
-        np.testing.assert_allclose(online, cosine_to_goal(scored.response_hidden, torch.tensor(goal[0])), atol=1e-4)
+        np.testing.assert_allclose(online, q_values(scored.response_hidden, goal).numpy(), atol=1e-4)
 
 
 @pytest.mark.parametrize("skip_first", [0, 5])

@@ -10,7 +10,7 @@ Three uses of the Q-value ``Q(prefix) = cos(last RM hidden state of the prefix, 
 * **Online pruning** (``sample``/``pruning_comparison``): N samples per question are drawn token by
   token with a KV cache over the policy, while the RM follows with its own KV cache, one token per
   step, so Q is known at every response token exactly as the offline scorer defines it
-  (``scoring.iter_scored``: response + ``" "`` + EOS). A sample stops as soon as Q falls below the
+  (``forward.iter_scored``: response + ``" "`` + EOS). A sample stops as soon as Q falls below the
   threshold, never before response token ``skip_first``.
 * **Steering** (``steering_policy``, ``attribute_goal_state``, ``steering_summary``): a goal state
   built from responses that carry an attribute (ToyMath's verbose style) pulls the beam search toward it.
@@ -37,7 +37,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-import torch.nn.functional as F
 from tqdm.auto import tqdm
 from transformers import AutoTokenizer, DynamicCache
 
@@ -47,7 +46,8 @@ from goalrm_core.tasks.toymath import problems as toymath
 from goalrm_core.data.encoding import encode_prompt_response, left_pad
 from goalrm_core.data.io import load_npy, read_jsonl, write_jsonl
 from goalrm_core.model.reward_model import RewardModel, load_reward_model, position_ids_from_mask
-from goalrm_core.inference.scoring import check_goal_state, check_tokenizer_matches
+from goalrm_core.inference.goal_state import check_goal_state, q_values
+from goalrm_core.inference.scoring import check_tokenizer_matches
 from goalrm_core.model.templates import TEMPLATES, apply_template
 
 SKIP_FIRST = 5  # the offline filter's default: Q of very short prefixes is noisy
@@ -241,7 +241,7 @@ def _sample_batch(policy, prompt_ids: list[list[int]], question: list[int], *, t
                 if r not in feed:
                     feed[r] = pending[r].pop(0)
             h = rm.step(torch.tensor([feed[r] for r in rm.rows.tolist()]))
-            q = F.cosine_similarity(h, online.goal[None, :], dim=-1).clamp(-1.0, 1.0)
+            q = q_values(h, online.goal)
             positions = torch.tensor([len(qs[r]) for r in rm.rows.tolist()])
             for r, v in zip(rm.rows.tolist(), q.tolist()):
                 qs[r].append(v)
@@ -487,7 +487,7 @@ class GoalScorer:
         ids, mask = left_pad([e.input_ids for e in encoded], self.tokenizer.pad_token_id)
         out = self.rm(ids, mask)
         self.forward_passes += 1
-        q = F.cosine_similarity(out.hidden[:, -1].float(), self.goal[None, :], dim=-1).clamp(-1, 1)
+        q = q_values(out.hidden[:, -1].float(), self.goal)
         reward = out.reward.float()
         lp = torch.tensor([c.mean_logprob for c in candidates])
         score = (1 - self.conf_ratio) * q + self.conf_ratio * lp + self.reward_weight * reward
@@ -983,12 +983,12 @@ def style_separation_auroc(rm: RewardModel, tokenizer, run_dir, train_cfg: toyma
     """Can the goal steer at all? AUROC of the final Q toward ``goal`` for telling the verbose from the
     terse reference solution of the same ``n`` training problems (other problems than the goal's).
     0.5: the cosine to this goal does not see the style, so the beam search cannot select for it."""
-    from goalrm_core.inference.goal_state import cosine_rows, last_token_states
+    from goalrm_core.inference.goal_state import last_token_states
     from goalrm_core.tasks.toymath.pipeline import TEMPLATE, training_problems
 
     problems = training_problems(run_dir, train_cfg, n, seed + 13)
     rows = [{"question": p.question, "generated_solution": p.solution(style)} for style in ("verbose", "terse") for p in problems]
-    q = cosine_rows(last_token_states(rm, tokenizer, rows, TEMPLATE, max_len=512), goal)
+    q = q_values(last_token_states(rm, tokenizer, rows, TEMPLATE, max_len=512), goal).numpy()
     return metrics.bootstrap_auroc(q, [1] * len(problems) + [0] * len(problems), n_boot=0).auroc
 
 

@@ -470,7 +470,7 @@ def _pair_correct(model_dir: Path, pairs: Sequence[dict], template: str, max_len
     from transformers import AutoTokenizer
 
     from goalrm_core.model.reward_model import load_reward_model
-    from goalrm_core.inference.scoring import iter_scored
+    from goalrm_core.inference.forward import iter_scored
     from goalrm_core.model.templates import apply_template
 
     model = load_reward_model(model_dir)

@@ -22,7 +22,7 @@ from transformers import AutoTokenizer
 from goalrm_core.evaluation import metrics
 from goalrm_core.data.io import load_npy, read_jsonl, require_artifact, save_npy
 from goalrm_core.model.reward_model import load_reward_model
-from goalrm_core.inference.goal_state import goal_state_from_pairs
+from goalrm_core.inference.goal_state import goal_state_from_pairs, q_values
 from goalrm_core.inference.scoring import eval_rm
 
 RM_STRATEGIES = {"baseline": "vanilla", "goal-conditioned": "contrastive"}
@@ -118,13 +118,12 @@ def separation_summary(frames: dict[str, pd.DataFrame], rows, seed: int = 0) -> 
 def goal_ablation_table(states: dict[str, np.ndarray], goals: dict[str, dict[str, np.ndarray]], rows, seed: int = 0) -> pd.DataFrame:
     """Separation AUROC of the last-token cosine for each RM and goal-forming method."""
     from goalrm_core.evaluation.tables import question_ids
-    from goalrm_core.inference.goal_state import cosine_rows
 
     labels, clusters = np.array([bool(r["is_correct"]) for r in rows]), question_ids(rows)
     records = []
     for rm, by_method in goals.items():
         for method, goal in by_method.items():
-            res = metrics.bootstrap_auroc(cosine_rows(states[rm], goal), labels, seed=seed, clusters=clusters)
+            res = metrics.bootstrap_auroc(q_values(states[rm], goal).numpy(), labels, seed=seed, clusters=clusters)
             records.append({"rm": rm, "goal": method, "separation_auroc": res.auroc, "ci_low": res.ci_low, "ci_high": res.ci_high})
     return pd.DataFrame(records)
 
