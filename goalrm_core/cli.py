@@ -15,7 +15,7 @@ COMMANDS = {
     "get-representation": ("goalrm_core.inference.goal_state", "Save the goal state of an RM (the seed's get_representation.py)."),
     "eval-rm": ("goalrm_core.inference.scoring", "Score generations densely: reward, partial rewards, Q-values (the seed's eval_rm.py)."),
     "metrics": ("goalrm_core.evaluation.tables", "Print AUROC and Q-filtered voting metrics of scored generations."),
-    "decode": ("goalrm_core.inference.decoding", "Q-guided decoding and online pruning."),
+    "decode": ("goalrm_core.study.decode_cli", "Q-guided decoding and online pruning."),
 }
 
 

@@ -3,11 +3,12 @@ and one smoke-profile report shared by every test that reads a rendered report."
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
-from transformers import LlamaForCausalLM
+from transformers import LlamaForCausalLM, LlamaModel
 
-from goalrm_core.model.reward_model import tiny_llama_config
+from goalrm_core.model.reward_model import RewardModel, tiny_llama_config
 from goalrm_core.model.tokenization import build_char_tokenizer
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -21,6 +22,24 @@ def tokenizer():
 @pytest.fixture(scope="session")
 def tiny_config(tokenizer):
     return tiny_llama_config(len(tokenizer), hidden_size=32, num_layers=2, num_heads=4, max_position_embeddings=256)
+
+
+# A policy, an RM and a goal for the sampling and decoding tests: random weights, one shared tokenizer.
+@pytest.fixture(scope="module")
+def tiny_lm(tiny_config):
+    torch.manual_seed(1)
+    return LlamaForCausalLM(tiny_config).eval()
+
+
+@pytest.fixture(scope="module")
+def tiny_rm(tiny_config):
+    torch.manual_seed(2)
+    return RewardModel(LlamaModel(tiny_config)).eval()
+
+
+@pytest.fixture(scope="module")
+def tiny_goal(tiny_config):
+    return np.random.default_rng(0).normal(size=(1, tiny_config.hidden_size)).astype(np.float32)
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,8 @@ from goalrm_core.data.io import ArtifactError, atomic_write_json, parse_label, r
 from goalrm_core.model.reward_model import RewardModel, load_reward_model, save_reward_model
 from goalrm_core.inference.goal_state import goal_state_from_pairs
 from goalrm_core.inference.goal_state import main as get_representation_main
-from goalrm_core.inference.scoring import check_goal_state, eval_rm
+from goalrm_core.inference.goal_state import check_goal_state
+from goalrm_core.inference.scoring import eval_rm
 from goalrm_core.inference.scoring import main as eval_rm_main
 from goalrm_core.train.trainer import parse_args as train_rm_args
 

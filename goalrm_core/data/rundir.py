@@ -110,6 +110,11 @@ class RunDir:
     def decoding(self) -> Path:
         return self.root / "decoding"
 
+    @property
+    def steering_policy(self) -> Path:
+        """The style-SFT copy of the policy the steering study decodes with."""
+        return self.decoding / "steer_policy"
+
 
 def scored_path(eval_dir: str | os.PathLike, bench: str, split: str) -> Path:
     """Where ``eval-rm`` writes one benchmark's scored split under its ``--save_dir``."""

@@ -1,7 +1,10 @@
-"""Goal states: where the RM's representation of a *preferred* response ends up.
+"""Goal states, and the one Q function.
 
-Default (the paper): the mean last-token hidden state over the preferred responses, saved as a
-(1, hidden) ``.npy``. The alternatives exist for the ablation. Command line:
+A goal state is where the RM's representation of a *preferred* response ends up. Default (the
+paper): the mean last-token hidden state over the preferred responses, saved as a (1, hidden)
+``.npy``; the alternatives exist for the ablation. The Q-value of a prefix is the cosine of its last
+hidden state to the goal (``q_values``): the dense scorer, the sampler's online pruning, the beam
+search and the notebooks' separation tables all call it. Command line:
 ``goalrm get-representation --dataset-path --reward-model-path --save-dir``.
 """
 
@@ -14,16 +17,52 @@ from typing import Sequence
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from transformers import AutoTokenizer
 
 from goalrm_core.cli import positive_int
-from goalrm_core.data.io import check_output_dir, parse_label, read_jsonl, save_npy
+from goalrm_core.data.io import check_output_dir, load_npy, parse_label, read_jsonl, save_npy
+from goalrm_core.inference.forward import iter_scored
 from goalrm_core.model.reward_model import RewardModel, load_reward_model
-from goalrm_core.inference.scoring import check_goal_state, iter_scored
 from goalrm_core.model.templates import TEMPLATES, apply_template
 
 GOAL_METHODS = ("mean_last", "random_response", "random_token", "mean_all_tokens")
 HELPSTEER_ATTRIBUTES = ("helpfulness", "correctness", "coherence", "complexity", "verbosity")
+
+
+def check_goal_state(goal: np.ndarray, hidden_size: int, source: str = "goal state") -> torch.Tensor:
+    """A goal must be finite, not all zeros, and match the RM's hidden size; returns it as a (hidden,) tensor."""
+    goal = np.asarray(goal)
+    shape = tuple(goal.shape)
+    if goal.ndim == 2 and goal.shape[0] == 1:
+        goal = goal[0]
+    if goal.shape != (hidden_size,):
+        raise ValueError(f"{source} has shape {shape}, but the reward model's hidden size is {hidden_size}: expected (1, {hidden_size})")
+    if not np.isfinite(goal).all():
+        raise ValueError(f"{source} contains NaN or inf values")
+    if not np.any(goal):
+        raise ValueError(f"{source} is all zeros: its cosine to every state is 0, so every Q-value would be 0")
+    return torch.as_tensor(goal, dtype=torch.float32)
+
+
+def load_goal_state(path: str | Path, hidden_size: int) -> torch.Tensor:
+    return check_goal_state(load_npy(path), hidden_size, source=str(path))
+
+
+def q_values(states, goal) -> torch.Tensor:
+    """Q of each state: its cosine to the goal state, in float32, clamped to [-1, 1].
+
+    ``states`` is (n, hidden) or (hidden,), ``goal`` (hidden,) or (1, hidden); numpy arrays or
+    tensors. Returns (n,) (or a scalar tensor). The cosine is ``torch.nn.functional.cosine_similarity``
+    (eps 1e-8), as the dense scorer has always computed it; the clamp only catches float rounding
+    past +-1, so that a threshold of -1 never stops anything.
+
+    >>> q_values(np.array([[1.0, 0.0], [0.0, 2.0], [-3.0, 0.0]]), np.array([[2.0, 0.0]])).tolist()
+    [1.0, 0.0, -1.0]
+    """
+    states = torch.as_tensor(states, dtype=torch.float32)
+    goal = torch.as_tensor(goal, dtype=torch.float32).reshape(-1)
+    return F.cosine_similarity(states, goal.view(*[1] * (states.ndim - 1), -1), dim=-1).clamp(-1.0, 1.0)
 
 
 def goal_state(
@@ -123,11 +162,6 @@ def last_token_states(model: RewardModel, tokenizer, rows: Sequence[dict], templ
     return states
 
 
-def cosine_rows(states: np.ndarray, goal: np.ndarray) -> np.ndarray:
-    goal_vec = np.asarray(goal, dtype=np.float32).reshape(-1)
-    return states @ goal_vec / (np.linalg.norm(states, axis=1) * np.linalg.norm(goal_vec) + 1e-12)
-
-
 def last_token_frame(states: np.ndarray, rows: Sequence[dict], goal: np.ndarray) -> "pd.DataFrame":
     """Per generation: correctness, cosine of its last-token state to ``goal``, and a 2-D PCA of the states."""
     import pandas as pd
@@ -136,4 +170,4 @@ def last_token_frame(states: np.ndarray, rows: Sequence[dict], goal: np.ndarray)
     _, _, vt = np.linalg.svd(centred, full_matrices=False)
     pcs = centred @ vt[:2].T
     correct = [parse_label(r["is_correct"], where=f"row {i}") for i, r in enumerate(rows)]
-    return pd.DataFrame({"is_correct": correct, "cosine_to_goal": cosine_rows(states, goal), "pc1": pcs[:, 0], "pc2": pcs[:, 1]})
+    return pd.DataFrame({"is_correct": correct, "cosine_to_goal": q_values(states, goal).numpy(), "pc1": pcs[:, 0], "pc2": pcs[:, 1]})

@@ -1,8 +1,9 @@
 """Dense scoring of generations: reward, per-token values and per-token Q-values, batched.
 
-Sequences are sorted by length and scored in buckets (never one at a time), then returned in the
-input order. The RM input is built exactly as in training (template, response + " " + EOS).
-Command line: ``goalrm eval-rm`` with the seed's ``eval_rm.py`` flags. Its ``--filter_threshold``
+The RM reads each generation through ``forward.iter_scored`` (length buckets, the training input:
+template, response + " " + EOS); the Q-values are ``goal_state.q_values`` of its response states.
+Rows come back in the input order. Command line: ``goalrm eval-rm`` with the seed's ``eval_rm.py`` flags.
+Its ``--filter_threshold``
 scores nothing differently: the seed's ``eval_rm.py`` hands it only to its closing metrics printout
 (Q-filtered majority voting over the sampled generations), which is ``goalrm metrics
 --filter_threshold`` here. eval-rm records it in ``<save_dir>/eval_rm.json`` with its other settings.
@@ -11,51 +12,22 @@ scores nothing differently: the seed's ``eval_rm.py`` hands it only to its closi
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from tqdm.auto import tqdm
 from transformers import AutoTokenizer
 
 from goalrm_core.cli import finite_float, non_negative_int, positive_int
-from goalrm_core.data.encoding import encode_prompt_response, left_pad
 from goalrm_core.data.adapters import benchmark_dir, generation_files
-from goalrm_core.data.io import atomic_write_json, check_label, check_output_dir, load_npy, read_jsonl, write_jsonl
+from goalrm_core.data.io import atomic_write_json, check_label, check_output_dir, read_jsonl, write_jsonl
 from goalrm_core.data.rundir import eval_settings_path
 from goalrm_core.data.schema import SCORED_GENERATION_FIELDS
+from goalrm_core.inference.forward import iter_scored
+from goalrm_core.inference.goal_state import load_goal_state, q_values
 from goalrm_core.model.reward_model import RewardModel, load_reward_model
 from goalrm_core.model.templates import TEMPLATES, apply_template
-
-
-@dataclass
-class ScoredSequence:
-    reward: float
-    partial_rewards: np.ndarray  # (num_actions,) value at each response token
-    response_hidden: torch.Tensor  # (num_actions, hidden) last hidden states of the response tokens
-    num_actions: int
-
-
-def check_goal_state(goal: np.ndarray, hidden_size: int, source: str = "goal state") -> torch.Tensor:
-    """A goal must be finite, not all zeros, and match the RM's hidden size; returns it as a (hidden,) tensor."""
-    goal = np.asarray(goal)
-    shape = tuple(goal.shape)
-    if goal.ndim == 2 and goal.shape[0] == 1:
-        goal = goal[0]
-    if goal.shape != (hidden_size,):
-        raise ValueError(f"{source} has shape {shape}, but the reward model's hidden size is {hidden_size}: expected (1, {hidden_size})")
-    if not np.isfinite(goal).all():
-        raise ValueError(f"{source} contains NaN or inf values")
-    if not np.any(goal):
-        raise ValueError(f"{source} is all zeros: its cosine to every state is 0, so every Q-value would be 0")
-    return torch.as_tensor(goal, dtype=torch.float32)
-
-
-def load_goal_state(path: str | Path, hidden_size: int) -> torch.Tensor:
-    return check_goal_state(load_npy(path), hidden_size, source=str(path))
 
 
 def check_tokenizer_matches(model: RewardModel, tokenizer) -> None:
@@ -63,45 +35,6 @@ def check_tokenizer_matches(model: RewardModel, tokenizer) -> None:
     vocab = model.backbone.get_input_embeddings().weight.shape[0]
     if len(tokenizer) > vocab:
         raise ValueError(f"tokenizer has {len(tokenizer)} tokens but the model's embedding table has {vocab}: they do not belong together")
-
-
-@torch.no_grad()
-def iter_scored(
-    model: RewardModel,
-    tokenizer,
-    prompts: Sequence[str],
-    responses: Sequence[str],
-    max_len: int = 2048,
-    batch_size: int = 32,
-    bucket: bool = True,
-    progress: bool = False,
-    desc: str = "score",
-) -> Iterator[tuple[int, ScoredSequence]]:
-    """Yield ``(input index, ScoredSequence)``; with ``bucket`` the batches group similar lengths."""
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
-    model.eval()
-    encoded = []
-    for i, (prompt, response) in enumerate(zip(prompts, responses)):
-        enc = encode_prompt_response(tokenizer, prompt, response, max_len)
-        if enc is None:
-            raise ValueError(f"generation {i}: the response alone is longer than max_len={max_len}")
-        encoded.append(enc)
-    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].input_ids)) if bucket else list(range(len(encoded)))
-    device = next(model.parameters()).device
-    for start in tqdm(range(0, len(order), batch_size), desc=desc, disable=not progress, mininterval=2):
-        idx = order[start:start + batch_size]
-        ids, mask = left_pad([encoded[i].input_ids for i in idx], tokenizer.pad_token_id)
-        out = model(ids.to(device), mask.to(device))
-        values, hidden = out.values.float().cpu(), out.hidden.float().cpu()
-        for row, i in enumerate(idx):
-            n = encoded[i].num_actions
-            yield i, ScoredSequence(out.reward[row].item(), values[row, -n:].numpy(), hidden[row, -n:], n)
-
-
-def cosine_to_goal(response_hidden: torch.Tensor, goal: torch.Tensor) -> np.ndarray:
-    """Q-value of every prefix: cosine of its last hidden state to the goal state."""
-    return F.cosine_similarity(response_hidden, goal.unsqueeze(0), dim=-1).numpy()
 
 
 def score_generations(
@@ -123,7 +56,7 @@ def score_generations(
     for i, s in iter_scored(model, tokenizer, prompts, responses, max_len, batch_size, bucket, progress, desc):
         out = dict(rows[i], reward=s.reward, partial_rewards=s.partial_rewards.tolist(), num_actions=s.num_actions)
         if goal is not None:
-            out["cosine_sim"] = cosine_to_goal(s.response_hidden, goal).tolist()
+            out["cosine_sim"] = q_values(s.response_hidden, goal).tolist()
         scored[i] = out
     return scored
 

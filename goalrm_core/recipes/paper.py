@@ -41,7 +41,7 @@ from goalrm_core.data.preferences import split_train_eval
 from goalrm_core.data.questions import preference_pairs, split_by_question
 from goalrm_core.evaluation import metrics
 from goalrm_core.evaluation.tables import delta_auroc, labels, question_ids, read_scored
-from goalrm_core.inference.scoring import iter_scored
+from goalrm_core.inference.forward import iter_scored
 from goalrm_core.model.reward_model import load_reward_model, tiny_llama_config
 from goalrm_core.model.templates import apply_template
 from goalrm_core.model.tokenization import build_char_tokenizer

@@ -10,7 +10,7 @@ from goalrm_core.data.io import save_npy
 from goalrm_core.data.rundir import RunDir
 from goalrm_core.evaluation import metrics
 from goalrm_core.evaluation.tables import question_ids
-from goalrm_core.inference.goal_state import cosine_rows, goal_state_from_pairs
+from goalrm_core.inference.goal_state import goal_state_from_pairs, q_values
 from goalrm_core.study.artifacts import load_rm, preference_pairs
 from goalrm_core.tasks.toymath.pipeline import TEMPLATE
 
@@ -43,6 +43,6 @@ def goal_ablation_table(states: dict[str, np.ndarray], goals: dict[str, dict[str
     records = []
     for rm, by_method in goals.items():
         for method, goal in by_method.items():
-            res = metrics.bootstrap_auroc(cosine_rows(states[rm], goal), labels, seed=seed, clusters=clusters)
+            res = metrics.bootstrap_auroc(q_values(states[rm], goal).numpy(), labels, seed=seed, clusters=clusters)
             records.append({"rm": rm, "goal": method, "separation_auroc": res.auroc, "ci_low": res.ci_low, "ci_high": res.ci_high})
     return pd.DataFrame(records)

@@ -19,7 +19,7 @@ import pandas as pd
 from transformers import AutoTokenizer, LlamaForCausalLM
 
 from goalrm_core.tasks.toymath import problems as toymath
-from goalrm_core.inference.generation import Completion, sample_completions
+from goalrm_core.inference.sampler import Sample, sample_completions
 from goalrm_core.data.io import atomic_write_json, read_jsonl, require_artifact, write_jsonl
 from goalrm_core.data.questions import held_out_questions, preference_pairs
 from goalrm_core.data.schema import GENERATION_FIELDS
@@ -90,7 +90,7 @@ def read_benchmark(run_dir, name: str) -> list[dict]:
     return read_jsonl(path, required=("question", "expected_answer"))
 
 
-def generation_record(question: str, expected: int, completion: Completion, sample_index: int, modulus: int = 0) -> dict:
+def generation_record(question: str, expected: int, completion: Sample, sample_index: int, modulus: int = 0) -> dict:
     """One generation in the Nemo-Skills shape, plus where it first goes wrong."""
     problem = toymath.problem_from_question(question, modulus)
     err = toymath.first_error(problem, completion.text)

@@ -1,0 +1,61 @@
+"""The RM's batched forward pass over (prompt, response) pairs, as in training.
+
+Every dense reader of an RM goes through ``iter_scored``: the scorer (``scoring``), the goal states
+(``goal_state``) and the recipes. Sequences are sorted by length and run in buckets (never one at a
+time), and each comes back with its input index. The input is built exactly as in training
+(template, response + " " + EOS).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from goalrm_core.data.encoding import encode_prompt_response, left_pad
+from goalrm_core.model.reward_model import RewardModel
+
+
+@dataclass
+class ScoredSequence:
+    reward: float
+    partial_rewards: np.ndarray  # (num_actions,) value at each response token
+    response_hidden: torch.Tensor  # (num_actions, hidden) last hidden states of the response tokens
+    num_actions: int
+
+
+@torch.no_grad()
+def iter_scored(
+    model: RewardModel,
+    tokenizer,
+    prompts: Sequence[str],
+    responses: Sequence[str],
+    max_len: int = 2048,
+    batch_size: int = 32,
+    bucket: bool = True,
+    progress: bool = False,
+    desc: str = "score",
+) -> Iterator[tuple[int, ScoredSequence]]:
+    """Yield ``(input index, ScoredSequence)``; with ``bucket`` the batches group similar lengths."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
+    model.eval()
+    encoded = []
+    for i, (prompt, response) in enumerate(zip(prompts, responses)):
+        enc = encode_prompt_response(tokenizer, prompt, response, max_len)
+        if enc is None:
+            raise ValueError(f"generation {i}: the response alone is longer than max_len={max_len}")
+        encoded.append(enc)
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].input_ids)) if bucket else list(range(len(encoded)))
+    device = next(model.parameters()).device
+    for start in tqdm(range(0, len(order), batch_size), desc=desc, disable=not progress, mininterval=2):
+        idx = order[start:start + batch_size]
+        ids, mask = left_pad([encoded[i].input_ids for i in idx], tokenizer.pad_token_id)
+        out = model(ids.to(device), mask.to(device))
+        values, hidden = out.values.float().cpu(), out.hidden.float().cpu()
+        for row, i in enumerate(idx):
+            n = encoded[i].num_actions
+            yield i, ScoredSequence(out.reward[row].item(), values[row, -n:].numpy(), hidden[row, -n:], n)

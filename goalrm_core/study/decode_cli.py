@@ -1,0 +1,78 @@
+"""``goalrm decode {beam,sample}``: Q-guided beam search, or N samples pruned online by Q, on a jsonl of
+questions. With the ToyMath template each row is judged too (predicted_answer, is_correct).
+
+A module of its own: it needs the inference layer and the ToyMath verdicts, not the notebook's
+run-directory study (``study.decoding``) and its plotting.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from goalrm_core.cli import non_negative_int
+from goalrm_core.data.io import load_npy, read_jsonl, write_jsonl
+from goalrm_core.inference.beam_search import DecodeConfig, q_guided_decode
+from goalrm_core.inference.pruning import SKIP_FIRST, PruneConfig
+from goalrm_core.inference.sampler import check_decoding_inputs, sample
+from goalrm_core.model.reward_model import load_reward_model
+from goalrm_core.model.templates import TEMPLATES, apply_template
+from goalrm_core.tasks.toymath.verdicts import judge
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="goalrm decode", description="Q-guided beam search, or sampling with online Q-pruning.")
+    p.add_argument("mode", choices=("beam", "sample"), help="beam: Q-guided beam search; sample: N samples, pruned online by Q.")
+    p.add_argument("--policy_path", required=True, help="Causal LM (HF layout) that generates.")
+    p.add_argument("--reward_model_path", required=True, help="RM saved by goalrm train-rm (shares the policy's tokenizer).")
+    p.add_argument("--goal_state_path", required=True, help="goal_state.npy from goalrm get-representation.")
+    p.add_argument("--questions_path", required=True, help="jsonl with a 'question' field per row.")
+    p.add_argument("--save_path", required=True, help="Output jsonl.")
+    p.add_argument("--template", default="toymath", choices=tuple(TEMPLATES), help="Prompt template used in training.")
+    p.add_argument("--max_questions", type=int, default=0, help="Decode at most this many questions (0 = all).")
+    p.add_argument("--modulus", type=int, default=0, help="toymath: 10 for digit chains (results mod 10), 0 for exact results.")
+    p.add_argument("--beam_size", type=int, default=4)
+    p.add_argument("--samples_per_step", type=int, default=4)
+    p.add_argument("--temperature", type=float, default=0.7)
+    p.add_argument("--temperature_decay", type=float, default=1.0)
+    p.add_argument("--conf_ratio", type=float, default=0.0, help="r in (1-r)*Q + r*mean logprob.")
+    p.add_argument("--reward_weight", type=float, default=0.0)
+    p.add_argument("--max_steps", type=int, default=8)
+    p.add_argument("--max_line_tokens", type=int, default=32)
+    p.add_argument("--max_new_tokens", type=int, default=96)
+    p.add_argument("--n_samples", type=int, default=8, help="sample mode: samples per question.")
+    p.add_argument("--prune_threshold", type=float, default=None, help="sample mode: stop a sample when Q falls below this.")
+    p.add_argument("--skip_first", type=non_negative_int, default=SKIP_FIRST, help="sample mode: never stop before this response token.")
+    p.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    prune = None if args.prune_threshold is None else PruneConfig(args.prune_threshold, args.skip_first)
+    rm = load_reward_model(args.reward_model_path)
+    tokenizer = AutoTokenizer.from_pretrained(args.reward_model_path)
+    policy = AutoModelForCausalLM.from_pretrained(args.policy_path).eval()
+    goal = check_decoding_inputs(policy, rm, tokenizer, load_npy(args.goal_state_path), AutoTokenizer.from_pretrained(args.policy_path))
+    rows = read_jsonl(args.questions_path, required=("question",))
+    rows = rows[:args.max_questions] if args.max_questions else rows
+    questions = [r["question"] for r in rows]
+    if args.mode == "beam":
+        cfg = DecodeConfig(args.beam_size, args.samples_per_step, args.temperature, args.temperature_decay, args.conf_ratio,
+                           args.reward_weight, args.max_steps, args.max_line_tokens, args.max_new_tokens, args.seed)
+        out, _ = q_guided_decode(policy, rm, tokenizer, goal, questions, cfg, args.template)
+    else:
+        prompts = [apply_template(args.template, q) for q in questions]
+        samples = sample(policy, tokenizer, prompts, n=args.n_samples, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
+                         seed=args.seed, rm=rm, goal=goal, prune=prune, progress=True)
+        out = [{"question": q, "sample_index": i, "generated_solution": s.text, "num_generated_tokens": s.num_tokens,
+                "stopped_at": s.stopped_at, "finished": s.finished, "cosine_sim": s.q_values}
+               for q, group in zip(questions, samples) for i, s in enumerate(group)]
+    if args.template == "toymath":
+        for r, src in zip(out, [r for r in rows for _ in range(1 if args.mode == "beam" else args.n_samples)]):
+            if r.get("stopped_at") is None:
+                r.update(judge(r["question"], r["generated_solution"], src.get("expected_answer"), args.modulus))
+    count = write_jsonl(args.save_path, out)
+    print(f"{count} rows -> {args.save_path}; tokens generated: {sum(r.get('tokens_generated', r.get('num_generated_tokens', 0)) for r in out)}")
+    return 0

@@ -1,0 +1,64 @@
+"""The one Q function, ``goal_state.q_values``: every reader of Q gets the numbers the dense scorer has
+always written, on a tiny RM's real hidden states (fixtures tiny_rm, tiny_goal in tests/conftest.py)."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from goalrm_core.inference.forward import iter_scored
+from goalrm_core.inference.goal_state import last_token_frame, last_token_states, q_values
+from goalrm_core.inference.scoring import score_generations
+from goalrm_core.model.templates import apply_template
+
+ROWS = [{"question": "3 +4", "generated_solution": "3+4=7\n#7", "is_correct": True},
+        {"question": "9 *2 -1", "generated_solution": "9*2=18\n18-1=16\n#16", "is_correct": False},
+        {"question": "2 +2", "generated_solution": "2+2=4\n#4", "is_correct": True}]
+
+
+@pytest.fixture(scope="module")
+def states(tiny_rm, tokenizer):
+    """Every response token's hidden state of ROWS, as the dense scorer sees them."""
+    prompts = [apply_template("toymath", r["question"]) for r in ROWS]
+    by_index = dict(iter_scored(tiny_rm, tokenizer, prompts, [r["generated_solution"] for r in ROWS]))
+    return torch.cat([by_index[i].response_hidden for i in range(len(ROWS))])
+
+
+def test_q_is_the_scorers_cosine_bit_for_bit(states, tiny_goal):
+    """What ``scoring.cosine_to_goal`` computed (and what the scored files hold) and what the
+    decoding module's online and beam-search Q computed (the same cosine, clamped): identical."""
+    goal = torch.tensor(tiny_goal[0])
+    scorer_formula = F.cosine_similarity(states, goal.unsqueeze(0), dim=-1)
+    decoding_formula = F.cosine_similarity(states, goal[None, :], dim=-1).clamp(-1.0, 1.0)
+    q = q_values(states, tiny_goal)
+    assert q.dtype == torch.float32 and q.shape == (states.shape[0],)
+    assert torch.equal(q, scorer_formula) and torch.equal(q, decoding_formula)
+    # one state at a time, numpy in, (hidden,) goal: the same numbers
+    assert torch.equal(torch.stack([q_values(s.numpy(), goal) for s in states]), q)
+
+
+def test_q_against_the_former_numpy_cosine(states, tiny_goal):
+    """``goal_state.cosine_rows`` (numpy, for the last-token tables) rounded differently: it agrees
+    to float32 precision, not bit for bit."""
+    s, g = states.numpy(), tiny_goal.reshape(-1)
+    former = s @ g / (np.linalg.norm(s, axis=1) * np.linalg.norm(g) + 1e-12)
+    np.testing.assert_allclose(q_values(s, tiny_goal).numpy(), former, rtol=0, atol=1e-6)
+
+
+def test_every_reader_gets_q_values(tiny_rm, tokenizer, tiny_goal, states):
+    """The scorer's ``cosine_sim`` and notebook 03's ``cosine_to_goal`` column are ``q_values``."""
+    scored = score_generations(tiny_rm, tokenizer, ROWS, "toymath", torch.tensor(tiny_goal[0]), progress=False)
+    lasts = last_token_states(tiny_rm, tokenizer, ROWS, "toymath")
+    start = 0
+    for row in scored:
+        n = row["num_actions"]
+        assert row["cosine_sim"] == q_values(states[start:start + n], tiny_goal).tolist()
+        start += n
+    frame = last_token_frame(lasts, ROWS, tiny_goal)
+    assert frame["cosine_to_goal"].tolist() == q_values(lasts, tiny_goal).tolist()
+    assert frame["cosine_to_goal"].tolist() == [r["cosine_sim"][-1] for r in scored]
+
+
+def test_q_stays_within_minus_one_and_one():
+    x = torch.tensor([[1e-3, 2e-3, 3e-3]])
+    assert q_values(x, x).item() <= 1.0 and q_values(-x, x).item() >= -1.0
