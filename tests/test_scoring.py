@@ -76,20 +76,20 @@ def test_cli_in_the_seed_layout(tmp_path, rm, tokenizer):
     args = ["--completions_data_path", str(gens), "--reward_model_path", str(rm_path), "--save_dir", str(tmp_path / "eval"),
             "--filter_threshold", "0.0", "--benchmarks", "toy-id", "--template", "toymath"]
     assert eval_rm_main(args + ["--goal_state_path", str(tmp_path / "rep" / "goal_state.npy")]) == 0
-    greedy = read_jsonl(tmp_path / "eval" / "toy-id" / "greedy" / "scored.jsonl")
+    greedy = read_jsonl(tmp_path / "eval" / "rm" / "toy-id" / "greedy" / "output-metrics-dense.jsonl")
     assert len(greedy) == 5 and "cosine_sim" in greedy[0]
-    assert len(read_jsonl(tmp_path / "eval" / "toy-id" / "all" / "scored.jsonl")) == 10
+    assert len(read_jsonl(tmp_path / "eval" / "rm" / "toy-id" / "all" / "output-metrics-dense.jsonl")) == 10
     # --filter_threshold is the metrics step's (as in the seed's eval_rm.py): recorded, never applied to the scores
-    settings = json.loads((tmp_path / "eval" / "eval_rm.json").read_text())
+    settings = json.loads((tmp_path / "eval" / "rm" / "eval_rm.json").read_text())
     assert settings["filter_threshold"] == 0.0 and "goalrm metrics" in settings["filter_threshold_applied_by"]
     assert settings["scored"] == {"toy-id": {"greedy": 5, "all": 10}} and settings["template"] == "toymath"
     strict = [a if a != str(tmp_path / "eval") else str(tmp_path / "strict") for a in args]
     strict[strict.index("--filter_threshold") + 1] = "0.9"
     assert eval_rm_main(strict + ["--goal_state_path", str(tmp_path / "rep" / "goal_state.npy")]) == 0
-    assert json.loads((tmp_path / "strict" / "eval_rm.json").read_text())["filter_threshold"] == 0.9
-    assert read_jsonl(tmp_path / "strict" / "toy-id" / "all" / "scored.jsonl") == read_jsonl(tmp_path / "eval" / "toy-id" / "all" / "scored.jsonl")
+    assert json.loads((tmp_path / "strict" / "rm" / "eval_rm.json").read_text())["filter_threshold"] == 0.9
+    assert read_jsonl(tmp_path / "strict" / "rm" / "toy-id" / "all" / "output-metrics-dense.jsonl") == read_jsonl(tmp_path / "eval" / "rm" / "toy-id" / "all" / "output-metrics-dense.jsonl")
     assert eval_rm_main(args[:-2] + ["--template", "toymath", "--vanilla", "--save_dir", str(tmp_path / "van")] ) == 0
-    assert "cosine_sim" not in read_jsonl(tmp_path / "van" / "toy-id" / "greedy" / "scored.jsonl")[0]
+    assert "cosine_sim" not in read_jsonl(tmp_path / "van" / "rm" / "toy-id" / "greedy" / "output-metrics-dense.jsonl")[0]
     with pytest.raises(ArtifactError, match="benchmarks in .*: toy-id"):
         eval_rm_main(args[:-3] + ["gsm8k", "--template", "toymath", "--vanilla"])
     bad_goal = tmp_path / "bad.npy"

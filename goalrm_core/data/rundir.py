@@ -11,7 +11,7 @@ A run directory holds what one profile makes, stage by stage (see DESIGN.md)::
       models/<model>/                    one trained RM per name and seed (02)
       logs/train-<model>.log             its training log (02)
       representations/<model>/           its goal states (03)
-      eval/<model>/<bench>/{greedy,all}/scored.jsonl   dense scores (04)
+      eval/<model>/<bench>/{greedy,all}/output-metrics-dense.jsonl   dense scores (04)
       eval/<model>/eval_rm.json          what the scoring ran with (04)
       decoding/                          decoding artifacts (05)
 
@@ -22,7 +22,7 @@ study's business; this module only places them.
 >>> run.model("baseline", seed=1).as_posix()
 'runs/demo/models/baseline-seed1'
 >>> run.scored("baseline", "toy-id", "all").as_posix()
-'runs/demo/eval/baseline-seed0/toy-id/all/scored.jsonl'
+'runs/demo/eval/baseline-seed0/toy-id/all/output-metrics-dense.jsonl'
 """
 
 from __future__ import annotations
@@ -34,6 +34,8 @@ from pathlib import Path
 # The split a benchmark's sampled generations are scored under (the official eval_rm layout calls it
 # ``all``); greedy generations keep ``greedy``.
 SCORED_SPLITS = ("greedy", "all")
+# The file name the official eval_rm.py writes (readers take every *.jsonl of a split folder).
+SCORED_FILE = "output-metrics-dense.jsonl"
 # What eval-rm ran with (RM, goal state, template, --filter_threshold …), at the root of its --save_dir.
 EVAL_SETTINGS = "eval_rm.json"
 
@@ -98,8 +100,13 @@ class RunDir:
         name = "goal_state.npy" if method == "mean_last" else f"goal_state_{method}.npy"
         return self.root / "representations" / self.model_name(rm, seed) / name
 
+    @property
+    def eval_root(self) -> Path:
+        """``eval-rm --save_dir``: it writes each RM under the name of its model folder."""
+        return self.root / "eval"
+
     def eval(self, rm: str, seed: int = 0) -> Path:
-        return self.root / "eval" / self.model_name(rm, seed)
+        return self.eval_root / self.model_name(rm, seed)
 
     def scored(self, rm: str, bench: str, split: str, seed: int = 0) -> Path:
         return scored_path(self.eval(rm, seed), bench, split)
@@ -116,13 +123,23 @@ class RunDir:
         return self.decoding / "steer_policy"
 
 
+def rm_name(reward_model_path: str | os.PathLike) -> str:
+    """The name ``eval-rm`` files an RM's scores under: its folder's last component (as the official
+    eval_rm.py does), so two RMs scored into one ``--save_dir`` never overwrite each other.
+
+    >>> rm_name("ckpt/contrastive_reward_model/")
+    'contrastive_reward_model'
+    """
+    return Path(reward_model_path).name or Path(reward_model_path).resolve().name
+
+
 def scored_path(eval_dir: str | os.PathLike, bench: str, split: str) -> Path:
-    """Where ``eval-rm`` writes one benchmark's scored split under its ``--save_dir``."""
+    """Where ``eval-rm`` writes one benchmark's scored split of one RM (``<save_dir>/<rm_name>``)."""
     if split not in SCORED_SPLITS:
         raise ValueError(f"split must be one of {SCORED_SPLITS}, got {split!r}")
-    return Path(eval_dir) / bench / split / "scored.jsonl"
+    return Path(eval_dir) / bench / split / SCORED_FILE
 
 
 def eval_settings_path(eval_dir: str | os.PathLike) -> Path:
-    """Where ``eval-rm`` records what it ran with, under its ``--save_dir``."""
+    """Where ``eval-rm`` records what it ran with, beside one RM's scores (``<save_dir>/<rm_name>``)."""
     return Path(eval_dir) / EVAL_SETTINGS

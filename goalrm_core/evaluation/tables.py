@@ -1,7 +1,7 @@
 """From scored generations to the paper's tables: AUROC with CIs, partial AUROC, Q-filtered voting,
 Q/reward correlation and the first-error check. Command line: ``goalrm metrics`` (the seed's flags).
 
-Scored files live in ``<eval_dir>/<bench>/{greedy,all}/scored.jsonl`` (written by ``goalrm eval-rm``).
+Scored files live in ``<eval_dir>/<bench>/{greedy,all}/*.jsonl`` (``output-metrics-dense.jsonl`` from ``goalrm eval-rm``).
 """
 
 from __future__ import annotations
@@ -28,11 +28,18 @@ REFERENCE_SCORERS: dict[str, tuple[str, int]] = {
 }
 
 
+def scored_files(eval_dir: str | Path, bench: str, split: str) -> list[Path]:
+    """Every ``*.jsonl`` of one benchmark's split folder, in name order (the official metrics.py reads
+    them all: ``output-metrics-dense.jsonl`` from eval-rm, or several files from elsewhere)."""
+    return sorted((Path(eval_dir) / bench / split).glob("*.jsonl"))
+
+
 def read_scored(eval_dir: str | Path, bench: str, split: str = "greedy") -> list[dict]:
-    path = benchmark_dir(Path(eval_dir), bench) / split / "scored.jsonl"
-    if not path.exists():
-        raise ArtifactError(f"{path} is missing: run `goalrm eval-rm` (or notebooks/04_evaluation.ipynb) first")
-    return read_jsonl(path, required=("question", "is_correct", "reward", "num_actions"), check=check_scored_row)
+    folder = benchmark_dir(Path(eval_dir), bench) / split
+    files = scored_files(eval_dir, bench, split)
+    if not files:
+        raise ArtifactError(f"{folder}: no scored *.jsonl; run `goalrm eval-rm` (or notebooks/04_evaluation.ipynb) first")
+    return [row for f in files for row in read_jsonl(f, required=("question", "is_correct", "reward", "num_actions"), check=check_scored_row)]
 
 
 def _finite_number(value) -> bool:
@@ -163,7 +170,7 @@ def fmt_ci(value: float, low: float, high: float) -> str:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="goalrm metrics", description="Print the metrics of scored generations.")
     p.add_argument("--model_name", required=True, help="Label of the RM (also a sub-folder of --eval_results_dir if it exists).")
-    p.add_argument("--eval_results_dir", required=True, help="Output of goalrm eval-rm: <dir>/<bench>/{greedy,all}/scored.jsonl.")
+    p.add_argument("--eval_results_dir", required=True, help="--save_dir of goalrm eval-rm: <dir>/<model_name>/<bench>/{greedy,all}/*.jsonl (as the official metrics.py reads).")
     p.add_argument("--filter_threshold", type=finite_float, default=0.0, help="Q-value threshold of the filtered majority vote.")
     p.add_argument("--benchmarks", nargs="+", required=True, help="Benchmarks to report.")
     p.add_argument("--percentiles", nargs="*", type=finite_float, default=list(metrics.DEFAULT_PERCENTILES), help="Response percentiles of the partial AUROC.")
@@ -182,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     # fails at once, not after the earlier benchmarks' results have scrolled by
     scored = {bench: read_scored(root, bench, "greedy") for bench in args.benchmarks}
     sampled = {bench: read_scored(root, bench, "all") for bench in args.benchmarks
-               if not args.vanilla and (root / bench / "all" / "scored.jsonl").exists()}
+               if not args.vanilla and scored_files(root, bench, "all")}
     for bench in args.benchmarks:
         greedy = scored[bench]
         res = metrics.bootstrap_auroc([r["reward"] for r in greedy], labels(greedy), n_boot=args.n_boot)

@@ -2,8 +2,10 @@
 
 Every dense reader of an RM goes through ``iter_scored``: the scorer (``scoring``), the goal states
 (``goal_state``) and the recipes. Sequences are sorted by length and run in buckets (never one at a
-time), and each comes back with its input index. The input is built exactly as in training
-(template, response + " " + EOS).
+time), and each comes back with its input index. How the text becomes tokens is ``encoding`` (see
+``data.encoding``) and where the reward is read is ``readout``: ``eos`` reads it at the EOS after
+``response + " "`` (the training input), ``last_token`` at the response's last token (what the
+official eval_rm.py and get_representation.py feed: template + response, nothing appended).
 """
 
 from __future__ import annotations
@@ -17,6 +19,19 @@ from tqdm.auto import tqdm
 
 from goalrm_core.data.encoding import encode_prompt_response, left_pad
 from goalrm_core.model.reward_model import RewardModel
+
+
+READOUTS = ("eos", "last_token")
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    """``auto``: the GPU when there is one (scoring a 7B RM on a CPU is not an option), else the CPU."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        return torch.device(device)
+    except RuntimeError:
+        raise ValueError(f"--device {device!r}: expected auto, cpu, cuda or cuda:N") from None
 
 
 @dataclass
@@ -38,14 +53,18 @@ def iter_scored(
     bucket: bool = True,
     progress: bool = False,
     desc: str = "score",
+    encoding: str = "split",
+    readout: str = "eos",
 ) -> Iterator[tuple[int, ScoredSequence]]:
     """Yield ``(input index, ScoredSequence)``; with ``bucket`` the batches group similar lengths."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
+    if readout not in READOUTS:
+        raise ValueError(f"unknown readout {readout!r}; valid: {', '.join(READOUTS)}")
     model.eval()
     encoded = []
     for i, (prompt, response) in enumerate(zip(prompts, responses)):
-        enc = encode_prompt_response(tokenizer, prompt, response, max_len)
+        enc = encode_prompt_response(tokenizer, prompt, response, max_len, append_eos=readout == "eos", encoding=encoding)
         if enc is None:
             raise ValueError(f"generation {i}: the response alone is longer than max_len={max_len}")
         encoded.append(enc)

@@ -21,8 +21,11 @@ import torch.nn.functional as F
 from transformers import AutoTokenizer
 
 from goalrm_core.cli import positive_int
-from goalrm_core.data.io import check_output_dir, load_npy, parse_label, read_jsonl, save_npy
-from goalrm_core.inference.forward import iter_scored
+from goalrm_core.data.encoding import ENCODINGS
+from goalrm_core.data.io import check_output_dir, load_npy, parse_label, save_npy
+from goalrm_core.data.preferences import load_source_rows
+from goalrm_core.data.rundir import rm_name
+from goalrm_core.inference.forward import READOUTS, iter_scored, resolve_device
 from goalrm_core.model.reward_model import RewardModel, load_reward_model
 from goalrm_core.model.templates import TEMPLATES, apply_template
 
@@ -75,8 +78,12 @@ def goal_state(
     max_len: int = 2048,
     batch_size: int = 32,
     progress: bool = False,
+    encoding: str = "split",
+    readout: str = "eos",
 ) -> np.ndarray:
-    """A (1, hidden) goal state from preferred responses (already templated prompts)."""
+    """A (1, hidden) goal state from preferred responses (already templated prompts); ``encoding`` and
+    ``readout`` as in ``inference.forward`` (the official get_representation.py: ``official``,
+    ``last_token``)."""
     if method not in GOAL_METHODS:
         raise ValueError(f"unknown goal method {method!r}; valid: {', '.join(GOAL_METHODS)}")
     if not responses:
@@ -87,7 +94,8 @@ def goal_state(
         prompts, responses = [prompts[pick]], [responses[pick]]
     total = torch.zeros(model.config.hidden_size, dtype=torch.float64)
     count = 0
-    for _, s in iter_scored(model, tokenizer, prompts, responses, max_len, batch_size, progress=progress, desc="goal state"):
+    for _, s in iter_scored(model, tokenizer, prompts, responses, max_len, batch_size, progress=progress, desc="goal state",
+                            encoding=encoding, readout=readout):
         if method == "mean_all_tokens":
             total += s.response_hidden.double().sum(0)
             count += s.num_actions
@@ -127,12 +135,21 @@ def goal_state_from_pairs(model, tokenizer, pairs: Sequence[dict], template: str
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="goalrm get-representation", description="Save an RM's goal state (1, hidden) as .npy.")
-    p.add_argument("--dataset-path", "--dataset_path", dest="dataset_path", required=True, help="Preference pairs (jsonl: question/correct/incorrect).")
+    p.add_argument("--dataset-path", "--dataset_path", dest="dataset_path", required=True,
+                   help="Preference pairs (question/correct/...): a datasets.save_to_disk folder (its train split, as the official "
+                        "get_representation.py reads), a .jsonl/.json/.parquet file, or a folder holding train.jsonl.")
     p.add_argument("--reward-model-path", "--reward_model_path", dest="reward_model_path", required=True, help="RM saved by goalrm train-rm.")
-    p.add_argument("--save-dir", "--save_dir", dest="save_dir", required=True, help="Folder for goal_state.npy.")
+    p.add_argument("--save-dir", "--save_dir", dest="save_dir", required=True,
+                   help="Folder for goal_state.npy (1, hidden) and <rm_name>_goal_state_embedding.npy (hidden,), the official file.")
     p.add_argument("--method", default="mean_last", choices=GOAL_METHODS, help="How the goal is formed (the paper: mean_last).")
-    p.add_argument("--template", default="math", choices=tuple(TEMPLATES), help="Prompt template used in training.")
-    p.add_argument("--max_len", type=positive_int, default=2048, help="Maximum tokens per sequence.")
+    p.add_argument("--template", default="math", choices=tuple(TEMPLATES), help="Prompt template (math: the clean prompt the official script builds).")
+    p.add_argument("--encoding", default="official", choices=ENCODINGS, help="official: template + response tokenised in one call (the tokenizer's BOS); split: apart.")
+    p.add_argument("--readout", default="last_token", choices=READOUTS,
+                   help="last_token: the state at the response's last token (the official script); eos: at an EOS after response + ' ' (the training input).")
+    p.add_argument("--bf16", action="store_true", help="Run the RM in bfloat16 (as the official script does on its GPU).")
+    p.add_argument("--flash_attn", action="store_true", help="Use flash-attn 2 (CUDA + the flash-attn package).")
+    p.add_argument("--device", default="auto", help="auto (the GPU when there is one), cpu, cuda, cuda:N.")
+    p.add_argument("--max_len", type=positive_int, default=1024, help="Maximum tokens per sequence (the official script cuts at 1024).")
     p.add_argument("--batch_size", type=positive_int, default=32, help="Sequences per forward pass.")
     p.add_argument("--seed", type=int, default=0, help="Seed of the random_* methods.")
     return p
@@ -141,14 +158,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     check_output_dir(args.save_dir, "--save-dir")
-    model = load_reward_model(args.reward_model_path)
+    model = load_reward_model(args.reward_model_path, torch.bfloat16 if args.bf16 else None, args.flash_attn).to(resolve_device(args.device))
     tokenizer = AutoTokenizer.from_pretrained(args.reward_model_path)
-    pairs = read_jsonl(args.dataset_path, required=("question", "correct"))
-    goal = goal_state_from_pairs(model, tokenizer, pairs, args.template, args.method, seed=args.seed,
-                                 max_len=args.max_len, batch_size=args.batch_size, progress=True)
+    pairs, _ = load_source_rows(args.dataset_path, "train")
+    goal = goal_state_from_pairs(model, tokenizer, pairs, args.template, args.method, seed=args.seed, max_len=args.max_len,
+                                 batch_size=args.batch_size, progress=True, encoding=args.encoding, readout=args.readout)
     out = Path(args.save_dir) / "goal_state.npy"
     save_npy(out, goal)
-    print(f"goal state {goal.shape} from {len(pairs)} preferred responses -> {out}")
+    official = Path(args.save_dir) / f"{rm_name(args.reward_model_path)}_goal_state_embedding.npy"
+    save_npy(official, goal[0])
+    print(f"goal state {goal.shape} from {len(pairs)} preferred responses -> {out} (and {official.name})")
     return 0
 
 

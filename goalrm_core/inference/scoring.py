@@ -21,10 +21,11 @@ from transformers import AutoTokenizer
 
 from goalrm_core.cli import finite_float, non_negative_int, positive_int
 from goalrm_core.data.adapters import benchmark_dir, generation_files
+from goalrm_core.data.encoding import ENCODINGS
 from goalrm_core.data.io import atomic_write_json, check_label, check_output_dir, read_jsonl, write_jsonl
-from goalrm_core.data.rundir import eval_settings_path
+from goalrm_core.data.rundir import eval_settings_path, rm_name, scored_path
 from goalrm_core.data.schema import SCORED_GENERATION_FIELDS
-from goalrm_core.inference.forward import iter_scored
+from goalrm_core.inference.forward import READOUTS, iter_scored, resolve_device
 from goalrm_core.inference.goal_state import load_goal_state, q_values
 from goalrm_core.model.reward_model import RewardModel, load_reward_model
 from goalrm_core.model.templates import TEMPLATES, apply_template
@@ -48,12 +49,15 @@ def score_generations(
     bucket: bool = True,
     progress: bool = True,
     desc: str = "score",
+    encoding: str = "split",
+    readout: str = "eos",
 ) -> list[dict]:
-    """Copy of each row with ``reward``, ``partial_rewards``, ``num_actions`` and, given a goal, ``cosine_sim``."""
+    """Copy of each row with ``reward``, ``partial_rewards``, ``num_actions`` and, given a goal, ``cosine_sim``
+    (``encoding`` and ``readout``: see ``inference.forward``)."""
     prompts = [apply_template(template, r["question"]) for r in rows]
     responses = [r["generated_solution"] for r in rows]
     scored: list[dict | None] = [None] * len(rows)
-    for i, s in iter_scored(model, tokenizer, prompts, responses, max_len, batch_size, bucket, progress, desc):
+    for i, s in iter_scored(model, tokenizer, prompts, responses, max_len, batch_size, bucket, progress, desc, encoding, readout):
         out = dict(rows[i], reward=s.reward, partial_rewards=s.partial_rewards.tolist(), num_actions=s.num_actions)
         if goal is not None:
             out["cosine_sim"] = q_values(s.response_hidden, goal).tolist()
@@ -83,15 +87,24 @@ def eval_rm(
     max_samples: int = 0,
     progress: bool = True,
     filter_threshold: float | None = None,
+    encoding: str = "split",
+    readout: str = "eos",
+    bf16: bool = False,
+    flash_attn: bool = False,
+    device: str = "auto",
 ) -> dict[str, dict[str, int]]:
-    """Score every benchmark's greedy and sampled generations into ``save_dir/<bench>/{greedy,all}/scored.jsonl``,
-    and what ran into ``save_dir/eval_rm.json``. ``filter_threshold`` is only recorded there: it is
-    applied by ``goalrm metrics`` (see the module docstring)."""
+    """Score every benchmark's greedy and sampled generations into
+    ``save_dir/<rm_name>/<bench>/{greedy,all}/output-metrics-dense.jsonl`` (the official layout;
+    ``rm_name`` is the RM folder's name), and what ran into ``save_dir/<rm_name>/eval_rm.json``.
+    ``filter_threshold`` is only recorded there: it is applied by ``goalrm metrics`` (see the module
+    docstring). ``encoding`` and ``readout``: see ``inference.forward``; ``device`` ``auto`` is the GPU
+    when there is one."""
     for name, value, low in (("batch_size", batch_size, 1), ("max_len", max_len, 1), ("max_samples", max_samples, 0)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
             raise ValueError(f"--{name} must be an integer >= {low}, got {value!r}")
     check_output_dir(save_dir, "--save_dir")
-    model = load_reward_model(reward_model_path)
+    out_dir = Path(save_dir) / rm_name(reward_model_path)
+    model = load_reward_model(reward_model_path, torch.bfloat16 if bf16 else None, flash_attn).to(resolve_device(device))
     tokenizer = AutoTokenizer.from_pretrained(reward_model_path)
     check_tokenizer_matches(model, tokenizer)
     goal = None
@@ -110,12 +123,13 @@ def eval_rm(
                 rows = rows[:max_samples]
             if not rows:
                 continue
-            scored = score_generations(model, tokenizer, rows, template, goal, max_len, batch_size, progress=progress, desc=f"{bench}/{split}")
+            scored = score_generations(model, tokenizer, rows, template, goal, max_len, batch_size, progress=progress, desc=f"{bench}/{split}",
+                                       encoding=encoding, readout=readout)
             check_finite_scores(scored, f"reward model {reward_model_path}, {bench}/{split}")
-            counts[bench][split] = write_jsonl(Path(save_dir) / bench / split / "scored.jsonl", scored)
-    atomic_write_json(eval_settings_path(save_dir), {
+            counts[bench][split] = write_jsonl(scored_path(out_dir, bench, split), scored)
+    atomic_write_json(eval_settings_path(out_dir), {
         "reward_model_path": str(reward_model_path), "goal_state_path": None if vanilla else str(goal_state_path),
-        "vanilla": vanilla, "template": template, "max_len": int(max_len), "max_samples": int(max_samples), "benchmarks": list(benchmarks),
+        "vanilla": vanilla, "template": template, "encoding": encoding, "readout": readout, "bf16": bf16, "max_len": int(max_len), "max_samples": int(max_samples), "benchmarks": list(benchmarks),
         "filter_threshold": filter_threshold,
         "filter_threshold_applied_by": "goalrm metrics --filter_threshold (Q-filtered majority voting); scoring keeps every generation",
         "scored": counts,
@@ -128,14 +142,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--completions_data_path", required=True, help="Folder with one sub-folder of generations per benchmark.")
     p.add_argument("--reward_model_path", required=True, help="RM saved by goalrm train-rm.")
     p.add_argument("--goal_state_path", help="goal_state.npy from goalrm get-representation (not with --vanilla).")
-    p.add_argument("--save_dir", required=True, help="Output root: <save_dir>/<bench>/{greedy,all}/scored.jsonl, and <save_dir>/eval_rm.json (the settings).")
+    p.add_argument("--save_dir", required=True, help="Output root: <save_dir>/<rm_name>/<bench>/{greedy,all}/output-metrics-dense.jsonl "
+                                                     "(rm_name: the last component of --reward_model_path) and <save_dir>/<rm_name>/eval_rm.json.")
     p.add_argument("--filter_threshold", type=finite_float, default=0.0,
                    help="Q-value threshold of the filtered majority vote. Not applied here (every generation is scored): "
                         "recorded in <save_dir>/eval_rm.json; `goalrm metrics --filter_threshold` applies it, as the seed's "
                         "eval_rm.py passes it only to its final metrics step.")
     p.add_argument("--benchmarks", nargs="+", required=True, help="Benchmark folder names.")
     p.add_argument("--vanilla", action="store_true", help="Skip the Q-values (baseline RM).")
-    p.add_argument("--template", default="math", choices=tuple(TEMPLATES), help="Prompt template used in training.")
+    p.add_argument("--template", default="nemo", choices=tuple(TEMPLATES), help="Prompt template (nemo: the official eval_rm.py's literal).")
+    p.add_argument("--encoding", default="official", choices=ENCODINGS, help="official: template + solution tokenised in one call (the tokenizer's BOS); split: apart.")
+    p.add_argument("--readout", default="last_token", choices=READOUTS,
+                   help="last_token: the reward at the solution's last token (the official eval_rm.py); eos: at an EOS after solution + ' ' (the training input).")
+    p.add_argument("--bf16", action="store_true", help="Run the RM in bfloat16 (as the official eval_rm.py does on its GPU).")
+    p.add_argument("--flash_attn", action="store_true", help="Use flash-attn 2 (CUDA + the flash-attn package).")
+    p.add_argument("--device", default="auto", help="auto (the GPU when there is one), cpu, cuda, cuda:N.")
     p.add_argument("--batch_size", type=positive_int, default=32, help="Sequences per forward pass.")
     p.add_argument("--max_len", type=positive_int, default=2048, help="Maximum tokens per sequence.")
     p.add_argument("--max_samples", type=non_negative_int, default=0, help="Score at most this many rows per file (0 = all).")
@@ -146,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     counts = eval_rm(args.completions_data_path, args.reward_model_path, args.save_dir, args.benchmarks,
                      args.goal_state_path, args.vanilla, args.template, args.batch_size, args.max_len, args.max_samples,
-                     filter_threshold=args.filter_threshold)
+                     filter_threshold=args.filter_threshold, encoding=args.encoding, readout=args.readout, bf16=args.bf16,
+                     flash_attn=args.flash_attn, device=args.device)
     for bench, splits in counts.items():
         print(bench, ", ".join(f"{k}: {v} scored" for k, v in splits.items()))
     return 0

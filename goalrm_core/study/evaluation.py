@@ -22,8 +22,8 @@ def score_all(run_dir, rms, rm_seeds=(0,), batch_size: int = 64, max_len: int = 
     for rm in rms:
         for seed in rm_seeds:
             goal = require_artifact(run.goal_state(rm, seed), "notebooks/03_representations.ipynb")
-            counts[run.model_name(rm, seed)] = eval_rm(
-                run.generations, run.model(rm, seed), run.eval(rm, seed),
+            counts[run.model_name(rm, seed)] = eval_rm(  # writes run.eval(rm, seed): eval_root/<model folder name>
+                run.generations, run.model(rm, seed), run.eval_root,
                 benchmarks(run_dir), goal, template=TEMPLATE, batch_size=batch_size, max_len=max_len, progress=progress)
     return counts
 
