@@ -13,6 +13,7 @@ import pandas as pd
 from scipy import stats
 
 from goalrm_core.data.io import parse_label
+from goalrm_core.evaluation.thresholds import choose_threshold
 from goalrm_core.evaluation.stats import paired_t_pvalue, wilson_interval
 
 
@@ -313,37 +314,23 @@ def choose_filter_threshold(
     candidates: Sequence[float] | np.ndarray = DEFAULT_FILTER_THRESHOLDS,
     skip_first: int = 5,
 ) -> tuple[float, pd.DataFrame]:
-    """Pick the filter threshold on a validation split: highest filtered accuracy, ties broken
-    by more tokens saved, then by the lower (less aggressive) threshold.
+    """Pick the filter threshold on a validation split with `thresholds.choose_threshold`: the most
+    questions voted right, then the most tokens saved, then the lower (less aggressive) threshold.
 
     Choose it on held-out questions and report on the test split, otherwise the reported
     accuracy is optimistically tuned. Returns the threshold and one table row per candidate
     (``chosen`` marks the winner).
     """
-    cands = np.asarray(candidates, dtype=np.float64).ravel()
-    if cands.size == 0:
-        raise ValueError("no candidate thresholds")
     table = _vote_table(val_questions, skip_first)
-    rows = []
-    for thr in cands:
-        res = _filter_with_table(table, float(thr), skip_first)
-        rows.append(
-            {
-                "threshold": float(thr),
-                "accuracy": res.accuracy,
-                "n_correct": res.n_correct,
-                "accuracy_unfiltered": res.accuracy_unfiltered,
-                "tokens_saved_pct": res.tokens_saved_pct,
-                "tokens_saved": res.tokens_saved,
-                "generations_filtered_pct": res.generations_filtered_pct,
-                "n_fallback": res.n_fallback,
-            }
-        )
-    df = pd.DataFrame(rows)
-    # Integer counts make the comparison exact; lexsort's last key is the primary one.
-    best = np.lexsort((df["threshold"].to_numpy(), -df["tokens_saved"].to_numpy(), -df["n_correct"].to_numpy()))[0]
-    df["chosen"] = np.arange(len(df)) == best
-    return float(df["threshold"].iloc[best]), df
+
+    def outcome(threshold: float) -> dict:
+        res = _filter_with_table(table, threshold, skip_first)
+        return {"threshold": threshold, "accuracy": res.accuracy, "n_correct": res.n_correct,
+                "accuracy_unfiltered": res.accuracy_unfiltered, "tokens_saved_pct": res.tokens_saved_pct,
+                "tokens_saved": res.tokens_saved, "generations_filtered_pct": res.generations_filtered_pct,
+                "n_fallback": res.n_fallback, "tokens": res.tokens_total - res.tokens_saved}
+
+    return choose_threshold(candidates, outcome)
 
 
 def majority_vote_accuracy(questions: Sequence[Sequence[Any]], alpha: float = 0.05) -> AccuracyResult:
