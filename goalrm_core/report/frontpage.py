@@ -15,10 +15,11 @@ import io
 from collections.abc import Mapping
 from typing import Any
 
+from goalrm_core.evaluation.tables import REFERENCE_SCORERS
 from goalrm_core.study import formatting as fmt
+from goalrm_core.study.rms import RMS
 from goalrm_core.study import plots
-RMS = ("baseline", "goal-conditioned")
-REFERENCES = ("length only", "policy mean logprob", "policy min logprob")
+REFERENCES = tuple(REFERENCE_SCORERS)
 ID_BENCH = "toy-id"
 HEADLINE_SETS = {"sample0": "one sampled solution per question", "greedy": "one greedy solution per question"}
 
