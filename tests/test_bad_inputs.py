@@ -10,7 +10,7 @@ import torch
 from transformers import AutoModel
 
 from goalrm_core.study import artifacts
-from goalrm_core.data.encoding import encode_preference_rows
+from goalrm_core.model.encoding import encode_preference_rows
 from goalrm_core.data.io import ArtifactError, atomic_write_json, load_npy, read_jsonl, write_jsonl
 from goalrm_core.model.reward_model import RewardModel, load_reward_model, save_reward_model
 from goalrm_core.report.profiles import check_profile_against_notebooks, load_profile

@@ -144,3 +144,31 @@ def test_metrics_record_provenance(smoke_report):
     assert all(prov["versions"][p] for p in ("torch", "transformers", "deepspeed", "papermill"))
     assert prov["machine"]["cores"] >= 1 and prov["date"]
     assert set(prov["git"]) == {"commit", "dirty", "dirty_excludes"}
+
+
+def test_recorded_numbers_are_reproduced_from_the_scored_files(smoke_report):
+    """The report's numbers are what the run's files give, recomputed here without the study code:
+    each RM's AUROC over both classes of its headline rows, its filtered vote from its sampled rows,
+    and the tokens pruning saved from the tokens it generated."""
+    from sklearn.metrics import roc_auc_score
+
+    from goalrm_core.data.questions import group_by_question
+    from goalrm_core.data.rundir import RunDir
+    from goalrm_core.evaluation import metrics
+    from goalrm_core.evaluation.tables import read_scored
+
+    _, reports, run_dir = smoke_report
+    m = load_metrics(reports)
+    profile = load_profile("smoke")
+    for rm in ("baseline", "goal-conditioned"):
+        rows = read_scored(RunDir(run_dir).eval(rm), "toy-id", "all")
+        headline = [r for r in rows if r["sample_index"] == 0]  # the smoke profile's headline is sample0
+        labels = [bool(r["is_correct"]) for r in headline]
+        assert 0 < sum(labels) < len(labels)  # both classes, or AUROC would mean nothing
+        recorded = m["evaluation"][rm]["toy-id"]
+        assert recorded["auroc"] == pytest.approx(roc_auc_score(labels, [r["reward"] for r in headline]), abs=1e-12)
+        vote = metrics.q_filtered_majority_vote(list(group_by_question(rows).values()), profile["filter_threshold"], profile["skip_first"])
+        assert recorded["filter"]["accuracy"] == vote.accuracy and recorded["filter"]["tokens_saved_pct"] == vote.tokens_saved_pct
+    for bench, row in m["decoding"]["pruning"].items():
+        saved = row["tokens_generated_unpruned"] - row["tokens_generated"]
+        assert row["tokens_saved_pct"] == pytest.approx(100 * saved / row["tokens_generated_unpruned"]), bench

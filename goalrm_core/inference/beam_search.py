@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from goalrm_core.data.encoding import encode_prompt_response, left_pad
+from goalrm_core.model.encoding import encode_prompt_response, left_pad
 from goalrm_core.inference.goal_state import check_goal_state, q_values
 from goalrm_core.inference.sampler import check_decoding_inputs, sample
 from goalrm_core.model.reward_model import RewardModel

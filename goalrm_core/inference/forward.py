@@ -3,7 +3,7 @@
 Every dense reader of an RM goes through ``iter_scored``: the scorer (``scoring``), the goal states
 (``goal_state``) and the recipes. Sequences are sorted by length and run in buckets (never one at a
 time), and each comes back with its input index. How the text becomes tokens is ``encoding`` (see
-``data.encoding``) and where the reward is read is ``readout``: ``eos`` reads it at the EOS after
+``model.encoding``) and where the reward is read is ``readout``: ``eos`` reads it at the EOS after
 ``response + " "`` (the training input), ``last_token`` at the response's last token (what the
 official eval_rm.py and get_representation.py feed: template + response, nothing appended).
 """
@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from goalrm_core.data.encoding import encode_prompt_response, left_pad
+from goalrm_core.model.encoding import encode_prompt_response, left_pad
 from goalrm_core.model.reward_model import RewardModel
 
 

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from transformers import AutoTokenizer
 
 from goalrm_core.cli import positive_int
-from goalrm_core.data.encoding import ENCODINGS
+from goalrm_core.model.encoding import ENCODINGS
 from goalrm_core.data.io import check_output_dir, load_npy, parse_label, save_npy
 from goalrm_core.data.preferences import load_source_rows
 from goalrm_core.data.rundir import rm_name

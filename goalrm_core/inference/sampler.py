@@ -33,7 +33,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import DynamicCache
 
-from goalrm_core.data.encoding import left_pad
+from goalrm_core.model.encoding import left_pad
 from goalrm_core.inference.goal_state import check_goal_state, q_values
 from goalrm_core.inference.pruning import PruneConfig, stop_now
 from goalrm_core.inference.scoring import check_tokenizer_matches

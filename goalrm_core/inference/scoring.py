@@ -21,7 +21,7 @@ from transformers import AutoTokenizer
 
 from goalrm_core.cli import finite_float, non_negative_int, positive_int
 from goalrm_core.data.adapters import benchmark_dir, generation_files
-from goalrm_core.data.encoding import ENCODINGS
+from goalrm_core.model.encoding import ENCODINGS
 from goalrm_core.data.io import atomic_write_json, check_label, check_output_dir, read_jsonl, write_jsonl
 from goalrm_core.data.rundir import eval_settings_path, rm_name, scored_path
 from goalrm_core.data.schema import SCORED_GENERATION_FIELDS

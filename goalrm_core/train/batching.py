@@ -7,7 +7,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from goalrm_core.data.encoding import encode_preference_rows
+from goalrm_core.model.encoding import encode_preference_rows
 from goalrm_core.data.preferences import dataset_sources, held_out_split, load_preference_rows, split_train_eval
 from goalrm_core.train.config import TrainRMConfig
 

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from goalrm_core.data.encoding import ENCODINGS
+from goalrm_core.model.encoding import ENCODINGS
 from goalrm_core.data.preferences import HH_FORMATS
 from goalrm_core.model.losses import CONTRASTIVE_STRATEGIES, PAIR_FORMS, PERCENTILE_WINDOWS
 from goalrm_core.model.reward_model import VALUE_HEAD_STRATEGIES

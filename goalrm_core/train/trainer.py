@@ -49,7 +49,7 @@ from tqdm.auto import tqdm
 from transformers import AutoTokenizer
 
 from goalrm_core.cli import run_command
-from goalrm_core.data.encoding import PreferenceCollator
+from goalrm_core.model.encoding import PreferenceCollator
 from goalrm_core.data.io import atomic_write_json, check_output_dir
 from goalrm_core.model.objective import BatchLoss, reward_model_loss
 from goalrm_core.model.reward_model import attention_implementation, describe_tensors, nonfinite_tensors, save_reward_model

@@ -128,7 +128,7 @@ def test_real_hh_rlhf_pairs_load_with_counted_skips():
 
 
 def test_a_bad_row_is_named_by_file_and_line_after_shuffling(tmp_path, tokenizer):
-    from goalrm_core.data.encoding import encode_preference_rows
+    from goalrm_core.model.encoding import encode_preference_rows
 
     rows = pairs(40)
     rows[30]["correct"] = "   "  # file line 31

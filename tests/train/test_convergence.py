@@ -8,7 +8,7 @@ import torch
 from transformers import AutoModel
 
 from goalrm_core.train.config import TrainRMConfig
-from goalrm_core.data.encoding import PreferenceCollator, encode_preference_rows
+from goalrm_core.model.encoding import PreferenceCollator, encode_preference_rows
 from goalrm_core.model.reward_model import RewardModel
 from goalrm_core.model.objective import reward_model_loss
 

@@ -14,7 +14,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import LlamaForCausalLM
 
-from goalrm_core.data.encoding import left_pad
+from goalrm_core.model.encoding import left_pad
 from goalrm_core.model.reward_model import tiny_llama_config
 
 

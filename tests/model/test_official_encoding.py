@@ -4,7 +4,7 @@ import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
-from goalrm_core.data.encoding import encode_prompt_response
+from goalrm_core.model.encoding import encode_prompt_response
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 import pytest
 from transformers import AutoTokenizer
 
-from goalrm_core.data.encoding import PreferenceCollator, encode_preference_rows, encode_prompt_response
+from goalrm_core.model.encoding import PreferenceCollator, encode_preference_rows, encode_prompt_response
 
 
 def test_char_tokenizer_roundtrips_through_autotokenizer(tmp_path, tokenizer):
