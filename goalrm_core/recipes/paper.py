@@ -39,6 +39,7 @@ from goalrm_core.data.adapters import load_generations, load_pairs, load_questio
 from goalrm_core.data.io import ArtifactError, atomic_write_json, read_jsonl, write_jsonl
 from goalrm_core.data.preferences import split_train_eval
 from goalrm_core.data.questions import preference_pairs, split_by_question
+from goalrm_core.data.rundir import rm_name
 from goalrm_core.evaluation import metrics
 from goalrm_core.evaluation.tables import delta_auroc, labels, question_ids, read_scored
 from goalrm_core.inference.forward import iter_scored
@@ -138,13 +139,16 @@ def paper_commands(profile_name: str, num_gpus: int | None = None, hostfile: str
     save_dir = profile.get("eval_save_dir", "./rm_eval_data")
     benches = list(profile.get("benchmarks", ["gsm8k"]))
     threshold = profile.get("filter_threshold", 0.0)
-    template = profile.get("template", "math")
+    template = profile.get("template", "nemo")
     max_len = profile.get("max_len", 2048)
+    # the official get_representation.py builds the clean prompt (and cuts at its own 1024 tokens, the CLI's default)
     cmds["get-representation"] = _cli("get-representation", "--dataset-path", profile["dataset"], "--reward-model-path", goal_rm,
-                                      "--save-dir", goal_dir, "--template", template, "--max_len", max_len)
-    for name, rm, extra in (("vanilla", base, ["--vanilla"]), ("contrastive", goal_rm, ["--goal_state_path", f"{goal_dir}/goal_state.npy"])):
+                                      "--save-dir", goal_dir, "--template", "math" if template == "nemo" else template)
+    goal_file = f"{goal_dir}/{rm_name(goal_rm)}_goal_state_embedding.npy"
+    for name, rm, extra in (("vanilla", base, ["--vanilla"]), ("contrastive", goal_rm, ["--goal_state_path", goal_file])):
+        # one --save_dir for both: eval-rm files each RM under its folder's name, as the official script does
         cmds[f"eval-rm-{name}"] = _cli("eval-rm", "--completions_data_path", profile["completions_data_path"], "--reward_model_path", rm,
-                                       "--save_dir", f"{save_dir}/{CKPT_NAMES[name]}", "--filter_threshold", threshold,
+                                       "--save_dir", save_dir, "--filter_threshold", threshold,
                                        "--template", template, "--max_len", max_len, "--benchmarks", *benches, *extra)
         cmds[f"metrics-{name}"] = _cli("metrics", "--model_name", CKPT_NAMES[name], "--eval_results_dir", save_dir,
                                        "--filter_threshold", threshold, "--benchmarks", *benches, *(["--vanilla"] if name == "vanilla" else []))
@@ -411,7 +415,7 @@ def real_cpu_commands(profile_name: str = "real-cpu", **changes: Any) -> dict[st
                                       "--save-dir", goal_dir, "--template", "math", "--max_len", profile["gsm8k_max_len"])
     for rm, extra in (("gsm8k-baseline", ["--vanilla"]), ("gsm8k-goal", ["--goal_state_path", goal_dir / "goal_state.npy"])):
         cmds[f"eval-rm-{rm}"] = _cli("eval-rm", "--completions_data_path", p["generations"], "--reward_model_path", p["models"] / rm,
-                                     "--save_dir", p["eval"] / rm, "--benchmarks", "gsm8k", "--template", "math",
+                                     "--save_dir", p["eval"], "--benchmarks", "gsm8k", "--template", "math",
                                      "--max_len", profile["gsm8k_max_len"], *extra)
         cmds[f"metrics-{rm}"] = _cli("metrics", "--model_name", rm, "--eval_results_dir", p["eval"], "--benchmarks", "gsm8k",
                                      "--n_boot", profile.get("n_boot", 1000), *(["--vanilla"] if rm.endswith("baseline") else []))
