@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
+import numbers
 import os
+import re
 import sys
 
 # command -> (module, one-line help). Each module exposes ``main(argv) -> int | None``.
@@ -19,37 +21,90 @@ COMMANDS = {
 }
 
 
-# argparse types of the subcommands' numeric flags: a bad value is a one-line error before any work.
+# The declared valid range of every numeric flag: a bad value is a one-line error before any work.
 
-def positive_int(text: str) -> int:
-    value = _int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer (>= 1), got {text}")
-    return value
+class Range:
+    """A numeric flag's valid range, used as its argparse ``type`` (parse the text, check the value,
+    say what was expected) and to check a value given in Python (:meth:`check`).
+
+    ``bounds`` is a comparison (``"> 0"``, ``">= 1"``), an interval (``"[0, 1)"``) or ``""`` (any
+    finite number); ``also`` lists values allowed outside the bounds (``-1`` = never) and ``note``
+    says what the special values mean. NaN and inf are never in range.
+
+    >>> max_steps = Range(int, ">= 0", note="0 = the epochs")
+    >>> max_steps("3"), str(max_steps)
+    (3, 'an integer >= 0 (0 = the epochs)')
+    >>> max_steps("-3")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: must be an integer >= 0 (0 = the epochs), got -3
+    >>> Range(float, "[0, 1)").check(1.0, "--eval_split")
+    Traceback (most recent call last):
+    ValueError: --eval_split must be a finite number in [0, 1), got 1.0
+    """
+
+    _COMPARISON = re.compile(r"^(>=|>|<=|<) *(-?[0-9.e+-]+)$")
+    _INTERVAL = re.compile(r"^([\[(]) *(-?[0-9.e+-]+) *, *(-?[0-9.e+-]+) *([\])])$")
+
+    def __init__(self, kind: type, bounds: str = "", *, also: tuple = (), note: str = ""):
+        if kind not in (int, float):
+            raise TypeError(f"Range kind must be int or float, got {kind!r}")
+        self.kind, self.bounds, self.also, self.note = kind, bounds.strip(), tuple(also), note
+        self.low = self.high = None
+        self.low_open = self.high_open = False
+        if not self.bounds:
+            return
+        if m := self._COMPARISON.match(self.bounds):
+            op, value = m.group(1), float(m.group(2))
+            if op.startswith(">"):
+                self.low, self.low_open = value, op == ">"
+            else:
+                self.high, self.high_open = value, op == "<"
+        elif m := self._INTERVAL.match(self.bounds):
+            self.low, self.high = float(m.group(2)), float(m.group(3))
+            self.low_open, self.high_open = m.group(1) == "(", m.group(4) == ")"
+        else:
+            raise ValueError(f"bad Range bounds {bounds!r}: write '>= 0', '> 0', '[0, 1)' …")
+
+    def __str__(self) -> str:
+        text = "an integer" if self.kind is int else "a finite number"
+        if self.bounds:
+            text += f" {self.bounds}" if self._COMPARISON.match(self.bounds) else f" in {self.bounds}"
+        if self.also:
+            text += " or " + " or ".join(str(v) for v in self.also)
+        return text + (f" ({self.note})" if self.note else "")
+
+    __repr__ = __str__
+
+    def contains(self, value) -> bool:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral if self.kind is int else numbers.Real):
+            return False
+        if value in self.also:
+            return True
+        if not math.isfinite(value):
+            return False
+        if self.low is not None and (value < self.low or (self.low_open and value == self.low)):
+            return False
+        return self.high is None or not (value > self.high or (self.high_open and value == self.high))
+
+    def check(self, value, name: str):
+        """``value`` itself when it is in range; else a ``ValueError`` naming ``name``, the value and the range."""
+        if not self.contains(value):
+            raise ValueError(f"{name} must be {self}, got {value!r}")
+        return value
+
+    def __call__(self, text: str):
+        try:
+            value = self.kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {'an integer' if self.kind is int else 'a number'}, got {text!r}") from None
+        if not self.contains(value):
+            raise argparse.ArgumentTypeError(f"must be {self}, got {text}")
+        return value
 
 
-def non_negative_int(text: str) -> int:
-    value = _int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer (>= 0), got {text}")
-    return value
-
-
-def finite_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
-    return value
-
-
-def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+positive_int = Range(int, ">= 1")
+non_negative_int = Range(int, ">= 0")
+finite_float = Range(float)
 
 
 def usage() -> str:

@@ -48,6 +48,9 @@ def test_wrong_field_types_and_empty_strings(tokenizer):
         encode_preference_rows(tokenizer, [{"question": "q", "correct": 3, "incorrect": "b"}], "toymath", 64)
     with pytest.raises(ValueError, match=r"row 0: field 'incorrect' is an empty response"):
         encode_preference_rows(tokenizer, [{"question": "q", "correct": "a", "incorrect": ""}], "toymath", 64)
+    same = {"question": "q", "correct": "1+1=2", "incorrect": "1+1=2", "_source": "pairs.jsonl:7"}
+    with pytest.raises(ValueError, match=r"^pairs\.jsonl:7: fields 'correct' and 'incorrect' hold the same response"):
+        encode_preference_rows(tokenizer, [{"question": "q", "correct": "a", "incorrect": "b"}, same], "toymath", 64)
 
 
 def test_a_10mb_single_line_is_read_or_rejected_cleanly(tmp_path, tokenizer):

@@ -113,10 +113,10 @@ def test_eval_rm_rejects_a_string_label_before_scoring(layout):
 
 
 @pytest.mark.parametrize("flag, value, expected", [
-    ("--batch_size", "-1", "argument --batch_size: must be a positive integer (>= 1), got -1"),
-    ("--batch_size", "0", "argument --batch_size: must be a positive integer (>= 1), got 0"),
-    ("--max_samples", "-1", "argument --max_samples: must be a non-negative integer (>= 0), got -1"),
-    ("--max_len", "0", "argument --max_len: must be a positive integer (>= 1), got 0"),
+    ("--batch_size", "-1", "argument --batch_size: must be an integer >= 1, got -1"),
+    ("--batch_size", "0", "argument --batch_size: must be an integer >= 1, got 0"),
+    ("--max_samples", "-1", "argument --max_samples: must be an integer >= 0, got -1"),
+    ("--max_len", "0", "argument --max_len: must be an integer >= 1, got 0"),
 ])
 def test_eval_rm_rejects_bad_counts_before_any_work(layout, capsys, flag, value, expected):
     tmp_path, _, args = layout
@@ -139,7 +139,7 @@ def test_get_representation_rejects_bad_batch_size(layout, capsys, rm, tokenizer
             "--save-dir", str(tmp_path / "rep"), "--template", "toymath"]
     for value in ("-1", "0"):
         line = cli_error(capsys, get_representation_main, argv + ["--batch_size", value])
-        assert line.endswith(f"argument --batch_size: must be a positive integer (>= 1), got {value}")
+        assert line.endswith(f"argument --batch_size: must be an integer >= 1, got {value}")
     assert not (tmp_path / "rep").exists()
     pairs = read_jsonl(tmp_path / "pairs.jsonl")
     with pytest.raises(ValueError, match="batch_size must be a positive integer, got -1"):
@@ -150,11 +150,11 @@ def test_get_representation_rejects_bad_batch_size(layout, capsys, rm, tokenizer
 
 
 @pytest.mark.parametrize("flag, value, expected", [
-    ("--head_learning_rate", "nan", "argument --head_learning_rate: must be a finite number, got nan"),
-    ("--learning_rate", "inf", "argument --learning_rate: must be a finite number, got inf"),
-    ("--learning_rate", "-1e-5", "argument --learning_rate: must be > 0, got -1e-05"),
-    ("--head_learning_rate", "-0.1", "argument --head_learning_rate: must be >= 0"),
-    ("--max_norm", "nan", "argument --max_norm: must be a finite number, got nan"),
+    ("--head_learning_rate", "nan", "argument --head_learning_rate: must be a finite number >= 0 (0 = same as --learning_rate), got nan"),
+    ("--learning_rate", "inf", "argument --learning_rate: must be a finite number > 0, got inf"),
+    ("--learning_rate", "-1e-5", "argument --learning_rate: must be a finite number > 0, got -1e-5"),
+    ("--head_learning_rate", "-0.1", "argument --head_learning_rate: must be a finite number >= 0"),
+    ("--max_norm", "nan", "argument --max_norm: must be a finite number >= 0 (0 = no clipping), got nan"),
 ])
 def test_train_rm_rejects_non_finite_and_negative_learning_rates(capsys, flag, value, expected):
     assert expected in cli_error(capsys, train_rm_args, ["--pretrain", "p", f"{flag}={value}"])
@@ -231,7 +231,7 @@ def test_metrics_rejects_non_finite_threshold(tmp_path, capsys):
     for value in ("nan", "inf", "-inf"):
         line = cli_error(capsys, evaluation.main, base + [f"--filter_threshold={value}"])
         assert line.endswith(f"argument --filter_threshold: must be a finite number, got {value}")
-    assert cli_error(capsys, evaluation.main, base + ["--n_boot", "0"]).endswith("argument --n_boot: must be a positive integer (>= 1), got 0")
+    assert cli_error(capsys, evaluation.main, base + ["--n_boot", "0"]).endswith("argument --n_boot: must be an integer >= 1, got 0")
     with pytest.raises(ValueError, match="filter threshold must be a finite number, got nan"):
         metrics.q_filtered_majority_vote([[scored("q1", True)]], threshold=float("nan"))
 

@@ -86,8 +86,12 @@ def _encode_official(tokenizer, prompt: str, response: str, max_len: int, append
     return EncodedResponse(ids, min(num_actions, len(ids)), full > len(ids))
 
 
+def _where(row: dict, row_index: int) -> str:
+    return row.get("_source") or f"row {row_index}"  # file:line when the loader recorded it
+
+
 def _require_text(row: dict, key: str, row_index: int) -> str:
-    where = row.get("_source") or f"row {row_index}"  # file:line when the loader recorded it
+    where = _where(row, row_index)
     value = row.get(key)
     if not isinstance(value, str):
         raise ValueError(f"{where}: field {key!r} must be a string, got {type(value).__name__}")
@@ -102,15 +106,20 @@ def encode_preference_rows(
     """Tokenise pairs in the OpenMathInstruct shape (question / correct / incorrect).
 
     Each output item holds chosen/rejected ids and num_actions. A pair is dropped when either
-    response alone exceeds ``max_len``; drops and truncations are counted in the stats.
+    response alone exceeds ``max_len``; drops and truncations are counted in the stats. A row whose
+    two responses are identical is an error naming its file and line (or its index).
     """
     stats = EncodingStats()
     items = []
     for i, row in enumerate(rows):
         stats.n_rows += 1
         prompt = apply_template(template, _require_text(row, "question", i))
-        chosen = encode_prompt_response(tokenizer, prompt, _require_text(row, "correct", i), max_len, encoding=encoding)
-        rejected = encode_prompt_response(tokenizer, prompt, _require_text(row, "incorrect", i), max_len, encoding=encoding)
+        correct, incorrect = _require_text(row, "correct", i), _require_text(row, "incorrect", i)
+        if correct == incorrect:
+            raise ValueError(f"{_where(row, i)}: fields 'correct' and 'incorrect' hold the same response, "
+                             f"so the pair prefers nothing; remove the row")
+        chosen = encode_prompt_response(tokenizer, prompt, correct, max_len, encoding=encoding)
+        rejected = encode_prompt_response(tokenizer, prompt, incorrect, max_len, encoding=encoding)
         if chosen is None or rejected is None:
             stats.n_dropped += 1
             stats.dropped_rows.append(i)

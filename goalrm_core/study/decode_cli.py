@@ -11,7 +11,7 @@ import argparse
 
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from goalrm_core.cli import non_negative_int
+from goalrm_core.cli import Range, finite_float, non_negative_int, positive_int
 from goalrm_core.data.io import load_npy, read_jsonl, write_jsonl
 from goalrm_core.inference.beam_search import DecodeConfig, q_guided_decode
 from goalrm_core.inference.pruning import SKIP_FIRST, PruneConfig
@@ -30,21 +30,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--questions_path", required=True, help="jsonl with a 'question' field per row.")
     p.add_argument("--save_path", required=True, help="Output jsonl.")
     p.add_argument("--template", default="toymath", choices=tuple(TEMPLATES), help="Prompt template used in training.")
-    p.add_argument("--max_questions", type=int, default=0, help="Decode at most this many questions (0 = all).")
-    p.add_argument("--modulus", type=int, default=0, help="toymath: 10 for digit chains (results mod 10), 0 for exact results.")
-    p.add_argument("--beam_size", type=int, default=4)
-    p.add_argument("--samples_per_step", type=int, default=4)
-    p.add_argument("--temperature", type=float, default=0.7)
-    p.add_argument("--temperature_decay", type=float, default=1.0)
-    p.add_argument("--conf_ratio", type=float, default=0.0, help="r in (1-r)*Q + r*mean logprob.")
-    p.add_argument("--reward_weight", type=float, default=0.0)
-    p.add_argument("--max_steps", type=int, default=8)
-    p.add_argument("--max_line_tokens", type=int, default=32)
-    p.add_argument("--max_new_tokens", type=int, default=96)
-    p.add_argument("--n_samples", type=int, default=8, help="sample mode: samples per question.")
-    p.add_argument("--prune_threshold", type=float, default=None, help="sample mode: stop a sample when Q falls below this.")
+    p.add_argument("--max_questions", type=Range(int, ">= 0", note="0 = all"), default=0, help="Decode at most this many questions (0 = all).")
+    p.add_argument("--modulus", type=Range(int, ">= 0", note="0 = exact results"), default=0,
+                   help="toymath: 10 for digit chains (results mod 10), 0 for exact results.")
+    p.add_argument("--beam_size", type=positive_int, default=4, help="beam mode: beams kept per step.")
+    p.add_argument("--samples_per_step", type=positive_int, default=4, help="beam mode: candidate lines sampled per beam and step.")
+    p.add_argument("--temperature", type=Range(float, ">= 0", note="0 = greedy"), default=0.7, help="Sampling temperature.")
+    p.add_argument("--temperature_decay", type=Range(float, "> 0"), default=1.0, help="beam mode: temperature × decay^step.")
+    p.add_argument("--conf_ratio", type=Range(float, "[0, 1]"), default=0.0, help="r in (1-r)*Q + r*mean logprob.")
+    p.add_argument("--reward_weight", type=finite_float, default=0.0, help="beam mode: weight of the reward in a beam's score.")
+    p.add_argument("--max_steps", type=positive_int, default=8, help="beam mode: lines generated at most.")
+    p.add_argument("--max_line_tokens", type=positive_int, default=32, help="beam mode: tokens per line at most.")
+    p.add_argument("--max_new_tokens", type=positive_int, default=96, help="Tokens generated per response at most.")
+    p.add_argument("--n_samples", type=positive_int, default=8, help="sample mode: samples per question.")
+    p.add_argument("--prune_threshold", type=finite_float, default=None, help="sample mode: stop a sample when Q falls below this.")
     p.add_argument("--skip_first", type=non_negative_int, default=SKIP_FIRST, help="sample mode: never stop before this response token.")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=non_negative_int, default=0, help="Sampling seed.")
     return p
 
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from goalrm_core.cli import Range
 from goalrm_core.model.encoding import ENCODINGS
 from goalrm_core.data.preferences import HH_FORMATS
 from goalrm_core.model.losses import CONTRASTIVE_STRATEGIES, PAIR_FORMS, PERCENTILE_WINDOWS
@@ -39,7 +39,8 @@ SEED_FLAGS = (
 
 
 def _help(text: str, default: Any, **meta: Any) -> Any:
-    """A dataclass field with help text (and optional argparse ``choices``/``required``)."""
+    """A dataclass field with help text, and optional argparse ``choices``/``required`` or, for a
+    number, its valid ``range`` (a :class:`goalrm_core.cli.Range`, checked before any work)."""
     return field(default=default, metadata={"help": text, **meta})
 
 
@@ -55,34 +56,37 @@ class TrainRMConfig:
     eval_source: str = _help("Without --eval_dataset: test_split (the official code: each source's own test/validation split "
                              "when every source has one, else a held-out --eval_split) or holdout (always hold out --eval_split).",
                              "test_split", choices=EVAL_SOURCES)
-    eval_split: float = _help("Fraction of the training data held out for evaluation when no held-out split is used.", 0.02)
+    eval_split: float = _help("Fraction of the training data held out for evaluation when no held-out split is used.", 0.02,
+                              range=Range(float, "[0, 1)"))
     hh_format: str = _help("HH-RLHF dialogues: dialogue (the official code: empty prompt, the whole dialogue as the response) or "
                            "split (the shared turns as the prompt, the last replies as the responses).", "dialogue", choices=HH_FORMATS)
     template: str = _help(f"Prompt template: {', '.join(TEMPLATES)} (nemo: the official training data's literal).", "nemo", choices=tuple(TEMPLATES))
     encoding: str = _help("official: prompt + response + ' ' + EOS tokenised in one call with the tokenizer's special tokens, cut "
                           "from the right; split: prompt and response tokenised apart, the prompt cut from the left.", "official",
                           choices=ENCODINGS)
-    max_len: int = _help("Maximum tokens of prompt + response (see --encoding for what is cut).", 2048)
-    max_samples: int = _help("Use at most this many training pairs (0 = all).", 0)
+    max_len: int = _help("Maximum tokens of prompt + response (see --encoding for what is cut).", 2048, range=Range(int, ">= 1"))
+    max_samples: int = _help("Use at most this many training pairs (0 = all).", 0, range=Range(int, ">= 0", note="0 = all"))
     save_path: str = _help("Where the final RM is saved (HF layout + goalrm.json).", "./ckpt/reward_model")
     ckpt_path: str = _help("DeepSpeed checkpoints (default: <save_path>.checkpoints, beside the RM dir, which a final save replaces).", "")
     load_checkpoint: bool = _help("Resume from the latest checkpoint in --ckpt_path.", False)
-    save_steps: int = _help("Checkpoint every N optimiser steps (-1 = never).", -1)
-    logging_steps: int = _help("Log metrics every N optimiser steps.", 1)
-    eval_steps: int = _help("Evaluate on held-out pairs every N steps (-1 = at the end only).", -1)
+    save_steps: int = _help("Checkpoint every N optimiser steps (-1 = never).", -1, range=Range(int, ">= 1", also=(-1,), note="-1 = never"))
+    logging_steps: int = _help("Log metrics every N optimiser steps.", 1, range=Range(int, ">= 1"))
+    eval_steps: int = _help("Evaluate on held-out pairs every N steps (-1 = at the end only).", -1,
+                            range=Range(int, ">= 1", also=(-1,), note="-1 = at the end only"))
     metrics_path: str = _help("JSONL of per-step metrics (default: <save_path>.metrics.jsonl).", "")
 
     # optimisation
-    train_batch_size: int = _help("Global batch of pairs per optimiser step.", 128)
-    micro_train_batch_size: int = _help("Pairs per device per forward pass.", 1)
-    max_epochs: int = _help("Passes over the training data.", 1)
-    max_steps: int = _help("Stop after this many optimiser steps (0 = run all epochs).", 0)
-    learning_rate: float = _help("Peak learning rate (AdamW, betas 0.9/0.95).", 9e-6)
-    head_learning_rate: float = _help("Learning rate of the value head (0 = same as --learning_rate).", 0.0)
-    lr_warmup_ratio: float = _help("Fraction of steps of linear warm-up before the cosine decay.", 0.03)
-    l2: float = _help("AdamW weight decay.", 0.0)
-    max_norm: float = _help("Gradient clipping norm.", 1.0)
-    seed: int = _help("Random seed for data order, head init and contrastive sampling.", 42)
+    train_batch_size: int = _help("Global batch of pairs per optimiser step.", 128, range=Range(int, ">= 1"))
+    micro_train_batch_size: int = _help("Pairs per device per forward pass.", 1, range=Range(int, ">= 1"))
+    max_epochs: int = _help("Passes over the training data.", 1, range=Range(int, ">= 1"))
+    max_steps: int = _help("Stop after this many optimiser steps (0 = run all epochs).", 0, range=Range(int, ">= 0", note="0 = the epochs"))
+    learning_rate: float = _help("Peak learning rate (AdamW, betas 0.9/0.95).", 9e-6, range=Range(float, "> 0"))
+    head_learning_rate: float = _help("Learning rate of the value head (0 = same as --learning_rate).", 0.0,
+                                      range=Range(float, ">= 0", note="0 = same as --learning_rate"))
+    lr_warmup_ratio: float = _help("Fraction of steps of linear warm-up before the cosine decay.", 0.03, range=Range(float, "[0, 1]"))
+    l2: float = _help("AdamW weight decay.", 0.0, range=Range(float, ">= 0"))
+    max_norm: float = _help("Gradient clipping norm.", 1.0, range=Range(float, ">= 0", note="0 = no clipping"))
+    seed: int = _help("Random seed for data order, head init and contrastive sampling.", 42, range=Range(int, ">= 0"))
     group_by_length: bool = _help("Batch pairs of similar length together to waste less compute on padding.", True)
 
     # engine
@@ -90,24 +94,27 @@ class TrainRMConfig:
     bf16: bool = _help("bfloat16 training where the device supports it.", False)
     flash_attn: bool = _help("Use flash-attn 2 (CUDA + the flash-attn package).", False)
     gradient_checkpointing: bool = _help("Recompute activations in the backward pass to save memory.", False)
-    local_rank: int = _help("Set by the deepspeed launcher.", -1)
+    local_rank: int = _help("Set by the deepspeed launcher.", -1,
+                            range=Range(int, ">= 0", also=(-1,), note="-1 = not launched by deepspeed"))
 
     # method
     reward_model_strategy: str = _help("vanilla: pairwise loss only; contrastive: + the goal-conditioned term.", "vanilla", choices=REWARD_MODEL_STRATEGIES)
     contrastive_loss: bool = _help("Shorthand for --reward_model_strategy contrastive (the seed's HH script).", False)
     contrastive_strategy: str = _help("cosine: pairwise cosines; cosine_avg: average the goal states first.", "cosine", choices=CONTRASTIVE_STRATEGIES)
-    contrastive_loss_beta: float = _help("Weight β of the contrastive term.", 0.5)
-    sim_samples: int = _help("Positive (source, later goal) pairs drawn per preferred response.", 16)
-    unsim_samples: int = _help("Negative (preferred source, dispreferred goal) pairs per row.", 16)
-    source_state_percentile: float = _help("Draw source states from a (1-p) window of the response, see --contrastive_window (0 = anywhere).", 0.0)
-    goal_state_percentile: float = _help("Draw goal states from a (1-p) window of the response, see --contrastive_window (0 = anywhere).", 0.0)
+    contrastive_loss_beta: float = _help("Weight β of the contrastive term.", 0.5, range=Range(float, ">= 0"))
+    sim_samples: int = _help("Positive (source, later goal) pairs drawn per preferred response.", 16, range=Range(int, ">= 1"))
+    unsim_samples: int = _help("Negative (preferred source, dispreferred goal) pairs per row.", 16, range=Range(int, ">= 1"))
+    source_state_percentile: float = _help("Draw source states from a (1-p) window of the response, see --contrastive_window (0 = anywhere).", 0.0,
+                                           range=Range(float, "[0, 1)"))
+    goal_state_percentile: float = _help("Draw goal states from a (1-p) window of the response, see --contrastive_window (0 = anywhere).", 0.0,
+                                         range=Range(float, "[0, 1)"))
     contrastive_window: str = _help("Where a percentile p > 0 draws positions: earliest (the official code: the first (1-p) of the "
                                     "response) or latest (the last (1-p)).", "earliest", choices=PERCENTILE_WINDOWS)
     contrastive_pairs: str = _help("Pairs the contrastive term averages over: all (the official code: every source with every goal) "
                                    "or matched (the k-th source with the k-th goal).", "all", choices=PAIR_FORMS)
     value_head_strategy: str = _help("linear (HF-compatible) or mlp value head.", "linear", choices=VALUE_HEAD_STRATEGIES)
     loss: str = _help("Preference loss: sigmoid (-log σ) or logexp.", "sigmoid", choices=LOSS_TYPES)
-    margin: float = _help("Margin subtracted from r_chosen - r_rejected in the sigmoid loss.", 0.0)
+    margin: float = _help("Margin subtracted from r_chosen - r_rejected in the sigmoid loss.", 0.0, range=Range(float))
     normalize_reward: bool = _help("Apply the stored reward mean/std at inference.", False)
 
     # logging
@@ -121,7 +128,7 @@ class TrainRMConfig:
     # run control
     stop_after_steps: int = _help(
         "Stop after N optimiser steps, writing a checkpoint, without the final save (simulates a "
-        "preemption; --max_steps and the epochs still define the schedule). 0 = off.", 0)
+        "preemption; --max_steps and the epochs still define the schedule). 0 = off.", 0, range=Range(int, ">= 0", note="0 = off"))
 
     def __post_init__(self) -> None:
         if self.contrastive_loss:
@@ -133,8 +140,9 @@ class TrainRMConfig:
                 raise ValueError(f"unknown {name} {getattr(self, name)!r}; valid: {', '.join(choices)}")
         if self.zero_stage not in (0, 1, 2, 3):
             raise ValueError(f"zero_stage must be 0, 1, 2 or 3, got {self.zero_stage}")
-        if self.micro_train_batch_size < 1 or self.train_batch_size < 1:
-            raise ValueError("train_batch_size and micro_train_batch_size must be >= 1")
+        for f in dataclasses.fields(self):
+            if "range" in f.metadata:
+                f.metadata["range"].check(getattr(self, f.name), f"--{f.name}")
 
     @property
     def contrastive(self) -> bool:
@@ -176,17 +184,10 @@ class TrainRMConfig:
 
     @classmethod
     def from_argv(cls, argv: Sequence[str] | None = None, description: str | None = None) -> "TrainRMConfig":
-        """Parse a command line (``sys.argv[1:]`` when ``argv`` is None). Bad values stop with
-        argparse's one-line error (exit code 2), as every goalrm command does."""
-        parser = build_parser(cls, description)
-        args = parser.parse_args(argv)
-        for name, value in vars(args).items():
-            if isinstance(value, float) and not math.isfinite(value):
-                parser.error(f"argument --{name}: must be a finite number, got {value}")
-        if args.learning_rate <= 0:
-            parser.error(f"argument --learning_rate: must be > 0, got {args.learning_rate}")
-        if args.head_learning_rate < 0:
-            parser.error(f"argument --head_learning_rate: must be >= 0 (0 = same as --learning_rate), got {args.head_learning_rate}")
+        """Parse a command line (``sys.argv[1:]`` when ``argv`` is None). Bad values, a number outside
+        its declared range included, stop with argparse's one-line error naming the flag, the value
+        and the range (exit code 2), as every goalrm command does."""
+        args = build_parser(cls, description).parse_args(argv)  # each number's declared range is its argparse type
         return cls(**vars(args))
 
 
@@ -205,7 +206,7 @@ def build_parser(cls=TrainRMConfig, description: str | None = None) -> argparse.
             action = argparse.BooleanOptionalAction if f.default else "store_true"
             parser.add_argument(flag, action=action, default=f.default, help=meta.get("help"))
             continue
-        py_type = {"int": int, "float": float, "str": str}.get(f.type, f.type)
+        py_type = meta.get("range") or {"int": int, "float": float, "str": str}.get(f.type, f.type)
         parser.add_argument(
             flag, type=py_type, default=f.default, help=meta.get("help"),
             choices=meta.get("choices"), required=meta.get("required", False),

@@ -36,7 +36,9 @@ def other_value(f: dataclasses.Field):
         return next(c for c in trainer_field.metadata["choices"] if c != f.default)
     if isinstance(f.default, bool):
         return not f.default
-    if isinstance(f.default, (int, float)):
+    if isinstance(f.default, float):
+        return f.default + 0.125  # inside every float flag's declared range (fractions in [0, 1) included)
+    if isinstance(f.default, int):
         return f.default + 5
     return f"{f.name}-value"
 

@@ -71,6 +71,34 @@ def test_from_dict_names_unknown_flags():
 def test_bad_values_are_one_line_errors(capsys):
     with pytest.raises(SystemExit):
         TrainRMConfig.from_argv(["--pretrain", "p", "--learning_rate", "0"])
-    assert "argument --learning_rate: must be > 0, got 0.0" in capsys.readouterr().err
+    assert "argument --learning_rate: must be a finite number > 0, got 0" in capsys.readouterr().err
     with pytest.raises(ValueError, match="unknown value_head_strategy 'huge'"):
         TrainRMConfig(value_head_strategy="huge")
+
+
+def test_every_numeric_field_declares_its_range_and_its_default_lies_in_it():
+    for f in dataclasses.fields(TrainRMConfig):
+        if f.type in ("int", "float"):
+            assert "range" in f.metadata or "choices" in f.metadata, f"--{f.name} declares no valid range"
+            assert "choices" in f.metadata or f.metadata["range"].contains(f.default), f.name
+
+
+@pytest.mark.parametrize("flag, value, expected", [
+    ("--max_steps", "-3", "must be an integer >= 0 (0 = the epochs), got -3"),
+    ("--max_epochs", "0", "must be an integer >= 1, got 0"),
+    ("--save_steps", "0", "must be an integer >= 1 or -1 (-1 = never), got 0"),
+    ("--eval_split", "1", "must be a finite number in [0, 1), got 1"),
+    ("--lr_warmup_ratio", "1.5", "must be a finite number in [0, 1], got 1.5"),
+    ("--sim_samples", "0", "must be an integer >= 1, got 0"),
+    ("--goal_state_percentile", "nan", "must be a finite number in [0, 1), got nan"),
+    ("--seed", "-1", "must be an integer >= 0, got -1"),
+    ("--max_len", "2.5", "must be an integer, got '2.5'"),
+])
+def test_a_number_outside_its_range_names_flag_value_and_range(capsys, flag, value, expected):
+    with pytest.raises(SystemExit) as info:
+        TrainRMConfig.from_argv(["--pretrain", "p", flag, value])
+    assert info.value.code == 2
+    assert f"error: argument {flag}: {expected}" in capsys.readouterr().err
+    if expected.endswith(f"got {value}"):  # the Python API refuses the same value in the same words
+        with pytest.raises(ValueError, match=f"^{flag} must be "):
+            TrainRMConfig(**{"pretrain": "p", flag[2:]: float(value) if "." in value or value == "nan" else int(value)})
