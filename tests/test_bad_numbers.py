@@ -2,6 +2,7 @@
 shapes and degenerate goal states are rejected with an error naming where they came from."""
 
 import copy
+import importlib
 import json
 
 import numpy as np
@@ -247,3 +248,11 @@ def test_all_zero_goal_state_is_rejected(layout):
     with pytest.raises(ValueError, match=r"goal_state\.npy is all zeros"):
         eval_rm_main(args)
     assert not (tmp_path / "eval").exists()
+
+
+@pytest.mark.parametrize("command", ["get-representation", "eval-rm", "metrics", "decode"])
+def test_every_numeric_flag_of_a_command_declares_its_range(command):
+    """A plain int or float type accepts -3 and nan alike: every numeric flag is a ``cli.Range``."""
+    parser = importlib.import_module(cli.COMMANDS[command][0]).build_parser()
+    plain = [a.option_strings[0] for a in parser._actions if a.type in (int, float)]
+    assert plain == [], f"goalrm {command}: {plain} declare no valid range"

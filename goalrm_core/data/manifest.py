@@ -17,9 +17,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import sys
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +50,12 @@ def config_hash(path: str | os.PathLike, names: Iterable[str] = ("config.json", 
     return h.hexdigest()[:16]
 
 
-def command_line() -> str:
-    return " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
+def command_line(prog: str | None = None, argv: Sequence[str] | None = None) -> str:
+    """The command that writes a folder: ``prog`` and its ``argv`` (this process's arguments when
+    None), or without ``prog`` this process's own command line."""
+    if prog is None:
+        return " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])
+    return " ".join([prog, *(shlex.quote(str(a)) for a in (sys.argv[1:] if argv is None else argv))])
 
 
 def begin(folder: str | os.PathLike, command: str | None = None) -> Path:
@@ -90,6 +95,24 @@ def _count_lines(path: Path) -> int:
 
 def _notice(message: str) -> None:
     print(message, file=sys.stderr)
+
+
+def check_file(path: str | os.PathLike, what: str = "output folder") -> dict | None:
+    """The manifest that vouches for one file, after `check` of its folder; None (silently) when
+    nothing of goalrm's speaks for it: no in-progress marker beside it, and no manifest listing it
+    (a file from other software, or one placed in a folder that some other run finished)."""
+    path = Path(path)
+    folder = path.parent
+    if not (folder / IN_PROGRESS).exists():
+        try:
+            outputs = json.loads((folder / MANIFEST).read_text()).get("outputs", {})
+        except FileNotFoundError:
+            return None
+        except ValueError:
+            outputs = {path.name: None}  # damaged: `check` says so
+        if path.name not in outputs:
+            return None
+    return check(folder, what, notice=None)
 
 
 def check(folder: str | os.PathLike, what: str = "output folder", notice=_notice) -> dict | None:

@@ -2,6 +2,7 @@
 Q/reward correlation and the first-error check. Command line: ``goalrm metrics`` (the seed's flags).
 
 Scored files live in ``<eval_dir>/<bench>/{greedy,all}/*.jsonl`` (``output-metrics-dense.jsonl`` from ``goalrm eval-rm``).
+A folder eval-rm wrote carries its manifest: readers refuse it unfinished or changed (``data.manifest``).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -17,7 +18,8 @@ import pandas as pd
 from goalrm_core.data.adapters import benchmark_dir
 from goalrm_core.data.questions import group_by_question, split_by_question
 from goalrm_core.evaluation import metrics
-from goalrm_core.cli import finite_float, non_negative_int, positive_int
+from goalrm_core.cli import Range, finite_float, non_negative_int, positive_int
+from goalrm_core.data import manifest
 from goalrm_core.data.io import ArtifactError, parse_label, read_jsonl
 
 # name -> (field of a scored row, sign): higher score = more likely correct. Used when the field exists.
@@ -34,11 +36,31 @@ def scored_files(eval_dir: str | Path, bench: str, split: str) -> list[Path]:
     return sorted((Path(eval_dir) / bench / split).glob("*.jsonl"))
 
 
-def read_scored(eval_dir: str | Path, bench: str, split: str = "greedy") -> list[dict]:
+def check_scored_folder(eval_dir: str | Path) -> dict | None:
+    """The manifest of one RM's eval-rm folder, after checking the folder against it
+    (:func:`goalrm_core.data.manifest.check`): a folder eval-rm has not finished, or whose files
+    changed since, is refused; one written by other software (the official eval_rm.py) has no
+    manifest, and is read with a one-line notice (None)."""
+    return manifest.check(eval_dir, "eval-rm output folder")
+
+
+def read_scored(eval_dir: str | Path, bench: str, split: str = "greedy", made: Mapping | None | str = "check") -> list[dict]:
+    """Every scored row of one benchmark's split. ``made`` is the folder's manifest when the caller
+    has already checked it (:func:`check_scored_folder`; None for a folder without one); by default
+    the folder is checked here. In a folder eval-rm finished, a file its manifest does not list (the
+    output of another run or RM, mixed in) is refused."""
+    if isinstance(made, str):
+        made = check_scored_folder(eval_dir)
     folder = benchmark_dir(Path(eval_dir), bench) / split
     files = scored_files(eval_dir, bench, split)
     if not files:
         raise ArtifactError(f"{folder}: no scored *.jsonl; run `goalrm eval-rm` (or notebooks/04_evaluation.ipynb) first")
+    if made is not None:
+        listed = made.get("outputs", {})
+        for f in files:
+            if f.relative_to(eval_dir).as_posix() not in listed:
+                raise ArtifactError(f"{f}: not written by `{made.get('command', '?')}` (the folder's {manifest.MANIFEST} does not list it); "
+                                    f"another run's output mixed in? Remove it or re-run eval-rm")
     return [row for f in files for row in read_jsonl(f, required=("question", "is_correct", "reward", "num_actions"), check=check_scored_row)]
 
 
@@ -173,7 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval_results_dir", required=True, help="--save_dir of goalrm eval-rm: <dir>/<model_name>/<bench>/{greedy,all}/*.jsonl (as the official metrics.py reads).")
     p.add_argument("--filter_threshold", type=finite_float, default=0.0, help="Q-value threshold of the filtered majority vote.")
     p.add_argument("--benchmarks", nargs="+", required=True, help="Benchmarks to report.")
-    p.add_argument("--percentiles", nargs="*", type=finite_float, default=list(metrics.DEFAULT_PERCENTILES), help="Response percentiles of the partial AUROC.")
+    p.add_argument("--percentiles", nargs="*", type=Range(float, "[0, 1]"), default=list(metrics.DEFAULT_PERCENTILES),
+                   help="Response percentiles of the partial AUROC (fractions of the response).")
     p.add_argument("--vanilla", action="store_true", help="Baseline RM: no Q-values, so no filtering.")
     p.add_argument("--n_boot", type=positive_int, default=1000, help="Bootstrap resamples for the CIs.")
     p.add_argument("--skip_first", type=non_negative_int, default=5, help="Response tokens never filtered.")
@@ -187,8 +210,9 @@ def main(argv: list[str] | None = None) -> int:
         root = root / args.model_name
     # read (and so validate) every benchmark's files before printing anything: a bad name or file
     # fails at once, not after the earlier benchmarks' results have scrolled by
-    scored = {bench: read_scored(root, bench, "greedy") for bench in args.benchmarks}
-    sampled = {bench: read_scored(root, bench, "all") for bench in args.benchmarks
+    made = check_scored_folder(root)
+    scored = {bench: read_scored(root, bench, "greedy", made) for bench in args.benchmarks}
+    sampled = {bench: read_scored(root, bench, "all", made) for bench in args.benchmarks
                if not args.vanilla and scored_files(root, bench, "all")}
     for bench in args.benchmarks:
         greedy = scored[bench]

@@ -20,12 +20,13 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoTokenizer
 
-from goalrm_core.cli import positive_int
-from goalrm_core.model.encoding import ENCODINGS
-from goalrm_core.data.io import check_output_dir, load_npy, parse_label, save_npy
+from goalrm_core.cli import non_negative_int, positive_int
+from goalrm_core.data import manifest
+from goalrm_core.data.io import ArtifactError, check_output_dir, load_npy, parse_label, save_npy
 from goalrm_core.data.preferences import load_source_rows
 from goalrm_core.data.rundir import rm_name
 from goalrm_core.inference.forward import READOUTS, iter_scored, resolve_device
+from goalrm_core.model.encoding import ENCODINGS, require_text
 from goalrm_core.model.reward_model import RewardModel, load_reward_model
 from goalrm_core.model.templates import TEMPLATES, apply_template
 
@@ -50,6 +51,25 @@ def check_goal_state(goal: np.ndarray, hidden_size: int, source: str = "goal sta
 
 def load_goal_state(path: str | Path, hidden_size: int) -> torch.Tensor:
     return check_goal_state(load_npy(path), hidden_size, source=str(path))
+
+
+def check_goal_state_owner(path: str | Path, reward_model_path: str | Path) -> dict:
+    """What vouches for a goal state file: its hash and, when ``goalrm get-representation`` wrote it
+    (its folder's manifest lists it), the RM it was made from. A goal state of another RM (same
+    hidden size, another config hash) or from an unfinished run is refused: its Q-values would mean
+    nothing. Returns the record eval-rm keeps in its own manifest."""
+    path = Path(path)
+    record = {"goal_state_path": str(path), "goal_state_sha256": manifest.file_digest(path)["sha256"], "goal_state_config_hash": None}
+    made = manifest.check_file(path, "get-representation output folder")
+    if made is None:
+        return record
+    owner = made.get("producer", {}).get("config_hash")
+    ours = manifest.config_hash(reward_model_path)
+    if owner is not None and owner != ours:
+        raise ArtifactError(f"{path} is another RM's goal state: it was made from {made['producer'].get('reward_model_path', '?')} "
+                            f"(config hash {owner}), but --reward_model_path {reward_model_path} has config hash {ours}; "
+                            f"run `goalrm get-representation` with this RM")
+    return {**record, "goal_state_config_hash": owner}
 
 
 def q_values(states, goal) -> torch.Tensor:
@@ -128,9 +148,10 @@ def attribute_goal_states(
 
 
 def goal_state_from_pairs(model, tokenizer, pairs: Sequence[dict], template: str, method: str = "mean_last", **kw) -> np.ndarray:
-    """Goal state from the ``correct`` side of question/correct/incorrect pairs."""
-    prompts = [apply_template(template, p["question"]) for p in pairs]
-    return goal_state(model, tokenizer, prompts, [p["correct"] for p in pairs], method=method, **kw)
+    """Goal state from the ``correct`` side of question/correct/incorrect pairs (an empty or
+    non-string response is an error naming its file and line, as in training)."""
+    prompts = [apply_template(template, require_text(p, "question", i)) for i, p in enumerate(pairs)]
+    return goal_state(model, tokenizer, prompts, [require_text(p, "correct", i) for i, p in enumerate(pairs)], method=method, **kw)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -151,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", help="auto (the GPU when there is one), cpu, cuda, cuda:N.")
     p.add_argument("--max_len", type=positive_int, default=1024, help="Maximum tokens per sequence (the official script cuts at 1024).")
     p.add_argument("--batch_size", type=positive_int, default=32, help="Sequences per forward pass.")
-    p.add_argument("--seed", type=int, default=0, help="Seed of the random_* methods.")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="Seed of the random_* methods.")
     return p
 
 
@@ -163,10 +184,17 @@ def main(argv: list[str] | None = None) -> int:
     pairs, _ = load_source_rows(args.dataset_path, "train")
     goal = goal_state_from_pairs(model, tokenizer, pairs, args.template, args.method, seed=args.seed, max_len=args.max_len,
                                  batch_size=args.batch_size, progress=True, encoding=args.encoding, readout=args.readout)
-    out = Path(args.save_dir) / "goal_state.npy"
+    save_dir = Path(args.save_dir)
+    out, official = save_dir / "goal_state.npy", save_dir / f"{rm_name(args.reward_model_path)}_goal_state_embedding.npy"
+    command = manifest.command_line("goalrm get-representation", argv)
+    manifest.begin(save_dir, command)
     save_npy(out, goal)
-    official = Path(args.save_dir) / f"{rm_name(args.reward_model_path)}_goal_state_embedding.npy"
     save_npy(official, goal[0])
+    dataset = Path(args.dataset_path)
+    manifest.finish(save_dir, {out.name: None, official.name: None}, command=command, inputs=[dataset] if dataset.is_file() else [],
+                    producer={"reward_model_path": str(args.reward_model_path), "config_hash": manifest.config_hash(args.reward_model_path),
+                              "dataset_path": str(dataset), "preferred_responses": len(pairs),
+                              **{k: getattr(args, k) for k in ("method", "template", "encoding", "readout", "bf16", "max_len", "seed")}})
     print(f"goal state {goal.shape} from {len(pairs)} preferred responses -> {out} (and {official.name})")
     return 0
 

@@ -12,21 +12,24 @@ scores nothing differently: the seed's ``eval_rm.py`` hands it only to its closi
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
 from transformers import AutoTokenizer
 
 from goalrm_core.cli import finite_float, non_negative_int, positive_int
+from goalrm_core.data import manifest
 from goalrm_core.data.adapters import benchmark_dir, generation_files
 from goalrm_core.model.encoding import ENCODINGS
 from goalrm_core.data.io import atomic_write_json, check_label, check_output_dir, read_jsonl, write_jsonl
 from goalrm_core.data.rundir import eval_settings_path, rm_name, scored_path
 from goalrm_core.data.schema import SCORED_GENERATION_FIELDS
 from goalrm_core.inference.forward import READOUTS, iter_scored, resolve_device
-from goalrm_core.inference.goal_state import load_goal_state, q_values
+from goalrm_core.inference.goal_state import check_goal_state_owner, load_goal_state, q_values
 from goalrm_core.model.reward_model import RewardModel, load_reward_model
 from goalrm_core.model.templates import TEMPLATES, apply_template
 
@@ -51,17 +54,22 @@ def score_generations(
     desc: str = "score",
     encoding: str = "split",
     readout: str = "eos",
+    after_row: Callable[[int], None] | None = None,
 ) -> list[dict]:
     """Copy of each row with ``reward``, ``partial_rewards``, ``num_actions`` and, given a goal, ``cosine_sim``
-    (``encoding`` and ``readout``: see ``inference.forward``)."""
+    (``encoding`` and ``readout``: see ``inference.forward``). ``after_row`` is called with the number
+    of rows scored so far, after each."""
     prompts = [apply_template(template, r["question"]) for r in rows]
     responses = [r["generated_solution"] for r in rows]
     scored: list[dict | None] = [None] * len(rows)
-    for i, s in iter_scored(model, tokenizer, prompts, responses, max_len, batch_size, bucket, progress, desc, encoding, readout):
+    for done, (i, s) in enumerate(iter_scored(model, tokenizer, prompts, responses, max_len, batch_size, bucket, progress, desc,
+                                              encoding, readout), start=1):
         out = dict(rows[i], reward=s.reward, partial_rewards=s.partial_rewards.tolist(), num_actions=s.num_actions)
         if goal is not None:
             out["cosine_sim"] = q_values(s.response_hidden, goal).tolist()
         scored[i] = out
+        if after_row is not None:
+            after_row(done)
     return scored
 
 
@@ -72,6 +80,30 @@ def check_finite_scores(rows: Sequence[dict], source: str) -> None:
             if key in row and not np.isfinite(np.asarray(row[key], dtype=np.float64)).all():
                 raise ValueError(f"{source}: generation {i + 1} got a NaN or inf {key}; the reward model is broken "
                                  f"(non-finite or overflowing weights), so nothing was written for it")
+
+
+# Fault injection for tests: "N" kills eval-rm (SIGKILL, no clean-up) once N generations are scored.
+KILL_AFTER_ROWS_ENV = "GOALRM_KILL_AFTER_ROWS"
+
+
+def _kill_switch() -> Callable[[int], None]:
+    """Called with the number of generations scored so far; kills this process at the one the
+    environment names (see :data:`KILL_AFTER_ROWS_ENV`), as a power cut or the OOM killer would."""
+    limit = int(os.environ.get(KILL_AFTER_ROWS_ENV, "0") or 0)
+
+    def after(done: int) -> None:
+        if limit and done >= limit:
+            os.kill(os.getpid(), signal.SIGKILL)
+    return after
+
+
+def _equivalent_command(completions_data_path, reward_model_path, save_dir, benchmarks, goal_state_path, vanilla, template,
+                        encoding, readout, max_len, max_samples) -> str:
+    """The ``goalrm eval-rm`` command line of a call from Python (a notebook), for the manifest."""
+    argv = ["--completions_data_path", completions_data_path, "--reward_model_path", reward_model_path, "--save_dir", save_dir,
+            "--benchmarks", *benchmarks, *(["--vanilla"] if vanilla else ["--goal_state_path", goal_state_path]),
+            "--template", template, "--encoding", encoding, "--readout", readout, "--max_len", max_len, "--max_samples", max_samples]
+    return manifest.command_line("goalrm eval-rm", argv)
 
 
 def eval_rm(
@@ -92,48 +124,74 @@ def eval_rm(
     bf16: bool = False,
     flash_attn: bool = False,
     device: str = "auto",
+    command: str | None = None,
 ) -> dict[str, dict[str, int]]:
     """Score every benchmark's greedy and sampled generations into
     ``save_dir/<rm_name>/<bench>/{greedy,all}/output-metrics-dense.jsonl`` (the official layout;
     ``rm_name`` is the RM folder's name), and what ran into ``save_dir/<rm_name>/eval_rm.json``.
     ``filter_threshold`` is only recorded there: it is applied by ``goalrm metrics`` (see the module
     docstring). ``encoding`` and ``readout``: see ``inference.forward``; ``device`` ``auto`` is the GPU
-    when there is one."""
+    when there is one.
+
+    Finished or absent: every input is read and checked before scoring starts; the RM's folder is
+    marked in progress before its first file is written, and its manifest (``data.manifest``: the
+    command, the RM and its config hash, the goal state, the settings, every file with its row count)
+    is written last; a run that fails or is killed before its first file leaves the folder as it was.
+    ``command`` is what the manifest names as the writer (default: the equivalent ``goalrm eval-rm``
+    command line)."""
     for name, value, low in (("batch_size", batch_size, 1), ("max_len", max_len, 1), ("max_samples", max_samples, 0)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
             raise ValueError(f"--{name} must be an integer >= {low}, got {value!r}")
     check_output_dir(save_dir, "--save_dir")
     out_dir = Path(save_dir) / rm_name(reward_model_path)
+    root = Path(completions_data_path)
+    dirs = {bench: benchmark_dir(root, bench) for bench in benchmarks}
+    # every generation file, read (and so checked) before the model is even loaded
+    inputs: list[Path] = []
+    work: list[tuple[str, str, list[dict]]] = []
+    for bench, bench_path in dirs.items():
+        for split, files in generation_files(bench_path).items():
+            rows = [r for f in files for r in read_jsonl(f, required=SCORED_GENERATION_FIELDS, check=check_label)]
+            inputs += files
+            work.append((bench, split, rows[:max_samples] if max_samples else rows))
     model = load_reward_model(reward_model_path, torch.bfloat16 if bf16 else None, flash_attn).to(resolve_device(device))
     tokenizer = AutoTokenizer.from_pretrained(reward_model_path)
     check_tokenizer_matches(model, tokenizer)
-    goal = None
+    goal, goal_record = None, {}
     if not vanilla:
         if goal_state_path is None:
             raise ValueError("--goal_state_path is required unless --vanilla is given")
         goal = load_goal_state(goal_state_path, model.config.hidden_size)
-    root = Path(completions_data_path)
-    dirs = {bench: benchmark_dir(root, bench) for bench in benchmarks}  # fail before any scoring
-    counts: dict[str, dict[str, int]] = {}
-    for bench, bench_path in dirs.items():
-        counts[bench] = {}
-        for split, files in generation_files(bench_path).items():
-            rows = [r for f in files for r in read_jsonl(f, required=SCORED_GENERATION_FIELDS, check=check_label)]
-            if max_samples:
-                rows = rows[:max_samples]
-            if not rows:
-                continue
-            scored = score_generations(model, tokenizer, rows, template, goal, max_len, batch_size, progress=progress, desc=f"{bench}/{split}",
-                                       encoding=encoding, readout=readout)
-            check_finite_scores(scored, f"reward model {reward_model_path}, {bench}/{split}")
-            counts[bench][split] = write_jsonl(scored_path(out_dir, bench, split), scored)
+        goal_record = check_goal_state_owner(goal_state_path, reward_model_path)
+        inputs.append(Path(goal_state_path))
+    settings = {"vanilla": vanilla, "template": template, "encoding": encoding, "readout": readout, "bf16": bf16, "max_len": int(max_len),
+                "max_samples": int(max_samples), "benchmarks": list(benchmarks), "filter_threshold": filter_threshold}
+    command = command or _equivalent_command(completions_data_path, reward_model_path, save_dir, benchmarks, goal_state_path, vanilla,
+                                             template, encoding, readout, max_len, max_samples)
+    counts: dict[str, dict[str, int]] = {bench: {} for bench in benchmarks}
+    outputs: dict[str, int | None] = {}
+    scored_so_far, kill_switch = 0, _kill_switch()
+    for bench, split, rows in work:
+        if not rows:
+            continue
+        scored = score_generations(model, tokenizer, rows, template, goal, max_len, batch_size, progress=progress, desc=f"{bench}/{split}",
+                                   encoding=encoding, readout=readout, after_row=lambda i: kill_switch(scored_so_far + i))
+        scored_so_far += len(rows)
+        check_finite_scores(scored, f"reward model {reward_model_path}, {bench}/{split}")
+        if not outputs:
+            manifest.begin(out_dir, command)  # from the first file on, the folder says it is unfinished
+        path = scored_path(out_dir, bench, split)
+        counts[bench][split] = outputs[path.relative_to(out_dir).as_posix()] = write_jsonl(path, scored)
+    if not outputs:
+        manifest.begin(out_dir, command)
     atomic_write_json(eval_settings_path(out_dir), {
-        "reward_model_path": str(reward_model_path), "goal_state_path": None if vanilla else str(goal_state_path),
-        "vanilla": vanilla, "template": template, "encoding": encoding, "readout": readout, "bf16": bf16, "max_len": int(max_len), "max_samples": int(max_samples), "benchmarks": list(benchmarks),
-        "filter_threshold": filter_threshold,
+        "reward_model_path": str(reward_model_path), "goal_state_path": None if vanilla else str(goal_state_path), **settings,
         "filter_threshold_applied_by": "goalrm metrics --filter_threshold (Q-filtered majority voting); scoring keeps every generation",
         "scored": counts,
     })
+    outputs[eval_settings_path(out_dir).name] = None
+    manifest.finish(out_dir, outputs, command=command, inputs=inputs, producer={
+        "reward_model_path": str(reward_model_path), "config_hash": manifest.config_hash(reward_model_path), **goal_record, **settings})
     return counts
 
 
@@ -168,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     counts = eval_rm(args.completions_data_path, args.reward_model_path, args.save_dir, args.benchmarks,
                      args.goal_state_path, args.vanilla, args.template, args.batch_size, args.max_len, args.max_samples,
                      filter_threshold=args.filter_threshold, encoding=args.encoding, readout=args.readout, bf16=args.bf16,
-                     flash_attn=args.flash_attn, device=args.device)
+                     flash_attn=args.flash_attn, device=args.device, command=manifest.command_line("goalrm eval-rm", argv))
     for bench, splits in counts.items():
         print(bench, ", ".join(f"{k}: {v} scored" for k, v in splits.items()))
     return 0

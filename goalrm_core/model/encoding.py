@@ -90,7 +90,9 @@ def _where(row: dict, row_index: int) -> str:
     return row.get("_source") or f"row {row_index}"  # file:line when the loader recorded it
 
 
-def _require_text(row: dict, key: str, row_index: int) -> str:
+def require_text(row: dict, key: str, row_index: int) -> str:
+    """``row[key]`` as a string (a response must not be empty); an error names the file and line
+    when the loader recorded them (``_source``), else the row index."""
     where = _where(row, row_index)
     value = row.get(key)
     if not isinstance(value, str):
@@ -113,8 +115,8 @@ def encode_preference_rows(
     items = []
     for i, row in enumerate(rows):
         stats.n_rows += 1
-        prompt = apply_template(template, _require_text(row, "question", i))
-        correct, incorrect = _require_text(row, "correct", i), _require_text(row, "incorrect", i)
+        prompt = apply_template(template, require_text(row, "question", i))
+        correct, incorrect = require_text(row, "correct", i), require_text(row, "incorrect", i)
         if correct == incorrect:
             raise ValueError(f"{_where(row, i)}: fields 'correct' and 'incorrect' hold the same response, "
                              f"so the pair prefers nothing; remove the row")

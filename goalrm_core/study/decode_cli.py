@@ -8,11 +8,12 @@ run-directory study (``study.decoding``) and its plotting.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from goalrm_core.cli import Range, finite_float, non_negative_int, positive_int
-from goalrm_core.data.io import load_npy, read_jsonl, write_jsonl
+from goalrm_core.data.io import ArtifactError, check_output_dir, load_npy, read_jsonl, write_jsonl
 from goalrm_core.inference.beam_search import DecodeConfig, q_guided_decode
 from goalrm_core.inference.pruning import SKIP_FIRST, PruneConfig
 from goalrm_core.inference.sampler import check_decoding_inputs, sample
@@ -51,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if Path(args.save_path).is_dir():
+        raise ArtifactError(f"--save_path {args.save_path} is a folder: give the path of the jsonl to write")
+    check_output_dir(Path(args.save_path).parent, "the folder of --save_path")  # before any model is loaded
     prune = None if args.prune_threshold is None else PruneConfig(args.prune_threshold, args.skip_first)
     rm = load_reward_model(args.reward_model_path)
     tokenizer = AutoTokenizer.from_pretrained(args.reward_model_path)

@@ -183,11 +183,11 @@ class TrainRMConfig:
         return argv
 
     @classmethod
-    def from_argv(cls, argv: Sequence[str] | None = None, description: str | None = None) -> "TrainRMConfig":
+    def from_argv(cls, argv: Sequence[str] | None = None, description: str | None = None, prog: str | None = None) -> "TrainRMConfig":
         """Parse a command line (``sys.argv[1:]`` when ``argv`` is None). Bad values, a number outside
         its declared range included, stop with argparse's one-line error naming the flag, the value
         and the range (exit code 2), as every goalrm command does."""
-        args = build_parser(cls, description).parse_args(argv)  # each number's declared range is its argparse type
+        args = build_parser(cls, description, prog).parse_args(argv)  # each number's declared range is its argparse type
         return cls(**vars(args))
 
 
@@ -195,9 +195,9 @@ def _field(name: str) -> dataclasses.Field:
     return next(f for f in dataclasses.fields(TrainRMConfig) if f.name == name)
 
 
-def build_parser(cls=TrainRMConfig, description: str | None = None) -> argparse.ArgumentParser:
+def build_parser(cls=TrainRMConfig, description: str | None = None, prog: str | None = None) -> argparse.ArgumentParser:
     """An argparse parser with one flag per dataclass field, its help text taken from the field."""
-    parser = argparse.ArgumentParser(description=description or cls.__doc__)
+    parser = argparse.ArgumentParser(prog=prog, description=description or cls.__doc__)
     for f in dataclasses.fields(cls):
         meta = f.metadata
         flag = f"--{f.name}"

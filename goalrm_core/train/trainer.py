@@ -79,7 +79,7 @@ class TrainingError(RuntimeError):
 # ---------------------------------------------------------------------------------------------
 
 def parse_args(argv: Sequence[str] | None = None) -> TrainRMConfig:
-    return TrainRMConfig.from_argv(argv, description="Train a (goal-conditioned) reward model with DeepSpeed.")
+    return TrainRMConfig.from_argv(argv, description="Train a (goal-conditioned) reward model with DeepSpeed.", prog="goalrm train-rm")
 
 
 def default_paths(cfg: TrainRMConfig) -> tuple[Path, Path]:

@@ -51,3 +51,23 @@ def test_config_hash_tells_rms_apart(tmp_path):
         (folder / "config.json").write_text('{"hidden_size": 8}')
         (folder / "goalrm.json").write_text(f'{{"training_args": {{"learning_rate": {lr}}}}}')
     assert manifest.config_hash(a) != manifest.config_hash(b) and manifest.config_hash(a) == manifest.config_hash(a)
+
+
+def test_a_file_is_vouched_for_only_by_a_manifest_that_lists_it(tmp_path):
+    folder = manifest.begin(tmp_path / "rep")
+    (folder / "goal_state.npy").write_bytes(b"one")
+    with pytest.raises(ArtifactError, match="incomplete"):
+        manifest.check_file(folder / "goal_state.npy")
+    made = manifest.finish(folder, {"goal_state.npy": None}, producer={"config_hash": "abc"})
+    assert manifest.check_file(folder / "goal_state.npy") == made
+    (folder / "other.npy").write_bytes(b"not ours")
+    assert manifest.check_file(folder / "other.npy") is None  # placed beside a finished run: nothing speaks for it
+    assert manifest.check_file(tmp_path / "loose.npy") is None  # no manifest at all
+    (folder / "goal_state.npy").write_bytes(b"two")
+    with pytest.raises(ArtifactError, match="changed since"):
+        manifest.check_file(folder / "goal_state.npy")
+
+
+def test_the_command_line_of_a_writer_is_quoted_so_it_can_be_run_again():
+    assert manifest.command_line("goalrm eval-rm", ["--save_dir", "my eval", "--benchmarks", "gsm8k"]) == \
+        "goalrm eval-rm --save_dir 'my eval' --benchmarks gsm8k"
