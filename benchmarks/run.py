@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from goalrm_core.tasks.toymath import problems as toymath  # noqa: E402
 from goalrm_core.train.config import TrainRMConfig  # noqa: E402
-from goalrm_core.data.encoding import PreferenceCollator, encode_preference_rows  # noqa: E402
+from goalrm_core.model.encoding import PreferenceCollator, encode_preference_rows  # noqa: E402
 from goalrm_core.data.io import atomic_write_json, write_jsonl  # noqa: E402
 from goalrm_core.train.launch import train_command  # noqa: E402
 from goalrm_core.model.reward_model import RewardModel, tiny_llama_config  # noqa: E402
