@@ -14,6 +14,8 @@ A run directory holds what one profile makes, stage by stage (see DESIGN.md)::
       eval/<model>/<bench>/{greedy,all}/scored.jsonl   dense scores (04)
       eval/<model>/eval_rm.json          what the scoring ran with (04)
       decoding/                          decoding artifacts (05)
+      stages/<stage>.json                what each stage that succeeded ran with (the report runner)
+      rm-store/<key>/                    RMs trained by a sweep, by the hash of their training config
 
 ``<model>`` is ``<rm>-seed<k>`` (see `RunDir.model_name`). What the names of the RMs are is the
 study's business; this module only places them.
@@ -36,6 +38,9 @@ from pathlib import Path
 SCORED_SPLITS = ("greedy", "all")
 # What eval-rm ran with (RM, goal state, template, --filter_threshold …), at the root of its --save_dir.
 EVAL_SETTINGS = "eval_rm.json"
+# The top-level folders each stage writes, by stage number: what a sweep point shares, by a link to
+# the base run's folder, for the stages it does not run itself.
+STAGE_FOLDERS = {"01": ("data",), "02": ("models",), "03": ("representations",), "04": ("eval",), "05": ("decoding",)}
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,18 @@ class RunDir:
     @property
     def decoding(self) -> Path:
         return self.root / "decoding"
+
+    # --- bookkeeping of the report runner and the sweeps --------------------------------------
+
+    def stage_record(self, stage: str) -> Path:
+        """What stage ``stage`` (``01_data`` …) last succeeded with, written by the report runner."""
+        return self.root / "stages" / f"{stage}.json"
+
+    @property
+    def rm_store(self) -> Path:
+        """Trained RMs by training-config hash, shared by every sweep over this run (see
+        `goalrm_core.study.training.train_rms`)."""
+        return self.root / "rm-store"
 
 
 def scored_path(eval_dir: str | os.PathLike, bench: str, split: str) -> Path:
