@@ -121,7 +121,8 @@ def test_the_ablations_spec_is_a_sweep_not_a_profile():
 
 def _metrics(goal, goal_ci, base=0.6, acc=0.8, saved=12.5):
     ev = {"goal-conditioned": {"toy-id": {"auroc": goal, "auroc_ci_low": goal_ci[0], "auroc_ci_high": goal_ci[1],
-                                          "filter_validation": {"tokens_saved_pct": saved, "accuracy": 0.9, "accuracy_unfiltered": 0.92}},
+                                          "filter_validation": {"tokens_saved_pct": saved, "tokens_saved_ci_low": saved - 2,
+                                                                "tokens_saved_ci_high": saved + 2, "accuracy": 0.9}},
                                "toy-zero": {"auroc": 0.55, "auroc_ci_low": 0.5, "auroc_ci_high": 0.6}},
           "baseline": {"toy-id": {"auroc": base, "auroc_ci_low": base - 0.05, "auroc_ci_high": base + 0.05}},
           "delta_auroc": {"toy-id": {"mean": goal - base, "ci_low": goal - base - 0.05, "ci_high": goal - base + 0.05}}}
@@ -166,7 +167,7 @@ def test_the_comparison_page_links_only_files_that_are_there(tmp_path):
     assert 'href="contrastive_beta=0.1/index.html"' not in page  # not there: not linked
     assert "<h3>contrastive_beta</h3>" in page and "data:image/png;base64," in page
     assert "0.80 [0.71, 0.87]" in page  # one seed: the Wilson interval over the 100 held-out pairs
-    assert "12.5%" in page and "toy-zero" in page
+    assert "12.5 [10.5, 14.5] %" in page and "toy-zero" in page
     committed = render_comparison(json.loads((root / "sweep.json").read_text()), root, report_links=False)
     assert "index.html" not in committed.replace("<html", "")
 

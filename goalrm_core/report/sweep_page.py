@@ -111,7 +111,7 @@ def point_rows(plan: Mapping, report_dir: Path) -> list[dict]:
         delta = _get(ev, "delta_auroc", ID_BENCH) or {}
         row["delta"] = (delta.get("mean"), delta.get("ci_low"), delta.get("ci_high"))
         tuned = _get(ev, GOAL_CONDITIONED, ID_BENCH, "filter_validation") or {}
-        row["tokens_saved"] = tuned.get("tokens_saved_pct")
+        row["tokens_saved"] = (tuned.get("tokens_saved_pct"), tuned.get("tokens_saved_ci_low"), tuned.get("tokens_saved_ci_high"))
         row["tuned_accuracy"] = (tuned.get("accuracy"), tuned.get("accuracy_unfiltered"))
         rows.append(row)
     return rows
@@ -178,7 +178,8 @@ def headline_table(plan: Mapping, rows: list[dict], report_dir: Path, report_lin
         cells += [e(fmt.ci(*r["auroc"].get((rm, ID_BENCH), (None, None, None)))) for rm in RMS]
         cells += [e(fmt.signed_ci(*r["delta"])), e(fmt.ci(*r["q_auroc"]))]
         cells += [e("–" if r["accuracy"].get(rm) is None else fmt.ci(*r["accuracy"][rm][:3])) for rm in RMS]
-        cells += [e(fmt.pct(r["tokens_saved"], already_percent=True)), e(r["status"])]
+        saved, low, high = r["tokens_saved"]
+        cells += [e("–" if _missing(saved) else fmt.ci(saved, low, high, digits=1) + " %"), e(r["status"])]
         links = [_link(report_dir, f"{r['point']}/index.html", "report") if report_links else "",
                  _link(report_dir, f"{r['point']}/metrics.json", "metrics.json")]
         table.append(cells + [" · ".join(x for x in links if x)])
@@ -247,7 +248,7 @@ def render_comparison(plan: Mapping, report_dir: Path, report_links: bool = True
 incorrect solutions (the headline generations). Δ: the paired goal-conditioned − baseline difference. {Q_SERIES} AUROC: the
 same for the cosine of the last token's state to the goal state (every sampled solution; the goal-state method acts here and
 in the tokens saved, not in the reward). {e(acc_note)} Tokens saved: Q-filtered voting of the goal-conditioned RM at the
-threshold chosen on validation questions (on the other questions; no CI: one split).</p>
+threshold chosen on validation questions, measured on the other questions (% of response tokens).</p>
 {headline_table(plan, rows, report_dir, report_links)}
 {f'<h2>Out-of-distribution AUROC</h2>{ood}' if ood else ''}
 {f'<h2>Each swept key</h2>{figures}' if figures else ''}

@@ -97,9 +97,9 @@ def evaluation_metrics(aurocs: pd.DataFrame, deltas: pd.DataFrame, partials: pd.
         key = "partial_auroc" if r["signal"] == "partial reward" else "partial_auroc_q"
         out[r["rm"]][r["benchmark"]].setdefault(key, {})[f"{r['percentile']:.1f}"] = r["auroc"]
     keys = ("threshold", "accuracy", "accuracy_unfiltered", "generations_filtered_pct", "tokens_saved_pct", "p_value")
-    for prefix, name in (("paper", "filter"), ("validation", "filter_validation")):
+    for prefix, name, extra in (("paper", "filter", ()), ("validation", "filter_validation", ("tokens_saved_ci_low", "tokens_saved_ci_high"))):
         for _, r in filters[filters["setting"].str.startswith(prefix)].iterrows():
-            out[r["rm"]][r["benchmark"]][name] = {k: r[k] for k in keys}
+            out[r["rm"]][r["benchmark"]][name] = {k: r[k] for k in keys + extra}
     return out
 
 
