@@ -32,7 +32,7 @@ import multiprocessing
 import os
 import re
 import sys
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -420,7 +420,11 @@ def run_sweep(plan: SweepPlan, jobs: int = 1, log: Callable[[str], Any] = print,
     else:
         # spawn: each point gets a fresh interpreter (papermill and the kernels are not fork-safe)
         with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            codes = list(pool.map(_run_point, todo))
+            futures = {pool.submit(_run_point, job): i for i, job in enumerate(todo)}
+            codes = [1] * len(todo)
+            for future in as_completed(futures):
+                codes[futures[future]] = future.result()
+                write_comparison(plan.report_dir, report_links=report_links)
     page = write_comparison(plan.report_dir, report_links=report_links)
     failed = [job["point"] for job, code in zip(todo, codes) if code != 0]
     if failed:
