@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import ast
 import difflib
+import functools
 import itertools
 import json
 import math
@@ -375,12 +376,13 @@ def _prefixed(point: str) -> Callable[[str], None]:
     return lambda message: print(f"[{point}] {message}", flush=True)
 
 
-def run_sweep(plan: SweepPlan, jobs: int = 1, log: Callable[[str], Any] = print, report_links: bool = True) -> int:
+def run_sweep(plan: SweepPlan, jobs: int = 1, log: Callable[[str], Any] | None = None, report_links: bool = True) -> int:
     """Run the shared stages if they are not current, then every incomplete point (``jobs`` at a
     time, each in its own process when ``jobs`` > 1), then write the comparison page. Returns 0
     when every point is complete, else 1."""
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs}")
+    log = log or functools.partial(print, flush=True)
     plan.report_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_json(plan.report_dir / PLAN_FILE, plan.record())
     stale = _stale_shared_stages(plan)
