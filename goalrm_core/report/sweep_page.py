@@ -231,6 +231,7 @@ def render_comparison(plan: Mapping, report_dir: Path, report_links: bool = True
     shared = ", ".join(plan.get("shared", [])) or "none"
     n_done = sum(r["status"] == "complete" for r in rows)
     figures = key_figures(plan, rows)
+    shared_link = _link(report_dir, "shared/metrics.json", "metrics.json") if plan.get("shared") else ""
     ood = ood_table(rows)
     acc_note = ("Held-out pair accuracy: mean over RM seeds with its t-interval, or, with one seed, the Wilson "
                 "interval over the held-out pairs.")
@@ -254,7 +255,7 @@ threshold chosen on validation questions, measured on the other questions (% of 
 {f'<h2>Each swept key</h2>{figures}' if figures else ''}
 <h2>What ran</h2>
 <p>Grid ({e(mode)}): {e(grid)}. Set for every point: {e(common)}. Stages per point: {e(', '.join(plan['stages']))};
-shared from the base run: {e(shared)}. The plan: <a href="{PLAN_FILE}">{PLAN_FILE}</a>.</p>
+shared from the base run: {e(shared)}{f" (their {shared_link})" if shared_link else ""}. The plan: <a href="{PLAN_FILE}">{PLAN_FILE}</a>.</p>
 </body></html>
 """
 
