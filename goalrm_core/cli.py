@@ -13,6 +13,7 @@ import sys
 # command -> (module, one-line help). Each module exposes ``main(argv) -> int | None``.
 COMMANDS = {
     "report": ("goalrm_core.report.runner", "Run the notebooks of a profile with papermill into reports/<profile>/."),
+    "sweep": ("goalrm_core.report.sweep", "Run the notebooks once per point of a parameter grid; one comparison page."),
     "train-rm": ("goalrm_core.train.trainer", "Train a baseline or goal-conditioned RM (the seed's train_rm.py flags)."),
     "get-representation": ("goalrm_core.inference.goal_state", "Save the goal state of an RM (the seed's get_representation.py)."),
     "eval-rm": ("goalrm_core.inference.scoring", "Score generations densely: reward, partial rewards, Q-values (the seed's eval_rm.py)."),

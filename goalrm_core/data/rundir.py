@@ -14,6 +14,8 @@ A run directory holds what one profile makes, stage by stage (see DESIGN.md)::
       eval/<model>/<bench>/{greedy,all}/output-metrics-dense.jsonl   dense scores (04)
       eval/<model>/eval_rm.json          what the scoring ran with (04)
       decoding/                          decoding artifacts (05)
+      stages/<stage>.json                what each stage that succeeded ran with (the report runner)
+      rm-store/<key>/                    RMs trained by a sweep, by the hash of their training config
 
 ``<model>`` is ``<rm>-seed<k>`` (see `RunDir.model_name`). What the names of the RMs are is the
 study's business; this module only places them.
@@ -38,6 +40,9 @@ SCORED_SPLITS = ("greedy", "all")
 SCORED_FILE = "output-metrics-dense.jsonl"
 # What eval-rm ran with (RM, goal state, template, --filter_threshold …), at the root of its --save_dir.
 EVAL_SETTINGS = "eval_rm.json"
+# The top-level folders each stage writes, by stage number: what a sweep point shares, by a link to
+# the base run's folder, for the stages it does not run itself.
+STAGE_FOLDERS = {"01": ("data",), "02": ("models",), "03": ("representations",), "04": ("eval",), "05": ("decoding",)}
 
 
 @dataclass(frozen=True)
@@ -121,6 +126,18 @@ class RunDir:
     def steering_policy(self) -> Path:
         """The style-SFT copy of the policy the steering study decodes with."""
         return self.decoding / "steer_policy"
+
+    # --- bookkeeping of the report runner and the sweeps --------------------------------------
+
+    def stage_record(self, stage: str) -> Path:
+        """What stage ``stage`` (``01_data`` …) last succeeded with, written by the report runner."""
+        return self.root / "stages" / f"{stage}.json"
+
+    @property
+    def rm_store(self) -> Path:
+        """Trained RMs by training-config hash, shared by every sweep over this run (see
+        `goalrm_core.study.training.train_rms`)."""
+        return self.root / "rm-store"
 
 
 def rm_name(reward_model_path: str | os.PathLike) -> str:

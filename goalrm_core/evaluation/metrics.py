@@ -26,7 +26,8 @@ Everything is plain numpy/scipy: it runs on the CPU in a notebook or test in mil
 from goalrm_core.evaluation.stats import mean_ci, wilson_interval
 from goalrm_core.evaluation.auroc import AurocResult, DEFAULT_PERCENTILES, bootstrap_auroc, paired_bootstrap_delta, partial_auroc, prefix_index
 from goalrm_core.evaluation.voting import (AccuracyResult, DEFAULT_FILTER_THRESHOLDS, FilterResult, OfficialFilterFigures, best_of_n_accuracy,
-                                          choose_filter_threshold, majority_vote_accuracy, official_filter_figures, q_filtered_majority_vote)
+                                          choose_filter_threshold, majority_vote_accuracy, official_filter_figures, q_filtered_majority_vote,
+                                          tokens_saved_interval)
 from goalrm_core.evaluation.q_analysis import first_error_q_stats, prefix_error_auroc, q_reward_correlation
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "prefix_error_auroc",
     "prefix_index",
     "q_filtered_majority_vote",
+    "tokens_saved_interval",
     "q_reward_correlation",
     "wilson_interval",
 ]

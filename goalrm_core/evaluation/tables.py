@@ -148,7 +148,9 @@ def filter_summary(rows: Sequence[dict], threshold: float = 0.0, skip_first: int
     if val and test:
         chosen, _ = metrics.choose_filter_threshold(val, skip_first=skip_first)
         tuned = metrics.q_filtered_majority_vote(test, threshold=chosen, skip_first=skip_first).as_dict()
-        out.append({"setting": f"validation-chosen {chosen:g} (test questions)", **tuned})
+        low, high = metrics.tokens_saved_interval(test, threshold=chosen, skip_first=skip_first, seed=seed)
+        out.append({"setting": f"validation-chosen {chosen:g} (test questions)", **tuned,
+                    "tokens_saved_ci_low": low, "tokens_saved_ci_high": high})
     return pd.DataFrame(out)
 
 

@@ -309,6 +309,35 @@ def q_filtered_majority_vote(
     return _filter_with_table(table, threshold, skip_first)
 
 
+def tokens_saved_interval(
+    questions: Sequence[Sequence[Any]], threshold: float = 0.0, skip_first: int = 5, n_boot: int = 1000, seed: int = 0,
+    alpha: float = 0.05,
+) -> tuple[float, float]:
+    """A percentile-bootstrap interval over questions of :func:`q_filtered_majority_vote`'s
+    ``tokens_saved_pct`` (the same drops and fallbacks; questions resampled with replacement).
+
+    >>> gen = lambda q, ok: {"predicted_answer": "1" if ok else "2", "is_correct": ok, "cosine_sim": q, "num_actions": len(q)}
+    >>> questions = [[gen([1, 1, 1, 1], True), gen([1, -1, -1, -1], False)]] * 3 + [[gen([1, 1, 1, 1], True)] * 2]
+    >>> low, high = tokens_saved_interval(questions, threshold=0.0, skip_first=0, n_boot=200)
+    >>> q_filtered_majority_vote(questions, threshold=0.0, skip_first=0).tokens_saved_pct, low < 18.75 < high, high
+    (18.75, True, 25.0)
+    """
+    if not math.isfinite(threshold):
+        raise ValueError(f"filter threshold must be a finite number, got {threshold}")
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+    t = _vote_table(questions, skip_first)
+    drop = _filter_with_table(t, threshold, skip_first).generation_drop_token
+    saved = np.where(drop >= 0, t.n_tokens - drop - 1, 0)
+    saved_q = np.bincount(t.question_of, weights=saved, minlength=t.n_questions)
+    total_q = np.bincount(t.question_of, weights=t.n_tokens, minlength=t.n_questions)
+    picks = np.random.default_rng(seed).integers(0, t.n_questions, size=(n_boot, t.n_questions))
+    totals = total_q[picks].sum(axis=1)
+    pct = 100.0 * saved_q[picks].sum(axis=1) / np.where(totals > 0, totals, 1)
+    low, high = np.quantile(pct, [alpha / 2, 1 - alpha / 2])
+    return float(low), float(high)
+
+
 def choose_filter_threshold(
     val_questions: Sequence[Sequence[Any]],
     candidates: Sequence[float] | np.ndarray = DEFAULT_FILTER_THRESHOLDS,

@@ -19,6 +19,7 @@ import yaml
 from goalrm_core.runtime import project_root
 
 _SCALARS = (str, int, float, bool, type(None))
+SWEEP_KEY = "sweep"
 _TYPE_NAMES = {bool: "bool", int: "int", float: "float", str: "str", list: "list"}
 
 
@@ -32,27 +33,63 @@ def _params_dir(params_dir: str | os.PathLike | None) -> Path:
     return resolve_path(params_dir if params_dir is not None else "params")
 
 
-def available_profiles(params_dir: str | os.PathLike | None = None) -> list[str]:
-    """Profile names (YAML file stems) in ``params_dir``, sorted."""
-    directory = _params_dir(params_dir)
+def is_sweep_spec(path: Path) -> bool:
+    """A YAML file in ``params/`` whose top level is ``sweep:`` describes a sweep over a profile
+    (``goalrm sweep --spec <name>``), not a profile."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, OSError, UnicodeDecodeError):
+        return False
+    return isinstance(data, dict) and list(data) == [SWEEP_KEY] and isinstance(data[SWEEP_KEY], dict)
+
+
+def _yaml_files(directory: Path) -> list[Path]:
     if not directory.is_dir():
         return []
-    return sorted(p.stem for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+def available_profiles(params_dir: str | os.PathLike | None = None) -> list[str]:
+    """Profile names (YAML file stems) in ``params_dir``, sorted; sweep specs are not profiles."""
+    return [p.stem for p in _yaml_files(_params_dir(params_dir)) if not is_sweep_spec(p)]
+
+
+def available_sweep_specs(params_dir: str | os.PathLike | None = None) -> list[str]:
+    return [p.stem for p in _yaml_files(_params_dir(params_dir)) if is_sweep_spec(p)]
+
+
+def _find(name: str, directory: Path) -> Path | None:
+    for suffix in (".yaml", ".yml"):
+        candidate = directory / f"{name}{suffix}"
+        if candidate.is_file():
+            return candidate
+    return None
 
 
 def profile_path(name: str, params_dir: str | os.PathLike | None = None) -> Path:
     """The YAML file of profile ``name``; ``ValueError`` listing the available ones if absent."""
     directory = _params_dir(params_dir)
-    for suffix in (".yaml", ".yml"):
-        candidate = directory / f"{name}{suffix}"
-        if candidate.is_file():
-            return candidate
+    candidate = _find(name, directory)
+    if candidate is not None and is_sweep_spec(candidate):
+        raise ValueError(f"{candidate} is a sweep spec, not a profile: run it with `goalrm sweep --spec {name}`")
+    if candidate is not None:
+        return candidate
     available = available_profiles(directory)
     listed = ", ".join(available) if available else "none"
     raise ValueError(f"unknown profile {name!r}: available profiles in {directory} are: {listed}")
 
 
-def _check_value(source: str, key: str, value: Any) -> None:
+def sweep_spec_path(name: str, params_dir: str | os.PathLike | None = None) -> Path:
+    """The YAML file of sweep spec ``name``; ``ValueError`` listing the available ones if absent."""
+    directory = _params_dir(params_dir)
+    candidate = _find(name, directory)
+    if candidate is not None and is_sweep_spec(candidate):
+        return candidate
+    listed = ", ".join(available_sweep_specs(directory)) or "none"
+    raise ValueError(f"no sweep spec {name!r} (a YAML file whose top level is 'sweep:'): specs in {directory} are: {listed}")
+
+
+def check_value(source: str, key: str, value: Any) -> None:
     """Reject values papermill could not inject as a flat literal."""
     if isinstance(value, _SCALARS):
         return
@@ -78,11 +115,11 @@ def load_profile(name: str, params_dir: str | os.PathLike | None = None) -> dict
     for key, value in data.items():
         if not isinstance(key, str):
             raise ValueError(f"{path}: key {key!r} must be a string, got {type(key).__name__}")
-        _check_value(str(path), key, value)
+        check_value(str(path), key, value)
     return data
 
 
-def _declared_type(param: Mapping[str, Any]) -> type | None:
+def declared_type(param: Mapping[str, Any]) -> type | None:
     """The type a notebook parameter expects, or ``None`` when anything goes.
 
     papermill reports the annotation (``"None"`` when there is none) and the default as source text,
@@ -138,7 +175,7 @@ def check_profile_against_notebooks(
         if value is None:
             continue
         for nb in users:
-            expected = _declared_type(declared[nb][key])
+            expected = declared_type(declared[nb][key])
             if expected is not None and not _type_matches(expected, value):
                 raise ValueError(
                     f"{source}: key {key!r} expects {_TYPE_NAMES[expected]} (the default in {nb}), "

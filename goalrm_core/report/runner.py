@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import html
 import json
 import os
 import re
@@ -22,13 +21,14 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from goalrm_core.data.io import ArtifactError, atomic_path, atomic_write_json, atomic_write_text
-from goalrm_core.report.frontpage import result_sections
+from goalrm_core.data.rundir import RunDir
+# gate_html and provenance_html are also imported from here (notebook 04, the tests)
+from goalrm_core.report.index_page import TIMINGS_KEY, gate_html, render_index  # noqa: F401
 from goalrm_core.report.pages import export_html, refresh_navigation
-from goalrm_core.report.profiles import check_profile_against_notebooks, load_profile, profile_path, resolve_path
-from goalrm_core.report.provenance import PROVENANCE_KEY, _now, collect_provenance, provenance_html
+from goalrm_core.report.profiles import check_profile_against_notebooks, check_value, load_profile, profile_path, resolve_path
+from goalrm_core.report.provenance import PROVENANCE_KEY, _now, collect_provenance, provenance_html  # noqa: F401
 from goalrm_core.runtime import batch_environment, project_root, relative_paths
 
-TIMINGS_KEY = "timings"
 STAGE_PATTERN = re.compile(r"^\d{2}_[A-Za-z0-9_\-]+\.ipynb$")
 SUCCEEDED = ("ok", "kept")
 
@@ -89,15 +89,6 @@ def record_provenance(provenance: Mapping[str, Any], reports_dir: str | os.PathL
     data[PROVENANCE_KEY] = dict(provenance)
     atomic_write_json(path, _sorted_tree(data))
     return path
-
-
-def _flatten(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    if isinstance(obj, Mapping):
-        rows = []
-        for key, value in obj.items():
-            rows.extend(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-        return rows
-    return [(prefix, obj)]
 
 
 # ---------------------------------------------------------------------------------------- stages
@@ -280,120 +271,6 @@ def rebuild_index(out_dir: Path) -> Path:
     return out_dir / "index.html"
 
 
-_CSS = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 64rem;
-       padding: 0 1rem; color: #222; line-height: 1.45; }
-h1 { font-size: 1.6rem; margin-bottom: .2rem; } h2 { font-size: 1.2rem; margin-top: 2rem; }
-.meta { color: #666; margin-top: 0; }
-table { border-collapse: collapse; width: 100%; font-size: .92rem; }
-th, td { text-align: left; padding: .35rem .6rem; border-bottom: 1px solid #e3e3e3; vertical-align: top; }
-th { background: #f5f5f5; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
-.status { font-weight: 600; padding: .1rem .45rem; border-radius: .3rem; white-space: nowrap; }
-.ok { background: #e3f5e6; color: #1b6b2c; } .kept { background: #e6eefb; color: #27508f; }
-.failed { background: #fbe4e4; color: #9b1c1c; } .not-run, .pending { background: #eee; color: #666; }
-.running { background: #fff4d6; color: #8a5a00; }
-.error { font-family: ui-monospace, monospace; font-size: .85rem; color: #9b1c1c; white-space: pre-wrap; }
-img { max-width: 100%; } details summary { cursor: pointer; color: #27508f; margin: .4rem 0; }
-"""
-
-
-def _format_value(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, (list, dict)):
-        text = json.dumps(value)
-        return text if len(text) <= 80 else text[:77] + "..."
-    return "null" if value is None else str(value)
-
-
-def _stage_row(stage: dict, out_dir: Path) -> str:
-    e = html.escape
-    name = e(stage["name"])
-    link = stage.get("html")
-    cell = f'<a href="{e(link)}">{name}</a>' if link and (out_dir / link).exists() else name
-    status = stage["status"]
-    duration = stage.get("duration_s")
-    shown = f"{duration:.1f} s" if isinstance(duration, (int, float)) else ""
-    error = stage.get("error") or {}
-    excerpt = ""
-    if error:
-        where = f" (cell {error['cell_index']})" if error.get("cell_index") is not None else ""
-        message = f"{error.get('ename', '')}: {error.get('evalue', '')}"
-        excerpt = message if len(message) <= 400 else message[:397] + "..."
-        excerpt += where
-    return (
-        f"<tr><td>{cell}</td><td><span class=\"status {e(status.replace(' ', '-'))}\">{e(status)}</span></td>"
-        f"<td class=\"num\">{e(shown)}</td><td>{e(stage.get('started') or '')}</td>"
-        f"<td class=\"error\">{e(excerpt)}</td></tr>"
-    )
-
-
-def _gate(metrics: Mapping[str, Any]) -> str:
-    """The evaluation's length gate (recorded by notebook 04), first on the page; empty before it ran."""
-    gate = metrics.get("evaluation", {}).get("gate") if isinstance(metrics.get("evaluation"), Mapping) else None
-    if not isinstance(gate, Mapping):
-        return ""
-    return gate_html(dict(gate))
-
-
-def gate_html(gate: dict) -> str:
-    """The gate as a coloured notice (green: both RMs above length-only; red: the later tables measure noise)."""
-    def ci(v):
-        return f"{v['auroc']:.2f} [{v['ci_low']:.2f}, {v['ci_high']:.2f}]"
-
-    rms = [k for k in gate if k not in ("benchmark", "passed", "length_only")]
-    scores = "; ".join(f"{rm} {ci(gate[rm])}" for rm in rms)
-    if gate["passed"]:
-        colour, border, head = "#e8f5e9", "#2e7d32", "Both reward models beat the length-only scorer"
-        tail = "The comparisons below measure what the RMs learned beyond response length."
-    else:
-        colour, border, head = "#ffebee", "#c62828", "Not every reward model beats the length-only scorer"
-        tail = ("The later tables compare RMs that know less than a character count: they measure noise, "
-                "not the method. Read them as a test of the software only.")
-    return (f'<div style="background:{colour};border-left:6px solid {border};padding:0.6em 1em;margin:0.6em 0">'
-            f'<b>{head}</b> on {gate["benchmark"]} (AUROC, 95% CI): {scores}; length only {ci(gate["length_only"])}. '
-            f'{tail}</div>')
-
-
-def render_index(profile: str, generated: str, stages: list[dict], metrics: Mapping[str, Any], out_dir: Path) -> str:
-    """A self-contained page, in reading order: the length gate, a summary generated from the numbers,
-    the key figures and tables (``frontpage``), the stage table with links and failures, then every
-    metric in a collapsible section."""
-    e = html.escape
-    stage_rows = "\n".join(_stage_row(s, out_dir) for s in stages)
-    rows = _flatten({k: v for k, v in metrics.items() if k not in (TIMINGS_KEY, "provenance")})
-    metric_rows = "\n".join(
-        f'<tr><td>{e(k)}</td><td class="num">{e(_format_value(v))}</td></tr>' for k, v in rows
-    )
-    if rows:
-        metrics_html = (f"<details><summary>All metrics ({len(rows)}; full precision in metrics.json)</summary>\n"
-                        f"<table><tr><th>metric</th><th>value</th></tr>\n{metric_rows}\n</table></details>")
-    else:
-        metrics_html = "<p class=\"meta\">No metrics recorded yet.</p>"
-    try:
-        results = result_sections(metrics)
-    except Exception as exc:  # a page must render even when a section cannot: say so, keep the rest
-        results = f'<p class="error">The result sections could not be drawn: {e(type(exc).__name__)}: {e(str(exc))}</p>'
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<title>goalrm report: {e(profile)}</title>
-<style>{_CSS}</style></head>
-<body>
-<h1>Goal-conditioned reward models: profile {e(profile)}</h1>
-<p class="meta">Generated {e(generated)}</p>
-{_gate(metrics)}
-{results}
-<h2>Stages</h2>
-<table><tr><th>stage</th><th>status</th><th>duration</th><th>started</th><th>error</th></tr>
-{stage_rows}
-</table>
-<h2>All metrics</h2>
-{metrics_html}
-{provenance_html(metrics)}
-</body></html>
-"""
-
-
 # ------------------------------------------------------------------------------------------ runner
 
 
@@ -432,7 +309,7 @@ def _carried_over(name: str, previous: dict[str, dict]) -> dict:
     return entry
 
 
-def _parameters(profile_name: str, profile: dict, declared: dict, out_dir: Path) -> dict:
+def stage_parameters(profile_name: str, profile: Mapping[str, Any], declared: Mapping[str, Any], out_dir: Path) -> dict:
     """What papermill injects: the keys the notebook declares, ``profile``, and the report folder.
 
     ``reports_dir`` is owned by the runner (it follows ``--reports-dir``), so a notebook that
@@ -443,6 +320,32 @@ def _parameters(profile_name: str, profile: dict, declared: dict, out_dir: Path)
     if "reports_dir" in declared:
         params["reports_dir"] = _project_relative(out_dir)
     return params
+
+
+# Parameters that name where a stage's report goes, not what the stage computes.
+_REPORT_ONLY = ("profile", "reports_dir")
+
+
+def run_dir_of(profile_name: str, profile: Mapping[str, Any]) -> Path:
+    """The profile's run directory (``run_dir``, by default ``runs/<profile>``)."""
+    return resolve_path(str(profile.get("run_dir") or f"runs/{profile_name}"))
+
+
+def record_stage(run_dir: Path, stage: str, params: Mapping[str, Any]) -> None:
+    """Note in the run directory that ``stage`` succeeded, and with which parameters."""
+    computed = {k: v for k, v in params.items() if k not in _REPORT_ONLY}
+    atomic_write_json(RunDir(run_dir).stage_record(stage), {"stage": stage, "finished": _now(), "parameters": _sorted_tree(computed)})
+
+
+def stage_is_current(run_dir: Path, stage: str, params: Mapping[str, Any]) -> bool:
+    """Did ``stage`` last succeed in ``run_dir`` with these parameters (its artifacts are then
+    what running it again would write)?"""
+    try:
+        record = _read_json_object(RunDir(run_dir).stage_record(stage))
+    except ArtifactError:
+        return False
+    computed = {k: v for k, v in params.items() if k not in _REPORT_ONLY}
+    return record.get("parameters") == json.loads(json.dumps(_sorted_tree(computed)))
 
 
 def _project_relative(path: Path) -> str:
@@ -498,7 +401,7 @@ def _run_one(
     return entry
 
 
-def _inspect(stages: list[Path]) -> dict[str, dict]:
+def inspect_stages(stages: list[Path]) -> dict[str, dict]:
     """Each stage's declared parameters, so a bad profile fails before any kernel starts."""
     import papermill as pm
 
@@ -522,36 +425,47 @@ def run_report(
     only: list[str] | None = None,
     log: Callable[[str], Any] = print,
     logs_dir: str | os.PathLike | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    report_name: str | None = None,
 ) -> int:
     """Execute the profile's stages in order; return 0 if every executed stage succeeded, else 1.
 
     Each stage's log (papermill's progress and records, the cells' printed output, the warnings
     held back from the page) goes to ``<logs_dir>/<stage>.log``, by default the profile's
-    ``run_dir``'s ``logs/`` folder. ``metrics.json`` receives the run's provenance first.
+    ``run_dir``'s ``logs/`` folder. ``metrics.json`` receives the run's provenance first. Each
+    stage that succeeds is noted, with its parameters, in the run directory it was given
+    (``run_dir``; ``RunDir.stage_record``), so a later run can tell whether its artifacts are current.
+
+    ``overrides`` are profile values that win over the file's (one point of a sweep); they are
+    checked against the notebooks like the file's own. The report goes to
+    ``<reports_root>/<report_name>``, by default ``<reports_root>/<profile>``.
 
     Problems that can be seen before any kernel starts (unknown profile or stage, a profile value
     of the wrong type, resuming past a stage that never succeeded) raise ``ValueError`` instead.
     """
     settings = load_profile(profile, params_dir)
     source = str(profile_path(profile, params_dir))
+    if overrides:
+        for key, value in overrides.items():
+            check_value(f"{source} (override)", key, value)
+        settings = {**settings, **overrides}
+        source += f" with {', '.join(f'{k}={v!r}' for k, v in overrides.items())}"
     stages = discover_stages(resolve_path(notebooks_dir))
     if not stages:
         raise ValueError(f"no NN_topic.ipynb notebooks in {resolve_path(notebooks_dir)}")
     names = [p.stem for p in stages]
-    declared = _inspect(stages)
+    declared = inspect_stages(stages)
     for message in check_profile_against_notebooks(settings, declared, source=source):
         warnings.warn(message, stacklevel=2)
         log(f"warning: {message}")
 
-    out_dir = resolve_path(reports_root) / profile
+    out_dir = resolve_path(reports_root) / (report_name or profile)
     out_dir.mkdir(parents=True, exist_ok=True)
     previous = _load_previous(out_dir / "status.json")
     if from_stage is not None:
         _check_resumable(names, from_stage, previous, profile)
     selected = _select(names, from_stage, only)
-    if logs_dir is None:
-        logs_dir = Path(str(settings.get("run_dir") or f"runs/{profile}")) / "logs"
-    logs = resolve_path(logs_dir)
+    logs = resolve_path(logs_dir) if logs_dir is not None else run_dir_of(profile, settings) / "logs"
     record_provenance(collect_provenance(profile, settings), out_dir)
 
     entries = {n: _carried_over(n, previous) if n not in selected else _status_entry(n, "pending") for n in names}
@@ -565,9 +479,11 @@ def run_report(
             continue
         entries[name] = _status_entry(name, "running", started=_now())
         write_status(out_dir, profile, list(entries.values()))
-        entries[name] = _run_one(path, out_dir, _parameters(profile, settings, declared[name], out_dir), kernel_name, log,
-                                 stages=names, log_path=logs / f"{name}.log")
+        params = stage_parameters(profile, settings, declared[name], out_dir)
+        entries[name] = _run_one(path, out_dir, params, kernel_name, log, stages=names, log_path=logs / f"{name}.log")
         failed = entries[name]["status"] == "failed"
+        if not failed and params.get("run_dir"):
+            record_stage(resolve_path(params["run_dir"]), name, params)
         refresh_navigation(out_dir, names)
         write_status(out_dir, profile, list(entries.values()))
     refresh_navigation(out_dir, names)

@@ -15,13 +15,15 @@ from goalrm_core.study.rms import BASELINE, GOAL_CONDITIONED, RMS
 from goalrm_core.tasks.toymath.pipeline import TEMPLATE
 
 
-def score_all(run_dir, rms, rm_seeds=(0,), batch_size: int = 64, max_len: int = 512, progress: bool = True) -> dict:
-    """Dense scoring of every benchmark's generations by each RM and seed, with its own goal state."""
+def score_all(run_dir, rms, rm_seeds=(0,), batch_size: int = 64, max_len: int = 512, progress: bool = True,
+              goal_method: str = "mean_last") -> dict:
+    """Dense scoring of every benchmark's generations by each RM and seed, with its own goal state
+    (the one formed by ``goal_method``; the paper's is ``mean_last``)."""
     run = RunDir(run_dir)
     counts = {}
     for rm in rms:
         for seed in rm_seeds:
-            goal = require_artifact(run.goal_state(rm, seed), "notebooks/03_representations.ipynb")
+            goal = require_artifact(run.goal_state(rm, seed, goal_method), "notebooks/03_representations.ipynb")
             counts[run.model_name(rm, seed)] = eval_rm(  # writes run.eval(rm, seed): eval_root/<model folder name>
                 run.generations, run.model(rm, seed), run.eval_root,
                 benchmarks(run_dir), goal, template=TEMPLATE, batch_size=batch_size, max_len=max_len, progress=progress)
@@ -94,9 +96,10 @@ def evaluation_metrics(aurocs: pd.DataFrame, deltas: pd.DataFrame, partials: pd.
     for _, r in partials.iterrows():
         key = "partial_auroc" if r["signal"] == "partial reward" else "partial_auroc_q"
         out[r["rm"]][r["benchmark"]].setdefault(key, {})[f"{r['percentile']:.1f}"] = r["auroc"]
-    paper = filters[filters["setting"].str.startswith("paper")]
-    for _, r in paper.iterrows():
-        out[r["rm"]][r["benchmark"]]["filter"] = {k: r[k] for k in ("threshold", "accuracy", "accuracy_unfiltered", "generations_filtered_pct", "tokens_saved_pct", "p_value")}
+    keys = ("threshold", "accuracy", "accuracy_unfiltered", "generations_filtered_pct", "tokens_saved_pct", "p_value")
+    for prefix, name, extra in (("paper", "filter", ()), ("validation", "filter_validation", ("tokens_saved_ci_low", "tokens_saved_ci_high"))):
+        for _, r in filters[filters["setting"].str.startswith(prefix)].iterrows():
+            out[r["rm"]][r["benchmark"]][name] = {k: r[k] for k in keys + extra}
     return out
 
 

@@ -167,3 +167,34 @@ def q_trajectories(rows, first_error_tokens, n_each: int = 3, seed: int = 0, tit
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def sweep_curve(df: pd.DataFrame, key: str, title: str = ""):
+    """A metric against the values of one swept key (columns x, series, value, ci_low, ci_high), one
+    line per series with its 95% CI band; values that are not all numbers are categories, drawn as
+    points with error bars side by side."""
+    series = list(dict.fromkeys(df["series"]))
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in df["x"])
+    categories = list(dict.fromkeys(df["x"])) if not numeric else []
+    palette = sns.color_palette("deep", len(series))
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for i, name in enumerate(series):
+        g = df[df["series"] == name]
+        if numeric:
+            g = g.sort_values("x")
+            ax.plot(g["x"], g["value"], marker="o", ms=4, color=palette[i], label=name)
+            ax.fill_between(g["x"], g["ci_low"], g["ci_high"], color=palette[i], alpha=0.15)
+        else:
+            offset = (i - (len(series) - 1) / 2) * 0.8 / max(1, len(series))
+            xs = [categories.index(v) + offset for v in g["x"]]
+            ax.errorbar(xs, g["value"], yerr=[g["value"] - g["ci_low"], g["ci_high"] - g["value"]], fmt="o", ms=5,
+                        capsize=3, color=palette[i], label=name)
+    if not numeric:
+        ax.set_xticks(range(len(categories)), [str(c) for c in categories])
+    ax.axhline(0.5, ls="--", c="grey", lw=1)
+    ax.set_xlabel(key)
+    ax.set_ylabel("AUROC")
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    return fig

@@ -14,8 +14,11 @@ the paper recipes (:mod:`goalrm_core.recipes.paper`) build their training config
 from __future__ import annotations
 
 import dataclasses
+import fcntl
+import hashlib
 import json
 import os
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +26,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from goalrm_core.data.io import read_jsonl
+from goalrm_core.data.io import atomic_write_json, read_jsonl
 from goalrm_core.data.rundir import RunDir
 from goalrm_core.evaluation import metrics
 from goalrm_core.study.rms import STRATEGY as RM_STRATEGIES
@@ -114,6 +117,22 @@ class RMRecipe:
         run's seed) win over the recipe's."""
         return TrainRMConfig.from_dict({**self.flags(), **flags})
 
+    def check(self) -> None:
+        """Raise ``ValueError`` for a value the trainer cannot train with: an unknown choice, a
+        percentile outside [0, 1], a negative β, fewer than one sample or step. A sweep checks
+        every point this way before it runs any."""
+        self.config()  # the trainer's own checks: choices, batch sizes, ZeRO stage
+        for key in ("source_state_percentile", "goal_state_percentile"):
+            if not 0.0 <= getattr(self, key) <= 1.0:
+                raise ValueError(f"{key} must be in [0, 1], got {getattr(self, key)}")
+        if self.contrastive_beta < 0:
+            raise ValueError(f"contrastive_beta must be >= 0, got {self.contrastive_beta}")
+        for key in ("sim_samples", "unsim_samples"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
+        if self.rm_steps < 0:
+            raise ValueError(f"rm_steps must be >= 0 (0 = every epoch), got {self.rm_steps}")
+
 
 def rm_config(recipe: RMRecipe, run_dir, rm: str, seed: int, out_root=None, **overrides: Any) -> TrainRMConfig:
     """The config of one RM of the embedded task and one seed: initialised from the base policy,
@@ -128,30 +147,107 @@ def rm_config(recipe: RMRecipe, run_dir, rm: str, seed: int, out_root=None, **ov
     )
 
 
+# ------------------------------------------------------------------------ a store of trained RMs
+
+# Written last into a stored RM's folder: the RM is complete, and this is the config it was trained with.
+STORED_KEY = "rm_key.json"
+
+
+def _digest(path: str) -> str:
+    """sha256 of a local file, or of every file under a local folder (names and contents); the
+    string itself for anything else (a Hub name)."""
+    p = Path(path)
+    h = hashlib.sha256()
+    if p.is_file():
+        h.update(p.read_bytes())
+    elif p.is_dir():
+        for f in sorted(q for q in p.rglob("*") if q.is_file()):
+            h.update(f.relative_to(p).as_posix().encode() + b"\0" + f.read_bytes())
+    else:
+        h.update(f"not a local path: {path}".encode())
+    return h.hexdigest()
+
+
+def rm_key(cfg: TrainRMConfig) -> str:
+    """A short hash of what decides a trained RM: the config's training fields
+    (:meth:`TrainRMConfig.training_fields`, so not where it is saved nor, for a baseline, β), with
+    the backbone and the datasets by content rather than by path (a sweep point's data is a link).
+    """
+    fields = cfg.training_fields()
+    for key in ("pretrain", "dataset", "eval_dataset"):
+        if fields.get(key):
+            fields[key] = ",".join(_digest(part) for part in str(fields[key]).split(","))
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _link(link: Path, target: Path) -> None:
+    """``link`` -> ``target`` (relative, so the run folders can move together), replacing what was there."""
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink() or link.is_file():
+        link.unlink()
+    elif link.is_dir():
+        shutil.rmtree(link)
+    link.symlink_to(os.path.relpath(target, link.parent))
+
+
+def _from_store(cfg: TrainRMConfig, store: Path, train) -> tuple[TrainRMConfig, bool]:
+    """The stored RM of ``cfg`` (training it into the store first if it is not there) and whether it
+    was already there. Another process training the same RM holds its lock until it is done; the
+    leftovers of a killed training (a folder without its key file) are removed and trained again."""
+    key = rm_key(cfg)
+    stored = store / key
+    stored_cfg = dataclasses.replace(cfg, save_path=str(stored), metrics_path=str(stored) + ".metrics.jsonl", ckpt_path="")
+    store.mkdir(parents=True, exist_ok=True)
+    with open(store / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (stored / STORED_KEY).exists():
+            return stored_cfg, True
+        for leftover in (stored, Path(str(stored) + ".checkpoints")):
+            shutil.rmtree(leftover, ignore_errors=True)
+        train(stored_cfg, Path(str(stored) + ".log"))
+        atomic_write_json(stored / STORED_KEY, {"key": key, "training_fields": cfg.training_fields()})
+    return stored_cfg, False
+
+
 def train_rms(run_dir, rms: Sequence[str], seeds: Sequence[int], recipe: RMRecipe, num_processes: int = 1, parallel: int = 1,
-              out_root=None, **overrides: Any) -> pd.DataFrame:
+              out_root=None, store=None, **overrides: Any) -> pd.DataFrame:
     """Train every RM for every seed in a subprocess (DeepSpeed never runs in the kernel); returns
     one row per run from its train_summary.json.
 
     ``parallel`` > 1 runs that many trainings at once, each with cores // parallel threads: tiny
     models use one core poorly at a time, so independent runs side by side finish sooner. Their
-    live output is then one line per finished run; the full logs are in ``logs/``."""
+    live output is then one line per finished run; the full logs are in ``logs/``.
+
+    ``store`` (a folder, e.g. ``RunDir.rm_store``) keeps every RM by :func:`rm_key`: an RM whose
+    training config and inputs are already there is not trained again. The run's model folder, its
+    metrics and its log then link to the stored ones, and the row says ``reused``."""
     if parallel < 1:
         raise ValueError(f"parallel must be >= 1, got {parallel}")
     jobs = [(rm, seed) for rm in rms for seed in seeds]
     threads = max(1, (os.cpu_count() or 1) // (parallel * num_processes))
 
+    def run_training(cfg: TrainRMConfig, log: Path, desc: str) -> None:
+        quiet = {"show": (lambda *_: None)} if parallel > 1 else {}
+        env = {"OMP_NUM_THREADS": str(threads)} if parallel > 1 else None
+        run_streaming(train_command(cfg, num_processes=num_processes), log, desc=desc, env=env, **quiet)
+
     def train(job):
         rm, seed = job
         cfg = rm_config(recipe, run_dir, rm, seed, out_root, **overrides)
         log = Path(cfg.save_path + ".log") if out_root is not None else RunDir(run_dir).training_log(rm, seed)
-        quiet = {"show": (lambda *_: None)} if parallel > 1 else {}
-        env = {"OMP_NUM_THREADS": str(threads)} if parallel > 1 else None
-        run_streaming(train_command(cfg, num_processes=num_processes), log, desc=f"{rm} seed {seed}", env=env, **quiet)
+        reused = False
+        if store is None:
+            run_training(cfg, log, f"{rm} seed {seed}")
+        else:
+            stored, reused = _from_store(cfg, Path(store), lambda c, lg: run_training(c, lg, f"{rm} seed {seed}"))
+            _link(Path(cfg.save_path), Path(stored.save_path))
+            _link(Path(cfg.metrics_path or cfg.save_path + ".metrics.jsonl"), Path(stored.metrics_path))
+            _link(log, Path(stored.save_path + ".log"))
         summary = json.loads((Path(cfg.save_path) / "train_summary.json").read_text())
-        if parallel > 1:
-            print(f"{rm} seed {seed}: {summary.get('steps')} steps, held-out accuracy {summary.get('eval_accuracy', float('nan')):.3f}", flush=True)
-        return {"rm": rm, "seed": seed, **summary}
+        if parallel > 1 or reused:
+            done = "reused from the store" if reused else f"{summary.get('steps')} steps"
+            print(f"{rm} seed {seed}: {done}, held-out accuracy {summary.get('eval_accuracy', float('nan')):.3f}", flush=True)
+        return {"rm": rm, "seed": seed, **summary, **({"reused": reused} if store is not None else {})}
 
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         rows = list(pool.map(train, jobs))

@@ -38,6 +38,16 @@ SEED_FLAGS = (
 )
 
 
+# Fields that say where a run's files go or who watches it: two configs that differ only here train
+# the same RM (see :meth:`TrainRMConfig.training_fields`).
+OUTPUT_FIELDS = ("save_path", "ckpt_path", "metrics_path", "use_wandb", "wandb_project", "wandb_group", "wandb_org",
+                 "use_tensorboard", "s3_save_path", "local_rank")
+# Fields only the contrastive term reads: a vanilla RM's weights do not depend on them (nor does its
+# random state: the vanilla objective never draws from the contrastive sampler).
+CONTRASTIVE_FIELDS = ("contrastive_loss", "contrastive_strategy", "contrastive_loss_beta", "sim_samples", "unsim_samples",
+                      "source_state_percentile", "goal_state_percentile", "contrastive_window", "contrastive_pairs")
+
+
 def _help(text: str, default: Any, **meta: Any) -> Any:
     """A dataclass field with help text, and optional argparse ``choices``/``required`` or, for a
     number, its valid ``range`` (a :class:`goalrm_core.cli.Range`, checked before any work)."""
@@ -150,6 +160,21 @@ class TrainRMConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+    def training_fields(self) -> dict:
+        """The fields that decide what is trained: every field but the output ones
+        (:data:`OUTPUT_FIELDS`) and, for a vanilla RM, the contrastive ones (:data:`CONTRASTIVE_FIELDS`).
+        Two configs with equal training fields (and equal input files) train the same RM.
+
+        >>> a, b = (TrainRMConfig(pretrain="p", save_path=path, contrastive_loss_beta=beta) for path, beta in (("a", 0.1), ("b", 1.0)))
+        >>> a.training_fields() == b.training_fields()
+        True
+        >>> a, b = (TrainRMConfig(pretrain="p", contrastive_loss=True, contrastive_loss_beta=beta) for beta in (0.1, 1.0))
+        >>> a.training_fields() == b.training_fields()
+        False
+        """
+        skip = set(OUTPUT_FIELDS) | (set() if self.contrastive else set(CONTRASTIVE_FIELDS))
+        return {k: v for k, v in self.to_dict().items() if k not in skip}
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> "TrainRMConfig":

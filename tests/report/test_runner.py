@@ -308,3 +308,26 @@ def test_executed_notebooks_record_project_relative_paths(tmp_path):
     meta = json.loads(nb.read_text())["metadata"]["papermill"]
     assert meta == {"input_path": "notebooks/01_data.ipynb", "output_path": "reports/demo/01_data.ipynb"}
     assert _project_relative(tmp_path / "elsewhere") == str(tmp_path / "elsewhere")  # outside: as it is
+
+
+def test_overrides_a_report_name_and_stage_records(tmp_path):
+    """What a sweep point needs from the runner: profile values that win over the file's, a report
+    folder of its own, and a note in the run directory of what each stage succeeded with."""
+    from goalrm_core.report.runner import stage_is_current
+
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    _notebook(nbs / "01_alpha.ipynb", 'profile = "demo"\nreports_dir = "reports/demo"\nrun_dir = "runs/demo"\nlr = 0.5',
+              'record_metrics("alpha", {"lr": lr}, reports_dir)')
+    run = tmp_path / "run"
+    _write_profile(tmp_path / "params", "tiny", f"run_dir: {json.dumps(str(run))}\nlr: 1.0\n")
+    kwargs = dict(notebooks_dir=nbs, params_dir=tmp_path / "params", reports_root=tmp_path / "reports", kernel_name=KERNEL,
+                  logs_dir=tmp_path / "logs", log=lambda _: None)
+    assert run_report("tiny", overrides={"lr": 0.25}, report_name="tiny-sweep/p", **kwargs) == 0
+    metrics = json.loads((tmp_path / "reports" / "tiny-sweep" / "p" / "metrics.json").read_text())
+    assert metrics["alpha"] == {"lr": 0.25} and metrics["provenance"]["profile"]["parameters"]["lr"] == 0.25
+    assert not (tmp_path / "reports" / "tiny").exists()
+    assert stage_is_current(run, "01_alpha", {"profile": "x", "reports_dir": "elsewhere", "run_dir": str(run), "lr": 0.25})
+    assert not stage_is_current(run, "01_alpha", {"run_dir": str(run), "lr": 1.0})
+    with pytest.raises(ValueError, match=r"key 'lr' expects float .*got str"):
+        run_report("tiny", overrides={"lr": "fast"}, **kwargs)

@@ -15,12 +15,12 @@ from goalrm_core.data.rundir import RunDir
 from goalrm_core.model.reward_model import load_reward_model
 from goalrm_core.report.profiles import available_profiles, load_profile, resolve_path
 from goalrm_core.study import training as tr
-from goalrm_core.study.training import RMRecipe, rm_max_len
+from goalrm_core.study.training import RMRecipe, rm_key, rm_max_len
 from goalrm_core.train.config import TrainRMConfig
 
 NOTEBOOKS = resolve_path("notebooks")
 # Parameters of notebook 02 that are not about how one RM trains: where it runs, how many at once, which seeds.
-NOT_RECIPE_KEYS = {"profile", "run_dir", "reports_dir", "torch_threads", "rm_seeds", "rm_processes", "rm_parallel",
+NOT_RECIPE_KEYS = {"profile", "run_dir", "reports_dir", "torch_threads", "rm_seeds", "rm_processes", "rm_parallel", "rm_store",
                    "max_new_tokens"}  # max_new_tokens becomes max_len through rm_max_len
 
 
@@ -120,3 +120,49 @@ def test_train_rms_side_by_side_trains_every_rm_and_seed(tmp_path, tiny_policy_d
     assert set(curves["rm"]) == {"baseline", "goal-conditioned"} and set(curves["split"]) == {"train", "eval"}
     with pytest.raises(ValueError, match="parallel must be >= 1"):
         tr.train_rms(run, ["baseline"], [0], recipe, parallel=0)
+
+
+def test_rm_key_ignores_paths_and_a_baselines_contrastive_settings(tmp_path):
+    data = tmp_path / "pairs.jsonl"
+    data.write_text('{"question": "1 +1", "correct": "#2", "incorrect": "#3"}\n')
+    copy = tmp_path / "elsewhere" / "pairs.jsonl"
+    copy.parent.mkdir()
+    shutil.copy(data, copy)
+
+    def key(strategy, beta, dataset=data, save="a"):
+        return rm_key(RMRecipe(contrastive_beta=beta).config(pretrain="tiny", dataset=str(dataset), save_path=save,
+                                                             reward_model_strategy=strategy))
+
+    assert key("vanilla", 0.1) == key("vanilla", 1.0, dataset=copy, save="b")
+    assert key("contrastive", 0.1) != key("contrastive", 1.0)
+    assert key("contrastive", 0.1) == key("contrastive", 0.1, dataset=copy, save="b")
+    copy.write_text('{"question": "1 +1", "correct": "#2", "incorrect": "#4"}\n')
+    assert key("vanilla", 0.1) != key("vanilla", 0.1, dataset=copy)
+
+
+def test_an_rm_whose_config_did_not_change_is_not_trained_again(tmp_path, tiny_policy_dir):
+    """Two sweep points that differ in beta share the baseline: the second links to the first's."""
+    base = tmp_path / "base"
+    shutil.copytree(tiny_policy_dir, base / "data" / "policy")
+    pairs = [{"question": f"{a} +{b}", "correct": f"{a}+{b}={(a + b) % 10}\n#{(a + b) % 10}",
+              "incorrect": f"{a}+{b}={(a + b + 1) % 10}\n#{(a + b + 1) % 10}"} for a in range(1, 9) for b in range(1, 4)]
+    write_jsonl(base / "data" / "preference" / "train.jsonl", pairs[:20])
+    write_jsonl(base / "data" / "preference" / "eval.jsonl", pairs[20:])
+    store = RunDir(base).rm_store
+    runs = {}
+    for beta in (0.1, 1.0):
+        point = tmp_path / f"beta{beta}"
+        point.mkdir()
+        (point / "data").symlink_to(base / "data")
+        recipe = RMRecipe(rm_steps=2, rm_batch_size=4, rm_micro_batch_size=4, rm_eval_steps=-1, rm_zero_stage=0, max_len=64,
+                          max_epochs=10, sim_samples=2, unsim_samples=2, logging_steps=5, contrastive_beta=beta)
+        runs[beta] = tr.train_rms(point, ["baseline", "goal-conditioned"], [0], recipe, store=store).set_index("rm")
+    assert not runs[0.1]["reused"].any()
+    assert runs[1.0].loc["baseline", "reused"] and not runs[1.0].loc["goal-conditioned", "reused"]
+    first, second = (RunDir(tmp_path / f"beta{b}") for b in (0.1, 1.0))
+    assert second.model("baseline").resolve() == first.model("baseline").resolve()
+    assert second.model("goal-conditioned").resolve() != first.model("goal-conditioned").resolve()
+    for run in (first, second):  # what notebooks 02-04 read is where they read it
+        assert (run.model("baseline") / "goalrm.json").exists()
+        assert Path(str(run.model("goal-conditioned")) + ".metrics.jsonl").exists() and run.training_log("baseline").exists()
+    assert len([p for p in store.iterdir() if p.is_dir() and not p.name.endswith(".checkpoints")]) == 3

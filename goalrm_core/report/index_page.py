@@ -1,0 +1,137 @@
+"""A profile report's ``index.html``: the length gate, the result sections (``frontpage``), the stage
+table with links and failures, every metric and the provenance, in one self-contained page."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+from goalrm_core.report.frontpage import result_sections
+from goalrm_core.report.provenance import PROVENANCE_KEY, provenance_html
+
+TIMINGS_KEY = "timings"
+
+
+def _flatten(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    if isinstance(obj, Mapping):
+        rows = []
+        for key, value in obj.items():
+            rows.extend(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+        return rows
+    return [(prefix, obj)]
+
+
+PAGE_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 64rem;
+       padding: 0 1rem; color: #222; line-height: 1.45; }
+h1 { font-size: 1.6rem; margin-bottom: .2rem; } h2 { font-size: 1.2rem; margin-top: 2rem; }
+.meta { color: #666; margin-top: 0; }
+table { border-collapse: collapse; width: 100%; font-size: .92rem; }
+th, td { text-align: left; padding: .35rem .6rem; border-bottom: 1px solid #e3e3e3; vertical-align: top; }
+th { background: #f5f5f5; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.status { font-weight: 600; padding: .1rem .45rem; border-radius: .3rem; white-space: nowrap; }
+.ok { background: #e3f5e6; color: #1b6b2c; } .kept { background: #e6eefb; color: #27508f; }
+.failed { background: #fbe4e4; color: #9b1c1c; } .not-run, .pending { background: #eee; color: #666; }
+.running { background: #fff4d6; color: #8a5a00; }
+.error { font-family: ui-monospace, monospace; font-size: .85rem; color: #9b1c1c; white-space: pre-wrap; }
+img { max-width: 100%; } details summary { cursor: pointer; color: #27508f; margin: .4rem 0; }
+"""
+
+
+def _format_value(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, dict)):
+        text = json.dumps(value)
+        return text if len(text) <= 80 else text[:77] + "..."
+    return "null" if value is None else str(value)
+
+
+def _stage_row(stage: dict, out_dir: Path) -> str:
+    e = html.escape
+    name = e(stage["name"])
+    link = stage.get("html")
+    cell = f'<a href="{e(link)}">{name}</a>' if link and (out_dir / link).exists() else name
+    status = stage["status"]
+    duration = stage.get("duration_s")
+    shown = f"{duration:.1f} s" if isinstance(duration, (int, float)) else ""
+    error = stage.get("error") or {}
+    excerpt = ""
+    if error:
+        where = f" (cell {error['cell_index']})" if error.get("cell_index") is not None else ""
+        message = f"{error.get('ename', '')}: {error.get('evalue', '')}"
+        excerpt = message if len(message) <= 400 else message[:397] + "..."
+        excerpt += where
+    return (
+        f"<tr><td>{cell}</td><td><span class=\"status {e(status.replace(' ', '-'))}\">{e(status)}</span></td>"
+        f"<td class=\"num\">{e(shown)}</td><td>{e(stage.get('started') or '')}</td>"
+        f"<td class=\"error\">{e(excerpt)}</td></tr>"
+    )
+
+
+def _gate(metrics: Mapping[str, Any]) -> str:
+    """The evaluation's length gate (recorded by notebook 04), first on the page; empty before it ran."""
+    gate = metrics.get("evaluation", {}).get("gate") if isinstance(metrics.get("evaluation"), Mapping) else None
+    if not isinstance(gate, Mapping):
+        return ""
+    return gate_html(dict(gate))
+
+
+def gate_html(gate: dict) -> str:
+    """The gate as a coloured notice (green: both RMs above length-only; red: the later tables measure noise)."""
+    def ci(v):
+        return f"{v['auroc']:.2f} [{v['ci_low']:.2f}, {v['ci_high']:.2f}]"
+
+    rms = [k for k in gate if k not in ("benchmark", "passed", "length_only")]
+    scores = "; ".join(f"{rm} {ci(gate[rm])}" for rm in rms)
+    if gate["passed"]:
+        colour, border, head = "#e8f5e9", "#2e7d32", "Both reward models beat the length-only scorer"
+        tail = "The comparisons below measure what the RMs learned beyond response length."
+    else:
+        colour, border, head = "#ffebee", "#c62828", "Not every reward model beats the length-only scorer"
+        tail = ("The later tables compare RMs that know less than a character count: they measure noise, "
+                "not the method. Read them as a test of the software only.")
+    return (f'<div style="background:{colour};border-left:6px solid {border};padding:0.6em 1em;margin:0.6em 0">'
+            f'<b>{head}</b> on {gate["benchmark"]} (AUROC, 95% CI): {scores}; length only {ci(gate["length_only"])}. '
+            f'{tail}</div>')
+
+
+def render_index(profile: str, generated: str, stages: list[dict], metrics: Mapping[str, Any], out_dir: Path) -> str:
+    """A self-contained page, in reading order: the length gate, a summary generated from the numbers,
+    the key figures and tables (``frontpage``), the stage table with links and failures, then every
+    metric in a collapsible section."""
+    e = html.escape
+    stage_rows = "\n".join(_stage_row(s, out_dir) for s in stages)
+    rows = _flatten({k: v for k, v in metrics.items() if k not in (TIMINGS_KEY, PROVENANCE_KEY)})
+    metric_rows = "\n".join(
+        f'<tr><td>{e(k)}</td><td class="num">{e(_format_value(v))}</td></tr>' for k, v in rows
+    )
+    if rows:
+        metrics_html = (f"<details><summary>All metrics ({len(rows)}; full precision in metrics.json)</summary>\n"
+                        f"<table><tr><th>metric</th><th>value</th></tr>\n{metric_rows}\n</table></details>")
+    else:
+        metrics_html = "<p class=\"meta\">No metrics recorded yet.</p>"
+    try:
+        results = result_sections(metrics)
+    except Exception as exc:  # a page must render even when a section cannot: say so, keep the rest
+        results = f'<p class="error">The result sections could not be drawn: {e(type(exc).__name__)}: {e(str(exc))}</p>'
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>goalrm report: {e(profile)}</title>
+<style>{PAGE_CSS}</style></head>
+<body>
+<h1>Goal-conditioned reward models: profile {e(profile)}</h1>
+<p class="meta">Generated {e(generated)}</p>
+{_gate(metrics)}
+{results}
+<h2>Stages</h2>
+<table><tr><th>stage</th><th>status</th><th>duration</th><th>started</th><th>error</th></tr>
+{stage_rows}
+</table>
+<h2>All metrics</h2>
+{metrics_html}
+{provenance_html(metrics)}
+</body></html>
+"""

@@ -1,0 +1,534 @@
+"""``goalrm sweep``: a profile's stages once per point of a parameter grid, and one page comparing the points.
+
+    goalrm sweep --profile demo --grid contrastive_beta=0,0.1,0.5,1 --grid goal_state_percentile=0,0.5
+    goalrm sweep --spec ablations        # params/ablations.yaml: the paper's ablations, one key at a time
+
+Repeated ``--grid`` flags form a Cartesian product; ``--one-at-a-time`` varies each key alone around
+the base profile instead (plus the base point itself). With ``<sweep>`` = ``<profile>-sweep-<name>``::
+
+    runs/<profile>/                    the base profile's run: the stages before --stages (01 by default)
+                                       run here once, and only when their parameters changed
+    runs/<profile>/rm-store/<key>/     every RM a sweep trained, by the hash of its training config: an RM
+                                       whose config did not change (a baseline, when β is swept) trains once
+    runs/<sweep>/<point>/              one run directory per point; data/ links to the base run's
+    reports/<sweep>/<point>/           the point's own report; point.json, written last, marks it complete
+    reports/<sweep>/index.html         the comparison page (``sweep_page``); sweep.json: the plan
+
+A point whose ``point.json`` is there (with the same overrides) is skipped, so an interrupted sweep
+resumes where it stopped. Everything that can be checked before a kernel starts is: a grid key no
+selected notebook declares, a key a shared stage reads, a value of the wrong type or outside what the
+trainer accepts are errors before any stage runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import difflib
+import functools
+import itertools
+import json
+import math
+import multiprocessing
+import os
+import re
+import sys
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import yaml
+
+from goalrm_core.cli import positive_int, run_command
+from goalrm_core.data.io import ArtifactError, atomic_write_json
+from goalrm_core.data.rundir import STAGE_FOLDERS, RunDir
+from goalrm_core.inference.goal_state import GOAL_METHODS
+from goalrm_core.report.profiles import (check_profile_against_notebooks, declared_type, load_profile, resolve_path,
+                                         sweep_spec_path)
+from goalrm_core.report.provenance import _now
+from goalrm_core.report.runner import (discover_stages, inspect_stages, match_stage, run_dir_of, run_report, stage_is_current,
+                                       stage_parameters)
+from goalrm_core.report.sweep_page import PLAN_FILE, POINT_MANIFEST, format_value, write_comparison
+from goalrm_core.study.training import RMRecipe
+
+# Keys the sweep sets itself for every point: a grid or --set may not.
+SET_BY_SWEEP = ("profile", "run_dir", "reports_dir", "rm_store")
+BASE_POINT = "base"
+SPEC_KEYS = ("profile", "name", "grid", "one_at_a_time", "stages", "seeds", "set")
+
+
+# ------------------------------------------------------------------------------- values and names
+
+
+def parse_value(text: str) -> Any:
+    """A grid value from the command line: an int, a finite float, true/false, null, else the text.
+
+    >>> [parse_value(t) for t in ("0", "0.1", "1e-5", "true", "cosine_avg")]
+    [0, 0.1, 1e-05, True, 'cosine_avg']
+    """
+    t = text.strip()
+    for convert in (int, float):
+        try:
+            value = convert(t)
+        except ValueError:
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"grid value {text!r} is not a finite number")
+        return value
+    if t.lower() in ("true", "false"):
+        return t.lower() == "true"
+    if t.lower() in ("null", "none"):
+        return None
+    return t
+
+
+def parse_grid_flag(flag: str) -> tuple[str, list]:
+    """``"contrastive_beta=0,0.1"`` -> ``("contrastive_beta", [0, 0.1])``."""
+    key, sep, values = flag.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ValueError(f"--grid {flag!r}: expected KEY=VALUE[,VALUE...]")
+    parts = [v for v in values.split(",")]
+    if not values.strip() or any(not v.strip() for v in parts):
+        raise ValueError(f"--grid {flag!r}: empty value")
+    return key, [parse_value(v) for v in parts]
+
+
+def point_name(values: Mapping[str, Any]) -> str:
+    """The folder name of a point: its overrides, ``key=value`` joined by ``__`` (``base`` for none)."""
+    if not values:
+        return BASE_POINT
+    return "__".join(f"{k}={re.sub(r'[^A-Za-z0-9._+-]', '-', format_value(v))}" for k, v in values.items())
+
+
+def parse_stages(text: str, names: list[str]) -> list[str]:
+    """``"02-04"``, ``"02,03"`` or ``"03"`` -> the stage names, in order; they must be contiguous."""
+    chosen: set[str] = set()
+    for part in text.split(","):
+        first, sep, last = part.partition("-")
+        lo = names.index(match_stage(first, names))
+        hi = names.index(match_stage(last, names)) if sep else lo
+        if hi < lo:
+            raise ValueError(f"--stages {text!r}: {names[lo]} comes after {names[hi]}")
+        chosen.update(names[lo:hi + 1])
+    ordered = [n for n in names if n in chosen]
+    span = names[names.index(ordered[0]):names.index(ordered[-1]) + 1]
+    if ordered != span:
+        raise ValueError(f"--stages {text!r} skips {', '.join(sorted(set(span) - chosen))}: a point runs contiguous stages")
+    return ordered
+
+
+# ------------------------------------------------------------------------------------------ plan
+
+
+@dataclass(frozen=True)
+class Point:
+    """One grid point: its name (its folder) and the values of the swept keys it sets."""
+
+    name: str
+    values: dict
+
+
+@dataclass
+class SweepPlan:
+    """Everything a sweep will do, checked: built by :func:`plan_sweep`, recorded as ``sweep.json``."""
+
+    profile: str
+    name: str
+    grid: dict[str, list]
+    one_at_a_time: bool
+    stages: list[str]
+    shared: list[str]
+    common: dict
+    base_values: dict
+    points: list[Point]
+    settings: dict = field(repr=False)
+    declared: dict = field(repr=False)
+    notebooks_dir: Path = Path("notebooks")
+    params_dir: Path = Path("params")
+    reports_root: Path = Path("reports")
+    kernel_name: str = "goalrm"
+
+    @property
+    def title(self) -> str:
+        return f"{self.profile}-sweep-{self.name}"
+
+    @property
+    def report_dir(self) -> Path:
+        return self.reports_root / self.title
+
+    @property
+    def base_run(self) -> Path:
+        return run_dir_of(self.profile, self.settings)
+
+    @property
+    def run_root(self) -> Path:
+        return self.base_run.parent / self.title
+
+    @property
+    def default_point(self) -> str | None:
+        """The point at the base profile's values of every swept key, if the grid has one."""
+        for p in self.points:
+            if all(_same(p.values.get(k, self.base_values[k]), self.base_values[k]) for k in self.grid):
+                return p.name
+        return None
+
+    def overrides(self, point: Point) -> dict:
+        """What the point's report runs with on top of the base profile."""
+        return {**self.common, **point.values, "run_dir": _shown_path(self.run_root / point.name),
+                "rm_store": _shown_path(RunDir(self.base_run).rm_store)}
+
+    def record(self) -> dict:
+        """``sweep.json``: what the comparison page needs, without the machine's paths."""
+        return {"profile": self.profile, "name": self.name, "grid": self.grid, "one_at_a_time": self.one_at_a_time,
+                "stages": self.stages, "shared": self.shared, "common": self.common, "base_values": self.base_values,
+                "default_point": self.default_point,
+                "points": [{"name": p.name, "values": p.values} for p in self.points]}
+
+
+def _same(a: Any, b: Any) -> bool:
+    return json.dumps(a) == json.dumps(b) or (isinstance(a, (int, float)) and isinstance(b, (int, float))
+                                                and not isinstance(a, bool) and not isinstance(b, bool) and float(a) == float(b))
+
+
+def _shown_path(path: Path) -> str:
+    """``path`` relative to the project when inside it (so reports name no machine folder)."""
+    try:
+        return str(Path(path).resolve().relative_to(resolve_path(".").resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _default_of(key: str, declared: Mapping[str, Mapping], stages: Sequence[str]) -> Any:
+    """The notebook default of ``key`` (the first selected stage declaring it)."""
+    for stage in stages:
+        if key in declared[stage]:
+            try:
+                return ast.literal_eval(str(declared[stage][key].get("default")))
+            except (ValueError, SyntaxError):
+                return None
+    return None
+
+
+def _check_key(key: str, declared: Mapping[str, Mapping], stages: list[str], shared: list[str], what: str) -> None:
+    if key in SET_BY_SWEEP:
+        raise ValueError(f"{what} key {key!r} is set by the sweep itself for every point")
+    users = [nb for nb, params in declared.items() if key in params]
+    if not users:
+        known = sorted({k for params in declared.values() for k in params} - set(SET_BY_SWEEP))
+        close = difflib.get_close_matches(key, known, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise ValueError(f"{what} key {key!r} is not a parameter of any notebook{hint}")
+    read_by_shared = [nb for nb in users if nb in shared]
+    if read_by_shared:
+        raise ValueError(f"{what} key {key!r} is read by {', '.join(read_by_shared)}, which the sweep shares from the base "
+                         f"run ({', '.join(shared)}): it cannot differ between points; put that stage in --stages")
+    if not set(users) & set(stages):
+        raise ValueError(f"{what} key {key!r} is read only by {', '.join(users)}, which --stages {'-'.join([stages[0], stages[-1]])} does not run")
+
+
+def _coerce(key: str, value: Any, declared: Mapping[str, Mapping], stages: Sequence[str]) -> Any:
+    """An int where the notebooks declare a float becomes that float (``0`` -> ``0.0``)."""
+    for stage in stages:
+        if key in declared[stage] and declared_type(declared[stage][key]) is float and isinstance(value, int) \
+                and not isinstance(value, bool):
+            return float(value)
+    return value
+
+
+def check_point(settings: Mapping[str, Any], declared: Mapping[str, Mapping], source: str) -> None:
+    """Everything about one point's parameters that can fail before a kernel starts: the types the
+    notebooks declare, the trainer's choices and ranges, the goal-state method."""
+    check_profile_against_notebooks(settings, declared, source=source)
+    try:
+        RMRecipe.from_profile(settings).check()
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{source}: {e}") from None
+    method = settings.get("goal_method")
+    if method is not None and method not in GOAL_METHODS:
+        raise ValueError(f"{source}: unknown goal_method {method!r}; valid: {', '.join(GOAL_METHODS)}")
+
+
+def plan_sweep(
+    profile: str,
+    grid: Mapping[str, Sequence[Any]],
+    *,
+    one_at_a_time: bool = False,
+    stages: str = "02-04",
+    seeds: Sequence[int] | None = None,
+    common: Mapping[str, Any] | None = None,
+    name: str | None = None,
+    notebooks_dir: str | os.PathLike = "notebooks",
+    params_dir: str | os.PathLike = "params",
+    reports_root: str | os.PathLike = "reports",
+    kernel_name: str = "goalrm",
+) -> SweepPlan:
+    """Check a sweep and list its points; raises ``ValueError`` (nothing has run) on a bad key or value.
+
+    ``common`` holds profile values that every point changes alike (``--set``, ``seeds`` as
+    ``rm_seeds``); ``name`` defaults to the swept keys.
+    """
+    if not grid:
+        raise ValueError("a sweep needs at least one --grid KEY=VALUE[,VALUE...]")
+    settings = load_profile(profile, params_dir)
+    if not settings.get("run_dir"):
+        raise ValueError(f"profile {profile!r} sets no run_dir: a sweep shares the base run's data and needs to know where it is")
+    paths = discover_stages(resolve_path(notebooks_dir))
+    if not paths:
+        raise ValueError(f"no NN_topic.ipynb notebooks in {resolve_path(notebooks_dir)}")
+    names = [p.stem for p in paths]
+    declared = inspect_stages(paths)
+    selected = parse_stages(stages, names)
+    shared = names[:names.index(selected[0])]
+    for stage in shared:
+        if stage[:2] not in STAGE_FOLDERS:
+            raise ValueError(f"stage {stage} cannot be shared between points (no run-directory folders are known for it): "
+                             "include it in --stages")
+
+    common = dict(common or {})
+    if seeds is not None:
+        if not seeds:
+            raise ValueError("--seeds: give at least one seed")
+        common["rm_seeds"] = [int(s) for s in seeds]
+    for key in common:
+        _check_key(key, declared, selected, shared, "--set")
+    grid = {key: list(values) for key, values in grid.items()}
+    for key, values in grid.items():
+        _check_key(key, declared, selected, shared, "grid")
+        if key in common:
+            raise ValueError(f"key {key!r} is both swept and set for every point")
+        if not values:
+            raise ValueError(f"grid key {key!r} has no values")
+        grid[key] = [_coerce(key, v, declared, selected) for v in values]
+        if len({json.dumps(v) for v in grid[key]}) < len(values):
+            raise ValueError(f"grid key {key!r} repeats a value: {values}")
+    common = {k: _coerce(k, v, declared, selected) for k, v in common.items()}
+    base_values = {k: settings[k] if k in settings else _default_of(k, declared, selected) for k in grid}
+
+    if one_at_a_time:
+        values_list = [{}] + [{k: v} for k, vs in grid.items() for v in vs if not _same(v, base_values[k])]
+    else:
+        values_list = [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())]
+    points = [Point(point_name(v), v) for v in values_list]
+    if len({p.name for p in points}) < len(points):
+        raise ValueError("two grid points would share a folder name: make the values differ in more than punctuation")
+
+    plan = SweepPlan(profile=profile, name=name or "-".join(grid), grid=grid, one_at_a_time=one_at_a_time, stages=selected,
+                     shared=shared, common=common, base_values=base_values, points=points, settings=settings,
+                     declared=declared, notebooks_dir=resolve_path(notebooks_dir), params_dir=resolve_path(params_dir),
+                     reports_root=resolve_path(reports_root), kernel_name=kernel_name)
+    if not re.fullmatch(r"[A-Za-z0-9._+=-]+", plan.name):
+        raise ValueError(f"sweep name {plan.name!r}: use letters, digits and . _ + = - only")
+    for p in points:
+        check_point({**settings, **plan.overrides(p)}, declared, source=f"{profile} sweep point {p.name}")
+    return plan
+
+
+# ------------------------------------------------------------------------------------------- run
+
+
+def _stale_shared_stages(plan: SweepPlan) -> list[str]:
+    """The shared stages whose record in the base run does not match the base profile (to run)."""
+    return [s for s in plan.shared
+            if not stage_is_current(plan.base_run, s, stage_parameters(plan.profile, plan.settings, plan.declared[s], plan.report_dir))]
+
+
+def _link_shared(plan: SweepPlan, run: Path) -> None:
+    """The point's run directory, with the shared stages' folders linked to the base run's."""
+    run.mkdir(parents=True, exist_ok=True)
+    for stage in plan.shared:
+        for folder in STAGE_FOLDERS[stage[:2]]:
+            link, target = run / folder, plan.base_run / folder
+            if link.is_symlink() and link.resolve() == target.resolve():
+                continue
+            if link.is_symlink() or link.exists():
+                raise ArtifactError(f"{link} exists and is not a link to the base run's {folder}/: remove it to share the base's")
+            link.symlink_to(os.path.relpath(target, run))
+
+
+def point_complete(plan: SweepPlan, point: Point) -> bool:
+    """The point's manifest is there and records the overrides and stages it would run with now."""
+    try:
+        manifest = json.loads((plan.report_dir / point.name / POINT_MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return False
+    if not isinstance(manifest, dict):
+        return False
+    expected = json.loads(json.dumps({"overrides": plan.overrides(point), "stages": plan.stages}))
+    return {k: manifest.get(k) for k in expected} == expected
+
+
+def _run_point(job: dict) -> int:
+    """One point's report (a top-level function, so a process pool can run it)."""
+    say = _prefixed(job["point"])
+    code = run_report(job["profile"], notebooks_dir=job["notebooks_dir"], params_dir=job["params_dir"],
+                      reports_root=job["reports_root"], kernel_name=job["kernel_name"], only=job["stages"], log=say,
+                      overrides=job["overrides"], report_name=job["report_name"])
+    if code == 0:
+        atomic_write_json(Path(job["reports_root"]) / job["report_name"] / POINT_MANIFEST,
+                          {"point": job["point"], "values": job["values"], "overrides": job["overrides"],
+                           "stages": job["stages"], "finished": _now()})
+    return code
+
+
+def _prefixed(point: str) -> Callable[[str], None]:
+    return lambda message: print(f"[{point}] {message}", flush=True)
+
+
+def run_sweep(plan: SweepPlan, jobs: int = 1, log: Callable[[str], Any] | None = None, report_links: bool = True) -> int:
+    """Run the shared stages if they are not current, then every incomplete point (``jobs`` at a
+    time, each in its own process when ``jobs`` > 1), then write the comparison page. Returns 0
+    when every point is complete, else 1."""
+    if jobs < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs}")
+    log = log or functools.partial(print, flush=True)
+    plan.report_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(plan.report_dir / PLAN_FILE, plan.record())
+    stale = _stale_shared_stages(plan)
+    if stale:
+        log(f"shared stage(s) {', '.join(stale)}: running once in {_shown_path(plan.base_run)}")
+        code = run_report(plan.profile, notebooks_dir=plan.notebooks_dir, params_dir=plan.params_dir, reports_root=plan.reports_root,
+                          kernel_name=plan.kernel_name, only=stale, log=_prefixed("shared"), report_name=f"{plan.title}/shared")
+        if code != 0:
+            log(f"the shared stages failed: see {plan.report_dir / 'shared' / 'index.html'}; no point was run")
+            write_comparison(plan.report_dir, report_links=report_links)
+            return 1
+    elif plan.shared:
+        log(f"shared stage(s) {', '.join(plan.shared)}: current in {_shown_path(plan.base_run)}")
+    held_out = RunDir(plan.base_run).preference_pairs("eval")
+    if held_out.exists():  # the comparison page's interval of a one-seed pair accuracy needs the count
+        with held_out.open(encoding="utf-8") as f:
+            n_eval = sum(1 for line in f if line.strip())
+        atomic_write_json(plan.report_dir / PLAN_FILE, {**plan.record(), "n_eval_pairs": n_eval})
+
+    todo = []
+    for p in plan.points:
+        if point_complete(plan, p):
+            log(f"[{p.name}] complete: skipped")
+            continue
+        (plan.report_dir / p.name / POINT_MANIFEST).unlink(missing_ok=True)
+        _link_shared(plan, plan.run_root / p.name)
+        todo.append({"point": p.name, "values": p.values, "profile": plan.profile, "overrides": plan.overrides(p),
+                     "notebooks_dir": str(plan.notebooks_dir), "params_dir": str(plan.params_dir),
+                     "reports_root": str(plan.reports_root), "kernel_name": plan.kernel_name, "stages": plan.stages,
+                     "report_name": f"{plan.title}/{p.name}"})
+    log(f"sweep {plan.title}: {len(plan.points)} point(s), {len(todo)} to run, stages {', '.join(plan.stages)}")
+    if jobs == 1 or len(todo) <= 1:
+        codes = []
+        for job in todo:
+            codes.append(_run_point(job))
+            write_comparison(plan.report_dir, report_links=report_links)
+    else:
+        # spawn: each point gets a fresh interpreter (papermill and the kernels are not fork-safe)
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {pool.submit(_run_point, job): i for i, job in enumerate(todo)}
+            codes = [1] * len(todo)
+            for future in as_completed(futures):
+                codes[futures[future]] = future.result()
+                write_comparison(plan.report_dir, report_links=report_links)
+    page = write_comparison(plan.report_dir, report_links=report_links)
+    failed = [job["point"] for job, code in zip(todo, codes) if code != 0]
+    if failed:
+        log(f"failed point(s): {', '.join(failed)} (their reports say why); run the same command again to retry them")
+    log(f"comparison: {page}")
+    return 1 if failed else 0
+
+
+# ------------------------------------------------------------------------------------ spec files
+
+
+def load_sweep_spec(name: str, params_dir: str | os.PathLike = "params") -> dict:
+    """A sweep spec (``params/<name>.yaml`` with a top-level ``sweep:`` mapping), keys checked."""
+    path = sweep_spec_path(name, params_dir)
+    spec = yaml.safe_load(path.read_text(encoding="utf-8"))["sweep"]
+    unknown = sorted(set(spec) - set(SPEC_KEYS))
+    if unknown:
+        raise ValueError(f"{path}: unknown sweep key(s) {unknown}; valid: {', '.join(SPEC_KEYS)}")
+    if not isinstance(spec.get("grid"), dict) or not spec["grid"]:
+        raise ValueError(f"{path}: 'grid' must map each swept key to a list of values")
+    for key, values in spec["grid"].items():
+        if not isinstance(values, list):
+            raise ValueError(f"{path}: grid key {key!r} must have a list of values, got {values!r}")
+    return {"profile": spec.get("profile", "demo"), "name": spec.get("name", name), "grid": spec["grid"],
+            "one_at_a_time": bool(spec.get("one_at_a_time", False)), "stages": str(spec.get("stages", "02-04")),
+            "seeds": spec.get("seeds"), "common": dict(spec.get("set") or {})}
+
+
+# ----------------------------------------------------------------------------------------- CLI
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="goalrm sweep", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--profile", default=None, help="base profile, params/<profile>.yaml (default: demo)")
+    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
+                   help="a swept key and its values; repeated flags form a Cartesian product")
+    p.add_argument("--spec", default=None, help="a sweep spec, params/<spec>.yaml (e.g. ablations), instead of --grid")
+    p.add_argument("--one-at-a-time", action="store_true", help="vary each key alone around the base profile")
+    p.add_argument("--stages", default=None, help="the stages each point runs, contiguous (default: 02-04); earlier ones are shared")
+    p.add_argument("--seeds", default=None, help="RM seeds of every point, e.g. 0,1,2 (default: the profile's rm_seeds)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a profile value every point changes alike")
+    p.add_argument("--name", default=None, help="the sweep's name: reports/<profile>-sweep-<name>/ (default: the swept keys)")
+    p.add_argument("--jobs", type=positive_int, default=1, help="points run at once, each in its own process (default: 1)")
+    p.add_argument("--dry-run", action="store_true", help="check the sweep and list its points; run nothing")
+    p.add_argument("--index-only", action="store_true", help="rebuild the comparison page from what is there; run nothing")
+    p.add_argument("--no-report-links", action="store_true",
+                   help="link each point's metrics.json only, not its full report (for a page committed without them)")
+    p.add_argument("--kernel", default="goalrm", help="Jupyter kernel name (default: goalrm)")
+    p.add_argument("--notebooks-dir", default="notebooks")
+    p.add_argument("--params-dir", default="params")
+    p.add_argument("--reports-dir", default="reports", help="root folder; output goes to <dir>/<profile>-sweep-<name>/")
+    return p
+
+
+def _parse_set(flags: list[str]) -> dict:
+    out = {}
+    for flag in flags:
+        key, sep, text = flag.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--set {flag!r}: expected KEY=VALUE")
+        out[key.strip()] = yaml.safe_load(text) if text.strip().startswith("[") else parse_value(text)
+    return out
+
+
+def _parse_seeds(text: str) -> list[int]:
+    try:
+        return [int(s) for s in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--seeds {text!r}: expected integers separated by commas") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``goalrm sweep``: exit 0 when every point is complete, 1 when one failed, 2 on a usage error."""
+    args = build_parser().parse_args(argv)
+    if args.spec:
+        if args.grid:
+            raise ValueError("give either --spec or --grid, not both")
+        spec = load_sweep_spec(args.spec, args.params_dir)
+    else:
+        spec = {"profile": "demo", "name": None, "grid": dict(parse_grid_flag(g) for g in args.grid),
+                "one_at_a_time": False, "stages": "02-04", "seeds": None, "common": {}}
+        if len(spec["grid"]) < len(args.grid):
+            raise ValueError("a key is given to --grid twice: give all its values in one flag")
+    plan = plan_sweep(
+        args.profile or spec["profile"], spec["grid"],
+        one_at_a_time=args.one_at_a_time or spec["one_at_a_time"], stages=args.stages or spec["stages"],
+        seeds=_parse_seeds(args.seeds) if args.seeds else spec["seeds"], common={**spec["common"], **_parse_set(args.set)},
+        name=args.name or spec["name"], notebooks_dir=args.notebooks_dir, params_dir=args.params_dir,
+        reports_root=args.reports_dir, kernel_name=args.kernel)
+    if args.dry_run:
+        print(f"sweep {plan.title}: stages {', '.join(plan.stages)}; shared from {_shown_path(plan.base_run)}: "
+              f"{', '.join(plan.shared) or 'none'}")
+        for p in plan.points:
+            state = "complete" if point_complete(plan, p) else "to run"
+            print(f"  {p.name:<60} {state}")
+        return 0
+    if args.index_only:
+        print(f"comparison: {write_comparison(plan.report_dir, report_links=not args.no_report_links)}")
+        return 0
+    return run_sweep(plan, jobs=args.jobs, report_links=not args.no_report_links)
+
+
+if __name__ == "__main__":
+    sys.exit(run_command(main, sys.argv[1:], "goalrm sweep"))

@@ -1,0 +1,270 @@
+"""A sweep's comparison page, ``reports/<profile>-sweep-<name>/index.html``, from files alone: the plan
+(``sweep.json``) and each point's ``metrics.json``, so it can be rebuilt from a committed copy.
+
+In reading order: a sentence generated from the numbers (the best point, and whether its CI separates
+it from the default), one row per point with the headline metrics and their 95% CIs, the OOD
+AUROCs, a figure per swept key (AUROC against the key's values, CI bands), then what the sweep ran.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from goalrm_core.data.io import atomic_write_text
+from goalrm_core.report.index_page import PAGE_CSS
+from goalrm_core.report.provenance import _now
+from goalrm_core.study import formatting as fmt
+from goalrm_core.study import plots
+from goalrm_core.study.rms import GOAL_CONDITIONED, RMS
+
+ID_BENCH = "toy-id"
+PLAN_FILE = "sweep.json"
+POINT_MANIFEST = "point.json"
+Z95 = 1.959963984540054
+
+
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _get(tree: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(tree, Mapping) or key not in tree:
+            return None
+        tree = tree[key]
+    return tree
+
+
+def _missing(x: Any) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def wilson(p: float, n: int) -> tuple[float, float]:
+    """The 95% Wilson interval of a proportion ``p`` over ``n`` trials.
+
+    >>> [round(v, 3) for v in wilson(0.8, 100)]
+    [0.711, 0.867]
+    """
+    centre = (p + Z95 ** 2 / (2 * n)) / (1 + Z95 ** 2 / n)
+    half = Z95 * math.sqrt(p * (1 - p) / n + Z95 ** 2 / (4 * n ** 2)) / (1 + Z95 ** 2 / n)
+    return centre - half, centre + half
+
+
+def format_value(value: Any) -> str:
+    """A swept value as it appears in a point's name and on the page: short, the same for 0.5 and 0.50.
+
+    >>> [format_value(v) for v in (0.0, 0.1, 1e-05, True, "cosine_avg")]
+    ['0', '0.1', '1e-05', 'true', 'cosine_avg']
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        short = f"{value:g}"
+        return short if float(short) == value else repr(value)
+    return str(value)
+
+
+def point_status(report_dir: Path, point: str) -> str:
+    """complete (its manifest is there), failed, incomplete (started, never finished) or not run."""
+    if (report_dir / point / POINT_MANIFEST).exists():
+        return "complete"
+    status = _read(report_dir / point / "status.json")
+    if not isinstance(status, dict):
+        return "not run"
+    states = {s.get("status") for s in status.get("stages", []) if isinstance(s, dict)}
+    return "failed" if "failed" in states else "incomplete"
+
+
+def point_rows(plan: Mapping, report_dir: Path) -> list[dict]:
+    """One dict per point: its values, status and headline numbers (value, CI low, CI high)."""
+    n_eval = plan.get("n_eval_pairs")
+    rows = []
+    for p in plan["points"]:
+        m = _read(report_dir / p["name"] / "metrics.json") or {}
+        ev, training = m.get("evaluation", {}), m.get("training", {})
+        row: dict[str, Any] = {"point": p["name"], "values": {k: p["values"].get(k, plan["base_values"][k]) for k in plan["grid"]},
+                               "status": point_status(report_dir, p["name"]), "has_metrics": bool(m), "auroc": {}, "accuracy": {}}
+        for rm in RMS:
+            for bench, scores in (_get(ev, rm) or {}).items():
+                if isinstance(scores, Mapping) and "auroc" in scores:
+                    row["auroc"][(rm, bench)] = (scores["auroc"], scores.get("auroc_ci_low"), scores.get("auroc_ci_high"))
+            acc = _get(training, rm, "eval_accuracy")
+            if acc is not None:
+                low, high = (_get(training, rm, "eval_accuracy_ci") or [None, None])[:2]
+                how = "seeds"
+                if (_missing(low) or _missing(high)) and n_eval:
+                    (low, high), how = wilson(acc, n_eval), "pairs"
+                row["accuracy"][rm] = (acc, low, high, how)
+        sep = _get(m, "representations", GOAL_CONDITIONED) or {}
+        row["q_auroc"] = (sep.get("separation_auroc"), sep.get("separation_auroc_ci_low"), sep.get("separation_auroc_ci_high"))
+        delta = _get(ev, "delta_auroc", ID_BENCH) or {}
+        row["delta"] = (delta.get("mean"), delta.get("ci_low"), delta.get("ci_high"))
+        tuned = _get(ev, GOAL_CONDITIONED, ID_BENCH, "filter_validation") or {}
+        row["tokens_saved"] = (tuned.get("tokens_saved_pct"), tuned.get("tokens_saved_ci_low"), tuned.get("tokens_saved_ci_high"))
+        row["tuned_accuracy"] = (tuned.get("accuracy"), tuned.get("accuracy_unfiltered"))
+        rows.append(row)
+    return rows
+
+
+def _png(fig) -> str:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return f'<img alt="figure" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+
+
+def verdict(plan: Mapping, rows: list[dict]) -> str:
+    """The best point by the goal-conditioned RM's in-distribution AUROC, and whether its 95% CI
+    lies clear of the default point's."""
+    scored = [r for r in rows if r["status"] == "complete" and not _missing((r["auroc"].get((GOAL_CONDITIONED, ID_BENCH)) or [None])[0])]
+    if not scored:
+        return "No point has finished yet: nothing to compare."
+    key = (GOAL_CONDITIONED, ID_BENCH)
+    best = max(scored, key=lambda r: r["auroc"][key][0])
+    text = (f"Of {len(scored)} complete point{'s' if len(scored) > 1 else ''}, the goal-conditioned RM ranks {ID_BENCH} "
+            f"generations best at {best['point']}: AUROC {fmt.ci(*best['auroc'][key])}.")
+    default = next((r for r in scored if r["point"] == plan.get("default_point")), None)
+    if plan.get("default_point") is None:
+        return text + " The grid has no point at the base profile's values, so there is no default to compare it with."
+    if default is None:
+        return text + f" The default point ({plan['default_point']}) has not finished, so there is no comparison yet."
+    if default is best:
+        return text + " That is the default point itself: no swept value does better."
+    a, b = best["auroc"][key], default["auroc"][key]
+    if not any(_missing(v) for v in (a[1], b[2])) and a[1] > b[2]:
+        tail = "its 95% CI lies above the default's: a real improvement at this sample size."
+    else:
+        tail = "the two 95% CIs overlap, so this sweep cannot tell it from the default."
+    return text + f" The default ({default['point']}) scores {fmt.ci(*b)}; {tail}"
+
+
+def _link(report_dir: Path, target: str, text: str) -> str:
+    if not (report_dir / target).exists():
+        return ""
+    return f'<a href="{html.escape(target)}">{html.escape(text)}</a>'
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    """An HTML table whose cells are already HTML (escaped text, or a link)."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "\n".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table>\n<tr>{head}</tr>\n{body}\n</table>"
+
+
+Q_SERIES = "goal-conditioned Q"  # the cosine of the last token's state to the goal state (notebook 03)
+
+
+def headline_table(plan: Mapping, rows: list[dict], report_dir: Path, report_links: bool) -> str:
+    e = html.escape
+    header = ["point", *plan["grid"], *(f"{rm} AUROC" for rm in RMS), "Δ AUROC (goal − base)", f"{Q_SERIES} AUROC",
+              *(f"{rm} held-out pair acc." for rm in RMS), "tokens saved", "status", "links"]
+    table = []
+    for r in rows:
+        name = e(r["point"]) + (" <b>(default)</b>" if r["point"] == plan.get("default_point") else "")
+        cells = [name, *(e(format_value(r["values"][k])) for k in plan["grid"])]
+        cells += [e(fmt.ci(*r["auroc"].get((rm, ID_BENCH), (None, None, None)))) for rm in RMS]
+        cells += [e(fmt.signed_ci(*r["delta"])), e(fmt.ci(*r["q_auroc"]))]
+        cells += [e("–" if r["accuracy"].get(rm) is None else fmt.ci(*r["accuracy"][rm][:3])) for rm in RMS]
+        saved, low, high = r["tokens_saved"]
+        cells += [e("–" if _missing(saved) else fmt.ci(saved, low, high, digits=1) + " %"), e(r["status"])]
+        links = [_link(report_dir, f"{r['point']}/index.html", "report") if report_links else "",
+                 _link(report_dir, f"{r['point']}/metrics.json", "metrics.json")]
+        table.append(cells + [" · ".join(x for x in links if x)])
+    return _table(header, table)
+
+
+def ood_table(rows: list[dict]) -> str:
+    benches = sorted({b for r in rows for (_, b) in r["auroc"] if b != ID_BENCH})
+    if not benches:
+        return ""
+    header = ["point", *(f"{rm} · {b}" for b in benches for rm in RMS)]
+    return _table(header, [[html.escape(r["point"]), *(html.escape(fmt.ci(*r["auroc"].get((rm, b), (None, None, None))))
+                                                      for b in benches for rm in RMS)] for r in rows])
+
+
+def key_figures(plan: Mapping, rows: list[dict]) -> str:
+    """One figure per swept key: each RM's in-distribution AUROC against the key's values. One key
+    at a time, the base point joins each key's points; in a product grid, each combination of the
+    other keys is its own line."""
+    parts = []
+    for key in plan["grid"]:
+        others = [k for k in plan["grid"] if k != key]
+        records = []
+        for r in rows:
+            if plan.get("one_at_a_time"):
+                point = next(p for p in plan["points"] if p["name"] == r["point"])
+                if point["values"] and key not in point["values"]:
+                    continue
+            group = ", ".join(f"{k}={r['values'][k]}" for k in others) if not plan.get("one_at_a_time") else ""
+            for series, score in [*((rm, r["auroc"].get((rm, ID_BENCH))) for rm in RMS), (Q_SERIES, r["q_auroc"])]:
+                if score is None or _missing(score[0]):
+                    continue
+                low, high = (score[0] if _missing(v) else v for v in score[1:])
+                records.append({"x": r["values"][key], "series": f"{series} · {group}" if group else series, "value": score[0],
+                                "ci_low": low, "ci_high": high})
+        if len({json.dumps(rec["x"]) for rec in records}) < 2:
+            continue
+        fig = plots.sweep_curve(pd.DataFrame(records), key, title=f"{ID_BENCH} AUROC against {key} (95% CI)")
+        parts.append(f"<h3>{html.escape(key)}</h3>\n{_png(fig)}")
+    return "\n".join(parts)
+
+
+def render_comparison(plan: Mapping, report_dir: Path, report_links: bool = True) -> str:
+    e = html.escape
+    rows = point_rows(plan, report_dir)
+    mode = "one key at a time around the base profile" if plan.get("one_at_a_time") else "every combination (Cartesian product)"
+    grid = "; ".join(f"{k} ∈ {{{', '.join(map(str, v))}}}" for k, v in plan["grid"].items())
+    common = ", ".join(f"{k}={v}" for k, v in plan.get("common", {}).items()) or "none"
+    shared = ", ".join(plan.get("shared", [])) or "none"
+    n_done = sum(r["status"] == "complete" for r in rows)
+    figures = key_figures(plan, rows)
+    shared_link = _link(report_dir, "shared/metrics.json", "metrics.json") if plan.get("shared") else ""
+    ood = ood_table(rows)
+    acc_note = ("Held-out pair accuracy: mean over RM seeds with its t-interval, or, with one seed, the Wilson "
+                "interval over the held-out pairs.")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>goalrm sweep: {e(plan['profile'])}-sweep-{e(plan['name'])}</title>
+<style>{PAGE_CSS}</style></head>
+<body>
+<h1>Sweep {e(plan['name'])} over profile {e(plan['profile'])}</h1>
+<p class="meta">Generated {e(_now())}; {n_done} of {len(rows)} points complete.</p>
+<h2>Summary</h2>
+<p>{e(verdict(plan, rows))}</p>
+<h2>Points</h2>
+<p>All on {ID_BENCH}, seed-0 RMs, 95% bootstrap CIs over questions. AUROC: how well each RM's reward ranks correct above
+incorrect solutions (the headline generations). Δ: the paired goal-conditioned − baseline difference. {Q_SERIES} AUROC: the
+same for the cosine of the last token's state to the goal state (every sampled solution; the goal-state method acts here and
+in the tokens saved, not in the reward). {e(acc_note)} Tokens saved: Q-filtered voting of the goal-conditioned RM at the
+threshold chosen on validation questions, measured on the other questions (% of response tokens).</p>
+{headline_table(plan, rows, report_dir, report_links)}
+{f'<h2>Out-of-distribution AUROC</h2>{ood}' if ood else ''}
+{f'<h2>Each swept key</h2>{figures}' if figures else ''}
+<h2>What ran</h2>
+<p>Grid ({e(mode)}): {e(grid)}. Set for every point: {e(common)}. Stages per point: {e(', '.join(plan['stages']))};
+shared from the base run: {e(shared)}{f" (their {shared_link})" if shared_link else ""}. The plan: <a href="{PLAN_FILE}">{PLAN_FILE}</a>.</p>
+</body></html>
+"""
+
+
+def write_comparison(report_dir: Path, report_links: bool = True) -> Path:
+    """(Re)write ``index.html`` from ``sweep.json`` and the points' metrics; return its path."""
+    plan = _read(Path(report_dir) / PLAN_FILE)
+    if not isinstance(plan, dict) or "points" not in plan:
+        raise ValueError(f"{Path(report_dir) / PLAN_FILE} is missing or unreadable: run the sweep first")
+    page = Path(report_dir) / "index.html"
+    atomic_write_text(page, render_comparison(plan, Path(report_dir), report_links))
+    return page

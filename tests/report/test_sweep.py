@@ -1,0 +1,246 @@
+"""``goalrm sweep``: grids become points, bad keys and values stop it before any stage runs, the
+comparison page says what the numbers say, and (under the smoke profile) a 2x1 sweep runs, resumes
+after a kill, trains an unchanged RM once and reproduces the plain report's numbers."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from goalrm_core.data.rundir import RunDir
+from goalrm_core.report.profiles import available_profiles, load_profile, resolve_path
+from goalrm_core.report.sweep import load_sweep_spec, main, parse_grid_flag, plan_sweep, point_name
+from goalrm_core.report.sweep_page import render_comparison, verdict, write_comparison
+
+NOTEBOOKS = resolve_path("notebooks")
+
+
+def smoke_params(root: Path) -> Path:
+    """params/smoke.yaml with its run in ``root`` and one thread (identical numbers need it)."""
+    params = root / "params"
+    params.mkdir(parents=True, exist_ok=True)
+    profile = load_profile("smoke") | {"run_dir": str(root / "run"), "torch_threads": 1}
+    (params / "smoke.yaml").write_text(yaml.safe_dump(profile))
+    return params
+
+
+# ------------------------------------------------------------------------------------------ plans
+
+
+def test_grid_flags_and_point_names():
+    assert parse_grid_flag("contrastive_beta=0,0.1, 1") == ("contrastive_beta", [0, 0.1, 1])
+    assert parse_grid_flag("contrastive_strategy=cosine_avg") == ("contrastive_strategy", ["cosine_avg"])
+    assert point_name({"contrastive_beta": 0.5, "goal_method": "random_token"}) == "contrastive_beta=0.5__goal_method=random_token"
+    assert point_name({}) == "base"
+    for bad in ("contrastive_beta", "=1", "contrastive_beta=", "contrastive_beta=0,,1", "contrastive_beta=nan"):
+        with pytest.raises(ValueError):
+            parse_grid_flag(bad)
+
+
+def test_cartesian_and_one_at_a_time_points(tmp_path):
+    params = smoke_params(tmp_path)
+    plan = plan_sweep("smoke", {"contrastive_beta": [0, 0.5], "goal_state_percentile": [0, 0.5]}, params_dir=params,
+                      reports_root=tmp_path / "reports")
+    assert [p.name for p in plan.points] == [
+        "contrastive_beta=0__goal_state_percentile=0", "contrastive_beta=0__goal_state_percentile=0.5",
+        "contrastive_beta=0.5__goal_state_percentile=0", "contrastive_beta=0.5__goal_state_percentile=0.5"]
+    assert plan.points[0].values == {"contrastive_beta": 0.0, "goal_state_percentile": 0.0}  # ints become the declared floats
+    assert (plan.stages, plan.shared) == (["02_training", "03_representations", "04_evaluation"], ["01_data"])
+    # smoke's beta is 0.5 and notebook 02's goal_state_percentile default is 0.0
+    assert plan.default_point == "contrastive_beta=0.5__goal_state_percentile=0"
+    assert plan.title == "smoke-sweep-contrastive_beta-goal_state_percentile"
+    assert plan.run_root == tmp_path / "smoke-sweep-contrastive_beta-goal_state_percentile"
+    over = plan.overrides(plan.points[1])
+    assert over["run_dir"] == str(plan.run_root / plan.points[1].name) and over["rm_store"] == str(tmp_path / "run" / "rm-store")
+
+    one = plan_sweep("smoke", {"contrastive_beta": [0.1, 0.5, 1.0], "goal_method": ["random_token"]}, one_at_a_time=True,
+                     seeds=[0, 1], params_dir=params, reports_root=tmp_path / "reports", name="ab")
+    assert [p.name for p in one.points] == ["base", "contrastive_beta=0.1", "contrastive_beta=1", "goal_method=random_token"]
+    assert one.default_point == "base" and one.common == {"rm_seeds": [0, 1]}
+
+
+@pytest.mark.parametrize("grid, message", [
+    ({"contrastive_bta": [0.1]}, r"'contrastive_bta' is not a parameter of any notebook; did you mean contrastive_beta"),
+    ({"n_samples": [2]}, r"'n_samples' is read by 01_data, which the sweep shares"),
+    ({"run_dir": ["x"]}, r"'run_dir' is set by the sweep itself"),
+    ({"contrastive_beta": ["high"]}, r"key 'contrastive_beta' expects float .* got str"),
+    ({"contrastive_beta": [-1]}, r"contrastive_beta=-1: --contrastive_loss_beta must be a finite number >= 0"),
+    ({"contrastive_strategy": ["cosine", "dot"]}, r"unknown contrastive_strategy 'dot'"),
+    ({"value_head_strategy": ["deep"]}, r"unknown value_head_strategy 'deep'"),
+    ({"source_state_percentile": [1.5]}, r"--source_state_percentile must be a finite number in \[0, 1\), got 1.5"),
+    ({"goal_method": ["mean_last", "median"]}, r"unknown goal_method 'median'"),
+    ({"sim_samples": [0]}, r"--sim_samples must be an integer >= 1, got 0"),
+    ({"contrastive_beta": [0.1, 0.1]}, r"repeats a value"),
+])
+def test_a_bad_grid_key_or_value_fails_before_any_stage_runs(tmp_path, capsys, grid, message):
+    params = smoke_params(tmp_path)
+    argv = ["--profile", "smoke", "--params-dir", str(params), "--reports-dir", str(tmp_path / "reports")]
+    argv += [f"--grid={k}={','.join(map(str, v))}" for k, v in grid.items()]
+    with pytest.raises(ValueError, match=message):
+        main(argv)
+    assert not (tmp_path / "reports").exists() and not (tmp_path / "run").exists()
+    assert not list(tmp_path.glob("smoke-sweep-*"))
+
+
+def test_stages_must_be_contiguous_and_grid_keys_read_by_them(tmp_path):
+    params = smoke_params(tmp_path)
+    with pytest.raises(ValueError, match="skips 03_representations"):
+        plan_sweep("smoke", {"contrastive_beta": [0.1]}, stages="02,04", params_dir=params)
+    with pytest.raises(ValueError, match="is read by 02_training, which the sweep shares"):
+        plan_sweep("smoke", {"contrastive_beta": [0.1]}, stages="03-04", params_dir=params)
+    with pytest.raises(ValueError, match="read only by 04_evaluation, which --stages 02_training-03_representations does not run"):
+        plan_sweep("smoke", {"headline": ["greedy"]}, stages="02-03", params_dir=params)
+    with pytest.raises(ValueError, match="unknown stage '07'"):
+        plan_sweep("smoke", {"contrastive_beta": [0.1]}, stages="02-07", params_dir=params)
+
+
+def test_the_ablations_spec_is_a_sweep_not_a_profile():
+    assert "ablations" not in available_profiles()
+    with pytest.raises(ValueError, match="sweep spec, not a profile"):
+        load_profile("ablations")
+    spec = load_sweep_spec("ablations")
+    assert spec["one_at_a_time"] and spec["profile"] == "demo" and spec["seeds"] == [0]
+    assert set(spec["grid"]) == {"contrastive_beta", "source_state_percentile", "goal_state_percentile", "sim_samples",
+                                 "unsim_samples", "contrastive_strategy", "value_head_strategy", "goal_method"}
+    assert set(spec["grid"]["goal_method"]) == {"random_token", "mean_all_tokens", "random_response"}
+    plan = plan_sweep(spec["profile"], spec["grid"], one_at_a_time=True, stages=spec["stages"], seeds=spec["seeds"],
+                      common=spec["common"], name=spec["name"])  # every point passes every check
+    assert plan.points[0].name == "base" and plan.title == "demo-sweep-ablations"
+    assert len(plan.points) == 1 + sum(len(v) for v in spec["grid"].values())
+
+
+# --------------------------------------------------------------------------------- comparison page
+
+
+def _metrics(goal, goal_ci, base=0.6, acc=0.8, saved=12.5):
+    ev = {"goal-conditioned": {"toy-id": {"auroc": goal, "auroc_ci_low": goal_ci[0], "auroc_ci_high": goal_ci[1],
+                                          "filter_validation": {"tokens_saved_pct": saved, "tokens_saved_ci_low": saved - 2,
+                                                                "tokens_saved_ci_high": saved + 2, "accuracy": 0.9}},
+                               "toy-zero": {"auroc": 0.55, "auroc_ci_low": 0.5, "auroc_ci_high": 0.6}},
+          "baseline": {"toy-id": {"auroc": base, "auroc_ci_low": base - 0.05, "auroc_ci_high": base + 0.05}},
+          "delta_auroc": {"toy-id": {"mean": goal - base, "ci_low": goal - base - 0.05, "ci_high": goal - base + 0.05}}}
+    training = {rm: {"eval_accuracy": acc, "eval_accuracy_ci": [float("nan"), float("nan")], "n_seeds": 1, "steps": 6}
+                for rm in ("baseline", "goal-conditioned")}
+    return {"evaluation": ev, "training": training}
+
+
+def _write_sweep(root: Path, scores: dict, default="base"):
+    plan = {"profile": "demo", "name": "t", "grid": {"contrastive_beta": [0.1, 1.0]}, "one_at_a_time": True,
+            "stages": ["02_training"], "shared": ["01_data"], "common": {}, "base_values": {"contrastive_beta": 0.5},
+            "default_point": default, "n_eval_pairs": 100,
+            "points": [{"name": n, "values": {} if n == "base" else {"contrastive_beta": float(n.split("=")[1])}} for n in scores]}
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "sweep.json").write_text(json.dumps(plan))
+    for name, (goal, ci) in scores.items():
+        (root / name).mkdir()
+        (root / name / "metrics.json").write_text(json.dumps(_metrics(goal, ci)))
+        (root / name / "point.json").write_text("{}")
+    return plan
+
+
+def test_the_verdict_names_the_best_point_and_whether_its_ci_separates_it(tmp_path):
+    from goalrm_core.report.sweep_page import point_rows
+
+    separated = _write_sweep(tmp_path / "a", {"base": (0.70, (0.66, 0.74)), "contrastive_beta=0.1": (0.80, (0.76, 0.84)),
+                                              "contrastive_beta=1": (0.60, (0.55, 0.65))})
+    text = verdict(separated, point_rows(separated, tmp_path / "a"))
+    assert "best at contrastive_beta=0.1: AUROC 0.80 [0.76, 0.84]" in text and "lies above the default's" in text
+    overlap = _write_sweep(tmp_path / "b", {"base": (0.70, (0.60, 0.80)), "contrastive_beta=0.1": (0.72, (0.62, 0.82))})
+    assert "cannot tell it from the default" in verdict(overlap, point_rows(overlap, tmp_path / "b"))
+    itself = _write_sweep(tmp_path / "c", {"base": (0.90, (0.85, 0.95)), "contrastive_beta=0.1": (0.72, (0.62, 0.82))})
+    assert "That is the default point itself" in verdict(itself, point_rows(itself, tmp_path / "c"))
+
+
+def test_the_comparison_page_links_only_files_that_are_there(tmp_path):
+    root = tmp_path / "demo-sweep-t"
+    _write_sweep(root, {"base": (0.70, (0.66, 0.74)), "contrastive_beta=0.1": (0.80, (0.76, 0.84))})
+    (root / "base" / "index.html").write_text("<html></html>")
+    page = write_comparison(root).read_text()
+    assert 'href="base/index.html"' in page and 'href="contrastive_beta=0.1/metrics.json"' in page
+    assert 'href="contrastive_beta=0.1/index.html"' not in page  # not there: not linked
+    assert "<h3>contrastive_beta</h3>" in page and "data:image/png;base64," in page
+    assert "0.80 [0.71, 0.87]" in page  # one seed: the Wilson interval over the 100 held-out pairs
+    assert "12.5 [10.5, 14.5] %" in page and "toy-zero" in page
+    committed = render_comparison(json.loads((root / "sweep.json").read_text()), root, report_links=False)
+    assert "index.html" not in committed.replace("<html", "")
+
+
+# ------------------------------------------------------------------------------ the smoke sweep
+
+
+def _kill_tree(pid: int) -> None:
+    """Freeze the process and every descendant (until no new one appears), then kill them all: a
+    crash, not a polite stop."""
+    frozen: dict[int, psutil.Process] = {}
+    while True:
+        try:
+            procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            break
+        new = [p for p in procs if p.pid not in frozen]
+        if not new:
+            break
+        for p in new:
+            try:
+                p.suspend()
+                frozen[p.pid] = p
+            except psutil.NoSuchProcess:
+                pass
+    for p in frozen.values():
+        try:
+            p.send_signal(signal.SIGKILL)
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(list(frozen.values()), timeout=30)
+
+
+@pytest.mark.notebook
+def test_smoke_sweep_runs_resumes_after_a_kill_and_reproduces_the_report(tmp_path, smoke_report, capsys):
+    params = smoke_params(tmp_path)
+    argv = ["sweep", "--profile", "smoke", "--params-dir", str(params), "--reports-dir", str(tmp_path / "reports"),
+            "--grid", "contrastive_beta=0.1,0.5", "--grid", "goal_method=mean_last", "--name", "t"]
+    reports = tmp_path / "reports" / "smoke-sweep-t"
+    first, second = "contrastive_beta=0.1__goal_method=mean_last", "contrastive_beta=0.5__goal_method=mean_last"
+    log = (tmp_path / "sweep.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "goalrm_core.cli", *argv], stdout=log, stderr=subprocess.STDOUT,
+                            cwd=resolve_path("."), env={**os.environ, "PYTHONPATH": str(resolve_path("."))})
+    deadline = time.monotonic() + 1800  # a guard against a hang, not a timing assertion
+    while not (reports / first / "point.json").exists():
+        assert proc.poll() is None, (tmp_path / "sweep.log").read_text()[-3000:]
+        assert time.monotonic() < deadline, "the first point never finished"
+        time.sleep(1)
+    _kill_tree(proc.pid)  # the second point has started: kill it mid-way
+    assert not (reports / second / "point.json").exists()
+    manifest = (reports / first / "point.json").read_text()
+    run = tmp_path / "run"
+    data_record = RunDir(run).stage_record("01_data").read_text()
+
+    from goalrm_core.cli import main as cli_main
+    assert cli_main(argv) == 0
+    out = capsys.readouterr().out
+    assert f"[{first}] complete: skipped" in out and "shared stage(s) 01_data: current" in out
+    assert (reports / first / "point.json").read_text() == manifest  # not run again
+    assert RunDir(run).stage_record("01_data").read_text() == data_record  # one data stage served both points
+    points = {p: RunDir(tmp_path / "smoke-sweep-t" / p) for p in (first, second)}
+    for point in points.values():
+        assert (point.root / "data").is_symlink() and point.data.resolve() == (run / "data").resolve()
+    assert points[first].model("baseline").resolve() == points[second].model("baseline").resolve()  # beta: baseline trained once
+    assert points[first].model("goal-conditioned").resolve() != points[second].model("goal-conditioned").resolve()
+
+    # beta 0.5 with the paper's goal is the smoke profile itself: the same numbers as the plain report
+    plain = json.loads((smoke_report[1] / "metrics.json").read_text())
+    swept = json.loads((reports / second / "metrics.json").read_text())
+    for section in ("training", "representations", "evaluation"):
+        assert swept[section] == plain[section], section
+
+    page = (reports / "index.html").read_text()
+    assert f'href="{first}/index.html"' in page and f'href="{second}/metrics.json"' in page
+    assert "<h3>contrastive_beta</h3>" in page and "<h3>goal_method</h3>" not in page  # one value: no figure
+    assert "(default)" in page and "2 of 2 points complete" in page
