@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
+import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -21,7 +23,7 @@ import numpy as np
 import torch
 from transformers import AutoTokenizer
 
-from goalrm_core.cli import finite_float, non_negative_int, positive_int
+from goalrm_core.cli import finite_float, non_negative_int, positive_int, run_command
 from goalrm_core.data import manifest
 from goalrm_core.data.adapters import benchmark_dir, generation_files
 from goalrm_core.model.encoding import ENCODINGS
@@ -106,6 +108,41 @@ def _equivalent_command(completions_data_path, reward_model_path, save_dir, benc
     return manifest.command_line("goalrm eval-rm", argv)
 
 
+SHARDS = ".shards"  # a hidden sub-folder of the RM's output folder: no reader takes it for results
+
+
+def _process_group(device: str) -> tuple[int, int, str]:
+    """(rank, world size, device) of this process: one process, or one of the ``torchrun`` /
+    ``deepspeed`` launcher's processes (they set RANK and WORLD_SIZE), each on its own GPU."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return 0, 1, device
+    import torch.distributed as dist  # lazy: only data-parallel scoring needs the process group
+
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    if device == "auto" and torch.cuda.is_available():
+        device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
+    return dist.get_rank(), dist.get_world_size(), device
+
+
+def _barrier(world: int) -> None:
+    if world > 1:
+        import torch.distributed as dist  # lazy: see _process_group
+
+        dist.barrier()
+
+
+def _shard_path(out_dir: Path, bench: str, split: str, rank: int, world: int) -> Path:
+    return out_dir / SHARDS / bench / split / f"rank{rank}-of-{world}.jsonl"
+
+
+def _merge_shards(out_dir: Path, bench: str, split: str, world: int, n_rows: int) -> list[dict]:
+    """Rank r scored rows r, r + world, ...: put them back in the input order."""
+    shards = [read_jsonl(_shard_path(out_dir, bench, split, r, world)) for r in range(world)]
+    return [shards[i % world][i // world] for i in range(n_rows)]
+
+
 def eval_rm(
     completions_data_path: str | Path,
     reward_model_path: str | Path,
@@ -154,6 +191,7 @@ def eval_rm(
             rows = [r for f in files for r in read_jsonl(f, required=SCORED_GENERATION_FIELDS, check=check_label)]
             inputs += files
             work.append((bench, split, rows[:max_samples] if max_samples else rows))
+    rank, world, device = _process_group(device)
     model = load_reward_model(reward_model_path, torch.bfloat16 if bf16 else None, flash_attn).to(resolve_device(device))
     tokenizer = AutoTokenizer.from_pretrained(reward_model_path)
     check_tokenizer_matches(model, tokenizer)
@@ -171,19 +209,41 @@ def eval_rm(
     counts: dict[str, dict[str, int]] = {bench: {} for bench in benchmarks}
     outputs: dict[str, int | None] = {}
     scored_so_far, kill_switch = 0, _kill_switch()
+    if world > 1:
+        # Data-parallel: rank r scores rows r, r + world, ... of every file into a shard under .shards/;
+        # a shard already written (by an interrupted run of the same world size) is kept, not redone.
+        if rank == 0:
+            manifest.begin(out_dir, command)
+        _barrier(world)
+        for bench, split, rows in work:
+            shard = _shard_path(out_dir, bench, split, rank, world)
+            if rows and not shard.exists():
+                scored = score_generations(model, tokenizer, rows[rank::world], template, goal, max_len, batch_size, progress=progress and rank == 0,
+                                           desc=f"{bench}/{split}", encoding=encoding, readout=readout)
+                check_finite_scores(scored, f"reward model {reward_model_path}, {bench}/{split} (rank {rank})")
+                write_jsonl(shard, scored)
+        _barrier(world)
+        if rank != 0:
+            _barrier(world)  # rank 0 merges, then every process ends together
+            return counts
     for bench, split, rows in work:
         if not rows:
             continue
-        scored = score_generations(model, tokenizer, rows, template, goal, max_len, batch_size, progress=progress, desc=f"{bench}/{split}",
-                                   encoding=encoding, readout=readout, after_row=lambda i: kill_switch(scored_so_far + i))
-        scored_so_far += len(rows)
-        check_finite_scores(scored, f"reward model {reward_model_path}, {bench}/{split}")
-        if not outputs:
+        if world > 1:
+            scored = _merge_shards(out_dir, bench, split, world, len(rows))
+        else:
+            scored = score_generations(model, tokenizer, rows, template, goal, max_len, batch_size, progress=progress, desc=f"{bench}/{split}",
+                                       encoding=encoding, readout=readout, after_row=lambda i: kill_switch(scored_so_far + i))
+            scored_so_far += len(rows)
+            check_finite_scores(scored, f"reward model {reward_model_path}, {bench}/{split}")
+        if not outputs and world == 1:
             manifest.begin(out_dir, command)  # from the first file on, the folder says it is unfinished
         path = scored_path(out_dir, bench, split)
         counts[bench][split] = outputs[path.relative_to(out_dir).as_posix()] = write_jsonl(path, scored)
-    if not outputs:
+    if not outputs and world == 1:
         manifest.begin(out_dir, command)
+    if world > 1:
+        shutil.rmtree(out_dir / SHARDS)
     atomic_write_json(eval_settings_path(out_dir), {
         "reward_model_path": str(reward_model_path), "goal_state_path": None if vanilla else str(goal_state_path), **settings,
         "filter_threshold_applied_by": "goalrm metrics --filter_threshold (Q-filtered majority voting); scoring keeps every generation",
@@ -191,7 +251,9 @@ def eval_rm(
     })
     outputs[eval_settings_path(out_dir).name] = None
     manifest.finish(out_dir, outputs, command=command, inputs=inputs, producer={
-        "reward_model_path": str(reward_model_path), "config_hash": manifest.config_hash(reward_model_path), **goal_record, **settings})
+        "reward_model_path": str(reward_model_path), "config_hash": manifest.config_hash(reward_model_path), **goal_record, **settings,
+        "processes": world})
+    _barrier(world)
     return counts
 
 
@@ -222,11 +284,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    parser.add_argument("--local_rank", type=int, default=-1, help=argparse.SUPPRESS)  # set by the deepspeed launcher
+    args = parser.parse_args(argv)
     counts = eval_rm(args.completions_data_path, args.reward_model_path, args.save_dir, args.benchmarks,
                      args.goal_state_path, args.vanilla, args.template, args.batch_size, args.max_len, args.max_samples,
                      filter_threshold=args.filter_threshold, encoding=args.encoding, readout=args.readout, bf16=args.bf16,
                      flash_attn=args.flash_attn, device=args.device, command=manifest.command_line("goalrm eval-rm", argv))
     for bench, splits in counts.items():
-        print(bench, ", ".join(f"{k}: {v} scored" for k, v in splits.items()))
+        if splits:
+            print(bench, ", ".join(f"{k}: {v} scored" for k, v in splits.items()))
     return 0
+
+
+if __name__ == "__main__":  # data-parallel: `torchrun --nproc_per_node N -m goalrm_core.inference.scoring <eval-rm flags>`
+    sys.exit(run_command(main, sys.argv[1:], "goalrm eval-rm"))
