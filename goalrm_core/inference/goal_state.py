@@ -25,9 +25,9 @@ from goalrm_core.data import manifest
 from goalrm_core.data.io import ArtifactError, check_output_dir, load_npy, parse_label, save_npy
 from goalrm_core.data.preferences import load_source_rows
 from goalrm_core.data.rundir import rm_name
-from goalrm_core.inference.forward import READOUTS, iter_scored, resolve_device
-from goalrm_core.model.encoding import ENCODINGS, require_text
-from goalrm_core.model.reward_model import RewardModel, load_reward_model
+from goalrm_core.inference.forward import add_reading_arguments, iter_scored, load_for_reading
+from goalrm_core.model.encoding import require_text
+from goalrm_core.model.reward_model import RewardModel
 from goalrm_core.model.templates import TEMPLATES, apply_template
 
 GOAL_METHODS = ("mean_last", "random_response", "random_token", "mean_all_tokens")
@@ -164,12 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Folder for goal_state.npy (1, hidden) and <rm_name>_goal_state_embedding.npy (hidden,), the official file.")
     p.add_argument("--method", default="mean_last", choices=GOAL_METHODS, help="How the goal is formed (the paper: mean_last).")
     p.add_argument("--template", default="math", choices=tuple(TEMPLATES), help="Prompt template (math: the clean prompt the official script builds).")
-    p.add_argument("--encoding", default="official", choices=ENCODINGS, help="official: template + response tokenised in one call (the tokenizer's BOS); split: apart.")
-    p.add_argument("--readout", default="last_token", choices=READOUTS,
-                   help="last_token: the state at the response's last token (the official script); eos: at an EOS after response + ' ' (the training input).")
-    p.add_argument("--bf16", action="store_true", help="Run the RM in bfloat16 (as the official script does on its GPU).")
-    p.add_argument("--flash_attn", action="store_true", help="Use flash-attn 2 (CUDA + the flash-attn package).")
-    p.add_argument("--device", default="auto", help="auto (the GPU when there is one), cpu, cuda, cuda:N.")
+    add_reading_arguments(p, "get_representation.py")
     p.add_argument("--max_len", type=positive_int, default=1024, help="Maximum tokens per sequence (the official script cuts at 1024).")
     p.add_argument("--batch_size", type=positive_int, default=32, help="Sequences per forward pass.")
     p.add_argument("--seed", type=non_negative_int, default=0, help="Seed of the random_* methods.")
@@ -179,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     check_output_dir(args.save_dir, "--save-dir")
-    model = load_reward_model(args.reward_model_path, torch.bfloat16 if args.bf16 else None, args.flash_attn).to(resolve_device(args.device))
+    model = load_for_reading(args.reward_model_path, args.bf16, args.flash_attn, args.device)
     tokenizer = AutoTokenizer.from_pretrained(args.reward_model_path)
     pairs, _ = load_source_rows(args.dataset_path, "train")
     goal = goal_state_from_pairs(model, tokenizer, pairs, args.template, args.method, seed=args.seed, max_len=args.max_len,

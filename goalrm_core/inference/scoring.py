@@ -26,13 +26,12 @@ from transformers import AutoTokenizer
 from goalrm_core.cli import finite_float, non_negative_int, positive_int, run_command
 from goalrm_core.data import manifest
 from goalrm_core.data.adapters import benchmark_dir, generation_files
-from goalrm_core.model.encoding import ENCODINGS
 from goalrm_core.data.io import atomic_write_json, check_label, check_output_dir, read_jsonl, write_jsonl
 from goalrm_core.data.rundir import eval_settings_path, rm_name, scored_path
 from goalrm_core.data.schema import SCORED_GENERATION_FIELDS
-from goalrm_core.inference.forward import READOUTS, iter_scored, resolve_device
+from goalrm_core.inference.forward import add_reading_arguments, iter_scored, load_for_reading
 from goalrm_core.inference.goal_state import check_goal_state_owner, load_goal_state, q_values
-from goalrm_core.model.reward_model import RewardModel, load_reward_model
+from goalrm_core.model.reward_model import RewardModel
 from goalrm_core.model.templates import TEMPLATES, apply_template
 
 
@@ -192,7 +191,7 @@ def eval_rm(
             inputs += files
             work.append((bench, split, rows[:max_samples] if max_samples else rows))
     rank, world, device = _process_group(device)
-    model = load_reward_model(reward_model_path, torch.bfloat16 if bf16 else None, flash_attn).to(resolve_device(device))
+    model = load_for_reading(reward_model_path, bf16, flash_attn, device)
     tokenizer = AutoTokenizer.from_pretrained(reward_model_path)
     check_tokenizer_matches(model, tokenizer)
     goal, goal_record = None, {}
@@ -271,12 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--benchmarks", nargs="+", required=True, help="Benchmark folder names.")
     p.add_argument("--vanilla", action="store_true", help="Skip the Q-values (baseline RM).")
     p.add_argument("--template", default="nemo", choices=tuple(TEMPLATES), help="Prompt template (nemo: the official eval_rm.py's literal).")
-    p.add_argument("--encoding", default="official", choices=ENCODINGS, help="official: template + solution tokenised in one call (the tokenizer's BOS); split: apart.")
-    p.add_argument("--readout", default="last_token", choices=READOUTS,
-                   help="last_token: the reward at the solution's last token (the official eval_rm.py); eos: at an EOS after solution + ' ' (the training input).")
-    p.add_argument("--bf16", action="store_true", help="Run the RM in bfloat16 (as the official eval_rm.py does on its GPU).")
-    p.add_argument("--flash_attn", action="store_true", help="Use flash-attn 2 (CUDA + the flash-attn package).")
-    p.add_argument("--device", default="auto", help="auto (the GPU when there is one), cpu, cuda, cuda:N.")
+    add_reading_arguments(p, "eval_rm.py")
     p.add_argument("--batch_size", type=positive_int, default=32, help="Sequences per forward pass.")
     p.add_argument("--max_len", type=positive_int, default=2048, help="Maximum tokens per sequence.")
     p.add_argument("--max_samples", type=non_negative_int, default=0, help="Score at most this many rows per file (0 = all).")
