@@ -24,6 +24,7 @@ from goalrm_core.data.io import ArtifactError, atomic_path, atomic_write_json, a
 from goalrm_core.data.rundir import RunDir
 # gate_html and provenance_html are also imported from here (notebook 04, the tests)
 from goalrm_core.report.index_page import TIMINGS_KEY, gate_html, render_index  # noqa: F401
+from goalrm_core.report.notebook_params import missing_keys
 from goalrm_core.report.pages import export_html, refresh_navigation
 from goalrm_core.report.profiles import check_profile_against_notebooks, check_value, load_profile, profile_path, resolve_path
 from goalrm_core.report.provenance import PROVENANCE_KEY, _now, collect_provenance, provenance_html  # noqa: F401
@@ -455,6 +456,13 @@ def run_report(
         raise ValueError(f"no NN_topic.ipynb notebooks in {resolve_path(notebooks_dir)}")
     names = [p.stem for p in stages]
     declared = inspect_stages(stages)
+    missing = missing_keys(settings, declared)
+    if missing:
+        raise ValueError(f"{source} sets no value for {', '.join(missing)}: a notebook profile sets every key "
+                         f"a notebook declares (`goalrm sync-notebooks` writes the demo's into the notebooks)")
+    threads = settings.get("torch_threads")
+    if not (isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1):
+        raise ValueError(f"{source}: torch_threads must be an integer >= 1 (pinned: floats depend on it), got {threads!r}")
     for message in check_profile_against_notebooks(settings, declared, source=source):
         warnings.warn(message, stacklevel=2)
         log(f"warning: {message}")

@@ -6,6 +6,7 @@ A notebook reads ``stage = Stage.start("evaluation", run_dir, reports_dir, torch
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass
@@ -14,8 +15,9 @@ from typing import Any, Mapping
 
 from goalrm_core.data.rundir import RunDir
 from goalrm_core.report.profiles import resolve_path
-from goalrm_core.report.runner import record_metrics
-from goalrm_core.runtime import set_torch_threads
+from goalrm_core.report.notebook_params import declared_keys
+from goalrm_core.report.runner import record_metrics, record_stage
+from goalrm_core.runtime import BATCH_VAR, project_root, set_torch_threads
 
 
 @dataclass
@@ -36,6 +38,28 @@ class Stage:
         return cls(name, RunDir(resolve_path(run_dir)), resolve_path(reports_dir), threads, started)
 
     def record(self, metrics: Mapping[str, Any], **timings: Any) -> Path:
-        """Write the stage's metrics to ``<reports_dir>/metrics.json``, with its wall time (and any
+        """Write the stage's metrics to ``<reports_dir>/metrics.json``, with the threads it computed
+        with (floats depend on them: ``goalrm compare`` flags a mismatch) and its wall time (and any
         other ``timings``) apart from them."""
-        return record_metrics(self.name, metrics, self.reports_dir, timings={"wall_s": time.perf_counter() - self.started, **timings})
+        path = record_metrics(self.name, {**metrics, "threads": self.threads}, self.reports_dir,
+                              timings={"wall_s": time.perf_counter() - self.started, **timings})
+        if not os.environ.get(BATCH_VAR):  # by hand: note what produced the run's files, as the runner does
+            self._record_interactive_stage()
+        return path
+
+    def _record_interactive_stage(self) -> None:
+        """Outside ``goalrm report``, write the stage record the runner would (``RunDir.stage_record``):
+        the notebook's declared parameters with the values this kernel ran with, so ``--from`` and
+        ``goalrm sweep`` know what produced the run's data."""
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return
+        shell = get_ipython()
+        notebooks = sorted((project_root() / "notebooks").glob(f"[0-9][0-9]_{self.name}*.ipynb"))
+        if shell is None or len(notebooks) != 1:
+            return
+        notebook = json.loads(notebooks[0].read_text(encoding="utf-8"))
+        cell = next(c for c in notebook["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
+        keys = declared_keys("".join(cell["source"]), notebooks[0])
+        record_stage(self.run.root, notebooks[0].stem, {k: shell.user_ns[k] for k in keys if k in shell.user_ns})

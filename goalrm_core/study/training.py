@@ -210,11 +210,15 @@ def _from_store(cfg: TrainRMConfig, store: Path, train) -> tuple[TrainRMConfig, 
 
 
 def train_rms(run_dir, rms: Sequence[str], seeds: Sequence[int], recipe: RMRecipe, num_processes: int = 1, parallel: int = 1,
-              out_root=None, store=None, **overrides: Any) -> pd.DataFrame:
+              out_root=None, store=None, threads: int | None = None, **overrides: Any) -> pd.DataFrame:
     """Train every RM for every seed in a subprocess (DeepSpeed never runs in the kernel); returns
     one row per run from its train_summary.json.
 
-    ``parallel`` > 1 runs that many trainings at once, each with cores // parallel threads: tiny
+    ``threads`` is the stage's pinned thread count (default: this machine's cores); each training
+    process gets ``threads // (parallel * num_processes)`` of them (at least 1), set explicitly, so
+    that the floats depend on the profile and not on how many cores the machine has.
+
+    ``parallel`` > 1 runs that many trainings at once, each with its share of the threads: tiny
     models use one core poorly at a time, so independent runs side by side finish sooner. Their
     live output is then one line per finished run; the full logs are in ``logs/``.
 
@@ -224,11 +228,11 @@ def train_rms(run_dir, rms: Sequence[str], seeds: Sequence[int], recipe: RMRecip
     if parallel < 1:
         raise ValueError(f"parallel must be >= 1, got {parallel}")
     jobs = [(rm, seed) for rm in rms for seed in seeds]
-    threads = max(1, (os.cpu_count() or 1) // (parallel * num_processes))
+    per_process = max(1, (threads or os.cpu_count() or 1) // (parallel * num_processes))
 
     def run_training(cfg: TrainRMConfig, log: Path, desc: str) -> None:
         quiet = {"show": (lambda *_: None)} if parallel > 1 else {}
-        env = {"OMP_NUM_THREADS": str(threads)} if parallel > 1 else None
+        env = {"OMP_NUM_THREADS": str(per_process)}
         run_streaming(train_command(cfg, num_processes=num_processes), log, desc=desc, env=env, **quiet)
 
     def train(job):
