@@ -140,9 +140,9 @@ def bench_scoring(pairs: list[dict], hidden: int, layers: int, n: int, reps: int
     ratios, diffs, batched_rate = [], [], []
     for _ in range(reps):
         t0 = time.perf_counter()
-        batched = score_generations(model, tokenizer, rows, "toymath", goal, batch_size=64, progress=False)
+        batched = score_generations(model, tokenizer, rows, "toymath", goal, batch_size=64, progress=False, encoding="split", readout="eos")
         t1 = time.perf_counter()
-        single = score_generations(model, tokenizer, rows, "toymath", goal, batch_size=1, bucket=False, progress=False)
+        single = score_generations(model, tokenizer, rows, "toymath", goal, batch_size=1, bucket=False, progress=False, encoding="split", readout="eos")
         t2 = time.perf_counter()
         ratios.append((t2 - t1) / (t1 - t0))
         batched_rate.append(len(rows) / (t1 - t0))

@@ -19,6 +19,7 @@ COMMANDS = {
     "eval-rm": ("goalrm_core.inference.scoring", "Score generations densely: reward, partial rewards, Q-values (the seed's eval_rm.py)."),
     "metrics": ("goalrm_core.evaluation.tables", "Print AUROC and Q-filtered voting metrics of scored generations."),
     "decode": ("goalrm_core.study.decode_cli", "Q-guided decoding and online pruning."),
+    "compare": ("goalrm_core.report.compare", "Do two runs of the report agree? Compare two reports' metrics.json (figures, conclusions, threads)."),
     "sync-notebooks": ("goalrm_core.report.notebook_params", "Write the notebooks' parameters cells from params/demo.yaml (--check: report drift)."),
 }
 

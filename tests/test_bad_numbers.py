@@ -129,7 +129,7 @@ def test_eval_rm_function_rejects_bad_counts(layout):
     tmp_path, rm_path, _ = layout
     for bad in ({"batch_size": -1}, {"batch_size": 0}, {"max_samples": -1}):
         with pytest.raises(ValueError, match=f"--{next(iter(bad))} must be an integer >= "):
-            eval_rm(tmp_path / "gens", rm_path, tmp_path / "eval", ["toy"], tmp_path / "goal_state.npy", template="toymath", **bad)
+            eval_rm(tmp_path / "gens", rm_path, tmp_path / "eval", ["toy"], tmp_path / "goal_state.npy", template="toymath", encoding="split", readout="eos", **bad)
     assert not (tmp_path / "eval").exists()
 
 
@@ -144,7 +144,7 @@ def test_get_representation_rejects_bad_batch_size(layout, capsys, rm, tokenizer
     assert not (tmp_path / "rep").exists()
     pairs = read_jsonl(tmp_path / "pairs.jsonl")
     with pytest.raises(ValueError, match="batch_size must be a positive integer, got -1"):
-        goal_state_from_pairs(rm, tokenizer, pairs, "toymath", batch_size=-1)
+        goal_state_from_pairs(rm, tokenizer, pairs, "toymath", batch_size=-1, encoding="split", readout="eos")
 
 
 # ------------------------------------------------------------------- 3. NaN and inf: learning rates, weights, rewards, JSON

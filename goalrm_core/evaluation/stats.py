@@ -74,3 +74,58 @@ def paired_t_pvalue(after: np.ndarray, before: np.ndarray, what: str) -> tuple[f
     if math.isnan(p):
         return p, f"paired t-test undefined on these {what} (zero variance of the differences)"
     return p, None
+
+
+def across_seeds(values: Sequence[float | None], null: float = 0.0, expect: str = "greater", alpha: float = 0.05) -> dict:
+    """One primary figure summarised over training seeds: mean ± t·s/√n, how many seeds point the
+    expected way, and whether the conclusion holds (the t-interval lies wholly on the ``expect``
+    side of ``null``).
+
+    ``values`` holds one number per seed, ``None`` or NaN where that seed's figure is undefined;
+    those seeds are counted apart and left out of the interval. ``holds`` is ``True``/``False``, or
+    ``None`` with a ``reason`` when fewer than two seeds are defined (no spread to estimate):
+    undefined is a state, never a verdict.
+
+    >>> s = across_seeds([0.2, 0.25, 0.15])
+    >>> s["n"], s["k"], s["holds"], round(s["mean"], 3)
+    (3, 3, True, 0.2)
+    >>> across_seeds([0.2, None])["holds"], across_seeds([0.2, None])["reason"]
+    (None, '1 of 2 seeds defined: no spread over seeds to judge by')
+    """
+    if expect not in ("greater", "less"):
+        raise ValueError(f"expect must be 'greater' or 'less', got {expect!r}")
+    per_seed = [None if v is None or not math.isfinite(float(v)) else float(v) for v in values]
+    defined = np.array([v for v in per_seed if v is not None], dtype=np.float64)
+    mean, low, high = mean_ci(defined, alpha) if defined.size else (math.nan, math.nan, math.nan)
+    side = (lambda v: v > null) if expect == "greater" else (lambda v: v < null)
+    out = {"per_seed": per_seed, "n_seeds": len(per_seed), "n": int(defined.size), "mean": mean, "ci_low": low, "ci_high": high,
+           "null": null, "expect": expect, "k": int(sum(side(v) for v in defined)), "holds": None, "reason": None}
+    if defined.size < 2:
+        out["reason"] = f"{defined.size} of {len(per_seed)} seeds defined: no spread over seeds to judge by"
+        return out
+    if not (math.isfinite(low) and math.isfinite(high)):
+        out["reason"] = "the t-interval over seeds is undefined"
+        return out
+    out["holds"] = bool(side(low) and side(high))
+    if defined.size > 1 and float(defined.std(ddof=1)) > 0:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out["p_value"] = float(stats.ttest_1samp(defined, null).pvalue)
+    else:
+        out["p_value"] = math.nan
+    return out
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm–Bonferroni adjusted p-values, in the input order; NaN stays NaN and does not count as a test.
+
+    >>> [round(p, 3) for p in holm([0.01, 0.04, 0.03])]
+    [0.03, 0.06, 0.06]
+    """
+    p = [float(v) if v is not None else math.nan for v in p_values]
+    order = sorted((i for i, v in enumerate(p) if math.isfinite(v)), key=lambda i: p[i])
+    m, running, out = len(order), 0.0, [math.nan] * len(p)
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        out[i] = running
+    return out

@@ -98,8 +98,9 @@ def goal_state(
     max_len: int = 2048,
     batch_size: int = 32,
     progress: bool = False,
-    encoding: str = "split",
-    readout: str = "eos",
+    *,
+    encoding: str,
+    readout: str,
 ) -> np.ndarray:
     """A (1, hidden) goal state from preferred responses (already templated prompts); ``encoding`` and
     ``readout`` as in ``inference.forward`` (the official get_representation.py: ``official``,
@@ -134,7 +135,8 @@ def goal_state(
 
 def attribute_goal_states(
     model: RewardModel, tokenizer, rows: Sequence[dict], template: str, threshold: int = 3,
-    attributes: Sequence[str] = HELPSTEER_ATTRIBUTES, max_len: int = 2048, batch_size: int = 32,
+    attributes: Sequence[str] = HELPSTEER_ATTRIBUTES, max_len: int = 2048, batch_size: int = 32, *,
+    encoding: str, readout: str,
 ) -> dict[str, np.ndarray]:
     """One goal per attribute, from the responses scoring at least ``threshold`` on it (HelpSteer rows)."""
     goals = {}
@@ -143,7 +145,8 @@ def attribute_goal_states(
         if not keep:
             continue
         prompts = [apply_template(template, r["prompt"]) for r in keep]
-        goals[attr] = goal_state(model, tokenizer, prompts, [r["response"] for r in keep], max_len=max_len, batch_size=batch_size)
+        goals[attr] = goal_state(model, tokenizer, prompts, [r["response"] for r in keep], max_len=max_len, batch_size=batch_size,
+                                   encoding=encoding, readout=readout)
     return goals
 
 
@@ -195,11 +198,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def last_token_states(model: RewardModel, tokenizer, rows: Sequence[dict], template: str,
-                      max_len: int = 2048, batch_size: int = 64) -> np.ndarray:
-    """(n, hidden) last-token hidden states of generations (question + generated_solution rows)."""
+                      max_len: int = 2048, batch_size: int = 64, *, encoding: str, readout: str) -> np.ndarray:
+    """(n, hidden) last-token hidden states of generations (question + generated_solution rows), read
+    as ``encoding`` and ``readout`` say (``inference.forward``)."""
     prompts = [apply_template(template, r["question"]) for r in rows]
     states = np.zeros((len(rows), model.config.hidden_size), dtype=np.float32)
-    for i, s in iter_scored(model, tokenizer, prompts, [r["generated_solution"] for r in rows], max_len, batch_size):
+    for i, s in iter_scored(model, tokenizer, prompts, [r["generated_solution"] for r in rows], max_len, batch_size,
+                            encoding=encoding, readout=readout):
         states[i] = s.response_hidden[-1].numpy()
     return states
 

@@ -53,8 +53,9 @@ def score_generations(
     bucket: bool = True,
     progress: bool = True,
     desc: str = "score",
-    encoding: str = "split",
-    readout: str = "eos",
+    *,
+    encoding: str,
+    readout: str,
     after_row: Callable[[int], None] | None = None,
 ) -> list[dict]:
     """Copy of each row with ``reward``, ``partial_rewards``, ``num_actions`` and, given a goal, ``cosine_sim``
@@ -149,14 +150,15 @@ def eval_rm(
     benchmarks: Sequence[str],
     goal_state_path: str | Path | None = None,
     vanilla: bool = False,
-    template: str = "math",
+    *,
+    template: str,
+    encoding: str,
+    readout: str,
     batch_size: int = 32,
     max_len: int = 2048,
     max_samples: int = 0,
     progress: bool = True,
     filter_threshold: float | None = None,
-    encoding: str = "split",
-    readout: str = "eos",
     bf16: bool = False,
     flash_attn: bool = False,
     device: str = "auto",
@@ -282,8 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--local_rank", type=int, default=-1, help=argparse.SUPPRESS)  # set by the deepspeed launcher
     args = parser.parse_args(argv)
     counts = eval_rm(args.completions_data_path, args.reward_model_path, args.save_dir, args.benchmarks,
-                     args.goal_state_path, args.vanilla, args.template, args.batch_size, args.max_len, args.max_samples,
-                     filter_threshold=args.filter_threshold, encoding=args.encoding, readout=args.readout, bf16=args.bf16,
+                     args.goal_state_path, args.vanilla, template=args.template, batch_size=args.batch_size,
+                     max_len=args.max_len, max_samples=args.max_samples, filter_threshold=args.filter_threshold, encoding=args.encoding, readout=args.readout, bf16=args.bf16,
                      flash_attn=args.flash_attn, device=args.device, command=manifest.command_line("goalrm eval-rm", argv))
     for bench, splits in counts.items():
         if splits:

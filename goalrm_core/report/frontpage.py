@@ -1,10 +1,17 @@
 """The result sections of a report's ``index.html``, built from ``metrics.json`` alone.
 
-In reading order: a summary generated from the numbers (so it is honest whichever way they fall),
-the key figure (AUROC per benchmark for every scorer), the key table (goal-conditioned − baseline),
-a figure of accuracy against generated tokens (Q-filtered voting, online pruning) and the decoding
-comparison at matched budgets. Figures are embedded PNGs, so the page works as a single file.
-Every section is left out when the metrics it needs are absent (a run that stopped early).
+In reading order: a summary generated from the numbers (so it is honest whichever way they fall);
+where the run recorded them (schema 2: ``evaluation.primary``, ``decoding.primary``), the primary
+findings across RM seeds, one sentence each with its mean, 95% t-interval and "in k of n seeds", and
+the exploratory benchmarks with Holm-corrected p-values; then the seed-0 detail: the key figure (AUROC
+per benchmark for every scorer), the key table (goal-conditioned − baseline), a figure of accuracy
+against generated tokens (Q-filtered voting, online pruning), the decoding comparison at matched
+budgets and steering. Figures are embedded PNGs, so the page works as a single file. Every section is
+left out when the metrics it needs are absent (a run that stopped early).
+
+A conclusion is stated only where the across-seeds summary ``holds`` (its interval lies wholly on the
+expected side); otherwise "not shown" / "no detectable difference", and "cannot be judged: <reason>"
+where it is undefined. An undefined number reads ``undefined``, never "nan".
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from goalrm_core.study import plots
 REFERENCES = tuple(REFERENCE_SCORERS)
 ID_BENCH = "toy-id"
 HEADLINE_SETS = {"sample0": "one sampled solution per question", "greedy": "one greedy solution per question"}
+DETAIL = "seed 0 (detail)"
+BUDGET_TOLERANCE = 0.10  # token budgets further apart than this are named as a mismatch
 
 
 def _get(tree: Any, *keys, default=None):
@@ -32,14 +41,28 @@ def _get(tree: Any, *keys, default=None):
     return tree
 
 
+def schema_version(metrics: Mapping) -> int:
+    """``metrics.json``'s schema: its ``schema_version``, 1 when absent (or unreadable)."""
+    try:
+        return int(metrics.get("schema_version", 1))
+    except (TypeError, ValueError):
+        return 1
+
+
 def _benches(ev: Mapping) -> list[str]:
-    benches = list(_get(ev, "delta_auroc", default={}) or _get(ev, RMS[0], default={}))
-    return sorted(benches, key=lambda b: (b != ID_BENCH, b))
+    names = [b for b, v in (_get(ev, "delta_auroc", default={}) or _get(ev, RMS[0], default={}) or {}).items()
+             if isinstance(v, Mapping)]
+    return fmt.order_benchmarks(names)
 
 
 def _auroc(ev: Mapping, scorer: str, bench: str) -> tuple[Any, Any, Any]:
     row = _get(ev, scorer, bench, default={})
+    row = row if isinstance(row, Mapping) else {}
     return row.get("auroc"), row.get("auroc_ci_low"), row.get("auroc_ci_high")
+
+
+def _auroc_text(ev: Mapping, scorer: str, bench: str) -> str:
+    return fmt.ci(*_auroc(ev, scorer, bench), reason=fmt.reason_of(_get(ev, scorer, bench), "auroc"))
 
 
 def _png(fig) -> str:
@@ -52,17 +75,92 @@ def _png(fig) -> str:
 
 
 def _table(df) -> str:
-    return df.to_html(index=False, escape=True, border=0, na_rep="–")
+    return df.to_html(index=False, escape=True, border=0, na_rep=fmt.UNDEFINED)
+
+
+# --------------------------------------------------------------------------- judging across seeds
+
+
+def _seeds(s: Mapping, what: str) -> str:
+    """``"positive in 4 of 5 seeds"`` (with the undefined seeds counted apart); empty without counts."""
+    k, total, n = s.get("k"), s.get("n_seeds"), s.get("n")
+    if k is None or not total:
+        return ""
+    text = f"{what} in {k} of {total} seed{'s' if total != 1 else ''}"
+    if isinstance(n, int) and n < total:
+        text += f" ({total - n} undefined)"
+    return text
+
+
+def _wholly_opposite(s: Mapping) -> bool:
+    """The interval lies wholly on the other side of the null from the expected one."""
+    low, high, null = s.get("ci_low"), s.get("ci_high"), s.get("null", 0.0)
+    if any(fmt.is_undefined(v) for v in (low, high, null)):
+        return False
+    return high < null if s.get("expect", "greater") == "greater" else low > null
+
+
+def judge(s: Any, shown: str, not_shown: str = "not shown", opposite: str | None = None) -> str:
+    """The words for one across-seeds summary: ``shown`` only where it ``holds``; ``not_shown`` where it
+    does not (plus ``opposite`` when the interval lies wholly the other way); "cannot be judged: <reason>"
+    where ``holds`` is None (too few defined seeds)."""
+    if not isinstance(s, Mapping) or s.get("holds") is None:
+        return f"cannot be judged: {fmt.reason_of(s) or 'undefined'}"
+    if s["holds"]:
+        return shown
+    if opposite and _wholly_opposite(s):
+        return f"{not_shown}; {opposite}"
+    return not_shown
+
+
+def _figure(s: Any, what: str, **kw) -> str:
+    """``"+0.03 [-0.01, +0.07], positive in 4 of 5 seeds"``."""
+    s = s if isinstance(s, Mapping) else {}
+    seeds = _seeds(s, what)
+    return fmt.across(s, **kw) + (f", {seeds}" if seeds else "")
+
+
+def gate_state(gate: Mapping) -> tuple[str, str | None]:
+    """(``"passed"`` | ``"failed"`` | ``"undefined"``, reason): the state a gate records (schema 2), or
+    the one its seed-0 AUROCs support (schema 1), where an undefined AUROC (one class: null or NaN)
+    makes it ``undefined``, never failed."""
+    if "state" in gate:
+        state = gate.get("state") if gate.get("state") in ("passed", "failed", "undefined") else "undefined"
+        margins = gate.get("margin_over_length") or {}
+        if state == "undefined":
+            reason = gate.get("reason") or "; ".join(
+                f"{rm}: {fmt.reason_of(m) or 'undefined'}" for rm, m in margins.items()
+                if not isinstance(m, Mapping) or m.get("holds") is None) or "no state recorded"
+            return state, reason
+        missing = [rm for rm, m in margins.items() if not isinstance(m, Mapping) or m.get("holds") is None]
+        if state == "passed" and missing:  # a pass needs every margin judged
+            return "undefined", "; ".join(f"{rm}: {fmt.reason_of(margins.get(rm)) or 'undefined'}" for rm in missing)
+        return state, gate.get("reason")
+    entries = {("length only" if k == "length_only" else k): v for k, v in gate.items()
+               if k not in ("benchmark", "passed", "reason")}
+    undefined = [f"{name} AUROC {fmt.undefined(fmt.reason_of(v, 'auroc'))}" for name, v in entries.items()
+                 if not isinstance(v, Mapping) or fmt.is_undefined(v.get("auroc"))]
+    if undefined or gate.get("passed") is None:
+        return "undefined", gate.get("reason") or "; ".join(undefined) or "no verdict recorded"
+    return ("passed" if gate["passed"] else "failed"), None
 
 
 # ------------------------------------------------------------------------------------- summary
 
 
+def _primary(metrics: Mapping) -> Mapping:
+    p = _get(metrics, "evaluation", "primary")
+    return p if isinstance(p, Mapping) else {}
+
+
 def summary(metrics: Mapping) -> str:
-    """3-5 sentences from the numbers: what was trained, how both RMs rank generations against the
-    free scorers, and whether the goal-conditioned RM beat the baseline (paired Δ with CI)."""
+    """3-5 sentences from the numbers: what was trained, how the seed-0 RMs rank generations against
+    the free scorers and (schema 1) whether the goal-conditioned RM beat the baseline (paired Δ with
+    CI). With schema 2 the verdicts are the primary findings across seeds (:func:`primary_findings`)."""
     ev, training, data = metrics.get("evaluation", {}), metrics.get("training", {}), metrics.get("data", {})
-    if not all(rm in ev for rm in RMS):
+    ev = ev if isinstance(ev, Mapping) else {}
+    primary = _primary(metrics)
+    if not all(rm in ev for rm in RMS) and not primary:
         return ""
     e = html.escape
     sentences = []
@@ -76,44 +174,199 @@ def summary(metrics: Mapping) -> str:
         detail.append(f"{'/'.join(map(str, sorted(seeds)))} seed{'s' if max(seeds) > 1 else ''} each")
     if steps:
         detail.append(f"{'/'.join(map(str, sorted(steps)))} steps")
-    on = f" on {pairs:,} preference pairs of the policy's own {task} solutions" if pairs else f" on {task}"
+    on = f" on {pairs:,} preference pairs of the policy's own {task} solutions" if isinstance(pairs, int) else f" on {task}"
     acc = {rm: _get(training, rm, "eval_accuracy") for rm in RMS}
     if all(v is not None for v in acc.values()):
         detail.append(f"held-out pairwise accuracy {fmt.pct(acc['baseline'])} and {fmt.pct(acc['goal-conditioned'])}")
     sentences.append(f"{trained} were trained{on}" + (f" ({'; '.join(detail)})." if detail else "."))
-    bench = ID_BENCH if ID_BENCH in _get(ev, RMS[0], default={}) else (_benches(ev) or [None])[0]
-    if bench:
+    benches = _benches(ev)
+    bench = ID_BENCH if ID_BENCH in benches else (benches or [None])[0]
+    if bench and all(rm in ev for rm in RMS):
         which = HEADLINE_SETS.get(ev.get("headline"), "the headline generations")
-        base, goal = (fmt.ci(*_auroc(ev, rm, bench)) for rm in RMS)
-        text = f"On {bench} ({which}), the baseline RM ranks correct above incorrect solutions with AUROC {base} and the goal-conditioned RM with {goal}"
+        base, goal = (_auroc_text(ev, rm, bench) for rm in RMS)
+        text = (f"On {bench} ({which}), the seed-0 baseline RM ranks correct above incorrect solutions with AUROC "
+                f"{base} and the goal-conditioned RM with {goal}")
         if "length only" in ev:
-            text += f"; response length alone scores {fmt.ci(*_auroc(ev, 'length only', bench))}"
+            text += f"; response length alone scores {_auroc_text(ev, 'length only', bench)}"
         sentences.append(text + ".")
         logprob = _auroc(ev, "policy mean logprob", bench)[0]
-        best_rm = max((v for v in (_auroc(ev, rm, bench)[0] for rm in RMS) if v is not None), default=None)
-        if logprob is not None and best_rm is not None and logprob > best_rm:
-            sentences.append(f"The policy's own mean log-prob does better than either RM ({fmt.ci(*_auroc(ev, 'policy mean logprob', bench))}): "
+        best_rm = max((v for v in (_auroc(ev, rm, bench)[0] for rm in RMS) if not fmt.is_undefined(v)), default=None)
+        if not fmt.is_undefined(logprob) and best_rm is not None and logprob > best_rm:
+            sentences.append(f"The policy's own mean log-prob does better than either RM ({_auroc_text(ev, 'policy mean logprob', bench)}): "
                              "its slips are its own unlikely tokens, so on this task it is a ceiling, not a competitor.")
-    deltas = ev.get("delta_auroc", {})
-    if deltas:
-        better = [b for b, d in deltas.items() if d.get("ci_low") is not None and d["ci_low"] > 0]
-        worse = [b for b, d in deltas.items() if d.get("ci_high") is not None and d["ci_high"] < 0]
-        per_bench = ", ".join(f"{b} {fmt.signed_ci(d.get('mean'), d.get('ci_low'), d.get('ci_high'))}"
-                              for b, d in sorted(deltas.items(), key=lambda kv: (kv[0] != ID_BENCH, kv[0])))
-        head = f"Goal-conditioned minus baseline AUROC (paired, 95% CI): {per_bench}; "
-        if not better and not worse:
-            verdict = f"the CI includes 0 on all {len(deltas)} benchmarks: no detectable difference."
-        else:
-            parts = []
-            if better:
-                parts.append(f"better on {', '.join(better)}")
-            if worse:
-                parts.append(f"worse on {', '.join(worse)}")
-            rest = len(deltas) - len(better) - len(worse)
-            verdict = (f"the CI excludes 0 on {len(better) + len(worse)} of {len(deltas)} benchmarks: the goal-conditioned RM is "
-                       f"{' and '.join(parts)}" + (f", indistinguishable on the other {rest}." if rest else "."))
-        sentences.append(head + verdict)
+    deltas = {b: d for b, d in (ev.get("delta_auroc") or {}).items() if isinstance(d, Mapping)}
+    if primary:
+        n = primary.get("n_seeds") or len(primary.get("rm_seeds") or [])
+        sentences.append(f"The verdicts are the primary findings below, each over the {n} RM seeds; "
+                         "the seed-0 tables further down are detail.")
+    elif deltas:
+        sentences.append(_seed0_delta_sentence(deltas))
     return "<p>" + " ".join(e(s) for s in sentences) + "</p>"
+
+
+def _seed0_delta_sentence(deltas: Mapping[str, Mapping]) -> str:
+    order = fmt.order_benchmarks(deltas)
+    judged = [b for b in order if not (fmt.is_undefined(deltas[b].get("ci_low")) or fmt.is_undefined(deltas[b].get("ci_high")))]
+    unjudged = [b for b in order if b not in judged]
+    better = [b for b in judged if deltas[b]["ci_low"] > 0]
+    worse = [b for b in judged if deltas[b]["ci_high"] < 0]
+    per_bench = ", ".join(f"{b} {fmt.signed_ci(d.get('mean'), d.get('ci_low'), d.get('ci_high'), reason=fmt.reason_of(d, 'mean'))}"
+                          for b, d in ((b, deltas[b]) for b in order))
+    head = f"Goal-conditioned minus baseline AUROC (paired, 95% CI): {per_bench}; "
+    if not judged:
+        return head + f"cannot be judged: the interval is undefined on all {len(order)} benchmarks."
+    if not better and not worse:
+        verdict = f"the CI includes 0 on all {len(judged)} benchmarks"
+        verdict += (f" with an interval: no detectable difference; cannot be judged on {', '.join(unjudged)} (interval undefined)."
+                    if unjudged else ": no detectable difference.")
+        return head + verdict
+    parts = []
+    if better:
+        parts.append(f"better on {', '.join(better)}")
+    if worse:
+        parts.append(f"worse on {', '.join(worse)}")
+    rest = len(judged) - len(better) - len(worse)
+    verdict = (f"the CI excludes 0 on {len(better) + len(worse)} of {len(order)} benchmarks: the goal-conditioned RM is "
+               f"{' and '.join(parts)}" + (f", indistinguishable on the other {rest}" if rest else ""))
+    if unjudged:
+        verdict += f"; cannot be judged on {', '.join(unjudged)} (interval undefined)"
+    return head + verdict + "."
+
+
+# ---------------------------------------------------------------------- primary findings (schema 2)
+
+
+def _gate_sentence(primary: Mapping) -> str:
+    gate = primary.get("gate")
+    if not isinstance(gate, Mapping):
+        return ""
+    bench = primary.get("benchmark", ID_BENCH)
+    state, reason = gate_state(gate)
+    margins = {rm: m for rm, m in (gate.get("margin_over_length") or {}).items()}
+    per_rm = "; ".join(f"{rm} {_figure(m, 'above 0')}" for rm, m in margins.items())
+    failing = [rm for rm, m in margins.items() if isinstance(m, Mapping) and m.get("holds") is False]
+    verdict = {"passed": "passed: both reward models beat response length",
+               "failed": "failed: not shown that every reward model beats response length"
+                         + (f" (not shown for {', '.join(failing)})" if failing else ""),
+               "undefined": f"cannot be judged: {reason}"}[state]
+    return (f"Length gate on {bench}, AUROC of the RM minus AUROC of response length"
+            + (f": {per_rm}" if per_rm else "") + f". Gate {verdict}.")
+
+
+def _delta_sentence(primary: Mapping) -> str:
+    d = primary.get("delta_auroc")
+    if not isinstance(d, Mapping):
+        return ""
+    bench = primary.get("benchmark", ID_BENCH)
+    return (f"Reward comparison on {bench} (primary): goal-conditioned minus baseline AUROC {_figure(d, 'positive')}: "
+            + judge(d, "the goal-conditioned RM ranks better (the interval lies above 0)", "no detectable difference",
+                    opposite="the interval lies wholly below 0") + ".")
+
+
+def _first_error_sentences(primary: Mapping) -> list[str]:
+    out = []
+    for rm, s in (primary.get("first_error_delta_q") or {}).items():
+        if not isinstance(s, Mapping):
+            continue
+        seeds = _seeds(s, "falls")
+        out.append(f"Q of the {rm} RM at the first error (mean Q after minus before): Q {seeds or 'falls'}: "
+                   f"Δ {fmt.across(s)}: "
+                   + judge(s, "Q falls at the first error", "not shown that Q falls",
+                           opposite="the interval lies wholly above 0: Q rises") + ".")
+    return out
+
+
+def _filter_sentences(primary: Mapping) -> list[str]:
+    out = []
+    bench = primary.get("benchmark", ID_BENCH)
+    for rm, f in (primary.get("filter") or {}).items():
+        if not isinstance(f, Mapping):
+            continue
+        threshold = f.get("threshold")
+        at = f"threshold {fmt.num(threshold, 2)}" if not fmt.is_undefined(threshold) else "its threshold"
+        tokens, change = f.get("tokens_saved_pct"), f.get("accuracy_change")
+        out.append(f"Q-filtered majority voting at {at} ({rm} Q, {bench}): tokens saved "
+                   f"{_figure(tokens, 'more than 0', digits=1, signed=False, suffix=' %')} ("
+                   + judge(tokens, "a saving", "no detectable saving") + "); accuracy change "
+                   f"{_figure(change, 'lower', digits=1, scale=100, suffix=' points')}: "
+                   + judge(change, "the filter costs accuracy", "no detectable accuracy cost",
+                           opposite="the interval lies wholly above 0: accuracy rises") + ".")
+    return out
+
+
+def _pruning_sentence(metrics: Mapping) -> str:
+    p = _get(metrics, "decoding", "primary", "pruning")
+    if not isinstance(p, Mapping):
+        return ""
+    bench = p.get("benchmark", ID_BENCH)
+    seeds = p.get("rm_seeds") or []
+    n = len(seeds) or _get(p, "tokens_ratio", "n_seeds") or 0
+    text = (f"Online pruning by Q on {bench} (threshold chosen per seed): tokens generated relative to no pruning "
+            f"{_figure(p.get('tokens_ratio'), 'below 1', signed=False)}: "
+            + judge(p.get("tokens_ratio"), "pruning saves tokens", "no detectable saving")
+            + f"; accuracy change {_figure(p.get('accuracy_change'), 'lower', digits=1, scale=100, suffix=' points')}: "
+            + judge(p.get("accuracy_change"), "pruning costs accuracy", "no detectable accuracy cost",
+                    opposite="the interval lies wholly above 0: accuracy rises"))
+    wall = _get(metrics, "timings", "decoding", "pruning_across_seeds", "wall_ratio")
+    if isinstance(wall, Mapping):
+        threads = _get(metrics, "decoding", "threads")
+        text += (f"; wall time relative to no pruning {_figure(wall, 'below 1', signed=False)}"
+                 + (f" ({threads} thread{'s' if threads != 1 else ''})" if isinstance(threads, int) else "") + ": "
+                 + judge(wall, "pruning saves wall time", "no detectable wall-time saving",
+                         opposite="the interval lies wholly above 1: pruning is slower"))
+    text += "."
+    off = p.get("pruning_off")
+    if isinstance(off, int) and n:
+        text += (f" {off} of {n} seeds chose pruning off (threshold ≤ −1: no sample stopped, no RM calls)"
+                 + (": every seed's tuning turned pruning off, so nothing was pruned." if off == n else "."))
+    return text
+
+
+def primary_findings(metrics: Mapping) -> str:
+    """Schema 2: each primary finding in one sentence generated from the across-seeds numbers (mean,
+    95% t-interval, in k of n seeds), a conclusion only where it holds; empty for schema 1."""
+    primary = _primary(metrics)
+    items = [_gate_sentence(primary), _delta_sentence(primary), *_first_error_sentences(primary),
+             *_filter_sentences(primary), _pruning_sentence(metrics)] if primary else [_pruning_sentence(metrics)]
+    items = [s for s in items if s]
+    if not items:
+        return ""
+    n = primary.get("n_seeds") or len(primary.get("rm_seeds") or []) or _get(metrics, "decoding", "primary", "pruning", "tokens_ratio", "n_seeds")
+    which = HEADLINE_SETS.get(primary.get("headline"), "")
+    head = (f"<p>Fixed before the run and computed once per RM seed ({html.escape(str(n))} seeds"
+            + (f"; the reward comparisons on {html.escape(which)}" if which else "")
+            + "): the mean across seeds with its 95% t-interval, and in how many seeds the figure points the "
+              "expected way. A conclusion is stated only where the interval lies wholly on the expected side.</p>")
+    return head + "<ul>\n" + "\n".join(f"<li>{html.escape(s)}</li>" for s in items) + "\n</ul>"
+
+
+def exploratory_section(metrics: Mapping) -> str:
+    """The exploratory benchmarks (schema 2): goal-conditioned − baseline AUROC across seeds on every
+    benchmark other than the primary one, with Holm-corrected p-values over those k comparisons."""
+    import pandas as pd
+
+    ex = _get(metrics, "evaluation", "exploratory")
+    deltas = {b: d for b, d in ((_get(ex, "delta_auroc") or {}).items()) if isinstance(d, Mapping)}
+    if not deltas:
+        return ""
+    order = fmt.order_benchmarks(deltas)
+    k = len(order)
+    sentence = (f"Exploratory, not primary: goal-conditioned minus baseline AUROC on {k} other benchmark"
+                f"{'s' if k != 1 else ''}, {k} comparison{'s' if k != 1 else ''} with Holm-corrected p-values; "
+                "these are leads, not findings: "
+                + "; ".join(f"{b} {_figure(deltas[b], 'positive')}, Holm p = "
+                            f"{fmt.p_value(deltas[b].get('p_holm'), reason=fmt.reason_of(deltas[b], 'p_holm') or deltas[b].get('reason'))}"
+                            for b in order) + ".")
+    rows = [{"benchmark": b,
+             "Δ AUROC across seeds [95% t-interval]": fmt.across(d),
+             "positive in": _seeds(d, "").strip() or fmt.UNDEFINED,
+             "p-value (Holm)": fmt.p_value(d.get("p_holm"), reason=d.get("reason")),
+             "reading": judge(d, "interval above 0 (a lead)", "no detectable difference",
+                              opposite="interval wholly below 0 (a lead)")}
+            for b, d in ((b, deltas[b]) for b in order)]
+    note = _get(ex, "note")
+    return (f"<p>{html.escape(sentence)}</p>" + (f"<p class=\"meta\">{html.escape(str(note))}</p>" if isinstance(note, str) and note else "")
+            + _table(pd.DataFrame(rows)))
 
 
 # ------------------------------------------------------------------------------------- figures
@@ -126,39 +379,55 @@ def auroc_frame(ev: Mapping):
     for scorer in [*RMS, *REFERENCES]:
         for bench in _benches(ev):
             auroc, low, high = _auroc(ev, scorer, bench)
-            if auroc is not None:
+            if not fmt.is_undefined(auroc):
                 rows.append({"scorer": scorer, "benchmark": bench, "auroc": auroc,
-                             "ci_low": auroc if low is None else low, "ci_high": auroc if high is None else high})
+                             "ci_low": auroc if fmt.is_undefined(low) else low, "ci_high": auroc if fmt.is_undefined(high) else high})
     return pd.DataFrame(rows)
+
+
+def _undefined_aurocs(ev: Mapping) -> str:
+    missing = [f"{scorer} on {bench}: {fmt.undefined(fmt.reason_of(_get(ev, scorer, bench), 'auroc'))}"
+               for scorer in [*RMS, *REFERENCES] for bench in _benches(ev)
+               if isinstance(_get(ev, scorer, bench), Mapping) and fmt.is_undefined(_auroc(ev, scorer, bench)[0])]
+    return f"<p class=\"meta\">Not drawn, AUROC undefined: {html.escape('; '.join(missing))}.</p>" if missing else ""
 
 
 def auroc_figure(metrics: Mapping) -> str:
     ev = metrics.get("evaluation", {})
-    frame = auroc_frame(ev)
-    if frame.empty:
+    if not isinstance(ev, Mapping):
         return ""
+    frame = auroc_frame(ev)
+    undefined = _undefined_aurocs(ev)
+    if frame.empty:
+        return undefined
     which = HEADLINE_SETS.get(ev.get("headline"), "headline generations")
     return ("<p>How well each scorer ranks correct above incorrect solutions (AUROC, 0.5 = chance) on every "
             f"benchmark, {html.escape(which)}, seed-0 RMs; bars are 95% bootstrap CIs over questions. The free "
             "reference scorers stand beside the RMs: a reward model is only interesting where it beats response "
-            "length.</p>" + _png(plots.auroc_bars(frame, title="AUROC per benchmark (95% CI)")))
+            "length.</p>" + _png(plots.auroc_bars(frame, title="AUROC per benchmark (95% CI)")) + undefined)
 
 
 def delta_table(metrics: Mapping) -> str:
     import pandas as pd
 
     deltas = _get(metrics, "evaluation", "delta_auroc", default={})
-    if not deltas:
+    if not isinstance(deltas, Mapping) or not deltas:
         return ""
     ev = metrics["evaluation"]
-    rows = [{"benchmark": b, "baseline": fmt.ci(*_auroc(ev, "baseline", b)),
-             "goal-conditioned": fmt.ci(*_auroc(ev, "goal-conditioned", b)),
-             "Δ AUROC [95% CI]": fmt.signed_ci(d.get("mean"), d.get("ci_low"), d.get("ci_high")),
-             "p-value": fmt.p_value(d.get("p_value"))}
-            for b in _benches(ev) if (d := deltas.get(b))]
-    return ("<p>The paired difference on the same generations (goal-conditioned − baseline), bootstrapped over "
-            "questions; a CI that contains 0 means no detectable difference at this sample size.</p>"
+    rows = [{"benchmark": b, "baseline": _auroc_text(ev, "baseline", b),
+             "goal-conditioned": _auroc_text(ev, "goal-conditioned", b),
+             "Δ AUROC [95% CI]": fmt.signed_ci(d.get("mean"), d.get("ci_low"), d.get("ci_high"), reason=fmt.reason_of(d, "mean")),
+             "p-value": fmt.p_value(d.get("p_value"), reason=fmt.reason_of(d, "p_value"))}
+            for b in fmt.order_benchmarks(deltas) if isinstance(d := deltas.get(b), Mapping)]
+    if not rows:
+        return ""
+    return ("<p>The paired difference on the same generations (goal-conditioned − baseline), seed-0 RMs, bootstrapped "
+            "over questions; a CI that contains 0 means no detectable difference at this sample size.</p>"
             + _table(pd.DataFrame(rows)))
+
+
+def _defined(*values) -> bool:
+    return not any(fmt.is_undefined(v) for v in values)
 
 
 def savings_figure(metrics: Mapping) -> str:
@@ -166,47 +435,100 @@ def savings_figure(metrics: Mapping) -> str:
 
     ev, dec = metrics.get("evaluation", {}), metrics.get("decoding", {})
     rows = []
-    for bench in _benches(ev):
+    for bench in _benches(ev if isinstance(ev, Mapping) else {}):
         f = _get(ev, "goal-conditioned", bench, "filter")
-        if f and f.get("accuracy") is not None:
+        if isinstance(f, Mapping) and _defined(f.get("accuracy"), f.get("accuracy_unfiltered"), f.get("tokens_saved_pct")):
             rows.append({"method": "Q-filtered voting", "benchmark": bench, "tokens": 1.0, "accuracy": f["accuracy_unfiltered"], "end": False})
             rows.append({"method": "Q-filtered voting", "benchmark": bench, "tokens": 1 - f["tokens_saved_pct"] / 100, "accuracy": f["accuracy"], "end": True})
         p = _get(dec, "pruning", bench)
-        if p and p.get("tokens_generated_unpruned"):
+        if (isinstance(p, Mapping) and _defined(p.get("tokens_generated"), p.get("tokens_generated_unpruned"), p.get("accuracy"),
+                                                p.get("accuracy_unpruned")) and p["tokens_generated_unpruned"]):
             rows.append({"method": "online pruning", "benchmark": bench, "tokens": 1.0, "accuracy": p["accuracy_unpruned"], "end": False})
             rows.append({"method": "online pruning", "benchmark": bench, "tokens": p["tokens_generated"] / p["tokens_generated_unpruned"],
                          "accuracy": p["accuracy"], "end": True})
     if not rows:
         return ""
-    return ("<p>What the goal-conditioned RM's Q-values save: majority-vote accuracy against the tokens generated, "
-            "relative to using every sample in full (x = 1). Each line runs from the unfiltered vote (open circle) "
-            "to the filtered or pruned one (dot); left is cheaper, up is more accurate.</p>"
+    return ("<p>What the goal-conditioned RM's Q-values save, seed-0 RMs: majority-vote accuracy against the tokens "
+            "generated, relative to using every sample in full (x = 1). Each line runs from the unfiltered vote (open "
+            "circle) to the filtered or pruned one (dot); left is cheaper, up is more accurate.</p>"
             + _png(plots.savings_panels(pd.DataFrame(rows))))
+
+
+def budget_mismatches(methods: Mapping[str, Mapping]) -> list[str]:
+    """One sentence per benchmark whose matched-budget methods (all but greedy) generate token counts
+    more than 10% apart; greedy is the one-sample reference, outside the budget."""
+    out = []
+    for bench in fmt.order_benchmarks(methods):
+        tokens = {name: r["tokens"] for name, r in (methods[bench] or {}).items()
+                  if name != "greedy" and isinstance(r, Mapping) and _defined(r.get("tokens"))}
+        if len(tokens) < 2:
+            continue
+        low, high = min(tokens, key=tokens.get), max(tokens, key=tokens.get)
+        if tokens[low] > 0 and tokens[high] > (1 + BUDGET_TOLERANCE) * tokens[low]:
+            out.append(f"Budget mismatch on {bench}: {low.replace('_', ' ')} generates {tokens[low]:.0f} tokens per question, "
+                       f"{high.replace('_', ' ')} {tokens[high]:.0f} ({100 * (tokens[high] / tokens[low] - 1):.0f}% more), "
+                       "so the budgets there are not matched within 10%.")
+    return out
 
 
 def decoding_table(metrics: Mapping) -> str:
     import pandas as pd
 
     methods = _get(metrics, "decoding", "methods", default={})
-    if not methods:
+    if not isinstance(methods, Mapping) or not methods:
         return ""
-    benches = sorted(methods, key=lambda b: (b != ID_BENCH, b))
+    methods = {b: m for b, m in methods.items() if isinstance(m, Mapping)}
+    benches = fmt.order_benchmarks(methods)
     names = list(dict.fromkeys(m for b in benches for m in methods[b]))
     rows = []
     for name in names:
         row = {"method": name.replace("_", " ")}
         for b in benches:
             r = methods[b].get(name)
-            row[b] = "–" if r is None else f"{fmt.pct(r['accuracy'])} ({r['tokens']:.0f} tok, N={r['n']})"
+            if not isinstance(r, Mapping):
+                row[b] = "not run"
+                continue
+            n = r.get("n")
+            row[b] = (f"{fmt.pct(r.get('accuracy'))} ({fmt.num(r.get('tokens'), 0)} tok, "
+                      f"N={n if isinstance(n, int) else fmt.num(n, 0)})")
         rows.append(row)
+    mismatch = budget_mismatches(methods)
     return ("<p>Q-guided beam search against greedy decoding, majority voting and best-of-N at the smallest N whose "
-            "token budget reaches the beam search's: accuracy (generated tokens per question, N).</p>"
-            + _table(pd.DataFrame(rows)))
+            "token budget reaches the beam search's, seed-0 RMs, one run: accuracy (generated tokens per question, N).</p>"
+            + _table(pd.DataFrame(rows))
+            + ("<p>" + " ".join(html.escape(s) for s in mismatch) + "</p>" if mismatch else ""))
+
+
+def steering_section(metrics: Mapping) -> str:
+    """Steering toward a style goal, seed 0: one run, so detail, not a conclusion."""
+    s = _get(metrics, "decoding", "steering")
+    if not isinstance(s, Mapping) or not s:
+        return ""
+    n = s.get("n_questions")
+    text = (f"Q-guided decoding of the steering policy toward a style goal, seed-0 RM"
+            + (f", {n} questions" if isinstance(n, int) else "") + ": the style appears in "
+            f"{fmt.pct(s.get('attribute_rate'))} of steered solutions against {fmt.pct(s.get('attribute_rate_unguided'))} unguided")
+    if "attribute_rate_correctness_goal" in s:
+        text += f" and {fmt.pct(s.get('attribute_rate_correctness_goal'))} when the same search steers toward the correctness goal"
+    text += (f"; accuracy {fmt.pct(s.get('accuracy'))} steered, {fmt.pct(s.get('accuracy_unguided'))} unguided")
+    if "accuracy_correctness_goal" in s:
+        text += f", {fmt.pct(s.get('accuracy_correctness_goal'))} toward the correctness goal"
+    text += "."
+    if "goal_separation_auroc" in s:
+        text += f" The style goal's cosine separates styled from plain solutions with AUROC {fmt.num(s.get('goal_separation_auroc'))}."
+    text += " One seed and one run: a description, not a finding."
+    return f"<p>{html.escape(text)}</p>"
 
 
 def result_sections(metrics: Mapping) -> str:
     """Everything between the gate and the stage table."""
-    parts = [("Summary", summary(metrics)), ("Reward models against the free scorers", auroc_figure(metrics)),
-             ("Goal-conditioned − baseline", delta_table(metrics)), ("Tokens saved by Q", savings_figure(metrics)),
-             ("Decoding at matched budgets", decoding_table(metrics))]
+    detail = f" — {DETAIL}"
+    parts = [("Summary", summary(metrics)),
+             ("Primary findings across seeds", primary_findings(metrics)),
+             ("Exploratory benchmarks", exploratory_section(metrics)),
+             ("Reward models against the free scorers" + detail, auroc_figure(metrics)),
+             ("Goal-conditioned − baseline" + detail, delta_table(metrics)),
+             ("Tokens saved by Q" + detail, savings_figure(metrics)),
+             ("Decoding at matched budgets" + detail, decoding_table(metrics)),
+             ("Steering" + detail, steering_section(metrics))]
     return "\n".join(f"<h2>{html.escape(title)}</h2>\n{body}" for title, body in parts if body)

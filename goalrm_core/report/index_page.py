@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from goalrm_core.report.frontpage import result_sections
+from goalrm_core.report.frontpage import gate_state, result_sections
 from goalrm_core.report.provenance import PROVENANCE_KEY, provenance_html
+from goalrm_core.study import formatting as fmt
 
 TIMINGS_KEY = "timings"
 
@@ -41,12 +42,31 @@ img { max-width: 100%; } details summary { cursor: pointer; color: #27508f; marg
 
 
 def _format_value(value: Any) -> str:
+    """One metric of the "all metrics" table: floats to 4 significant digits, undefined ones (null,
+    NaN) as ``undefined``, lists and dicts as short JSON with their undefined numbers spelled so."""
+    if isinstance(value, bool):
+        return str(value)
     if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, (list, dict)):
-        text = json.dumps(value)
+        if fmt.is_undefined(value):
+            return fmt.UNDEFINED
+        text = f"{value:.4g}"
+        return "0" if float(text) == 0 else text
+    if value is None:
+        return fmt.UNDEFINED
+    if isinstance(value, (list, tuple, dict)):
+        text = json.dumps(_spell_undefined(value), ensure_ascii=False)
         return text if len(text) <= 80 else text[:77] + "..."
-    return "null" if value is None else str(value)
+    return str(value)
+
+
+def _spell_undefined(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _spell_undefined(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_spell_undefined(v) for v in value]
+    if value is None or (isinstance(value, float) and fmt.is_undefined(value)):
+        return fmt.UNDEFINED
+    return value
 
 
 def _stage_row(stage: dict, out_dir: Path) -> str:
@@ -72,30 +92,74 @@ def _stage_row(stage: dict, out_dir: Path) -> str:
 
 
 def _gate(metrics: Mapping[str, Any]) -> str:
-    """The evaluation's length gate (recorded by notebook 04), first on the page; empty before it ran."""
-    gate = metrics.get("evaluation", {}).get("gate") if isinstance(metrics.get("evaluation"), Mapping) else None
-    if not isinstance(gate, Mapping):
+    """The length gate, first on the page; empty before notebook 04 ran. Across seeds
+    (``evaluation.primary.gate``, schema 2) where recorded, else the seed-0 gate (schema 1)."""
+    ev = metrics.get("evaluation")
+    if not isinstance(ev, Mapping):
         return ""
-    return gate_html(dict(gate))
+    primary = ev.get("primary") if isinstance(ev.get("primary"), Mapping) else {}
+    if isinstance(primary.get("gate"), Mapping):
+        return gate_html(dict(primary["gate"]), benchmark=primary.get("benchmark"), n_seeds=primary.get("n_seeds"))
+    gate = ev.get("gate")
+    return gate_html(dict(gate)) if isinstance(gate, Mapping) else ""
 
 
-def gate_html(gate: dict) -> str:
-    """The gate as a coloured notice (green: both RMs above length-only; red: the later tables measure noise)."""
-    def ci(v):
-        return f"{v['auroc']:.2f} [{v['ci_low']:.2f}, {v['ci_high']:.2f}]"
+GATE_STYLE = {  # state -> (background, border)
+    "passed": ("#e8f5e9", "#2e7d32"),
+    "failed": ("#ffebee", "#c62828"),
+    "undefined": ("#fff8e1", "#b7791f"),  # amber: neither a pass nor a failure
+}
+GATE_KEYS = ("benchmark", "passed", "length_only", "state", "reason", "margin_over_length", "n_seeds")
 
-    rms = [k for k in gate if k not in ("benchmark", "passed", "length_only")]
-    scores = "; ".join(f"{rm} {ci(gate[rm])}" for rm in rms)
-    if gate["passed"]:
-        colour, border, head = "#e8f5e9", "#2e7d32", "Both reward models beat the length-only scorer"
-        tail = "The comparisons below measure what the RMs learned beyond response length."
+
+def gate_html(gate: Mapping, benchmark: str | None = None, n_seeds: int | None = None) -> str:
+    """The gate as a coloured notice, in one of three states: green (both RMs above length-only), red
+    (the later tables measure noise), amber ("cannot be judged: <reason>", an undefined AUROC or too
+    few seeds: neither a pass nor a failure). Takes the seed-0 gate (``benchmark``, ``passed``, per
+    scorer ``auroc``/``ci_low``/``ci_high``) or the across-seeds one (``state``, ``reason``,
+    ``margin_over_length``: per RM an ``evaluation.stats.across_seeds`` summary)."""
+    e = html.escape
+    state, reason = gate_state(gate)
+    bench = gate.get("benchmark") or benchmark or "toy-id"
+    if "state" in gate:
+        margins = {rm: m for rm, m in (gate.get("margin_over_length") or {}).items() if isinstance(m, Mapping)}
+        seeds = n_seeds or max((m.get("n_seeds") or 0 for m in margins.values()), default=0)
+        parts = []
+        for rm, m in margins.items():
+            part = f"{rm} {fmt.across(m)}"
+            if m.get("k") is not None and m.get("n_seeds"):
+                part += f", above 0 in {m['k']} of {m['n_seeds']} seeds"
+            parts.append(part)
+        scores = (f" over {seeds} RM seed{'s' if seeds != 1 else ''}" if seeds else "") + \
+            (" (AUROC of the RM minus AUROC of response length, mean across seeds with 95% t-interval): "
+             + "; ".join(parts) + "." if parts else ".")
+        failing = [rm for rm, m in margins.items() if m.get("holds") is False]
     else:
-        colour, border, head = "#ffebee", "#c62828", "Not every reward model beats the length-only scorer"
+        def shown(v):
+            if not isinstance(v, Mapping):
+                return fmt.undefined()
+            return fmt.ci(v.get("auroc"), v.get("ci_low"), v.get("ci_high"), reason=fmt.reason_of(v, "auroc"))
+
+        rms = [k for k in gate if k not in GATE_KEYS]
+        scores = (" (AUROC, 95% CI): " + "; ".join(f"{rm} {shown(gate[rm])}" for rm in rms)
+                  + f"; length only {shown(gate.get('length_only'))}.")
+        failing = []
+    colour, border = GATE_STYLE[state]
+    if state == "passed":
+        head = "Both reward models beat the length-only scorer"
+        tail = "The comparisons below measure what the RMs learned beyond response length."
+    elif state == "failed":
+        head = "Not every reward model beats the length-only scorer"
+        if failing:
+            head += f" (not shown for {', '.join(failing)})"
         tail = ("The later tables compare RMs that know less than a character count: they measure noise, "
                 "not the method. Read them as a test of the software only.")
-    return (f'<div style="background:{colour};border-left:6px solid {border};padding:0.6em 1em;margin:0.6em 0">'
-            f'<b>{head}</b> on {gate["benchmark"]} (AUROC, 95% CI): {scores}; length only {ci(gate["length_only"])}. '
-            f'{tail}</div>')
+    else:
+        head = "The length gate cannot be judged"
+        tail = (f"Cannot be judged: {reason}. Neither passed nor failed: until it can be judged, the later tables "
+                "are no evidence for or against the method.")
+    return (f'<div class="gate gate-{state}" style="background:{colour};border-left:6px solid {border};'
+            f'padding:0.6em 1em;margin:0.6em 0"><b>{e(head)}</b> on {e(str(bench))}{e(scores)} {e(tail)}</div>')
 
 
 def render_index(profile: str, generated: str, stages: list[dict], metrics: Mapping[str, Any], out_dir: Path) -> str:
@@ -117,6 +181,10 @@ def render_index(profile: str, generated: str, stages: list[dict], metrics: Mapp
         results = result_sections(metrics)
     except Exception as exc:  # a page must render even when a section cannot: say so, keep the rest
         results = f'<p class="error">The result sections could not be drawn: {e(type(exc).__name__)}: {e(str(exc))}</p>'
+    try:
+        gate = _gate(metrics)
+    except Exception as exc:
+        gate = f'<p class="error">The length gate could not be drawn: {e(type(exc).__name__)}: {e(str(exc))}</p>'
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>goalrm report: {e(profile)}</title>
@@ -124,7 +192,7 @@ def render_index(profile: str, generated: str, stages: list[dict], metrics: Mapp
 <body>
 <h1>Goal-conditioned reward models: profile {e(profile)}</h1>
 <p class="meta">Generated {e(generated)}</p>
-{_gate(metrics)}
+{gate}
 {results}
 <h2>Stages</h2>
 <table><tr><th>stage</th><th>status</th><th>duration</th><th>started</th><th>error</th></tr>

@@ -5,17 +5,25 @@ as literal assignments into each notebook's ``parameters`` cell; anything nested
 into a readable parameters cell. Each notebook receives only the keys it declares, so the checks here
 catch the two mistakes that would otherwise pass silently: a key no notebook reads (a typo), and a
 value whose type differs from the notebook's default (``"1e-5"`` as a string, ``2`` for a list).
+
+:data:`PROFILE_RULES` adds what a type cannot say: each notebook key's valid range or choices
+(``sampling_temperature > 0``, ``encoding`` in ``split``/``official`` …), and :data:`RELATIONS` the
+constraints between keys. :func:`check_settings` applies all of it, to a profile file's values and to
+``--set`` values alike (``goalrm report`` and ``goalrm sweep`` share it), before any kernel starts.
 """
 
 from __future__ import annotations
 
 import ast
+import difflib
+import math
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
+from goalrm_core.cli import Range
 from goalrm_core.runtime import project_root
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -27,6 +35,15 @@ def resolve_path(p: str | os.PathLike) -> Path:
     """``p`` itself when absolute, else ``p`` relative to :func:`project_root`."""
     path = Path(p).expanduser()
     return path if path.is_absolute() else project_root() / path
+
+
+def shown_path(p: str | os.PathLike) -> str:
+    """``p`` relative to the project root when it lies inside it (``params/demo.yaml``), else as it is:
+    what a message names should not depend on where the project is checked out."""
+    try:
+        return str(Path(p).resolve().relative_to(project_root().resolve()))
+    except ValueError:
+        return str(p)
 
 
 def _params_dir(params_dir: str | os.PathLike | None) -> Path:
@@ -152,25 +169,60 @@ def _type_matches(expected: type, value: Any) -> bool:
     return isinstance(value, expected)
 
 
+# Keys the runner itself reads (the report's name, where the run goes, the pinned thread count): a
+# profile may set them although no notebook declares them.
+RUNNER_READS = ("profile", "run_dir", "torch_threads")
+
+
+def did_you_mean(key: str, known: Iterable[str]) -> str:
+    """``"; did you mean a, b?"`` for the known names close to ``key``, else ``""``."""
+    close = difflib.get_close_matches(key, sorted(set(known)), n=3)
+    return f"; did you mean {', '.join(close)}?" if close else ""
+
+
+def declared_keys_of(declared: Mapping[str, Mapping[str, Any]]) -> set[str]:
+    """Every key some notebook declares."""
+    return {k for params in declared.values() for k in params}
+
+
+def unknown_key_message(key: str, declared: Mapping[str, Mapping[str, Any]], source: str,
+                        exclude: Iterable[str] = ()) -> str | None:
+    """``"<source>: key 'x' is not a parameter of any notebook; did you mean y?"`` when no notebook
+    declares ``key`` (and the runner does not read it either), else ``None``. ``exclude`` names keys
+    never suggested (those the caller sets itself)."""
+    known = declared_keys_of(declared)
+    if key in known or key in RUNNER_READS:
+        return None
+    hint = did_you_mean(key, (known | set(RUNNER_READS)) - set(exclude) - {"profile"})
+    return f"{source}: key {key!r} is not a parameter of any notebook{hint}"
+
+
+def _source_of(key: str, source: str, sources: Mapping[str, str] | None) -> str:
+    return (sources or {}).get(key, source)
+
+
 def check_profile_against_notebooks(
     profile: Mapping[str, Any],
     declared: Mapping[str, Mapping[str, Mapping[str, Any]]],
     source: str = "profile",
+    sources: Mapping[str, str] | None = None,
 ) -> list[str]:
     """Compare a profile with the parameters each notebook declares.
 
     ``declared`` maps notebook name -> ``papermill.inspect_notebook`` output. Returns one warning per
-    profile key that no notebook declares (``profile`` itself is always injected, so it is exempt).
-    Raises ``ValueError`` naming ``source`` (the profile file), the key, the notebook, the expected
-    type and the value when a value's type differs from the declared default's type: such a value
-    would otherwise fail far from its cause, deep inside a notebook.
+    profile key that no notebook declares and the runner does not read (:data:`RUNNER_READS`), with
+    the declared keys it resembles ("did you mean"). Raises ``ValueError`` naming ``source`` (the
+    profile file; ``sources`` may name another per key, e.g. ``--set``), the key, the notebook, the
+    expected type and the value when a value's type differs from the declared default's type: such a
+    value would otherwise fail far from its cause, deep inside a notebook.
     """
     warnings_out = []
     for key, value in profile.items():
         users = [nb for nb, params in declared.items() if key in params]
         if not users:
-            if key != "profile":
-                warnings_out.append(f"{source}: key {key!r} is not a parameter of any notebook")
+            message = unknown_key_message(key, declared, _source_of(key, source, sources))
+            if message:
+                warnings_out.append(message)
             continue
         if value is None:
             continue
@@ -178,7 +230,284 @@ def check_profile_against_notebooks(
             expected = declared_type(declared[nb][key])
             if expected is not None and not _type_matches(expected, value):
                 raise ValueError(
-                    f"{source}: key {key!r} expects {_TYPE_NAMES[expected]} (the default in {nb}), "
+                    f"{_source_of(key, source, sources)}: key {key!r} expects {_TYPE_NAMES[expected]} (the default in {nb}), "
                     f"got {type(value).__name__}: {value!r}"
                 )
     return warnings_out
+
+
+def coerce_to_declared(key: str, value: Any, declared: Mapping[str, Mapping[str, Any]],
+                       stages: Iterable[str] | None = None) -> Any:
+    """An int where the notebooks declare a float becomes that float (``0`` -> ``0.0``), so a value
+    given on the command line is recorded as the notebook would hold it."""
+    for stage in (stages if stages is not None else declared):
+        if key in declared[stage] and declared_type(declared[stage][key]) is float and isinstance(value, int) \
+                and not isinstance(value, bool):
+            return float(value)
+    return value
+
+
+# --------------------------------------------------------------------------- values on a command line
+
+
+def parse_value(text: str) -> Any:
+    """A value from the command line: an int, a finite float, true/false, null, else the text.
+
+    >>> [parse_value(t) for t in ("0", "0.1", "1e-5", "true", "cosine_avg")]
+    [0, 0.1, 1e-05, True, 'cosine_avg']
+    """
+    t = text.strip()
+    for convert in (int, float):
+        try:
+            value = convert(t)
+        except ValueError:
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"value {text!r} is not a finite number")
+        return value
+    if t.lower() in ("true", "false"):
+        return t.lower() == "true"
+    if t.lower() in ("null", "none"):
+        return None
+    return t
+
+
+def _yaml_value(text: str, what: str) -> Any:
+    """``text`` as YAML, where an unquoted string that reads as a number is that number (YAML 1.1
+    reads ``1e-5`` as a string) and an empty text is the empty string."""
+    t = text.strip()
+    if not t:
+        return ""
+    try:
+        value = yaml.safe_load(t)
+    except yaml.YAMLError as e:
+        raise ValueError(f"{what}: not a YAML value ({' '.join(str(e).split())})") from None
+    if isinstance(value, str) and t[:1] not in "\"'":
+        return parse_value(t)
+    if isinstance(value, list):
+        return [parse_value(v) if isinstance(v, str) else v for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{what}: {t!r} is not a finite number")
+    return value
+
+
+def parse_set_flags(flags: Iterable[str], what: str = "--set") -> dict:
+    """``["n_samples=4", "rm_seeds=[0, 1]"]`` -> ``{"n_samples": 4, "rm_seeds": [0, 1]}``: each value a
+    YAML scalar or list of scalars; a key given twice is an error.
+
+    >>> parse_set_flags(["n_samples=4", "rm_seeds=[0, 1]", "rm_learning_rate=1e-5", "operations='+-'", "rm_store="])
+    {'n_samples': 4, 'rm_seeds': [0, 1], 'rm_learning_rate': 1e-05, 'operations': '+-', 'rm_store': ''}
+    """
+    out: dict[str, Any] = {}
+    for flag in flags:
+        key, sep, text = flag.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"{what} {flag!r}: expected KEY=VALUE")
+        if key in out:
+            raise ValueError(f"{what}: key {key!r} is given twice")
+        value = _yaml_value(text, f"{what} {flag!r}")
+        check_value(what, key, value)
+        out[key] = value
+    return out
+
+
+# --------------------------------------------------------------------------------- ranges and choices
+
+
+class Choice:
+    """A key whose value is one of ``options``."""
+
+    def __init__(self, *options: Any):
+        self.options = tuple(options)
+
+    def __str__(self) -> str:
+        return "one of " + ", ".join(map(str, self.options))
+
+    def check(self, value: Any, name: str) -> None:
+        if isinstance(value, bool) and not any(isinstance(o, bool) for o in self.options) or value not in self.options:
+            raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(map(str, self.options))}")
+
+
+class ListOf:
+    """A key whose value is a list of numbers each in ``item`` (at least ``min_len``; ``distinct``: no repeats)."""
+
+    def __init__(self, item: Range, min_len: int = 1, distinct: bool = False):
+        self.item, self.min_len, self.distinct = item, min_len, distinct
+
+    def __str__(self) -> str:
+        size = "a non-empty list" if self.min_len == 1 else f"a list of at least {self.min_len}"
+        return f"{size} of {'distinct ' if self.distinct else ''}values, each {self.item}"
+
+    def check(self, value: Any, name: str) -> None:
+        ok = isinstance(value, list) and len(value) >= self.min_len and all(self.item.contains(v) for v in value)
+        if ok and self.distinct:
+            ok = len({_distinct_key(v) for v in value}) == len(value)
+        if not ok:
+            raise ValueError(f"{name} must be {self}, got {value!r}")
+
+
+def _distinct_key(value: Any) -> str:
+    return repr(float(value)) if isinstance(value, (int, float)) and not isinstance(value, bool) else repr(value)
+
+
+class Letters:
+    """A string of distinct characters drawn from ``alphabet`` (at least one)."""
+
+    def __init__(self, alphabet: str, what: str):
+        self.alphabet, self.what = alphabet, what
+
+    def __str__(self) -> str:
+        return f"a non-empty string of distinct {self.what} from {self.alphabet!r}"
+
+    def check(self, value: Any, name: str) -> None:
+        if not (isinstance(value, str) and value and set(value) <= set(self.alphabet) and len(set(value)) == len(value)):
+            raise ValueError(f"{name} must be {self}, got {value!r}")
+
+
+# The choices of the keys below are the library's own (a test holds them equal): they are written out
+# here so that checking a profile imports no model code.
+GOAL_METHOD_CHOICES = ("mean_last", "random_response", "random_token", "mean_all_tokens")  # inference.goal_state.GOAL_METHODS
+ENCODING_CHOICES = ("official", "split")               # model.encoding.ENCODINGS
+READOUT_CHOICES = ("eos", "last_token")                # inference.forward.READOUTS
+HEADLINE_CHOICES = ("greedy", "sample0")               # study.artifacts.HEADLINE_SETS
+CONTRASTIVE_STRATEGY_CHOICES = ("cosine", "cosine_avg")  # model.losses.CONTRASTIVE_STRATEGIES
+CONTRASTIVE_WINDOW_CHOICES = ("earliest", "latest")    # model.losses.PERCENTILE_WINDOWS
+CONTRASTIVE_PAIRS_CHOICES = ("all", "matched")         # model.losses.PAIR_FORMS
+VALUE_HEAD_CHOICES = ("linear", "mlp")                 # model.reward_model.VALUE_HEAD_STRATEGIES
+TOYMATH_OPERATORS = "+-*"                              # tasks.toymath.problems.OPERATORS
+
+_COUNT = Range(int, ">= 1")
+_FRACTION = Range(float, "(0, 1)")
+_RATE = Range(float, "> 0")
+
+# The valid values of every key of a notebook profile (params/demo.yaml sets them all; a test holds
+# this table to it). ``None``: any value of the type the notebook's default has. The RM keys' ranges
+# are the trainer's flags' (``train.config.TrainRMConfig``; a test holds them equal).
+PROFILE_RULES: dict[str, Any] = {
+    "run_dir": None,
+    "seed": Range(int, ">= 0"),
+    "torch_threads": Range(int, ">= 1", note="pinned: floats depend on it"),
+    # 01_data: the task
+    "min_chain_steps": _COUNT,
+    "max_chain_steps": _COUNT,
+    "operand_min": Range(int, ">= 0"),
+    "operand_max": Range(int, ">= 0"),
+    "operations": Letters(TOYMATH_OPERATORS, "operators"),
+    "modulus": Range(int, ">= 2", also=(0,), note="0 = exact results"),
+    "heldout_facts": Range(int, ">= 0"),
+    "n_benchmark_questions": _COUNT,
+    "n_train_questions": _COUNT,
+    # 01_data: the policy and its samples
+    "policy_steps": _COUNT,
+    "policy_batch_size": _COUNT,
+    "policy_hidden_size": _COUNT,
+    "policy_layers": _COUNT,
+    "policy_learning_rate": _RATE,
+    "n_samples": _COUNT,
+    "sampling_temperature": Range(float, "> 0"),
+    "max_new_tokens": _COUNT,
+    "n_pair_questions": _COUNT,
+    "pair_samples_per_question": Range(int, ">= 2", note="a pair needs two samples"),
+    "pairs_per_question": _COUNT,
+    "eval_fraction": _FRACTION,
+    # 02_training
+    "rm_seeds": ListOf(Range(int, ">= 0"), distinct=True),
+    "rm_steps": Range(int, ">= 0", note="0 = the epochs"),
+    "rm_batch_size": _COUNT,
+    "rm_micro_batch_size": _COUNT,
+    "rm_learning_rate": _RATE,
+    "rm_head_learning_rate": Range(float, ">= 0", note="0 = same as rm_learning_rate"),
+    "rm_warmup_ratio": Range(float, "[0, 1]"),
+    "rm_eval_steps": Range(int, ">= 1", also=(-1,), note="-1 = at the end only"),
+    "contrastive_beta": Range(float, ">= 0"),
+    "sim_samples": _COUNT,
+    "unsim_samples": _COUNT,
+    "rm_zero_stage": Choice(0, 1, 2, 3),
+    "rm_processes": _COUNT,
+    "rm_parallel": _COUNT,
+    "contrastive_window": Choice(*CONTRASTIVE_WINDOW_CHOICES),
+    "contrastive_pairs": Choice(*CONTRASTIVE_PAIRS_CHOICES),
+    "contrastive_strategy": Choice(*CONTRASTIVE_STRATEGY_CHOICES),
+    "source_state_percentile": Range(float, "[0, 1)"),
+    "goal_state_percentile": Range(float, "[0, 1)"),
+    "value_head_strategy": Choice(*VALUE_HEAD_CHOICES),
+    "rm_store": None,
+    "encoding": Choice(*ENCODING_CHOICES),
+    # 03_representations, 04_evaluation, 05_decoding
+    "readout": Choice(*READOUT_CHOICES),
+    "goal_method": Choice(*GOAL_METHOD_CHOICES),
+    "headline": Choice(*HEADLINE_CHOICES),
+    "n_boot": _COUNT,
+    "filter_threshold": Range(float),
+    "skip_first": Range(int, ">= 0"),
+    "val_fraction": _FRACTION,
+    "decode_questions": _COUNT,
+    "beam_size": _COUNT,
+    "samples_per_step": _COUNT,
+    "decode_temperature": Range(float, "> 0"),
+    "temperature_decay": Range(float, "> 0"),
+    "conf_ratio": Range(float, "[0, 1]"),
+    "reward_weight": Range(float),
+    "decode_max_steps": _COUNT,
+    "prune_threshold": Range(float),
+    "prune_samples": _COUNT,
+    "tune_prune_threshold": None,
+    "steer_sft_steps": _COUNT,
+    "steer_learning_rate": _RATE,
+    "steer_goal_solutions": _COUNT,
+}
+
+
+def _heldout_ok(heldout: int, modulus: int) -> bool:
+    return heldout == 0 or (modulus >= 2 and heldout <= 2 * modulus * (modulus - 1))
+
+
+# Constraints between keys: (keys, holds(*values), message). Checked only when every key is set and
+# each value is in its own range.
+RELATIONS: tuple[tuple[tuple[str, ...], Callable[..., bool], str], ...] = (
+    (("min_chain_steps", "max_chain_steps"), lambda lo, hi: lo <= hi,
+     "max_chain_steps ({1}) must be >= min_chain_steps ({0})"),
+    (("operand_min", "operand_max"), lambda lo, hi: lo <= hi, "operand_max ({1}) must be >= operand_min ({0})"),
+    (("heldout_facts", "modulus"), _heldout_ok,
+     "heldout_facts ({0}) needs digit chains (modulus >= 2) and at most the 2*m*(m-1) '+'/'-' facts mod m, got modulus {1}"),
+    (("rm_batch_size", "rm_micro_batch_size", "rm_processes"), lambda b, m, p: b % (m * p) == 0,
+     "rm_batch_size ({0}) must be a multiple of rm_micro_batch_size x rm_processes ({1} x {2})"),
+)
+
+
+def check_ranges(settings: Mapping[str, Any], source: str, sources: Mapping[str, str] | None = None) -> None:
+    """Raise a one-line ``ValueError`` for the first value outside its key's valid range or choices
+    (:data:`PROFILE_RULES`) or breaking a relation between keys (:data:`RELATIONS`): ``"<source>: <key>
+    must be <range>, got <value>"``, where ``source`` is the profile file, or ``sources[key]`` (``--set``)
+    for a value given elsewhere. Keys without a rule are left alone."""
+    for key, value in settings.items():
+        rule = PROFILE_RULES.get(key)
+        if rule is None:
+            continue
+        try:
+            rule.check(value, key)
+        except ValueError as e:
+            raise ValueError(f"{_source_of(key, source, sources)}: {e}") from None
+    for keys, holds, message in RELATIONS:
+        if not all(k in settings for k in keys):
+            continue
+        values = [settings[k] for k in keys]
+        if not holds(*values):
+            named = [sources[k] for k in keys if sources and k in sources]
+            raise ValueError(f"{named[0] if named else source}: {message.format(*values)}")
+
+
+def check_settings(
+    settings: Mapping[str, Any],
+    declared: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    source: str,
+    sources: Mapping[str, str] | None = None,
+) -> list[str]:
+    """Every check of a profile's values that needs no kernel, in one place (``goalrm report`` on a
+    profile and its ``--set`` values, ``goalrm sweep`` on each point): the types the notebooks
+    declare, then the ranges, choices and relations of :func:`check_ranges`. Raises the first problem
+    as a one-line ``ValueError``; returns the warnings (keys no notebook declares, with "did you mean")."""
+    found = check_profile_against_notebooks(settings, declared, source=source, sources=sources)
+    check_ranges(settings, source, sources)
+    return found

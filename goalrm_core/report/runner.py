@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
+import html
 import json
 import os
 import re
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -26,12 +27,18 @@ from goalrm_core.data.rundir import RunDir
 from goalrm_core.report.index_page import TIMINGS_KEY, gate_html, render_index  # noqa: F401
 from goalrm_core.report.notebook_params import missing_keys
 from goalrm_core.report.pages import export_html, refresh_navigation
-from goalrm_core.report.profiles import check_profile_against_notebooks, check_value, load_profile, profile_path, resolve_path
+from goalrm_core.report.profiles import (RUNNER_READS, check_settings, check_value, coerce_to_declared, load_profile,
+                                         parse_set_flags, profile_path, resolve_path, shown_path, unknown_key_message)
 from goalrm_core.report.provenance import PROVENANCE_KEY, _now, collect_provenance, provenance_html  # noqa: F401
 from goalrm_core.runtime import batch_environment, project_root, relative_paths
 
 STAGE_PATTERN = re.compile(r"^\d{2}_[A-Za-z0-9_\-]+\.ipynb$")
 SUCCEEDED = ("ok", "kept")
+# metrics.json's layout: readers take a file without the key for schema 1 (before across-seed figures)
+SCHEMA_KEY = "schema_version"
+SCHEMA_VERSION = 2
+# the exit code of a run stopped by Ctrl-C (128 + SIGINT), as a shell reports it
+INTERRUPTED_EXIT = 130
 
 
 # --------------------------------------------------------------------------------------- metrics
@@ -71,13 +78,14 @@ def record_metrics(
     disappears. Wall-clock numbers go under a separate top-level ``"timings"`` section: everything
     else in the file is then identical across identical runs and can be diffed.
     """
-    if stage in (TIMINGS_KEY, PROVENANCE_KEY):
+    if stage in (TIMINGS_KEY, PROVENANCE_KEY, SCHEMA_KEY):
         raise ValueError(f"stage name {stage!r} is reserved for the {stage} section")
     path = resolve_path(reports_dir) / "metrics.json"
     data = _read_json_object(path)
     data[stage] = dict(metrics)
     if timings is not None:
         data.setdefault(TIMINGS_KEY, {})[stage] = dict(timings)
+    data[SCHEMA_KEY] = SCHEMA_VERSION
     atomic_write_json(path, _sorted_tree(data))
     return path
 
@@ -88,8 +96,15 @@ def record_provenance(provenance: Mapping[str, Any], reports_dir: str | os.PathL
     path = resolve_path(reports_dir) / "metrics.json"
     data = _read_json_object(path)
     data[PROVENANCE_KEY] = dict(provenance)
+    data[SCHEMA_KEY] = SCHEMA_VERSION
     atomic_write_json(path, _sorted_tree(data))
     return path
+
+
+def metrics_schema(metrics: Mapping[str, Any]) -> int:
+    """The schema of a ``metrics.json`` read back: its ``schema_version``, 1 when the key is absent."""
+    value = metrics.get(SCHEMA_KEY, 1)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 1
 
 
 # ---------------------------------------------------------------------------------------- stages
@@ -249,27 +264,117 @@ def _load_previous(status_path: Path) -> dict[str, dict]:
     return {s["name"]: s for s in stages if isinstance(s, dict) and "name" in s}
 
 
-def write_status(out_dir: Path, profile: str, stages: list[dict]) -> None:
-    """Refresh ``status.json`` and ``index.html`` together, so they never disagree."""
-    generated = _now()
-    atomic_write_json(out_dir / "status.json", {"profile": profile, "generated": generated, "stages": stages})
+@contextlib.contextmanager
+def _interrupts_deferred():
+    """Hold a Ctrl-C back until the block is done (then raise it), so that files written together
+    are written together. Outside the main thread, where no signal handler can be set, a plain block."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            if previous is None or previous is signal.default_int_handler:
+                raise KeyboardInterrupt
+            if callable(previous):
+                previous(signal.SIGINT, None)
+
+
+def _fallback_index(profile: str, generated: str, stages: list[dict], error: Mapping[str, Any], out_dir: Path) -> str:
+    """The page written when :func:`render_index` fails: the stage table and the error, built from
+    nothing but ``html.escape``, so that it cannot fail the same way (``goalrm report --index-only``
+    draws the full page again once the cause is fixed)."""
+    e = lambda v: html.escape("" if v is None else str(v))  # noqa: E731
+    rows = []
+    for stage in stages:
+        stage = stage if isinstance(stage, Mapping) else {"name": stage, "status": "?"}
+        name, link = stage.get("name"), stage.get("html")
+        cell = e(name)
+        if isinstance(link, str) and link and (out_dir / link).exists():
+            cell = f'<a href="{e(link)}">{cell}</a>'
+        duration = stage.get("duration_s")
+        shown = f"{duration:.1f} s" if isinstance(duration, (int, float)) and not isinstance(duration, bool) else ""
+        problem = stage.get("error") if isinstance(stage.get("error"), Mapping) else {}
+        excerpt = f"{problem.get('ename', '')}: {problem.get('evalue', '')}" if problem else ""
+        rows.append(f"<tr><td>{cell}</td><td>{e(stage.get('status'))}</td><td>{e(shown)}</td>"
+                    f"<td>{e(stage.get('started'))}</td><td>{e(excerpt[:400])}</td></tr>")
+    table = "\n".join(rows)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>goalrm report: {e(profile)}</title></head>
+<body>
+<h1>goalrm report: profile {e(profile)}</h1>
+<p>Generated {e(generated)}</p>
+<p class="error"><b>The full index could not be drawn</b> ({e(error.get("ename"))}: {e(error.get("evalue"))}).
+This page lists the stages only; status.json and metrics.json are complete. Once the cause is fixed,
+<code>goalrm report --profile {e(profile)} --index-only</code> draws the full page.</p>
+<table><tr><th>stage</th><th>status</th><th>duration</th><th>started</th><th>error</th></tr>
+{table}
+</table>
+</body></html>
+"""
+
+
+def _render(profile: str, generated: str, stages: list[dict], out_dir: Path) -> tuple[str, dict | None]:
+    """The index page and, when the full page could not be drawn, why (the page is then the fallback)."""
     try:
         metrics = _read_json_object(out_dir / "metrics.json")
     except ArtifactError as e:
         metrics = {"metrics.json": f"unreadable: {e}"}
-    atomic_write_text(out_dir / "index.html", render_index(profile, generated, stages, metrics, out_dir))
+    try:
+        return render_index(profile, generated, stages, metrics, out_dir), None
+    except Exception as exc:  # the page is a view of status.json: it must never stop the run
+        error = {"ename": type(exc).__name__, "evalue": str(exc)}
+        return _fallback_index(profile, generated, stages, error, out_dir), error
+
+
+def write_status(out_dir: Path, profile: str, stages: list[dict]) -> dict | None:
+    """Refresh ``status.json`` and ``index.html`` together, so they never disagree, and return the
+    rendering error (``None`` when the full page was drawn).
+
+    The page is drawn first: when :func:`render_index` raises, a fallback page (the stage table and
+    the error) is written instead and ``status.json`` records the failure as ``index_error``. Both
+    files are then written with Ctrl-C held back, so one is never left behind the other.
+    """
+    generated = _now()
+    page, index_error = _render(profile, generated, stages, out_dir)
+    status = {"profile": profile, "generated": generated, "stages": stages, "index_error": index_error}
+    with _interrupts_deferred():
+        atomic_write_json(out_dir / "status.json", status)
+        atomic_write_text(out_dir / "index.html", page)
+    return index_error
 
 
 def rebuild_index(out_dir: Path) -> Path:
     """Re-render ``index.html`` from the ``status.json`` and ``metrics.json`` already there, running
-    nothing (``goalrm report --index-only``): for a page whose rendering code changed after the run."""
-    status = _read_json_object(out_dir / "status.json")
+    nothing (``goalrm report --index-only``): for a page whose rendering code changed after the run.
+    When the full page cannot be drawn the fallback page is written; ``status.json`` is rewritten only
+    when its ``index_error`` changes (so that it always says which page is there)."""
+    status_path = out_dir / "status.json"
+    status = _read_json_object(status_path)
     if not isinstance(status.get("stages"), list):
-        raise ArtifactError(f"{out_dir / 'status.json'} has no stage list: run the report first")
-    metrics = _read_json_object(out_dir / "metrics.json")
-    page = render_index(str(status.get("profile", out_dir.name)), str(status.get("generated", "")), status["stages"], metrics, out_dir)
-    atomic_write_text(out_dir / "index.html", page)
+        raise ArtifactError(f"{status_path} has no stage list: run the report first")
+    page, index_error = _render(str(status.get("profile", out_dir.name)), str(status.get("generated", "")), status["stages"], out_dir)
+    with _interrupts_deferred():
+        if status.get("index_error") != index_error:
+            atomic_write_json(status_path, {**status, "index_error": index_error})
+        atomic_write_text(out_dir / "index.html", page)
     return out_dir / "index.html"
+
+
+def index_error_of(out_dir: Path) -> dict | None:
+    """The ``index_error`` that ``status.json`` records (``None``: the full index is there)."""
+    try:
+        error = _read_json_object(out_dir / "status.json").get("index_error")
+    except ArtifactError:
+        return None
+    return error if isinstance(error, dict) else None
 
 
 # ------------------------------------------------------------------------------------------ runner
@@ -368,14 +473,50 @@ def _relative_papermill_paths(notebook_path: Path, source: Path, output: Path) -
         notebook_path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
+def _clock(seconds: float) -> str:
+    """``41s``, ``7m12s``, ``1h05m``: a duration as a person reads it."""
+    seconds = max(0, int(round(seconds)))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def last_durations(previous: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
+    """Each stage's duration in the last run that completed it (``status.json``): the estimate of its next."""
+    out = {}
+    for name, entry in previous.items():
+        duration = entry.get("duration_s")
+        if entry.get("status") in SUCCEEDED and isinstance(duration, (int, float)) and not isinstance(duration, bool):
+            out[name] = float(duration)
+    return out
+
+
+def progress_line(k: int, todo: list[str], log_path: Path | None, durations: Mapping[str, float]) -> str:
+    """``[k/n NN_name] running — log: <path>, ETA ~Xs (last run: Ys), ~Zs for the m stages left``:
+    where a run is, and how long the last run of this stage and of the stages left took."""
+    name, left = todo[k - 1], todo[k - 1:]
+    parts = [f"log: {relative_paths(str(log_path))}"] if log_path is not None else []
+    last = durations.get(name)
+    parts.append(f"ETA ~{_clock(last)} (last run: {last:.1f} s)" if last is not None else "ETA unknown (no earlier run)")
+    known = [durations[n] for n in left if n in durations]
+    if len(left) > 1 and known:
+        unknown = len(left) - len(known)
+        parts.append(f"~{_clock(sum(known))} for the {len(left)} stages left"
+                     + (f" (+ {unknown} never run)" if unknown else ""))
+    return f"[{k}/{len(todo)} {name}] running — " + ", ".join(parts)
+
+
 def _run_one(
     path: Path, out_dir: Path, params: dict, kernel_name: str, log: Callable[[str], Any],
-    stages: list[str] | None = None, log_path: Path | None = None,
+    stages: list[str] | None = None, log_path: Path | None = None, tag: str | None = None,
 ) -> dict:
-    """Execute and export one stage, returning its status entry."""
+    """Execute and export one stage, returning its status entry (the caller announces the start).
+    ``tag`` prefixes its lines (default ``[name]``)."""
     name = path.stem
+    tag = tag or f"[{name}]"
     started, t0 = _now(), time.monotonic()
-    log(f"[{name}] running")
     executed = out_dir / f"{name}.ipynb"
     error, written = execute_stage(path, executed, params, kernel_name, resolve_path("."), log_path)
     duration = round(time.monotonic() - t0, 2)
@@ -385,21 +526,50 @@ def _run_one(
     if error is not None:
         entry["error"] = _error_info(error)
     if not written:  # an older run's output would pass for this run's: drop it
-        for stale in (executed, out_dir / f"{name}.html"):
-            stale.unlink(missing_ok=True)
+        _drop_outputs(out_dir, name)
     if executed.exists():
         try:
             export_html(executed, out_dir / f"{name}.html", stages)
         except Exception as exc:  # a report without HTML is still a report
             entry["html_error"] = f"{type(exc).__name__}: {exc}"
-            log(f"[{name}] HTML export failed: {exc}")
+            log(f"{tag} HTML export failed: {exc}")
     if error is None:
-        log(f"[{name}] ok in {duration:.1f} s")
+        log(f"{tag} ok in {duration:.1f} s")
     else:
         info = entry["error"]
         where = f" (log: {entry['log']})" if entry.get("log") else ""
-        log(f"[{name}] FAILED after {duration:.1f} s: {info['ename']}: {info['evalue']}{where}")
+        log(f"{tag} FAILED after {duration:.1f} s: {info['ename']}: {info['evalue']}{where}")
     return entry
+
+
+def _drop_outputs(out_dir: Path, name: str) -> None:
+    for stale in (out_dir / f"{name}.ipynb", out_dir / f"{name}.html"):
+        stale.unlink(missing_ok=True)
+
+
+class ReportInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped ``run_report``, after ``status.json`` and the index were written to say so.
+
+    ``stage`` is the stage it stopped (``None`` when it came between stages), ``elapsed_s`` how long
+    that stage had run, ``resume_from`` the first stage a resumed run must execute. Still a
+    ``KeyboardInterrupt``, so that whatever called the runner (a sweep) stops too."""
+
+    def __init__(self, profile: str, stage: str | None, elapsed_s: float | None, resume_from: str | None, after: str | None = None):
+        super().__init__(stage or after or profile)
+        self.profile, self.stage, self.elapsed_s, self.resume_from, self.after = profile, stage, elapsed_s, resume_from, after
+
+    def describe(self, resume_command: str | None = None) -> str:
+        """``interrupted in 02_training after 41.2 s; resume with <command>``."""
+        if self.stage is not None:
+            where = f"interrupted in {self.stage} after {self.elapsed_s:.1f} s"
+        elif self.after is not None:
+            where = f"interrupted after {self.after}"
+        else:
+            where = "interrupted before any stage ran"
+        if self.resume_from is None:
+            return where
+        command = resume_command or f"goalrm report --profile {self.profile} --from {self.resume_from[:2]}"
+        return f"{where}; resume with {command}"
 
 
 def inspect_stages(stages: list[Path]) -> dict[str, dict]:

@@ -24,11 +24,9 @@ from __future__ import annotations
 
 import argparse
 import ast
-import difflib
 import functools
 import itertools
 import json
-import math
 import multiprocessing
 import os
 import re
@@ -43,9 +41,8 @@ import yaml
 from goalrm_core.cli import positive_int, run_command
 from goalrm_core.data.io import ArtifactError, atomic_write_json
 from goalrm_core.data.rundir import STAGE_FOLDERS, RunDir
-from goalrm_core.inference.goal_state import GOAL_METHODS
-from goalrm_core.report.profiles import (check_profile_against_notebooks, declared_type, load_profile, resolve_path,
-                                         sweep_spec_path)
+from goalrm_core.report.profiles import (check_profile_against_notebooks, check_ranges, coerce_to_declared, load_profile,
+                                         parse_set_flags, parse_value, resolve_path, sweep_spec_path, unknown_key_message)
 from goalrm_core.report.provenance import _now
 from goalrm_core.report.runner import (discover_stages, inspect_stages, match_stage, run_dir_of, run_report, stage_is_current,
                                        stage_parameters)
@@ -59,28 +56,6 @@ SPEC_KEYS = ("profile", "name", "grid", "one_at_a_time", "stages", "seeds", "set
 
 
 # ------------------------------------------------------------------------------- values and names
-
-
-def parse_value(text: str) -> Any:
-    """A grid value from the command line: an int, a finite float, true/false, null, else the text.
-
-    >>> [parse_value(t) for t in ("0", "0.1", "1e-5", "true", "cosine_avg")]
-    [0, 0.1, 1e-05, True, 'cosine_avg']
-    """
-    t = text.strip()
-    for convert in (int, float):
-        try:
-            value = convert(t)
-        except ValueError:
-            continue
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"grid value {text!r} is not a finite number")
-        return value
-    if t.lower() in ("true", "false"):
-        return t.lower() == "true"
-    if t.lower() in ("null", "none"):
-        return None
-    return t
 
 
 def parse_grid_flag(flag: str) -> tuple[str, list]:
@@ -216,10 +191,8 @@ def _check_key(key: str, declared: Mapping[str, Mapping], stages: list[str], sha
         raise ValueError(f"{what} key {key!r} is set by the sweep itself for every point")
     users = [nb for nb, params in declared.items() if key in params]
     if not users:
-        known = sorted({k for params in declared.values() for k in params} - set(SET_BY_SWEEP))
-        close = difflib.get_close_matches(key, known, n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise ValueError(f"{what} key {key!r} is not a parameter of any notebook{hint}")
+        raise ValueError(unknown_key_message(key, declared, what, exclude=SET_BY_SWEEP)
+                         or f"{what}: key {key!r} is read by no notebook the sweep runs")
     read_by_shared = [nb for nb in users if nb in shared]
     if read_by_shared:
         raise ValueError(f"{what} key {key!r} is read by {', '.join(read_by_shared)}, which the sweep shares from the base "
@@ -230,24 +203,19 @@ def _check_key(key: str, declared: Mapping[str, Mapping], stages: list[str], sha
 
 def _coerce(key: str, value: Any, declared: Mapping[str, Mapping], stages: Sequence[str]) -> Any:
     """An int where the notebooks declare a float becomes that float (``0`` -> ``0.0``)."""
-    for stage in stages:
-        if key in declared[stage] and declared_type(declared[stage][key]) is float and isinstance(value, int) \
-                and not isinstance(value, bool):
-            return float(value)
-    return value
+    return coerce_to_declared(key, value, declared, stages)
 
 
 def check_point(settings: Mapping[str, Any], declared: Mapping[str, Mapping], source: str) -> None:
     """Everything about one point's parameters that can fail before a kernel starts: the types the
-    notebooks declare, the trainer's choices and ranges, the goal-state method."""
+    notebooks declare, the trainer's choices and ranges, then every profile key's range, choices and
+    relations (``profiles.check_ranges``, which ``goalrm report`` applies to a profile and its ``--set``)."""
     check_profile_against_notebooks(settings, declared, source=source)
     try:
         RMRecipe.from_profile(settings).check()
     except (ValueError, TypeError) as e:
         raise ValueError(f"{source}: {e}") from None
-    method = settings.get("goal_method")
-    if method is not None and method not in GOAL_METHODS:
-        raise ValueError(f"{source}: unknown goal_method {method!r}; valid: {', '.join(GOAL_METHODS)}")
+    check_ranges(settings, source)
 
 
 def plan_sweep(
@@ -483,13 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _parse_set(flags: list[str]) -> dict:
-    out = {}
-    for flag in flags:
-        key, sep, text = flag.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--set {flag!r}: expected KEY=VALUE")
-        out[key.strip()] = yaml.safe_load(text) if text.strip().startswith("[") else parse_value(text)
-    return out
+    return parse_set_flags(flags, "--set")
 
 
 def _parse_seeds(text: str) -> list[int]:

@@ -2,8 +2,10 @@
 (``sweep.json``) and each point's ``metrics.json``, so it can be rebuilt from a committed copy.
 
 In reading order: a sentence generated from the numbers (the best point, and whether its CI separates
-it from the default), one row per point with the headline metrics and their 95% CIs, the OOD
-AUROCs, a figure per swept key (AUROC against the key's values, CI bands), then what the sweep ran.
+it from the default) and what a sweep's numbers can support (one seed per point: leads, not findings),
+one row per point with the headline metrics and their 95% CIs, the OOD AUROCs, a figure per swept key
+(AUROC against the key's values, CI bands), then what the sweep ran. An undefined metric (null, NaN:
+one class, too few seeds) reads ``undefined``, never "nan", and never stops the page.
 """
 
 from __future__ import annotations
@@ -46,8 +48,7 @@ def _get(tree: Any, *keys: str) -> Any:
     return tree
 
 
-def _missing(x: Any) -> bool:
-    return x is None or (isinstance(x, float) and math.isnan(x))
+_missing = fmt.is_undefined
 
 
 def wilson(p: float, n: int) -> tuple[float, float]:
@@ -55,7 +56,11 @@ def wilson(p: float, n: int) -> tuple[float, float]:
 
     >>> [round(v, 3) for v in wilson(0.8, 100)]
     [0.711, 0.867]
+    >>> wilson(float("nan"), 100)
+    (nan, nan)
     """
+    if _missing(p) or not isinstance(n, (int, float)) or _missing(n) or n <= 0:
+        return math.nan, math.nan
     centre = (p + Z95 ** 2 / (2 * n)) / (1 + Z95 ** 2 / n)
     half = Z95 * math.sqrt(p * (1 - p) / n + Z95 ** 2 / (4 * n ** 2)) / (1 + Z95 ** 2 / n)
     return centre - half, centre + half
@@ -100,8 +105,9 @@ def point_rows(plan: Mapping, report_dir: Path) -> list[dict]:
                 if isinstance(scores, Mapping) and "auroc" in scores:
                     row["auroc"][(rm, bench)] = (scores["auroc"], scores.get("auroc_ci_low"), scores.get("auroc_ci_high"))
             acc = _get(training, rm, "eval_accuracy")
-            if acc is not None:
-                low, high = (_get(training, rm, "eval_accuracy_ci") or [None, None])[:2]
+            if rm in (training or {}):
+                bounds = _get(training, rm, "eval_accuracy_ci")
+                low, high = (list(bounds) + [None, None])[:2] if isinstance(bounds, (list, tuple)) else (None, None)
                 how = "seeds"
                 if (_missing(low) or _missing(high)) and n_eval:
                     (low, high), how = wilson(acc, n_eval), "pairs"
@@ -110,6 +116,10 @@ def point_rows(plan: Mapping, report_dir: Path) -> list[dict]:
         row["q_auroc"] = (sep.get("separation_auroc"), sep.get("separation_auroc_ci_low"), sep.get("separation_auroc_ci_high"))
         delta = _get(ev, "delta_auroc", ID_BENCH) or {}
         row["delta"] = (delta.get("mean"), delta.get("ci_low"), delta.get("ci_high"))
+        seeds = _get(ev, "primary", "delta_auroc")  # schema 2: the same Δ over the point's RM seeds
+        row["delta_seeds"] = seeds if isinstance(seeds, Mapping) else None
+        row["n_seeds"] = next((n for n in (_get(ev, "primary", "n_seeds"), *(_get(training, rm, "n_seeds") for rm in RMS))
+                               if isinstance(n, int) and not isinstance(n, bool)), None)
         tuned = _get(ev, GOAL_CONDITIONED, ID_BENCH, "filter_validation") or {}
         row["tokens_saved"] = (tuned.get("tokens_saved_pct"), tuned.get("tokens_saved_ci_low"), tuned.get("tokens_saved_ci_high"))
         row["tuned_accuracy"] = (tuned.get("accuracy"), tuned.get("accuracy_unfiltered"))
@@ -145,10 +155,27 @@ def verdict(plan: Mapping, rows: list[dict]) -> str:
         return text + " That is the default point itself: no swept value does better."
     a, b = best["auroc"][key], default["auroc"][key]
     if not any(_missing(v) for v in (a[1], b[2])) and a[1] > b[2]:
-        tail = "its 95% CI lies above the default's: a real improvement at this sample size."
+        tail = ("its 95% CI lies above the default's: a lead worth more seeds (the interval is over questions, "
+                "not over training seeds).")
+    elif any(_missing(v) for v in (a[1], a[2], b[1], b[2])):
+        tail = "a CI is undefined, so this sweep cannot compare them."
     else:
         tail = "the two 95% CIs overlap, so this sweep cannot tell it from the default."
     return text + f" The default ({default['point']}) scores {fmt.ci(*b)}; {tail}"
+
+
+def seeds_note(plan: Mapping, rows: list[dict]) -> str:
+    """What a sweep's numbers support: with one RM seed per point, leads, not findings."""
+    common = plan.get("common") or {}
+    seeds = common.get("rm_seeds") if isinstance(common, Mapping) else None
+    known = [r["n_seeds"] for r in rows if r.get("n_seeds")]
+    n = len(seeds) if isinstance(seeds, (list, tuple)) else (max(known) if known else None)
+    if n is None or n <= 1:
+        return ("One seed per point gives leads, not findings: each point trains one RM seed, and its intervals are "
+                "over questions, not over training seeds. A point that looks better is a lead to rerun with the "
+                "seeds of a full report before it is a finding.")
+    return (f"Each point trains {n} RM seeds; its table figures are of the seed-0 RMs (intervals over questions), so "
+            "they give leads, not findings; where a Δ across seeds is shown, only its t-interval over seeds counts.")
 
 
 def _link(report_dir: Path, target: str, text: str) -> str:
@@ -169,17 +196,26 @@ Q_SERIES = "goal-conditioned Q"  # the cosine of the last token's state to the g
 
 def headline_table(plan: Mapping, rows: list[dict], report_dir: Path, report_links: bool) -> str:
     e = html.escape
-    header = ["point", *plan["grid"], *(f"{rm} AUROC" for rm in RMS), "Δ AUROC (goal − base)", f"{Q_SERIES} AUROC",
+    across = any(r.get("delta_seeds") for r in rows)
+    header = ["point", *plan["grid"], *(f"{rm} AUROC" for rm in RMS), "Δ AUROC (goal − base)",
+              *(["Δ AUROC across seeds"] if across else []), f"{Q_SERIES} AUROC",
               *(f"{rm} held-out pair acc." for rm in RMS), "tokens saved", "status", "links"]
     table = []
     for r in rows:
         name = e(r["point"]) + (" <b>(default)</b>" if r["point"] == plan.get("default_point") else "")
         cells = [name, *(e(format_value(r["values"][k])) for k in plan["grid"])]
         cells += [e(fmt.ci(*r["auroc"].get((rm, ID_BENCH), (None, None, None)))) for rm in RMS]
-        cells += [e(fmt.signed_ci(*r["delta"])), e(fmt.ci(*r["q_auroc"]))]
-        cells += [e("–" if r["accuracy"].get(rm) is None else fmt.ci(*r["accuracy"][rm][:3])) for rm in RMS]
+        cells += [e(fmt.signed_ci(*r["delta"]))]
+        if across:
+            d = r.get("delta_seeds")
+            shown = fmt.across(d) if d else "not recorded"
+            if d and d.get("k") is not None and d.get("n_seeds"):
+                shown += f", positive in {d['k']} of {d['n_seeds']} seeds"
+            cells.append(e(shown))
+        cells += [e(fmt.ci(*r["q_auroc"]))]
+        cells += [e(fmt.undefined() if r["accuracy"].get(rm) is None else fmt.ci(*r["accuracy"][rm][:3])) for rm in RMS]
         saved, low, high = r["tokens_saved"]
-        cells += [e("–" if _missing(saved) else fmt.ci(saved, low, high, digits=1) + " %"), e(r["status"])]
+        cells += [e(fmt.interval(saved, low, high, 1, suffix=" %")), e(r["status"])]
         links = [_link(report_dir, f"{r['point']}/index.html", "report") if report_links else "",
                  _link(report_dir, f"{r['point']}/metrics.json", "metrics.json")]
         table.append(cells + [" · ".join(x for x in links if x)])
@@ -187,7 +223,7 @@ def headline_table(plan: Mapping, rows: list[dict], report_dir: Path, report_lin
 
 
 def ood_table(rows: list[dict]) -> str:
-    benches = sorted({b for r in rows for (_, b) in r["auroc"] if b != ID_BENCH})
+    benches = fmt.order_benchmarks(b for r in rows for (_, b) in r["auroc"] if b != ID_BENCH)
     if not benches:
         return ""
     header = ["point", *(f"{rm} · {b}" for b in benches for rm in RMS)]
@@ -244,6 +280,7 @@ def render_comparison(plan: Mapping, report_dir: Path, report_links: bool = True
 <p class="meta">Generated {e(_now())}; {n_done} of {len(rows)} points complete.</p>
 <h2>Summary</h2>
 <p>{e(verdict(plan, rows))}</p>
+<p>{e(seeds_note(plan, rows))}</p>
 <h2>Points</h2>
 <p>All on {ID_BENCH}, seed-0 RMs, 95% bootstrap CIs over questions. AUROC: how well each RM's reward ranks correct above
 incorrect solutions (the headline generations). Δ: the paired goal-conditioned − baseline difference. {Q_SERIES} AUROC: the

@@ -17,6 +17,7 @@ notebook's metrics. Each step takes a setup dataclass and returns a result datac
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import re
@@ -35,7 +36,7 @@ from transformers import AutoTokenizer, LlamaForCausalLM
 from goalrm_core.data.questions import group_by_question
 from goalrm_core.data.io import atomic_write_json
 from goalrm_core.data.rundir import RunDir
-from goalrm_core.evaluation import metrics
+from goalrm_core.evaluation import metrics, stats
 from goalrm_core.evaluation.tables import read_scored
 from goalrm_core.inference.beam_search import DecodeConfig, q_guided_decode
 from goalrm_core.inference.goal_state import goal_state, last_token_states, q_values
@@ -43,6 +44,7 @@ from goalrm_core.inference.pruning import PruneConfig, choose_online_threshold
 from goalrm_core.inference.sampler import Sample, check_decoding_inputs, sample
 from goalrm_core.model.reward_model import RewardModel
 from goalrm_core.model.templates import apply_template
+from goalrm_core.study.artifacts import load_rm, read_goal_state
 from goalrm_core.study.rms import BASELINE as BASELINE_RM, GOAL_CONDITIONED as GOAL_RM
 from goalrm_core.study import plots  # noqa: F401  (the project's seaborn theme for the figure)
 from goalrm_core.tasks.toymath import problems as toymath
@@ -68,9 +70,15 @@ class DecodingSetup:
     task: toymath.ToyMathConfig = field(metadata={"help": "The data stage's ToyMath config (answers are judged mod its modulus)."})
     benchmarks: list[str] = field(default_factory=list, metadata={"help": "Benchmarks to decode, in report order."})
     n_questions: int = field(default=32, metadata={"help": "First distinct questions decoded per benchmark."})
+    rm_seed: int = field(default=0, metadata={"help": "The training seed of ``rm`` (whose scored samples tune the pruning threshold)."})
+    encoding: str = field(default="split", metadata={"help": "How the RM reads prompt + response (the profile's `encoding`)."})
+    readout: str = field(default="eos", metadata={"help": "Where the RM's reward is read (the profile's `readout`)."})
 
     def __post_init__(self):
         self.run = RunDir(self.run)
+        if (self.encoding, self.readout) != ("split", "eos"):  # the KV-cached online scorers read this way only
+            raise ValueError(f"decoding follows the RM with split encoding and the EOS read-out only, "
+                             f"got encoding={self.encoding!r}, readout={self.readout!r}")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -305,6 +313,10 @@ class PruningResult:
         return self.table[cols].join(pd.DataFrame.from_dict(self.timings, orient="index"))
 
 
+# Q is a cosine: a threshold at or below -1 stops no sample ("pruning off"), so the RM is not run.
+PRUNING_OFF = -1.0
+
+
 def _warm_up(setup: DecodingSetup) -> None:
     """One tiny run, so the first timed run does not pay for lazy initialisation."""
     sample(setup.policy, setup.tokenizer, ["1 +1\n"], n=2, max_new_tokens=8, rm=setup.rm, goal=setup.goal, prune=PruneConfig(threshold=-1.0))
@@ -318,7 +330,7 @@ def sample_solutions(setup: DecodingSetup, questions: Sequence[str], cfg: Prunin
     prompts = [apply_template(TEMPLATE, q) for q in questions]
     _warm_up(setup)
     kw = dict(n=cfg.n_samples, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, seed=cfg.seed, batch_size=cfg.batch_size)
-    if threshold is not None:
+    if threshold is not None and threshold > PRUNING_OFF:  # at or below -1 no Q can stop a sample: no RM calls at all
         kw |= dict(rm=setup.rm, goal=setup.goal, prune=PruneConfig(threshold, cfg.rule.skip_first, cfg.rule.keep_last))
     t0 = time.perf_counter()
     samples = sample(setup.policy, setup.tokenizer, prompts, **kw)
@@ -333,7 +345,7 @@ def tune_threshold(setup: DecodingSetup, bench: str, exclude: Sequence[str], cfg
     if not cfg.tune:
         return ThresholdChoice(cfg.rule.threshold, tuned=False)
     held = set(exclude)
-    groups = [g for q, g in group_by_question(read_scored(setup.run.eval(GOAL_RM), bench, "all")).items() if q not in held]
+    groups = [g for q, g in group_by_question(read_scored(setup.run.eval(GOAL_RM, setup.rm_seed), bench, "all")).items() if q not in held]
     if not groups:
         return ThresholdChoice(cfg.rule.threshold, tuned=False)
     candidates = np.r_[-1.0, metrics.DEFAULT_FILTER_THRESHOLDS]
@@ -367,6 +379,32 @@ def pruning_results(setup: DecodingSetup, unpruned: dict[str, SampledRun], prune
     rows = {bench: pruning_outcome(unpruned[bench], pruned[bench], setup.task.modulus) for bench in pruned}
     timings = {bench: {"wall_s": pruned[bench].wall_s, "wall_s_unpruned": unpruned[bench].wall_s} for bench in pruned}
     return PruningResult(pd.DataFrame.from_dict(rows, orient="index"), timings)
+
+
+def pruning_across_seeds(setup: DecodingSetup, rm_seeds: Sequence[int], questions: Sequence[str], unpruned: SampledRun,
+                         cfg: PruningSetup, bench: str = "toy-id") -> tuple[dict, dict]:
+    """Online pruning on ``bench`` with each seed's goal-conditioned RM (its own goal state and its own
+    tuned threshold) against the one unpruned run of the same questions: a primary conclusion, so it
+    is judged over training seeds (`stats.across_seeds`). Returns the ``decoding.primary.pruning``
+    section of metrics.json and its wall-time part (for ``timings``)."""
+    outcomes, walls, thresholds = [], [], []
+    for rm_seed in rm_seeds:
+        rm, _ = load_rm(setup.run, GOAL_RM, rm_seed)
+        seeded = dataclasses.replace(setup, rm=rm, goal=read_goal_state(setup.run, GOAL_RM, seed=rm_seed), rm_seed=rm_seed)
+        choice = tune_threshold(seeded, bench, questions, cfg)
+        pruned = sample_solutions(seeded, questions, cfg, choice.threshold)
+        outcomes.append(pruning_outcome(unpruned, pruned, setup.task.modulus))
+        walls.append(pruned.wall_s / unpruned.wall_s if unpruned.wall_s > 0 else float("nan"))
+        thresholds.append(float(choice.threshold))
+    section = {
+        "benchmark": bench, "rm_seeds": list(rm_seeds), "threshold": thresholds,
+        "pruning_off": sum(t <= PRUNING_OFF for t in thresholds),
+        "tokens_ratio": stats.across_seeds([o["tokens_generated"] / max(1, o["tokens_generated_unpruned"]) for o in outcomes],
+                                           null=1.0, expect="less"),
+        # expect "less": `holds` means pruning costs accuracy
+        "accuracy_change": stats.across_seeds([o["accuracy"] - o["accuracy_unpruned"] for o in outcomes], expect="less"),
+    }
+    return section, {"wall_ratio": stats.across_seeds(walls, null=1.0, expect="less"), "wall_s_unpruned": unpruned.wall_s}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -435,21 +473,22 @@ def steering_policy(run, task: toymath.ToyMathConfig, cfg: SteerConfig = SteerCo
 
 
 def attribute_goal_state(rm: RewardModel, tokenizer, run, task: toymath.ToyMathConfig, n: int = 200, seed: int = 0,
-                         style: str = "verbose") -> np.ndarray:
+                         style: str = "verbose", encoding: str = "split", readout: str = "eos") -> np.ndarray:
     """(1, hidden) goal: the mean last-token RM state of ``n`` correct solutions written in ``style``
     (training problems, never benchmark questions)."""
     problems = training_problems(run, task, n, seed + 11)
     return goal_state(rm, tokenizer, [apply_template(TEMPLATE, p.question) for p in problems], [p.solution(style) for p in problems],
-                      max_len=512, batch_size=64)
+                      max_len=512, batch_size=64, encoding=encoding, readout=readout)
 
 
-def style_separation_auroc(rm: RewardModel, tokenizer, run, task: toymath.ToyMathConfig, goal, n: int = 200, seed: int = 0) -> float:
+def style_separation_auroc(rm: RewardModel, tokenizer, run, task: toymath.ToyMathConfig, goal, n: int = 200, seed: int = 0,
+                           encoding: str = "split", readout: str = "eos") -> float:
     """Can the goal steer at all? AUROC of the final Q toward ``goal`` for telling the verbose from the
     terse reference solution of the same ``n`` training problems (other problems than the goal's).
     0.5: the cosine to this goal does not see the style, so the beam search cannot select for it."""
     problems = training_problems(run, task, n, seed + 13)
     rows = [{"question": p.question, "generated_solution": p.solution(style)} for style in ("verbose", "terse") for p in problems]
-    q = q_values(last_token_states(rm, tokenizer, rows, TEMPLATE, max_len=512), goal).numpy()
+    q = q_values(last_token_states(rm, tokenizer, rows, TEMPLATE, max_len=512, encoding=encoding, readout=readout), goal).numpy()
     return metrics.bootstrap_auroc(q, [1] * len(problems) + [0] * len(problems), n_boot=0).auroc
 
 
@@ -476,8 +515,10 @@ def steering_experiment(setup: DecodingSetup, steer_policy, cfg: DecodeConfig, s
     ``accuracy_correctness_goal``."""
     rm, tokenizer, modulus = setup.rm, setup.tokenizer, setup.task.modulus
     check_decoding_inputs(steer_policy, rm, tokenizer, control_goal)
-    goal = attribute_goal_state(rm, tokenizer, setup.run, setup.task, steer.n_goal, cfg.seed, style=steer.style)
-    separation = style_separation_auroc(rm, tokenizer, setup.run, setup.task, goal, steer.n_goal, cfg.seed)
+    goal = attribute_goal_state(rm, tokenizer, setup.run, setup.task, steer.n_goal, cfg.seed, style=steer.style,
+                                encoding=setup.encoding, readout=setup.readout)
+    separation = style_separation_auroc(rm, tokenizer, setup.run, setup.task, goal, steer.n_goal, cfg.seed,
+                                        encoding=setup.encoding, readout=setup.readout)
     questions = unique_questions(setup.run, steer.bench, setup.n_questions)
     guided, _ = q_guided_decode(steer_policy, rm, tokenizer, goal, questions, cfg)
     prompts = [apply_template(TEMPLATE, q) for q in questions]
@@ -522,3 +563,20 @@ def decoding_metrics(comparison: MethodComparison, pruning: PruningResult, steer
     methods = methods_metrics({b: g for b, g in comparison.matched.groupby("benchmark", sort=False)})
     prune = {bench: {k: float(row[k]) for k in PRUNING_KEYS} for bench, row in pruning.table.iterrows()}
     return {"methods": methods, "pruning": prune, "steering": dict(steering.summary)}
+
+
+def pruning_seeds_frame(section: dict, wall: dict) -> pd.DataFrame:
+    """``pruning_across_seeds`` for reading: each figure's mean over seeds [95% t-interval], the seeds
+    pointing the expected way, and the conclusion."""
+    from goalrm_core.study.evaluation import seed_interval
+
+    rows = []
+    for name, s, scale in (("tokens pruned / unpruned (< 1)", section["tokens_ratio"], 1.0),
+                           ("accuracy change, points (< 0 = costs accuracy)", section["accuracy_change"], 100.0),
+                           ("wall time pruned / unpruned (< 1)", wall["wall_ratio"], 1.0)):
+        rows.append({"figure": name, "mean over seeds [95% CI]": seed_interval(s, scale, signed=scale != 1.0),
+                     "seeds the expected way": f"{s['k']} of {s['n_seeds']}",
+                     "conclusion": {True: "holds", False: "not shown", None: "cannot be judged"}[s["holds"]]})
+    rows.append({"figure": "seeds whose tuned threshold is 'pruning off' (≤ −1)", "mean over seeds [95% CI]": "",
+                 "seeds the expected way": f"{section['pruning_off']} of {len(section['rm_seeds'])}", "conclusion": ""})
+    return pd.DataFrame(rows)

@@ -4,11 +4,14 @@ first-error check, the length gate and a plain-words reading generated from the 
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from goalrm_core.data.io import require_artifact
 from goalrm_core.data.rundir import RunDir
-from goalrm_core.evaluation import metrics, tables
+from goalrm_core.data.questions import group_by_question
+from goalrm_core.evaluation import metrics, stats, tables
 from goalrm_core.inference.scoring import eval_rm
 from goalrm_core.study.artifacts import benchmarks, headline_rows
 from goalrm_core.study.rms import BASELINE, GOAL_CONDITIONED, RMS
@@ -16,9 +19,10 @@ from goalrm_core.tasks.toymath.pipeline import TEMPLATE
 
 
 def score_all(run_dir, rms, rm_seeds=(0,), batch_size: int = 64, max_len: int = 512, progress: bool = True,
-              goal_method: str = "mean_last") -> dict:
+              goal_method: str = "mean_last", *, encoding: str, readout: str) -> dict:
     """Dense scoring of every benchmark's generations by each RM and seed, with its own goal state
-    (the one formed by ``goal_method``; the paper's is ``mean_last``)."""
+    (the one formed by ``goal_method``; the paper's is ``mean_last``), read as the profile's
+    ``encoding`` and ``readout`` say."""
     run = RunDir(run_dir)
     counts = {}
     for rm in rms:
@@ -26,7 +30,8 @@ def score_all(run_dir, rms, rm_seeds=(0,), batch_size: int = 64, max_len: int = 
             goal = require_artifact(run.goal_state(rm, seed, goal_method), "notebooks/03_representations.ipynb")
             counts[run.model_name(rm, seed)] = eval_rm(  # writes run.eval(rm, seed): eval_root/<model folder name>
                 run.generations, run.model(rm, seed), run.eval_root,
-                benchmarks(run_dir), goal, template=TEMPLATE, batch_size=batch_size, max_len=max_len, progress=progress)
+                benchmarks(run_dir), goal, template=TEMPLATE, batch_size=batch_size, max_len=max_len, progress=progress,
+                encoding=encoding, readout=readout)
     return counts
 
 
@@ -104,29 +109,38 @@ def evaluation_metrics(aurocs: pd.DataFrame, deltas: pd.DataFrame, partials: pd.
 
 
 def reading(aurocs: pd.DataFrame, deltas: pd.DataFrame, bench: str = "toy-id") -> str:
-    """A plain-words reading of the AUROC results, generated from the numbers so it cannot drift."""
+    """A plain-words reading of seed 0's AUROC results, generated from the numbers so it cannot
+    drift; an undefined number is said to be undefined, with its reason, and carries no verdict."""
     t = aurocs[aurocs["benchmark"] == bench].set_index("scorer")
     d = deltas.set_index("benchmark").loc[bench] if len(deltas) else None
 
     def ci(name):
         r = t.loc[name]
+        if not _defined(r["auroc"]):
+            return f"undefined ({r.get('undefined_reason') or 'one class only'})"
         return f"{r['auroc']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
 
-    lines = [f"On {bench}, the baseline RM reaches AUROC {ci(BASELINE)} and the goal-conditioned RM {ci(GOAL_CONDITIONED)}."]
-    if d is not None:
-        verdict = "excludes 0: a real difference at this sample size" if d["ci_low"] > 0 or d["ci_high"] < 0 else "includes 0: no detectable difference"
-        lines.append(f"The paired difference (goal-conditioned − baseline) is {d['mean']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}], whose 95% CI {verdict}.")
+    lines = [f"Seed 0 (detail): on {bench}, the baseline RM reaches AUROC {ci(BASELINE)} and the goal-conditioned RM {ci(GOAL_CONDITIONED)}."]
+    if d is not None and _defined(d["mean"]) and _defined(d["ci_low"]):
+        verdict = "excludes 0" if d["ci_low"] > 0 or d["ci_high"] < 0 else "includes 0"
+        lines.append(f"The paired difference (goal-conditioned − baseline) is {d['mean']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}], "
+                     f"whose 95% CI over questions {verdict}; the conclusion over training seeds is in the next section.")
+    elif d is not None:
+        lines.append("The paired difference is undefined on this set.")
     refs = [s for s in ("policy mean logprob", "length only") if s in t.index]
-    best_rm = max(t.loc[BASELINE, "auroc"], t.loc[GOAL_CONDITIONED, "auroc"])
+    rm_aurocs = [t.loc[rm, "auroc"] for rm in (BASELINE, GOAL_CONDITIONED) if _defined(t.loc[rm, "auroc"])]
     for ref in refs:
+        if not rm_aurocs or not _defined(t.loc[ref, "ci_low"]):
+            continue
+        best_rm = max(rm_aurocs)
         rel = "above" if best_rm > t.loc[ref, "ci_high"] else "below" if best_rm < t.loc[ref, "ci_low"] else "within the CI of"
         lines.append(f"The better RM is {rel} the free reference scorer '{ref}' ({ci(ref)}).")
     return " ".join(lines)
 
 
 def length_gate(aurocs: pd.DataFrame, bench: str = "toy-id", rms=RMS) -> dict:
-    """Do **both** RMs beat the length-only scorer on ``bench`` (point estimates)? If not, the later
-    tables compare RMs that have learned less than a character count, and measure noise."""
+    """Seed 0's gate (detail): do **both** RMs beat the length-only scorer on ``bench`` (point
+    estimates)? ``passed`` is None, with a ``reason``, when an AUROC is undefined."""
     t = aurocs[aurocs["benchmark"] == bench].set_index("scorer")
 
     def entry(name):
@@ -135,8 +149,10 @@ def length_gate(aurocs: pd.DataFrame, bench: str = "toy-id", rms=RMS) -> dict:
 
     length = entry("length only")
     scorers = {rm: entry(rm) for rm in rms}
-    return {"benchmark": bench, "passed": all(v["auroc"] > length["auroc"] for v in scorers.values()),
-            "length_only": length, **scorers}
+    undefined = [name for name, v in {"length only": length, **scorers}.items() if not _defined(v["auroc"])]
+    passed = None if undefined else all(v["auroc"] > length["auroc"] for v in scorers.values())
+    reason = f"AUROC undefined for {', '.join(undefined)} (one class in the headline set)" if undefined else None
+    return {"benchmark": bench, "passed": passed, "reason": reason, "length_only": length, **scorers}
 
 
 FIRST_ERROR_KEYS = ("n", "mean_q_before", "mean_q_after", "mean_delta", "delta_ci_low", "delta_ci_high", "p_value", "fraction_lower_after",
@@ -151,3 +167,137 @@ def first_error_frame(summaries: dict[str, dict]) -> pd.DataFrame:
     """Metrics as rows, RMs as columns (the delta's interval named after it, for the formatter)."""
     frame = pd.DataFrame({rm: first_error_metrics(s) for rm, s in summaries.items()})
     return frame.rename(index={"delta_ci_low": "mean_delta_ci_low", "delta_ci_high": "mean_delta_ci_high"})
+
+
+# ------------------------------------------------------------------ conclusions over training seeds
+#
+# The primary conclusions, fixed before any run: the length gate, toy-id's ΔAUROC, the first-error ΔQ
+# and the threshold-0 filter here, online pruning in notebook 05. Each is computed once per RM seed and
+# summarised with `stats.across_seeds` (mean ± t·s/√n over seeds, and in how many seeds it points the
+# expected way): the bootstrap over questions of one seed leaves out the training variance that decides
+# a conclusion. Every other comparison is exploratory, with Holm-corrected p-values.
+
+PRIMARY_BENCH = "toy-id"
+
+
+def _auroc(rows: list[dict], scores) -> float:
+    return float(metrics.bootstrap_auroc(scores, tables.labels(rows), n_boot=0).auroc)
+
+
+def seed_figures(run_dir, rms, rm_seed: int, headline: str, filter_threshold: float, skip_first: int) -> dict:
+    """One RM seed's primary and exploratory figures (point estimates; NaN where undefined)."""
+    run, out = RunDir(run_dir), {"auroc": {}, "first_error_delta_q": {}, "filter": {}}
+    for bench in benchmarks(run_dir):
+        scored = {rm: headline_rows(run_dir, rm, bench, headline, rm_seed) for rm in rms}
+        out["auroc"][bench] = {rm: _auroc(rows, [r["reward"] for r in rows]) for rm, rows in scored.items()}
+        any_rows = scored[rms[0]]
+        key, sign = tables.REFERENCE_SCORERS["length only"]
+        out["auroc"][bench]["length only"] = _auroc(any_rows, [sign * r[key] for r in any_rows])
+        if bench == PRIMARY_BENCH:
+            for rm, rows in scored.items():
+                out["first_error_delta_q"][rm] = float(tables.first_error_summary(rows, n_boot=0).get("mean_delta", float("nan")))
+            for rm in rms:
+                vote = metrics.q_filtered_majority_vote(
+                    list(group_by_question(tables.read_scored(run.eval(rm, rm_seed), bench, "all")).values()),
+                    threshold=filter_threshold, skip_first=skip_first).as_dict()
+                out["filter"][rm] = {"tokens_saved_pct": vote["tokens_saved_pct"],
+                                     "accuracy_change": vote["accuracy"] - vote["accuracy_unfiltered"]}
+    return out
+
+
+def primary_metrics(run_dir, rms, rm_seeds, headline: str, filter_threshold: float, skip_first: int) -> dict:
+    """The ``evaluation.primary`` and ``evaluation.exploratory`` sections of metrics.json (schema 2):
+    each figure per seed and across seeds (`stats.across_seeds`)."""
+    per_seed = [seed_figures(run_dir, rms, s, headline, filter_threshold, skip_first) for s in rm_seeds]
+    bench = PRIMARY_BENCH
+
+    def over(get, **kw):
+        return stats.across_seeds([get(f) for f in per_seed], **kw)
+
+    margins = {rm: over(lambda f, rm=rm: f["auroc"][bench][rm] - f["auroc"][bench]["length only"]) for rm in rms}
+    undefined = [f"{rm}: {m['reason']}" for rm, m in margins.items() if m["holds"] is None]
+    state = "undefined" if undefined else "passed" if all(m["holds"] for m in margins.values()) else "failed"
+    primary = {
+        "benchmark": bench, "rm_seeds": list(rm_seeds), "n_seeds": len(rm_seeds), "headline": headline,
+        "gate": {"state": state, "reason": "; ".join(undefined) or None, "margin_over_length": margins},
+        "first_error_delta_q": {rm: over(lambda f, rm=rm: f["first_error_delta_q"][rm], expect="less") for rm in rms},
+        # accuracy_change: expect "less", so `holds` means the filter costs accuracy
+        "filter": {rm: {"threshold": filter_threshold,
+                        "tokens_saved_pct": over(lambda f, rm=rm: f["filter"][rm]["tokens_saved_pct"]),
+                        "accuracy_change": over(lambda f, rm=rm: f["filter"][rm]["accuracy_change"], expect="less")} for rm in rms},
+    }
+    exploratory: dict = {"delta_auroc": {}}
+    if {BASELINE, GOAL_CONDITIONED} <= set(rms):
+        deltas = {b: over(lambda f, b=b: f["auroc"][b][GOAL_CONDITIONED] - f["auroc"][b][BASELINE]) for b in benchmarks(run_dir)}
+        primary["delta_auroc"] = deltas.pop(bench)
+        others = list(deltas)
+        for b, p in zip(others, stats.holm([deltas[b].get("p_value", float("nan")) for b in others])):
+            deltas[b]["p_holm"] = p
+        exploratory["delta_auroc"] = deltas
+    exploratory["note"] = (f"comparisons other than the primary ones on {bench}: leads, not findings; p-values Holm-corrected "
+                           f"over the {len(exploratory['delta_auroc'])} benchmarks")
+    return {"primary": primary, "exploratory": exploratory}
+
+
+def _defined(x) -> bool:
+    return x is not None and isinstance(x, (int, float)) and math.isfinite(x)
+
+
+def seed_interval(s: dict, scale: float = 1.0, signed: bool = True) -> str:
+    """``mean [low, high]`` of an across-seeds figure; "undefined (reason)" when it is."""
+    if not _defined(s.get("mean")):
+        return f"undefined ({s.get('reason') or 'no seed defined'})"
+    fmt = "{:+.2f}" if signed else "{:.2f}"
+    show = lambda v: (fmt.format(v * scale) if _defined(v) else "undefined").replace("-0.00", "0.00").replace("+0.00", "0.00")
+    return f"{show(s['mean'])} [{show(s.get('ci_low'))}, {show(s.get('ci_high'))}]"
+
+
+def primary_frame(primary: dict) -> pd.DataFrame:
+    """The primary figures as one table: figure, RM, mean over seeds [95% t-interval], seeds pointing
+    the expected way, and whether the conclusion holds."""
+    rows = []
+
+    def add(figure, rm, s, scale=1.0, signed=True):
+        verdict = {True: "holds", False: "not shown", None: "cannot be judged"}[s["holds"]]
+        rows.append({"figure": figure, "rm": rm, "mean over seeds [95% CI]": seed_interval(s, scale, signed),
+                     "seeds the expected way": f"{s['k']} of {s['n_seeds']}", "conclusion": verdict})
+
+    for rm, s in primary["gate"]["margin_over_length"].items():
+        add("AUROC − length-only AUROC (> 0)", rm, s)
+    if "delta_auroc" in primary:
+        add("ΔAUROC goal-conditioned − baseline (> 0)", "both", primary["delta_auroc"])
+    for rm, s in primary["first_error_delta_q"].items():
+        add("Q after − before the first error (< 0)", rm, s)
+    for rm, f in primary["filter"].items():
+        add(f"tokens saved by the threshold-{f['threshold']:g} filter, % (> 0)", rm, f["tokens_saved_pct"])
+        add("its accuracy change, points (< 0 = costs accuracy)", rm, f["accuracy_change"], scale=100.0)
+    return pd.DataFrame(rows)
+
+
+def primary_reading(primary: dict) -> str:
+    """The primary conclusions in words, generated from the across-seed numbers."""
+    n, bench = primary["n_seeds"], primary["benchmark"]
+    gate = primary["gate"]
+    lines = [{"passed": f"Both RMs beat the length-only scorer on {bench} over {n} seeds.",
+              "failed": f"Not every RM beats the length-only scorer on {bench} over {n} seeds: the comparisons below measure little.",
+              "undefined": f"The length gate cannot be judged: {gate['reason']}."}[gate["state"]]]
+    if "delta_auroc" in primary:
+        d = primary["delta_auroc"]
+        said = {True: "the goal-conditioned RM ranks generations better", False: "no detectable difference between the RMs",
+                None: f"the difference cannot be judged ({d['reason']})"}[d["holds"]]
+        lines.append(f"ΔAUROC on {bench}: {seed_interval(d)}, higher in {d['k']} of {d['n_seeds']} seeds: {said}.")
+    for rm, s in primary["first_error_delta_q"].items():
+        said = {True: "Q falls at the first error", False: "a fall of Q at the first error is not shown",
+                None: f"cannot be judged ({s['reason']})"}[s["holds"]]
+        lines.append(f"{rm}: {said}; Δ {seed_interval(s)}, a fall in {s['k']} of {s['n_seeds']} seeds.")
+    return " ".join(lines)
+
+
+def exploratory_frame(exploratory: dict) -> pd.DataFrame:
+    """The exploratory ΔAUROCs over seeds, with their Holm-corrected p-values."""
+    rows = []
+    for bench, s in exploratory["delta_auroc"].items():
+        p = s.get("p_holm")
+        rows.append({"benchmark": bench, "ΔAUROC over seeds [95% CI]": seed_interval(s), "higher in": f"{s['k']} of {s['n_seeds']} seeds",
+                     "p (Holm)": f"{p:.3f}" if _defined(p) else "undefined"})
+    return pd.DataFrame(rows)

@@ -4,21 +4,34 @@
 
 * a value with a confidence interval prints as ``0.47 [0.39, 0.55]``;
 * fractions that are rates (accuracy, shares) print as percentages, ``*_pct`` columns already are;
-* column names are words (``eval_accuracy`` -> "held-out pair accuracy"), not keys.
+* column names are words (``eval_accuracy`` -> "held-out pair accuracy"), not keys;
+* an undefined value (``None``, NaN, ±inf, a missing key) prints as ``undefined``, with its reason
+  when one is known: undefined is a state, never "nan" and never a crash;
+* a number that rounds to zero prints without a sign (never ``-0.00``).
 
 >>> ci(0.4712, 0.391, 0.5533)
 '0.47 [0.39, 0.55]'
 >>> pct(0.6791)
 '67.9%'
+>>> signed_ci(-0.001, -0.02, 0.03)
+'0.00 [-0.02, +0.03]'
+>>> ci(float("nan"), None, None, reason="one class only")
+'undefined (one class only)'
+>>> across({"mean": -0.21, "ci_low": -0.3, "ci_high": -0.12})
+'-0.21 [-0.30, -0.12]'
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pandas as pd
+
+from goalrm_core.tasks.toymath.problems import BENCHMARKS, CHAIN_BENCHMARKS
+
+UNDEFINED = "undefined"
 
 # Column keys -> words. Unknown keys fall back to their words with underscores as spaces.
 WORDS: Mapping[str, str] = {
@@ -80,58 +93,160 @@ RATE_COLUMNS = {"greedy_accuracy", "sample_accuracy", "accuracy", "accuracy_unfi
                 "attribute_rate", "attribute_rate_unguided", "eval_accuracy"}
 
 
-def _missing(x: Any) -> bool:
-    return x is None or (isinstance(x, float) and math.isnan(x))
+# Report order of the benchmarks: the task's tables (toy-id first), then any other in the order given.
+BENCHMARK_ORDER: tuple[str, ...] = tuple(dict.fromkeys([*CHAIN_BENCHMARKS, *BENCHMARKS]))
 
 
-def num(x: Any, digits: int = 2) -> str:
-    """A number with ``digits`` decimals; "–" when undefined."""
-    return "–" if _missing(x) else f"{x:.{digits}f}"
+def is_undefined(x: Any) -> bool:
+    """``None``, NaN, ±inf, or no number at all: a metric that cannot be shown as one.
+
+    >>> [is_undefined(v) for v in (None, float("nan"), "x", 0.0, 3, True)]
+    [True, True, True, False, False, False]
+    """
+    if x is None:
+        return True
+    if isinstance(x, bool):
+        return False
+    try:
+        return not math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return True
 
 
-def ci(value: Any, low: Any, high: Any, digits: int = 2) -> str:
+_missing = is_undefined  # the old private name, kept for callers
+
+
+def undefined(reason: Any = None) -> str:
+    """``undefined``, or ``undefined (reason)`` when the reason is known.
+
+    >>> undefined(), undefined("only one class among 12 solutions")
+    ('undefined', 'undefined (only one class among 12 solutions)')
+    """
+    reason = None if reason is None or (isinstance(reason, float) and math.isnan(reason)) else str(reason).strip()
+    return f"{UNDEFINED} ({reason})" if reason else UNDEFINED
+
+
+def reason_of(tree: Any, key: str | None = None) -> str | None:
+    """The recorded reason a value of ``tree`` is undefined: ``<key>_reason``, ``<key>_undefined_reason``,
+    then ``undefined_reason`` and ``reason`` (the names the metrics use); ``None`` when none is recorded.
+
+    >>> reason_of({"p_value": None, "p_value_reason": "no question changed"}, "p_value")
+    'no question changed'
+    """
+    if not isinstance(tree, Mapping):
+        return None
+    keys = [f"{key}_reason", f"{key}_undefined_reason"] if key else []
+    for k in [*keys, "undefined_reason", "reason"]:
+        value = tree.get(k)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def _fixed(x: Any, digits: int, signed: bool = False, scale: float = 1.0) -> str:
+    """``x * scale`` with ``digits`` decimals; a value that rounds to zero has no sign."""
+    value = float(x) * scale
+    text = f"{value:.{max(0, digits)}f}"
+    if float(text) == 0:
+        return f"{0:.{max(0, digits)}f}"
+    return f"+{text}" if signed and value > 0 else text
+
+
+def num(x: Any, digits: int = 2, reason: Any = None, signed: bool = False) -> str:
+    """A number with ``digits`` decimals; ``undefined`` (with ``reason``) when it is not one.
+
+    >>> num(-0.0004), num(0.1234, signed=True), num(None)
+    ('0.00', '+0.12', 'undefined')
+    """
+    return undefined(reason) if is_undefined(x) else _fixed(x, digits, signed)
+
+
+def interval(value: Any, low: Any, high: Any, digits: int = 2, *, signed: bool = False, scale: float = 1.0,
+             suffix: str = "", reason: Any = None) -> str:
+    """``value [low, high]`` (each times ``scale``) then ``suffix``; the interval is left out when it is
+    undefined (one seed, one class), the whole is ``undefined (reason)`` when the value is.
+
+    >>> interval(0.125, 0.105, 0.145, 1, scale=100, suffix=" %")
+    '12.5 [10.5, 14.5] %'
+    """
+    if is_undefined(value):
+        return undefined(reason)
+    shown = _fixed(value, digits, signed, scale)
+    if not (is_undefined(low) or is_undefined(high)):
+        shown += f" [{_fixed(low, digits, signed, scale)}, {_fixed(high, digits, signed, scale)}]"
+    return shown + suffix
+
+
+def ci(value: Any, low: Any, high: Any, digits: int = 2, reason: Any = None) -> str:
     """``0.47 [0.39, 0.55]``; the interval is left out when it is undefined (one seed, one class)."""
-    if _missing(value):
-        return "–"
-    if _missing(low) or _missing(high):
-        return num(value, digits)
-    return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+    return interval(value, low, high, digits, reason=reason)
 
 
-def signed_ci(value: Any, low: Any, high: Any, digits: int = 2) -> str:
-    """A difference with its interval, signs shown: ``+0.03 [-0.02, +0.08]``."""
-    if _missing(value):
-        return "–"
-    if _missing(low) or _missing(high):
-        return f"{value:+.{digits}f}"
-    return f"{value:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
+def signed_ci(value: Any, low: Any, high: Any, digits: int = 2, reason: Any = None) -> str:
+    """A difference with its interval, signs shown: ``+0.03 [-0.02, +0.08]`` (zero unsigned)."""
+    return interval(value, low, high, digits, signed=True, reason=reason)
 
 
-def pct(x: Any, digits: int = 1, already_percent: bool = False) -> str:
+def across(summary: Any, digits: int = 2, *, signed: bool = True, scale: float = 1.0, suffix: str = "") -> str:
+    """An across-seeds figure (``evaluation.stats.across_seeds``: ``mean``, ``ci_low``, ``ci_high``,
+    ``reason``) as ``mean [low, high]``, or ``undefined (reason)``."""
+    if not isinstance(summary, Mapping):
+        return undefined()
+    return interval(summary.get("mean"), summary.get("ci_low"), summary.get("ci_high"), digits, signed=signed,
+                    scale=scale, suffix=suffix, reason=summary.get("reason"))
+
+
+def pct(x: Any, digits: int = 1, already_percent: bool = False, reason: Any = None, signed: bool = False) -> str:
     """A rate as a percentage: ``pct(0.679)`` and ``pct(67.9, already_percent=True)`` both give 67.9%."""
-    if _missing(x):
-        return "–"
-    return f"{x if already_percent else 100 * x:.{digits}f}%"
+    if is_undefined(x):
+        return undefined(reason)
+    return _fixed(x, digits, signed, 1.0 if already_percent else 100.0) + "%"
 
 
-def p_value(p: Any) -> str:
-    if _missing(p):
-        return "–"
-    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+def p_value(p: Any, reason: Any = None) -> str:
+    if is_undefined(p):
+        return undefined(reason)
+    return "< 0.001" if p < 0.001 else _fixed(p, 3)
 
 
 def words(key: str) -> str:
     return WORDS.get(key, key.replace("_", " "))
 
 
+def order_benchmarks(names: Iterable[str]) -> list[str]:
+    """Benchmarks in report order: toy-id, toy-zero, toy-times, toy-unseen (and the multi-digit ones),
+    then any other in the order given.
+
+    >>> order_benchmarks(["toy-zero", "gsm8k", "toy-unseen", "toy-id", "toy-times"])
+    ['toy-id', 'toy-zero', 'toy-times', 'toy-unseen', 'gsm8k']
+    """
+    names = list(dict.fromkeys(names))
+    rank = {b: i for i, b in enumerate(BENCHMARK_ORDER)}
+    return sorted(names, key=lambda b: (b not in rank, rank.get(b, 0), names.index(b)))
+
+
+def _cell(v: Any, digits: int, reason: Any = None) -> Any:
+    if isinstance(v, bool) or isinstance(v, str):
+        return v
+    if v is None or isinstance(v, (float, int)):
+        return num(v, digits, reason)
+    return v
+
+
 def table(df: pd.DataFrame, digits: int = 2, index_words: bool = True) -> pd.DataFrame:
     """A copy of ``df`` for reading: ``X``/``X_ci_low``/``X_ci_high`` (or ``ci_low``/``ci_high`` after
     ``X``) merged into one ``X [low, high]`` column, rates and ``*_pct`` as percentages, p-values
-    readable, other floats rounded, and column names in words. Values become strings."""
+    readable, other floats rounded, and column names in words. Values become strings; an undefined
+    one reads ``undefined``, with the reason of an ``X_reason`` column when the table has one."""
     out = pd.DataFrame(index=df.index)
     # bare ci_low/ci_high columns belong to the first of these that the table has
     owner = next((c for c in ("auroc", "mean", "auroc_mean", "separation_auroc", "delta", "mean_delta") if c in df), None)
-    used: set[str] = set()
+    used: set[str] = {f"{c}_reason" for c in df.columns if f"{c}_reason" in df}
+
+    def reasons(col):
+        key = f"{col}_reason"
+        return list(df[key]) if key in df else [None] * len(df)
+
     for col in df.columns:
         if col in used:
             continue
@@ -141,24 +256,27 @@ def table(df: pd.DataFrame, digits: int = 2, index_words: bool = True) -> pd.Dat
         if low in df and high in df:
             used |= {low, high}
             if col in RATE_COLUMNS:
-                shown = [pct(v) if _missing(lo) or _missing(hi) else f"{pct(v)} [{pct(lo)}, {pct(hi)}]"
-                         for v, lo, hi in zip(df[col], df[low], df[high])]
+                shown = [pct(v, reason=r) if is_undefined(v) or is_undefined(lo) or is_undefined(hi)
+                         else f"{pct(v)} [{pct(lo)}, {pct(hi)}]"
+                         for v, lo, hi, r in zip(df[col], df[low], df[high], reasons(col))]
             else:
                 fmt = signed_ci if col in ("mean", "delta", "mean_delta") else ci
-                shown = [fmt(v, lo, hi, digits) for v, lo, hi in zip(df[col], df[low], df[high])]
+                shown = [fmt(v, lo, hi, digits, reason=r) for v, lo, hi, r in zip(df[col], df[low], df[high], reasons(col))]
             out[words(col) + " [95% CI]"] = shown
             continue
-        values = df[col]
-        if col.endswith("_pct"):
-            shown = [pct(v, already_percent=True) for v in values]
+        values, why = df[col].tolist(), reasons(col)
+        if col.endswith("reason"):
+            shown = ["" if is_undefined(v) else v for v in values]
+        elif col.endswith("_pct"):
+            shown = [pct(v, already_percent=True, reason=r) for v, r in zip(values, why)]
         elif col in RATE_COLUMNS:
-            shown = [pct(v) for v in values]
+            shown = [pct(v, reason=r) for v, r in zip(values, why)]
         elif col.startswith("p_value"):
-            shown = [p_value(v) for v in values]
+            shown = [p_value(v, reason=r) for v, r in zip(values, why)]
         elif col == "n" or col.startswith("n_"):
-            shown = ["–" if _missing(v) else f"{int(v):,}" for v in values]
+            shown = [undefined(r) if is_undefined(v) else f"{int(v):,}" for v, r in zip(values, why)]
         else:
-            shown = [num(v, digits) if isinstance(v, float) else v for v in values.tolist()]
+            shown = [_cell(v, digits, r) if isinstance(v, float) or v is None else v for v, r in zip(values, why)]
         out[words(col)] = shown
     if index_words and out.index.name:
         out.index.name = words(out.index.name)

@@ -15,13 +15,16 @@ from goalrm_core.study.artifacts import load_rm, preference_pairs
 from goalrm_core.tasks.toymath.pipeline import TEMPLATE
 
 
-def save_goal_states(run_dir, rm: str, methods, seed: int = 0, rm_seed: int = 0, max_len: int = 512) -> dict[str, np.ndarray]:
-    """Goal states of one RM from the training pairs' preferred responses, one file per method."""
+def save_goal_states(run_dir, rm: str, methods, seed: int = 0, rm_seed: int = 0, max_len: int = 512, *,
+                     encoding: str, readout: str) -> dict[str, np.ndarray]:
+    """Goal states of one RM from the training pairs' preferred responses, one file per method, read
+    the way the RM was trained (``encoding``, ``readout``: the profile's)."""
     model, tokenizer = load_rm(run_dir, rm, rm_seed)
     pairs = preference_pairs(run_dir, "train")
     goals = {}
     for method in methods:
-        goals[method] = goal_state_from_pairs(model, tokenizer, pairs, TEMPLATE, method, seed=seed, max_len=max_len, batch_size=64)
+        goals[method] = goal_state_from_pairs(model, tokenizer, pairs, TEMPLATE, method, seed=seed, max_len=max_len, batch_size=64,
+                                               encoding=encoding, readout=readout)
         save_npy(RunDir(run_dir).goal_state(rm, rm_seed, method), goals[method])
     return goals
 

@@ -95,8 +95,8 @@ def shared(tmp_path_factory, tiny_config, tokenizer, tiny_policy_dir) -> dict[st
     write_jsonl(root / "questions.jsonl", [{"question": g["question"]} for g in GENERATIONS["greedy"]])
     for split, rows in GENERATIONS.items():
         write_jsonl(root / "gens" / "toy" / f"{split}.jsonl", rows)
-    eval_rm(root / "gens", rm, root / "eval", ["toy"], goal, template="toymath", progress=False)
-    eval_rm(root / "gens", other, root / "eval-other", ["toy"], vanilla=True, template="toymath", progress=False)
+    eval_rm(root / "gens", rm, root / "eval", ["toy"], goal, template="toymath", encoding="split", readout="eos", progress=False)
+    eval_rm(root / "gens", other, root / "eval-other", ["toy"], vanilla=True, template="toymath", encoding="split", readout="eos", progress=False)
     for name, model in (("rm_goal", rm), ("other_goal", other)):
         assert get_representation([f"--dataset-path={root / 'pairs.jsonl'}", f"--reward-model-path={model}",
                                    f"--save-dir={root / name}", "--template=toymath"]) == 0

@@ -47,8 +47,8 @@ def test_q_against_the_former_numpy_cosine(states, tiny_goal):
 
 def test_every_reader_gets_q_values(tiny_rm, tokenizer, tiny_goal, states):
     """The scorer's ``cosine_sim`` and notebook 03's ``cosine_to_goal`` column are ``q_values``."""
-    scored = score_generations(tiny_rm, tokenizer, ROWS, "toymath", torch.tensor(tiny_goal[0]), progress=False)
-    lasts = last_token_states(tiny_rm, tokenizer, ROWS, "toymath")
+    scored = score_generations(tiny_rm, tokenizer, ROWS, "toymath", torch.tensor(tiny_goal[0]), progress=False, encoding="split", readout="eos")
+    lasts = last_token_states(tiny_rm, tokenizer, ROWS, "toymath", encoding="split", readout="eos")
     start = 0
     for row in scored:
         n = row["num_actions"]

@@ -29,8 +29,8 @@ def rm(tiny_config):
 
 def test_bucketed_and_batch1_scoring_agree(rm, tokenizer):
     goal = torch.randn(rm.config.hidden_size)
-    batched = score_generations(rm, tokenizer, ROWS, "toymath", goal, batch_size=4, progress=False)
-    single = score_generations(rm, tokenizer, ROWS, "toymath", goal, batch_size=1, bucket=False, progress=False)
+    batched = score_generations(rm, tokenizer, ROWS, "toymath", goal, batch_size=4, progress=False, encoding="split", readout="eos")
+    single = score_generations(rm, tokenizer, ROWS, "toymath", goal, batch_size=1, bucket=False, progress=False, encoding="split", readout="eos")
     for a, b, row in zip(batched, single, ROWS):
         assert a["question"] == row["question"]
         assert a["num_actions"] == len(row["generated_solution"]) + 2  # " " and EOS
@@ -52,14 +52,14 @@ def test_goal_state_checks():
 @pytest.mark.parametrize("method", GOAL_METHODS)
 def test_goal_methods_give_one_hidden_vector(rm, tokenizer, method):
     pairs = [{"question": r["question"], "correct": r["generated_solution"]} for r in ROWS]
-    goal = goal_state_from_pairs(rm, tokenizer, pairs, "toymath", method)
+    goal = goal_state_from_pairs(rm, tokenizer, pairs, "toymath", method, encoding="split", readout="eos")
     assert goal.shape == (1, rm.config.hidden_size) and np.isfinite(goal).all()
 
 
 def test_mean_last_goal_is_the_mean_of_last_states(rm, tokenizer):
     pairs = [{"question": r["question"], "correct": r["generated_solution"]} for r in ROWS[:2]]
-    goal = goal_state_from_pairs(rm, tokenizer, pairs, "toymath")
-    singles = [goal_state_from_pairs(rm, tokenizer, [p], "toymath") for p in pairs]
+    goal = goal_state_from_pairs(rm, tokenizer, pairs, "toymath", encoding="split", readout="eos")
+    singles = [goal_state_from_pairs(rm, tokenizer, [p], "toymath", encoding="split", readout="eos") for p in pairs]
     np.testing.assert_allclose(goal, (singles[0] + singles[1]) / 2, atol=1e-5)
 
 

@@ -1,9 +1,15 @@
 """The index's result sections and the reader formatting, from a metrics tree alone."""
 
+import re
+
 import pandas as pd
 
+from goalrm_core.evaluation.stats import across_seeds
 from goalrm_core.study import formatting as fmt
 from goalrm_core.report import frontpage
+from goalrm_core.report.index_page import gate_html, render_index
+
+
 def metrics_tree(delta_low: float, delta_high: float) -> dict:
     def scorer(a):
         return {b: {"auroc": a, "auroc_ci_low": a - 0.05, "auroc_ci_high": a + 0.05} for b in ("toy-id", "toy-zero")}
@@ -46,4 +52,132 @@ def test_reader_table_merges_intervals_and_words_columns():
     row = fmt.table(df).iloc[0].to_dict()
     assert row == {"benchmark": "toy-id", "Δ AUROC [95% CI]": "+0.03 [-0.01, +0.07]", "p-value (two-sided)": "< 0.001",
                    "tokens saved": "41.2%", "sampled accuracy": "67.9%"}
-    assert fmt.ci(0.5, None, None) == "0.50" and fmt.ci(None, 0.1, 0.2) == "–"
+    assert fmt.ci(0.5, None, None) == "0.50" and fmt.ci(None, 0.1, 0.2) == "undefined"
+    assert fmt.ci(float("nan"), 0.1, 0.2, reason="one class") == "undefined (one class)"
+    assert fmt.signed_ci(-0.001, -0.004, 0.002) == "0.00 [0.00, 0.00]"  # never -0.00
+    assert fmt.pct(-0.0001) == "0.0%" and fmt.num(-0.0) == "0.00"
+    nan_row = fmt.table(pd.DataFrame({"mean": [float("nan")], "ci_low": [None], "ci_high": [None], "p_value": [None],
+                                      "p_value_reason": ["no question changed"]})).iloc[0].to_dict()
+    assert nan_row == {"Δ AUROC [95% CI]": "undefined", "p-value": "undefined (no question changed)"}
+
+
+def test_benchmarks_in_one_report_order():
+    page = frontpage.result_sections(metrics_tree(0.01, 0.07) | {"decoding": {"methods": {
+        b: {"greedy": {"accuracy": 1.0, "tokens": 20.0, "n": 1}} for b in ("toy-unseen", "toy-times", "toy-zero", "toy-id")}}})
+    table = page[page.index("Decoding at matched budgets"):]
+    assert [table.index(f"<th>{b}</th>") for b in ("toy-id", "toy-zero", "toy-times", "toy-unseen")] == sorted(
+        table.index(f"<th>{b}</th>") for b in ("toy-id", "toy-zero", "toy-times", "toy-unseen"))
+
+
+# ------------------------------------------------------------------------------ schema 2
+
+
+RMS = ("baseline", "goal-conditioned")
+
+
+def schema2_tree() -> dict:
+    """A schema-2 metrics tree from hand-chosen per-seed values (5 seeds): what each sentence must say
+    is fixed by construction (which side of the null each interval lies, k of n)."""
+    tree = metrics_tree(0.01, 0.07)
+    tree["training"] = {rm: {"eval_accuracy": 0.8, "n_seeds": 5, "steps": 400} for rm in RMS}
+    for b in ("toy-times", "toy-unseen"):
+        for scorer in ("baseline", "goal-conditioned", "length only", "policy mean logprob"):
+            tree["evaluation"][scorer][b] = dict(tree["evaluation"][scorer]["toy-id"])
+        tree["evaluation"]["delta_auroc"][b] = dict(tree["evaluation"]["delta_auroc"]["toy-id"])
+    exploratory = {"toy-zero": across_seeds([0.05, 0.06, 0.04, 0.05, 0.07]),      # holds
+                   "toy-times": across_seeds([0.02, -0.03, 0.01, -0.01, 0.02]),   # no detectable difference
+                   "toy-unseen": across_seeds([0.02, None, None, None, None])}    # cannot be judged
+    for d, p in zip(exploratory.values(), (0.003, 0.9, float("nan"))):
+        d["p_holm"] = p
+    tree["schema_version"] = 2
+    tree["evaluation"]["primary"] = {
+        "benchmark": "toy-id", "rm_seeds": [0, 1, 2, 3, 4], "n_seeds": 5, "headline": "sample0",
+        "gate": {"state": "passed", "reason": None,
+                 "margin_over_length": {rm: across_seeds([0.2, 0.25, 0.22, 0.3, 0.27]) for rm in RMS}},
+        "delta_auroc": across_seeds([0.01, -0.02, 0.03, 0.02, -0.01]),
+        "first_error_delta_q": {"baseline": across_seeds([0.1, 0.12, 0.08, 0.15, 0.11], expect="less"),   # Q rises
+                                "goal-conditioned": across_seeds([-0.2, -0.25, -0.3, 0.3, -0.22], expect="less")},
+        "filter": {rm: {"threshold": 0.0, "tokens_saved_pct": across_seeds([9.0, 10.0, 11.0, 9.5, 10.5]),
+                        "accuracy_change": across_seeds([-0.1, -0.12, -0.09, -0.11, -0.1], expect="less")} for rm in RMS},
+    }
+    tree["evaluation"]["exploratory"] = {"delta_auroc": exploratory, "note": "leads, not findings; Holm over 3 benchmarks"}
+    tree["decoding"] = {
+        "threads": 2,
+        "methods": {"toy-id": {"greedy": {"accuracy": 1.0, "tokens": 25.0, "n": 1},
+                               "majority_vote": {"accuracy": 1.0, "tokens": 207.0, "n": 8},
+                               "q_guided_beam_search": {"accuracy": 1.0, "tokens": 171.0, "n": 1}}},
+        "steering": {"accuracy": 0.06, "accuracy_unguided": 0.16, "attribute_rate": 0.41, "attribute_rate_unguided": 0.09,
+                     "attribute_rate_correctness_goal": 0.12, "accuracy_correctness_goal": 0.84, "goal_separation_auroc": 1.0,
+                     "n_questions": 32},
+        "primary": {"pruning": {"benchmark": "toy-id", "rm_seeds": [0, 1, 2, 3, 4], "threshold": [-1.0, -0.5, -1.0, -1.0, -0.5],
+                                "pruning_off": 3,
+                                "tokens_ratio": across_seeds([1.0, 0.8, 1.0, 1.0, 0.75], null=1, expect="less"),
+                                "accuracy_change": across_seeds([0.0, -0.03, 0.0, 0.0, -0.02], expect="less")}},
+    }
+    tree["timings"] = {"decoding": {"pruning_across_seeds": {"wall_ratio": across_seeds([2.0, 1.8, 2.1, 1.9, 2.2], null=1, expect="less")}}}
+    return tree
+
+
+def _items(page: str) -> list[str]:
+    return re.findall(r"<li>(.*?)</li>", page, flags=re.S)
+
+
+def test_schema2_states_every_primary_finding_across_seeds():
+    page = frontpage.result_sections(schema2_tree())
+    findings = _items(frontpage.primary_findings(schema2_tree()))
+    gate, delta, q_base, q_goal, f_base, f_goal, pruning = findings
+    assert "Length gate on toy-id" in gate and "above 0 in 5 of 5 seeds" in gate and "Gate passed" in gate
+    assert "Reward comparison on toy-id (primary)" in delta and "positive in 3 of 5 seeds" in delta
+    assert delta.endswith("no detectable difference.") and "ranks better" not in delta
+    # the Q result whichever way it falls
+    assert "Q of the baseline RM" in q_base and "falls in 0 of 5 seeds" in q_base and "Q rises" in q_base
+    assert "not shown that Q falls" in q_base
+    assert "falls in 4 of 5 seeds" in q_goal and "not shown that Q falls" in q_goal  # one seed against: the interval spans 0
+    assert re.search(r"Δ -?\d\.\d\d \[-?\d\.\d\d, [-+]?\d\.\d\d\]", q_goal)
+    assert "threshold 0.00 (baseline Q, toy-id)" in f_base and "more than 0 in 5 of 5 seeds (a saving)" in f_base
+    assert "lower in 5 of 5 seeds: the filter costs accuracy" in f_base and " %" in f_base and "points" in f_base
+    assert "goal-conditioned Q" in f_goal
+    assert "Online pruning" in pruning and "below 1 in 2 of 5 seeds" in pruning and "no detectable saving" in pruning
+    assert "wall time relative to no pruning" in pruning and "below 1 in 0 of 5 seeds" in pruning
+    assert "(2 threads)" in pruning and "pruning is slower" in pruning
+    assert "3 of 5 seeds chose pruning off" in pruning
+    # exploratory: labelled, k comparisons, Holm; a conclusion only where it holds
+    ex = page[page.index("<h2>Exploratory benchmarks</h2>"):page.index("<h2>Reward models")]
+    assert "Exploratory, not primary" in ex and "3 comparisons with Holm-corrected p-values" in ex and "leads, not findings" in ex
+    assert "Holm p = 0.003" in ex and "interval above 0 (a lead)" in ex and "cannot be judged: 1 of 5 seeds defined" in ex
+    assert ex.index("toy-zero") < ex.index("toy-times") < ex.index("toy-unseen")  # one benchmark order
+    # seed-0 tables stay, labelled as detail; a budget mismatch is named
+    assert page.count("seed 0 (detail)") >= 4 and "Steering — seed 0 (detail)" in page
+    assert "Budget mismatch on toy-id" in page and "q guided beam search" in page
+    summary = frontpage.summary(schema2_tree())
+    assert "primary findings" in summary and "better on" not in summary  # the seed-0 Δ is no verdict here
+
+
+def test_schema2_conclusions_only_where_they_hold():
+    tree = schema2_tree()
+    primary = tree["evaluation"]["primary"]
+    primary["delta_auroc"] = across_seeds([0.03, 0.04, 0.05, 0.03, 0.04])
+    primary["first_error_delta_q"]["goal-conditioned"] = across_seeds([-0.2, -0.25, -0.3, -0.18, -0.22], expect="less")
+    primary["filter"]["baseline"]["accuracy_change"] = across_seeds([0.0, 0.01, -0.01, 0.0, 0.0], expect="less")
+    primary["gate"] = {"state": "undefined", "reason": "baseline: 1 of 5 seeds defined: no spread over seeds to judge by",
+                       "margin_over_length": {"baseline": across_seeds([0.2, None, None, None, None]),
+                                              "goal-conditioned": across_seeds([0.2, 0.25, 0.22, 0.3, 0.27])}}
+    gate, delta, _, q_goal, f_base, *_ = _items(frontpage.primary_findings(tree))
+    assert "positive in 5 of 5 seeds" in delta and "the goal-conditioned RM ranks better" in delta
+    assert "falls in 5 of 5 seeds" in q_goal and q_goal.endswith("Q falls at the first error.")
+    assert "no detectable accuracy cost" in f_base
+    assert "Gate cannot be judged: baseline: 1 of 5 seeds defined" in gate and "(4 undefined)" in gate
+    notice = gate_html(primary["gate"], benchmark="toy-id", n_seeds=5)
+    assert "cannot be judged" in notice and "#2e7d32" not in notice and "#c62828" not in notice
+    failed = dict(primary["gate"], state="failed", reason=None,
+                  margin_over_length={"baseline": across_seeds([-0.01, 0.02, -0.03, 0.0, 0.01]),
+                                      "goal-conditioned": across_seeds([0.2, 0.25, 0.22, 0.3, 0.27])})
+    assert "#c62828" in gate_html(failed) and "not shown for baseline" in gate_html(failed)
+
+
+def test_schema2_index_page_is_self_contained(tmp_path):
+    page = render_index("demo", "now", [], schema2_tree(), tmp_path)
+    assert "could not be drawn" not in page and "Both reward models beat the length-only scorer" in page
+    assert "over 5 RM seeds" in page and "above 0 in 5 of 5 seeds" in page
+    assert "http://" not in page and "https://" not in page and "data:image/png;base64," in page
+    assert not re.search(r"\bnan\b", page, flags=re.I)
