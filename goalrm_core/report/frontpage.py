@@ -83,11 +83,11 @@ def _table(df) -> str:
 
 def _seeds(s: Mapping, what: str) -> str:
     """``"positive in 4 of 5 seeds"`` (with the undefined seeds counted apart); empty without counts."""
-    k, total, n = s.get("k"), s.get("n_seeds"), s.get("n")
+    k, total, n = fmt.count(s.get("k")), fmt.count(s.get("n_seeds")), fmt.count(s.get("n"))
     if k is None or not total:
         return ""
     text = f"{what} in {k} of {total} seed{'s' if total != 1 else ''}"
-    if isinstance(n, int) and n < total:
+    if n is not None and n < total:
         text += f" ({total - n} undefined)"
     return text
 
@@ -148,6 +148,11 @@ def gate_state(gate: Mapping) -> tuple[str, str | None]:
 # ------------------------------------------------------------------------------------- summary
 
 
+def _n_seeds(primary: Mapping) -> int | None:
+    seeds = primary.get("rm_seeds")
+    return fmt.count(primary.get("n_seeds")) or (len(seeds) if isinstance(seeds, list) and seeds else None)
+
+
 def _primary(metrics: Mapping) -> Mapping:
     p = _get(metrics, "evaluation", "primary")
     return p if isinstance(p, Mapping) else {}
@@ -165,8 +170,8 @@ def summary(metrics: Mapping) -> str:
     e = html.escape
     sentences = []
     task = _get(data, "task", "name", default="ToyMath")
-    seeds = {_get(training, rm, "n_seeds") for rm in RMS} - {None}
-    steps = {_get(training, rm, "steps") for rm in RMS} - {None}
+    seeds = {int(v) for v in (_get(training, rm, "n_seeds") for rm in RMS) if not fmt.is_undefined(v)}
+    steps = {int(v) for v in (_get(training, rm, "steps") for rm in RMS) if not fmt.is_undefined(v)}
     pairs = _get(data, "preference", "n_train")
     trained = "Two reward models, a baseline (pairwise loss) and a goal-conditioned one (pairwise + contrastive term),"
     detail = []
@@ -174,9 +179,10 @@ def summary(metrics: Mapping) -> str:
         detail.append(f"{'/'.join(map(str, sorted(seeds)))} seed{'s' if max(seeds) > 1 else ''} each")
     if steps:
         detail.append(f"{'/'.join(map(str, sorted(steps)))} steps")
-    on = f" on {pairs:,} preference pairs of the policy's own {task} solutions" if isinstance(pairs, int) else f" on {task}"
+    on = (f" on {int(pairs):,} preference pairs of the policy's own {task} solutions" if not fmt.is_undefined(pairs)
+          else f" on {task}")
     acc = {rm: _get(training, rm, "eval_accuracy") for rm in RMS}
-    if all(v is not None for v in acc.values()):
+    if any(rm in training for rm in RMS) and all(isinstance(_get(training, rm), Mapping) for rm in RMS):
         detail.append(f"held-out pairwise accuracy {fmt.pct(acc['baseline'])} and {fmt.pct(acc['goal-conditioned'])}")
     sentences.append(f"{trained} were trained{on}" + (f" ({'; '.join(detail)})." if detail else "."))
     benches = _benches(ev)
@@ -196,8 +202,8 @@ def summary(metrics: Mapping) -> str:
                              "its slips are its own unlikely tokens, so on this task it is a ceiling, not a competitor.")
     deltas = {b: d for b, d in (ev.get("delta_auroc") or {}).items() if isinstance(d, Mapping)}
     if primary:
-        n = primary.get("n_seeds") or len(primary.get("rm_seeds") or [])
-        sentences.append(f"The verdicts are the primary findings below, each over the {n} RM seeds; "
+        n = _n_seeds(primary)
+        sentences.append(f"The verdicts are the primary findings below, each over the {n or 'recorded'} RM seeds; "
                          "the seed-0 tables further down are detail.")
     elif deltas:
         sentences.append(_seed0_delta_sentence(deltas))
@@ -299,8 +305,8 @@ def _pruning_sentence(metrics: Mapping) -> str:
     if not isinstance(p, Mapping):
         return ""
     bench = p.get("benchmark", ID_BENCH)
-    seeds = p.get("rm_seeds") or []
-    n = len(seeds) or _get(p, "tokens_ratio", "n_seeds") or 0
+    seeds = p.get("rm_seeds") if isinstance(p.get("rm_seeds"), list) else []
+    n = len(seeds) or fmt.count(_get(p, "tokens_ratio", "n_seeds")) or 0
     text = (f"Online pruning by Q on {bench} (threshold chosen per seed): tokens generated relative to no pruning "
             f"{_figure(p.get('tokens_ratio'), 'below 1', signed=False)}: "
             + judge(p.get("tokens_ratio"), "pruning saves tokens", "no detectable saving")
@@ -309,14 +315,14 @@ def _pruning_sentence(metrics: Mapping) -> str:
                     opposite="the interval lies wholly above 0: accuracy rises"))
     wall = _get(metrics, "timings", "decoding", "pruning_across_seeds", "wall_ratio")
     if isinstance(wall, Mapping):
-        threads = _get(metrics, "decoding", "threads")
+        threads = fmt.count(_get(metrics, "decoding", "threads"))
         text += (f"; wall time relative to no pruning {_figure(wall, 'below 1', signed=False)}"
-                 + (f" ({threads} thread{'s' if threads != 1 else ''})" if isinstance(threads, int) else "") + ": "
+                 + (f" ({threads} thread{'s' if threads != 1 else ''})" if threads else "") + ": "
                  + judge(wall, "pruning saves wall time", "no detectable wall-time saving",
                          opposite="the interval lies wholly above 1: pruning is slower"))
     text += "."
-    off = p.get("pruning_off")
-    if isinstance(off, int) and n:
+    off = fmt.count(p.get("pruning_off"))
+    if off is not None and n:
         text += (f" {off} of {n} seeds chose pruning off (threshold ≤ −1: no sample stopped, no RM calls)"
                  + (": every seed's tuning turned pruning off, so nothing was pruned." if off == n else "."))
     return text
@@ -331,9 +337,9 @@ def primary_findings(metrics: Mapping) -> str:
     items = [s for s in items if s]
     if not items:
         return ""
-    n = primary.get("n_seeds") or len(primary.get("rm_seeds") or []) or _get(metrics, "decoding", "primary", "pruning", "tokens_ratio", "n_seeds")
+    n = _n_seeds(primary) or fmt.count(_get(metrics, "decoding", "primary", "pruning", "tokens_ratio", "n_seeds"))
     which = HEADLINE_SETS.get(primary.get("headline"), "")
-    head = (f"<p>Fixed before the run and computed once per RM seed ({html.escape(str(n))} seeds"
+    head = ("<p>Fixed before the run and computed once per RM seed (" + (f"{n} seeds" if n else "seeds")
             + (f"; the reward comparisons on {html.escape(which)}" if which else "")
             + "): the mean across seeds with its 95% t-interval, and in how many seeds the figure points the "
               "expected way. A conclusion is stated only where the interval lies wholly on the expected side.</p>")
@@ -488,9 +494,9 @@ def decoding_table(metrics: Mapping) -> str:
             if not isinstance(r, Mapping):
                 row[b] = "not run"
                 continue
-            n = r.get("n")
+            n = fmt.count(r.get("n"))
             row[b] = (f"{fmt.pct(r.get('accuracy'))} ({fmt.num(r.get('tokens'), 0)} tok, "
-                      f"N={n if isinstance(n, int) else fmt.num(n, 0)})")
+                      f"N={fmt.undefined() if n is None else n})")
         rows.append(row)
     mismatch = budget_mismatches(methods)
     return ("<p>Q-guided beam search against greedy decoding, majority voting and best-of-N at the smallest N whose "
@@ -504,9 +510,9 @@ def steering_section(metrics: Mapping) -> str:
     s = _get(metrics, "decoding", "steering")
     if not isinstance(s, Mapping) or not s:
         return ""
-    n = s.get("n_questions")
+    n = fmt.count(s.get("n_questions"))
     text = (f"Q-guided decoding of the steering policy toward a style goal, seed-0 RM"
-            + (f", {n} questions" if isinstance(n, int) else "") + ": the style appears in "
+            + (f", {n} questions" if n else "") + ": the style appears in "
             f"{fmt.pct(s.get('attribute_rate'))} of steered solutions against {fmt.pct(s.get('attribute_rate_unguided'))} unguided")
     if "attribute_rate_correctness_goal" in s:
         text += f" and {fmt.pct(s.get('attribute_rate_correctness_goal'))} when the same search steers toward the correctness goal"

@@ -123,12 +123,13 @@ def gate_html(gate: Mapping, benchmark: str | None = None, n_seeds: int | None =
     bench = gate.get("benchmark") or benchmark or "toy-id"
     if "state" in gate:
         margins = {rm: m for rm, m in (gate.get("margin_over_length") or {}).items() if isinstance(m, Mapping)}
-        seeds = n_seeds or max((m.get("n_seeds") or 0 for m in margins.values()), default=0)
+        seeds = fmt.count(n_seeds) or max((fmt.count(m.get("n_seeds")) or 0 for m in margins.values()), default=0)
         parts = []
         for rm, m in margins.items():
             part = f"{rm} {fmt.across(m)}"
-            if m.get("k") is not None and m.get("n_seeds"):
-                part += f", above 0 in {m['k']} of {m['n_seeds']} seeds"
+            k, total = fmt.count(m.get("k")), fmt.count(m.get("n_seeds"))
+            if k is not None and total:
+                part += f", above 0 in {k} of {total} seeds"
             parts.append(part)
         scores = (f" over {seeds} RM seed{'s' if seeds != 1 else ''}" if seeds else "") + \
             (" (AUROC of the RM minus AUROC of response length, mean across seeds with 95% t-interval): "
@@ -150,13 +151,12 @@ def gate_html(gate: Mapping, benchmark: str | None = None, n_seeds: int | None =
         tail = "The comparisons below measure what the RMs learned beyond response length."
     elif state == "failed":
         head = "Not every reward model beats the length-only scorer"
-        if failing:
-            head += f" (not shown for {', '.join(failing)})"
-        tail = ("The later tables compare RMs that know less than a character count: they measure noise, "
-                "not the method. Read them as a test of the software only.")
+        tail = ((f"Not shown for {', '.join(failing)}. " if failing else "")
+                + "The later tables compare RMs that know less than a character count: they measure noise, "
+                  "not the method. Read them as a test of the software only.")
     else:
-        head = "The length gate cannot be judged"
-        tail = (f"Cannot be judged: {reason}. Neither passed nor failed: until it can be judged, the later tables "
+        head = "Cannot be judged whether both reward models beat the length-only scorer"
+        tail = (f"The gate cannot be judged: {reason}. Neither passed nor failed: until it can be judged, the later tables "
                 "are no evidence for or against the method.")
     return (f'<div class="gate gate-{state}" style="background:{colour};border-left:6px solid {border};'
             f'padding:0.6em 1em;margin:0.6em 0"><b>{e(head)}</b> on {e(str(bench))}{e(scores)} {e(tail)}</div>')

@@ -27,7 +27,7 @@ from goalrm_core.data.rundir import RunDir
 from goalrm_core.report.index_page import TIMINGS_KEY, gate_html, render_index  # noqa: F401
 from goalrm_core.report.notebook_params import missing_keys
 from goalrm_core.report.pages import export_html, refresh_navigation
-from goalrm_core.report.profiles import (RUNNER_READS, check_settings, check_value, coerce_to_declared, load_profile,
+from goalrm_core.report.profiles import (check_settings, check_value, coerce_to_declared, load_profile,
                                          parse_set_flags, profile_path, resolve_path, shown_path, unknown_key_message)
 from goalrm_core.report.provenance import PROVENANCE_KEY, _now, collect_provenance, provenance_html  # noqa: F401
 from goalrm_core.runtime import batch_environment, project_root, relative_paths
@@ -76,7 +76,9 @@ def record_metrics(
 
     The stage's previous entry is replaced, not merged, so a metric a notebook stopped producing
     disappears. Wall-clock numbers go under a separate top-level ``"timings"`` section: everything
-    else in the file is then identical across identical runs and can be diffed.
+    else in the file is then identical across identical runs and can be diffed. The top-level
+    ``"schema_version"`` (:data:`SCHEMA_VERSION`) says which layout the file has; a file without it
+    is schema 1 (:func:`metrics_schema`).
     """
     if stage in (TIMINGS_KEY, PROVENANCE_KEY, SCHEMA_KEY):
         raise ValueError(f"stage name {stage!r} is reserved for the {stage} section")
@@ -211,6 +213,7 @@ def execute_stage(
         stack.enter_context(_environment(batch_environment(log_path)))
         stack.enter_context(contextlib.suppress(_NothingWritten))
         tmp = stack.enter_context(atomic_path(output, suffix=".ipynb"))
+        before = _child_pids()
         try:
             pm.execute_notebook(
                 str(notebook),
@@ -230,12 +233,47 @@ def execute_stage(
             )
         except Exception as exc:  # any failure is reported in the index, not raised
             error = exc
+        except KeyboardInterrupt:
+            # the kernel runs in a session of its own: Ctrl-C reached this process only. Stop the
+            # kernel and whatever it started (an RM training) instead of leaving them to finish.
+            with _interrupts_deferred():
+                _stop_new_children(before)
+            raise
         if tmp.stat().st_size == 0:
             raise _NothingWritten
         with contextlib.suppress(json.JSONDecodeError, OSError):
             _relative_papermill_paths(tmp, notebook, output)
         written = True
     return error, written
+
+
+def _child_pids() -> set[int]:
+    """The pids of this process's descendants now (empty where psutil is missing)."""
+    try:
+        import psutil
+
+        return {p.pid for p in psutil.Process().children(recursive=True)}
+    except Exception:
+        return set()
+
+
+def _stop_new_children(before: set[int], timeout: float = 5.0) -> None:
+    """Terminate (then kill) this process's descendants that were not in ``before``: the processes a
+    stage started (its kernel, the trainings the kernel launched)."""
+    try:
+        import psutil
+
+        procs = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    except Exception:
+        return
+    for proc in procs:
+        with contextlib.suppress(Exception):
+            proc.terminate()
+    with contextlib.suppress(Exception):
+        _, alive = psutil.wait_procs(procs, timeout=timeout)
+        for proc in alive:
+            with contextlib.suppress(Exception):
+                proc.kill()
 
 
 # ------------------------------------------------------------------------------------ status/index
@@ -504,7 +542,7 @@ def progress_line(k: int, todo: list[str], log_path: Path | None, durations: Map
     if len(left) > 1 and known:
         unknown = len(left) - len(known)
         parts.append(f"~{_clock(sum(known))} for the {len(left)} stages left"
-                     + (f" (+ {unknown} never run)" if unknown else ""))
+                     + (f" (+ {unknown} without a last run)" if unknown else ""))
     return f"[{k}/{len(todo)} {name}] running — " + ", ".join(parts)
 
 
@@ -585,6 +623,46 @@ def inspect_stages(stages: list[Path]) -> dict[str, dict]:
     return declared
 
 
+def checked_settings(
+    settings: Mapping[str, Any],
+    overrides: Mapping[str, Any] | None,
+    declared: Mapping[str, Mapping[str, Any]],
+    source: str,
+    overrides_source: str = "--set",
+) -> tuple[dict, list[str]]:
+    """The profile's values with ``overrides`` on top, after every check that needs no kernel; and
+    the warnings (profile keys no notebook declares, with "did you mean").
+
+    An override must name a key a notebook declares or the runner reads ("did you mean" otherwise),
+    never ``profile`` or ``reports_dir`` (the runner's); an int for a declared float becomes that
+    float. Then, on the merged values: every declared key is set, each value has the declared type
+    and lies in its key's range or choices (``profiles.check_settings``), ``torch_threads`` is an
+    integer >= 1. Each error is one line naming where the value came from: ``source`` (the profile
+    file) or ``overrides_source`` (``--set``), the key, the value and what was expected.
+    """
+    overrides = dict(overrides or {})
+    for key, value in overrides.items():
+        check_value(overrides_source, key, value)
+        if key in ("profile", "reports_dir"):
+            raise ValueError(f"{overrides_source}: key {key!r} is the runner's to set (--profile, --reports-dir)")
+        message = unknown_key_message(key, declared, overrides_source)
+        if message:
+            raise ValueError(message)
+    overrides = {k: coerce_to_declared(k, v, declared) for k, v in overrides.items()}
+    merged = {**settings, **overrides}
+    missing = missing_keys(merged, declared)
+    if missing:
+        raise ValueError(f"{source} sets no value for {', '.join(missing)}: a notebook profile sets every key "
+                         f"a notebook declares (`goalrm sync-notebooks` writes the demo's into the notebooks)")
+    sources = {k: overrides_source for k in overrides}
+    found = check_settings(merged, declared, source, sources)
+    threads = merged.get("torch_threads")
+    if not (isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1):
+        raise ValueError(f"{sources.get('torch_threads', source)}: torch_threads must be an integer >= 1 "
+                         f"(pinned: floats depend on it), got {threads!r}")
+    return merged, found
+
+
 def run_report(
     profile: str,
     *,
@@ -594,10 +672,11 @@ def run_report(
     kernel_name: str = "goalrm",
     from_stage: str | None = None,
     only: list[str] | None = None,
-    log: Callable[[str], Any] = print,
+    log: Callable[[str], Any] = functools.partial(print, flush=True),
     logs_dir: str | os.PathLike | None = None,
     overrides: Mapping[str, Any] | None = None,
     report_name: str | None = None,
+    overrides_source: str = "--set",
 ) -> int:
     """Execute the profile's stages in order; return 0 if every executed stage succeeded, else 1.
 
@@ -605,36 +684,33 @@ def run_report(
     held back from the page) goes to ``<logs_dir>/<stage>.log``, by default the profile's
     ``run_dir``'s ``logs/`` folder. ``metrics.json`` receives the run's provenance first. Each
     stage that succeeds is noted, with its parameters, in the run directory it was given
-    (``run_dir``; ``RunDir.stage_record``), so a later run can tell whether its artifacts are current.
+    (``run_dir``; ``RunDir.stage_record``), so a later run can tell whether its artifacts are current;
+    the note is removed when the stage starts, so a stage that fails or is interrupted is never current.
+    Each stage starts with a line saying where the run is, where its log goes and how long the last
+    run of it took (:func:`progress_line`).
 
-    ``overrides`` are profile values that win over the file's (one point of a sweep); they are
-    checked against the notebooks like the file's own. The report goes to
-    ``<reports_root>/<report_name>``, by default ``<reports_root>/<profile>``.
+    ``overrides`` are profile values that win over the file's (``goalrm report --set``; one point of a
+    sweep); they are checked like the file's own (:func:`checked_settings`), named ``overrides_source``
+    in errors, and recorded in the provenance. The report goes to ``<reports_root>/<report_name>``,
+    by default ``<reports_root>/<profile>``.
 
-    Problems that can be seen before any kernel starts (unknown profile or stage, a profile value
-    of the wrong type, resuming past a stage that never succeeded) raise ``ValueError`` instead.
+    Problems that can be seen before any kernel starts (unknown profile, stage or key, a profile value
+    of the wrong type or out of range, resuming past a stage that never succeeded) raise ``ValueError``
+    instead. Ctrl-C marks the running stage ``interrupted`` and the later ones ``not run`` in
+    ``status.json`` and the index, then raises :class:`ReportInterrupted`.
     """
     settings = load_profile(profile, params_dir)
-    source = str(profile_path(profile, params_dir))
-    if overrides:
-        for key, value in overrides.items():
-            check_value(f"{source} (override)", key, value)
-        settings = {**settings, **overrides}
-        source += f" with {', '.join(f'{k}={v!r}' for k, v in overrides.items())}"
+    source = shown_path(profile_path(profile, params_dir))
+    for key, value in (overrides or {}).items():
+        check_value(overrides_source, key, value)
     stages = discover_stages(resolve_path(notebooks_dir))
     if not stages:
         raise ValueError(f"no NN_topic.ipynb notebooks in {resolve_path(notebooks_dir)}")
     names = [p.stem for p in stages]
     declared = inspect_stages(stages)
-    missing = missing_keys(settings, declared)
-    if missing:
-        raise ValueError(f"{source} sets no value for {', '.join(missing)}: a notebook profile sets every key "
-                         f"a notebook declares (`goalrm sync-notebooks` writes the demo's into the notebooks)")
-    threads = settings.get("torch_threads")
-    if not (isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1):
-        raise ValueError(f"{source}: torch_threads must be an integer >= 1 (pinned: floats depend on it), got {threads!r}")
-    for message in check_profile_against_notebooks(settings, declared, source=source):
-        warnings.warn(message, stacklevel=2)
+    settings, found = checked_settings(settings, overrides, declared, source, overrides_source)
+    applied = {k: settings[k] for k in (overrides or {})}
+    for message in found:  # once, on the run's own output (a sweep prefixes it with the point)
         log(f"warning: {message}")
 
     out_dir = resolve_path(reports_root) / (report_name or profile)
@@ -644,28 +720,69 @@ def run_report(
         _check_resumable(names, from_stage, previous, profile)
     selected = _select(names, from_stage, only)
     logs = resolve_path(logs_dir) if logs_dir is not None else run_dir_of(profile, settings) / "logs"
-    record_provenance(collect_provenance(profile, settings), out_dir)
+    provenance = collect_provenance(profile, settings)
+    if applied:
+        provenance.setdefault("profile", {})["overrides"] = applied
+    record_provenance(provenance, out_dir)
 
     entries = {n: _carried_over(n, previous) if n not in selected else _status_entry(n, "pending") for n in names}
+    paths = {p.stem: p for p in stages}
+    todo = [n for n in names if n in selected]
+    durations = last_durations(previous)
     failed = False
-    for path in stages:
-        name = path.stem
-        if name not in selected:
-            continue
-        if failed:
-            entries[name] = _status_entry(name, "not run")
-            continue
-        entries[name] = _status_entry(name, "running", started=_now())
-        write_status(out_dir, profile, list(entries.values()))
-        params = stage_parameters(profile, settings, declared[name], out_dir)
-        entries[name] = _run_one(path, out_dir, params, kernel_name, log, stages=names, log_path=logs / f"{name}.log")
-        failed = entries[name]["status"] == "failed"
-        if not failed and params.get("run_dir"):
-            record_stage(resolve_path(params["run_dir"]), name, params)
+    current: str | None = None  # the stage whose entry is not final yet
+    last_done: str | None = None
+    t0 = time.monotonic()
+    index_errors: list[dict | None] = [None]
+
+    def refresh() -> None:
+        error = write_status(out_dir, profile, list(entries.values()))
+        if error is not None and error != index_errors[-1]:
+            log(f"warning: index.html is the fallback page (stage table only): rendering failed with "
+                f"{error['ename']}: {error['evalue']}; status.json records it as index_error")
+        index_errors.append(error)
+
+    try:
+        for k, name in enumerate(todo, 1):
+            if failed:
+                entries[name] = _status_entry(name, "not run")
+                continue
+            params = stage_parameters(profile, settings, declared[name], out_dir)
+            run_dir = resolve_path(params["run_dir"]) if params.get("run_dir") else None
+            log_path = logs / f"{name}.log"
+            current, t0 = name, time.monotonic()
+            entries[name] = _status_entry(name, "running", started=_now(), log=relative_paths(str(log_path)))
+            if run_dir is not None:  # until it succeeds again, the stage's artifacts are not current
+                RunDir(run_dir).stage_record(name).unlink(missing_ok=True)
+            refresh()
+            log(progress_line(k, todo, log_path, durations))
+            entries[name] = _run_one(paths[name], out_dir, params, kernel_name, log, stages=names, log_path=log_path,
+                                     tag=f"[{k}/{len(todo)} {name}]")
+            current, last_done = None, name
+            failed = entries[name]["status"] == "failed"
+            if not failed and run_dir is not None:
+                record_stage(run_dir, name, params)
+            refresh_navigation(out_dir, names)
+            refresh()
         refresh_navigation(out_dir, names)
-        write_status(out_dir, profile, list(entries.values()))
-    refresh_navigation(out_dir, names)
-    write_status(out_dir, profile, list(entries.values()))
+        refresh()
+    except KeyboardInterrupt:
+        with _interrupts_deferred():
+            elapsed = None
+            if current is not None:
+                elapsed = round(time.monotonic() - t0, 2)
+                entries[current] = {**entries[current], "status": "interrupted", "duration_s": elapsed,
+                                    "error": {"ename": "KeyboardInterrupt", "evalue": "interrupted (Ctrl-C)",
+                                              "cell_index": None, "exec_count": None}}
+                _drop_outputs(out_dir, current)  # an older run's pages would pass for this run's
+            for name in todo:
+                if entries[name]["status"] in ("pending", "running"):
+                    entries[name] = _status_entry(name, "not run")
+            with contextlib.suppress(Exception):
+                refresh_navigation(out_dir, names)
+            write_status(out_dir, profile, list(entries.values()))
+        resume_from = next((n for n in todo if entries[n]["status"] not in SUCCEEDED), None)
+        raise ReportInterrupted(profile, current, elapsed, resume_from, after=last_done) from None
     log(f"report: {out_dir / 'index.html'}")
     return 1 if failed else 0
 
@@ -673,6 +790,9 @@ def run_report(
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="goalrm report", description="Execute the notebooks and build the HTML report.")
     parser.add_argument("--profile", default="demo", help="params/<profile>.yaml (default: demo)")
+    parser.add_argument("--set", dest="set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a profile value for this run, over the file's (repeatable); VALUE is YAML: 4, 1e-5, true, "
+                             "cosine, [0, 1]. Checked like the file's values before any stage starts")
     parser.add_argument("--from", dest="from_stage", default=None, help="resume from this stage (NN or NN_topic)")
     parser.add_argument("--only", nargs="+", default=None, help="run only these stages (NN or NN_topic)")
     parser.add_argument("--kernel", default="goalrm", help="Jupyter kernel name (default: goalrm)")
@@ -684,12 +804,39 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def resume_command(args: argparse.Namespace, stage: str) -> str:
+    """The ``goalrm report`` command line that resumes ``args``'s run from ``stage``."""
+    import shlex
+
+    parts = ["goalrm report", "--profile", shlex.quote(args.profile), "--from", stage[:2]]
+    if args.only:
+        parts += ["--only", *map(shlex.quote, args.only)]
+    for flag in args.set:
+        parts += ["--set", shlex.quote(flag)]
+    for option, default in (("kernel", "goalrm"), ("notebooks_dir", "notebooks"), ("params_dir", "params"),
+                            ("reports_dir", "reports")):
+        value = getattr(args, option)
+        if value != default:
+            parts += [f"--{option.replace('_', '-')}", shlex.quote(str(value))]
+    return " ".join(parts)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``goalrm report``: exit 0 when all stages succeed, 1 when one fails, 2 on a usage error."""
+    """``goalrm report``: exit 0 when all stages succeed, 1 when one fails (or, with ``--index-only``,
+    when only the fallback index could be drawn), 2 on a usage error, 130 when Ctrl-C stopped it."""
     args = build_parser().parse_args(argv)
     try:
         if args.index_only:
-            print(f"report: {rebuild_index(resolve_path(args.reports_dir) / args.profile)}")
+            if args.set:
+                raise ValueError("--index-only runs nothing: --set has no effect with it")
+            out_dir = resolve_path(args.reports_dir) / args.profile
+            page = rebuild_index(out_dir)
+            error = index_error_of(out_dir)
+            if error is not None:
+                print(f"goalrm report: the full index could not be drawn ({error.get('ename')}: {error.get('evalue')}); "
+                      f"{page} is the fallback page (stage table only)", file=sys.stderr)
+                return 1
+            print(f"report: {page}")
             return 0
         return run_report(
             args.profile,
@@ -699,9 +846,17 @@ def main(argv: list[str] | None = None) -> int:
             kernel_name=args.kernel,
             from_stage=args.from_stage,
             only=args.only,
+            overrides=parse_set_flags(args.set) or None,
         )
+    except ReportInterrupted as stop:
+        command = resume_command(args, stop.resume_from) if stop.resume_from else None
+        print(f"goalrm report: {stop.describe(command)}", file=sys.stderr, flush=True)
+        return INTERRUPTED_EXIT
+    except KeyboardInterrupt:
+        print("goalrm report: interrupted before any stage ran", file=sys.stderr, flush=True)
+        return INTERRUPTED_EXIT
     except (ValueError, ArtifactError) as e:
-        print(f"goalrm report: error: {e}", file=sys.stderr)
+        print(f"goalrm report: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
 
 

@@ -209,8 +209,9 @@ def headline_table(plan: Mapping, rows: list[dict], report_dir: Path, report_lin
         if across:
             d = r.get("delta_seeds")
             shown = fmt.across(d) if d else "not recorded"
-            if d and d.get("k") is not None and d.get("n_seeds"):
-                shown += f", positive in {d['k']} of {d['n_seeds']} seeds"
+            k, total = (fmt.count(d.get("k")), fmt.count(d.get("n_seeds"))) if d else (None, None)
+            if k is not None and total:
+                shown += f", positive in {k} of {total} seeds"
             cells.append(e(shown))
         cells += [e(fmt.ci(*r["q_auroc"]))]
         cells += [e(fmt.undefined() if r["accuracy"].get(rm) is None else fmt.ci(*r["accuracy"][rm][:3])) for rm in RMS]

@@ -116,6 +116,17 @@ def is_undefined(x: Any) -> bool:
 _missing = is_undefined  # the old private name, kept for callers
 
 
+def count(x: Any) -> int | None:
+    """A count (seeds, questions, threads) as an ``int``, or ``None`` when it is undefined.
+
+    >>> count(5), count(5.0), count(float("nan")), count(None), count(True)
+    (5, 5, None, None, None)
+    """
+    if isinstance(x, bool) or is_undefined(x):
+        return None
+    return int(x)
+
+
 def undefined(reason: Any = None) -> str:
     """``undefined``, or ``undefined (reason)`` when the reason is known.
 

@@ -97,6 +97,16 @@ class RMRecipe:
     goal_state_percentile: float = _sets("goal_state_percentile")
 
     @classmethod
+    def aliases(cls) -> dict[str, str]:
+        """The one alias table from profile to trainer: ``{profile key: trainer flag}`` for every
+        key a profile names differently from ``train-rm`` (the README lists it; a test keeps them equal).
+
+        >>> RMRecipe.aliases()["contrastive_beta"]
+        'contrastive_loss_beta'
+        """
+        return {f.name: f.metadata["flag"] for f in dataclasses.fields(cls) if f.name != f.metadata["flag"]}
+
+    @classmethod
     def flag_of(cls, key: str) -> str:
         """The trainer flag a profile key sets."""
         return next(f.metadata["flag"] for f in dataclasses.fields(cls) if f.name == key)

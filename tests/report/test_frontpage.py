@@ -172,7 +172,7 @@ def test_schema2_conclusions_only_where_they_hold():
     failed = dict(primary["gate"], state="failed", reason=None,
                   margin_over_length={"baseline": across_seeds([-0.01, 0.02, -0.03, 0.0, 0.01]),
                                       "goal-conditioned": across_seeds([0.2, 0.25, 0.22, 0.3, 0.27])})
-    assert "#c62828" in gate_html(failed) and "not shown for baseline" in gate_html(failed)
+    assert "#c62828" in gate_html(failed) and "Not shown for baseline." in gate_html(failed)
 
 
 def test_schema2_index_page_is_self_contained(tmp_path):

@@ -57,7 +57,7 @@ def project(tmp_path_factory):
     )
     _notebook(nbs / "03_gamma.ipynb", 'profile = "demo"', 'print("gamma done")')
     params = root / "params"
-    _write_profile(params, "tiny", "seed: 3\nlr: 1\nfail: true\nunused_knob: 7\n")
+    _write_profile(params, "tiny", "seed: 3\nlr: 1\nfail: true\nunused_knob: 7\nlrr: 2\ntorch_threads: 1\n")
     _write_profile(params, "other", "seed: 1\n")
     kwargs = dict(notebooks_dir=nbs, params_dir=params, reports_root=root / "reports", kernel_name=KERNEL,
                   logs_dir=root / "logs")
@@ -70,8 +70,9 @@ def project(tmp_path_factory):
     shutil.copytree(out, root / "first")
     alpha_html_mtime = (out / "01_alpha.html").stat().st_mtime_ns
 
-    _write_profile(params, "tiny", "seed: 3\nlr: 1\nfail: false\n")
-    second_rc = run_report("tiny", from_stage="02", log=lambda _: None, **kwargs)
+    _write_profile(params, "tiny", "seed: 3\nlr: 1\nfail: false\ntorch_threads: 1\n")
+    second_log: list[str] = []
+    second_rc = run_report("tiny", from_stage="02", log=second_log.append, **kwargs)
     return {
         "root": root,
         "kwargs": kwargs,
@@ -80,6 +81,7 @@ def project(tmp_path_factory):
         "first_rc": first_rc,
         "second_rc": second_rc,
         "first_log": first_log,
+        "second_log": second_log,
         "warnings": [str(w.message) for w in caught],
         "alpha_html_mtime": alpha_html_mtime,
     }
@@ -132,9 +134,42 @@ def test_index_lists_stages_with_durations_and_metrics(project):
     assert "wall_s" not in index  # timings are not headline metrics
 
 
-def test_unknown_profile_key_warns(project):
-    assert any("unused_knob" in w for w in project["warnings"])
-    assert any("unused_knob" in line for line in project["first_log"])
+def test_unknown_profile_key_warns_once_with_did_you_mean(project):
+    lines = [line for line in project["first_log"] if "lrr" in line]
+    assert len(lines) == 1 and lines[0].startswith("warning: ") and "did you mean lr?" in lines[0]
+    assert "params/tiny.yaml" in lines[0] or "tiny.yaml" in lines[0]
+    assert sum("unused_knob" in line for line in project["first_log"]) == 1
+    assert not any("lrr" in w or "unused_knob" in w for w in project["warnings"])  # not a second time on stderr
+    assert not any("torch_threads" in line for line in project["first_log"])  # the runner reads it
+
+
+def test_each_stage_says_where_it_is_and_where_its_log_goes(project):
+    first = [line for line in project["first_log"] if " running — " in line]
+    assert [line.split("]")[0] for line in first] == ["[1/3 01_alpha", "[2/3 02_beta"]
+    assert "log: " in first[0] and "01_alpha.log" in first[0] and "ETA unknown (no earlier run)" in first[0]
+    assert any(line.startswith("[1/3 01_alpha] ok in ") for line in project["first_log"])
+    assert any(line.startswith("[2/3 02_beta] FAILED after ") for line in project["first_log"])
+    second = [line for line in project["second_log"] if " running — " in line]
+    assert [line.split("]")[0] for line in second] == ["[1/2 02_beta", "[2/2 03_gamma"]
+    assert "ETA unknown" in second[0]  # 02 failed last time: no duration to go by
+
+
+def test_progress_line_uses_the_last_completed_run():
+    from pathlib import Path
+
+    from goalrm_core.report.runner import last_durations, progress_line
+
+    previous = {"01_a": {"status": "ok", "duration_s": 41.2}, "02_b": {"status": "kept", "duration_s": 432.0},
+                "03_c": {"status": "failed", "duration_s": 3.0}, "04_d": {"status": "interrupted", "duration_s": 9.0}}
+    durations = last_durations(previous)
+    assert durations == {"01_a": 41.2, "02_b": 432.0}
+    todo = ["01_a", "02_b", "03_c"]
+    line = progress_line(1, todo, Path("runs/x/logs/01_a.log"), durations)
+    assert line == ("[1/3 01_a] running — log: runs/x/logs/01_a.log, ETA ~41s (last run: 41.2 s), "
+                    "~7m53s for the 3 stages left (+ 1 without a last run)")
+    assert progress_line(2, todo, None, durations) == \
+        "[2/3 02_b] running — ETA ~7m12s (last run: 432.0 s), ~7m12s for the 2 stages left (+ 1 without a last run)"
+    assert progress_line(3, todo, None, durations) == "[3/3 03_c] running — ETA unknown (no earlier run)"
 
 
 def test_resume_from_failed_stage_after_fix(project):
@@ -146,7 +181,8 @@ def test_resume_from_failed_stage_after_fix(project):
     assert (second / "01_alpha.html").stat().st_mtime_ns == project["alpha_html_mtime"]
     assert "gamma done" in (second / "03_gamma.html").read_text()
     metrics = json.loads((second / "metrics.json").read_text())
-    assert set(metrics) == {"alpha", "beta", "timings", "provenance"}
+    assert set(metrics) == {"alpha", "beta", "timings", "provenance", "schema_version"}
+    assert metrics["schema_version"] == 2
     assert 'class="status kept"' in (second / "index.html").read_text()
 
 
@@ -185,8 +221,11 @@ def test_profile_types_are_checked_against_notebook_defaults():
         "01_data": {"n": _param("2000"), "lr": _param("0.5"), "tag": _param('"a"'), "anything": _param("None")},
         "02_train": {"flag": _param("False"), "sizes": _param("[1, 2]"), "n": _param("2000")},
     }
-    ok = {"n": 5, "lr": 1, "tag": "b", "anything": [1], "flag": True, "sizes": [3], "profile": "x", "stray": 1}
-    assert check_profile_against_notebooks(ok, declared) == ["profile: key 'stray' is not a parameter of any notebook"]
+    ok = {"n": 5, "lr": 1, "tag": "b", "anything": [1], "flag": True, "sizes": [3], "profile": "x", "stray": 1,
+          "torch_threads": 1, "run_dir": "runs/x", "sizez": [1]}
+    assert check_profile_against_notebooks(ok, declared) == [
+        "profile: key 'stray' is not a parameter of any notebook",
+        "profile: key 'sizez' is not a parameter of any notebook; did you mean sizes?"]
     for key, value, expected in [("n", "5", "int"), ("flag", 1, "bool"), ("sizes", 3, "list"), ("lr", "1e-5", "float")]:
         with pytest.raises(ValueError, match=rf"p\.yaml: key '{key}' expects {expected} .*got .*{value!r}"):
             check_profile_against_notebooks({key: value}, declared, source="p.yaml")
@@ -199,7 +238,8 @@ def test_record_metrics_merges_stages_and_keeps_timings_apart(tmp_path):
     record_metrics("a_stage", {"auroc": 0.9}, tmp_path)
     record_metrics("b_stage", {"accuracy": 0.5}, tmp_path, timings={"s": 1.1})
     data = json.loads(path.read_text())
-    assert data == {"a_stage": {"auroc": 0.9}, "b_stage": {"accuracy": 0.5}, "timings": {"b_stage": {"s": 1.1}}}
+    assert data == {"a_stage": {"auroc": 0.9}, "b_stage": {"accuracy": 0.5}, "timings": {"b_stage": {"s": 1.1}},
+                    "schema_version": 2}
     assert list(data) == sorted(data)
     before = path.read_text()
     record_metrics("b_stage", {"accuracy": 0.5}, tmp_path, timings={"s": 9.9})
@@ -209,6 +249,26 @@ def test_record_metrics_merges_stages_and_keeps_timings_apart(tmp_path):
     }
     with pytest.raises(ValueError, match="reserved"):
         record_metrics("timings", {}, tmp_path)
+    with pytest.raises(ValueError, match="reserved"):
+        record_metrics("schema_version", {}, tmp_path)
+
+
+def test_metrics_json_records_its_schema_version(tmp_path):
+    from goalrm_core.report.runner import SCHEMA_VERSION, metrics_schema, record_provenance
+
+    assert SCHEMA_VERSION == 2
+    path = record_provenance({"date": "d"}, tmp_path)
+    first = path.read_text()
+    assert json.loads(first) == {"provenance": {"date": "d"}, "schema_version": 2}
+    record_provenance({"date": "d"}, tmp_path)
+    assert path.read_text() == first  # deterministic: same input, same bytes
+    record_metrics("z", {"b": 1, "a": 2}, tmp_path)
+    data = json.loads(path.read_text())
+    assert list(data) == sorted(data) and list(data["z"]) == ["a", "b"] and metrics_schema(data) == 2
+    assert metrics_schema({"alpha": {}}) == 1  # a file from before the key existed
+    path.write_text(json.dumps({"alpha": {"auroc": 0.5}}))  # an old file gains the key when written again
+    record_metrics("beta", {}, tmp_path)
+    assert json.loads(path.read_text())["schema_version"] == 2
 
 
 # ------------------------------------------------------------------------ navigation and provenance
@@ -231,8 +291,8 @@ def test_stage_logs_and_provenance_are_recorded(project):
     assert "papermill" in log and "cell/s" in log and "VISIBLE_OUTPUT 3" in log
     assert "cell/s" not in (project["first"] / "01_alpha.html").read_text()
     prov = json.loads((project["second"] / "metrics.json").read_text())["provenance"]
-    assert prov["profile"] == {"name": "tiny", "parameters": {"seed": 3, "lr": 1, "fail": False}}
-    assert prov["threads"]["torch_threads"] == 0 and prov["threads"]["used"] >= 1  # the idle cores
+    assert prov["profile"] == {"name": "tiny", "parameters": {"seed": 3, "lr": 1, "fail": False, "torch_threads": 1}}
+    assert prov["threads"] == {"torch_threads": 1, "used": 1, "rule": "as set"}
     assert {"torch", "transformers", "deepspeed", "papermill"} <= set(prov["versions"])
     assert set(prov["machine"]) == {"cpu", "cores", "gpu"} and prov["date"]
 
@@ -320,14 +380,17 @@ def test_overrides_a_report_name_and_stage_records(tmp_path):
     _notebook(nbs / "01_alpha.ipynb", 'profile = "demo"\nreports_dir = "reports/demo"\nrun_dir = "runs/demo"\nlr = 0.5',
               'record_metrics("alpha", {"lr": lr}, reports_dir)')
     run = tmp_path / "run"
-    _write_profile(tmp_path / "params", "tiny", f"run_dir: {json.dumps(str(run))}\nlr: 1.0\n")
+    _write_profile(tmp_path / "params", "tiny", f"run_dir: {json.dumps(str(run))}\nlr: 1.0\ntorch_threads: 1\n")
     kwargs = dict(notebooks_dir=nbs, params_dir=tmp_path / "params", reports_root=tmp_path / "reports", kernel_name=KERNEL,
                   logs_dir=tmp_path / "logs", log=lambda _: None)
     assert run_report("tiny", overrides={"lr": 0.25}, report_name="tiny-sweep/p", **kwargs) == 0
     metrics = json.loads((tmp_path / "reports" / "tiny-sweep" / "p" / "metrics.json").read_text())
     assert metrics["alpha"] == {"lr": 0.25} and metrics["provenance"]["profile"]["parameters"]["lr"] == 0.25
+    assert metrics["provenance"]["profile"]["overrides"] == {"lr": 0.25}
     assert not (tmp_path / "reports" / "tiny").exists()
     assert stage_is_current(run, "01_alpha", {"profile": "x", "reports_dir": "elsewhere", "run_dir": str(run), "lr": 0.25})
     assert not stage_is_current(run, "01_alpha", {"run_dir": str(run), "lr": 1.0})
-    with pytest.raises(ValueError, match=r"key 'lr' expects float .*got str"):
+    with pytest.raises(ValueError, match=r"^--set: key 'lr' expects float .*got str"):
         run_report("tiny", overrides={"lr": "fast"}, **kwargs)
+    with pytest.raises(ValueError, match=r"^--set: key 'lrr' is not a parameter of any notebook; did you mean lr\?"):
+        run_report("tiny", overrides={"lrr": 0.1}, **kwargs)

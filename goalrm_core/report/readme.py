@@ -1,0 +1,177 @@
+"""The README's numbers, generated from the committed demo report so that they cannot drift from it.
+
+``python -m goalrm_core.report.readme`` rewrites the block of README.md between :data:`BEGIN` and
+:data:`END` from ``reports/demo/metrics.json`` and ``status.json`` (and, where they are committed,
+the reproducibility reruns' ``metrics.json`` under ``reports/reproducibility/``); ``--check`` changes
+nothing and exits 1 when the README differs (a test runs it). Every figure in that block is read
+from those files; the prose around it quotes no number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+BEGIN = "<!-- begin: generated from reports/demo by `python -m goalrm_core.report.readme`; do not edit by hand -->"
+END = "<!-- end: generated from reports/demo -->"
+REPORT = Path("reports/demo")
+RERUNS = Path("reports/reproducibility")
+BENCH_ORDER = ("toy-id", "toy-zero", "toy-times", "toy-unseen")
+VERDICT = {True: "holds", False: "not shown", None: "cannot be judged"}
+
+
+def _read(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
+def _num(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
+
+
+def _f(x: Any, digits: int = 2, signed: bool = False, scale: float = 1.0) -> str:
+    v = _num(x)
+    if v is None:
+        return "undefined"
+    text = f"{v * scale:+.{digits}f}" if signed else f"{v * scale:.{digits}f}"
+    zero = f"{0:.{digits}f}"
+    return zero if text.lstrip("+-") == zero else text.replace("-", "−")
+
+
+def _ci(mean, low, high, digits: int = 2, signed: bool = False, scale: float = 1.0) -> str:
+    if _num(mean) is None:
+        return "undefined"
+    return f"{_f(mean, digits, signed, scale)} [{_f(low, digits, signed, scale)}, {_f(high, digits, signed, scale)}]"
+
+
+def _across(s: Mapping, signed: bool = True, scale: float = 1.0) -> str:
+    if _num(s.get("mean")) is None:
+        return f"undefined ({s.get('reason') or 'no seed defined'})"
+    if _num(s.get("ci_low")) is None:
+        return f"{_f(s['mean'], signed=signed, scale=scale)} (no interval: {s.get('reason') or 'undefined'})"
+    return _ci(s["mean"], s.get("ci_low"), s.get("ci_high"), signed=signed, scale=scale)
+
+
+def _benches(ev: Mapping) -> list[str]:
+    present = [b for b in BENCH_ORDER if b in ev.get("delta_auroc", {})]
+    return present + sorted(b for b in ev.get("delta_auroc", {}) if b not in present)
+
+
+def primary_rows(metrics: Mapping) -> list[tuple[str, str, Mapping, float, bool]]:
+    """(figure, RM, across-seeds figure, display scale, signed) of every primary conclusion."""
+    primary = metrics.get("evaluation", {}).get("primary", {})
+    rows = []
+    for rm, s in primary.get("gate", {}).get("margin_over_length", {}).items():
+        rows.append(("gate: AUROC − length-only AUROC on toy-id (> 0)", rm, s, 1.0, True))
+    if "delta_auroc" in primary:
+        rows.append(("ΔAUROC goal-conditioned − baseline on toy-id (> 0)", "both", primary["delta_auroc"], 1.0, True))
+    for rm, s in primary.get("first_error_delta_q", {}).items():
+        rows.append(("Q after − before the first error (< 0: Q falls)", rm, s, 1.0, True))
+    for rm, f in primary.get("filter", {}).items():
+        rows.append((f"threshold-{f['threshold']:g} filter: tokens saved, % (> 0)", rm, f["tokens_saved_pct"], 1.0, False))
+        rows.append((f"threshold-{f['threshold']:g} filter: accuracy change, points (< 0: costs accuracy)", rm, f["accuracy_change"], 100.0, True))
+    pruning = metrics.get("decoding", {}).get("primary", {}).get("pruning")
+    if pruning:
+        rows.append(("online pruning: tokens pruned / unpruned (< 1)", "goal-conditioned", pruning["tokens_ratio"], 1.0, False))
+        rows.append(("online pruning: accuracy change, points (< 0: costs accuracy)", "goal-conditioned", pruning["accuracy_change"], 100.0, True))
+        wall = metrics.get("timings", {}).get("decoding", {}).get("pruning_across_seeds", {}).get("wall_ratio")
+        if wall:
+            rows.append(("online pruning: wall time pruned / unpruned (< 1)", "goal-conditioned", wall, 1.0, False))
+    return rows
+
+
+def _held_everywhere(label: str, rm: str, runs: Sequence[Mapping]) -> str:
+    """Does a primary conclusion reach the same verdict in every run (the committed one first)?"""
+    verdicts = []
+    for m in runs:
+        match = [s for lab, r, s, _, _ in primary_rows(m) if lab == label and r == rm]
+        verdicts.append(VERDICT[match[0]["holds"]] if match else "absent")
+    return "yes" if len(set(verdicts)) == 1 else "no: " + " / ".join(verdicts)
+
+
+def findings(report: Path = REPORT, reruns: Path = RERUNS) -> str:
+    """The README's "What the demo shows" numbers, as Markdown."""
+    metrics, status = _read(report / "metrics.json"), _read(report / "status.json")
+    ev, data = metrics.get("evaluation", {}), metrics.get("data", {})
+    primary = ev.get("primary", {})
+    params = metrics.get("provenance", {}).get("profile", {}).get("parameters", {})
+    rerun_runs = {p.name: _read(p / "metrics.json") for p in sorted(reruns.glob("*")) if (p / "metrics.json").is_file()}
+    out = [f"From the committed [`reports/demo/`](reports/demo/index.html): {primary.get('n_seeds', '?')} RM seeds per RM, "
+           f"{params.get('rm_steps', '?')} steps each; {params.get('n_benchmark_questions', '?')} questions per benchmark; "
+           f"{params.get('torch_threads', '?')} torch threads; headline set `{primary.get('headline', ev.get('headline', '?'))}`.", ""]
+    rows = primary_rows(metrics)
+    if rows:
+        runs = [metrics, *rerun_runs.values()]
+        header = "| primary conclusion | RM | mean over seeds [95% t-interval] | seeds the expected way | verdict |"
+        if rerun_runs:
+            header += f" same verdict in all {len(runs)} runs |"
+        out += [header, "|" + "---|" * (header.count("|") - 1)]
+        for label, rm, s, scale, signed in rows:
+            line = f"| {label} | {rm} | {_across(s, signed, scale)} | {s['k']} of {s['n_seeds']} | {VERDICT[s['holds']]} |"
+            out.append(line + (f" {_held_everywhere(label, rm, runs)} |" if rerun_runs else ""))
+        gate = primary.get("gate", {})
+        out += ["", f"Gate: **{gate.get('state', 'undefined')}**" + (f" ({gate['reason']})" if gate.get("reason") else "") + "."]
+        if rerun_runs:
+            out.append(f"Reruns compared (`goalrm compare`, committed beside them): {', '.join(f'`{n}`' for n in rerun_runs)}.")
+    exploratory = ev.get("exploratory", {}).get("delta_auroc", {})
+    if exploratory:
+        out += ["", f"Exploratory (leads, not findings; p-values Holm-corrected over {len(exploratory)} benchmarks):", "",
+                "| benchmark | ΔAUROC over seeds [95% CI] | higher in | p (Holm) |", "|---|---|---|---|"]
+        for bench in [b for b in BENCH_ORDER if b in exploratory] + [b for b in exploratory if b not in BENCH_ORDER]:
+            s = exploratory[bench]
+            out.append(f"| {bench} | {_across(s)} | {s['k']} of {s['n_seeds']} seeds | {_f(s.get('p_holm'), 3)} |")
+    benches = _benches(ev)
+    if benches:
+        out += ["", "Seed 0 (detail; 95% bootstrap CIs over questions):", "",
+                "| AUROC, seed 0 | " + " | ".join(benches) + " |", "|---|" + "---|" * len(benches)]
+        acc = [f"{100 * data['benchmarks'][b]['sample_accuracy']:.1f}%" if b in data.get("benchmarks", {}) else "" for b in benches]
+        out.append(f"| policy sampled accuracy (T = {params.get('sampling_temperature', '?')}) | " + " | ".join(acc) + " |")
+        for scorer in ("baseline", "goal-conditioned", "length only", "policy mean logprob"):
+            if scorer in ev:
+                cells = [_ci(ev[scorer][b].get("auroc"), ev[scorer][b].get("auroc_ci_low"), ev[scorer][b].get("auroc_ci_high"))
+                         if b in ev[scorer] else "" for b in benches]
+                out.append(f"| {scorer} | " + " | ".join(cells) + " |")
+        d = ev.get("delta_auroc", {})
+        out.append("| Δ goal-conditioned − baseline | " + " | ".join(
+            _ci(d[b]["mean"], d[b]["ci_low"], d[b]["ci_high"], signed=True) for b in benches) + " |")
+    stages = status.get("stages", [])
+    if stages:
+        total = sum(s.get("duration_s") or 0 for s in stages)
+        parts = ", ".join(f"{s['name'].split('_', 1)[1]} {s.get('duration_s') or 0:.0f}" for s in stages)
+        out += ["", f"Wall time of the committed run (s, `status.json`): {parts}; **{total:,.0f} s in all** "
+                    f"({'one uninterrupted run' if all(s.get('status') == 'ok' for s in stages) else 'resumed: some stages kept'})."]
+    return "\n".join(out) + "\n"
+
+
+def update(readme: Path, text: str, write: bool) -> bool:
+    """Put ``text`` between the markers of ``readme``; return whether it differed."""
+    content = readme.read_text(encoding="utf-8")
+    if BEGIN not in content or END not in content:
+        raise ValueError(f"{readme}: no generated block (the lines {BEGIN!r} … {END!r})")
+    head, rest = content.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    new = f"{head}{BEGIN}\n{text}{END}{tail}"
+    if new != content and write:
+        readme.write_text(new, encoding="utf-8")
+    return new != content
+
+
+def main(argv: list[str] | None = None) -> int:
+    from goalrm_core.runtime import project_root
+
+    parser = argparse.ArgumentParser(prog="python -m goalrm_core.report.readme", description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 when README.md differs")
+    args = parser.parse_args(argv)
+    root = project_root()
+    differs = update(root / "README.md", findings(root / REPORT, root / RERUNS), write=not args.check)
+    if args.check and differs:
+        print("README.md's generated block differs from reports/demo: run `python -m goalrm_core.report.readme`", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,58 @@
+"""The notebooks' parameters cells are the demo profile, and every notebook profile sets every key."""
+
+import json
+import shutil
+
+import pytest
+
+from goalrm_core.report import notebook_params as nbp
+from goalrm_core.report.profiles import load_profile
+from goalrm_core.runtime import project_root
+
+NOTEBOOKS = project_root() / "notebooks"
+NOTEBOOK_PROFILES = ("demo", "smoke", "multidigit")
+
+
+def declared():
+    out = {}
+    for path in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
+        cell = nbp._parameters_cell(json.loads(path.read_text()), path)
+        out[path.stem] = {k: None for k in nbp.declared_keys("".join(cell["source"]), path)}
+    return out
+
+
+def test_committed_cells_are_generated_from_demo_yaml():
+    assert nbp.sync_notebooks(NOTEBOOKS, load_profile("demo"), write=False) == [], "run `goalrm sync-notebooks`"
+
+
+@pytest.mark.parametrize("profile", NOTEBOOK_PROFILES)
+def test_every_notebook_profile_sets_every_declared_key(profile):
+    assert nbp.missing_keys(load_profile(profile), declared()) == []
+    assert isinstance(load_profile(profile)["torch_threads"], int) and load_profile(profile)["torch_threads"] >= 1
+
+
+def test_interactive_defaults_never_point_into_reports():
+    for name, params in declared().items():
+        cell = nbp._parameters_cell(json.loads((NOTEBOOKS / f"{name}.ipynb").read_text()), NOTEBOOKS / name)
+        source = "".join(cell["source"])
+        assert 'reports_dir = "reports/' not in source and "runs/interactive/demo" in source
+
+
+def test_drift_is_detected_and_rewritten(tmp_path):
+    copy = tmp_path / "notebooks"
+    shutil.copytree(NOTEBOOKS, copy)
+    changed = dict(load_profile("demo"), n_samples=3)
+    assert [p.name for p in nbp.sync_notebooks(copy, changed, write=False)] == ["01_data.ipynb"]
+    nbp.sync_notebooks(copy, changed, write=True)
+    assert "n_samples = 3\n" in (copy / "01_data.ipynb").read_text().replace('\\n', '\n')
+    assert nbp.sync_notebooks(copy, changed, write=False) == []
+    lacking = {k: v for k, v in load_profile("demo").items() if k != "n_samples"}
+    with pytest.raises(ValueError, match="n_samples"):
+        nbp.sync_notebooks(copy, lacking, write=False)
+
+
+def test_a_cell_that_is_not_flat_literals_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="line 1"):
+        nbp.declared_keys("x, y = 1, 2\n", tmp_path / "n.ipynb")
+    with pytest.raises(ValueError, match="not Python"):
+        nbp.declared_keys("x = (\n", tmp_path / "n.ipynb")
