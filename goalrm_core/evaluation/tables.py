@@ -185,10 +185,22 @@ def first_error_summary(rows: Sequence[dict], tokenizer=None, skip_first: int = 
             "prefix_error_auroc_ci_high": prefix.ci_high}
 
 
+def _undefined(value) -> bool:
+    return value is None or (isinstance(value, float) and not math.isfinite(value))
+
+
 def fmt_ci(value: float, low: float, high: float) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    """``value [low, high]``; "undefined" for an undefined value, and for undefined bounds."""
+    if _undefined(value):
         return "undefined"
+    if _undefined(low) or _undefined(high):
+        return f"{value:.3f} [interval undefined]"
     return f"{value:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def fmt_p(value: float, reason: str | None = None) -> str:
+    """A p-value, or "undefined (reason)"."""
+    return (f"undefined ({reason})" if reason else "undefined") if _undefined(value) else f"{value:.3g}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -231,9 +243,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  filtered voting @{args.filter_threshold:g} (the official figures): accuracy {o.accuracy:.4f}; generations filtered "
                   f"{o.generations_filtered_mean:.3f} per question ({o.generations_filtered_total} in all); tokens saved {o.tokens_saved_mean:.1f} "
                   f"per question ({o.tokens_saved_total} of {o.tokens_total}); proportion correct {o.proportion_correct_filtered_mean:.4f} "
-                  f"filtered vs {o.proportion_correct_mean:.4f}; ttest_ind p={o.p_value:.3g}")
+                  f"filtered vs {o.proportion_correct_mean:.4f}; ttest_ind p={fmt_p(o.p_value)}")
             f = metrics.q_filtered_majority_vote(questions, args.filter_threshold, args.skip_first)
             print(f"  filtered voting @{args.filter_threshold:g} (goalrm: answerless votes ignored, Wilson CIs, paired t-test): accuracy "
                   f"{fmt_ci(f.accuracy, f.accuracy_ci_low, f.accuracy_ci_high)} (unfiltered {f.accuracy_unfiltered:.3f}), generations "
-                  f"filtered {f.generations_filtered_pct:.1f}%, tokens saved {f.tokens_saved_pct:.1f}%, paired p={f.p_value:.3g}")
+                  f"filtered {f.generations_filtered_pct:.1f}%, tokens saved {f.tokens_saved_pct:.1f}%, paired p={fmt_p(f.p_value, f.p_value_reason)}")
     return 0

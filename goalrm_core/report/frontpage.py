@@ -114,10 +114,11 @@ def judge(s: Any, shown: str, not_shown: str = "not shown", opposite: str | None
 
 
 def _figure(s: Any, what: str, **kw) -> str:
-    """``"+0.03 [-0.01, +0.07], positive in 4 of 5 seeds"``."""
+    """``"+0.03 [-0.01, +0.07], positive in 4 of 5 seeds"``; an undefined mean is plain ``undefined``
+    (the verdict that follows, :func:`judge`, says why)."""
     s = s if isinstance(s, Mapping) else {}
     seeds = _seeds(s, what)
-    return fmt.across(s, **kw) + (f", {seeds}" if seeds else "")
+    return fmt.across({k: v for k, v in s.items() if k != "reason"}, **kw) + (f", {seeds}" if seeds else "")
 
 
 def gate_state(gate: Mapping) -> tuple[str, str | None]:
@@ -182,7 +183,7 @@ def summary(metrics: Mapping) -> str:
     on = (f" on {int(pairs):,} preference pairs of the policy's own {task} solutions" if not fmt.is_undefined(pairs)
           else f" on {task}")
     acc = {rm: _get(training, rm, "eval_accuracy") for rm in RMS}
-    if any(rm in training for rm in RMS) and all(isinstance(_get(training, rm), Mapping) for rm in RMS):
+    if all(isinstance(_get(training, rm), Mapping) and "eval_accuracy" in training[rm] for rm in RMS):
         detail.append(f"held-out pairwise accuracy {fmt.pct(acc['baseline'])} and {fmt.pct(acc['goal-conditioned'])}")
     sentences.append(f"{trained} were trained{on}" + (f" ({'; '.join(detail)})." if detail else "."))
     benches = _benches(ev)
@@ -275,8 +276,8 @@ def _first_error_sentences(primary: Mapping) -> list[str]:
         if not isinstance(s, Mapping):
             continue
         seeds = _seeds(s, "falls")
-        out.append(f"Q of the {rm} RM at the first error (mean Q after minus before): Q {seeds or 'falls'}: "
-                   f"Δ {fmt.across(s)}: "
+        out.append(f"Q of the {rm} RM at the first error (mean Q after minus before): " + (f"Q {seeds}: " if seeds else "")
+                   + f"Δ {fmt.across({k: v for k, v in s.items() if k != 'reason'})}: "
                    + judge(s, "Q falls at the first error", "not shown that Q falls",
                            opposite="the interval lies wholly above 0: Q rises") + ".")
     return out
@@ -360,13 +361,13 @@ def exploratory_section(metrics: Mapping) -> str:
     sentence = (f"Exploratory, not primary: goal-conditioned minus baseline AUROC on {k} other benchmark"
                 f"{'s' if k != 1 else ''}, {k} comparison{'s' if k != 1 else ''} with Holm-corrected p-values; "
                 "these are leads, not findings: "
-                + "; ".join(f"{b} {_figure(deltas[b], 'positive')}, Holm p = "
-                            f"{fmt.p_value(deltas[b].get('p_holm'), reason=fmt.reason_of(deltas[b], 'p_holm') or deltas[b].get('reason'))}"
+                + "; ".join(f"{b} {_figure(deltas[b], 'positive')}, Holm p = {fmt.p_value(deltas[b].get('p_holm'))}"
+                            + ("" if deltas[b].get("holds") is not None else f" ({judge(deltas[b], '', '')})")
                             for b in order) + ".")
     rows = [{"benchmark": b,
              "Δ AUROC across seeds [95% t-interval]": fmt.across(d),
              "positive in": _seeds(d, "").strip() or fmt.UNDEFINED,
-             "p-value (Holm)": fmt.p_value(d.get("p_holm"), reason=d.get("reason")),
+             "p-value (Holm)": fmt.p_value(d.get("p_holm")),
              "reading": judge(d, "interval above 0 (a lead)", "no detectable difference",
                               opposite="interval wholly below 0 (a lead)")}
             for b, d in ((b, deltas[b]) for b in order)]
@@ -392,9 +393,12 @@ def auroc_frame(ev: Mapping):
 
 
 def _undefined_aurocs(ev: Mapping) -> str:
-    missing = [f"{scorer} on {bench}: {fmt.undefined(fmt.reason_of(_get(ev, scorer, bench), 'auroc'))}"
-               for scorer in [*RMS, *REFERENCES] for bench in _benches(ev)
-               if isinstance(_get(ev, scorer, bench), Mapping) and fmt.is_undefined(_auroc(ev, scorer, bench)[0])]
+    missing = []
+    for scorer in [*RMS, *REFERENCES]:
+        for bench in _benches(ev):
+            if isinstance(_get(ev, scorer, bench), Mapping) and fmt.is_undefined(_auroc(ev, scorer, bench)[0]):
+                reason = fmt.reason_of(_get(ev, scorer, bench), "auroc")
+                missing.append(f"{scorer} on {bench}" + (f" ({reason})" if reason else ""))
     return f"<p class=\"meta\">Not drawn, AUROC undefined: {html.escape('; '.join(missing))}.</p>" if missing else ""
 
 

@@ -648,8 +648,7 @@ def checked_settings(
         message = unknown_key_message(key, declared, overrides_source)
         if message:
             raise ValueError(message)
-    overrides = {k: coerce_to_declared(k, v, declared) for k, v in overrides.items()}
-    merged = {**settings, **overrides}
+    merged = {**settings, **overrides}  # checked as given, so that an error shows the value typed
     missing = missing_keys(merged, declared)
     if missing:
         raise ValueError(f"{source} sets no value for {', '.join(missing)}: a notebook profile sets every key "
@@ -660,7 +659,7 @@ def checked_settings(
     if not (isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1):
         raise ValueError(f"{sources.get('torch_threads', source)}: torch_threads must be an integer >= 1 "
                          f"(pinned: floats depend on it), got {threads!r}")
-    return merged, found
+    return {**settings, **{k: coerce_to_declared(k, v, declared) for k, v in overrides.items()}}, found
 
 
 def run_report(

@@ -1,0 +1,381 @@
+"""``goalrm report`` as a researcher meets it: the index and status.json agree after the index itself
+fails, Ctrl-C leaves a resumable run and exit code 130, ``--set`` values and the profile's own are
+checked (types, ranges, choices, "did you mean") before any stage starts.
+
+Most tests replace ``execute_stage`` with a stand-in (no kernel starts); the two marked ``notebook``
+run tiny notebooks for real: the index failure across runs, and a real SIGINT from inside a cell.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+import time
+
+import nbformat
+import pytest
+import yaml
+
+from goalrm_core.report import runner
+from goalrm_core.report.profiles import (PROFILE_RULES, RELATIONS, check_ranges, check_settings, load_profile, parse_set_flags,
+                                         resolve_path)
+from goalrm_core.report.runner import main, run_report
+
+KERNEL = "python3"
+PROFILE = {"seed": 3, "torch_threads": 1, "sampling_temperature": 1.5, "encoding": "split", "n_samples": 4}
+
+
+def _notebook(path, params_src: str, *body: str) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": KERNEL, "language": "python", "display_name": "Python 3"}
+    nb.cells = [
+        nbformat.v4.new_code_cell("from goalrm_core.report.runner import record_metrics"),
+        nbformat.v4.new_code_cell(params_src, metadata={"tags": ["parameters"]}),
+        *(nbformat.v4.new_code_cell(src) for src in body),
+    ]
+    nbformat.write(nb, str(path))
+
+
+def _project(root, profile: dict | None = None, body02: tuple[str, ...] = ()) -> dict:
+    """Three notebooks (01 records metrics; 02 declares sampling_temperature and encoding), a profile
+    ``tiny`` and the flags that point ``goalrm report`` at them."""
+    nbs, params = root / "notebooks", root / "params"
+    nbs.mkdir(parents=True)
+    params.mkdir()
+    _notebook(nbs / "01_alpha.ipynb", 'reports_dir = "reports/demo"\nseed = 0\nn_samples = 8',
+              'record_metrics("alpha", {"seed": seed, "explode": True}, reports_dir)')
+    _notebook(nbs / "02_beta.ipynb", 'run_dir = "runs/demo"\nsampling_temperature = 1.7\nencoding = "split"\npid_file = ""',
+              *(body02 or ('print("beta", sampling_temperature)',)))
+    _notebook(nbs / "03_gamma.ipynb", 'profile = "demo"', 'print("gamma done")')
+    values = {**PROFILE, "run_dir": str(root / "run"), "pid_file": str(root / "kernel.pid"), **(profile or {})}
+    (params / "tiny.yaml").write_text(yaml.safe_dump(values), encoding="utf-8")
+    flags = ["--profile", "tiny", "--kernel", KERNEL, "--notebooks-dir", str(nbs), "--params-dir", str(params),
+             "--reports-dir", str(root / "reports")]
+    kwargs = dict(notebooks_dir=nbs, params_dir=params, reports_root=root / "reports", kernel_name=KERNEL, logs_dir=root / "logs")
+    return {"root": root, "flags": flags, "kwargs": kwargs, "out": root / "reports" / "tiny", "run": root / "run"}
+
+
+def _status(out) -> dict:
+    return json.loads((out / "status.json").read_text())
+
+
+def _states(out) -> dict:
+    return {s["name"]: s["status"] for s in _status(out)["stages"]}
+
+
+class FakeStages:
+    """``execute_stage`` without a kernel: records what each stage was given; raises
+    KeyboardInterrupt in the stage named ``interrupt``."""
+
+    def __init__(self, interrupt: str | None = None):
+        self.interrupt, self.calls = interrupt, []
+
+    def __call__(self, notebook, output, parameters, kernel_name, cwd, log_path=None):
+        self.calls.append((notebook.stem, dict(parameters)))
+        if notebook.stem == self.interrupt:
+            time.sleep(0.05)
+            raise KeyboardInterrupt
+        return None, False
+
+
+# ----------------------------------------------------------------------- index and status agree
+
+
+def _fragile_index(real):
+    """render_index, failing (with markup in its message) once metrics.json holds alpha.explode."""
+    def render(profile, generated, stages, metrics, out_dir):
+        if isinstance(metrics.get("alpha"), dict) and metrics["alpha"].get("explode"):
+            raise RuntimeError("<b>section</b> exploded")
+        return real(profile, generated, stages, metrics, out_dir)
+    return render
+
+
+def _fallback_states(page: str) -> dict:
+    rows = re.findall(r"<tr><td>(?:<a [^>]*>)?([0-9]{2}_\w+)(?:</a>)?</td><td>([a-z ]+)</td>", page)
+    return dict(rows)
+
+
+@pytest.mark.notebook
+def test_index_and_status_agree_when_the_index_fails(tmp_path, monkeypatch, capsys):
+    p = _project(tmp_path)
+    monkeypatch.setattr(runner, "render_index", _fragile_index(runner.render_index))
+    lines: list[str] = []
+    assert run_report("tiny", log=lines.append, **p["kwargs"]) == 0  # the stages all ran
+    status = _status(p["out"])
+    assert _states(p["out"]) == {"01_alpha": "ok", "02_beta": "ok", "03_gamma": "ok"}
+    assert status["index_error"] == {"ename": "RuntimeError", "evalue": "<b>section</b> exploded"}
+    page = (p["out"] / "index.html").read_text()
+    assert _fallback_states(page) == _states(p["out"])  # the page says what status.json says
+    assert "running" not in page and "The full index could not be drawn" in page
+    assert "&lt;b&gt;section&lt;/b&gt; exploded" in page and "<b>section</b>" not in page
+    assert sum("index.html is the fallback page" in line for line in lines) == 1
+
+    # resuming works on such a run, and the last run's durations give the ETA
+    lines.clear()
+    assert run_report("tiny", from_stage="03", log=lines.append, **p["kwargs"]) == 0
+    start = next(line for line in lines if " running — " in line)
+    assert start.startswith("[1/1 03_gamma] running — log: ") and "(last run: " in start
+    assert _states(p["out"]) == {"01_alpha": "kept", "02_beta": "kept", "03_gamma": "ok"}
+    assert _fallback_states((p["out"] / "index.html").read_text()) == _states(p["out"])
+
+    # --index-only too: the fallback page again (exit 1: the full page is still not there) ...
+    before = (p["out"] / "status.json").read_text()
+    capsys.readouterr()
+    assert main([*p["flags"], "--index-only"]) == 1
+    err = capsys.readouterr().err
+    assert "could not be drawn" in err and err.count("\n") == 1
+    assert (p["out"] / "status.json").read_text() == before
+    # ... and, once rendering works again, the full page, with status.json saying so
+    monkeypatch.undo()
+    assert main([*p["flags"], "--index-only"]) == 0
+    page = (p["out"] / "index.html").read_text()
+    assert "<h2>Stages</h2>" in page and 'class="status kept"' in page and "could not be drawn" not in page
+    assert _status(p["out"])["index_error"] is None
+    assert [s["status"] for s in _status(p["out"])["stages"]] == ["kept", "kept", "ok"]
+
+
+def test_the_fallback_page_escapes_everything(tmp_path):
+    stages = [{"name": "01_<x>", "status": "failed", "duration_s": 1.5, "started": "<t>", "html": "01.html",
+               "error": {"ename": "E<", "evalue": "<script>alert(1)</script>"}}, "garbage"]
+    page = runner._fallback_index("<p>", "now", stages, {"ename": "X", "evalue": "<i>"}, tmp_path)
+    assert "<script>" not in page and "&lt;script&gt;" in page and "&lt;i&gt;" in page and "01_&lt;x&gt;" in page
+    assert "1.5 s" in page and "garbage" in page and "<a href" not in page  # 01.html does not exist
+
+
+# ----------------------------------------------------------------------------------------- Ctrl-C
+
+
+def test_ctrl_c_marks_the_stage_interrupted_and_exits_130(tmp_path, monkeypatch, capsys):
+    p = _project(tmp_path)
+    fake = FakeStages(interrupt="02_beta")
+    monkeypatch.setattr(runner, "execute_stage", fake)
+    p["out"].mkdir(parents=True)
+    (p["out"] / "02_beta.html").write_text("an older run's page")
+    runner.record_stage(p["run"], "02_beta", {"run_dir": str(p["run"])})  # an older run's record
+
+    assert main(p["flags"]) == 130
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err and captured.err.count("\n") == 1
+    line = captured.err.strip()
+    match = re.fullmatch(r"goalrm report: interrupted in 02_beta after \d+\.\d s; resume with (goalrm report .*)", line)
+    assert match, line
+    assert match.group(1).startswith("goalrm report --profile tiny --from 02 ")
+    assert "[2/3 02_beta] running — " in captured.out  # flushed before the stage began
+
+    assert _states(p["out"]) == {"01_alpha": "ok", "02_beta": "interrupted", "03_gamma": "not run"}
+    entry = _status(p["out"])["stages"][1]
+    assert entry["error"]["ename"] == "KeyboardInterrupt" and isinstance(entry["duration_s"], float)
+    page = (p["out"] / "index.html").read_text()
+    assert 'class="status interrupted"' in page and 'class="status not-run"' in page and 'class="status running"' not in page
+    assert not (p["out"] / "02_beta.html").exists()  # not this run's page
+    assert not (p["run"] / "stages" / "02_beta.json").exists()  # the stage's artifacts are not current
+
+    # the printed command resumes the run
+    fake.interrupt = None
+    assert main(shlex.split(match.group(1))[2:]) == 0
+    assert _states(p["out"]) == {"01_alpha": "kept", "02_beta": "ok", "03_gamma": "ok"}
+    assert [c[0] for c in fake.calls] == ["01_alpha", "02_beta", "02_beta", "03_gamma"]
+
+
+def test_ctrl_c_reaches_callers_of_run_report_as_a_keyboard_interrupt(tmp_path, monkeypatch):
+    p = _project(tmp_path)
+    monkeypatch.setattr(runner, "execute_stage", FakeStages(interrupt="01_alpha"))
+    with pytest.raises(KeyboardInterrupt) as caught:  # a sweep stops too
+        run_report("tiny", log=lambda _: None, **p["kwargs"])
+    stop = caught.value
+    assert isinstance(stop, runner.ReportInterrupted) and stop.stage == "01_alpha" and stop.resume_from == "01_alpha"
+    assert stop.describe().startswith("interrupted in 01_alpha after ")
+    assert stop.describe().endswith("; resume with goalrm report --profile tiny --from 01")
+    assert _states(p["out"]) == {"01_alpha": "interrupted", "02_beta": "not run", "03_gamma": "not run"}
+
+
+@pytest.mark.notebook
+def test_a_real_sigint_stops_the_kernel_and_leaves_no_traceback(tmp_path):
+    """SIGINT to the runner while a cell runs (what Ctrl-C does: the kernel has a session of its own)."""
+    import psutil
+
+    cell = ("import os, signal, time, pathlib\n"
+            "pathlib.Path(pid_file).write_text(str(os.getpid()))\n"
+            "os.kill(int(os.environ.get('JPY_PARENT_PID') or os.getppid()), signal.SIGINT)\n"
+            "time.sleep(120)")
+    p = _project(tmp_path, body02=(cell,))
+    done = subprocess.run([sys.executable, "-m", "goalrm_core.cli", "report", *p["flags"]], capture_output=True,
+                          text=True, timeout=300, cwd=resolve_path("."))
+    assert done.returncode == 130, done.stderr
+    assert "Traceback" not in done.stderr
+    assert re.search(r"^goalrm report: interrupted in 02_beta after \d+\.\d s; resume with goalrm report --profile tiny "
+                     r"--from 02 ", done.stderr, re.MULTILINE), done.stderr
+    assert _states(p["out"]) == {"01_alpha": "ok", "02_beta": "interrupted", "03_gamma": "not run"}
+    kernel = int((tmp_path / "kernel.pid").read_text())
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(kernel).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail("the stage's kernel outlived the interrupted run")
+
+
+# ------------------------------------------------------------------------------------- --set
+
+
+def test_set_values_are_yaml_and_reach_the_notebooks(tmp_path, monkeypatch, capsys):
+    p = _project(tmp_path)
+    fake = FakeStages()
+    monkeypatch.setattr(runner, "execute_stage", fake)
+    assert main([*p["flags"], "--set", "sampling_temperature=2", "--set", "encoding=official", "--set", "n_samples=6"]) == 0
+    given = dict(fake.calls)
+    assert given["02_beta"]["sampling_temperature"] == 2.0 and isinstance(given["02_beta"]["sampling_temperature"], float)
+    assert given["02_beta"]["encoding"] == "official" and given["01_alpha"]["n_samples"] == 6
+    prov = json.loads((p["out"] / "metrics.json").read_text())["provenance"]["profile"]
+    assert prov["overrides"] == {"encoding": "official", "n_samples": 6, "sampling_temperature": 2.0}
+    assert prov["parameters"]["sampling_temperature"] == 2.0 and prov["parameters"]["seed"] == 3
+
+
+def test_parse_set_flags():
+    assert parse_set_flags(["a=4", "b=1e-5", "c=true", "d=[0, 1]", "e=cosine", "f=", "g='7'", "h=null"]) == {
+        "a": 4, "b": 1e-05, "c": True, "d": [0, 1], "e": "cosine", "f": "", "g": "7", "h": None}
+    for bad, message in [("a", "expected KEY=VALUE"), ("=1", "expected KEY=VALUE"), ("a=.nan", "not a finite number"),
+                         ("a={b: 1}", "must be a scalar"), ("a=[1, [2]]", "must be a scalar"), ("a=[1", "not a YAML value")]:
+        with pytest.raises(ValueError, match=message):
+            parse_set_flags([bad])
+    with pytest.raises(ValueError, match="'a' is given twice"):
+        parse_set_flags(["a=1", "a=2"])
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--set", "sampling_temprature=1"], r"^--set: key 'sampling_temprature' is not a parameter of any notebook; "
+                                         r"did you mean sampling_temperature\?$"),
+    (["--set", "sampling_temperature=-1"], r"^--set: sampling_temperature must be a finite number > 0, got -1$"),
+    (["--set", "sampling_temperature=hot"], r"^--set: key 'sampling_temperature' expects float .*got str: 'hot'$"),
+    (["--set", "encoding=utf8"], r"^--set: unknown encoding 'utf8'; valid: official, split$"),
+    (["--set", "n_samples=0"], r"^--set: n_samples must be an integer >= 1, got 0$"),
+    (["--set", "torch_threads=0"], r"^--set: torch_threads must be an integer >= 1 \(pinned: floats depend on it\), got 0$"),
+    (["--set", "reports_dir=x"], r"^--set: key 'reports_dir' is the runner's to set"),
+    (["--set", "seed"], r"^--set 'seed': expected KEY=VALUE$"),
+    (["--index-only", "--set", "seed=1"], r"--set has no effect"),
+])
+def test_bad_set_values_stop_before_any_stage(tmp_path, monkeypatch, capsys, flags, message):
+    p = _project(tmp_path)
+    fake = FakeStages()
+    monkeypatch.setattr(runner, "execute_stage", fake)
+    assert main([*p["flags"], *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("goalrm report: error: ")
+    assert re.search(message, err.strip()[len("goalrm report: error: "):]), err
+    assert fake.calls == [] and not p["out"].exists()
+
+
+# ------------------------------------------------------------------------------ ranges up front
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"sampling_temperature": -1}, r"^tiny\.yaml: sampling_temperature must be a finite number > 0, got -1$"),
+    ({"encoding": "utf8"}, r"^tiny\.yaml: unknown encoding 'utf8'; valid: official, split$"),
+    ({"n_samples": 0}, r"^tiny\.yaml: n_samples must be an integer >= 1, got 0$"),
+    ({"torch_threads": 0}, r"^tiny\.yaml: torch_threads must be an integer >= 1"),
+])
+def test_the_profile_files_values_are_checked_before_any_stage(tmp_path, monkeypatch, capsys, values, message):
+    p = _project(tmp_path, profile=values)
+    fake = FakeStages()
+    monkeypatch.setattr(runner, "execute_stage", fake)
+    assert main(p["flags"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err
+    shown = err[len("goalrm report: error: "):]
+    assert re.search(message, shown.rsplit("/", 1)[-1]), err  # the file is named (relative where it can be)
+    assert fake.calls == [] and not p["out"].exists()
+
+
+def test_the_demo_profile_lists_every_key_and_passes(tmp_path):
+    demo = load_profile("demo")
+    assert set(demo) == set(PROFILE_RULES)
+    for name in ("demo", "smoke", "multidigit"):
+        check_ranges(load_profile(name), f"params/{name}.yaml")
+    for keys, _, _ in RELATIONS:
+        assert set(keys) <= set(PROFILE_RULES)
+
+
+def test_every_notebook_key_has_a_rule():
+    from goalrm_core.report.notebook_params import RUNNER_KEYS
+    from goalrm_core.report.runner import discover_stages, inspect_stages
+
+    declared = inspect_stages(discover_stages(resolve_path("notebooks")))
+    keys = {k for params in declared.values() for k in params} - set(RUNNER_KEYS)
+    assert keys <= set(PROFILE_RULES), sorted(keys - set(PROFILE_RULES))
+
+
+def test_the_rules_agree_with_the_library():
+    """The choices and the RM keys' ranges are written out in profiles.py (no model import to check
+    a profile): they must be the library's own."""
+    import dataclasses
+
+    from goalrm_core.inference.forward import READOUTS
+    from goalrm_core.inference.goal_state import GOAL_METHODS
+    from goalrm_core.model.encoding import ENCODINGS
+    from goalrm_core.model.losses import CONTRASTIVE_STRATEGIES, PAIR_FORMS, PERCENTILE_WINDOWS
+    from goalrm_core.model.reward_model import VALUE_HEAD_STRATEGIES
+    from goalrm_core.study.artifacts import HEADLINE_SETS
+    from goalrm_core.study.training import RMRecipe
+    from goalrm_core.tasks.toymath.problems import OPERATORS
+    from goalrm_core.train.config import TrainRMConfig
+
+    choices = {"goal_method": GOAL_METHODS, "encoding": ENCODINGS, "readout": READOUTS, "headline": HEADLINE_SETS,
+               "contrastive_strategy": CONTRASTIVE_STRATEGIES, "contrastive_pairs": PAIR_FORMS,
+               "contrastive_window": PERCENTILE_WINDOWS, "value_head_strategy": VALUE_HEAD_STRATEGIES}
+    for key, options in choices.items():
+        assert set(PROFILE_RULES[key].options) == set(options), key
+    assert PROFILE_RULES["operations"].alphabet == OPERATORS
+    fields = {f.name: f for f in dataclasses.fields(TrainRMConfig)}
+    for key in PROFILE_RULES:
+        if key in {f.name for f in dataclasses.fields(RMRecipe)} and key != "seed":
+            meta = fields[RMRecipe.flag_of(key)].metadata
+            if "range" in meta:
+                ours, theirs = PROFILE_RULES[key], meta["range"]
+                assert (ours.kind, ours.bounds, ours.also) == (theirs.kind, theirs.bounds, theirs.also), key
+            elif "choices" in meta:
+                assert set(PROFILE_RULES[key].options) == set(meta["choices"]), key
+    assert set(PROFILE_RULES["rm_zero_stage"].options) == {0, 1, 2, 3}
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"sampling_temperature": 0}, "sampling_temperature must be a finite number > 0, got 0"),
+    ({"decode_temperature": -0.5}, "decode_temperature must be a finite number > 0, got -0.5"),
+    ({"rm_steps": -1}, "rm_steps must be an integer >= 0 (0 = the epochs), got -1"),
+    ({"val_fraction": 0.0}, "val_fraction must be a finite number in (0, 1), got 0.0"),
+    ({"eval_fraction": 1}, "eval_fraction must be a finite number in (0, 1), got 1"),
+    ({"readout": "first"}, "unknown readout 'first'; valid: eos, last_token"),
+    ({"goal_method": "median"}, "unknown goal_method 'median'; valid: mean_last, random_response"),
+    ({"headline": "best"}, "unknown headline 'best'; valid: greedy, sample0"),
+    ({"rm_seeds": [0, 0]}, "rm_seeds must be a non-empty list of distinct values, each an integer >= 0, got [0, 0]"),
+    ({"operations": "+/"}, "operations must be a non-empty string of distinct operators from '+-*', got '+/'"),
+    ({"sampling_temperature": float("nan")}, "sampling_temperature must be a finite number > 0, got nan"),
+    ({"min_chain_steps": 4, "max_chain_steps": 3}, "max_chain_steps (3) must be >= min_chain_steps (4)"),
+    ({"rm_batch_size": 32, "rm_micro_batch_size": 5, "rm_processes": 1}, "rm_batch_size (32) must be a multiple of"),
+])
+def test_ranges_choices_and_relations(values, message):
+    with pytest.raises(ValueError) as caught:
+        check_ranges({**load_profile("smoke"), **values}, "params/smoke.yaml")
+    assert str(caught.value).startswith("params/smoke.yaml: ") and message in str(caught.value)
+    with pytest.raises(ValueError, match=r"^--set: "):  # a value given elsewhere is named where it came from
+        check_ranges({**load_profile("smoke"), **values}, "params/smoke.yaml", sources={k: "--set" for k in values})
+
+
+def test_sweep_and_report_share_the_checks(tmp_path):
+    from goalrm_core.report import sweep
+
+    from goalrm_core.report import profiles
+
+    assert sweep.parse_value is profiles.parse_value and sweep.check_ranges is profiles.check_ranges
+    assert sweep._parse_set(["rm_seeds=[0, 1]", "contrastive_beta=1e-1"]) == {"rm_seeds": [0, 1], "contrastive_beta": 0.1}
+    declared = {"01_a": {"sampling_temperature": {"inferred_type_name": "None", "default": "1.7"}}}
+    with pytest.raises(ValueError, match=r"^p 1: sampling_temperature must be a finite number > 0, got -1$"):
+        sweep.check_point({"sampling_temperature": -1}, declared, source="p 1")
+    assert check_settings({"sampling_temperature": 2.0, "sampling_temprature": 1}, declared, "p.yaml") == [
+        "p.yaml: key 'sampling_temprature' is not a parameter of any notebook; did you mean sampling_temperature?"]
