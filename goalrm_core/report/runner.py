@@ -39,6 +39,7 @@ SCHEMA_KEY = "schema_version"
 SCHEMA_VERSION = 2
 # the exit code of a run stopped by Ctrl-C (128 + SIGINT), as a shell reports it
 INTERRUPTED_EXIT = 130
+TERMINATED_EXIT = 143  # 128 + SIGTERM
 
 
 # --------------------------------------------------------------------------------------- metrics
@@ -228,6 +229,9 @@ def execute_stage(
                 # the extension quiets the kernel; its own start-up chatter (e.g. "running over TCP
                 # without encryption") would otherwise land on the terminal between the stage lines
                 extra_arguments=["--IPKernelApp.extra_extensions=goalrm_core.runtime", "--IPKernelApp.log_level=ERROR"],
+                # and what the kernel process itself writes (native libraries, the errors of a kernel
+                # shut down by Ctrl-C) goes to the log as well
+                kernel_manager_class=_kernel_manager_writing_to(log),
                 execution_timeout=None,
                 start_timeout=120,
             )
@@ -247,6 +251,20 @@ def execute_stage(
     return error, written
 
 
+def _kernel_manager_writing_to(stream):
+    """jupyter_client's kernel manager, with the kernel process's own stdout and stderr on ``stream``
+    instead of this process's terminal."""
+    from jupyter_client import AsyncKernelManager
+
+    class StageKernelManager(AsyncKernelManager):
+        async def _async_launch_kernel(self, kernel_cmd, **kw):  # jupyter_client's override point
+            kw.setdefault("stdout", stream)
+            kw.setdefault("stderr", stream)
+            return await super()._async_launch_kernel(kernel_cmd, **kw)
+
+    return StageKernelManager
+
+
 def _child_pids() -> set[int]:
     """The pids of this process's descendants now (empty where psutil is missing)."""
     try:
@@ -258,22 +276,27 @@ def _child_pids() -> set[int]:
 
 
 def _stop_new_children(before: set[int], timeout: float = 5.0) -> None:
-    """Terminate (then kill) this process's descendants that were not in ``before``: the processes a
-    stage started (its kernel, the trainings the kernel launched)."""
+    """Stop this process's descendants that were not in ``before``: the processes a stage started.
+    What the kernel started (an RM training) is terminated first, and killed if it has not exited
+    within ``timeout``; then the kernel itself is killed (terminated, it would print the traceback
+    of the reply it can no longer send onto this terminal)."""
     try:
         import psutil
 
-        procs = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+        me = psutil.Process()
+        procs = [p for p in me.children(recursive=True) if p.pid not in before]
+        kernels = [p for p in procs if p.ppid() == me.pid]
     except Exception:
         return
-    for proc in procs:
-        with contextlib.suppress(Exception):
-            proc.terminate()
-    with contextlib.suppress(Exception):
-        _, alive = psutil.wait_procs(procs, timeout=timeout)
-        for proc in alive:
+    for group, polite in ((([p for p in procs if p not in kernels]), True), (kernels, False)):
+        for proc in group:
             with contextlib.suppress(Exception):
-                proc.kill()
+                proc.terminate() if polite else proc.kill()
+        with contextlib.suppress(Exception):
+            _, alive = psutil.wait_procs(group, timeout=timeout)
+            for proc in alive:
+                with contextlib.suppress(Exception):
+                    proc.kill()
 
 
 # ------------------------------------------------------------------------------------ status/index
@@ -302,10 +325,39 @@ def _load_previous(status_path: Path) -> dict[str, dict]:
     return {s["name"]: s for s in stages if isinstance(s, dict) and "name" in s}
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, ``timeout``, a batch scheduler), raised like Ctrl-C so that a run it stops
+    says so in ``status.json`` and the index (:func:`sigterm_as_interrupt`)."""
+
+
+_DEFERRED_SIGNALS = ("SIGINT", "SIGTERM")
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """Within the block, SIGTERM raises :class:`Terminated` (in the main thread; elsewhere nothing changes)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminated(signum, frame):
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 @contextlib.contextmanager
 def _interrupts_deferred():
-    """Hold a Ctrl-C back until the block is done (then raise it), so that files written together
-    are written together. Outside the main thread, where no signal handler can be set, a plain block."""
+    """Hold Ctrl-C (and SIGTERM) back until the block is done, then act on it as the handler in place
+    would have, so that files written together are written together. Outside the main thread, where
+    no signal handler can be set, a plain block."""
     import signal
     import threading
 
@@ -313,16 +365,21 @@ def _interrupts_deferred():
         yield
         return
     caught: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    previous = {}
+    for name in _DEFERRED_SIGNALS:
+        number = getattr(signal, name)
+        previous[number] = signal.signal(number, lambda signum, frame: caught.append(signum))
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
-        if caught:
-            if previous is None or previous is signal.default_int_handler:
-                raise KeyboardInterrupt
-            if callable(previous):
-                previous(signal.SIGINT, None)
+        for number, handler in previous.items():
+            signal.signal(number, handler if handler is not None else signal.SIG_DFL)
+        for number in dict.fromkeys(caught):
+            handler = previous[number]
+            if callable(handler):
+                handler(number, None)  # raises KeyboardInterrupt (SIGINT) or Terminated (SIGTERM)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(number)
 
 
 def _fallback_index(profile: str, generated: str, stages: list[dict], error: Mapping[str, Any], out_dir: Path) -> str:
@@ -592,18 +649,27 @@ class ReportInterrupted(KeyboardInterrupt):
     that stage had run, ``resume_from`` the first stage a resumed run must execute. Still a
     ``KeyboardInterrupt``, so that whatever called the runner (a sweep) stops too."""
 
-    def __init__(self, profile: str, stage: str | None, elapsed_s: float | None, resume_from: str | None, after: str | None = None):
+    def __init__(self, profile: str, stage: str | None, elapsed_s: float | None, resume_from: str | None,
+                 after: str | None = None, how: str = "Ctrl-C"):
         super().__init__(stage or after or profile)
         self.profile, self.stage, self.elapsed_s, self.resume_from, self.after = profile, stage, elapsed_s, resume_from, after
+        self.how = how
+
+    @property
+    def exit_code(self) -> int:
+        """What a shell reports for the signal: 130 for Ctrl-C (SIGINT), 143 for SIGTERM."""
+        return TERMINATED_EXIT if self.how == "SIGTERM" else INTERRUPTED_EXIT
 
     def describe(self, resume_command: str | None = None) -> str:
-        """``interrupted in 02_training after 41.2 s; resume with <command>``."""
+        """``interrupted in 02_training after 41.2 s; resume with <command>`` (``(SIGTERM)`` after
+        ``interrupted`` when that was the signal)."""
+        what = "interrupted" if self.how == "Ctrl-C" else f"interrupted ({self.how})"
         if self.stage is not None:
-            where = f"interrupted in {self.stage} after {self.elapsed_s:.1f} s"
+            where = f"{what} in {self.stage} after {self.elapsed_s:.1f} s"
         elif self.after is not None:
-            where = f"interrupted after {self.after}"
+            where = f"{what} after {self.after}"
         else:
-            where = "interrupted before any stage ran"
+            where = f"{what} before any stage ran"
         if self.resume_from is None:
             return where
         command = resume_command or f"goalrm report --profile {self.profile} --from {self.resume_from[:2]}"
@@ -765,13 +831,14 @@ def run_report(
             refresh()
         refresh_navigation(out_dir, names)
         refresh()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
+        how = "SIGTERM" if isinstance(stop, Terminated) else "Ctrl-C"
         with _interrupts_deferred():
             elapsed = None
             if current is not None:
                 elapsed = round(time.monotonic() - t0, 2)
                 entries[current] = {**entries[current], "status": "interrupted", "duration_s": elapsed,
-                                    "error": {"ename": "KeyboardInterrupt", "evalue": "interrupted (Ctrl-C)",
+                                    "error": {"ename": type(stop).__name__, "evalue": f"interrupted ({how})",
                                               "cell_index": None, "exec_count": None}}
                 _drop_outputs(out_dir, current)  # an older run's pages would pass for this run's
             for name in todo:
@@ -781,7 +848,7 @@ def run_report(
                 refresh_navigation(out_dir, names)
             write_status(out_dir, profile, list(entries.values()))
         resume_from = next((n for n in todo if entries[n]["status"] not in SUCCEEDED), None)
-        raise ReportInterrupted(profile, current, elapsed, resume_from, after=last_done) from None
+        raise ReportInterrupted(profile, current, elapsed, resume_from, after=last_done, how=how) from None
     log(f"report: {out_dir / 'index.html'}")
     return 1 if failed else 0
 
@@ -822,41 +889,49 @@ def resume_command(args: argparse.Namespace, stage: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``goalrm report``: exit 0 when all stages succeed, 1 when one fails (or, with ``--index-only``,
-    when only the fallback index could be drawn), 2 on a usage error, 130 when Ctrl-C stopped it."""
+    when only the fallback index could be drawn), 2 on a usage error, 130 when Ctrl-C stopped it
+    (143 for SIGTERM), after one line saying where and how to resume."""
     args = build_parser().parse_args(argv)
     try:
-        if args.index_only:
-            if args.set:
-                raise ValueError("--index-only runs nothing: --set has no effect with it")
-            out_dir = resolve_path(args.reports_dir) / args.profile
-            page = rebuild_index(out_dir)
-            error = index_error_of(out_dir)
-            if error is not None:
-                print(f"goalrm report: the full index could not be drawn ({error.get('ename')}: {error.get('evalue')}); "
-                      f"{page} is the fallback page (stage table only)", file=sys.stderr)
-                return 1
-            print(f"report: {page}")
-            return 0
-        return run_report(
-            args.profile,
-            notebooks_dir=args.notebooks_dir,
-            params_dir=args.params_dir,
-            reports_root=args.reports_dir,
-            kernel_name=args.kernel,
-            from_stage=args.from_stage,
-            only=args.only,
-            overrides=parse_set_flags(args.set) or None,
-        )
+        with sigterm_as_interrupt():
+            return _main(args)
     except ReportInterrupted as stop:
         command = resume_command(args, stop.resume_from) if stop.resume_from else None
         print(f"goalrm report: {stop.describe(command)}", file=sys.stderr, flush=True)
-        return INTERRUPTED_EXIT
-    except KeyboardInterrupt:
-        print("goalrm report: interrupted before any stage ran", file=sys.stderr, flush=True)
-        return INTERRUPTED_EXIT
+        return stop.exit_code
+    except KeyboardInterrupt as stop:
+        terminated = isinstance(stop, Terminated)
+        print(f"goalrm report: interrupted{' (SIGTERM)' if terminated else ''} before any stage ran", file=sys.stderr, flush=True)
+        return TERMINATED_EXIT if terminated else INTERRUPTED_EXIT
     except (ValueError, ArtifactError) as e:
         print(f"goalrm report: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
+
+
+def _main(args: argparse.Namespace) -> int:
+    """``goalrm report`` once its flags are parsed (:func:`main` turns what it raises into exit codes)."""
+    if args.index_only:
+        if args.set:
+            raise ValueError("--index-only runs nothing: --set has no effect with it")
+        out_dir = resolve_path(args.reports_dir) / args.profile
+        page = rebuild_index(out_dir)
+        error = index_error_of(out_dir)
+        if error is not None:
+            print(f"goalrm report: the full index could not be drawn ({error.get('ename')}: {error.get('evalue')}); "
+                  f"{page} is the fallback page (stage table only)", file=sys.stderr)
+            return 1
+        print(f"report: {page}")
+        return 0
+    return run_report(
+        args.profile,
+        notebooks_dir=args.notebooks_dir,
+        params_dir=args.params_dir,
+        reports_root=args.reports_dir,
+        kernel_name=args.kernel,
+        from_stage=args.from_stage,
+        only=args.only,
+        overrides=parse_set_flags(args.set) or None,
+    )
 
 
 if __name__ == "__main__":

@@ -192,22 +192,50 @@ def test_ctrl_c_reaches_callers_of_run_report_as_a_keyboard_interrupt(tmp_path, 
     assert _states(p["out"]) == {"01_alpha": "interrupted", "02_beta": "not run", "03_gamma": "not run"}
 
 
+def test_sigterm_is_an_interrupt_too(tmp_path, monkeypatch, capsys):
+    p = _project(tmp_path)
+
+    def terminated(notebook, *args, **kwargs):
+        raise runner.Terminated()
+    monkeypatch.setattr(runner, "execute_stage", terminated)
+    assert main(p["flags"]) == 143
+    err = capsys.readouterr().err
+    assert err.startswith("goalrm report: interrupted (SIGTERM) in 01_alpha after ") and err.count("\n") == 1
+    assert _status(p["out"])["stages"][0]["error"]["evalue"] == "interrupted (SIGTERM)"
+
+
+def test_a_signal_during_a_paired_write_waits_for_the_end_of_it():
+    import os
+    import signal
+
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        with runner._interrupts_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.01)
+            done.append("both files")
+    assert done == ["both files"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 @pytest.mark.notebook
-def test_a_real_sigint_stops_the_kernel_and_leaves_no_traceback(tmp_path):
-    """SIGINT to the runner while a cell runs (what Ctrl-C does: the kernel has a session of its own)."""
+@pytest.mark.parametrize("signal_name, code, how", [("SIGINT", 130, ""), ("SIGTERM", 143, " (SIGTERM)")])
+def test_a_real_signal_stops_the_kernel_and_leaves_no_traceback(tmp_path, signal_name, code, how):
+    """The signal to the runner while a cell runs (Ctrl-C reaches the runner alone: the kernel has a
+    session of its own)."""
     import psutil
 
     cell = ("import os, signal, time, pathlib\n"
             "pathlib.Path(pid_file).write_text(str(os.getpid()))\n"
-            "os.kill(int(os.environ.get('JPY_PARENT_PID') or os.getppid()), signal.SIGINT)\n"
+            f"os.kill(int(os.environ.get('JPY_PARENT_PID') or os.getppid()), signal.{signal_name})\n"
             "time.sleep(120)")
     p = _project(tmp_path, body02=(cell,))
     done = subprocess.run([sys.executable, "-m", "goalrm_core.cli", "report", *p["flags"]], capture_output=True,
                           text=True, timeout=300, cwd=resolve_path("."))
-    assert done.returncode == 130, done.stderr
-    assert "Traceback" not in done.stderr
-    assert re.search(r"^goalrm report: interrupted in 02_beta after \d+\.\d s; resume with goalrm report --profile tiny "
-                     r"--from 02 ", done.stderr, re.MULTILINE), done.stderr
+    assert done.returncode == code, done.stderr
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert re.match(rf"goalrm report: interrupted{re.escape(how)} in 02_beta after \d+\.\d s; resume with goalrm report "
+                    r"--profile tiny --from 02 ", done.stderr), done.stderr
     assert _states(p["out"]) == {"01_alpha": "ok", "02_beta": "interrupted", "03_gamma": "not run"}
     kernel = int((tmp_path / "kernel.pid").read_text())
     deadline = time.monotonic() + 20
