@@ -35,7 +35,7 @@ th { background: #f5f5f5; } td.num { text-align: right; font-variant-numeric: ta
 .status { font-weight: 600; padding: .1rem .45rem; border-radius: .3rem; white-space: nowrap; }
 .ok { background: #e3f5e6; color: #1b6b2c; } .kept { background: #e6eefb; color: #27508f; }
 .failed { background: #fbe4e4; color: #9b1c1c; } .not-run, .pending { background: #eee; color: #666; }
-.running { background: #fff4d6; color: #8a5a00; }
+.running, .interrupted { background: #fff4d6; color: #8a5a00; }
 .error { font-family: ui-monospace, monospace; font-size: .85rem; color: #9b1c1c; white-space: pre-wrap; }
 img { max-width: 100%; } details summary { cursor: pointer; color: #27508f; margin: .4rem 0; }
 """

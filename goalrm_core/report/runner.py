@@ -865,6 +865,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--notebooks-dir", default="notebooks")
     parser.add_argument("--params-dir", default="params")
     parser.add_argument("--reports-dir", default="reports", help="root folder; output goes to <dir>/<profile>/")
+    parser.add_argument("--name", default=None,
+                        help="report folder <reports-dir>/<name>/ (default: the profile; with --set, <profile>-set, and its "
+                             "run_dir runs/<name> unless --set names one: a changed experiment never overwrites the profile's report)")
     parser.add_argument("--index-only", action="store_true",
                         help="re-render index.html from the existing status.json and metrics.json; run no stage")
     return parser
@@ -879,6 +882,8 @@ def resume_command(args: argparse.Namespace, stage: str) -> str:
         parts += ["--only", *map(shlex.quote, args.only)]
     for flag in args.set:
         parts += ["--set", shlex.quote(flag)]
+    if getattr(args, "name", None):
+        parts += ["--name", shlex.quote(args.name)]
     for option, default in (("kernel", "goalrm"), ("notebooks_dir", "notebooks"), ("params_dir", "params"),
                             ("reports_dir", "reports")):
         value = getattr(args, option)
@@ -913,7 +918,7 @@ def _main(args: argparse.Namespace) -> int:
     if args.index_only:
         if args.set:
             raise ValueError("--index-only runs nothing: --set has no effect with it")
-        out_dir = resolve_path(args.reports_dir) / args.profile
+        out_dir = resolve_path(args.reports_dir) / (args.name or args.profile)
         page = rebuild_index(out_dir)
         error = index_error_of(out_dir)
         if error is not None:
@@ -922,6 +927,13 @@ def _main(args: argparse.Namespace) -> int:
             return 1
         print(f"report: {page}")
         return 0
+    overrides = parse_set_flags(args.set) or {}
+    name = args.name
+    if overrides and name is None:
+        name = f"{args.profile}-set"
+        print(f"goalrm report: --set changes the experiment, so it reports to {args.reports_dir}/{name}/ (--name to choose)", flush=True)
+    if name is not None and name != args.profile and "run_dir" not in overrides:
+        overrides["run_dir"] = f"runs/{name}"
     return run_report(
         args.profile,
         notebooks_dir=args.notebooks_dir,
@@ -930,7 +942,8 @@ def _main(args: argparse.Namespace) -> int:
         kernel_name=args.kernel,
         from_stage=args.from_stage,
         only=args.only,
-        overrides=parse_set_flags(args.set) or None,
+        overrides=overrides or None,
+        report_name=name,
     )
 
 

@@ -59,7 +59,7 @@ def batch(tmp_path_factory):
     nbs.mkdir(), params.mkdir()
     _notebook(nbs / "01_noisy.ipynb", 'log_dir = "."', NOISY_CELLS)
     _notebook(nbs / "02_broken.ipynb", 'log_dir = "."', FAILING_CELLS)
-    (params / "quiet.yaml").write_text(f"log_dir: {json.dumps(str(root / 'logs'))}\n", encoding="utf-8")
+    (params / "quiet.yaml").write_text(f"log_dir: {json.dumps(str(root / 'logs'))}\ntorch_threads: 1\n", encoding="utf-8")
     lines: list[str] = []
     code = run_report("quiet", notebooks_dir=nbs, params_dir=params, reports_root=root / "reports",
                       kernel_name=KERNEL, log=lines.append, logs_dir=root / "logs")

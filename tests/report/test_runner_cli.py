@@ -261,8 +261,11 @@ def test_set_values_are_yaml_and_reach_the_notebooks(tmp_path, monkeypatch, caps
     given = dict(fake.calls)
     assert given["02_beta"]["sampling_temperature"] == 2.0 and isinstance(given["02_beta"]["sampling_temperature"], float)
     assert given["02_beta"]["encoding"] == "official" and given["01_alpha"]["n_samples"] == 6
-    prov = json.loads((p["out"] / "metrics.json").read_text())["provenance"]["profile"]
-    assert prov["overrides"] == {"encoding": "official", "n_samples": 6, "sampling_temperature": 2.0}
+    # a changed experiment gets its own report and run folders, never the profile's
+    assert not p["out"].exists() and "reports to" in capsys.readouterr().out
+    out = p["out"].parent / "tiny-set"
+    prov = json.loads((out / "metrics.json").read_text())["provenance"]["profile"]
+    assert prov["overrides"] == {"encoding": "official", "n_samples": 6, "run_dir": "runs/tiny-set", "sampling_temperature": 2.0}
     assert prov["parameters"]["sampling_temperature"] == 2.0 and prov["parameters"]["seed"] == 3
 
 
