@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from goalrm_core.tasks.toymath import smoke_margin
+
 ROOT = Path(__file__).resolve().parents[1]
 DIR = ROOT / "reports" / "calibration"
 
@@ -96,7 +98,12 @@ def render() -> str:
 def main() -> int:
     out = DIR / "README.md"
     tmp = out.with_suffix(".md.tmp")
-    tmp.write_text(render())
+    text = render()
+    old = out.read_text() if out.exists() else ""
+    if smoke_margin.BEGIN in old and smoke_margin.END in old:  # the smoke profile's section is smoke_margin's to write
+        kept = smoke_margin.BEGIN + old.split(smoke_margin.BEGIN, 1)[1].split(smoke_margin.END, 1)[0] + smoke_margin.END
+        text = smoke_margin.replace_section(text, kept + "\n")
+    tmp.write_text(text)
     tmp.replace(out)
     print(f"wrote {out}")
     return 0

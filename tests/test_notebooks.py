@@ -40,7 +40,9 @@ def test_data_metrics(smoke_report):
     data = load_metrics(reports)["data"]
     assert set(data["benchmarks"]) == BENCHES
     for row in data["benchmarks"].values():
-        assert row["n_questions"] == 12 and row["n_samples"] == 48
+        smoke = load_profile("smoke")
+        assert row["n_questions"] == smoke["n_benchmark_questions"]
+        assert row["n_samples"] == smoke["n_benchmark_questions"] * smoke["n_samples"]
         assert 0.0 <= row["sample_accuracy"] <= 1.0
     # the smoke policy is tiny but must still be right sometimes, or no pairs can be formed
     assert data["benchmarks"]["toy-id"]["sample_accuracy"] > 0

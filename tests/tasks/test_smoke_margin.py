@@ -87,3 +87,15 @@ def test_committed_records_describe_the_smoke_profile():
     assert {(r["seed"], r["threads"]) for r in records} == {(s, t) for s in sm.SEEDS for t in sm.THREADS}
     assert sm.min_minority(records, [sm.TESTED]) >= 5  # the margin the smoke tests rely on
     assert sm.BEGIN in sm.README.read_text() and sm.section(records) in sm.README.read_text()
+
+
+def test_thread_invariance_and_thin_sets_are_reported():
+    a = _record(0, 1, {"toy-id": _counts(2, 3), "toy-unseen": _counts(1, 4)})
+    b = _record(0, 2, {"toy-id": _counts(2, 3), "toy-unseen": _counts(1, 4)})
+    assert sm.thread_invariant([a]) is None  # no seed ran under two thread counts
+    assert sm.thread_invariant([a, b]) is True
+    assert sm.thread_invariant([a, b | {"headline": {"toy-id": _counts(3, 2), "toy-unseen": _counts(1, 4)}}]) is False
+    note = sm.thin_note([a, b], floor=2)
+    assert note == " Fewer than 2 of a class: `toy-unseen` 1 (seed 0, 1 thread; greedy 100%), `toy-unseen` 1 (seed 0, 2 threads; greedy 100%)."
+    assert sm.thin_note([a], floor=1) == ""
+    assert "bit-identical" in sm.section([a, b]) and "bit-identical" not in sm.section([a])

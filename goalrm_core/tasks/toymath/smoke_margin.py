@@ -10,6 +10,9 @@ each benchmark:
     python -m goalrm_core.tasks.toymath.smoke_margin            # seeds 0-4 x threads 1, 2 (minutes)
     python -m goalrm_core.tasks.toymath.smoke_margin --table    # re-render from the records only
 
+On a machine whose cores other work shares, set ``OMP_WAIT_POLICY=PASSIVE``: otherwise the 2-thread
+runs busy-wait for a descheduled partner thread (15x slower here); it changes no number.
+
 It rewrites ``reports/calibration/smoke-margin.jsonl`` (one row per run, with the profile values it
 ran with) and the section of ``reports/calibration/README.md`` between the two marker comments, and
 prints the table. ``--set key=value`` tries other profile values without touching either file
@@ -63,8 +66,21 @@ def minority(counts: Mapping[str, int]) -> int:
 
 
 def benchmarks_of(records: Sequence[Mapping]) -> list[str]:
-    """The benchmarks in the records, in first-seen order (``toy-id`` first, as the runs write them)."""
-    return list(dict.fromkeys(b for r in records for b in r["headline"]))
+    """The benchmarks in the records, in the order the runs wrote them (``toy-id`` first)."""
+    seen = list(dict.fromkeys(b for r in records for b in r["headline"]))
+    return sorted(seen, key=lambda b: b != TESTED)  # stable: only moves toy-id to the front
+
+
+def thread_invariant(records: Sequence[Mapping]) -> bool | None:
+    """Whether every seed gave the very same numbers (headline counts, accuracies, final SFT loss)
+    under each thread count; None when no seed ran under two."""
+    by_seed: dict = {}
+    for r in records:
+        by_seed.setdefault(r["seed"], []).append(
+            json.dumps([r["headline"], r["sample_accuracy"], r["greedy_accuracy"], r.get("sft_final_loss")], sort_keys=True))
+    if not any(len(v) > 1 for v in by_seed.values()):
+        return None
+    return all(len(set(v)) == 1 for v in by_seed.values())
 
 
 def summary(records: Sequence[Mapping]) -> dict[str, dict]:
@@ -136,6 +152,15 @@ def stale_keys(profile: Mapping, records: Sequence[Mapping]) -> dict[str, tuple]
     return {k: (profile.get(k), recorded.get(k)) for k in DATA_KEYS if profile.get(k) != recorded.get(k)}
 
 
+def thin_note(records: Sequence[Mapping], floor: int = 5) -> str:
+    """A sentence naming the runs whose headline set held fewer than ``floor`` of a class, if any."""
+    thin = [f"`{b}` {minority(r['headline'][b])} (seed {r['seed']}, {r['threads']} thread{'s' * (r['threads'] != 1)}; "
+            f"greedy {r['greedy_accuracy'][b]:.0%})"
+            for b in benchmarks_of(records) for r in sorted(records, key=lambda r: (r["seed"], r["threads"]))
+            if b in r["headline"] and minority(r["headline"][b]) < floor]
+    return f" Fewer than {floor} of a class: {', '.join(thin)}." if thin else ""
+
+
 def section(records: Sequence[Mapping]) -> str:
     """The README section (between the markers) for these records."""
     values = profile_values(records)
@@ -143,6 +168,11 @@ def section(records: Sequence[Mapping]) -> str:
     threads = sorted({r["threads"] for r in records})
     shown = ("n_benchmark_questions", "n_samples", "sampling_temperature", "policy_steps", "min_chain_steps", "max_chain_steps")
     total = sum(r["wall_s"] for r in records)
+    same = thread_invariant(records)
+    threads_note = {True: " Here each seed gave bit-identical numbers under every thread count (the same final SFT "
+                          "loss to the last digit), so the spread below is the seeds'; another CPU gives other floats, "
+                          "which moves the numbers as another seed would.",
+                    False: " The thread count changed the numbers of at least one seed.", None: ""}[same]
     return "\n".join([
         BEGIN,
         "## Smoke profile: both classes in every headline set",
@@ -152,16 +182,17 @@ def section(records: Sequence[Mapping]) -> str:
         f"(notebook 01's code, `params/smoke.yaml`: {', '.join(f'`{k}: {values[k]}`' for k in shown if k in values)}) "
         f"was run under seeds {', '.join(map(str, seeds))} and {' and '.join(map(str, threads))} torch threads "
         "(floats differ with the thread count and the CPU). Records: `smoke-margin.jsonl`; regenerate with "
-        "`python -m goalrm_core.tasks.toymath.smoke_margin`.",
+        "`python -m goalrm_core.tasks.toymath.smoke_margin`." + threads_note,
         "",
         f"**Smallest minority class seen on `{TESTED}`: {min_minority(records, [TESTED])}**, on any benchmark: "
         f"{min_minority(records)} (of {values.get('n_benchmark_questions', '?')} headline solutions per benchmark, "
-        f"over {len(records)} runs; {total:.0f} s of data stage in all).",
+        f"over {len(records)} runs; {total:.0f} s of data stage in all)." + thin_note(records),
         "",
         summary_table(records),
         "",
         "Per run (correct/incorrect headline solutions per benchmark; wall seconds of the whole data stage "
-        "on a shared 2-core machine):",
+        "on a 2-core machine shared with other work, run with `OMP_WAIT_POLICY=PASSIVE`: busy-waiting OpenMP "
+        "threads made a 2-thread run 15x slower there):",
         "",
         runs_table(records),
         END,
@@ -243,7 +274,7 @@ def read_records(path: Path) -> list[dict]:
 def write_outputs(records: Sequence[Mapping], out: Path, readme: Path | None) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in records))  # key order kept: benchmarks in run order
     tmp.replace(out)
     if readme is not None:
         readme.write_text(replace_section(readme.read_text() if readme.exists() else "", section(records)))
@@ -256,6 +287,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="override smoke.yaml values (a trial)")
     parser.add_argument("--out", type=Path, default=None, help=f"records file (default {RECORDS.relative_to(ROOT)}; "
                         "with --set, none unless given)")
+    parser.add_argument("--resume", action="store_true", help="keep the runs an interrupted invocation finished "
+                        "(the .partial.jsonl next to the records) and make only the others")
     parser.add_argument("--table", action="store_true", help="re-render the table and README section from the records only")
     args = parser.parse_args(argv)
 
@@ -267,19 +300,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         profile = load_profile("smoke") | _parse_set(args.set)
         out = args.out or (None if args.set else RECORDS)
-        records = []
+        partial = out.with_suffix(".partial.jsonl") if out is not None else None
+        records = read_records(partial) if args.resume and partial is not None and partial.exists() else []
+        if records:
+            if stale_keys(profile, records) or {r["seed"] for r in records} - set(args.seeds):
+                raise SystemExit(f"{partial} was made with other settings; run without --resume")
+            print(f"resuming: {len(records)} runs kept from {partial}", flush=True)
+        done = {(r["seed"], r["threads"]) for r in records}
         for seed in args.seeds:
             for threads in args.threads:
+                if (seed, threads) in done:
+                    continue
                 with tempfile.TemporaryDirectory(prefix="smoke-margin-") as tmp:
                     record = data_stage(profile | {"seed": seed}, Path(tmp) / "run", threads)
                 records.append(record)
                 counts = "  ".join(f"{b} {c['correct']}/{c['incorrect']}" for b, c in record["headline"].items())
                 print(f"seed {seed} threads {threads}: {counts}  ({record['wall_s']:.0f} s: sft {record['sft_s']}, "
                       f"generate {record['generate_s']}, pairs {record['pairs_s']})", flush=True)
-                if out is not None:  # keep what finished if a later run is interrupted
-                    write_outputs(records, out.with_suffix(".partial.jsonl"), None)
-        if out is not None:
-            out.with_suffix(".partial.jsonl").unlink(missing_ok=True)
+                if partial is not None:  # keep what finished if a later run is interrupted (--resume)
+                    write_outputs(records, partial, None)
+        if partial is not None:
+            partial.unlink(missing_ok=True)
+        records.sort(key=lambda r: (r["seed"], r["threads"]))
     if out is not None:
         write_outputs(records, out, README if out == RECORDS else None)
     print(summary_table(records))
