@@ -130,6 +130,7 @@ def test_pruned_samples_do_not_vote():
     assert not rows[1]["is_correct"] and rows[1]["predicted_answer"] is None
 
 
+@pytest.mark.slow
 def test_pruning_steps_report_tokens_and_accuracy(setup):
     cfg = dec.PruningSetup(n_samples=3, max_new_tokens=10, temperature=1.0)
     unpruned = dec.sample_solutions(setup, QUESTIONS, cfg)
