@@ -1,0 +1,36 @@
+"""A notebook's start and end (report/stage.Stage): threads recorded, and a run by hand records its stage."""
+
+import json
+
+from IPython.core.interactiveshell import InteractiveShell
+
+from goalrm_core.report.notebook_params import interactive_defaults
+from goalrm_core.report.runner import stage_is_current
+from goalrm_core.report.stage import Stage
+from goalrm_core.runtime import BATCH_VAR
+
+
+def test_a_notebook_run_by_hand_records_its_stage_and_threads(tmp_path, monkeypatch):
+    monkeypatch.delenv(BATCH_VAR, raising=False)
+    shell = InteractiveShell.instance()
+    try:
+        params = {"seed": 3, "n_samples": 2, "torch_threads": 1, **interactive_defaults()}
+        params |= {"run_dir": str(tmp_path / "run"), "reports_dir": str(tmp_path / "report")}
+        shell.user_ns.update(params)
+        stage = Stage.start("data", params["run_dir"], params["reports_dir"], torch_threads=1)
+        stage.record({"answer": 42})
+    finally:
+        InteractiveShell.clear_instance()
+    metrics = json.loads((tmp_path / "report" / "metrics.json").read_text())
+    assert metrics["data"] == {"answer": 42, "threads": 1}
+    record = json.loads((tmp_path / "run" / "stages" / "01_data.json").read_text())
+    assert record["stage"] == "01_data" and record["parameters"]["seed"] == 3 and "reports_dir" not in record["parameters"]
+    # what the runner would compare before reusing the data stage
+    notebook_keys = json.loads((tmp_path / "run" / "stages" / "01_data.json").read_text())["parameters"]
+    assert stage_is_current(tmp_path / "run", "01_data", {**notebook_keys, "profile": "demo"})
+
+
+def test_under_the_runner_the_stage_leaves_the_record_to_it(tmp_path, monkeypatch):
+    monkeypatch.setenv(BATCH_VAR, "1")
+    Stage.start("data", tmp_path / "run", tmp_path / "report", torch_threads=1).record({})
+    assert not (tmp_path / "run" / "stages").exists()
