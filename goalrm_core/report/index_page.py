@@ -10,6 +10,7 @@ from typing import Any, Mapping
 
 from goalrm_core.report.frontpage import gate_state, result_sections
 from goalrm_core.report.provenance import PROVENANCE_KEY, provenance_html
+from goalrm_core.report.reproduction import dropped, primary_rows, reruns_of, verdicts
 from goalrm_core.study import formatting as fmt
 
 TIMINGS_KEY = "timings"
@@ -162,6 +163,33 @@ def gate_html(gate: Mapping, benchmark: str | None = None, n_seeds: int | None =
             f'padding:0.6em 1em;margin:0.6em 0"><b>{e(head)}</b> on {e(str(bench))}{e(scores)} {e(tail)}</div>')
 
 
+def reproduction_html(metrics: Mapping[str, Any], out_dir: Path) -> str:
+    """Do the reruns beside this report (``reports/reproducibility/*``) reach the same verdict on each
+    primary conclusion? A conclusion is stated only where they all do; the others are listed as
+    dropped, with each run's verdict. Empty when there are no reruns or no primary conclusions."""
+    e = html.escape
+    reruns = reruns_of(out_dir)
+    rows = primary_rows(metrics)
+    if not reruns or not rows:
+        return ""
+    runs = [metrics, *reruns.values()]
+    names = ["this report", *reruns]
+    head = "".join(f"<th>{e(n)}</th>" for n in names)
+    body = []
+    for label, rm, *_ in rows:
+        seen = verdicts(label, rm, runs)
+        state = "stated" if len(set(seen)) == 1 else "dropped: the runs disagree"
+        body.append(f"<tr><td>{e(label)}</td><td>{e(rm)}</td>" + "".join(f"<td>{e(v)}</td>" for v in seen) + f"<td>{e(state)}</td></tr>")
+    lost = dropped(metrics, reruns)
+    said = (f"{len(rows) - len(lost)} of {len(rows)} primary conclusions reach the same verdict in all {len(runs)} runs; "
+            + (f"{len(lost)} are dropped (their verdicts differ between runs): "
+               + "; ".join(f"{label} ({rm})" for label, rm, _ in lost) + "." if lost else "none is dropped."))
+    return (f"<h2>Reproduced?</h2>\n<p>The same report rerun as {', '.join(e(n) for n in reruns)} "
+            f"(<code>reports/reproducibility/</code>; <code>goalrm compare</code> compares them figure by figure). "
+            f"A conclusion is stated only where every run reaches the same verdict. {e(said)}</p>\n"
+            f"<table><tr><th>primary conclusion</th><th>RM</th>{head}<th></th></tr>\n" + "\n".join(body) + "\n</table>")
+
+
 def render_index(profile: str, generated: str, stages: list[dict], metrics: Mapping[str, Any], out_dir: Path) -> str:
     """A self-contained page, in reading order: the length gate, a summary generated from the numbers,
     the key figures and tables (``frontpage``), the stage table with links and failures, then every
@@ -181,6 +209,10 @@ def render_index(profile: str, generated: str, stages: list[dict], metrics: Mapp
         results = result_sections(metrics)
     except Exception as exc:  # a page must render even when a section cannot: say so, keep the rest
         results = f'<p class="error">The result sections could not be drawn: {e(type(exc).__name__)}: {e(str(exc))}</p>'
+    try:
+        results += reproduction_html(metrics, out_dir)
+    except Exception as exc:
+        results += f'<p class="error">The reproduction section could not be drawn: {e(type(exc).__name__)}: {e(str(exc))}</p>'
     try:
         gate = _gate(metrics)
     except Exception as exc:

@@ -14,14 +14,15 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
+
+from goalrm_core.report.reproduction import VERDICT, primary_rows, reruns_of, verdicts
 
 BEGIN = "<!-- begin: generated from reports/demo by `python -m goalrm_core.report.readme`; do not edit by hand -->"
 END = "<!-- end: generated from reports/demo -->"
 REPORT = Path("reports/demo")
 RERUNS = Path("reports/reproducibility")
 BENCH_ORDER = ("toy-id", "toy-zero", "toy-times", "toy-unseen")
-VERDICT = {True: "holds", False: "not shown", None: "cannot be judged"}
 
 
 def _read(path: Path) -> dict:
@@ -60,45 +61,14 @@ def _benches(ev: Mapping) -> list[str]:
     return present + sorted(b for b in ev.get("delta_auroc", {}) if b not in present)
 
 
-def primary_rows(metrics: Mapping) -> list[tuple[str, str, Mapping, float, bool]]:
-    """(figure, RM, across-seeds figure, display scale, signed) of every primary conclusion."""
-    primary = metrics.get("evaluation", {}).get("primary", {})
-    rows = []
-    for rm, s in primary.get("gate", {}).get("margin_over_length", {}).items():
-        rows.append(("gate: AUROC − length-only AUROC on toy-id (> 0)", rm, s, 1.0, True))
-    if "delta_auroc" in primary:
-        rows.append(("ΔAUROC goal-conditioned − baseline on toy-id (> 0)", "both", primary["delta_auroc"], 1.0, True))
-    for rm, s in primary.get("first_error_delta_q", {}).items():
-        rows.append(("Q after − before the first error (< 0: Q falls)", rm, s, 1.0, True))
-    for rm, f in primary.get("filter", {}).items():
-        rows.append((f"threshold-{f['threshold']:g} filter: tokens saved, % (> 0)", rm, f["tokens_saved_pct"], 1.0, False))
-        rows.append((f"threshold-{f['threshold']:g} filter: accuracy change, points (< 0: costs accuracy)", rm, f["accuracy_change"], 100.0, True))
-    pruning = metrics.get("decoding", {}).get("primary", {}).get("pruning")
-    if pruning:
-        rows.append(("online pruning: tokens pruned / unpruned (< 1)", "goal-conditioned", pruning["tokens_ratio"], 1.0, False))
-        rows.append(("online pruning: accuracy change, points (< 0: costs accuracy)", "goal-conditioned", pruning["accuracy_change"], 100.0, True))
-        wall = metrics.get("timings", {}).get("decoding", {}).get("pruning_across_seeds", {}).get("wall_ratio")
-        if wall:
-            rows.append(("online pruning: wall time pruned / unpruned (< 1)", "goal-conditioned", wall, 1.0, False))
-    return rows
-
-
-def _held_everywhere(label: str, rm: str, runs: Sequence[Mapping]) -> str:
-    """Does a primary conclusion reach the same verdict in every run (the committed one first)?"""
-    verdicts = []
-    for m in runs:
-        match = [s for lab, r, s, _, _ in primary_rows(m) if lab == label and r == rm]
-        verdicts.append(VERDICT[match[0]["holds"]] if match else "absent")
-    return "yes" if len(set(verdicts)) == 1 else "no: " + " / ".join(verdicts)
-
-
 def findings(report: Path = REPORT, reruns: Path = RERUNS) -> str:
     """The README's "What the demo shows" numbers, as Markdown."""
     metrics, status = _read(report / "metrics.json"), _read(report / "status.json")
     ev, data = metrics.get("evaluation", {}), metrics.get("data", {})
     primary = ev.get("primary", {})
     params = metrics.get("provenance", {}).get("profile", {}).get("parameters", {})
-    rerun_runs = {p.name: _read(p / "metrics.json") for p in sorted(reruns.glob("*")) if (p / "metrics.json").is_file()}
+    rerun_runs = reruns_of(report) if reruns == report.parent / "reproducibility" else {
+        p.name: _read(p / "metrics.json") for p in sorted(reruns.glob("*")) if (p / "metrics.json").is_file()}
     out = [f"From the committed [`reports/demo/`](reports/demo/index.html): {primary.get('n_seeds', '?')} RM seeds per RM, "
            f"{params.get('rm_steps', '?')} steps each; {params.get('n_benchmark_questions', '?')} questions per benchmark; "
            f"{params.get('torch_threads', '?')} torch threads; headline set `{primary.get('headline', ev.get('headline', '?'))}`.", ""]
@@ -111,7 +81,9 @@ def findings(report: Path = REPORT, reruns: Path = RERUNS) -> str:
         out += [header, "|" + "---|" * (header.count("|") - 1)]
         for label, rm, s, scale, signed in rows:
             line = f"| {label} | {rm} | {_across(s, signed, scale)} | {s['k']} of {s['n_seeds']} | {VERDICT[s['holds']]} |"
-            out.append(line + (f" {_held_everywhere(label, rm, runs)} |" if rerun_runs else ""))
+            seen = verdicts(label, rm, runs)
+            same = "yes" if len(set(seen)) == 1 else "no: " + " / ".join(seen)
+            out.append(line + (f" {same} |" if rerun_runs else ""))
         gate = primary.get("gate", {})
         out += ["", f"Gate: **{gate.get('state', 'undefined')}**" + (f" ({gate['reason']})" if gate.get("reason") else "") + "."]
         if rerun_runs:

@@ -1,0 +1,72 @@
+"""Which primary conclusions a report's reruns reproduce.
+
+A report folder ``reports/<name>/`` may have reruns of itself under ``reports/reproducibility/<rerun>/``
+(their ``metrics.json``: another policy seed, another thread count; ``goalrm compare`` compares them
+figure by figure). A primary conclusion is *stated* only where every run reaches the same verdict;
+the others are listed as dropped, with each run's verdict.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+REPRODUCIBILITY = "reproducibility"
+VERDICT = {True: "holds", False: "not shown", None: "cannot be judged"}
+
+
+def primary_rows(metrics: Mapping[str, Any]) -> list[tuple[str, str, Mapping, float, bool]]:
+    """(figure, RM, across-seeds figure, display scale, signed) of every primary conclusion in a
+    schema-2 ``metrics.json``; empty for schema 1."""
+    primary = metrics.get("evaluation", {}).get("primary", {})
+    rows = []
+    for rm, s in primary.get("gate", {}).get("margin_over_length", {}).items():
+        rows.append(("gate: AUROC − length-only AUROC on toy-id (> 0)", rm, s, 1.0, True))
+    if "delta_auroc" in primary:
+        rows.append(("ΔAUROC goal-conditioned − baseline on toy-id (> 0)", "both", primary["delta_auroc"], 1.0, True))
+    for rm, s in primary.get("first_error_delta_q", {}).items():
+        rows.append(("Q after − before the first error (< 0: Q falls)", rm, s, 1.0, True))
+    for rm, f in primary.get("filter", {}).items():
+        rows.append((f"threshold-{f['threshold']:g} filter: tokens saved, % (> 0)", rm, f["tokens_saved_pct"], 1.0, False))
+        rows.append((f"threshold-{f['threshold']:g} filter: accuracy change, points (< 0: costs accuracy)", rm, f["accuracy_change"], 100.0, True))
+    pruning = metrics.get("decoding", {}).get("primary", {}).get("pruning")
+    if pruning:
+        rows.append(("online pruning: tokens pruned / unpruned (< 1)", "goal-conditioned", pruning["tokens_ratio"], 1.0, False))
+        rows.append(("online pruning: accuracy change, points (< 0: costs accuracy)", "goal-conditioned", pruning["accuracy_change"], 100.0, True))
+        wall = metrics.get("timings", {}).get("decoding", {}).get("pruning_across_seeds", {}).get("wall_ratio")
+        if wall:
+            rows.append(("online pruning: wall time pruned / unpruned (< 1)", "goal-conditioned", wall, 1.0, False))
+    return rows
+
+
+def reruns_of(report_dir: Path) -> dict[str, dict]:
+    """The reruns' metrics beside a report: ``<report_dir>/../reproducibility/*/metrics.json``, by name."""
+    root = Path(report_dir).parent / REPRODUCIBILITY
+    out = {}
+    for p in sorted(root.glob("*/metrics.json")) if root.is_dir() else []:
+        try:
+            out[p.parent.name] = json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue
+    return out
+
+
+def verdicts(label: str, rm: str, runs: Sequence[Mapping]) -> list[str]:
+    """Each run's verdict on one primary conclusion ("absent" where a run lacks it)."""
+    out = []
+    for m in runs:
+        match = [s for lab, r, s, _, _ in primary_rows(m) if lab == label and r == rm]
+        out.append(VERDICT[match[0]["holds"]] if match else "absent")
+    return out
+
+
+def reproduced(label: str, rm: str, runs: Sequence[Mapping]) -> bool:
+    return len(set(verdicts(label, rm, runs))) == 1
+
+
+def dropped(metrics: Mapping, reruns: Mapping[str, Mapping]) -> list[tuple[str, str, list[str]]]:
+    """(figure, RM, verdict per run) of every primary conclusion whose verdict differs between the
+    report and its reruns."""
+    runs = [metrics, *reruns.values()]
+    return [(label, rm, verdicts(label, rm, runs)) for label, rm, *_ in primary_rows(metrics) if not reproduced(label, rm, runs)]
