@@ -61,6 +61,12 @@ def _benches(ev: Mapping) -> list[str]:
     return present + sorted(b for b in ev.get("delta_auroc", {}) if b not in present)
 
 
+def _deterministic(metrics: Mapping) -> dict:
+    """``metrics`` without what differs between identical runs (timings, provenance, thread counts)."""
+    out = {k: v for k, v in metrics.items() if k not in ("timings", "provenance")}
+    return {k: ({kk: vv for kk, vv in v.items() if kk != "threads"} if isinstance(v, dict) else v) for k, v in out.items()}
+
+
 def findings(report: Path = REPORT, reruns: Path = RERUNS) -> str:
     """The README's "What the demo shows" numbers, as Markdown."""
     metrics, status = _read(report / "metrics.json"), _read(report / "status.json")
@@ -88,6 +94,13 @@ def findings(report: Path = REPORT, reruns: Path = RERUNS) -> str:
         out += ["", f"Gate: **{gate.get('state', 'undefined')}**" + (f" ({gate['reason']})" if gate.get("reason") else "") + "."]
         if rerun_runs:
             out.append(f"Reruns compared (`goalrm compare`, committed beside them): {', '.join(f'`{n}`' for n in rerun_runs)}.")
+            for name, m in rerun_runs.items():
+                same = _deterministic(m) == _deterministic(metrics)
+                threads = sorted({v["threads"] for v in m.values() if isinstance(v, dict) and isinstance(v.get("threads"), int)})
+                out.append(f"`{name}` ({', '.join(f'{k}: {v}' for k, v in m.get('provenance', {}).get('profile', {}).get('overrides', {}).items()) or 'no overrides'}; "
+                           f"threads {', '.join(map(str, threads))}): its metrics are "
+                           f"{'**bit-identical** to the committed report' if same else 'not identical to the committed report'}, "
+                           f"timings, provenance and thread counts aside.")
     exploratory = ev.get("exploratory", {}).get("delta_auroc", {})
     if exploratory:
         out += ["", f"Exploratory (leads, not findings; p-values Holm-corrected over {len(exploratory)} benchmarks):", "",
