@@ -182,7 +182,7 @@ def reproduction_html(metrics: Mapping[str, Any], out_dir: Path) -> str:
         body.append(f"<tr><td>{e(label)}</td><td>{e(rm)}</td>" + "".join(f"<td>{e(v)}</td>" for v in seen) + f"<td>{e(state)}</td></tr>")
     lost = dropped(metrics, reruns)
     said = (f"{len(rows) - len(lost)} of {len(rows)} primary conclusions reach the same verdict in all {len(runs)} runs; "
-            + (f"{len(lost)} are dropped (their verdicts differ between runs): "
+            + (f"{len(lost)} {'is' if len(lost) == 1 else 'are'} dropped (the runs' verdicts differ): "
                + "; ".join(f"{label} ({rm})" for label, rm, _ in lost) + "." if lost else "none is dropped."))
     return (f"<h2>Reproduced?</h2>\n<p>The same report rerun as {', '.join(e(n) for n in reruns)} "
             f"(<code>reports/reproducibility/</code>; <code>goalrm compare</code> compares them figure by figure). "

@@ -28,8 +28,10 @@ def primary_rows(metrics: Mapping[str, Any]) -> list[tuple[str, str, Mapping, fl
     for rm, s in primary.get("first_error_delta_q", {}).items():
         rows.append(("Q after − before the first error (< 0: Q falls)", rm, s, 1.0, True))
     for rm, f in primary.get("filter", {}).items():
-        rows.append((f"threshold-{f['threshold']:g} filter: tokens saved, % (> 0)", rm, f["tokens_saved_pct"], 1.0, False))
-        rows.append((f"threshold-{f['threshold']:g} filter: accuracy change, points (< 0: costs accuracy)", rm, f["accuracy_change"], 100.0, True))
+        threshold = f.get("threshold")
+        name = f"threshold-{threshold:g} filter" if isinstance(threshold, (int, float)) else "Q filter (threshold undefined)"
+        rows.append((f"{name}: tokens saved, % (> 0)", rm, f["tokens_saved_pct"], 1.0, False))
+        rows.append((f"{name}: accuracy change, points (< 0: costs accuracy)", rm, f["accuracy_change"], 100.0, True))
     pruning = metrics.get("decoding", {}).get("primary", {}).get("pruning")
     if pruning:
         rows.append(("online pruning: tokens pruned / unpruned (< 1)", "goal-conditioned", pruning["tokens_ratio"], 1.0, False))
