@@ -23,7 +23,7 @@ from goalrm_core.tasks.toymath import problems as toymath  # noqa: E402
 from goalrm_core.tasks.toymath import pipeline as tp  # noqa: E402
 from goalrm_core.inference.sampler import sample_completions  # noqa: E402
 from goalrm_core.tasks.toymath.policy import PolicyConfig  # noqa: E402
-from goalrm_core.runtime import set_torch_threads  # noqa: E402
+from goalrm_core.threads import set_torch_threads  # noqa: E402
 from goalrm_core.model.templates import apply_template  # noqa: E402
 
 TABLE = ROOT / "reports" / "calibration" / "policy.jsonl"

@@ -13,6 +13,7 @@ from transformers import AutoModel
 
 from goalrm_core import cli
 
+from goalrm_core.cli import metrics as metrics_cli
 from goalrm_core.evaluation import tables as evaluation
 
 from goalrm_core.evaluation import metrics
@@ -20,11 +21,11 @@ from goalrm_core.data.adapters import read_generation_folder
 from goalrm_core.data.io import ArtifactError, atomic_write_json, parse_label, read_jsonl, write_jsonl
 from goalrm_core.model.reward_model import RewardModel, load_reward_model, save_reward_model
 from goalrm_core.inference.goal_state import goal_state_from_pairs
-from goalrm_core.inference.goal_state import main as get_representation_main
+from goalrm_core.cli.get_representation import main as get_representation_main
 from goalrm_core.inference.goal_state import check_goal_state
 from goalrm_core.inference.scoring import eval_rm
-from goalrm_core.inference.scoring import main as eval_rm_main
-from goalrm_core.train.trainer import parse_args as train_rm_args
+from goalrm_core.cli.eval_rm import main as eval_rm_main
+from goalrm_core.cli.train_rm import parse_args as train_rm_args
 
 GENS = [
     {"question": "1 +2", "generated_solution": "1+2=3\n#3", "predicted_answer": 3, "expected_answer": 3, "is_correct": True},
@@ -222,7 +223,7 @@ def test_json_writers_never_write_nan(tmp_path):
 def test_metrics_rejects_rows_whose_lengths_do_not_match(tmp_path, over, message):
     write_jsonl(tmp_path / "rm" / "toy" / "greedy" / "scored.jsonl", [scored("q1", True), scored("q2", False), scored("q3", False, **over)])
     with pytest.raises(ArtifactError) as err:
-        evaluation.main(["--model_name", "rm", "--eval_results_dir", str(tmp_path), "--benchmarks", "toy", "--n_boot", "10"])
+        metrics_cli.main(["--model_name", "rm", "--eval_results_dir", str(tmp_path), "--benchmarks", "toy", "--n_boot", "10"])
     assert str(err.value).endswith(f"scored.jsonl:3: {message}")
 
 
@@ -230,9 +231,9 @@ def test_metrics_rejects_non_finite_threshold(tmp_path, capsys):
     write_jsonl(tmp_path / "rm" / "toy" / "greedy" / "scored.jsonl", [scored("q1", True), scored("q2", False)])
     base = ["--model_name", "rm", "--eval_results_dir", str(tmp_path), "--benchmarks", "toy"]
     for value in ("nan", "inf", "-inf"):
-        line = cli_error(capsys, evaluation.main, base + [f"--filter_threshold={value}"])
+        line = cli_error(capsys, metrics_cli.main, base + [f"--filter_threshold={value}"])
         assert line.endswith(f"argument --filter_threshold: must be a finite number, got {value}")
-    assert cli_error(capsys, evaluation.main, base + ["--n_boot", "0"]).endswith("argument --n_boot: must be an integer >= 1, got 0")
+    assert cli_error(capsys, metrics_cli.main, base + ["--n_boot", "0"]).endswith("argument --n_boot: must be an integer >= 1, got 0")
     with pytest.raises(ValueError, match="filter threshold must be a finite number, got nan"):
         metrics.q_filtered_majority_vote([[scored("q1", True)]], threshold=float("nan"))
 
@@ -252,7 +253,7 @@ def test_all_zero_goal_state_is_rejected(layout):
 
 @pytest.mark.parametrize("command", ["get-representation", "eval-rm", "metrics", "decode"])
 def test_every_numeric_flag_of_a_command_declares_its_range(command):
-    """A plain int or float type accepts -3 and nan alike: every numeric flag is a ``cli.Range``."""
+    """A plain int or float type accepts -3 and nan alike: every numeric flag is a ``flags.Range``."""
     parser = importlib.import_module(cli.COMMANDS[command][0]).build_parser()
     plain = [a.option_strings[0] for a in parser._actions if a.type in (int, float)]
     assert plain == [], f"goalrm {command}: {plain} declare no valid range"

@@ -51,6 +51,7 @@ from goalrm_core.data.io import ArtifactError, check_label, parse_label, read_js
 from goalrm_core.data.preferences import PreferenceDataError, SourceReport, normalise_row, read_source
 from goalrm_core.data.questions import group_by_question
 from goalrm_core.data.schema import GENERATION_FIELDS, PAIR_FIELDS
+from goalrm_core.flags import check_choice
 
 logger = logging.getLogger(__name__)
 
@@ -239,8 +240,7 @@ def describe_formats(kind: str | None = None) -> str:
 
 
 def formats_of_kind(kind: str) -> list[str]:
-    if kind not in KINDS:
-        raise ValueError(f"unknown kind {kind!r}; valid: {', '.join(KINDS)}")
+    check_choice("kind", kind, KINDS)
     return [f.name for f in FORMATS.values() if f.kind == kind]
 
 

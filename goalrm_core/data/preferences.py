@@ -27,6 +27,7 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 
 from goalrm_core.data.io import ArtifactError, iter_jsonl
+from goalrm_core.flags import check_choice
 
 logger = logging.getLogger(__name__)
 
@@ -267,8 +268,7 @@ def normalise_row(row: Any, label: str, report: SourceReport | None = None, hh_f
     ``dialogue`` (the official code): an empty prompt and each whole dialogue as the response, so the
     contrastive positions span the whole dialogue; ``split``: the shared dialogue up to the last
     ``"\n\nAssistant:"`` as the prompt and the two last replies as the responses."""
-    if hh_format not in HH_FORMATS:
-        raise ValueError(f"unknown hh_format {hh_format!r}; valid: {', '.join(HH_FORMATS)}")
+    check_choice("hh_format", hh_format, HH_FORMATS)
     if not isinstance(row, dict):
         raise _shape_error(label, row, f"expected an object, got {type(row).__name__}")
     if {"question", "correct", "incorrect"} <= row.keys():

@@ -40,6 +40,8 @@ SCORED_SPLITS = ("greedy", "all")
 SCORED_FILE = "output-metrics-dense.jsonl"
 # What eval-rm ran with (RM, goal state, template, --filter_threshold …), at the root of its --save_dir.
 EVAL_SETTINGS = "eval_rm.json"
+# What the trainer writes into an RM's folder beside the weights.
+TRAIN_SUMMARY = "train_summary.json"
 # The top-level folders each stage writes, by stage number: what a sweep point shares, by a link to
 # the base run's folder, for the stages it does not run itself.
 STAGE_FOLDERS = {"01": ("data",), "02": ("models",), "03": ("representations",), "04": ("eval",), "05": ("decoding",)}
@@ -148,6 +150,31 @@ def rm_name(reward_model_path: str | os.PathLike) -> str:
     'contrastive_reward_model'
     """
     return Path(reward_model_path).name or Path(reward_model_path).resolve().name
+
+
+def _beside(save_path: str | os.PathLike, suffix: str) -> Path:
+    save = Path(str(save_path).rstrip("/") or ".")
+    return save.parent / f"{save.name}{suffix}"
+
+
+def rm_metrics_path(save_path: str | os.PathLike) -> Path:
+    """Where a training run writes its metrics rows unless ``--metrics_path`` says otherwise: beside
+    the RM's folder, which a save replaces whole.
+
+    >>> rm_metrics_path("runs/demo/models/baseline-seed0/").as_posix()
+    'runs/demo/models/baseline-seed0.metrics.jsonl'
+    """
+    return _beside(save_path, ".metrics.jsonl")
+
+
+def rm_checkpoint_dir(save_path: str | os.PathLike) -> Path:
+    """Where a training run writes its checkpoints unless ``--ckpt_path`` says otherwise (beside the RM's folder)."""
+    return _beside(save_path, ".checkpoints")
+
+
+def train_summary_path(save_path: str | os.PathLike) -> Path:
+    """The summary the trainer writes into the RM's folder (steps, held-out accuracy, reward statistics)."""
+    return Path(save_path) / TRAIN_SUMMARY
 
 
 def scored_path(eval_dir: str | os.PathLike, bench: str, split: str) -> Path:

@@ -1,5 +1,6 @@
 """From scored generations to the paper's tables: AUROC with CIs, partial AUROC, Q-filtered voting,
-Q/reward correlation and the first-error check. Command line: ``goalrm metrics`` (the seed's flags).
+Q/reward correlation and the first-error check. Command line: ``goalrm metrics`` (the official
+``metrics.py`` flags; :mod:`goalrm_core.cli.metrics`).
 
 Scored files live in ``<eval_dir>/<bench>/{greedy,all}/*.jsonl`` (``output-metrics-dense.jsonl`` from ``goalrm eval-rm``).
 A folder eval-rm wrote carries its manifest: readers refuse it unfinished or changed (``data.manifest``).
@@ -7,7 +8,6 @@ A folder eval-rm wrote carries its manifest: readers refuse it unfinished or cha
 
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -18,7 +18,6 @@ import pandas as pd
 from goalrm_core.data.adapters import benchmark_dir
 from goalrm_core.data.questions import group_by_question, split_by_question
 from goalrm_core.evaluation import metrics
-from goalrm_core.cli import Range, finite_float, non_negative_int, positive_int
 from goalrm_core.data import manifest
 from goalrm_core.data.io import ArtifactError, parse_label, read_jsonl
 
@@ -136,7 +135,7 @@ def partial_auroc_table(rows: Sequence[dict], percentiles=metrics.DEFAULT_PERCEN
     return pd.concat(frames, ignore_index=True)
 
 
-def filter_summary(rows: Sequence[dict], threshold: float = 0.0, skip_first: int = 5, val_fraction: float = 0.3, seed: int = 0) -> pd.DataFrame:
+def filter_summary(rows: Sequence[dict], threshold: float = 0.0, skip_first: int = metrics.SKIP_FIRST, val_fraction: float = 0.3, seed: int = 0) -> pd.DataFrame:
     """Q-filtered majority voting at the paper's threshold (all questions) and at a threshold chosen on
     a validation split (reported on the remaining test questions)."""
     require_q_values(rows, "filtering")
@@ -201,51 +200,3 @@ def fmt_ci(value: float, low: float, high: float) -> str:
 def fmt_p(value: float, reason: str | None = None) -> str:
     """A p-value, or "undefined (reason)"."""
     return (f"undefined ({reason})" if reason else "undefined") if _undefined(value) else f"{value:.3g}"
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="goalrm metrics", description="Print the metrics of scored generations.")
-    p.add_argument("--model_name", required=True, help="Label of the RM (also a sub-folder of --eval_results_dir if it exists).")
-    p.add_argument("--eval_results_dir", required=True, help="--save_dir of goalrm eval-rm: <dir>/<model_name>/<bench>/{greedy,all}/*.jsonl (as the official metrics.py reads).")
-    p.add_argument("--filter_threshold", type=finite_float, default=0.0, help="Q-value threshold of the filtered majority vote.")
-    p.add_argument("--benchmarks", nargs="+", required=True, help="Benchmarks to report.")
-    p.add_argument("--percentiles", nargs="*", type=Range(float, "[0, 1]"), default=list(metrics.DEFAULT_PERCENTILES),
-                   help="Response percentiles of the partial AUROC (fractions of the response).")
-    p.add_argument("--vanilla", action="store_true", help="Baseline RM: no Q-values, so no filtering.")
-    p.add_argument("--n_boot", type=positive_int, default=1000, help="Bootstrap resamples for the CIs.")
-    p.add_argument("--skip_first", type=non_negative_int, default=5, help="Response tokens never filtered.")
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    root = Path(args.eval_results_dir)
-    if (root / args.model_name).is_dir():
-        root = root / args.model_name
-    # read (and so validate) every benchmark's files before printing anything: a bad name or file
-    # fails at once, not after the earlier benchmarks' results have scrolled by
-    made = check_scored_folder(root)
-    scored = {bench: read_scored(root, bench, "greedy", made) for bench in args.benchmarks}
-    sampled = {bench: read_scored(root, bench, "all", made) for bench in args.benchmarks
-               if not args.vanilla and scored_files(root, bench, "all")}
-    for bench in args.benchmarks:
-        greedy = scored[bench]
-        res = metrics.bootstrap_auroc([r["reward"] for r in greedy], labels(greedy), n_boot=args.n_boot)
-        print(f"[{args.model_name}] {bench}: greedy n={res.n} AUROC {fmt_ci(res.auroc, res.ci_low, res.ci_high)}"
-              + (f" ({res.undefined_reason})" if res.undefined_reason else ""))
-        partial = partial_auroc_table(greedy, args.percentiles, n_boot=min(args.n_boot, 500))
-        for _, row in partial.iterrows():
-            print(f"  partial AUROC {row['signal']:<14} @{row['percentile']:.1f}: {fmt_ci(row['auroc'], row['ci_low'], row['ci_high'])}")
-        if bench in sampled:
-            rows = sampled[bench]
-            questions = list(group_by_question(rows).values())
-            o = metrics.official_filter_figures(questions, args.filter_threshold, args.skip_first)
-            print(f"  filtered voting @{args.filter_threshold:g} (the official figures): accuracy {o.accuracy:.4f}; generations filtered "
-                  f"{o.generations_filtered_mean:.3f} per question ({o.generations_filtered_total} in all); tokens saved {o.tokens_saved_mean:.1f} "
-                  f"per question ({o.tokens_saved_total} of {o.tokens_total}); proportion correct {o.proportion_correct_filtered_mean:.4f} "
-                  f"filtered vs {o.proportion_correct_mean:.4f}; ttest_ind p={fmt_p(o.p_value)}")
-            f = metrics.q_filtered_majority_vote(questions, args.filter_threshold, args.skip_first)
-            print(f"  filtered voting @{args.filter_threshold:g} (goalrm: answerless votes ignored, Wilson CIs, paired t-test): accuracy "
-                  f"{fmt_ci(f.accuracy, f.accuracy_ci_low, f.accuracy_ci_high)} (unfiltered {f.accuracy_unfiltered:.3f}), generations "
-                  f"filtered {f.generations_filtered_pct:.1f}%, tokens saved {f.tokens_saved_pct:.1f}%, paired p={fmt_p(f.p_value, f.p_value_reason)}")
-    return 0

@@ -61,6 +61,9 @@ def _accuracy_result(correct: np.ndarray, alpha: float = 0.05) -> AccuracyResult
     return AccuracyResult(k / n if n else math.nan, low, high, k, n)
 
 
+# Response tokens the Q filter never stops on, by default: Q of very short prefixes is noisy.
+SKIP_FIRST = 5
+
 _MISSING = object()
 
 
@@ -282,7 +285,7 @@ def _filter_with_table(t: _VoteTable, threshold: float, skip_first: int) -> Filt
 
 
 def q_filtered_majority_vote(
-    questions: Sequence[Sequence[Any]], threshold: float = 0.0, skip_first: int = 5
+    questions: Sequence[Sequence[Any]], threshold: float = 0.0, skip_first: int = SKIP_FIRST
 ) -> FilterResult:
     """Majority voting that stops a generation as soon as its Q-value drops below ``threshold``.
 
@@ -310,7 +313,7 @@ def q_filtered_majority_vote(
 
 
 def tokens_saved_interval(
-    questions: Sequence[Sequence[Any]], threshold: float = 0.0, skip_first: int = 5, n_boot: int = 1000, seed: int = 0,
+    questions: Sequence[Sequence[Any]], threshold: float = 0.0, skip_first: int = SKIP_FIRST, n_boot: int = 1000, seed: int = 0,
     alpha: float = 0.05,
 ) -> tuple[float, float]:
     """A percentile-bootstrap interval over questions of :func:`q_filtered_majority_vote`'s
@@ -341,7 +344,7 @@ def tokens_saved_interval(
 def choose_filter_threshold(
     val_questions: Sequence[Sequence[Any]],
     candidates: Sequence[float] | np.ndarray = DEFAULT_FILTER_THRESHOLDS,
-    skip_first: int = 5,
+    skip_first: int = SKIP_FIRST,
 ) -> tuple[float, pd.DataFrame]:
     """Pick the filter threshold on a validation split with `thresholds.choose_threshold`: the most
     questions voted right, then the most tokens saved, then the lower (less aggressive) threshold.
@@ -439,7 +442,7 @@ def _official_vote(correct: int, wrong_groups: dict) -> tuple[bool, float]:
     return correct >= max(wrong_groups.values()), correct / (correct + sum(wrong_groups.values()))
 
 
-def official_filter_figures(questions: Sequence[Sequence[Any]], threshold: float = 0.0, skip_first: int = 5) -> OfficialFilterFigures:
+def official_filter_figures(questions: Sequence[Sequence[Any]], threshold: float = 0.0, skip_first: int = SKIP_FIRST) -> OfficialFilterFigures:
     """The official code's Q-filtered voting figures for ``questions`` (lists of scored generations)."""
     voted, filtered, saved, tokens, prop_filtered, prop_all = [], [], [], [], [], []
     for gens in questions:

@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 
 from goalrm_core.model.encoding import ENCODINGS, encode_prompt_response, left_pad
 from goalrm_core.model.reward_model import RewardModel, load_reward_model
+from goalrm_core.flags import check_choice
 
 
 READOUTS = ("eos", "last_token")
@@ -76,8 +77,7 @@ def iter_scored(
     """Yield ``(input index, ScoredSequence)``; with ``bucket`` the batches group similar lengths."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
-    if readout not in READOUTS:
-        raise ValueError(f"unknown readout {readout!r}; valid: {', '.join(READOUTS)}")
+    check_choice("readout", readout, READOUTS)
     model.eval()
     encoded = []
     for i, (prompt, response) in enumerate(zip(prompts, responses)):

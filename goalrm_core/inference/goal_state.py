@@ -5,12 +5,11 @@ paper): the mean last-token hidden state over the preferred responses, saved as 
 ``.npy``; the alternatives exist for the ablation. The Q-value of a prefix is the cosine of its last
 hidden state to the goal (``q_values``): the dense scorer, the sampler's online pruning, the beam
 search and the notebooks' separation tables all call it. Command line:
-``goalrm get-representation --dataset-path --reward-model-path --save-dir``.
+``goalrm get-representation --dataset-path --reward-model-path --save-dir`` (:mod:`goalrm_core.cli.get_representation`).
 """
 
 from __future__ import annotations
 
-import argparse
 import random
 from pathlib import Path
 from typing import Sequence
@@ -18,20 +17,17 @@ from typing import Sequence
 import numpy as np
 import torch
 import torch.nn.functional as F
-from transformers import AutoTokenizer
 
-from goalrm_core.cli import non_negative_int, positive_int
 from goalrm_core.data import manifest
-from goalrm_core.data.io import ArtifactError, check_output_dir, load_npy, parse_label, save_npy
-from goalrm_core.data.preferences import load_source_rows
-from goalrm_core.data.rundir import rm_name
-from goalrm_core.inference.forward import add_reading_arguments, iter_scored, load_for_reading
+from goalrm_core.data.adapters import HELPSTEER_ATTRIBUTES
+from goalrm_core.data.io import ArtifactError, load_npy, parse_label
+from goalrm_core.inference.forward import iter_scored
 from goalrm_core.model.encoding import require_text
 from goalrm_core.model.reward_model import RewardModel
-from goalrm_core.model.templates import TEMPLATES, apply_template
+from goalrm_core.model.templates import apply_template
+from goalrm_core.flags import check_choice
 
 GOAL_METHODS = ("mean_last", "random_response", "random_token", "mean_all_tokens")
-HELPSTEER_ATTRIBUTES = ("helpfulness", "correctness", "coherence", "complexity", "verbosity")
 
 
 def check_goal_state(goal: np.ndarray, hidden_size: int, source: str = "goal state") -> torch.Tensor:
@@ -105,8 +101,7 @@ def goal_state(
     """A (1, hidden) goal state from preferred responses (already templated prompts); ``encoding`` and
     ``readout`` as in ``inference.forward`` (the official get_representation.py: ``official``,
     ``last_token``)."""
-    if method not in GOAL_METHODS:
-        raise ValueError(f"unknown goal method {method!r}; valid: {', '.join(GOAL_METHODS)}")
+    check_choice("goal method", method, GOAL_METHODS)
     if not responses:
         raise ValueError("no preferred responses to build a goal state from")
     rng = random.Random(seed)
@@ -155,46 +150,6 @@ def goal_state_from_pairs(model, tokenizer, pairs: Sequence[dict], template: str
     non-string response is an error naming its file and line, as in training)."""
     prompts = [apply_template(template, require_text(p, "question", i)) for i, p in enumerate(pairs)]
     return goal_state(model, tokenizer, prompts, [require_text(p, "correct", i) for i, p in enumerate(pairs)], method=method, **kw)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="goalrm get-representation", description="Save an RM's goal state (1, hidden) as .npy.")
-    p.add_argument("--dataset-path", "--dataset_path", dest="dataset_path", required=True,
-                   help="Preference pairs (question/correct/...): a datasets.save_to_disk folder (its train split, as the official "
-                        "get_representation.py reads), a .jsonl/.json/.parquet file, or a folder holding train.jsonl.")
-    p.add_argument("--reward-model-path", "--reward_model_path", dest="reward_model_path", required=True, help="RM saved by goalrm train-rm.")
-    p.add_argument("--save-dir", "--save_dir", dest="save_dir", required=True,
-                   help="Folder for goal_state.npy (1, hidden) and <rm_name>_goal_state_embedding.npy (hidden,), the official file.")
-    p.add_argument("--method", default="mean_last", choices=GOAL_METHODS, help="How the goal is formed (the paper: mean_last).")
-    p.add_argument("--template", default="math", choices=tuple(TEMPLATES), help="Prompt template (math: the clean prompt the official script builds).")
-    add_reading_arguments(p, "get_representation.py")
-    p.add_argument("--max_len", type=positive_int, default=1024, help="Maximum tokens per sequence (the official script cuts at 1024).")
-    p.add_argument("--batch_size", type=positive_int, default=32, help="Sequences per forward pass.")
-    p.add_argument("--seed", type=non_negative_int, default=0, help="Seed of the random_* methods.")
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    check_output_dir(args.save_dir, "--save-dir")
-    model = load_for_reading(args.reward_model_path, args.bf16, args.flash_attn, args.device)
-    tokenizer = AutoTokenizer.from_pretrained(args.reward_model_path)
-    pairs, _ = load_source_rows(args.dataset_path, "train")
-    goal = goal_state_from_pairs(model, tokenizer, pairs, args.template, args.method, seed=args.seed, max_len=args.max_len,
-                                 batch_size=args.batch_size, progress=True, encoding=args.encoding, readout=args.readout)
-    save_dir = Path(args.save_dir)
-    out, official = save_dir / "goal_state.npy", save_dir / f"{rm_name(args.reward_model_path)}_goal_state_embedding.npy"
-    command = manifest.command_line("goalrm get-representation", argv)
-    manifest.begin(save_dir, command)
-    save_npy(out, goal)
-    save_npy(official, goal[0])
-    dataset = Path(args.dataset_path)
-    manifest.finish(save_dir, {out.name: None, official.name: None}, command=command, inputs=[dataset] if dataset.is_file() else [],
-                    producer={"reward_model_path": str(args.reward_model_path), "config_hash": manifest.config_hash(args.reward_model_path),
-                              "dataset_path": str(dataset), "preferred_responses": len(pairs),
-                              **{k: getattr(args, k) for k in ("method", "template", "encoding", "readout", "bf16", "max_len", "seed")}})
-    print(f"goal state {goal.shape} from {len(pairs)} preferred responses -> {out} (and {official.name})")
-    return 0
 
 
 def last_token_states(model: RewardModel, tokenizer, rows: Sequence[dict], template: str,

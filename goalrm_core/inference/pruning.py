@@ -28,8 +28,7 @@ import torch
 
 from goalrm_core.evaluation import metrics
 from goalrm_core.evaluation.thresholds import choose_threshold
-
-SKIP_FIRST = 5  # the offline filter's default: Q of very short prefixes is noisy
+from goalrm_core.evaluation.voting import SKIP_FIRST
 
 
 @dataclass

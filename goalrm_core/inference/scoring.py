@@ -2,20 +2,18 @@
 
 The RM reads each generation through ``forward.iter_scored`` (length buckets, the training input:
 template, response + " " + EOS); the Q-values are ``goal_state.q_values`` of its response states.
-Rows come back in the input order. Command line: ``goalrm eval-rm`` with the seed's ``eval_rm.py`` flags.
-Its ``--filter_threshold``
-scores nothing differently: the seed's ``eval_rm.py`` hands it only to its closing metrics printout
-(Q-filtered majority voting over the sampled generations), which is ``goalrm metrics
---filter_threshold`` here. eval-rm records it in ``<save_dir>/eval_rm.json`` with its other settings.
+Rows come back in the input order. Command line: ``goalrm eval-rm`` (:mod:`goalrm_core.cli.eval_rm`)
+with the official ``eval_rm.py`` flags. Its ``--filter_threshold`` scores nothing differently: the
+official ``eval_rm.py`` hands it only to its closing metrics printout (Q-filtered majority voting over
+the sampled generations), which is ``goalrm metrics --filter_threshold`` here. eval-rm records it in
+``<save_dir>/eval_rm.json`` with its other settings.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
+import runpy
 import shutil
-import signal
-import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -23,16 +21,15 @@ import numpy as np
 import torch
 from transformers import AutoTokenizer
 
-from goalrm_core.cli import finite_float, non_negative_int, positive_int, run_command
 from goalrm_core.data import manifest
 from goalrm_core.data.adapters import benchmark_dir, generation_files
 from goalrm_core.data.io import atomic_write_json, check_label, check_output_dir, read_jsonl, write_jsonl
 from goalrm_core.data.rundir import eval_settings_path, rm_name, scored_path
 from goalrm_core.data.schema import SCORED_GENERATION_FIELDS
-from goalrm_core.inference.forward import add_reading_arguments, iter_scored, load_for_reading
+from goalrm_core.inference.forward import iter_scored, load_for_reading
 from goalrm_core.inference.goal_state import check_goal_state_owner, load_goal_state, q_values
 from goalrm_core.model.reward_model import RewardModel
-from goalrm_core.model.templates import TEMPLATES, apply_template
+from goalrm_core.model.templates import apply_template
 
 
 def check_tokenizer_matches(model: RewardModel, tokenizer) -> None:
@@ -82,21 +79,6 @@ def check_finite_scores(rows: Sequence[dict], source: str) -> None:
             if key in row and not np.isfinite(np.asarray(row[key], dtype=np.float64)).all():
                 raise ValueError(f"{source}: generation {i + 1} got a NaN or inf {key}; the reward model is broken "
                                  f"(non-finite or overflowing weights), so nothing was written for it")
-
-
-# Fault injection for tests: "N" kills eval-rm (SIGKILL, no clean-up) once N generations are scored.
-KILL_AFTER_ROWS_ENV = "GOALRM_KILL_AFTER_ROWS"
-
-
-def _kill_switch() -> Callable[[int], None]:
-    """Called with the number of generations scored so far; kills this process at the one the
-    environment names (see :data:`KILL_AFTER_ROWS_ENV`), as a power cut or the OOM killer would."""
-    limit = int(os.environ.get(KILL_AFTER_ROWS_ENV, "0") or 0)
-
-    def after(done: int) -> None:
-        if limit and done >= limit:
-            os.kill(os.getpid(), signal.SIGKILL)
-    return after
 
 
 def _equivalent_command(completions_data_path, reward_model_path, save_dir, benchmarks, goal_state_path, vanilla, template,
@@ -209,7 +191,6 @@ def eval_rm(
                                              template, encoding, readout, max_len, max_samples)
     counts: dict[str, dict[str, int]] = {bench: {} for bench in benchmarks}
     outputs: dict[str, int | None] = {}
-    scored_so_far, kill_switch = 0, _kill_switch()
     if world > 1:
         # Data-parallel: rank r scores rows r, r + world, ... of every file into a shard under .shards/;
         # a shard already written (by an interrupted run of the same world size) is kept, not redone.
@@ -234,8 +215,7 @@ def eval_rm(
             scored = _merge_shards(out_dir, bench, split, world, len(rows))
         else:
             scored = score_generations(model, tokenizer, rows, template, goal, max_len, batch_size, progress=progress, desc=f"{bench}/{split}",
-                                       encoding=encoding, readout=readout, after_row=lambda i: kill_switch(scored_so_far + i))
-            scored_so_far += len(rows)
+                                       encoding=encoding, readout=readout)
             check_finite_scores(scored, f"reward model {reward_model_path}, {bench}/{split}")
         if not outputs and world == 1:
             manifest.begin(out_dir, command)  # from the first file on, the folder says it is unfinished
@@ -258,40 +238,5 @@ def eval_rm(
     return counts
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="goalrm eval-rm", description="Score generations densely with a reward model.")
-    p.add_argument("--completions_data_path", required=True, help="Folder with one sub-folder of generations per benchmark.")
-    p.add_argument("--reward_model_path", required=True, help="RM saved by goalrm train-rm.")
-    p.add_argument("--goal_state_path", help="goal_state.npy from goalrm get-representation (not with --vanilla).")
-    p.add_argument("--save_dir", required=True, help="Output root: <save_dir>/<rm_name>/<bench>/{greedy,all}/output-metrics-dense.jsonl "
-                                                     "(rm_name: the last component of --reward_model_path) and <save_dir>/<rm_name>/eval_rm.json.")
-    p.add_argument("--filter_threshold", type=finite_float, default=0.0,
-                   help="Q-value threshold of the filtered majority vote. Not applied here (every generation is scored): "
-                        "recorded in <save_dir>/eval_rm.json; `goalrm metrics --filter_threshold` applies it, as the seed's "
-                        "eval_rm.py passes it only to its final metrics step.")
-    p.add_argument("--benchmarks", nargs="+", required=True, help="Benchmark folder names.")
-    p.add_argument("--vanilla", action="store_true", help="Skip the Q-values (baseline RM).")
-    p.add_argument("--template", default="nemo", choices=tuple(TEMPLATES), help="Prompt template (nemo: the official eval_rm.py's literal).")
-    add_reading_arguments(p, "eval_rm.py")
-    p.add_argument("--batch_size", type=positive_int, default=32, help="Sequences per forward pass.")
-    p.add_argument("--max_len", type=positive_int, default=2048, help="Maximum tokens per sequence.")
-    p.add_argument("--max_samples", type=non_negative_int, default=0, help="Score at most this many rows per file (0 = all).")
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    parser.add_argument("--local_rank", type=int, default=-1, help=argparse.SUPPRESS)  # set by the deepspeed launcher
-    args = parser.parse_args(argv)
-    counts = eval_rm(args.completions_data_path, args.reward_model_path, args.save_dir, args.benchmarks,
-                     args.goal_state_path, args.vanilla, template=args.template, batch_size=args.batch_size,
-                     max_len=args.max_len, max_samples=args.max_samples, filter_threshold=args.filter_threshold, encoding=args.encoding, readout=args.readout, bf16=args.bf16,
-                     flash_attn=args.flash_attn, device=args.device, command=manifest.command_line("goalrm eval-rm", argv))
-    for bench, splits in counts.items():
-        if splits:
-            print(bench, ", ".join(f"{k}: {v} scored" for k, v in splits.items()))
-    return 0
-
-
 if __name__ == "__main__":  # data-parallel: `torchrun --nproc_per_node N -m goalrm_core.inference.scoring <eval-rm flags>`
-    sys.exit(run_command(main, sys.argv[1:], "goalrm eval-rm"))
+    runpy.run_module("goalrm_core.cli.eval_rm", run_name="__main__", alter_sys=True)

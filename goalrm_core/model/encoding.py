@@ -21,6 +21,7 @@ from typing import Iterable, Sequence
 import torch
 
 from goalrm_core.model.templates import apply_template
+from goalrm_core.flags import check_choice
 
 
 @dataclass
@@ -54,10 +55,8 @@ def encode_prompt_response(tokenizer, prompt: str, response: str, max_len: int, 
     alone does not fit (cutting it would lose its end); ``official`` cuts from the right, as the
     official code does, and marks the result ``truncated``.
     """
-    if encoding == "official":
+    if check_choice("encoding", encoding, ENCODINGS) == "official":
         return _encode_official(tokenizer, prompt, response, max_len, append_eos)
-    if encoding != "split":
-        raise ValueError(f"unknown encoding {encoding!r}; valid: {', '.join(ENCODINGS)}")
     response_text = response + " " if append_eos else response
     # A huge response is dropped without tokenising all of it: if its tail alone overflows, so does it.
     tail = response_text[-8 * max_len:]

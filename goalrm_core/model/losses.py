@@ -9,6 +9,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from goalrm_core.flags import check_choice
+
 CONTRASTIVE_STRATEGIES = ("cosine", "cosine_avg")
 #: where a percentile draws contrastive positions from (the official code: ``earliest``)
 PERCENTILE_WINDOWS = ("earliest", "latest")
@@ -127,12 +129,9 @@ def contrastive_goal_loss(
     * ``pairs``: ``all`` (official) averages over every (source, goal) combination of the draws,
       S×S for positives and U×U for negatives; ``matched`` pairs the k-th source with the k-th goal.
     """
-    if strategy not in CONTRASTIVE_STRATEGIES:
-        raise ValueError(f"unknown contrastive_strategy {strategy!r}; valid: {', '.join(CONTRASTIVE_STRATEGIES)}")
-    if percentile_window not in PERCENTILE_WINDOWS:
-        raise ValueError(f"unknown percentile_window {percentile_window!r}; valid: {', '.join(PERCENTILE_WINDOWS)}")
-    if pairs not in PAIR_FORMS:
-        raise ValueError(f"unknown contrastive pairs {pairs!r}; valid: {', '.join(PAIR_FORMS)}")
+    check_choice("contrastive_strategy", strategy, CONTRASTIVE_STRATEGIES)
+    check_choice("percentile_window", percentile_window, PERCENTILE_WINDOWS)
+    check_choice("contrastive pairs", pairs, PAIR_FORMS)
     if chosen_hidden.dim() != 3 or chosen_hidden.shape != rejected_hidden.shape:
         raise ValueError(
             "chosen_hidden and rejected_hidden must both be (batch, seq, hidden) with equal shapes; "

@@ -22,15 +22,10 @@ from transformers import AutoConfig, AutoModel, LlamaConfig, PretrainedConfig
 from transformers.models.auto.modeling_auto import MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES
 
 from goalrm_core.data.io import UMASK, ArtifactError, atomic_write_json
+from goalrm_core.flags import check_choice
 
 VALUE_HEAD_STRATEGIES = ("linear", "mlp")
 GOALRM_JSON = "goalrm.json"
-
-
-def check_choice(name: str, value: str, valid: tuple[str, ...]) -> str:
-    if value not in valid:
-        raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(valid)}")
-    return value
 
 
 def build_value_head(hidden_size: int, strategy: str) -> nn.Module:

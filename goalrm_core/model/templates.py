@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from goalrm_core.flags import check_choice
+
 # The paper's math prompt (OpenMath-CodeLlama), clean: the form the official get_representation.py builds.
 MATH_TEMPLATE = (
     "System:\n"
@@ -33,6 +35,5 @@ TEMPLATES = {
 
 
 def apply_template(template: str, question: str) -> str:
-    if template not in TEMPLATES:
-        raise ValueError(f"unknown template {template!r}; valid: {', '.join(TEMPLATES)}")
+    check_choice("template", template, tuple(TEMPLATES))
     return TEMPLATES[template].format(question=question)

@@ -39,7 +39,7 @@ from goalrm_core.data.adapters import load_generations, load_pairs, load_questio
 from goalrm_core.data.io import ArtifactError, atomic_write_json, read_jsonl, write_jsonl
 from goalrm_core.data.preferences import split_train_eval
 from goalrm_core.data.questions import preference_pairs, split_by_question
-from goalrm_core.data.rundir import rm_name
+from goalrm_core.data.rundir import rm_metrics_path, rm_name, train_summary_path
 from goalrm_core.evaluation import metrics
 from goalrm_core.evaluation.tables import delta_auroc, labels, question_ids, read_scored
 from goalrm_core.inference.forward import iter_scored
@@ -50,9 +50,13 @@ from goalrm_core.report.profiles import load_profile, resolve_path
 from goalrm_core.study.training import RMRecipe
 from goalrm_core.tasks.toymath import problems as toymath
 from goalrm_core.train.config import TrainRMConfig
+from goalrm_core.study.live import tail_view
+from goalrm_core.study.rms import STRATEGY as RM_STRATEGY
 from goalrm_core.train.launch import run_streaming, train_command
+from goalrm_core.flags import check_choice
 
-STRATEGIES = {"baseline": "vanilla", "vanilla": "vanilla", "goal-conditioned": "contrastive", "contrastive": "contrastive"}
+#: an RM's study name or trainer strategy -> the trainer strategy (baseline/vanilla, goal-conditioned/contrastive)
+STRATEGIES = {name: strategy for rm, strategy in RM_STRATEGY.items() for name in (rm, strategy)}
 #: the seed's checkpoint names: ./ckpt/baseline_reward_model, ./ckpt/contrastive_reward_model
 CKPT_NAMES = {"vanilla": "baseline_reward_model", "contrastive": "contrastive_reward_model"}
 CPU_SCALE = "CPU-scale"
@@ -60,10 +64,7 @@ CPU_SCALE = "CPU-scale"
 
 def strategy_name(strategy: str) -> str:
     """``baseline``/``vanilla`` -> ``vanilla``; ``goal-conditioned``/``contrastive`` -> ``contrastive``."""
-    try:
-        return STRATEGIES[strategy]
-    except KeyError:
-        raise ValueError(f"unknown strategy {strategy!r}; valid: {', '.join(STRATEGIES)}") from None
+    return STRATEGIES[check_choice("strategy", strategy, tuple(STRATEGIES))]
 
 
 def train_config_from_profile(profile: Mapping[str, Any], strategy: str, save_path: str | None = None, **overrides: Any) -> TrainRMConfig:
@@ -273,7 +274,7 @@ def gpu_check_command(profile_name: str = "gpu-check", strategy: str = "contrast
     save = paths["models"] / strategy
     cfg = train_config_from_profile(
         profile, strategy, save_path=str(save), pretrain=str(paths["backbone"]), dataset=str(paths["train"]),
-        eval_dataset=str(paths["eval"]), template="toymath", max_epochs=100, logging_steps=1, metrics_path=f"{save}.metrics.jsonl",
+        eval_dataset=str(paths["eval"]), template="toymath", max_epochs=100, logging_steps=1, metrics_path=str(rm_metrics_path(save)),
     )
     n = int(num_gpus if num_gpus is not None else profile.get("rm_processes", 1))
     return train_command(cfg, num_processes=n, use_deepspeed_launcher=True)
@@ -289,8 +290,9 @@ def run_gpu_check(profile_name: str = "gpu-check", dry_run: bool = False, **chan
     out = {}
     for s in strategies:
         cmd = gpu_check_command(profile_name, s, **changes)
-        result = run_streaming(cmd, paths["logs"] / f"train-{strategy_name(s)}.log", desc=f"gpu-check {s}")
-        summary = json.loads((paths["models"] / strategy_name(s) / "train_summary.json").read_text())
+        result = run_streaming(cmd, paths["logs"] / f"train-{strategy_name(s)}.log", desc=f"gpu-check {s}",
+                               show=tail_view(5, f"gpu-check {s}"))
+        summary = json.loads(train_summary_path(paths["models"] / strategy_name(s)).read_text())
         out[s] = {"wall_s": round(result.wall_s, 1), **{k: summary.get(k) for k in (
             "steps", "train_s", "tokens_per_s", "eval_accuracy", "eval_loss", "device", "zero_stage", "bf16", "world_size")}}
     atomic_write_json(resolve_path(profile["run_dir"]) / "gpu_check.json", out)
@@ -406,7 +408,7 @@ def real_cpu_commands(profile_name: str = "real-cpu", **changes: Any) -> dict[st
             cfg = train_config_from_profile(
                 profile, strategy, save_path=str(save), pretrain=str(p["backbone"]), dataset=str(p[f"{task}_train"]),
                 eval_dataset=str(p[f"{task}_eval"]), template=template, max_len=max_len, max_epochs=1000,
-                logging_steps=5, metrics_path=f"{save}.metrics.jsonl",
+                logging_steps=5, metrics_path=str(rm_metrics_path(save)),
             )
             cmds[f"train-{task}-{rm}"] = train_command(cfg, num_processes=1)
     goal_rm = p["models"] / "gsm8k-goal"
@@ -436,7 +438,7 @@ def real_cpu_run(profile_name: str = "real-cpu", data_dir: str | Path | None = N
     if prepare:
         real_cpu_prepare(profile_name, data_dir, **changes)
     for name, cmd in real_cpu_commands(profile_name, **changes).items():
-        run_streaming(cmd, p["logs"] / f"{name}.log", desc=name)
+        run_streaming(cmd, p["logs"] / f"{name}.log", desc=name, show=tail_view(5, name))
     return real_cpu_summary(profile_name, **changes)
 
 
@@ -481,7 +483,7 @@ def real_cpu_summary(profile_name: str = "real-cpu", **changes: Any) -> dict[str
     hh_pairs = read_jsonl(p["hh_eval"], required=("question", "correct", "incorrect"))
     correct = {}
     for rm in ("hh-baseline", "hh-goal"):
-        summary = json.loads((p["models"] / rm / "train_summary.json").read_text())
+        summary = json.loads(train_summary_path(p["models"] / rm).read_text())
         correct[rm] = _pair_correct(p["models"] / rm, hh_pairs, "hh", profile["hh_max_len"])
         out[f"{rm} held-out accuracy"] = {**_accuracy_entry(correct[rm]), "trainer_eval_accuracy": summary.get("eval_accuracy"),
                                            "steps": summary.get("steps"), "train_pairs": summary.get("train_pairs")}
@@ -500,7 +502,7 @@ def real_cpu_summary(profile_name: str = "real-cpu", **changes: Any) -> dict[str
     out["gsm8k length-only AUROC"] = auroc([-r["num_actions"] for r in rows])
     out["gsm8k reward AUROC goal - baseline"] = delta_auroc(rows, scored["gsm8k-baseline"], n_boot=n_boot, seed=seed)
     for rm in ("gsm8k-baseline", "gsm8k-goal"):
-        summary = json.loads((p["models"] / rm / "train_summary.json").read_text())
+        summary = json.loads(train_summary_path(p["models"] / rm).read_text())
         out[f"{rm} held-out pair accuracy"] = summary.get("eval_accuracy")
     atomic_write_json(p["summary"], out)
     return out

@@ -40,7 +40,8 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from goalrm_core.cli import run_command
+from goalrm_core.flags import run_command
+from goalrm_core.study.rms import ID_BENCH
 
 Z95 = 1.959963984540054  # the normal 97.5% quantile
 ALPHA = 0.05
@@ -282,7 +283,7 @@ def collect_conclusions(m: Mapping) -> dict[str, dict]:
 
     # -- across seeds (schema 2)
     primary = _dict(ev.get("primary"))
-    bench = primary.get("benchmark", "toy-id")
+    bench = primary.get("benchmark", ID_BENCH)
     if "gate" in primary:
         gate = _dict(primary["gate"])
         state = gate.get("state") if gate.get("state") in ("passed", "failed") else "undefined"
@@ -305,7 +306,7 @@ def collect_conclusions(m: Mapping) -> dict[str, dict]:
         if _is_across(f.get("accuracy_change")):
             out[f"filter.{rm}.costs_accuracy@seeds"] = _conclusion(f"filter costs accuracy ({rm}, {bench})", seeds, _holds(f["accuracy_change"]), f["accuracy_change"].get("reason"))
     pruning = _dict(_dict(dec.get("primary")).get("pruning"))
-    pbench = pruning.get("benchmark", "toy-id")
+    pbench = pruning.get("benchmark", ID_BENCH)
     if _is_across(pruning.get("tokens_ratio")):
         out["pruning.saves_tokens@seeds"] = _conclusion(f"pruning saves tokens ({pbench})", seeds, _holds(pruning["tokens_ratio"]), pruning["tokens_ratio"].get("reason"))
     if _is_across(pruning.get("accuracy_change")):

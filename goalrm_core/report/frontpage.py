@@ -24,11 +24,9 @@ from typing import Any
 
 from goalrm_core.evaluation.tables import REFERENCE_SCORERS
 from goalrm_core.study import formatting as fmt
-from goalrm_core.study.rms import RMS
+from goalrm_core.study.rms import HEADLINE_SETS, ID_BENCH, RMS
 from goalrm_core.study import plots
 REFERENCES = tuple(REFERENCE_SCORERS)
-ID_BENCH = "toy-id"
-HEADLINE_SETS = {"sample0": "one sampled solution per question", "greedy": "one greedy solution per question"}
 DETAIL = "seed 0 (detail)"
 BUDGET_TOLERANCE = 0.10  # token budgets further apart than this are named as a mismatch
 

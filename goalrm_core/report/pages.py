@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from goalrm_core.data.io import atomic_write_text
-from goalrm_core.runtime import relative_paths
+from goalrm_core.paths import relative_paths
 
 
 # The lab template, minus the scripts it loads from a CDN whatever the notebook holds: a page that
@@ -48,7 +48,7 @@ def _needs(nb) -> dict[str, bool]:
 
 def _relative_outputs(nb) -> None:
     """Machine paths in printed text, tracebacks and text displays, shown relative to the project
-    (:func:`goalrm_core.runtime.relative_paths`). The batch kernel already shows them so; this
+    (:func:`goalrm_core.paths.relative_paths`). The batch kernel already shows them so; this
     covers what a library prints by itself, such as the file names in an error's traceback."""
     for cell in nb.cells:
         for out in cell.get("outputs", []):

@@ -23,8 +23,9 @@ from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
-from goalrm_core.cli import Range
-from goalrm_core.runtime import project_root
+from goalrm_core.flags import Range
+from goalrm_core.paths import project_root
+from goalrm_core.study.rms import HEADLINE_SETS
 
 _SCALARS = (str, int, float, bool, type(None))
 SWEEP_KEY = "sweep"
@@ -370,7 +371,7 @@ class Letters:
 GOAL_METHOD_CHOICES = ("mean_last", "random_response", "random_token", "mean_all_tokens")  # inference.goal_state.GOAL_METHODS
 ENCODING_CHOICES = ("official", "split")               # model.encoding.ENCODINGS
 READOUT_CHOICES = ("eos", "last_token")                # inference.forward.READOUTS
-HEADLINE_CHOICES = ("greedy", "sample0")               # study.artifacts.HEADLINE_SETS
+HEADLINE_CHOICES = tuple(HEADLINE_SETS)
 CONTRASTIVE_STRATEGY_CHOICES = ("cosine", "cosine_avg")  # model.losses.CONTRASTIVE_STRATEGIES
 CONTRASTIVE_WINDOW_CHOICES = ("earliest", "latest")    # model.losses.PERCENTILE_WINDOWS
 CONTRASTIVE_PAIRS_CHOICES = ("all", "matched")         # model.losses.PAIR_FORMS

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from goalrm_core.report.profiles import resolve_path
-from goalrm_core.runtime import idle_cores
+from goalrm_core.threads import idle_cores
 
 PROVENANCE_KEY = "provenance"
 

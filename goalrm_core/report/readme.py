@@ -145,7 +145,7 @@ def update(readme: Path, text: str, write: bool) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from goalrm_core.runtime import project_root
+    from goalrm_core.paths import project_root
 
     parser = argparse.ArgumentParser(prog="python -m goalrm_core.report.readme", description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 when README.md differs")

@@ -30,7 +30,8 @@ from goalrm_core.report.pages import export_html, refresh_navigation
 from goalrm_core.report.profiles import (check_settings, check_value, coerce_to_declared, load_profile,
                                          parse_set_flags, profile_path, resolve_path, shown_path, unknown_key_message)
 from goalrm_core.report.provenance import PROVENANCE_KEY, _now, collect_provenance, provenance_html  # noqa: F401
-from goalrm_core.runtime import batch_environment, project_root, relative_paths
+from goalrm_core.paths import project_root, relative_paths
+from goalrm_core.report.batch_run import batch_environment
 
 STAGE_PATTERN = re.compile(r"^\d{2}_[A-Za-z0-9_\-]+\.ipynb$")
 SUCCEEDED = ("ok", "kept")
@@ -194,8 +195,8 @@ def execute_stage(
     is exactly what the reader needs. Only when papermill wrote nothing (the kernel never started)
     is the temporary file dropped.
 
-    The kernel runs as a batch run (:func:`goalrm_core.runtime.batch_environment`, and the
-    ``goalrm_core.runtime`` IPython extension): no progress bars, warnings or library log records
+    The kernel runs as a batch run (:func:`goalrm_core.report.batch_run.batch_environment`, and the
+    ``goalrm_core.report.batch_run`` IPython extension): no progress bars, warnings or library log records
     in the cells. Those, papermill's own progress bar and log, and a transcript of every cell's
     printed output go to ``log_path`` (created afresh) when it is given.
     """
@@ -228,7 +229,7 @@ def execute_stage(
                 stderr_file=log,
                 # the extension quiets the kernel; its own start-up chatter (e.g. "running over TCP
                 # without encryption") would otherwise land on the terminal between the stage lines
-                extra_arguments=["--IPKernelApp.extra_extensions=goalrm_core.runtime", "--IPKernelApp.log_level=ERROR"],
+                extra_arguments=["--IPKernelApp.extra_extensions=goalrm_core.report.batch_run", "--IPKernelApp.log_level=ERROR"],
                 # and what the kernel process itself writes (native libraries, the errors of a kernel
                 # shut down by Ctrl-C) goes to the log as well
                 kernel_manager_class=_kernel_manager_writing_to(log),

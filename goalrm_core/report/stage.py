@@ -17,7 +17,9 @@ from goalrm_core.data.rundir import RunDir
 from goalrm_core.report.profiles import resolve_path
 from goalrm_core.report.notebook_params import declared_keys
 from goalrm_core.report.runner import record_metrics, record_stage
-from goalrm_core.runtime import BATCH_VAR, project_root, set_torch_threads
+from goalrm_core.paths import project_root
+from goalrm_core.report.batch_run import BATCH_VAR
+from goalrm_core.threads import set_torch_threads
 
 
 @dataclass

@@ -38,7 +38,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import yaml
 
-from goalrm_core.cli import positive_int, run_command
+from goalrm_core.flags import positive_int, run_command
 from goalrm_core.data.io import ArtifactError, atomic_write_json
 from goalrm_core.data.rundir import STAGE_FOLDERS, RunDir
 from goalrm_core.report.profiles import (check_profile_against_notebooks, check_ranges, coerce_to_declared, load_profile,

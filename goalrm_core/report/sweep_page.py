@@ -25,9 +25,8 @@ from goalrm_core.report.index_page import PAGE_CSS
 from goalrm_core.report.provenance import _now
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study import plots
-from goalrm_core.study.rms import GOAL_CONDITIONED, RMS
+from goalrm_core.study.rms import GOAL_CONDITIONED, ID_BENCH, RMS
 
-ID_BENCH = "toy-id"
 PLAN_FILE = "sweep.json"
 POINT_MANIFEST = "point.json"
 Z95 = 1.959963984540054

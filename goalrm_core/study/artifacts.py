@@ -15,15 +15,8 @@ from goalrm_core.data.io import load_npy, read_jsonl, require_artifact
 from goalrm_core.data.rundir import RunDir
 from goalrm_core.evaluation.tables import read_scored
 from goalrm_core.model.reward_model import load_reward_model
-from goalrm_core.tasks.toymath.pipeline import benchmark_names
+from goalrm_core.study.rms import HEADLINE_SETS
 
-# Which generations the headline tables read: "greedy", or "sample0" (sample_index 0 of the sampled ones).
-HEADLINE_SETS = ("greedy", "sample0")
-
-
-def benchmarks(run_dir) -> list[str]:
-    """The run's benchmarks, ``toy-id`` first."""
-    return benchmark_names(run_dir)
 
 
 def load_rm(run_dir, rm: str, seed: int = 0):
@@ -45,7 +38,7 @@ def read_goal_state(run_dir, rm: str, method: str = "mean_last", seed: int = 0) 
 def headline_rows(run_dir, rm: str, bench: str, headline: str = "greedy", seed: int = 0) -> list[dict]:
     """The scored generations the headline tables read (see HEADLINE_SETS), in file order."""
     if headline not in HEADLINE_SETS:
-        raise ValueError(f"headline must be one of {HEADLINE_SETS}, got {headline!r}")
+        raise ValueError(f"headline must be one of {tuple(HEADLINE_SETS)}, got {headline!r}")
     if headline == "greedy":
         return read_scored(RunDir(run_dir).eval(rm, seed), bench, "greedy")
     return first_samples(read_scored(RunDir(run_dir).eval(rm, seed), bench, "all"))

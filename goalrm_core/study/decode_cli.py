@@ -12,7 +12,7 @@ from pathlib import Path
 
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from goalrm_core.cli import Range, finite_float, non_negative_int, positive_int
+from goalrm_core.flags import Range, finite_float, non_negative_int, positive_int
 from goalrm_core.data.io import ArtifactError, check_output_dir, load_npy, read_jsonl, write_jsonl
 from goalrm_core.inference.beam_search import DecodeConfig, q_guided_decode
 from goalrm_core.inference.pruning import SKIP_FIRST, PruneConfig

@@ -13,9 +13,9 @@ from goalrm_core.data.rundir import RunDir
 from goalrm_core.data.questions import group_by_question
 from goalrm_core.evaluation import metrics, stats, tables
 from goalrm_core.inference.scoring import eval_rm
-from goalrm_core.study.artifacts import benchmarks, headline_rows
+from goalrm_core.study.artifacts import headline_rows
 from goalrm_core.study.rms import BASELINE, GOAL_CONDITIONED, RMS
-from goalrm_core.tasks.toymath.pipeline import TEMPLATE
+from goalrm_core.tasks.toymath.pipeline import TEMPLATE, benchmark_names
 
 
 def score_all(run_dir, rms, rm_seeds=(0,), batch_size: int = 64, max_len: int = 512, progress: bool = True,
@@ -30,7 +30,7 @@ def score_all(run_dir, rms, rm_seeds=(0,), batch_size: int = 64, max_len: int = 
             goal = require_artifact(run.goal_state(rm, seed, goal_method), "notebooks/03_representations.ipynb")
             counts[run.model_name(rm, seed)] = eval_rm(  # writes run.eval(rm, seed): eval_root/<model folder name>
                 run.generations, run.model(rm, seed), run.eval_root,
-                benchmarks(run_dir), goal, template=TEMPLATE, batch_size=batch_size, max_len=max_len, progress=progress,
+                benchmark_names(run_dir), goal, template=TEMPLATE, batch_size=batch_size, max_len=max_len, progress=progress,
                 encoding=encoding, readout=readout)
     return counts
 
@@ -40,7 +40,7 @@ def auroc_tables(run_dir, rms, n_boot: int = 1000, seed: int = 0, headline: str 
     """AUROC of every RM and reference scorer per benchmark (on the headline generations), and the
     paired difference goal-conditioned minus baseline."""
     aurocs, deltas = [], []
-    for bench in benchmarks(run_dir):
+    for bench in benchmark_names(run_dir):
         scored = {rm: headline_rows(run_dir, rm, bench, headline, rm_seed) for rm in rms}
         aurocs.append(tables.auroc_table(scored, bench, n_boot, seed))
         if {BASELINE, GOAL_CONDITIONED} <= set(rms):
@@ -52,7 +52,7 @@ def auroc_tables(run_dir, rms, n_boot: int = 1000, seed: int = 0, headline: str 
 def seed_auroc_table(run_dir, rms, rm_seeds, n_boot: int = 1000, seed: int = 0, headline: str = "greedy") -> pd.DataFrame:
     """AUROC of every RM seed per benchmark on the same headline generations, with its bootstrap CI."""
     records = []
-    for bench in benchmarks(run_dir):
+    for bench in benchmark_names(run_dir):
         for rm in rms:
             for rm_seed in rm_seeds:
                 rows = headline_rows(run_dir, rm, bench, headline, rm_seed)
@@ -86,9 +86,9 @@ def partial_auroc_tables(run_dir, rms, bench: str = "toy-id", headline: str = "g
     return pd.concat(frames, ignore_index=True)
 
 
-def filter_tables(run_dir, rms, threshold: float = 0.0, skip_first: int = 5, val_fraction: float = 0.3, seed: int = 0) -> pd.DataFrame:
+def filter_tables(run_dir, rms, threshold: float = 0.0, skip_first: int = metrics.SKIP_FIRST, val_fraction: float = 0.3, seed: int = 0) -> pd.DataFrame:
     frames = [tables.filter_summary(tables.read_scored(RunDir(run_dir).eval(rm), bench, "all"), threshold, skip_first, val_fraction, seed)
-              .assign(rm=rm, benchmark=bench) for rm in rms for bench in benchmarks(run_dir)]
+              .assign(rm=rm, benchmark=bench) for rm in rms for bench in benchmark_names(run_dir)]
     return pd.concat(frames, ignore_index=True)
 
 
@@ -187,7 +187,7 @@ def _auroc(rows: list[dict], scores) -> float:
 def seed_figures(run_dir, rms, rm_seed: int, headline: str, filter_threshold: float, skip_first: int) -> dict:
     """One RM seed's primary and exploratory figures (point estimates; NaN where undefined)."""
     run, out = RunDir(run_dir), {"auroc": {}, "first_error_delta_q": {}, "filter": {}}
-    for bench in benchmarks(run_dir):
+    for bench in benchmark_names(run_dir):
         scored = {rm: headline_rows(run_dir, rm, bench, headline, rm_seed) for rm in rms}
         out["auroc"][bench] = {rm: _auroc(rows, [r["reward"] for r in rows]) for rm, rows in scored.items()}
         any_rows = scored[rms[0]]
@@ -228,7 +228,7 @@ def primary_metrics(run_dir, rms, rm_seeds, headline: str, filter_threshold: flo
     }
     exploratory: dict = {"delta_auroc": {}}
     if {BASELINE, GOAL_CONDITIONED} <= set(rms):
-        deltas = {b: over(lambda f, b=b: f["auroc"][b][GOAL_CONDITIONED] - f["auroc"][b][BASELINE]) for b in benchmarks(run_dir)}
+        deltas = {b: over(lambda f, b=b: f["auroc"][b][GOAL_CONDITIONED] - f["auroc"][b][BASELINE]) for b in benchmark_names(run_dir)}
         primary["delta_auroc"] = deltas.pop(bench)
         others = list(deltas)
         for b, p in zip(others, stats.holm([deltas[b].get("p_value", float("nan")) for b in others])):

@@ -27,11 +27,12 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from goalrm_core.data.io import atomic_write_json, read_jsonl
-from goalrm_core.data.rundir import RunDir
+from goalrm_core.data.rundir import RunDir, rm_checkpoint_dir, rm_metrics_path, train_summary_path
 from goalrm_core.evaluation import metrics
 from goalrm_core.study.rms import STRATEGY as RM_STRATEGIES
 from goalrm_core.tasks.toymath.pipeline import TEMPLATE
 from goalrm_core.train.config import TrainRMConfig
+from goalrm_core.study.live import tail_view
 from goalrm_core.train.launch import run_streaming, train_command
 
 _TRAINER_FIELDS = {f.name: f for f in dataclasses.fields(TrainRMConfig)}
@@ -152,7 +153,7 @@ def rm_config(recipe: RMRecipe, run_dir, rm: str, seed: int, out_root=None, **ov
     out = run.model(rm, seed) if out_root is None else Path(out_root) / RunDir.model_name(rm, seed)
     return recipe.config(
         pretrain=str(run.policy), dataset=str(run.preference_pairs("train")), eval_dataset=str(run.preference_pairs("eval")),
-        save_path=str(out), metrics_path=str(out) + ".metrics.jsonl", template=TEMPLATE,
+        save_path=str(out), metrics_path=str(rm_metrics_path(out)), template=TEMPLATE,
         reward_model_strategy=RM_STRATEGIES[rm], seed=seed, **overrides,
     )
 
@@ -206,13 +207,13 @@ def _from_store(cfg: TrainRMConfig, store: Path, train) -> tuple[TrainRMConfig, 
     leftovers of a killed training (a folder without its key file) are removed and trained again."""
     key = rm_key(cfg)
     stored = store / key
-    stored_cfg = dataclasses.replace(cfg, save_path=str(stored), metrics_path=str(stored) + ".metrics.jsonl", ckpt_path="")
+    stored_cfg = dataclasses.replace(cfg, save_path=str(stored), metrics_path=str(rm_metrics_path(stored)), ckpt_path="")
     store.mkdir(parents=True, exist_ok=True)
     with open(store / f"{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (stored / STORED_KEY).exists():
             return stored_cfg, True
-        for leftover in (stored, Path(str(stored) + ".checkpoints")):
+        for leftover in (stored, rm_checkpoint_dir(stored)):
             shutil.rmtree(leftover, ignore_errors=True)
         train(stored_cfg, Path(str(stored) + ".log"))
         atomic_write_json(stored / STORED_KEY, {"key": key, "training_fields": cfg.training_fields()})
@@ -241,9 +242,9 @@ def train_rms(run_dir, rms: Sequence[str], seeds: Sequence[int], recipe: RMRecip
     per_process = max(1, (threads or os.cpu_count() or 1) // (parallel * num_processes))
 
     def run_training(cfg: TrainRMConfig, log: Path, desc: str) -> None:
-        quiet = {"show": (lambda *_: None)} if parallel > 1 else {}
+        show = (lambda *_: None) if parallel > 1 else tail_view(5, desc)
         env = {"OMP_NUM_THREADS": str(per_process)}
-        run_streaming(train_command(cfg, num_processes=num_processes), log, desc=desc, env=env, **quiet)
+        run_streaming(train_command(cfg, num_processes=num_processes), log, desc=desc, env=env, show=show)
 
     def train(job):
         rm, seed = job
@@ -255,9 +256,9 @@ def train_rms(run_dir, rms: Sequence[str], seeds: Sequence[int], recipe: RMRecip
         else:
             stored, reused = _from_store(cfg, Path(store), lambda c, lg: run_training(c, lg, f"{rm} seed {seed}"))
             _link(Path(cfg.save_path), Path(stored.save_path))
-            _link(Path(cfg.metrics_path or cfg.save_path + ".metrics.jsonl"), Path(stored.metrics_path))
+            _link(Path(cfg.metrics_path) if cfg.metrics_path else rm_metrics_path(cfg.save_path), Path(stored.metrics_path))
             _link(log, Path(stored.save_path + ".log"))
-        summary = json.loads((Path(cfg.save_path) / "train_summary.json").read_text())
+        summary = json.loads(train_summary_path(cfg.save_path).read_text())
         if parallel > 1 or reused:
             done = "reused from the store" if reused else f"{summary.get('steps')} steps"
             print(f"{rm} seed {seed}: {done}, held-out accuracy {summary.get('eval_accuracy', float('nan')):.3f}", flush=True)
@@ -271,7 +272,7 @@ def train_rms(run_dir, rms: Sequence[str], seeds: Sequence[int], recipe: RMRecip
 def training_curves(run_dir, rms: Sequence[str], seeds: Sequence[int]) -> pd.DataFrame:
     """Every run's metrics rows (train and eval), with its ``rm`` and ``seed``."""
     run = RunDir(run_dir)
-    frames = [pd.DataFrame(read_jsonl(Path(str(run.model(rm, seed)) + ".metrics.jsonl"))).assign(rm=rm, seed=seed)
+    frames = [pd.DataFrame(read_jsonl(rm_metrics_path(run.model(rm, seed)))).assign(rm=rm, seed=seed)
               for rm in rms for seed in seeds]
     return pd.concat(frames, ignore_index=True)
 

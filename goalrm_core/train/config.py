@@ -17,7 +17,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from goalrm_core.cli import Range
+from goalrm_core.flags import Range, check_choice
 from goalrm_core.model.encoding import ENCODINGS
 from goalrm_core.data.preferences import HH_FORMATS
 from goalrm_core.model.losses import CONTRASTIVE_STRATEGIES, PAIR_FORMS, PERCENTILE_WINDOWS
@@ -50,7 +50,7 @@ CONTRASTIVE_FIELDS = ("contrastive_loss", "contrastive_strategy", "contrastive_l
 
 def _help(text: str, default: Any, **meta: Any) -> Any:
     """A dataclass field with help text, and optional argparse ``choices``/``required`` or, for a
-    number, its valid ``range`` (a :class:`goalrm_core.cli.Range`, checked before any work)."""
+    number, its valid ``range`` (a :class:`goalrm_core.flags.Range`, checked before any work)."""
     return field(default=default, metadata={"help": text, **meta})
 
 
@@ -145,9 +145,7 @@ class TrainRMConfig:
             self.reward_model_strategy = "contrastive"
         for name in ("reward_model_strategy", "contrastive_strategy", "contrastive_window", "contrastive_pairs", "value_head_strategy",
                      "template", "encoding", "loss", "eval_source", "hh_format"):
-            choices = _field(name).metadata.get("choices")
-            if getattr(self, name) not in choices:
-                raise ValueError(f"unknown {name} {getattr(self, name)!r}; valid: {', '.join(choices)}")
+            check_choice(name, getattr(self, name), _field(name).metadata.get("choices"))
         if self.zero_stage not in (0, 1, 2, 3):
             raise ValueError(f"zero_stage must be 0, 1, 2 or 3, got {self.zero_stage}")
         for f in dataclasses.fields(self):

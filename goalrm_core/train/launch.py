@@ -2,7 +2,7 @@
 
 DeepSpeed never runs inside a notebook kernel: the training notebook builds a command with
 :func:`train_command`, runs it with :func:`run_streaming` (full output to a log file, a short live
-tail in the cell), then reads the run's artifacts.
+tail on the terminal or, through ``show``, in the cell), then reads the run's artifacts.
 
 One process runs as ``python -m goalrm_core.train.trainer`` (the trainer sets up its own one-process
 group). More processes go through the ``deepspeed`` launcher. On a CPU-only machine the launcher
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from goalrm_core.data.io import atomic_write_text
-from goalrm_core.runtime import relative_paths
+from goalrm_core.paths import relative_paths
 from goalrm_core.train.config import TrainRMConfig
 from goalrm_core.train.distributed import free_port
 
@@ -114,35 +114,30 @@ class RunResult:
     tail: list[str]
 
 
-class _TailView:
-    """Shows the last lines of a running command: a display area updated in place in Jupyter, a
-    throttled status line on a terminal."""
+class TailPrinter:
+    """The live view of a running command on a terminal: a throttled status line (its last line),
+    and at the end the last lines not shown yet. ``show(lines, final)`` is :func:`run_streaming`'s
+    ``show``."""
 
     def __init__(self, n_lines: int, desc: str | None = None, every_s: float = 1.0):
         self.n_lines, self.every_s = n_lines, every_s
         self.prefix = f"[{desc}] " if desc else ""
         self.printed: str | None = None
         self.last_shown = 0.0
-        self.handle = None
-        try:
-            from IPython import get_ipython  # lazy: only a notebook kernel has it
 
-            if get_ipython() is not None and "IPKernelApp" in get_ipython().config:
-                from IPython.display import display
-
-                self.handle = display({"text/plain": ""}, raw=True, display_id=True)
-        except ImportError:
-            pass
-
-    def show(self, lines: Sequence[str], final: bool = False) -> None:
+    def due(self, final: bool) -> bool:
+        """Whether to draw now: always at the end, else at most every ``every_s`` seconds."""
         now = time.time()
         if not final and now - self.last_shown < self.every_s:
-            return
+            return False
         self.last_shown = now
+        return True
+
+    def show(self, lines: Sequence[str], final: bool = False) -> None:
+        if not self.due(final):
+            return
         tail = list(lines)[-self.n_lines:]
-        if self.handle is not None:
-            self.handle.update({"text/plain": "\n".join([self.prefix.strip(), *tail] if self.prefix else tail)}, raw=True)
-        elif final:
+        if final:
             # the terminal already shows the status lines printed so far: add only the unseen end
             unseen = tail[tail.index(self.printed) + 1:] if self.printed in tail else tail
             for line in unseen:
@@ -186,12 +181,12 @@ def run_streaming(
     ``tail_lines`` lines while it runs. A non-zero exit (or ``timeout_s``) raises
     :class:`LaunchError` with the log's last ``error_tail_lines`` lines; Ctrl-C stops the whole
     process group (the launcher and its workers). ``desc`` labels the live view and the error;
-    ``show(lines, final)`` replaces the live view (e.g. ``lambda *_: None`` for silence)."""
+    ``show(lines, final)`` replaces the terminal's live view (:class:`TailPrinter`): e.g. a view
+    updated in place in a notebook cell, or ``lambda *_: None`` for silence."""
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     full_env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
-    view = _TailView(tail_lines, desc) if show is None else None
-    display_fn = show or (lambda lines, final: view.show(lines, final))
+    display_fn = show or TailPrinter(tail_lines, desc).show
     recent: collections.deque[str] = collections.deque(maxlen=max(tail_lines, error_tail_lines))
     lines: queue.Queue[str | None] = queue.Queue()
     started = time.time()

@@ -1,12 +1,13 @@
 """Reward-model training through a DeepSpeed engine (ZeRO 0-3), on GPUs or on CPU over gloo.
 
-The seed's command lines keep working::
+The command line is :mod:`goalrm_core.cli.train_rm` (parse → :func:`preflight` →
+``Trainer(cfg).fit()``); the official code's command lines run it::
 
     python -m goalrm_core.train.trainer --pretrain PATH --dataset pairs.jsonl ...        # one process
     deepspeed --num_gpus 2 --module goalrm_core.train.trainer --pretrain PATH ...         # N processes
-    goalrm train-rm --pretrain PATH ...                                              # CLI, main(argv)
+    goalrm train-rm --pretrain PATH ...
 
-``main`` is parse → preflight → ``Trainer(cfg).fit()``. The pieces live beside it: the flags in
+The pieces live beside the trainer: the flags in
 :mod:`~goalrm_core.train.config`, process group / DeepSpeed engine / RNG state in
 :mod:`~goalrm_core.train.distributed`, optimiser groups and schedule in :mod:`~goalrm_core.train.optim`,
 data loading and order in :mod:`~goalrm_core.train.batching`, metric sinks in :mod:`~goalrm_core.train.sinks`.
@@ -36,9 +37,8 @@ from __future__ import annotations
 
 import math
 import os
-import sys
+import runpy
 import time
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -48,9 +48,9 @@ import torch.distributed as dist
 from tqdm.auto import tqdm
 from transformers import AutoTokenizer
 
-from goalrm_core.cli import run_command
 from goalrm_core.model.encoding import PreferenceCollator
 from goalrm_core.data.io import atomic_write_json, check_output_dir
+from goalrm_core.data.rundir import rm_checkpoint_dir, rm_metrics_path, train_summary_path
 from goalrm_core.model.objective import BatchLoss, reward_model_loss
 from goalrm_core.model.reward_model import attention_implementation, describe_tensors, nonfinite_tensors, save_reward_model
 from goalrm_core.train.batching import epoch_batches, item_length, load_items
@@ -61,9 +61,6 @@ from goalrm_core.train.distributed import (
 )
 from goalrm_core.train.sinks import MetricSinks
 
-SUMMARY_JSON = "train_summary.json"
-# Fault injection for tests: "N" makes the preference loss NaN on the first micro-batch of step N.
-INJECT_NAN_ENV = "GOALRM_INJECT_NAN_AT_STEP"
 # The loss terms whose non-finite value stops a run, in the order its error names them.
 CHECKED_TERMS = ("preference_loss", "contrastive_loss", "loss")
 # What a metrics row reports, train and eval alike.
@@ -78,15 +75,10 @@ class TrainingError(RuntimeError):
 # before anything slow: the command line, its paths, and the errors that need no model or data
 # ---------------------------------------------------------------------------------------------
 
-def parse_args(argv: Sequence[str] | None = None) -> TrainRMConfig:
-    return TrainRMConfig.from_argv(argv, description="Train a (goal-conditioned) reward model with DeepSpeed.", prog="goalrm train-rm")
-
-
 def default_paths(cfg: TrainRMConfig) -> tuple[Path, Path]:
     """(checkpoint dir, metrics jsonl): beside the final RM directory, which a save replaces whole."""
-    save = Path(cfg.save_path.rstrip("/") or ".")
-    ckpt = Path(cfg.ckpt_path) if cfg.ckpt_path else save.parent / f"{save.name}.checkpoints"
-    metrics = Path(cfg.metrics_path) if cfg.metrics_path else save.parent / f"{save.name}.metrics.jsonl"
+    ckpt = Path(cfg.ckpt_path) if cfg.ckpt_path else rm_checkpoint_dir(cfg.save_path)
+    metrics = Path(cfg.metrics_path) if cfg.metrics_path else rm_metrics_path(cfg.save_path)
     return ckpt, metrics
 
 
@@ -209,7 +201,6 @@ class Trainer:
         self.train_tokens, self.train_time = 0.0, 0.0
         self.non_finite = dict.fromkeys(CHECKED_TERMS, False)
         self.lr = 0.0
-        self.inject_nan_step = int(os.environ.get(INJECT_NAN_ENV, "0") or 0)
 
     def say(self, msg: str) -> None:
         if self.launched_rank == 0:
@@ -264,19 +255,20 @@ class Trainer:
 
     # ---- training ------------------------------------------------------------------------------
 
+    def compute_loss(self, batch: dict) -> BatchLoss:
+        """The objective (:func:`~goalrm_core.model.objective.reward_model_loss`) on one training micro-batch."""
+        return reward_model_loss(self.engine, batch, self.cfg, self.generator)
+
     def train_step(self, micro_batches: Sequence[Sequence[int]], epoch: int) -> None:
         """One optimiser step over ``micro_batches`` (global micro-batches of item indices; this
         rank takes its slice of each). A non-finite loss on any rank stops every rank before the
         update; so does an update DeepSpeed skipped for non-finite gradients."""
         micro, engine = self.cfg.micro_train_batch_size, self.engine
-        for i, global_batch in enumerate(micro_batches):
+        for global_batch in micro_batches:
             t0 = time.time()
             chunk = global_batch[self.rank * micro:(self.rank + 1) * micro]
             batch = to_device(self.collate([self.train_items[j] for j in chunk]), engine.device)
-            out = reward_model_loss(engine, batch, self.cfg, self.generator)
-            if self.inject_nan_step == self.step + 1 and i == 0:
-                out.loss = out.loss * float("nan")
-                out.preference_loss = out.preference_loss * float("nan")
+            out = self.compute_loss(batch)
             self._check_finite(out)
             engine.backward(out.loss)
             self.window.add_tensors({
@@ -463,7 +455,7 @@ class Trainer:
             "metrics_path": str(self.metrics_path),
             "ckpt_path": str(self.ckpt_dir),
         }
-        atomic_write_json(Path(cfg.save_path) / SUMMARY_JSON, summary)
+        atomic_write_json(train_summary_path(cfg.save_path), summary)
         self.say(f"saved {cfg.save_path} ({self.step} steps, {wall:.1f} s)")
         return summary
 
@@ -484,16 +476,5 @@ class Trainer:
         dist.barrier()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    cfg = parse_args(argv)
-    preflight(cfg)
-    try:
-        Trainer(cfg).fit()
-    finally:
-        teardown()
-    return 0
-
-
-if __name__ == "__main__":
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    sys.exit(run_command(main, sys.argv[1:], "goalrm train-rm"))
+if __name__ == "__main__":  # python -m / deepspeed --module goalrm_core.train.trainer: the command line
+    runpy.run_module("goalrm_core.cli.train_rm", run_name="__main__", alter_sys=True)

@@ -6,8 +6,9 @@ that does exactly what ``python -m goalrm_core.cli ARGV`` does, ``sys.exit(cli.m
 its own working directory and environment, with stdout and stderr going to files. The parent
 computes nothing, so the children start clean.
 
-Protocol: one JSON object per line on stdin, ``{"argv", "cwd", "env", "stdout", "stderr", "timeout"}``; one
-JSON line back on stdout, ``{"exit": code}`` (a child killed by signal N reports -N, as
+Protocol: one JSON object per line on stdin, ``{"argv", "cwd", "env", "stdout", "stderr", "timeout"}``
+and optionally ``"fault": [name, value]`` (one of ``tests/faults.py``, put in the child before it
+runs); one JSON line back on stdout, ``{"exit": code}`` (a child killed by signal N reports -N, as
 ``subprocess`` does).
 """
 
@@ -20,6 +21,10 @@ import signal
 import sys
 import time
 import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import faults  # noqa: E402  (tests/faults.py)
 
 
 def child(request: dict) -> None:
@@ -35,6 +40,8 @@ def child(request: dict) -> None:
             os.dup2(target, fd)
             os.close(target)
         sys.argv = ["goalrm", *request["argv"]]
+        if request.get("fault"):
+            faults.apply(*request["fault"])
         try:
             code = cli.main(request["argv"])
         except SystemExit as done:  # argparse, and anything else that exits the way Python would

@@ -3,7 +3,8 @@ in a subprocess, and must exit with its code, say its message on stderr, and lea
 
 A case names its command (``argv``), how its input is built (``inputs``: a list of steps, below),
 its expected exit code (``exit``, 2 unless given) and a fragment of its stderr (``stderr``);
-optionally ``stdout`` (what it may print: "" for nothing), ``env`` (extra environment), ``leaves``
+optionally ``stdout`` (what it may print: "" for nothing), ``env`` (extra environment), ``fault``
+(``[name, value]``: a fault of ``tests/faults.py`` put in the command's process), ``leaves``
 (files a failed run may leave under ``{out}``, such as its log) and ``issue`` (the point of issue 16
 it covers). The stderr fragment is matched with runs of whitespace as one space.
 
@@ -51,7 +52,7 @@ from safetensors.torch import load_file, save_file
 from transformers import LlamaModel
 
 from goalrm_core.data.io import write_jsonl
-from goalrm_core.inference.goal_state import main as get_representation
+from goalrm_core.cli.get_representation import main as get_representation
 from goalrm_core.inference.scoring import eval_rm
 from goalrm_core.model.reward_model import RewardModel, save_reward_model
 
@@ -107,13 +108,14 @@ def shared(tmp_path_factory, tiny_config, tokenizer, tiny_policy_dir) -> dict[st
 
 @pytest.fixture(scope="session")
 def goalrm(tmp_path_factory):
-    """``goalrm(argv, cwd, env) -> (exit code, stdout, stderr)``: one fresh process per command line,
+    """``goalrm(argv, cwd, env, fault) -> (exit code, stdout, stderr)``: one fresh process per command line,
     forked from ``forkserver.py`` (the imports paid once); ``GOALRM_CORPUS_FRESH=1`` starts each as
     ``python -m goalrm_core.cli`` instead, which is the same code path, seconds slower per case."""
     logs = tmp_path_factory.mktemp("bad-input-logs")
     if os.environ.get("GOALRM_CORPUS_FRESH", "") not in ("", "0"):
-        def fresh(argv, cwd, env):
-            done = subprocess.run([sys.executable, "-m", "goalrm_core.cli", *argv], cwd=cwd, env=env,
+        def fresh(argv, cwd, env, fault=None):
+            command = [str(TREE / "tests" / "faults.py"), *map(str, fault)] if fault else ["-m", "goalrm_core.cli"]
+            done = subprocess.run([sys.executable, *command, *argv], cwd=cwd, env=env,
                                   capture_output=True, text=True, timeout=300)
             return done.returncode, done.stdout, done.stderr
         yield fresh
@@ -123,11 +125,11 @@ def goalrm(tmp_path_factory):
     assert json.loads(server.stdout.readline()) == {"ready": True}
     count = 0
 
-    def forked(argv, cwd, env):
+    def forked(argv, cwd, env, fault=None):
         nonlocal count
         count += 1
         out, err = logs / f"{count}.out", logs / f"{count}.err"
-        request = {"argv": argv, "cwd": str(cwd), "env": env, "stdout": str(out), "stderr": str(err), "timeout": 300}
+        request = {"argv": argv, "cwd": str(cwd), "env": env, "stdout": str(out), "stderr": str(err), "timeout": 300, "fault": fault}
         server.stdin.write(json.dumps(request) + "\n")
         server.stdin.flush()
         reply = server.stdout.readline()
@@ -207,7 +209,7 @@ def test_the_corpus_covers_the_issue():
     assert len(ids) >= 40 and len(set(ids)) == len(ids)
     assert {case.get("issue") for case in CASES} >= ISSUE_POINTS
     for case in CASES:
-        assert set(case) <= {"id", "issue", "argv", "inputs", "exit", "stderr", "stdout", "env", "leaves"}, case["id"]
+        assert set(case) <= {"id", "issue", "argv", "inputs", "exit", "stderr", "stdout", "env", "fault", "leaves"}, case["id"]
         assert case["argv"][0] in ("train-rm", "get-representation", "eval-rm", "metrics", "decode"), case["id"]
         assert case["stderr"], case["id"]
 
@@ -223,7 +225,7 @@ def test_bad_input_is_refused_through_the_command_line(case, shared, goalrm, tmp
     before = snapshot(folder)
     env = {k: v for k, v in os.environ.items() if k != "GOALRM_DEBUG"}
     env.update({"PYTHONPATH": str(TREE), "TOKENIZERS_PARALLELISM": "false", **{k: str(v) for k, v in case.get("env", {}).items()}})
-    code, stdout, stderr = goalrm(argv, tmp_path, env)
+    code, stdout, stderr = goalrm(argv, tmp_path, env, case.get("fault"))
     expected_exit = case.get("exit", 2)
     report = f"exit {code}\nstdout:\n{stdout[-2000:]}\nstderr:\n{stderr[-3000:]}"
     assert code == expected_exit, report

@@ -16,10 +16,10 @@ from transformers import LlamaModel
 from goalrm_core import cli
 from goalrm_core.data import manifest
 from goalrm_core.data.io import read_jsonl, write_jsonl
-from goalrm_core.inference.scoring import KILL_AFTER_ROWS_ENV
 from goalrm_core.model.reward_model import RewardModel, save_reward_model
 
 TREE = Path(__file__).resolve().parents[2]
+FAULTS = TREE / "tests" / "faults.py"  # runs a command line with a fault put in
 GREEDY_ROWS = 6  # then 6 sampled rows: eval-rm scores greedy first, and writes each split when it is scored
 
 
@@ -57,8 +57,8 @@ def test_killed_eval_rm_is_refused_and_a_rerun_equals_an_uninterrupted_run(setup
     if earlier_run:  # a finished run of other settings in the same folder, which the killed run was replacing
         assert cli.main(["eval-rm", *args, "--save_dir", str(save_dir), "--max_samples", "2"]) == 0
         assert metrics(save_dir, capsys)[0] == 0
-    env = {**os.environ, "PYTHONPATH": str(TREE), KILL_AFTER_ROWS_ENV: str(n)}
-    killed = subprocess.run([sys.executable, "-m", "goalrm_core.cli", "eval-rm", *args, "--save_dir", str(save_dir)],
+    env = {**os.environ, "PYTHONPATH": str(TREE)}
+    killed = subprocess.run([sys.executable, str(FAULTS), "kill_after_rows", str(n), "eval-rm", *args, "--save_dir", str(save_dir)],
                             env=env, capture_output=True, text=True, timeout=300)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
 

@@ -307,7 +307,7 @@ def test_paper_profiles_load_and_build_their_command_lines():
     assert paper_script("paper-math").count("\ndeepspeed --num_gpus 8 --module goalrm_core.train.trainer") == 2
 
     # every train-rm flag a profile produces is one the trainer accepts (the command parses)
-    from goalrm_core.train.trainer import parse_args
+    from goalrm_core.cli.train_rm import parse_args
 
     cfg = parse_args(cmd[cmd.index("goalrm_core.train.trainer") + 1:])
     assert cfg.contrastive and cfg.zero_stage == 3 and cfg.bf16 and cfg.flash_attn
@@ -350,7 +350,7 @@ def test_random_llama_and_gpu_check_data_are_written_locally(tmp_path):
 
 def test_real_cpu_profile_and_commands(tmp_path):
     from goalrm_core.recipes.paper import display, real_cpu_commands
-    from goalrm_core.train.trainer import parse_args
+    from goalrm_core.cli.train_rm import parse_args
 
     profile = load_profile("real-cpu")
     assert profile["n_hh_pairs"] > 0 and profile["rm_zero_stage"] == 0

@@ -47,9 +47,9 @@ def test_a_text_file_as_goal_state_is_not_called_pickled_data(tmp_path):
 def test_an_unusable_output_folder_fails_before_any_work(tmp_path, command):
     """The output folder is checked first: the other inputs here do not even exist, and the error is
     still about the output, so no training or scoring could have run before it."""
-    from goalrm_core.inference import goal_state as representations
-    from goalrm_core.inference import scoring
-    from goalrm_core.train import trainer as train_rm
+    from goalrm_core.cli import eval_rm as scoring
+    from goalrm_core.cli import get_representation as representations
+    from goalrm_core.cli import train_rm
 
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+from goalrm_core.cli import metrics as metrics_cli
 from goalrm_core.evaluation import tables as evaluation
 from goalrm_core.data.io import ArtifactError, write_jsonl
 
@@ -27,7 +28,7 @@ def seed_layout(tmp_path):
 
 
 def test_metrics_cli_prints_expected_values(seed_layout, capsys):
-    code = evaluation.main(["--model_name", "rm", "--eval_results_dir", str(seed_layout), "--filter_threshold", "0.0",
+    code = metrics_cli.main(["--model_name", "rm", "--eval_results_dir", str(seed_layout), "--filter_threshold", "0.0",
                             "--benchmarks", "toy-id", "--percentiles", "0.5", "1.0", "--n_boot", "200"])
     out = capsys.readouterr().out
     assert code == 0
@@ -45,7 +46,7 @@ def test_metrics_cli_prints_expected_values(seed_layout, capsys):
 
 def test_metrics_checks_every_benchmark_before_printing_any(seed_layout, capsys):
     with pytest.raises(ArtifactError, match="toy-nope"):
-        evaluation.main(["--model_name", "rm", "--eval_results_dir", str(seed_layout), "--benchmarks", "toy-id", "toy-nope",
+        metrics_cli.main(["--model_name", "rm", "--eval_results_dir", str(seed_layout), "--benchmarks", "toy-id", "toy-nope",
                          "--n_boot", "20"])
     assert capsys.readouterr().out == ""  # toy-id's results were not printed before the failure
 

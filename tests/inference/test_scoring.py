@@ -9,8 +9,9 @@ from transformers import AutoModel
 from goalrm_core.data.io import ArtifactError, read_jsonl, write_jsonl
 from goalrm_core.model.reward_model import RewardModel, save_reward_model
 from goalrm_core.inference.goal_state import GOAL_METHODS, check_goal_state, goal_state_from_pairs
-from goalrm_core.inference.goal_state import main as get_representation_main
-from goalrm_core.inference.scoring import main as eval_rm_main, score_generations
+from goalrm_core.cli.get_representation import main as get_representation_main
+from goalrm_core.cli.eval_rm import main as eval_rm_main
+from goalrm_core.inference.scoring import score_generations
 
 ROWS = [
     {"question": "1 +2", "generated_solution": "1+2=3\n#3", "is_correct": True},

@@ -18,7 +18,8 @@ import pytest
 from goalrm_core.train.launch import _shown
 from goalrm_core.report.profiles import project_root
 from goalrm_core.report.runner import run_report
-from goalrm_core.runtime import batch_environment, relative_paths
+from goalrm_core.paths import relative_paths
+from goalrm_core.report.batch_run import batch_environment
 
 KERNEL = "python3"
 
@@ -31,11 +32,11 @@ NOISY_CELLS = [
     'ds.addHandler(logging.StreamHandler(sys.stdout))\nds.warning("Setting accelerator to CPU on purpose")',
     'from goalrm_core.report.profiles import project_root\nproject_root() / "runs" / "somewhere"',
     # a subprocess that forces its bar on, warns and prints a path, shown through run_streaming's tail
-    'from goalrm_core.train.launch import run_streaming\n'
+    'from goalrm_core.study.live import tail_view\nfrom goalrm_core.train.launch import run_streaming\n'
     'child = ("import warnings; from tqdm import tqdm; from goalrm_core.report.profiles import project_root; "\n'
     '         "s = sum(tqdm(range(3), desc=\'child bar\', disable=False)); warnings.warn(\'child warning\'); "\n'
     '         "print(\'CHILD_DONE saved\', project_root() / \'runs\' / \'child\')")\n'
-    'run_streaming([sys.executable, "-c", child], log_dir + "/child.log", desc="child")',
+    'run_streaming([sys.executable, "-c", child], log_dir + "/child.log", desc="child", show=tail_view(5, "child"))',
     'print("VISIBLE_LINE", total)',
 ]
 FAILING_CELLS = ['import json\njson.loads("{not json")']

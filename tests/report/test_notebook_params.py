@@ -7,7 +7,7 @@ import pytest
 
 from goalrm_core.report import notebook_params as nbp
 from goalrm_core.report.profiles import load_profile
-from goalrm_core.runtime import project_root
+from goalrm_core.paths import project_root
 
 NOTEBOOKS = project_root() / "notebooks"
 NOTEBOOK_PROFILES = ("demo", "smoke", "multidigit")

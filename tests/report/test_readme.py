@@ -3,7 +3,7 @@
 import re
 
 from goalrm_core.report import readme
-from goalrm_core.runtime import project_root
+from goalrm_core.paths import project_root
 from goalrm_core.study.training import RMRecipe
 
 README = (project_root() / "README.md").read_text(encoding="utf-8")

@@ -7,7 +7,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from goalrm_core.report.notebook_params import interactive_defaults
 from goalrm_core.report.runner import stage_is_current
 from goalrm_core.report.stage import Stage
-from goalrm_core.runtime import BATCH_VAR
+from goalrm_core.report.batch_run import BATCH_VAR
 
 
 def test_a_notebook_run_by_hand_records_its_stage_and_threads(tmp_path, monkeypatch):

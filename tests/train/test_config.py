@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from goalrm_core.train.config import SEED_FLAGS, TrainRMConfig
-from goalrm_core.train.trainer import parse_args
+from goalrm_core.cli.train_rm import parse_args
 
 
 def changed_value(f: dataclasses.Field):

@@ -9,6 +9,7 @@ import json
 import os
 import random
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -21,9 +22,11 @@ from goalrm_core.train.config import TrainRMConfig
 from goalrm_core.train.distributed import deepspeed_config, gradient_accumulation_steps
 from goalrm_core.train.launch import LaunchError, run_streaming, train_command
 from goalrm_core.train.optim import WarmupCosine, optimizer_param_groups
-from goalrm_core.train.trainer import INJECT_NAN_ENV, default_paths, main, parse_args
+from goalrm_core.cli.train_rm import main, parse_args
+from goalrm_core.train.trainer import default_paths
 
 RUN_TIMEOUT_S = 400
+FAULTS = Path(__file__).resolve().parents[1] / "faults.py"
 # One thread per process: the tiny model gains nothing from more, and on a shared 2-core machine
 # OpenMP threads competing with other processes slow a run down tenfold.
 RUN_ENV = {"OMP_NUM_THREADS": "1"}
@@ -41,9 +44,12 @@ def write_pairs(path, n, seed=0):
     return path
 
 
-def run(args, log_path, num_processes=1, env=None):
-    """Train through the real command line; returns the log text (raises LaunchError on failure)."""
+def run(args, log_path, num_processes=1, env=None, fault=None):
+    """Train through the real command line; returns the log text (raises LaunchError on failure).
+    ``fault`` (name, value): one process with that fault put in (``tests/faults.py``)."""
     cmd = train_command(TrainRMConfig.from_dict(args), num_processes=num_processes)
+    if fault is not None:
+        cmd = [sys.executable, str(FAULTS), *map(str, fault), "train-rm", *cmd[3:]]
     run_streaming(cmd, log_path, env={**RUN_ENV, **(env or {})}, timeout_s=RUN_TIMEOUT_S, show=lambda lines, final: None)
     return log_path.read_text()
 
@@ -133,7 +139,7 @@ def test_stop_and_resume_ends_with_the_weights_of_an_uninterrupted_run(uninterru
 def test_nan_loss_stops_with_a_clear_error_and_keeps_the_last_checkpoint(base_args, tmp_path):
     args = {**base_args, "save_path": str(tmp_path / "rm"), "save_steps": 1, "eval_steps": -1}
     with pytest.raises(LaunchError, match=r"non-finite preference_loss and loss at optimiser step 3"):
-        run(args, tmp_path / "train.log", env={INJECT_NAN_ENV: "3"})
+        run(args, tmp_path / "train.log", fault=("nan_loss_at_step", 3))
     ckpt = tmp_path / "rm.checkpoints"
     assert (ckpt / "latest").read_text() == "global_step2" and not (ckpt / "global_step3").exists()
     state = torch.load(ckpt / "global_step2" / "mp_rank_00_model_states.pt", map_location="cpu", weights_only=False)

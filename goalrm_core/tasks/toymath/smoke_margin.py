@@ -211,7 +211,7 @@ def replace_section(text: str, new_section: str) -> str:
 def data_stage(profile: Mapping, run_dir: Path, threads: int) -> dict:
     """Notebook 01's computations (its plots and tables left out) under ``profile``; returns one record."""
     from goalrm_core.data.rundir import RunDir
-    from goalrm_core.runtime import set_torch_threads
+    from goalrm_core.threads import set_torch_threads
     from goalrm_core.tasks.toymath import pipeline as tp
     from goalrm_core.tasks.toymath import problems as toymath
     from goalrm_core.tasks.toymath.policy import PolicyConfig

@@ -1,30 +1,16 @@
-"""``goalrm <command> ...``: one entry point whose subcommands mirror the seed's scripts."""
+"""Command-line flags: the declared valid range of a numeric flag (:class:`Range`) and the one error
+policy of a command's ``main`` (:func:`run_command`). Every layer uses them, the core included, so
+they live below all of it and import nothing of the project."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import math
 import numbers
 import os
 import re
 import sys
 
-# command -> (module, one-line help). Each module exposes ``main(argv) -> int | None``.
-COMMANDS = {
-    "report": ("goalrm_core.report.runner", "Run the notebooks of a profile with papermill into reports/<profile>/."),
-    "sweep": ("goalrm_core.report.sweep", "Run the notebooks once per point of a parameter grid; one comparison page."),
-    "train-rm": ("goalrm_core.train.trainer", "Train a baseline or goal-conditioned RM (the seed's train_rm.py flags)."),
-    "get-representation": ("goalrm_core.inference.goal_state", "Save the goal state of an RM (the seed's get_representation.py)."),
-    "eval-rm": ("goalrm_core.inference.scoring", "Score generations densely: reward, partial rewards, Q-values (the seed's eval_rm.py)."),
-    "metrics": ("goalrm_core.evaluation.tables", "Print AUROC and Q-filtered voting metrics of scored generations."),
-    "decode": ("goalrm_core.study.decode_cli", "Q-guided decoding and online pruning."),
-    "compare": ("goalrm_core.report.compare", "Do two runs of the report agree? Compare two reports' metrics.json (figures, conclusions, threads)."),
-    "sync-notebooks": ("goalrm_core.report.notebook_params", "Write the notebooks' parameters cells from params/demo.yaml (--check: report drift)."),
-}
-
-
-# The declared valid range of every numeric flag: a bad value is a one-line error before any work.
 
 class Range:
     """A numeric flag's valid range, used as its argparse ``type`` (parse the text, check the value,
@@ -105,16 +91,23 @@ class Range:
         return value
 
 
+def check_choice(name: str, value, valid) -> object:
+    """``value`` itself when it is one of ``valid``; else a ``ValueError`` naming ``name``, the value and the choices.
+
+    >>> check_choice("readout", "eos", ("eos", "last_token"))
+    'eos'
+    >>> check_choice("readout", "first", ("eos", "last_token"))
+    Traceback (most recent call last):
+    ValueError: unknown readout 'first'; valid: eos, last_token
+    """
+    if value not in valid:
+        raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(map(str, valid))}")
+    return value
+
+
 positive_int = Range(int, ">= 1")
 non_negative_int = Range(int, ">= 0")
 finite_float = Range(float)
-
-
-def usage() -> str:
-    lines = ["usage: goalrm <command> [flags]", "", "commands:"]
-    lines += [f"  {name:<20} {help_}" for name, (_, help_) in COMMANDS.items()]
-    lines += ["", "goalrm <command> --help shows each command's flags."]
-    return "\n".join(lines)
 
 
 def _expected(error: BaseException) -> bool:
@@ -139,22 +132,3 @@ def run_command(main_fn, argv: list[str], prog: str) -> int:
         message = " ".join(str(error).split()) or type(error).__name__
         print(f"{prog}: error: {message} (--debug for the traceback)", file=sys.stderr)
         return 2
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if "--debug" in argv[:1]:  # goalrm --debug <command> ...
-        argv = argv[1:] + ["--debug"]
-    if not argv or argv[0] in ("-h", "--help"):
-        print(usage())
-        return 0
-    command, rest = argv[0], argv[1:]
-    if command not in COMMANDS:
-        print(f"goalrm: unknown command {command!r}; valid: {', '.join(COMMANDS)}", file=sys.stderr)
-        return 2
-    module = importlib.import_module(COMMANDS[command][0])
-    return run_command(module.main, rest, f"goalrm {command}")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

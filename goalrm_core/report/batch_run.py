@@ -1,60 +1,20 @@
-"""CPU thread count. Oversubscribed OpenMP threads spin and waste most of their time: on a busy
-2-core machine one thread trains the tiny models several times faster than two (measured 0.48 vs
-1.81 s per SFT step under load). So the default uses only the cores that are idle right now.
+"""Batch runs: a notebook executed by ``goalrm report`` is read as a finished page.
 
-"Right now" is measured, not read from the load average: the 1-minute load average lags by about a
-minute, so a notebook started just after a busy stage saw a loaded machine that was in fact idle
-and ran on one thread of two."""
+Progress bars, library warnings and machine paths are noise there, while the same notebook in
+JupyterLab keeps its live bars. The runner starts each kernel with :func:`batch_environment`
+(inherited by the kernel's subprocesses, such as the RM trainings) and loads this module as an
+IPython extension, which runs :func:`quiet_batch_run`. What is held back from the page goes to the
+stage's log file instead.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
-import time
-from pathlib import Path
 
 import torch
 
-
-def _cpu_times() -> tuple[float, float] | None:
-    """(busy, total) jiffies over all cores from /proc/stat, or None where it does not exist."""
-    try:
-        with open("/proc/stat") as f:
-            fields = [float(x) for x in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)  # idle + iowait
-    return sum(fields) - idle, sum(fields)
-
-
-def idle_cores(window_s: float = 0.5) -> int:
-    """Cores idle over the last ``window_s`` seconds (at least 1). Falls back to the load average
-    where /proc/stat is missing."""
-    cores = os.cpu_count() or 1
-    first = _cpu_times()
-    if first is None:
-        busy = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-        return max(1, min(cores, round(cores - busy)))
-    time.sleep(window_s)
-    second = _cpu_times()
-    busy_fraction = (second[0] - first[0]) / max(1e-9, second[1] - first[1])
-    return max(1, min(cores, round(cores * (1 - busy_fraction))))
-
-
-def set_torch_threads(threads: int = 0) -> int:
-    """Use ``threads`` CPU threads (0 = the idle cores); exported to subprocesses via OMP_NUM_THREADS."""
-    n = threads if threads > 0 else idle_cores()
-    torch.set_num_threads(n)
-    os.environ["OMP_NUM_THREADS"] = str(n)
-    return n
-
-
-# ------------------------------------------------------------------------------------- batch runs
-# A notebook executed by ``goalrm report`` is read as a finished page: progress bars, library
-# warnings and machine paths are noise there, while the same notebook in JupyterLab keeps its live
-# bars. The runner starts each kernel with :func:`batch_environment` (inherited by the kernel's
-# subprocesses, such as the RM trainings) and loads this module as an IPython extension, which runs
-# :func:`quiet_batch_run`. What is held back from the page goes to the stage's log file instead.
+from goalrm_core.paths import relative_paths
 
 BATCH_VAR = "GOALRM_BATCH"
 STAGE_LOG_VAR = "GOALRM_STAGE_LOG"
@@ -102,39 +62,6 @@ def batch_environment(stage_log: str | os.PathLike | None = None) -> dict[str, s
     if stage_log is not None:
         env[STAGE_LOG_VAR] = str(stage_log)
     return env
-
-
-def project_root() -> Path:
-    """The directory holding ``pyproject.toml``, searched upward from the current directory.
-
-    Notebooks opened interactively run in ``notebooks/`` while papermill runs them from the root;
-    resolving every relative path against this one directory makes both see the same files. When
-    no ``pyproject.toml`` is found (an installed package used elsewhere), the package's parent is used.
-    """
-    here = Path.cwd().resolve()
-    for directory in (here, *here.parents):
-        if (directory / "pyproject.toml").is_file():
-            return directory
-    return Path(__file__).resolve().parent.parent
-
-
-def relative_paths(text: str) -> str:
-    """``text`` with the project's absolute path shown relative to it (``/…/repo/runs/x`` -> ``runs/x``)
-    and the interpreter's and home folders abbreviated: what a page shows must not depend on the
-    machine it was made on.
-
-    >>> relative_paths(f"saved {project_root() / 'runs' / 'demo'}")
-    'saved runs/demo'
-    """
-    import sys
-
-    root = str(project_root())
-    text = text.replace(root + os.sep, "").replace(root, ".")
-    venv = "<venv>" if sys.prefix != sys.base_prefix else "<python>"
-    for folder, shown in ((sys.prefix, venv), (sys.base_prefix, "<python>"), (os.path.expanduser("~"), "~")):
-        if len(folder) > 1:
-            text = text.replace(folder, shown)
-    return text
 
 
 class _Divert(logging.Filter):
@@ -227,5 +154,5 @@ def quiet_batch_run(shell=None) -> None:
 
 
 def load_ipython_extension(shell) -> None:
-    """``--IPKernelApp.extra_extensions=goalrm_core.runtime``: how the report runner quiets a kernel."""
+    """``--IPKernelApp.extra_extensions=goalrm_core.report.batch_run``: how the report runner quiets a kernel."""
     quiet_batch_run(shell)

@@ -1,0 +1,58 @@
+"""``goalrm get-representation``: the official ``get_representation.py`` flags; saves an RM's goal
+state (:func:`goalrm_core.inference.goal_state.goal_state_from_pairs`) with its manifest."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from transformers import AutoTokenizer
+
+from goalrm_core.data import manifest
+from goalrm_core.data.io import check_output_dir, save_npy
+from goalrm_core.data.preferences import load_source_rows
+from goalrm_core.data.rundir import rm_name
+from goalrm_core.flags import non_negative_int, positive_int
+from goalrm_core.inference.forward import add_reading_arguments, load_for_reading
+from goalrm_core.inference.goal_state import GOAL_METHODS, goal_state_from_pairs
+from goalrm_core.model.templates import TEMPLATES
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="goalrm get-representation", description="Save an RM's goal state (1, hidden) as .npy.")
+    p.add_argument("--dataset-path", "--dataset_path", dest="dataset_path", required=True,
+                   help="Preference pairs (question/correct/...): a datasets.save_to_disk folder (its train split, as the official "
+                        "get_representation.py reads), a .jsonl/.json/.parquet file, or a folder holding train.jsonl.")
+    p.add_argument("--reward-model-path", "--reward_model_path", dest="reward_model_path", required=True, help="RM saved by goalrm train-rm.")
+    p.add_argument("--save-dir", "--save_dir", dest="save_dir", required=True,
+                   help="Folder for goal_state.npy (1, hidden) and <rm_name>_goal_state_embedding.npy (hidden,), the official file.")
+    p.add_argument("--method", default="mean_last", choices=GOAL_METHODS, help="How the goal is formed (the paper: mean_last).")
+    p.add_argument("--template", default="math", choices=tuple(TEMPLATES), help="Prompt template (math: the clean prompt the official script builds).")
+    add_reading_arguments(p, "get_representation.py")
+    p.add_argument("--max_len", type=positive_int, default=1024, help="Maximum tokens per sequence (the official script cuts at 1024).")
+    p.add_argument("--batch_size", type=positive_int, default=32, help="Sequences per forward pass.")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="Seed of the random_* methods.")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    check_output_dir(args.save_dir, "--save-dir")
+    model = load_for_reading(args.reward_model_path, args.bf16, args.flash_attn, args.device)
+    tokenizer = AutoTokenizer.from_pretrained(args.reward_model_path)
+    pairs, _ = load_source_rows(args.dataset_path, "train")
+    goal = goal_state_from_pairs(model, tokenizer, pairs, args.template, args.method, seed=args.seed, max_len=args.max_len,
+                                 batch_size=args.batch_size, progress=True, encoding=args.encoding, readout=args.readout)
+    save_dir = Path(args.save_dir)
+    out, official = save_dir / "goal_state.npy", save_dir / f"{rm_name(args.reward_model_path)}_goal_state_embedding.npy"
+    command = manifest.command_line("goalrm get-representation", argv)
+    manifest.begin(save_dir, command)
+    save_npy(out, goal)
+    save_npy(official, goal[0])
+    dataset = Path(args.dataset_path)
+    manifest.finish(save_dir, {out.name: None, official.name: None}, command=command, inputs=[dataset] if dataset.is_file() else [],
+                    producer={"reward_model_path": str(args.reward_model_path), "config_hash": manifest.config_hash(args.reward_model_path),
+                              "dataset_path": str(dataset), "preferred_responses": len(pairs),
+                              **{k: getattr(args, k) for k in ("method", "template", "encoding", "readout", "bf16", "max_len", "seed")}})
+    print(f"goal state {goal.shape} from {len(pairs)} preferred responses -> {out} (and {official.name})")
+    return 0

@@ -1,0 +1,34 @@
+"""``goalrm train-rm``: parse the flags (:class:`~goalrm_core.train.config.TrainRMConfig`), check
+what needs no model or data (:func:`~goalrm_core.train.trainer.preflight`), then
+``Trainer(cfg).fit()``. ``python -m goalrm_core.train.trainer``, ``python -m goalrm_core.train_rm``
+and ``deepspeed --module`` either of them run this module."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from typing import Sequence
+
+from goalrm_core.flags import run_command
+from goalrm_core.train.config import TrainRMConfig
+from goalrm_core.train.distributed import teardown
+from goalrm_core.train.trainer import Trainer, preflight
+
+
+def parse_args(argv: Sequence[str] | None = None) -> TrainRMConfig:
+    return TrainRMConfig.from_argv(argv, description="Train a (goal-conditioned) reward model with DeepSpeed.", prog="goalrm train-rm")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    cfg = parse_args(argv)
+    preflight(cfg)
+    try:
+        Trainer(cfg).fit()
+    finally:
+        teardown()
+    return 0
+
+
+if __name__ == "__main__":
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    sys.exit(run_command(main, sys.argv[1:], "goalrm train-rm"))
