@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Goal-conditioned RM training on a SLURM cluster with the DeepSpeed launcher (the seed's contrastive
+# Goal-conditioned RM training on a SLURM cluster with the DeepSpeed launcher (the official code's contrastive
 # command line). Submit from the repository root:
 #
 #   sbatch examples/slurm_train_rm.sh <preference-pairs.jsonl> [wandb-key]
@@ -32,7 +32,7 @@ MASTER_ADDR=$(head -n 1 "$HOSTFILE" | cut -d' ' -f1)
 MASTER_PORT=${MASTER_PORT:-$((20000 + ${SLURM_JOB_ID:-0} % 20000))}
 echo "hostfile:"; cat "$HOSTFILE"
 
-# The seed's flags. For preemptible partitions add e.g. "--save_steps 50 --load_checkpoint": a
+# The official code's flags. For preemptible partitions add e.g. "--save_steps 50 --load_checkpoint": a
 # requeued job then resumes from <save_path>.checkpoints with the same data order and schedule.
 deepspeed --hostfile "$HOSTFILE" \
     --num_nodes "$SLURM_NNODES" --num_gpus "$GPUS_PER_NODE" \

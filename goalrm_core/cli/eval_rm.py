@@ -23,7 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                      "(rm_name: the last component of --reward_model_path) and <save_dir>/<rm_name>/eval_rm.json.")
     p.add_argument("--filter_threshold", type=finite_float, default=0.0,
                    help="Q-value threshold of the filtered majority vote. Not applied here (every generation is scored): "
-                        "recorded in <save_dir>/eval_rm.json; `goalrm metrics --filter_threshold` applies it, as the seed's "
+                        "recorded in <save_dir>/eval_rm.json; `goalrm metrics --filter_threshold` applies it, as the official code's "
                         "eval_rm.py passes it only to its final metrics step.")
     p.add_argument("--benchmarks", nargs="+", required=True, help="Benchmark folder names.")
     p.add_argument("--vanilla", action="store_true", help="Skip the Q-values (baseline RM).")

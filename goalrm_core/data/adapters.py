@@ -1,6 +1,6 @@
 """Adapters: rows of the public data sets the paper uses, mapped onto the project's common shapes.
 
-Two shapes carry the method (``../shared/DESIGN.md``):
+Two shapes carry the method:
 
 * **pairs** ``{question, correct, incorrect}`` (the OpenMathInstruct pair shape), what ``goalrm
   train-rm`` and ``goalrm get-representation`` read;
@@ -57,7 +57,7 @@ logger = logging.getLogger(__name__)
 
 HELPSTEER_ATTRIBUTES = ("helpfulness", "correctness", "coherence", "complexity", "verbosity")
 HELPSTEER_FIELDS = ("prompt", "response", *HELPSTEER_ATTRIBUTES)
-#: The seed's math benchmarks (Nemo-Skills generation folders), in the order of its scripts.
+#: The official code's math benchmarks (Nemo-Skills generation folders), in the order of its scripts.
 NEMO_SKILLS_BENCHMARKS = ("gsm8k", "math", "gsm-hard", "mawps", "asdiv", "algebra222", "svamp")
 KINDS = ("pairs", "generations", "questions", "attributes")
 
@@ -454,7 +454,7 @@ def list_generation_folder(
 ) -> dict[str, BenchmarkFolder]:
     """The benchmark folders of a generations directory, in either layout, validated.
 
-    ``benchmarks=None`` lists every sub-folder holding generation files (the seed's benchmarks first,
+    ``benchmarks=None`` lists every sub-folder holding generation files (the official code's benchmarks first,
     in :data:`NEMO_SKILLS_BENCHMARKS` order). A requested benchmark without a folder, or a folder
     without a greedy file, is an error naming what exists. ``check`` is ``"first"`` (the first row
     of each file fits the generation shape), ``"all"`` (every row; counts filled in) or ``"none"``.

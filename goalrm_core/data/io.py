@@ -25,7 +25,7 @@ def _current_umask() -> int:
 
 
 # The process umask, read once: files and folders goalrm writes get the modes any other program's would.
-UMASK = _UMASK = _current_umask()
+UMASK = _current_umask()
 
 
 class ArtifactError(ValueError):
@@ -39,7 +39,7 @@ def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp" + suffix, dir=path.parent)
     os.close(fd)
-    os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; artifacts are meant to be shared
+    os.chmod(tmp, 0o666 & ~UMASK)  # mkstemp makes 0600; artifacts are meant to be shared
     tmp_path = Path(tmp)
     try:
         yield tmp_path

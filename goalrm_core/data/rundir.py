@@ -1,6 +1,6 @@
 """One run directory, one layout: every artifact path of a run is a property or method of `RunDir`.
 
-A run directory holds what one profile makes, stage by stage (see DESIGN.md)::
+A run directory holds what one profile makes, stage by stage::
 
     <root>/
       data/policy/                       the policy (01)

@@ -17,7 +17,7 @@ from goalrm_core.evaluation.stats import paired_t_pvalue, mean_ci
 
 
 # --------------------------------------------------------------------------------------------
-# 5. Q-values against the final reward
+# Q-values against the final reward
 # --------------------------------------------------------------------------------------------
 
 
@@ -69,7 +69,7 @@ def q_reward_correlation(
 
 
 # --------------------------------------------------------------------------------------------
-# 6. Do Q-values fall at the first error?
+# Do Q-values fall at the first error?
 # --------------------------------------------------------------------------------------------
 #
 # ``first_error_token[i]`` is the index of the response token at which generation i makes its

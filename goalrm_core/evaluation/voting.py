@@ -22,7 +22,7 @@ DEFAULT_FILTER_THRESHOLDS: np.ndarray = np.round(np.linspace(-0.5, 0.9, 29), 2) 
 
 
 # --------------------------------------------------------------------------------------------
-# 4. Majority voting, Q-filtered majority voting, best-of-n
+# Majority voting, Q-filtered majority voting, best-of-n
 # --------------------------------------------------------------------------------------------
 #
 # A question is a list of generations; a generation is a mapping (a scored row of eval-rm) or an

@@ -33,7 +33,7 @@ from goalrm_core.model.templates import apply_template
 
 
 def check_tokenizer_matches(model: RewardModel, tokenizer) -> None:
-    """A tokenizer with more ids than the embedding table, or another pad id, is not the RM's tokenizer."""
+    """A tokenizer with more ids than the RM's embedding table has rows is not the RM's tokenizer."""
     vocab = model.backbone.get_input_embeddings().weight.shape[0]
     if len(tokenizer) > vocab:
         raise ValueError(f"tokenizer has {len(tokenizer)} tokens but the model's embedding table has {vocab}: they do not belong together")

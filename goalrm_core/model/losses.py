@@ -27,7 +27,7 @@ def pairwise_loss(chosen_reward: torch.Tensor, rejected_reward: torch.Tensor, ma
 
 
 def log_exp_loss(chosen_reward: torch.Tensor, rejected_reward: torch.Tensor) -> torch.Tensor:
-    """``log(1 + exp(r_rejected − r_chosen))``; equal to the pairwise loss, kept for the seed's flag."""
+    """``log(1 + exp(r_rejected − r_chosen))``; equal to the pairwise loss, kept for the official code's flag."""
     return F.softplus(rejected_reward - chosen_reward).mean()
 
 

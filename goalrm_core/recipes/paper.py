@@ -2,7 +2,7 @@
 
 Three profiles in ``params/`` are read here rather than by the notebooks:
 
-* ``paper-math`` / ``paper-hh``: the seed's 7B/8B runs. :func:`paper_train_command` builds the
+* ``paper-math`` / ``paper-hh``: the official code's 7B/8B runs. :func:`paper_train_command` builds the
   ``deepspeed --module goalrm_core.train.trainer ...`` line of one RM (through
   :func:`goalrm_core.train.launch.train_command`), :func:`paper_commands` every step after it
   (goal state, scoring, metrics), :func:`paper_script` all of it as a shell script. Nothing runs.
@@ -57,7 +57,7 @@ from goalrm_core.flags import check_choice
 
 #: an RM's study name or trainer strategy -> the trainer strategy (baseline/vanilla, goal-conditioned/contrastive)
 STRATEGIES = {name: strategy for rm, strategy in RM_STRATEGY.items() for name in (rm, strategy)}
-#: the seed's checkpoint names: ./ckpt/baseline_reward_model, ./ckpt/contrastive_reward_model
+#: the official code's checkpoint names: ./ckpt/baseline_reward_model, ./ckpt/contrastive_reward_model
 CKPT_NAMES = {"vanilla": "baseline_reward_model", "contrastive": "contrastive_reward_model"}
 CPU_SCALE = "CPU-scale"
 
@@ -70,7 +70,7 @@ def strategy_name(strategy: str) -> str:
 def train_config_from_profile(profile: Mapping[str, Any], strategy: str, save_path: str | None = None, **overrides: Any) -> TrainRMConfig:
     """The train-rm config of one RM from a profile's training keys (:meth:`RMRecipe.from_profile`).
 
-    ``save_path`` defaults to ``<ckpt_dir>/{baseline,contrastive}_reward_model`` (the seed's names).
+    ``save_path`` defaults to ``<ckpt_dir>/{baseline,contrastive}_reward_model`` (the official code's names).
     ``overrides`` are train-rm flags and win over the profile.
     """
     strategy = strategy_name(strategy)
@@ -112,7 +112,7 @@ def _cli(command: str, *flags: Any) -> list[str]:
     return [sys.executable, "-m", "goalrm_core.cli", command, *(str(f) for f in flags)]
 
 
-def display(cmd: Sequence[str]) -> str:
+def command_text(cmd: Sequence[str]) -> str:
     """A command as a reader types it: ``goalrm <command> ...`` and ``deepspeed ...`` without paths."""
     cmd = [str(c) for c in cmd]
     if cmd[1:3] == ["-m", "goalrm_core.cli"]:
@@ -160,7 +160,7 @@ def paper_script(profile_name: str, num_gpus: int | None = None, hostfile: str |
     """:func:`paper_commands` as a shell script to read or run on the cluster."""
     lines = ["#!/usr/bin/env bash", f"# profile {profile_name}: built by goalrm_core.recipes.paper.paper_script", "set -euo pipefail"]
     for name, cmd in paper_commands(profile_name, num_gpus, hostfile).items():
-        lines += [f"# {name}", display(cmd)]
+        lines += [f"# {name}", command_text(cmd)]
     return "\n".join(lines) + "\n"
 
 
@@ -285,7 +285,7 @@ def run_gpu_check(profile_name: str = "gpu-check", dry_run: bool = False, **chan
     profile = {**load_profile(profile_name), **changes}
     strategies = profile.get("strategies", ["contrastive"])
     if dry_run:
-        return {s: display(gpu_check_command(profile_name, s, **changes)) for s in strategies}
+        return {s: command_text(gpu_check_command(profile_name, s, **changes)) for s in strategies}
     paths = prepare_gpu_check(profile_name, **changes)
     out = {}
     for s in strategies:
@@ -427,7 +427,7 @@ def real_cpu_commands(profile_name: str = "real-cpu", **changes: Any) -> dict[st
 def real_cpu_script(profile_name: str = "real-cpu", **changes: Any) -> str:
     lines = ["#!/usr/bin/env bash", f"# real-cpu ({CPU_SCALE}): after goalrm_core.recipes.paper.real_cpu_prepare('{profile_name}')", "set -euo pipefail"]
     for name, cmd in real_cpu_commands(profile_name, **changes).items():
-        lines += [f"# {name}", display(cmd)]
+        lines += [f"# {name}", command_text(cmd)]
     return "\n".join(lines) + "\n"
 
 

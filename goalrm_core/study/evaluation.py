@@ -93,7 +93,8 @@ def filter_tables(run_dir, rms, threshold: float = 0.0, skip_first: int = metric
 
 
 def evaluation_metrics(aurocs: pd.DataFrame, deltas: pd.DataFrame, partials: pd.DataFrame, filters: pd.DataFrame) -> dict:
-    """The ``evaluation`` section of metrics.json, in the keys the issue tracker documents."""
+    """The ``evaluation`` section of metrics.json: per benchmark, the paired AUROC difference, each RM's
+    AUROC, partial AUROCs and Q-filtered voting."""
     out: dict = {"delta_auroc": {r["benchmark"]: {"mean": r["mean"], "ci_low": r["ci_low"], "ci_high": r["ci_high"],
                                                   "p_value": r["p_value_two_sided"]} for _, r in deltas.iterrows()}}
     for _, r in aurocs.iterrows():

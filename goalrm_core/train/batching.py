@@ -15,8 +15,8 @@ from goalrm_core.train.config import TrainRMConfig
 def load_items(cfg: TrainRMConfig, tokenizer, say: Callable[[str], None]) -> tuple[list[dict], list[dict], dict]:
     """(train items, eval items, counts for the summary) from ``--dataset`` / ``--eval_dataset``.
 
-    Rows that are all HH-RLHF dialogues switch the default ``math`` template to ``hh`` (``cfg`` is
-    updated, so the saved training args say what ran)."""
+    Rows that are all HH-RLHF dialogues switch a math template (``nemo``, the default, or ``math``) to
+    ``hh`` (``cfg`` is updated, so the saved training args say what ran)."""
     reports: list = []
     rows = load_preference_rows(cfg.dataset, cfg.dataset_probs, cfg.seed, cfg.max_samples, reports=reports, hh_format=cfg.hh_format)
     held_out = [held_out_split(source) for source in dataset_sources(cfg.dataset)] if cfg.eval_source == "test_split" else [None]
@@ -32,7 +32,7 @@ def load_items(cfg: TrainRMConfig, tokenizer, say: Callable[[str], None]) -> tup
     for report in reports:
         say(f"data: {report.summary()}")
     if cfg.template in ("math", "nemo") and all(set(r.shapes) == {"hh_dialogue"} for r in reports):
-        # The seed's HH script passes no template: a whole dialogue already holds its prompt.
+        # The official code's HH script passes no template: a whole dialogue already holds its prompt.
         cfg.template = "hh"
         say("data: every row is an HH-RLHF dialogue; using --template hh (the dialogue is the prompt)")
     train_items, train_stats = encode_preference_rows(tokenizer, train_rows, cfg.template, cfg.max_len, cfg.encoding)

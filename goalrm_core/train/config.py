@@ -1,6 +1,6 @@
 """Training configuration as a documented dataclass; the command line is generated from it.
 
-Field names are the seed's flags (``--micro_train_batch_size`` …), so its scripts keep working.
+Field names are the official code's flags (``--micro_train_batch_size`` …), so its scripts keep working.
 A config travels to the training process as a command line (:meth:`TrainRMConfig.to_argv`, what
 :func:`goalrm_core.train.launch.train_command` runs) and is parsed back there
 (:meth:`TrainRMConfig.from_argv`) without loss:
@@ -27,10 +27,10 @@ from goalrm_core.model.templates import TEMPLATES
 EVAL_SOURCES = ("test_split", "holdout")
 REWARD_MODEL_STRATEGIES = ("vanilla", "contrastive")
 LOSS_TYPES = ("sigmoid", "logexp")
-# The flags the seed's train scripts always write (``train_contrastive_rm.sh`` …): :meth:`TrainRMConfig.to_argv`
-# writes them even at their defaults, so a generated command line reads like the seed's. Every
+# The flags the official code's train scripts always write (``train_contrastive_rm.sh`` …): :meth:`TrainRMConfig.to_argv`
+# writes them even at their defaults, so a generated command line reads like the official code's. Every
 # other field is written only when it differs from its default.
-SEED_FLAGS = (
+OFFICIAL_FLAGS = (
     "pretrain", "dataset", "dataset_probs", "save_path", "save_steps", "logging_steps", "eval_steps", "train_batch_size",
     "micro_train_batch_size", "max_epochs", "max_len", "zero_stage", "learning_rate", "seed", "reward_model_strategy",
     "contrastive_strategy", "contrastive_loss_beta", "sim_samples", "unsim_samples", "value_head_strategy",
@@ -109,7 +109,7 @@ class TrainRMConfig:
 
     # method
     reward_model_strategy: str = _help("vanilla: pairwise loss only; contrastive: + the goal-conditioned term.", "vanilla", choices=REWARD_MODEL_STRATEGIES)
-    contrastive_loss: bool = _help("Shorthand for --reward_model_strategy contrastive (the seed's HH script).", False)
+    contrastive_loss: bool = _help("Shorthand for --reward_model_strategy contrastive (the official code's HH script).", False)
     contrastive_strategy: str = _help("cosine: pairwise cosines; cosine_avg: average the goal states first.", "cosine", choices=CONTRASTIVE_STRATEGIES)
     contrastive_loss_beta: float = _help("Weight β of the contrastive term.", 0.5, range=Range(float, ">= 0"))
     sim_samples: int = _help("Positive (source, later goal) pairs drawn per preferred response.", 16, range=Range(int, ">= 1"))
@@ -133,7 +133,7 @@ class TrainRMConfig:
     wandb_group: str = _help("wandb group.", "")
     wandb_org: str = _help("wandb entity.", "")
     use_tensorboard: str = _help("Directory for tensorboard logs (empty = off).", "")
-    s3_save_path: str = _help("Accepted for the seed's HH script; upload is left to the user.", "")
+    s3_save_path: str = _help("Accepted for the official code's HH script; upload is left to the user.", "")
 
     # run control
     stop_after_steps: int = _help(
@@ -184,7 +184,7 @@ class TrainRMConfig:
         return cls(**values)
 
     def to_argv(self) -> list[str]:
-        """The command line of this config, in field order: the seed's flags (:data:`SEED_FLAGS`)
+        """The command line of this config, in field order: the official code's flags (:data:`OFFICIAL_FLAGS`)
         always, every other field when it differs from its default. Booleans are bare flags
         (``--bf16``, or ``--no-group_by_length`` for one that defaults to on); an empty string at
         its default is left out.
@@ -196,7 +196,7 @@ class TrainRMConfig:
         argv: list[str] = []
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if value == f.default and (f.name not in SEED_FLAGS or value == ""):
+            if value == f.default and (f.name not in OFFICIAL_FLAGS or value == ""):
                 continue
             if isinstance(value, bool):
                 if value != f.default:

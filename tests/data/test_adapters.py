@@ -225,7 +225,7 @@ def test_nemo_skills_folder_listed_validated_and_converted(tmp_path):
     nemo_folder(src, "gsm8k", n_samples=11)  # rs10 sorts after rs2 (numeric, not lexicographic)
     nemo_folder(src, "svamp", n_samples=1)
     listed = list_generation_folder(src, check="all")
-    assert list(listed) == ["gsm8k", "svamp"]  # the seed's benchmark order
+    assert list(listed) == ["gsm8k", "svamp"]  # the official code's benchmark order
     assert listed["gsm8k"].layout == "nemo-skills" and listed["gsm8k"].n_greedy == 2 and listed["gsm8k"].n_samples == 22
     assert [p.name for p in listed["gsm8k"].samples][-2:] == ["output-rs9.jsonl", "output-rs10.jsonl"]
 
@@ -349,7 +349,7 @@ def test_random_llama_and_gpu_check_data_are_written_locally(tmp_path):
 
 
 def test_real_cpu_profile_and_commands(tmp_path):
-    from goalrm_core.recipes.paper import display, real_cpu_commands
+    from goalrm_core.recipes.paper import command_text, real_cpu_commands
     from goalrm_core.cli.train_rm import parse_args
 
     profile = load_profile("real-cpu")
@@ -360,8 +360,8 @@ def test_real_cpu_profile_and_commands(tmp_path):
     train = cmds["train-hh-goal"]
     cfg = parse_args(train[train.index("goalrm_core.train.trainer") + 1:])
     assert cfg.contrastive and cfg.template == "hh" and cfg.max_steps == profile["rm_steps"]
-    assert display(cmds["eval-rm-gsm8k-goal"]).startswith("goalrm eval-rm --completions_data_path")
-    assert display(train).startswith("goalrm train-rm ")
+    assert command_text(cmds["eval-rm-gsm8k-goal"]).startswith("goalrm eval-rm --completions_data_path")
+    assert command_text(train).startswith("goalrm train-rm ")
 
 
 @needs_shared

@@ -80,7 +80,7 @@ def test_cli_in_the_seed_layout(tmp_path, rm, tokenizer):
     greedy = read_jsonl(tmp_path / "eval" / "rm" / "toy-id" / "greedy" / "output-metrics-dense.jsonl")
     assert len(greedy) == 5 and "cosine_sim" in greedy[0]
     assert len(read_jsonl(tmp_path / "eval" / "rm" / "toy-id" / "all" / "output-metrics-dense.jsonl")) == 10
-    # --filter_threshold is the metrics step's (as in the seed's eval_rm.py): recorded, never applied to the scores
+    # --filter_threshold is the metrics step's (as in the official code's eval_rm.py): recorded, never applied to the scores
     settings = json.loads((tmp_path / "eval" / "rm" / "eval_rm.json").read_text())
     assert settings["filter_threshold"] == 0.0 and "goalrm metrics" in settings["filter_threshold_applied_by"]
     assert settings["scored"] == {"toy-id": {"greedy": 5, "all": 10}} and settings["template"] == "toymath"

@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from goalrm_core.train.config import SEED_FLAGS, TrainRMConfig
+from goalrm_core.train.config import OFFICIAL_FLAGS, TrainRMConfig
 from goalrm_core.cli.train_rm import parse_args
 
 
@@ -28,7 +28,7 @@ def test_default_config_round_trips_and_writes_the_seeds_flags():
     assert TrainRMConfig.from_argv(argv) == cfg
     written = [a[2:] for a in argv if a.startswith("--")]
     assert written == [f.name for f in dataclasses.fields(TrainRMConfig) if f.name in written]  # in field order
-    assert set(written) == set(SEED_FLAGS)  # at the defaults: every seed flag, and only those
+    assert set(written) == set(OFFICIAL_FLAGS)  # at the defaults: every seed flag, and only those
 
 
 @pytest.mark.parametrize("name", [f.name for f in dataclasses.fields(TrainRMConfig)])

@@ -149,7 +149,7 @@ def test_nan_loss_stops_with_a_clear_error_and_keeps_the_last_checkpoint(base_ar
 
 
 def test_the_seeds_contrastive_command_line_runs(tiny_policy_dir, tmp_path):
-    """Flags copied from the seed's train_contrastive_rm.sh; --flash_attn dropped (no CUDA), --bf16
+    """Flags copied from the official code's train_contrastive_rm.sh; --flash_attn dropped (no CUDA), --bf16
     kept (DeepSpeed's CPU accelerator supports bf16), wandb offline, tiny model and data, 2 steps
     (the toy pairs' template keeps the 128 micro-batches short on 2 CPU cores)."""
     dataset = write_pairs(tmp_path / "pairs.jsonl", 140, seed=1)

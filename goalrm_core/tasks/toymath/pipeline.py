@@ -1,6 +1,6 @@
 """The embedded default's data stage: benchmarks, base policy, generations and preference pairs.
 
-Each function reads and writes the run directory layout of DESIGN.md, so a stage can be re-run alone:
+Each function reads and writes the run directory layout (``data.rundir.RunDir``), so a stage can be re-run alone:
 
     data/benchmarks/task.json                   the ToyMath config and the benchmark names, in order
     data/benchmarks/<bench>/test.jsonl          question, expected_answer, reference_solution, n_steps
