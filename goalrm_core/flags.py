@@ -5,6 +5,7 @@ they live below all of it and import nothing of the project."""
 from __future__ import annotations
 
 import argparse
+import contextvars
 import math
 import numbers
 import os
@@ -110,6 +111,15 @@ non_negative_int = Range(int, ">= 0")
 finite_float = Range(float)
 
 
+_DEBUG = contextvars.ContextVar("goalrm_debug", default=False)
+
+
+def debugging() -> bool:
+    """Whether the running command was asked for tracebacks (``--debug`` or ``GOALRM_DEBUG=1``): a
+    ``main`` that turns errors into exit codes itself lets them through then."""
+    return _DEBUG.get() or os.environ.get("GOALRM_DEBUG", "") not in ("", "0")
+
+
 def _expected(error: BaseException) -> bool:
     """Errors that mean bad input or a missing file, not a bug: bad values (ArtifactError and the
     data errors are ValueErrors), files that are missing or unreadable, and goalrm's own run errors."""
@@ -122,13 +132,15 @@ def run_command(main_fn, argv: list[str], prog: str) -> int:
     """Run a command's ``main(argv)``; an expected error becomes one line on stderr,
     ``<prog>: error: <message>``, and exit code 2. ``--debug`` (anywhere in ``argv``) or
     ``GOALRM_DEBUG=1`` shows the full traceback instead."""
-    debug = "--debug" in argv or os.environ.get("GOALRM_DEBUG", "") not in ("", "0")
+    token = _DEBUG.set("--debug" in argv)
     argv = [a for a in argv if a != "--debug"]
     try:
         return int(main_fn(argv) or 0)
     except Exception as error:
-        if debug or not _expected(error):
+        if debugging() or not _expected(error):
             raise
         message = " ".join(str(error).split()) or type(error).__name__
         print(f"{prog}: error: {message} (--debug for the traceback)", file=sys.stderr)
         return 2
+    finally:
+        _DEBUG.reset(token)

@@ -208,10 +208,11 @@ class DecodeConfig:
     seed: int = field(default=0, metadata={"help": "Sampling seed."})
 
 
-def q_guided_decode(policy, rm: RewardModel, tokenizer, goal, questions: Sequence[str], cfg: DecodeConfig = DecodeConfig(),
+def q_guided_decode(policy, rm: RewardModel, tokenizer, goal, questions: Sequence[str], cfg: DecodeConfig | None = None,
                     template: str = "toymath", policy_tokenizer=None) -> tuple[list[dict], GoalScorer]:
     """Q-guided beam search on ``questions``; one row per question (question, generated_solution,
-    tokens_generated, num_tokens, score, q, reward, mean_logprob, finished)."""
+    tokens_generated, num_tokens, score, q, reward, mean_logprob, finished). ``cfg`` defaults to ``DecodeConfig()``."""
+    cfg = DecodeConfig() if cfg is None else cfg
     goal_t = check_decoding_inputs(policy, rm, tokenizer, goal, policy_tokenizer)
     if goal_t is None:
         raise ValueError("q_guided_decode needs a goal state")

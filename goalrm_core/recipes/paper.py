@@ -79,11 +79,6 @@ def train_config_from_profile(profile: Mapping[str, Any], strategy: str, save_pa
     return RMRecipe.from_profile(profile).config(save_path=save_path, reward_model_strategy=strategy, **overrides)
 
 
-def paper_train_config(profile_name: str, strategy: str, save_path: str | None = None, **overrides: Any) -> TrainRMConfig:
-    """The train-rm config of a paper profile (``paper-math``, ``paper-hh``)."""
-    return train_config_from_profile(load_profile(profile_name), strategy, save_path, **overrides)
-
-
 def paper_train_command(
     profile_name: str,
     strategy: str,
@@ -302,9 +297,6 @@ def run_gpu_check(profile_name: str = "gpu-check", dry_run: bool = False, **chan
 # ---------------------------------------------------------------------------------------------
 # real-cpu: real data, tiny backbone, the ordinary CLIs
 # ---------------------------------------------------------------------------------------------
-
-REAL_CPU_RMS = ("hh-baseline", "hh-goal", "gsm8k-baseline", "gsm8k-goal")
-
 
 def real_cpu_paths(run_dir: str | Path) -> dict[str, Path]:
     """Where real-cpu puts everything (the project's run-directory layout)."""

@@ -23,6 +23,7 @@ from typing import Any, Callable, Mapping
 
 from goalrm_core.data.io import ArtifactError, atomic_path, atomic_write_json, atomic_write_text
 from goalrm_core.data.rundir import RunDir
+from goalrm_core.flags import debugging
 # gate_html and provenance_html are also imported from here (notebook 04, the tests)
 from goalrm_core.report.index_page import TIMINGS_KEY, gate_html, render_index  # noqa: F401
 from goalrm_core.report.notebook_params import missing_keys
@@ -910,6 +911,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"goalrm report: interrupted{' (SIGTERM)' if terminated else ''} before any stage ran", file=sys.stderr, flush=True)
         return TERMINATED_EXIT if terminated else INTERRUPTED_EXIT
     except (ValueError, ArtifactError) as e:
+        if debugging():  # --debug: the traceback, as every goalrm command shows it
+            raise
         print(f"goalrm report: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
 

@@ -212,7 +212,7 @@ def check_point(settings: Mapping[str, Any], declared: Mapping[str, Mapping], so
     relations (``profiles.check_ranges``, which ``goalrm report`` applies to a profile and its ``--set``)."""
     check_profile_against_notebooks(settings, declared, source=source)
     try:
-        RMRecipe.from_profile(settings).check()
+        RMRecipe.from_profile(settings).config()  # the trainer's choices and ranges
     except (ValueError, TypeError) as e:
         raise ValueError(f"{source}: {e}") from None
     check_ranges(settings, source)

@@ -449,9 +449,10 @@ class SteeringResult:
     unguided: list[dict]  # one plain sample per question
 
 
-def steering_policy(run, task: toymath.ToyMathConfig, cfg: SteerConfig = SteerConfig(), progress: bool = False) -> SteeringPolicy:
+def steering_policy(run, task: toymath.ToyMathConfig, cfg: SteerConfig | None = None, progress: bool = False) -> SteeringPolicy:
     """A copy of the data stage's policy fine-tuned on a terse/verbose mix, cached in
-    ``RunDir.steering_policy`` (reused while its settings are unchanged)."""
+    ``RunDir.steering_policy`` (reused while its settings are unchanged). ``cfg`` defaults to ``SteerConfig()``."""
+    cfg = SteerConfig() if cfg is None else cfg
     out = RunDir(run).steering_policy
     settings = {"steer": asdict(cfg), "toymath": asdict(task)}
     meta = out / "steer.json"
@@ -504,7 +505,7 @@ def steering_summary(guided: Sequence[dict], unguided: Sequence[dict], modulus: 
             "n_questions": len(guided)}
 
 
-def steering_experiment(setup: DecodingSetup, steer_policy, cfg: DecodeConfig, steer: SteeringSetup = SteeringSetup(),
+def steering_experiment(setup: DecodingSetup, steer_policy, cfg: DecodeConfig, steer: SteeringSetup | None = None,
                         control_goal=None) -> SteeringResult:
     """Steer ``steer_policy`` (``steering_policy``'s model) toward the style: goal from the RM's
     last-token states of correct solutions in that style, Q-guided beam search toward it, against one
@@ -512,7 +513,8 @@ def steering_experiment(setup: DecodingSetup, steer_policy, cfg: DecodeConfig, s
     ``control_goal`` (the ordinary correctness goal) the same search runs toward it too, so the style
     effect of the search itself (e.g. the log-probability term favouring the predictable explanation
     words) is not credited to the style goal: ``attribute_rate_correctness_goal`` and
-    ``accuracy_correctness_goal``."""
+    ``accuracy_correctness_goal``. ``steer`` defaults to ``SteeringSetup()``."""
+    steer = SteeringSetup() if steer is None else steer
     rm, tokenizer, modulus = setup.rm, setup.tokenizer, setup.task.modulus
     check_decoding_inputs(steer_policy, rm, tokenizer, control_goal)
     goal = attribute_goal_state(rm, tokenizer, setup.run, setup.task, steer.n_goal, cfg.seed, style=steer.style,

@@ -128,22 +128,6 @@ class RMRecipe:
         run's seed) win over the recipe's."""
         return TrainRMConfig.from_dict({**self.flags(), **flags})
 
-    def check(self) -> None:
-        """Raise ``ValueError`` for a value the trainer cannot train with: an unknown choice, a
-        percentile outside [0, 1], a negative β, fewer than one sample or step. A sweep checks
-        every point this way before it runs any."""
-        self.config()  # the trainer's own checks: choices, batch sizes, ZeRO stage
-        for key in ("source_state_percentile", "goal_state_percentile"):
-            if not 0.0 <= getattr(self, key) <= 1.0:
-                raise ValueError(f"{key} must be in [0, 1], got {getattr(self, key)}")
-        if self.contrastive_beta < 0:
-            raise ValueError(f"contrastive_beta must be >= 0, got {self.contrastive_beta}")
-        for key in ("sim_samples", "unsim_samples"):
-            if getattr(self, key) < 1:
-                raise ValueError(f"{key} must be >= 1, got {getattr(self, key)}")
-        if self.rm_steps < 0:
-            raise ValueError(f"rm_steps must be >= 0 (0 = every epoch), got {self.rm_steps}")
-
 
 def rm_config(recipe: RMRecipe, run_dir, rm: str, seed: int, out_root=None, **overrides: Any) -> TrainRMConfig:
     """The config of one RM of the embedded task and one seed: initialised from the base policy,

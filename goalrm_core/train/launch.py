@@ -31,7 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from goalrm_core.data.io import atomic_write_text
 from goalrm_core.paths import relative_paths
 from goalrm_core.train.config import TrainRMConfig
 from goalrm_core.train.distributed import free_port
@@ -96,14 +95,6 @@ def train_command(
     if master_port is not None:
         cmd += ["--master_port", str(master_port)]
     return [*cmd, "--module", module, *flags]
-
-
-def write_hostfile(hosts: Sequence[str], slots: int, path: str | os.PathLike) -> Path:
-    """A DeepSpeed hostfile: one ``host slots=N`` line per host (what the SLURM example writes)."""
-    if not hosts:
-        raise ValueError("no hosts for the hostfile")
-    atomic_write_text(path, "".join(f"{h} slots={slots}\n" for h in hosts))
-    return Path(path)
 
 
 @dataclass

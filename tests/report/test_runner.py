@@ -14,6 +14,7 @@ import warnings
 import nbformat
 import pytest
 
+from goalrm_core import cli
 from goalrm_core.report.profiles import check_profile_against_notebooks, load_profile
 from goalrm_core.report.runner import main, record_metrics, run_report
 
@@ -200,6 +201,20 @@ def test_unknown_profile_lists_available(project, capsys):
         load_profile("nope", params)
     assert main(["--profile", "nope", "--params-dir", str(params)]) == 2
     assert "other, tiny" in capsys.readouterr().err
+
+
+def test_report_debug_shows_the_traceback(project, capsys, monkeypatch):
+    """``goalrm report --debug`` (or GOALRM_DEBUG=1) raises the error instead of printing one line."""
+    argv = ["report", "--profile", "nope", "--params-dir", str(project["kwargs"]["params_dir"])]
+    monkeypatch.delenv("GOALRM_DEBUG", raising=False)
+    assert cli.main(argv) == 2
+    assert "goalrm report: error: " in capsys.readouterr().err
+    for debug_argv in (argv + ["--debug"], ["--debug", *argv]):
+        with pytest.raises(ValueError, match="other, tiny"):
+            cli.main(debug_argv)
+    monkeypatch.setenv("GOALRM_DEBUG", "1")
+    with pytest.raises(ValueError, match="other, tiny"):
+        cli.main(argv)
 
 
 def test_profile_file_must_be_flat(tmp_path):
