@@ -164,16 +164,9 @@ def eval_rm(
             raise ValueError(f"--{name} must be an integer >= {low}, got {value!r}")
     check_output_dir(save_dir, "--save_dir")
     out_dir = Path(save_dir) / rm_name(reward_model_path)
-    root = Path(completions_data_path)
-    dirs = {bench: benchmark_dir(root, bench) for bench in benchmarks}
-    # every generation file, read (and so checked) before the model is even loaded
-    inputs: list[Path] = []
-    work: list[tuple[str, str, list[dict]]] = []
-    for bench, bench_path in dirs.items():
-        for split, files in generation_files(bench_path).items():
-            rows = [r for f in files for r in read_jsonl(f, required=SCORED_GENERATION_FIELDS, check=check_label)]
-            inputs += files
-            work.append((bench, split, rows[:max_samples] if max_samples else rows))
+
+    # read: every generation file (and so its checks) before the model is even loaded
+    inputs, work = read_generations(completions_data_path, benchmarks, max_samples)
     rank, world, device = _process_group(device)
     model = load_for_reading(reward_model_path, bf16, flash_attn, device)
     tokenizer = AutoTokenizer.from_pretrained(reward_model_path)
@@ -189,42 +182,25 @@ def eval_rm(
                 "max_samples": int(max_samples), "benchmarks": list(benchmarks), "filter_threshold": filter_threshold}
     command = command or _equivalent_command(completions_data_path, reward_model_path, save_dir, benchmarks, goal_state_path, vanilla,
                                              template, encoding, readout, max_len, max_samples)
-    counts: dict[str, dict[str, int]] = {bench: {} for bench in benchmarks}
-    outputs: dict[str, int | None] = {}
-    if world > 1:
-        # Data-parallel: rank r scores rows r, r + world, ... of every file into a shard under .shards/;
-        # a shard already written (by an interrupted run of the same world size) is kept, not redone.
-        if rank == 0:
-            manifest.begin(out_dir, command)
-        _barrier(world)
-        for bench, split, rows in work:
-            shard = _shard_path(out_dir, bench, split, rank, world)
-            if rows and not shard.exists():
-                scored = score_generations(model, tokenizer, rows[rank::world], template, goal, max_len, batch_size, progress=progress and rank == 0,
-                                           desc=f"{bench}/{split}", encoding=encoding, readout=readout)
-                check_finite_scores(scored, f"reward model {reward_model_path}, {bench}/{split} (rank {rank})")
-                write_jsonl(shard, scored)
-        _barrier(world)
+
+    def score(rows: list[dict], desc: str, show: bool) -> list[dict]:
+        scored = score_generations(model, tokenizer, rows, template, goal, max_len, batch_size, progress=progress and show, desc=desc,
+                                   encoding=encoding, readout=readout)
+        check_finite_scores(scored, f"reward model {reward_model_path}, {desc}" + (f" (rank {rank})" if world > 1 else ""))
+        return scored
+
+    # score and write: in this process, or data-parallel (rank 0 merges and writes)
+    if world == 1:
+        counts, outputs = _score_and_write(work, out_dir, command, score)
+    else:
+        _score_shards(work, out_dir, command, score, rank, world)
         if rank != 0:
             _barrier(world)  # rank 0 merges, then every process ends together
-            return counts
-    for bench, split, rows in work:
-        if not rows:
-            continue
-        if world > 1:
-            scored = _merge_shards(out_dir, bench, split, world, len(rows))
-        else:
-            scored = score_generations(model, tokenizer, rows, template, goal, max_len, batch_size, progress=progress, desc=f"{bench}/{split}",
-                                       encoding=encoding, readout=readout)
-            check_finite_scores(scored, f"reward model {reward_model_path}, {bench}/{split}")
-        if not outputs and world == 1:
-            manifest.begin(out_dir, command)  # from the first file on, the folder says it is unfinished
-        path = scored_path(out_dir, bench, split)
-        counts[bench][split] = outputs[path.relative_to(out_dir).as_posix()] = write_jsonl(path, scored)
-    if not outputs and world == 1:
-        manifest.begin(out_dir, command)
-    if world > 1:
-        shutil.rmtree(out_dir / SHARDS)
+            return {bench: {} for bench in benchmarks}
+        counts, outputs = _merge_and_write(work, out_dir, world)
+
+    # finish: the settings, then the manifest that marks the folder complete
+    counts = {bench: counts.get(bench, {}) for bench in benchmarks}
     atomic_write_json(eval_settings_path(out_dir), {
         "reward_model_path": str(reward_model_path), "goal_state_path": None if vanilla else str(goal_state_path), **settings,
         "filter_threshold_applied_by": "goalrm metrics --filter_threshold (Q-filtered majority voting); scoring keeps every generation",
@@ -236,6 +212,68 @@ def eval_rm(
         "processes": world})
     _barrier(world)
     return counts
+
+
+Work = list[tuple[str, str, list[dict]]]  # (benchmark, split, rows) per generation file group
+
+
+def read_generations(completions_data_path: str | Path, benchmarks: Sequence[str], max_samples: int = 0) -> tuple[list[Path], Work]:
+    """(every file read, ``(bench, split, rows)`` per split) of the benchmarks' generation folders,
+    each row checked; at most ``max_samples`` rows per split (0 = all)."""
+    root = Path(completions_data_path)
+    dirs = {bench: benchmark_dir(root, bench) for bench in benchmarks}  # every folder found before any is read
+    inputs: list[Path] = []
+    work: Work = []
+    for bench, bench_path in dirs.items():
+        for split, files in generation_files(bench_path).items():
+            rows = [r for f in files for r in read_jsonl(f, required=SCORED_GENERATION_FIELDS, check=check_label)]
+            inputs += files
+            work.append((bench, split, rows[:max_samples] if max_samples else rows))
+    return inputs, work
+
+
+def _score_and_write(work: Work, out_dir: Path, command: str, score) -> tuple[dict, dict]:
+    """One process: score each split and write it at once. The folder is marked unfinished just
+    before its first file is written (a run stopped before that leaves it as it was)."""
+    counts: dict[str, dict[str, int]] = {}
+    outputs: dict[str, int | None] = {}
+    for bench, split, rows in work:
+        if not rows:
+            continue
+        scored = score(rows, f"{bench}/{split}", True)
+        if not outputs:
+            manifest.begin(out_dir, command)
+        path = scored_path(out_dir, bench, split)
+        counts.setdefault(bench, {})[split] = outputs[path.relative_to(out_dir).as_posix()] = write_jsonl(path, scored)
+    if not outputs:
+        manifest.begin(out_dir, command)
+    return counts, outputs
+
+
+def _score_shards(work: Work, out_dir: Path, command: str, score, rank: int, world: int) -> None:
+    """Data-parallel: rank r scores rows r, r + world, ... of every split into a shard under
+    ``.shards/``; a shard already written (by an interrupted run of the same world size) is kept."""
+    if rank == 0:
+        manifest.begin(out_dir, command)
+    _barrier(world)
+    for bench, split, rows in work:
+        shard = _shard_path(out_dir, bench, split, rank, world)
+        if rows and not shard.exists():
+            write_jsonl(shard, score(rows[rank::world], f"{bench}/{split}", rank == 0))
+    _barrier(world)
+
+
+def _merge_and_write(work: Work, out_dir: Path, world: int) -> tuple[dict, dict]:
+    """Rank 0, after every shard is written: each split's shards in input order, then no shards."""
+    counts: dict[str, dict[str, int]] = {}
+    outputs: dict[str, int | None] = {}
+    for bench, split, rows in work:
+        if rows:
+            path = scored_path(out_dir, bench, split)
+            scored = _merge_shards(out_dir, bench, split, world, len(rows))
+            counts.setdefault(bench, {})[split] = outputs[path.relative_to(out_dir).as_posix()] = write_jsonl(path, scored)
+    shutil.rmtree(out_dir / SHARDS)
+    return counts, outputs
 
 
 if __name__ == "__main__":  # data-parallel: `torchrun --nproc_per_node N -m goalrm_core.inference.scoring <eval-rm flags>`

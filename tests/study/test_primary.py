@@ -29,7 +29,7 @@ def rows_for(seed_shift: float, q_fall: float):
 
 @pytest.fixture
 def run(tmp_path, monkeypatch):
-    monkeypatch.setattr(ev, "benchmarks", lambda run_dir: BENCHES)
+    monkeypatch.setattr(ev, "benchmark_names", lambda run_dir: BENCHES)
     for seed, shift in enumerate([0.0, 0.01, 0.02]):
         for rm in RMS:
             for bench in BENCHES:
