@@ -5,17 +5,28 @@ seed's RM on a benchmark's headline generations, and append one row per seed to 
     python scripts/calibrate_rm.py --run_dir runs/demo --name lr2e-4-s800 --seeds 0 1 2 -- \
         --max_steps 800 --learning_rate 2e-4
 
-Everything after ``--`` overrides goalrm_core.train.trainer flags of notebook 02's recipe (the profile's
-values are not read: the recipe below is written out, and each row records the trainer flags it ran). The data stage
+``--data`` chooses the training pairs (``goalrm_core.tasks.toymath.verify_data``): the policy's own pairs
+(notebook 01's), only those whose rejected solution is well-formed, synthetic one-fact slips of the
+reference solutions on fresh training questions, or both. Each RM is scored on ``--score_set``: the
+headline set (``sample0``, one sample per question) or every sample, and each AUROC is recorded on all
+generations and on the correct against the well-formed incorrect ones only (an RM that verifies
+arithmetic, not one that spots malformed text).
+
+Everything after ``--`` overrides goalrm_core.train.trainer flags of notebook 02's recipe as ``--profile``
+sets it (each row records the trainer flags it ran). The data stage
 (notebook 01) must have run in ``--run_dir``. ``scripts/calibration_table.py`` renders the table.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
+import random
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,21 +35,34 @@ sys.path.insert(0, str(ROOT))
 from goalrm_core.evaluation import tables  # noqa: E402
 from goalrm_core.study.artifacts import HEADLINE_SETS, first_samples  # noqa: E402
 from goalrm_core.study.rms import STRATEGY  # noqa: E402
-from goalrm_core.study.training import RMRecipe, train_rms  # noqa: E402
+from goalrm_core.study.training import RMRecipe, rm_max_len, train_rms  # noqa: E402
+from goalrm_core.report.profiles import load_profile  # noqa: E402
 from goalrm_core.tasks.toymath.pipeline import TEMPLATE  # noqa: E402
 from goalrm_core.model.reward_model import load_reward_model  # noqa: E402
 from goalrm_core.inference.scoring import score_generations  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
+from goalrm_core.data.io import read_jsonl, write_jsonl  # noqa: E402
+from goalrm_core.data.rundir import RunDir  # noqa: E402
+from goalrm_core.study.artifacts import subset_rows  # noqa: E402
+from goalrm_core.tasks.toymath import verify_data  # noqa: E402
+from goalrm_core.tasks.toymath.pipeline import read_generations, task_config, training_problems  # noqa: E402
 
 TABLE = ROOT / "reports" / "calibration" / "rm.jsonl"
-# Notebook 02's recipe, written out; ``--`` flags override it.
-BASE_RECIPE = RMRecipe(rm_steps=600, rm_batch_size=32, rm_micro_batch_size=32, rm_learning_rate=5e-4, rm_warmup_ratio=0.03,
-                       rm_eval_steps=-1, contrastive_beta=0.5, sim_samples=16, unsim_samples=16, rm_zero_stage=0,
-                       max_len=192, max_epochs=1000, logging_steps=5)
+
+
+def profile_recipe(profile: str) -> RMRecipe:
+    """Notebook 02's recipe as the profile sets it (steps, rates, batch, encoding, contrastive
+    settings), with the evaluation passes off: the table records the final held-out accuracy."""
+    values = load_profile(profile)
+    recipe = RMRecipe.from_profile(values)
+    return dataclasses.replace(recipe, rm_eval_steps=-1, max_len=rm_max_len(values["max_new_tokens"]), max_epochs=1000,
+                               logging_steps=5)
+
+
 # The trainer flags a row records (the paths, strategy and seed are recorded apart).
 RECORDED_FLAGS = ("max_steps", "train_batch_size", "micro_train_batch_size", "learning_rate", "head_learning_rate",
                   "lr_warmup_ratio", "eval_steps", "contrastive_loss_beta", "sim_samples", "unsim_samples", "zero_stage",
-                  "max_len", "max_epochs")
+                  "max_len", "max_epochs", "encoding", "contrastive_window", "contrastive_pairs")
 
 
 def parse_overrides(extra: list[str]) -> dict:
@@ -65,6 +89,7 @@ def main(argv=None) -> int:
     own = argv[: argv.index("--")] if "--" in argv else argv
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run_dir", required=True)
+    p.add_argument("--profile", default="demo", help="the profile whose RM recipe (notebook 02's) the flags after -- override")
     p.add_argument("--name", required=True, help="Recipe label; RMs go to <run_dir>/calibration/<name>/.")
     p.add_argument("--strategy", default="baseline", choices=list(STRATEGY))
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -73,23 +98,34 @@ def main(argv=None) -> int:
     p.add_argument("--headline", default="sample0", choices=HEADLINE_SETS)
     p.add_argument("--n_boot", type=int, default=1000)
     p.add_argument("--table", type=Path, default=TABLE)
+    p.add_argument("--data", default="policy", choices=verify_data.PAIR_SOURCES,
+                   help="training pairs: the policy's (notebook 01's), those with a well-formed rejected side, synthetic "
+                        "one-fact slips of reference solutions, or the policy's and the slips together")
+    p.add_argument("--n_slip_questions", type=int, default=6000, help="fresh training questions for --data slips")
+    p.add_argument("--slips_per_question", type=int, default=1)
+    p.add_argument("--score_set", default="sample0", choices=("sample0", "samples"),
+                   help="generations each RM is scored on: the headline set, or every sample (clustered by question)")
     args = p.parse_args(own)
+    if args.headline == "greedy" and args.score_set == "samples":
+        p.error("--score_set samples reads the sampled generations; it cannot be combined with --headline greedy")
     run = Path(args.run_dir)
     overrides = parse_overrides(extra)
-    ran = BASE_RECIPE.config(**overrides)  # unknown flags stop here, before any training
-    recipe = {**{k: getattr(ran, k) for k in RECORDED_FLAGS}, **overrides}
     out_root = run / "calibration" / args.name
+    data = training_pairs(run, out_root, args.data, args.n_slip_questions, args.slips_per_question, seed=min(args.seeds))
+    if data["path"] is not None:
+        overrides.setdefault("dataset", str(data["path"]))
+    base = profile_recipe(args.profile)
+    ran = base.config(**overrides)  # unknown flags stop here, before any training
+    recipe = {**{k: getattr(ran, k) for k in RECORDED_FLAGS}, **{k: v for k, v in overrides.items() if k != "dataset"}}
     started = time.perf_counter()
-    runs = train_rms(run, [args.strategy], args.seeds, BASE_RECIPE, parallel=args.parallel, out_root=out_root, **overrides)
+    runs = train_rms(run, [args.strategy], args.seeds, base, parallel=args.parallel, out_root=out_root, **overrides)
     train_wall = time.perf_counter() - started
 
-    from dataclasses import asdict
-
-    from goalrm_core.tasks.toymath.pipeline import read_generations, task_config
-
-    # the same headline set notebook 04 scores (study.artifacts.headline_rows), before scoring
+    # the headline set notebook 04 scores (study.artifacts.headline_rows), or every sample
     if args.headline == "greedy":
         rows = read_generations(run, args.bench, "greedy")
+    elif args.score_set == "samples":
+        rows = read_generations(run, args.bench, "samples")
     else:
         rows = first_samples(read_generations(run, args.bench, "samples"))
     task = asdict(task_config(run))
@@ -97,26 +133,63 @@ def main(argv=None) -> int:
     for row in runs.itertuples():
         path = out_root / f"{args.strategy}-seed{row.seed}"
         model, tokenizer = load_reward_model(path), AutoTokenizer.from_pretrained(path)
-        scored = score_generations(model, tokenizer, rows, TEMPLATE, batch_size=128, max_len=ran.max_len, progress=False)
-        table = tables.auroc_table({"rm": scored}, args.bench, n_boot=args.n_boot).set_index("scorer")
+        scored = score_generations(model, tokenizer, rows, TEMPLATE, batch_size=128, max_len=ran.max_len, progress=False,
+                                   encoding="split", readout="eos")
+        figures = {}
+        for subset, suffix in (("all", ""), ("well_formed", "_well_formed")):
+            chosen = subset_rows(scored, subset)
+            table = tables.auroc_table({"rm": chosen}, args.bench, n_boot=args.n_boot).set_index("scorer")
+            figures.update({
+                f"auroc{suffix}": _round(table.loc["rm", "auroc"]),
+                f"auroc{suffix}_ci": [_round(table.loc["rm", "ci_low"]), _round(table.loc["rm", "ci_high"])],
+                f"length_auroc{suffix}": _round(table.loc["length only", "auroc"]),
+                f"logprob_auroc{suffix}": _round(table.loc["policy mean logprob", "auroc"]),
+                f"n_incorrect{suffix}": sum(not r["is_correct"] for r in chosen),
+            })
         records.append({
-            "name": args.name, "strategy": args.strategy, "seed": int(row.seed), "recipe": recipe,
-            "run_dir": str(run), "task": task, "bench": args.bench, "headline": args.headline, "n_eval_rows": len(rows),
-            "eval_accuracy": round(float(row.eval_accuracy), 4), "train_s": round(float(row.wall_s), 1),
-            "auroc": round(float(table.loc["rm", "auroc"]), 4),
-            "auroc_ci": [round(float(table.loc["rm", "ci_low"]), 4), round(float(table.loc["rm", "ci_high"]), 4)],
-            "length_auroc": round(float(table.loc["length only", "auroc"]), 4),
-            "logprob_auroc": round(float(table.loc["policy mean logprob", "auroc"]), 4),
-            "wall_s_all_seeds": round(train_wall, 1),
+            "name": args.name, "strategy": args.strategy, "seed": int(row.seed), "recipe": recipe, "data": data["summary"],
+            "run_dir": str(run), "task": task, "bench": args.bench, "headline": args.headline, "score_set": args.score_set,
+            "n_eval_rows": len(rows), "eval_accuracy": round(float(row.eval_accuracy), 4), "train_s": round(float(row.wall_s), 1),
+            **figures, "wall_s_all_seeds": round(train_wall, 1),
         })
     args.table.parent.mkdir(parents=True, exist_ok=True)
     with open(args.table, "a") as f:
         for record in records:
             f.write(json.dumps(record) + "\n")
     for r in records:
-        print(f"{r['name']} seed {r['seed']}: held-out acc {r['eval_accuracy']:.3f}  AUROC {r['auroc']:.3f} "
-              f"{r['auroc_ci']}  length {r['length_auroc']:.3f}  train {r['train_s']:.0f}s")
+        print(f"{r['name']} seed {r['seed']}: held-out acc {r['eval_accuracy']:.3f}  AUROC {r['auroc']:.3f} {r['auroc_ci']}  "
+              f"well-formed {r['auroc_well_formed']:.3f} {r['auroc_well_formed_ci']} (length {r['length_auroc_well_formed']:.3f}, "
+              f"log-prob {r['logprob_auroc_well_formed']:.3f}, {r['n_incorrect_well_formed']} errors)  train {r['train_s']:.0f}s")
     return 0
+
+
+def _round(x) -> float | None:
+    x = float(x)
+    return round(x, 4) if math.isfinite(x) else None
+
+
+def training_pairs(run: Path, out_root: Path, source: str, n_slip_questions: int, slips_per_question: int, seed: int) -> dict:
+    """The training pairs of ``source`` (``verify_data.PAIR_SOURCES``), written under ``out_root/data``
+    unless they are the run's own; returns their path (None: the run's) and a summary for the table."""
+    own = read_jsonl(RunDir(run).preference_pairs("train"))
+    if source == "policy":
+        return {"path": None, "summary": {"source": source, "n_pairs": len(own)}}
+    pairs, summary = [], {"source": source}
+    if source in ("policy_well_formed", "policy+slips"):
+        kept = own if source == "policy+slips" else verify_data.policy_well_formed(own)
+        pairs += kept
+        summary["n_policy_pairs"] = len(kept)
+    if source in ("slips", "policy+slips"):
+        cfg = task_config(run)
+        held = {r["question"] for r in read_jsonl(RunDir(run).preference_pairs("eval"))}
+        problems = [q for q in training_problems(run, cfg, n_slip_questions, seed=10_000 + seed) if q.question not in held]
+        slips = verify_data.slip_pairs(problems, slips_per_question, cfg.modulus, seed=seed)
+        pairs += slips
+        summary.update(n_slip_pairs=len(slips), n_slip_questions=len(problems), slips_per_question=slips_per_question)
+    summary["n_pairs"] = len(pairs)
+    path = out_root / "data" / "train.jsonl"
+    write_jsonl(path, random.Random(seed).sample(pairs, len(pairs)))
+    return {"path": path, "summary": summary}
 
 
 if __name__ == "__main__":

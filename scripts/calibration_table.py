@@ -1,4 +1,4 @@
-"""Render the committed calibration records (``reports/calibration/{policy,rm}.jsonl``, appended by
+"""Render the committed calibration records (``reports/calibration/{policy,rm,verify}.jsonl``, appended by
 ``calibrate_policy.py`` and ``calibrate_rm.py``) as ``reports/calibration/README.md``: settings ->
 result, one table per stage, every run that was made.
 
@@ -87,12 +87,57 @@ def rm_table(df: pd.DataFrame) -> str:
     return markdown(pd.DataFrame(rows), index=False) + "\n"
 
 
+VERIFY_INTRO = """Can an RM of this task *verify* the arithmetic? The policy's incorrect samples at T = 1.7 are
+about half malformed (garbled characters, cut-off text), which a scorer can reject by their shape. Each
+recipe below is scored on every sample of every `toy-id` question (clustered by question in the bootstrap),
+on all generations and on the correct against the **well-formed** incorrect ones only (every line
+`a op b = c`, then `#answer`). Target, as a mean over seeds: well-formed AUROC >= 0.75. The free
+references are response length and the policy's own mean log-prob. Recorded by `scripts/calibrate_rm.py
+--table reports/calibration/verify.jsonl`; the training pairs (`--data`) are the policy's own, those with a
+well-formed rejected side, synthetic one-fact slips of reference solutions (`tasks/toymath/verify_data.py`),
+or both; `dense` is the weight of the auxiliary per-token value loss (`--dense_loss_coef`).
+"""
+VERIFY_TARGET = 0.75
+
+
+def _spread(values) -> str:
+    v = np.asarray([np.nan if x is None else x for x in values], dtype=float)
+    return f"{np.nanmean(v):.3f} [{np.nanmin(v):.3f}, {np.nanmax(v):.3f}]" if np.isfinite(v).any() else "undefined"
+
+
+def verify_table(df: pd.DataFrame) -> str:
+    if df.empty:
+        return "_No verification calibration recorded._\n"
+    rows = []
+    for (name, strategy, run_dir), g in df.groupby(["name", "strategy", "run_dir"], sort=False):
+        recipe, data = g.iloc[0]["recipe"], g.iloc[0]["data"]
+        first = g.sort_values("seed").iloc[0]
+        wf = np.asarray([np.nan if x is None else x for x in g["auroc_well_formed"]], dtype=float)
+        rows.append({
+            "recipe": name, "rm": strategy, "pairs": f"{data['source']} ({data['n_pairs']:,})",
+            "steps": recipe.get("max_steps"), "lr": recipe.get("learning_rate"), "dense": recipe.get("dense_loss_coef", 0.0),
+            "seeds": len(g),
+            "held-out pair acc": _spread(g["eval_accuracy"]),
+            "AUROC, all": _spread(g["auroc"]),
+            "AUROC, well-formed": _spread(g["auroc_well_formed"]),
+            "seed-0 well-formed [95% CI]": (f"{first['auroc_well_formed']:.3f} [{first['auroc_well_formed_ci'][0]:.3f}, "
+                                            f"{first['auroc_well_formed_ci'][1]:.3f}]") if first["auroc_well_formed"] is not None else "undefined",
+            "length, well-formed": f"{g['length_auroc_well_formed'].mean():.3f}",
+            "log-prob, well-formed": f"{g['logprob_auroc_well_formed'].mean():.3f}",
+            "well-formed errors": int(first["n_incorrect_well_formed"]),
+            "target met": "yes" if np.nanmean(wf) >= VERIFY_TARGET else "no",
+            "train s / RM": f"{np.mean(g['train_s']):.0f}",
+        })
+    return markdown(pd.DataFrame(rows), index=False) + "\n"
+
+
 def render() -> str:
-    policy, rm = _read(DIR / "policy.jsonl"), _read(DIR / "rm.jsonl")
+    policy, rm, verify = _read(DIR / "policy.jsonl"), _read(DIR / "rm.jsonl"), _read(DIR / "verify.jsonl")
     return (INTRO + "\n## Policy: accuracy per benchmark\n\n" + policy_table(policy)
             + "\n## Reward model: toy-id AUROC on the headline set\n\n" + rm_table(rm)
             + "\nTraining times are wall seconds per RM with two trainings side by side on 2 cores, while other work "
-              "shared the machine; the demo report's own timings are in its status.json.\n")
+              "shared the machine; the demo report's own timings are in its status.json.\n"
+            + "\n## Reward models that verify: well-formed errors only\n\n" + VERIFY_INTRO + "\n" + verify_table(verify))
 
 
 def main() -> int:

@@ -144,7 +144,8 @@ def _flag(value: Any, key: str, label: str, fmt: str) -> bool:
 def _pair_row(fmt: str) -> Callable[[dict, str, SourceReport], list[dict]]:
     def convert(row: dict, label: str, report: SourceReport) -> list[dict]:
         # Only this format's keys, so normalise_row applies exactly the format asked for.
-        out = normalise_row({k: row[k] for k in FORMATS[fmt].required}, label, report)
+        keep = [*FORMATS[fmt].required, *(["first_error_char"] if fmt == "openmath_pairs" and "first_error_char" in row else [])]
+        out = normalise_row({k: row[k] for k in keep}, label, report)
         return [] if out is None else [out]
 
     return convert

@@ -260,6 +260,16 @@ def _count_shape(report: SourceReport | None, shape: str) -> None:
 HH_FORMATS = ("dialogue", "split")
 
 
+def _error_offset(row: dict, label: str, length: int) -> int:
+    """A pair's optional ``first_error_char``: the offset of the first wrong character of its
+    incorrect response, an integer in [0, len(incorrect)]."""
+    value = row["first_error_char"]
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= length:
+        raise _shape_error(label, row, f"field 'first_error_char' must be an integer offset in [0, {length}] "
+                                       f"(the incorrect response's length), got {value!r}")
+    return value
+
+
 def normalise_row(row: Any, label: str, report: SourceReport | None = None, hh_format: str = "split") -> dict | None:
     """One raw row in any accepted shape -> ``{question, correct, incorrect}``, or ``None`` when an
     HH dialogue pair cannot be split (counted in ``report``). Anything else raises, naming the row.
@@ -273,7 +283,10 @@ def normalise_row(row: Any, label: str, report: SourceReport | None = None, hh_f
         raise _shape_error(label, row, f"expected an object, got {type(row).__name__}")
     if {"question", "correct", "incorrect"} <= row.keys():
         _count_shape(report, "pair")
-        return {key: _text(row, key, label) for key in ("question", "correct", "incorrect")}
+        out = {key: _text(row, key, label) for key in ("question", "correct", "incorrect")}
+        if row.get("first_error_char") is not None:  # optional: where the incorrect response first goes wrong
+            out["first_error_char"] = _error_offset(row, label, len(out["incorrect"]))
+        return out
     if {"prompt", "chosen", "rejected"} <= row.keys():
         _count_shape(report, "prompt")
         return {

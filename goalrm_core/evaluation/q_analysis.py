@@ -181,3 +181,70 @@ def prefix_error_auroc(
         cat(generation) if generation else None,
         ("prefixes", "after an error", "error-free"),
     )
+
+
+# --------------------------------------------------------------------------------------------
+# What moves Q: the token, its position, or the correctness of the prefix
+# --------------------------------------------------------------------------------------------
+
+
+def q_token_frame(per_token_q: Sequence[Any], token_types: Sequence[Sequence[str]],
+                  first_error_token: Sequence[int | None], correct: Sequence[bool], skip_first: int = 0) -> pd.DataFrame:
+    """One row per response token of every generation: ``generation``, ``position``, ``token_type``
+    (the caller's classes, e.g. digit / operator / newline), ``q``, ``correct`` (the whole
+    generation) and ``prefix_wrong`` (the token is at or after the generation's first error). The
+    first ``skip_first`` tokens are left out, as the filters leave them out."""
+    if not len(per_token_q) == len(token_types) == len(first_error_token) == len(correct):
+        raise ValueError("per_token_q, token_types, first_error_token and correct must have one entry per generation")
+    arrays = per_token_arrays(per_token_q, "per_token_q")
+    parts = []
+    for g, (q, types, err, ok) in enumerate(zip(arrays, token_types, first_error_token, correct)):
+        if len(types) != len(q):
+            raise ValueError(f"generation {g}: {len(types)} token types for {len(q)} Q-values")
+        pos = np.arange(skip_first, len(q))
+        wrong = np.zeros(len(pos), dtype=bool) if err is None else pos >= err
+        parts.append(pd.DataFrame({"generation": g, "position": pos, "token_type": np.asarray(types, dtype=object)[pos],
+                                   "q": q[pos], "correct": bool(ok), "prefix_wrong": wrong}))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+        columns=["generation", "position", "token_type", "q", "correct", "prefix_wrong"])
+
+
+def _r2(y: np.ndarray, design: np.ndarray) -> float:
+    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+    resid = y - design @ coef
+    total = float(((y - y.mean()) ** 2).sum())
+    return math.nan if total == 0 else 1.0 - float((resid ** 2).sum()) / total
+
+
+def q_variance_shares(frame: pd.DataFrame, max_position: int = 64) -> pd.DataFrame:
+    """How much of Q's variance over tokens each factor explains (least squares, one-hot factors):
+    each factor alone (R²), and what it adds to the other two (the drop in R² when it is left out).
+    Positions beyond ``max_position`` share one level. A Q that tracks progress toward a correct
+    answer is explained by ``prefix_wrong``; one that tracks the kind of character, by ``token_type``."""
+    if len(frame) < 3:
+        return pd.DataFrame(columns=["factor", "r2_alone", "r2_added_last"])
+    y = frame["q"].to_numpy(dtype=float)
+    blocks = {
+        "token_type": pd.get_dummies(frame["token_type"].astype(str), drop_first=True).to_numpy(dtype=float),
+        "position": pd.get_dummies(frame["position"].clip(upper=max_position), drop_first=True).to_numpy(dtype=float),
+        "prefix_wrong": frame[["prefix_wrong"]].to_numpy(dtype=float),
+    }
+    ones = np.ones((len(y), 1))
+    full = _r2(y, np.hstack([ones, *blocks.values()]))
+    rows = []
+    for name, block in blocks.items():
+        others = [b for k, b in blocks.items() if k != name]
+        rows.append({"factor": name, "r2_alone": _r2(y, np.hstack([ones, block])),
+                     "r2_added_last": full - _r2(y, np.hstack([ones, *others]))})
+    rows.append({"factor": "all three", "r2_alone": full, "r2_added_last": math.nan})
+    return pd.DataFrame(rows)
+
+
+def lowest_q_tokens(frame: pd.DataFrame) -> pd.DataFrame:
+    """Where *correct* generations reach their lowest Q: the count and share per token type (a Q
+    filter with an absolute threshold drops a correct generation at exactly that token)."""
+    ok = frame[frame["correct"]]
+    if ok.empty:
+        return pd.DataFrame(columns=["token_type", "n", "share"])
+    lows = ok.loc[ok.groupby("generation")["q"].idxmin(), "token_type"].value_counts()
+    return pd.DataFrame({"token_type": lows.index, "n": lows.to_numpy(), "share": lows.to_numpy() / lows.sum()})

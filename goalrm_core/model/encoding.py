@@ -126,15 +126,30 @@ def encode_preference_rows(
             stats.dropped_rows.append(i)
             continue
         stats.n_truncated += int(chosen.truncated or rejected.truncated)
-        items.append(
-            {
-                "chosen_ids": chosen.input_ids,
-                "rejected_ids": rejected.input_ids,
-                "chosen_num_actions": chosen.num_actions,
-                "rejected_num_actions": rejected.num_actions,
-            }
-        )
+        item = {
+            "chosen_ids": chosen.input_ids,
+            "rejected_ids": rejected.input_ids,
+            "chosen_num_actions": chosen.num_actions,
+            "rejected_num_actions": rejected.num_actions,
+        }
+        if row.get("first_error_char") is not None:
+            item["rejected_error_action"] = error_action(tokenizer, incorrect, row["first_error_char"], rejected.num_actions)
+        items.append(item)
     return items, stats
+
+
+def error_action(tokenizer, response: str, first_error_char: int, num_actions: int) -> int:
+    """Index, among a response's tokens, of the first token that holds its first wrong character
+    (the number of tokens of the text before it); -1 when that lies beyond the ``num_actions``
+    tokens kept. Exact for a character tokenizer; for a subword one, the token that merges the
+    error with what precedes it counts as wrong.
+
+    >>> from goalrm_core.model.tokenization import build_char_tokenizer
+    >>> error_action(build_char_tokenizer(), "3+5=9", 4, num_actions=7)
+    4
+    """
+    index = len(tokenizer(response[:first_error_char], add_special_tokens=False)["input_ids"]) if first_error_char else 0
+    return index if index < num_actions else -1
 
 
 def left_pad(sequences: Iterable[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -170,4 +185,7 @@ class PreferenceCollator:
     def __call__(self, items: Sequence[dict]) -> dict[str, torch.Tensor]:
         ids, mask = left_pad([it["chosen_ids"] for it in items] + [it["rejected_ids"] for it in items], self.pad_id)
         num_actions = [it["chosen_num_actions"] for it in items] + [it["rejected_num_actions"] for it in items]
-        return {"input_ids": ids, "attention_mask": mask, "num_actions": torch.tensor(num_actions, dtype=torch.long)}
+        # per row, the response tokens before its first error: all of a chosen response's; -1 = unknown
+        error_action = [it["chosen_num_actions"] for it in items] + [it.get("rejected_error_action", -1) for it in items]
+        return {"input_ids": ids, "attention_mask": mask, "num_actions": torch.tensor(num_actions, dtype=torch.long),
+                "error_action": torch.tensor(error_action, dtype=torch.long)}

@@ -168,3 +168,27 @@ def contrastive_goal_loss(
     sim_pos = _mean_sigmoid_cosine(source_pos, goal_pos, pairs)
     sim_neg = _mean_sigmoid_cosine(source_neg, goal_neg, pairs)
     return beta * (-torch.log(sim_pos) - torch.log1p(-sim_neg))
+
+
+def dense_value_loss(values: torch.Tensor, num_actions: torch.Tensor, error_action: torch.Tensor) -> torch.Tensor:
+    """Per-token labels for the value head (an auxiliary loss, not the paper's): the value at each
+    response token is a logit of "this prefix is still on track", labelled 1 before the response's
+    first error and 0 from it on (a chosen response has none: ``error_action == num_actions``).
+
+    Response tokens are the last ``num_actions`` of each left-padded row, as in the contrastive term.
+    Rows whose error position is unknown (``error_action < 0``) are left out; the mean is over every
+    labelled token of the batch.
+
+    >>> values = torch.tensor([[0.0, 9.0, 9.0], [0.0, 9.0, -9.0]])
+    >>> round(dense_value_loss(values, torch.tensor([2, 2]), torch.tensor([2, 1])).item(), 4)
+    0.0001
+    """
+    batch, seq_len = values.shape
+    num_actions = _check_num_actions("num_actions", num_actions, seq_len, batch).to(values.device)
+    error_action = torch.as_tensor(error_action).long().to(values.device)
+    index = torch.arange(seq_len, device=values.device)[None, :] - (seq_len - num_actions)[:, None]  # < 0: prompt or pad
+    labelled = (index >= 0) & (error_action >= 0)[:, None]
+    if not labelled.any():
+        return values.new_zeros(())
+    on_track = (index < error_action[:, None]).to(values.dtype)
+    return F.binary_cross_entropy_with_logits(values.float()[labelled], on_track.float()[labelled])

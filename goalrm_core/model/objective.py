@@ -1,4 +1,5 @@
-"""The training objective of one batch: the preference loss plus, optionally, the contrastive term.
+"""The training objective of one batch: the preference loss plus, optionally, the contrastive term
+and an auxiliary per-token value loss (``dense_loss_coef``; not in the paper).
 
 Shared by the DeepSpeed trainer and by plain-PyTorch loops (tests, benchmarks), so both optimise
 exactly the same thing.
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from goalrm_core.model.losses import contrastive_goal_loss, log_exp_loss, pairwise_loss
+from goalrm_core.model.losses import contrastive_goal_loss, dense_value_loss, log_exp_loss, pairwise_loss
 from goalrm_core.model.reward_model import RewardModel
 
 
@@ -22,12 +23,14 @@ class BatchLoss:
     accuracy: torch.Tensor
     chosen_reward: torch.Tensor
     rejected_reward: torch.Tensor
+    dense_loss: torch.Tensor | None = None  # the auxiliary per-token term, weighted; None when off
 
     def scalars(self) -> dict[str, float]:
         return {
             "loss": self.loss.item(),
             "preference_loss": self.preference_loss.item(),
             "contrastive_loss": self.contrastive_loss.item(),
+            "dense_loss": 0.0 if self.dense_loss is None else self.dense_loss.item(),
             "accuracy": self.accuracy.item(),
             "chosen_reward": self.chosen_reward.mean().item(),
             "rejected_reward": self.rejected_reward.mean().item(),
@@ -58,8 +61,12 @@ def reward_model_loss(model: RewardModel, batch: dict[str, torch.Tensor], cfg, g
             pairs=cfg.contrastive_pairs,
             generator=generator,
         )
+    dense = None
+    if getattr(cfg, "dense_loss_coef", 0.0) > 0:
+        dense = cfg.dense_loss_coef * dense_value_loss(out.values, batch["num_actions"], batch["error_action"])
     return BatchLoss(
-        loss=preference + contrastive,
+        loss=preference + contrastive + (dense if dense is not None else 0.0),
+        dense_loss=None if dense is None else dense.detach(),
         preference_loss=preference.detach(),
         contrastive_loss=contrastive.detach(),
         accuracy=(chosen > rejected).float().mean().detach(),

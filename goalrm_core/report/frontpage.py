@@ -254,8 +254,21 @@ def _gate_sentence(primary: Mapping) -> str:
                "failed": "failed: not shown that every reward model beats response length"
                          + (f" (not shown for {', '.join(failing)})" if failing else ""),
                "undefined": f"cannot be judged: {reason}"}[state]
-    return (f"Length gate on {bench}, AUROC of the RM minus AUROC of response length"
-            + (f": {per_rm}" if per_rm else "") + f". Gate {verdict}.")
+    sentence = (f"Length gate on {bench}, AUROC of the RM minus AUROC of response length"
+                + (f": {per_rm}" if per_rm else "") + f". Gate {verdict}.")
+    second = gate.get("well_formed")
+    if isinstance(second, Mapping):
+        state, reason = gate_state(second)
+        margin = fmt.num(second.get("required_margin"), 2)
+        per_rm = "; ".join(f"{rm} {_figure(m, f'above {margin}')}" for rm, m in (second.get("margin_over_length") or {}).items())
+        sentence += (f" Its second condition, on correct against well-formed incorrect solutions only (every line "
+                     f"'a op b = c', then '#answer': the errors a scorer must check the arithmetic to see)"
+                     + (f": {per_rm}" if per_rm else "") + ". "
+                     + {"passed": f"Holds: both reward models beat length there by more than {margin}; they verify.",
+                        "failed": f"Does not hold: not shown that every reward model beats length there by more than {margin}; "
+                                  "what the reward models detect is mostly malformed output.",
+                        "undefined": f"Cannot be judged: {reason}."}[state])
+    return sentence
 
 
 def _delta_sentence(primary: Mapping) -> str:
@@ -270,11 +283,19 @@ def _delta_sentence(primary: Mapping) -> str:
 
 def _first_error_sentences(primary: Mapping) -> list[str]:
     out = []
-    for rm, s in (primary.get("first_error_delta_q") or {}).items():
+    for key, where in (("first_error_delta_q", "the first error"),
+                       ("first_error_delta_q_well_formed", "the first error of well-formed incorrect solutions")):
+        out += _first_error_sentences_of(primary.get(key) or {}, where)
+    return out
+
+
+def _first_error_sentences_of(figures: Mapping, where: str) -> list[str]:
+    out = []
+    for rm, s in figures.items():
         if not isinstance(s, Mapping):
             continue
         seeds = _seeds(s, "falls")
-        out.append(f"Q of the {rm} RM at the first error (mean Q after minus before): " + (f"Q {seeds}: " if seeds else "")
+        out.append(f"Q of the {rm} RM at {where} (mean Q after minus before): " + (f"Q {seeds}: " if seeds else "")
                    + f"Δ {fmt.across({k: v for k, v in s.items() if k != 'reason'})}: "
                    + judge(s, "Q falls at the first error", "not shown that Q falls",
                            opposite="the interval lies wholly above 0: Q rises") + ".")

@@ -159,8 +159,36 @@ def gate_html(gate: Mapping, benchmark: str | None = None, n_seeds: int | None =
         head = "Cannot be judged whether both reward models beat the length-only scorer"
         tail = (f"The gate cannot be judged: {reason}. Neither passed nor failed: until it can be judged, the later tables "
                 "are no evidence for or against the method.")
+    second = gate.get("well_formed")
     return (f'<div class="gate gate-{state}" style="background:{colour};border-left:6px solid {border};'
-            f'padding:0.6em 1em;margin:0.6em 0"><b>{e(head)}</b> on {e(str(bench))}{e(scores)} {e(tail)}</div>')
+            f'padding:0.6em 1em;margin:0.6em 0"><b>{e(head)}</b> on {e(str(bench))}{e(scores)} {e(tail)}</div>'
+            + (well_formed_gate_html(second, str(bench)) if isinstance(second, Mapping) else ""))
+
+
+def well_formed_gate_html(gate: Mapping, bench: str) -> str:
+    """The gate's second condition as a notice of its own: on correct against *well-formed* incorrect
+    generations, does each RM beat response length by the required margin over seeds? Passed means the
+    RMs check the arithmetic; failed means what they detect is mostly malformed output."""
+    e = html.escape
+    state, reason = gate_state(gate)
+    margin = fmt.num(gate.get("required_margin"), 2)
+    margins = {rm: m for rm, m in (gate.get("margin_over_length") or {}).items() if isinstance(m, Mapping)}
+    parts = []
+    for rm, m in margins.items():
+        k, total = fmt.count(m.get("k")), fmt.count(m.get("n_seeds"))
+        parts.append(f"{rm} {fmt.across(m)}" + (f", above {margin} in {k} of {total} seeds" if k is not None and total else ""))
+    head = {"passed": f"On well-formed errors, both reward models beat length by more than {margin}",
+            "failed": f"On well-formed errors, not every reward model beats length by more than {margin}",
+            "undefined": "Cannot be judged whether the reward models detect well-formed errors"}[state]
+    tail = {"passed": "The RMs check the arithmetic, not only the shape of a solution.",
+            "failed": "What the RMs detect is mostly malformed output (garbled characters, cut-off text), not wrong "
+                      "arithmetic: read every later claim as 'detects malformed output'.",
+            "undefined": f"Cannot be judged: {reason}."}[state]
+    scores = (" (correct against well-formed incorrect solutions; AUROC of the RM minus AUROC of response length, mean "
+              "across seeds with 95% t-interval): " + "; ".join(parts) + ".") if parts else "."
+    colour, border = GATE_STYLE[state]
+    return (f'<div class="gate gate-well-formed gate-{state}" style="background:{colour};border-left:6px solid {border};'
+            f'padding:0.6em 1em;margin:0.6em 0"><b>{e(head)}</b> on {e(bench)}{e(scores)} {e(tail)}</div>')
 
 
 def reproduction_html(metrics: Mapping[str, Any], out_dir: Path) -> str:

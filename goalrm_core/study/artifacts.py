@@ -16,6 +16,7 @@ from goalrm_core.data.rundir import RunDir
 from goalrm_core.evaluation.tables import read_scored
 from goalrm_core.model.reward_model import load_reward_model
 from goalrm_core.study.rms import HEADLINE_SETS
+from goalrm_core.tasks.toymath.problems import is_well_formed
 
 
 
@@ -47,3 +48,21 @@ def headline_rows(run_dir, rm: str, bench: str, headline: str = "greedy", seed: 
 def first_samples(rows: list[dict]) -> list[dict]:
     """The ``sample0`` headline set: each question's sample index 0, in file order."""
     return [r for r in rows if r.get("sample_index") == 0]
+
+
+# The two sets every ranking figure is read on: all generations, and the correct ones against the
+# *well-formed* incorrect ones only (every line ``a op b = c``, then ``#answer``), where a scorer must
+# check the arithmetic: a malformed solution can be told by its shape alone.
+SUBSETS = ("all", "well_formed")
+
+
+def well_formed_only(rows: list[dict]) -> list[dict]:
+    """The correct generations and the well-formed incorrect ones, in file order."""
+    return [r for r in rows if r["is_correct"] or is_well_formed(r["generated_solution"])]
+
+
+def subset_rows(rows: list[dict], subset: str) -> list[dict]:
+    """``rows`` restricted to one of SUBSETS."""
+    if subset not in SUBSETS:
+        raise ValueError(f"subset must be one of {SUBSETS}, got {subset!r}")
+    return well_formed_only(rows) if subset == "well_formed" else list(rows)

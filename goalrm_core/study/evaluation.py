@@ -11,9 +11,9 @@ import pandas as pd
 from goalrm_core.data.io import require_artifact
 from goalrm_core.data.rundir import RunDir
 from goalrm_core.data.questions import group_by_question
-from goalrm_core.evaluation import metrics, stats, tables
+from goalrm_core.evaluation import metrics, q_analysis, stats, tables
 from goalrm_core.inference.scoring import eval_rm
-from goalrm_core.study.artifacts import headline_rows
+from goalrm_core.study.artifacts import headline_rows, subset_rows, well_formed_only
 from goalrm_core.study.rms import BASELINE, GOAL_CONDITIONED, RMS
 from goalrm_core.tasks.toymath.pipeline import TEMPLATE, benchmark_names
 
@@ -36,12 +36,13 @@ def score_all(run_dir, rms, rm_seeds=(0,), batch_size: int = 64, max_len: int = 
 
 
 def auroc_tables(run_dir, rms, n_boot: int = 1000, seed: int = 0, headline: str = "greedy",
-                 rm_seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """AUROC of every RM and reference scorer per benchmark (on the headline generations), and the
-    paired difference goal-conditioned minus baseline."""
+                 rm_seed: int = 0, subset: str = "all") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """AUROC of every RM and reference scorer per benchmark (on the headline generations, or on
+    their ``well_formed`` subset: correct against well-formed incorrect ones), and the paired
+    difference goal-conditioned minus baseline."""
     aurocs, deltas = [], []
     for bench in benchmark_names(run_dir):
-        scored = {rm: headline_rows(run_dir, rm, bench, headline, rm_seed) for rm in rms}
+        scored = {rm: subset_rows(headline_rows(run_dir, rm, bench, headline, rm_seed), subset) for rm in rms}
         aurocs.append(tables.auroc_table(scored, bench, n_boot, seed))
         if {BASELINE, GOAL_CONDITIONED} <= set(rms):
             d = tables.delta_auroc(scored[GOAL_CONDITIONED], scored[BASELINE], n_boot, seed)
@@ -109,6 +110,36 @@ def evaluation_metrics(aurocs: pd.DataFrame, deltas: pd.DataFrame, partials: pd.
     return out
 
 
+def well_formed_metrics(aurocs_wf: pd.DataFrame) -> dict:
+    """``{scorer: {bench: {auroc, auroc_ci_low, auroc_ci_high, n_incorrect}}}``: seed 0's AUROC on the
+    correct against the well-formed incorrect generations (the ``auroc_well_formed`` section)."""
+    out: dict = {}
+    for _, r in aurocs_wf.iterrows():
+        out.setdefault(r["scorer"], {})[r["benchmark"]] = {
+            "auroc": r["auroc"], "auroc_ci_low": r["ci_low"], "auroc_ci_high": r["ci_high"],
+            "n_incorrect": int(r["n"]) - int(r["n_positive"])}
+    return out
+
+
+def well_formed_reading(aurocs: pd.DataFrame, aurocs_wf: pd.DataFrame, bench: str = "toy-id") -> str:
+    """What the RMs detect, in words generated from seed 0's two AUROC tables: every incorrect
+    solution, then only the well-formed ones (the errors that need the arithmetic checked)."""
+    def auroc(t, name):
+        r = t[(t["benchmark"] == bench) & (t["scorer"] == name)]
+        return float(r["auroc"].iloc[0]) if len(r) and _defined(r["auroc"].iloc[0]) else math.nan
+
+    parts = []
+    for name in [*RMS, "policy mean logprob", "length only"]:
+        a, w = auroc(aurocs, name), auroc(aurocs_wf, name)
+        if _defined(a) or _defined(w):
+            parts.append(f"{name} {a:.2f} → {w:.2f}" if _defined(a) and _defined(w)
+                         else f"{name} {'undefined' if not _defined(a) else f'{a:.2f}'} → {'undefined' if not _defined(w) else f'{w:.2f}'}")
+    if not parts:
+        return f"On {bench}, no AUROC is defined on either set."
+    return (f"Seed 0 (detail), {bench}: AUROC on all incorrect solutions → on well-formed incorrect ones only: " + "; ".join(parts)
+            + ". A scorer that falls to about 0.5 on the second set detects the shape of a wrong solution, not its arithmetic.")
+
+
 def reading(aurocs: pd.DataFrame, deltas: pd.DataFrame, bench: str = "toy-id") -> str:
     """A plain-words reading of seed 0's AUROC results, generated from the numbers so it cannot
     drift; an undefined number is said to be undefined, with its reason, and carries no verdict."""
@@ -160,6 +191,30 @@ FIRST_ERROR_KEYS = ("n", "mean_q_before", "mean_q_after", "mean_delta", "delta_c
                     "prefix_error_auroc", "prefix_error_auroc_ci_low", "prefix_error_auroc_ci_high")
 
 
+def token_types(row: dict) -> list[str]:
+    """The type of each response token of a scored ToyMath generation, as the RMs read it (character
+    tokens of the solution, then ``" "`` and EOS): digit, operator, ``=``, newline, ``#``, space, EOS."""
+    kinds = {"=": "=", "\n": "newline", "#": "#", " ": "space", "+": "operator", "-": "operator", "*": "operator"}
+    types = ["digit" if ch.isdigit() else kinds.get(ch, "other") for ch in row["generated_solution"]] + ["space", "EOS"]
+    n = len(row["cosine_sim"])
+    return types[:n] + ["other"] * (n - len(types))
+
+
+def q_diagnosis(rows: list[dict], skip_first: int) -> dict:
+    """What moves Q on these scored generations: the per-token frame (``q_analysis.q_token_frame``),
+    the variance each factor explains, and where correct generations reach their lowest Q."""
+    frame = q_analysis.q_token_frame([r["cosine_sim"] for r in rows], [token_types(r) for r in rows],
+                                     [tables.first_error_token(r) for r in rows], [bool(r["is_correct"]) for r in rows], skip_first)
+    return {"frame": frame, "shares": q_analysis.q_variance_shares(frame), "lowest": q_analysis.lowest_q_tokens(frame)}
+
+
+def q_diagnosis_metrics(diagnosis: dict) -> dict:
+    """The ``q_diagnosis`` section of metrics.json: variance shares and the lowest-Q token types."""
+    return {"variance_shares": {r["factor"]: {"r2_alone": r["r2_alone"], "r2_added_last": r["r2_added_last"]}
+                                for _, r in diagnosis["shares"].iterrows()},
+            "lowest_q_of_correct": {r["token_type"]: {"n": int(r["n"]), "share": r["share"]} for _, r in diagnosis["lowest"].iterrows()}}
+
+
 def first_error_metrics(summary: dict) -> dict:
     return {k: summary.get(k) for k in FIRST_ERROR_KEYS if k in summary}
 
@@ -179,24 +234,44 @@ def first_error_frame(summaries: dict[str, dict]) -> pd.DataFrame:
 # a conclusion. Every other comparison is exploratory, with Holm-corrected p-values.
 
 PRIMARY_BENCH = "toy-id"
+# The gate's second condition: on correct against well-formed incorrect generations, each RM's AUROC
+# exceeds response length's by at least this much, over seeds (an RM that verifies, not one that
+# spots garbled text).
+WELL_FORMED_MARGIN = 0.15
 
 
 def _auroc(rows: list[dict], scores) -> float:
     return float(metrics.bootstrap_auroc(scores, tables.labels(rows), n_boot=0).auroc)
 
 
+def _scorer_aurocs(scored: dict[str, list[dict]]) -> dict[str, float]:
+    """AUROC of each RM's reward and of the free reference scorers, on one set of rows."""
+    out = {rm: _auroc(rows, [r["reward"] for r in rows]) for rm, rows in scored.items()}
+    any_rows = next(iter(scored.values()))
+    for name in ("length only", "policy mean logprob"):
+        key, sign = tables.REFERENCE_SCORERS[name]
+        if all(r.get(key) is not None for r in any_rows):
+            out[name] = _auroc(any_rows, [sign * r[key] for r in any_rows])
+    return out
+
+
+def _first_error_delta(rows: list[dict]) -> float:
+    return float(tables.first_error_summary(rows, n_boot=0).get("mean_delta", float("nan")))
+
+
 def seed_figures(run_dir, rms, rm_seed: int, headline: str, filter_threshold: float, skip_first: int) -> dict:
-    """One RM seed's primary and exploratory figures (point estimates; NaN where undefined)."""
-    run, out = RunDir(run_dir), {"auroc": {}, "first_error_delta_q": {}, "filter": {}}
+    """One RM seed's primary and exploratory figures (point estimates; NaN where undefined), each
+    ranking figure on all generations and on the well-formed subset (``*_well_formed``)."""
+    run = RunDir(run_dir)
+    out = {"auroc": {}, "auroc_well_formed": {}, "first_error_delta_q": {}, "first_error_delta_q_well_formed": {}, "filter": {}}
     for bench in benchmark_names(run_dir):
         scored = {rm: headline_rows(run_dir, rm, bench, headline, rm_seed) for rm in rms}
-        out["auroc"][bench] = {rm: _auroc(rows, [r["reward"] for r in rows]) for rm, rows in scored.items()}
-        any_rows = scored[rms[0]]
-        key, sign = tables.REFERENCE_SCORERS["length only"]
-        out["auroc"][bench]["length only"] = _auroc(any_rows, [sign * r[key] for r in any_rows])
+        out["auroc"][bench] = _scorer_aurocs(scored)
+        out["auroc_well_formed"][bench] = _scorer_aurocs({rm: well_formed_only(rows) for rm, rows in scored.items()})
         if bench == PRIMARY_BENCH:
             for rm, rows in scored.items():
-                out["first_error_delta_q"][rm] = float(tables.first_error_summary(rows, n_boot=0).get("mean_delta", float("nan")))
+                out["first_error_delta_q"][rm] = _first_error_delta(rows)
+                out["first_error_delta_q_well_formed"][rm] = _first_error_delta(well_formed_only(rows))
             for rm in rms:
                 vote = metrics.q_filtered_majority_vote(
                     list(group_by_question(tables.read_scored(run.eval(rm, rm_seed), bench, "all")).values()),
@@ -215,13 +290,21 @@ def primary_metrics(run_dir, rms, rm_seeds, headline: str, filter_threshold: flo
     def over(get, **kw):
         return stats.across_seeds([get(f) for f in per_seed], **kw)
 
-    margins = {rm: over(lambda f, rm=rm: f["auroc"][bench][rm] - f["auroc"][bench]["length only"]) for rm in rms}
-    undefined = [f"{rm}: {m['reason']}" for rm, m in margins.items() if m["holds"] is None]
-    state = "undefined" if undefined else "passed" if all(m["holds"] for m in margins.values()) else "failed"
+    def gate(key, null):
+        margins = {rm: over(lambda f, rm=rm: f[key][bench][rm] - f[key][bench]["length only"], null=null) for rm in rms}
+        undefined = [f"{rm}: {m['reason']}" for rm, m in margins.items() if m["holds"] is None]
+        state = "undefined" if undefined else "passed" if all(m["holds"] for m in margins.values()) else "failed"
+        return {"state": state, "reason": "; ".join(undefined) or None, "margin_over_length": margins}
+
     primary = {
         "benchmark": bench, "rm_seeds": list(rm_seeds), "n_seeds": len(rm_seeds), "headline": headline,
-        "gate": {"state": state, "reason": "; ".join(undefined) or None, "margin_over_length": margins},
+        # the gate's first condition: both RMs beat response length on all generations; its second:
+        # both beat it by WELL_FORMED_MARGIN on correct vs well-formed incorrect ones (they verify)
+        "gate": {**gate("auroc", 0.0), "well_formed": {**gate("auroc_well_formed", WELL_FORMED_MARGIN),
+                                                       "required_margin": WELL_FORMED_MARGIN}},
         "first_error_delta_q": {rm: over(lambda f, rm=rm: f["first_error_delta_q"][rm], expect="less") for rm in rms},
+        "first_error_delta_q_well_formed": {rm: over(lambda f, rm=rm: f["first_error_delta_q_well_formed"][rm], expect="less")
+                                            for rm in rms},
         # accuracy_change: expect "less", so `holds` means the filter costs accuracy
         "filter": {rm: {"threshold": filter_threshold,
                         "tokens_saved_pct": over(lambda f, rm=rm: f["filter"][rm]["tokens_saved_pct"]),
@@ -235,6 +318,9 @@ def primary_metrics(run_dir, rms, rm_seeds, headline: str, filter_threshold: flo
         for b, p in zip(others, stats.holm([deltas[b].get("p_value", float("nan")) for b in others])):
             deltas[b]["p_holm"] = p
         exploratory["delta_auroc"] = deltas
+    exploratory["auroc_well_formed"] = {
+        b: {name: over(lambda f, b=b, name=name: f["auroc_well_formed"][b].get(name, float("nan")), null=0.5)
+            for name in [*rms, "length only", "policy mean logprob"]} for b in benchmark_names(run_dir)}
     exploratory["note"] = (f"comparisons other than the primary ones on {bench}: leads, not findings; p-values Holm-corrected "
                            f"over the {len(exploratory['delta_auroc'])} benchmarks")
     return {"primary": primary, "exploratory": exploratory}
@@ -265,10 +351,15 @@ def primary_frame(primary: dict) -> pd.DataFrame:
 
     for rm, s in primary["gate"]["margin_over_length"].items():
         add("AUROC − length-only AUROC (> 0)", rm, s)
+    well_formed = primary["gate"].get("well_formed")
+    for rm, s in (well_formed or {}).get("margin_over_length", {}).items():
+        add(f"the same on well-formed errors only (> {well_formed['required_margin']:g})", rm, s)
     if "delta_auroc" in primary:
         add("ΔAUROC goal-conditioned − baseline (> 0)", "both", primary["delta_auroc"])
     for rm, s in primary["first_error_delta_q"].items():
         add("Q after − before the first error (< 0)", rm, s)
+    for rm, s in primary.get("first_error_delta_q_well_formed", {}).items():
+        add("the same on well-formed errors only (< 0)", rm, s)
     for rm, f in primary["filter"].items():
         add(f"tokens saved by the threshold-{f['threshold']:g} filter, % (> 0)", rm, f["tokens_saved_pct"])
         add("its accuracy change, points (< 0 = costs accuracy)", rm, f["accuracy_change"], scale=100.0)
@@ -282,6 +373,13 @@ def primary_reading(primary: dict) -> str:
     lines = [{"passed": f"Both RMs beat the length-only scorer on {bench} over {n} seeds.",
               "failed": f"Not every RM beats the length-only scorer on {bench} over {n} seeds: the comparisons below measure little.",
               "undefined": f"The length gate cannot be judged: {gate['reason']}."}[gate["state"]]]
+    if "well_formed" in gate:
+        wf = gate["well_formed"]
+        margin = wf["required_margin"]
+        lines.append({"passed": f"On well-formed errors only, both RMs beat it by more than {margin:g}: they check the arithmetic.",
+                      "failed": f"On well-formed errors only, not every RM beats it by more than {margin:g}: what they detect is "
+                                "mostly malformed output, not wrong arithmetic.",
+                      "undefined": f"On well-formed errors only the gate cannot be judged: {wf['reason']}."}[wf["state"]])
     if "delta_auroc" in primary:
         d = primary["delta_auroc"]
         said = {True: "the goal-conditioned RM ranks generations better", False: "no detectable difference between the RMs",
@@ -291,6 +389,10 @@ def primary_reading(primary: dict) -> str:
         said = {True: "Q falls at the first error", False: "a fall of Q at the first error is not shown",
                 None: f"cannot be judged ({s['reason']})"}[s["holds"]]
         lines.append(f"{rm}: {said}; Δ {seed_interval(s)}, a fall in {s['k']} of {s['n_seeds']} seeds.")
+        w = primary.get("first_error_delta_q_well_formed", {}).get(rm)
+        if w is not None:
+            lines.append(f"At well-formed errors only: Δ {seed_interval(w)}, a fall in {w['k']} of {w['n_seeds']} seeds"
+                         + {True: ".", False: " (not shown).", None: f" ({w['reason']})."}[w["holds"]])
     return " ".join(lines)
 
 

@@ -169,6 +169,47 @@ def q_trajectories(rows, first_error_tokens, n_each: int = 3, seed: int = 0, tit
     return fig
 
 
+def q_by_token_type(frame: pd.DataFrame, title: str = "Q per response token, by token type"):
+    """Box plots of Q per token type, on prefixes still right (blue) and already wrong (orange):
+    when the boxes move more between token types than between the two colours, an absolute Q
+    threshold reacts to the kind of character rather than to the error."""
+    order = [t for t in ("digit", "operator", "=", "newline", "#", "space", "EOS", "other") if t in set(frame["token_type"])]
+    shown = frame.assign(prefix=frame["prefix_wrong"].map({False: "prefix right", True: "prefix already wrong"}))
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    sns.boxplot(data=shown, x="token_type", y="q", hue="prefix", order=order, hue_order=["prefix right", "prefix already wrong"],
+                fliersize=1, linewidth=0.8, ax=ax)
+    ax.set_xlabel("token type")
+    ax.set_ylabel("Q (cosine to the goal state)")
+    ax.set_title(title)
+    ax.legend(fontsize=8, title=None)
+    fig.tight_layout()
+    return fig
+
+
+def filter_frontier(frontier: pd.DataFrame, chosen: pd.DataFrame, title: str = "Majority-vote accuracy against tokens saved"):
+    """Every rule's candidate thresholds on the test questions (lines), the threshold chosen on the
+    validation questions (large markers), plain majority voting (x = 0) and the oracle that stops
+    every incorrect solution at its first error (star)."""
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    rules = [r for r in dict.fromkeys(frontier["rule"])]
+    palette = dict(zip(rules, sns.color_palette("tab10", len(rules))))
+    for rule in rules:
+        f = frontier[frontier["rule"] == rule].sort_values("tokens_saved_pct")
+        ax.plot(f["tokens_saved_pct"], 100 * f["accuracy"], "-", lw=1, alpha=0.6, c=palette[rule])
+        c = chosen[chosen["rule"] == rule]
+        ax.plot(c["tokens_saved_pct"], 100 * c["accuracy"], "o", ms=8, c=palette[rule], label=rule)
+    oracle = chosen[chosen["rule"].str.startswith("oracle")]
+    ax.plot(oracle["tokens_saved_pct"], 100 * oracle["accuracy"], "*", ms=14, c="black", label="oracle (first error)")
+    if len(chosen):
+        ax.axhline(100 * chosen["accuracy_unfiltered"].iloc[0], ls=":", c="grey", lw=1, label="majority vote, no filter")
+    ax.set_xlabel("tokens saved (% of all sampled tokens)")
+    ax.set_ylabel("majority-vote accuracy (%)")
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    return fig
+
+
 def sweep_curve(df: pd.DataFrame, key: str, title: str = ""):
     """A metric against the values of one swept key (columns x, series, value, ci_low, ci_high), one
     line per series with its 95% CI band; values that are not all numbers are categories, drawn as

@@ -135,11 +135,11 @@ def rm_config(recipe: RMRecipe, run_dir, rm: str, seed: int, out_root=None, **ov
     to ``out_root/<rm>-seed<k>``. ``overrides`` are trainer flags that win over the recipe."""
     run = RunDir(run_dir)
     out = run.model(rm, seed) if out_root is None else Path(out_root) / RunDir.model_name(rm, seed)
-    return recipe.config(
-        pretrain=str(run.policy), dataset=str(run.preference_pairs("train")), eval_dataset=str(run.preference_pairs("eval")),
-        save_path=str(out), metrics_path=str(rm_metrics_path(out)), template=TEMPLATE,
-        reward_model_strategy=RM_STRATEGIES[rm], seed=seed, **overrides,
-    )
+    return recipe.config(**{
+        "pretrain": str(run.policy), "dataset": str(run.preference_pairs("train")), "eval_dataset": str(run.preference_pairs("eval")),
+        "save_path": str(out), "metrics_path": str(rm_metrics_path(out)), "template": TEMPLATE,
+        "reward_model_strategy": RM_STRATEGIES[rm], "seed": seed, **overrides,
+    })
 
 
 # ------------------------------------------------------------------------ a store of trained RMs

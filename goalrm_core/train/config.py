@@ -122,6 +122,9 @@ class TrainRMConfig:
                                     "response) or latest (the last (1-p)).", "earliest", choices=PERCENTILE_WINDOWS)
     contrastive_pairs: str = _help("Pairs the contrastive term averages over: all (the official code: every source with every goal) "
                                    "or matched (the k-th source with the k-th goal).", "all", choices=PAIR_FORMS)
+    dense_loss_coef: float = _help("Weight of an auxiliary per-token loss on the value head (not in the paper): each response "
+                                   "token's value is a logit of 'no error yet', 1 before the rejected response's first error "
+                                   "(the pairs' optional first_error_char) and 0 from it on; 0 = off.", 0.0, range=Range(float, ">= 0"))
     value_head_strategy: str = _help("linear (HF-compatible) or mlp value head.", "linear", choices=VALUE_HEAD_STRATEGIES)
     loss: str = _help("Preference loss: sigmoid (-log σ) or logexp.", "sigmoid", choices=LOSS_TYPES)
     margin: float = _help("Margin subtracted from r_chosen - r_rejected in the sigmoid loss.", 0.0, range=Range(float))

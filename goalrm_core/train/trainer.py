@@ -64,7 +64,7 @@ from goalrm_core.train.sinks import MetricSinks
 # The loss terms whose non-finite value stops a run, in the order its error names them.
 CHECKED_TERMS = ("preference_loss", "contrastive_loss", "loss")
 # What a metrics row reports, train and eval alike.
-ROW_TERMS = ("loss", "preference_loss", "contrastive_loss", "accuracy", "chosen_reward", "rejected_reward")
+ROW_TERMS = ("loss", "preference_loss", "contrastive_loss", "dense_loss", "accuracy", "chosen_reward", "rejected_reward")
 
 
 class TrainingError(RuntimeError):
@@ -273,6 +273,7 @@ class Trainer:
             engine.backward(out.loss)
             self.window.add_tensors({
                 "loss": out.loss.detach(), "preference_loss": out.preference_loss, "contrastive_loss": out.contrastive_loss,
+                "dense_loss": out.dense_loss if out.dense_loss is not None else torch.zeros((), device=engine.device),
                 "accuracy": out.accuracy, "chosen_reward": out.chosen_reward.float().mean(),
                 "rejected_reward": out.rejected_reward.float().mean(), "micro_batches": torch.ones((), device=engine.device),
                 "tokens": batch["attention_mask"].sum(),
@@ -382,7 +383,7 @@ class Trainer:
         mine = items[rank::world]
         n_batches = math.ceil(math.ceil(len(items) / world) / micro)
         generator = torch.Generator().manual_seed(cfg.seed + 7919 * (rank + 1))  # fixed: eval never moves training RNG
-        meter = Meter(("loss", "preference_loss", "contrastive_loss", "batches", "correct", "pairs",
+        meter = Meter(("loss", "preference_loss", "contrastive_loss", "dense_loss", "batches", "correct", "pairs",
                        "chosen_sum", "rejected_sum", "reward_sum", "reward_sq_sum"))
         for b in range(n_batches):
             chunk = mine[b * micro:(b + 1) * micro]
@@ -394,6 +395,7 @@ class Trainer:
             meter.add({
                 "loss": out.loss.item(), "preference_loss": out.preference_loss.item(),
                 "contrastive_loss": out.contrastive_loss.item(), "batches": 1.0,
+                "dense_loss": 0.0 if out.dense_loss is None else out.dense_loss.item(),
                 "correct": float((chosen > rejected).sum().item()), "pairs": float(len(chunk)),
                 "chosen_sum": chosen.sum().item(), "rejected_sum": rejected.sum().item(),
                 "reward_sum": rewards.sum().item(), "reward_sq_sum": (rewards ** 2).sum().item(),
@@ -407,6 +409,7 @@ class Trainer:
             "loss": sums["loss"] / n_b,
             "preference_loss": sums["preference_loss"] / n_b,
             "contrastive_loss": sums["contrastive_loss"] / n_b,
+            "dense_loss": sums["dense_loss"] / n_b,
             "accuracy": sums["correct"] / n_pairs,
             "chosen_reward": sums["chosen_sum"] / n_pairs,
             "rejected_reward": sums["rejected_sum"] / n_pairs,

@@ -12,30 +12,38 @@ from tests.study.test_evaluation import write_scored
 BENCHES = ["toy-id", "toy-zero"]
 
 
-def rows_for(seed_shift: float, q_fall: float):
+def rows_for(seed_shift: float, q_fall: float, well_formed_reward: float = 0.0):
     """Four questions x 3 samples; correct samples get the higher reward (shifted per seed), incorrect
-    ones an error at character 3 after which Q drops by ``q_fall``."""
+    ones an error at character 3 after which Q drops by ``q_fall``. The incorrect solutions of question 1
+    are well-formed (``1+1=3 / #3``) and get ``well_formed_reward``; the others are malformed."""
     out = []
     for q in range(4):
         for i in range(3):
             correct = (q + i) % 2 == 0
+            well_formed = correct or q == 1
+            text = "1+1=2\n#2" if correct else "1+1=3\n#3" if well_formed else "1+1>#3"
             n = 6 + q
             qs = [0.5] * n if correct else [0.5] * 3 + [0.5 - q_fall] * (n - 3)
-            out.append({"question": f"q{q}", "sample_index": i, "is_correct": correct, "reward": (1.0 if correct else 0.0) + seed_shift * i,
-                        "num_actions": n, "generated_solution": "x" * n, "cosine_sim": qs, "predicted_answer": "1" if correct else "2",
+            reward = 1.0 if correct else well_formed_reward if well_formed else 0.0
+            out.append({"question": f"q{q}", "sample_index": i, "is_correct": correct, "reward": reward + seed_shift * i,
+                        "num_actions": n, "generated_solution": text, "cosine_sim": qs, "predicted_answer": "1" if correct else "2",
                         "first_error_char": None if correct else 3})
     return out
 
 
-@pytest.fixture
-def run(tmp_path, monkeypatch):
+def write_run(root, monkeypatch, well_formed_reward: float = 0.0):
     monkeypatch.setattr(ev, "benchmark_names", lambda run_dir: BENCHES)
     for seed, shift in enumerate([0.0, 0.01, 0.02]):
         for rm in RMS:
             for bench in BENCHES:
-                rows = rows_for(shift, 0.3)
-                write_scored(tmp_path, rm, seed, bench, rows, [r for r in rows if r["sample_index"] == 0])
-    return tmp_path
+                rows = rows_for(shift, 0.3, well_formed_reward)
+                write_scored(root, rm, seed, bench, rows, [r for r in rows if r["sample_index"] == 0])
+    return root
+
+
+@pytest.fixture
+def run(tmp_path, monkeypatch):
+    return write_run(tmp_path, monkeypatch)
 
 
 def test_primary_figures_are_judged_over_seeds(run):
@@ -51,7 +59,8 @@ def test_primary_figures_are_judged_over_seeds(run):
     assert "p_holm" in out["exploratory"]["delta_auroc"]["toy-zero"]
     assert primary["gate"]["state"] in ("passed", "failed", "undefined")
     assert "in" in ev.primary_reading(primary) and "seeds" in ev.primary_reading(primary)
-    assert len(ev.primary_frame(primary)) == 2 + 1 + 2 + 2 * 2
+    # the gate's two conditions, ΔAUROC, the first-error ΔQ on all and on well-formed errors, the filter
+    assert len(ev.primary_frame(primary)) == 2 * 2 + 1 + 2 * 2 + 2 * 2
 
 
 def test_one_seed_gives_no_verdict(run):
@@ -60,3 +69,26 @@ def test_one_seed_gives_no_verdict(run):
     assert primary["first_error_delta_q"][RMS[0]]["holds"] is None
     assert "cannot be judged" in ev.primary_reading(primary)
     assert "undefined" in ev.seed_interval({"mean": math.nan, "reason": "why"})
+
+
+def test_an_rm_that_only_spots_malformed_text_fails_the_second_condition(tmp_path, monkeypatch):
+    # the RM rewards a well-formed wrong solution like a correct one: it ranks all generations well,
+    # and the correct against the well-formed incorrect ones no better than chance
+    run = write_run(tmp_path, monkeypatch, well_formed_reward=1.0)
+    out = ev.primary_metrics(run, list(RMS), [0, 1, 2], "sample0", 0.0, 0)
+    gate = out["primary"]["gate"]
+    wf = gate["well_formed"]
+    assert wf["required_margin"] == ev.WELL_FORMED_MARGIN
+    assert wf["state"] == "failed"
+    for rm in RMS:  # sample 0: q0, q2 correct; q1 well-formed and rewarded as correct; q3 malformed
+        assert out["exploratory"]["auroc_well_formed"]["toy-id"][rm]["mean"] == pytest.approx(0.5)
+        assert ev.seed_figures(run, list(RMS), 0, "sample0", 0.0, 0)["auroc"]["toy-id"][rm] == pytest.approx(0.75)
+    assert "mostly malformed output" in ev.primary_reading(out["primary"])
+
+
+def test_an_rm_that_verifies_passes_both_conditions(tmp_path, monkeypatch):
+    run = write_run(tmp_path, monkeypatch, well_formed_reward=0.0)
+    gate = ev.primary_metrics(run, list(RMS), [0, 1, 2], "sample0", 0.0, 0)["primary"]["gate"]
+    margins = gate["well_formed"]["margin_over_length"]
+    assert all(m["mean"] > ev.WELL_FORMED_MARGIN for m in margins.values())
+    assert gate["well_formed"]["state"] in ("passed", "failed")  # judged, whatever the t-interval says

@@ -481,6 +481,28 @@ def first_error(problem: Problem, solution_text: str) -> FirstError | None:
     return None
 
 
+
+_FULL_STEP_LINE = re.compile(r"-?[0-9]+[+*-]-?[0-9]+=-?[0-9]+")
+_FULL_ANSWER_LINE = re.compile(r"#-?[0-9]+")
+
+
+def is_well_formed(solution_text: str) -> bool:
+    r"""True iff the text has the *shape* of a terse solution, whatever its facts: one or more lines
+    ``a op b = c`` (integers, no spaces), then one ``#answer`` line, and nothing else.
+
+    A wrong but well-formed solution (``3+5=9\n9-7=2\n#2``) can only be told from a right one by
+    checking its arithmetic; a malformed one (``4-3>#3``, ``4d-6=8``, a cut-off text) can be told by
+    its shape alone. The distinction separates RMs that verify from RMs that spot garbled text.
+
+    >>> is_well_formed("3+5=9\n9-7=2\n#2"), is_well_formed("3+5=8\n8-7>#1"), is_well_formed("3+5=8")
+    (True, False, False)
+    """
+    if not isinstance(solution_text, str):
+        return False
+    lines = solution_text.split("\n")
+    return (len(lines) >= 2 and all(_FULL_STEP_LINE.fullmatch(line) for line in lines[:-1])
+            and _FULL_ANSWER_LINE.fullmatch(lines[-1]) is not None)
+
 # --------------------------------------------------------------------------------------------------
 # Benchmarks: fixed, mildly shifted distributions derived from the training one
 # --------------------------------------------------------------------------------------------------
