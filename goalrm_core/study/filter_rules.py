@@ -224,3 +224,11 @@ def pooled(per_seed: pd.DataFrame) -> pd.DataFrame:
             if rule != "oracle (first error)" else None
         out.append(row)
     return pd.DataFrame(out)
+
+
+def rules_metrics(pooled_rules: pd.DataFrame) -> dict:
+    """The ``filter_rules`` section of metrics.json: ``{bench: {rule: pooled outcome}}``."""
+    out: dict = {}
+    for rec in pooled_rules.to_dict("records"):
+        out.setdefault(rec.pop("benchmark"), {})[rec.pop("rule")] = rec
+    return out
