@@ -164,12 +164,13 @@ def last_token_states(model: RewardModel, tokenizer, rows: Sequence[dict], templ
     return states
 
 
-def last_token_frame(states: np.ndarray, rows: Sequence[dict], goal: np.ndarray) -> "pd.DataFrame":
-    """Per generation: correctness, cosine of its last-token state to ``goal``, and a 2-D PCA of the states."""
+def last_token_frame(states: np.ndarray, rows: Sequence[dict], q) -> "pd.DataFrame":
+    """Per generation: correctness, the Q of its last-token state (``q``, from :func:`q_values`;
+    the ``cosine_to_goal`` column), and a 2-D PCA of the states."""
     import pandas as pd
 
     centred = states - states.mean(0)
     _, _, vt = np.linalg.svd(centred, full_matrices=False)
     pcs = centred @ vt[:2].T
     correct = [parse_label(r["is_correct"], where=f"row {i}") for i, r in enumerate(rows)]
-    return pd.DataFrame({"is_correct": correct, "cosine_to_goal": q_values(states, goal).numpy(), "pc1": pcs[:, 0], "pc2": pcs[:, 1]})
+    return pd.DataFrame({"is_correct": correct, "cosine_to_goal": np.asarray(q, dtype=np.float32), "pc1": pcs[:, 0], "pc2": pcs[:, 1]})

@@ -24,13 +24,12 @@ from typing import Any, Callable, Mapping
 from goalrm_core.data.io import ArtifactError, atomic_path, atomic_write_json, atomic_write_text
 from goalrm_core.data.rundir import RunDir
 from goalrm_core.flags import debugging
-# gate_html and provenance_html are also imported from here (notebook 04, the tests)
-from goalrm_core.report.index_page import TIMINGS_KEY, gate_html, render_index  # noqa: F401
+from goalrm_core.report.index_page import TIMINGS_KEY, render_index
 from goalrm_core.report.notebook_params import missing_keys
 from goalrm_core.report.pages import export_html, refresh_navigation
 from goalrm_core.report.profiles import (check_settings, check_value, coerce_to_declared, load_profile,
                                          parse_set_flags, profile_path, resolve_path, shown_path, unknown_key_message)
-from goalrm_core.report.provenance import PROVENANCE_KEY, _now, collect_provenance, provenance_html  # noqa: F401
+from goalrm_core.report.provenance import PROVENANCE_KEY, _now, collect_provenance
 from goalrm_core.paths import project_root, relative_paths
 from goalrm_core.report.batch_run import batch_environment
 

@@ -129,6 +129,15 @@ class RMRecipe:
         return TrainRMConfig.from_dict({**self.flags(), **flags})
 
 
+def notebook_recipe(params: Mapping[str, Any]) -> RMRecipe:
+    """The recipe notebook 02 trains the embedded task's RMs with: the training keys among
+    ``params`` (the notebook's parameters, :meth:`RMRecipe.from_profile`), the token budget of
+    ``max_new_tokens`` (:func:`rm_max_len`), a step budget no epoch limit cuts short, and a
+    metrics row every 5 steps."""
+    return dataclasses.replace(RMRecipe.from_profile(params), max_len=rm_max_len(params["max_new_tokens"]),
+                               max_epochs=1000, logging_steps=5)
+
+
 def rm_config(recipe: RMRecipe, run_dir, rm: str, seed: int, out_root=None, **overrides: Any) -> TrainRMConfig:
     """The config of one RM of the embedded task and one seed: initialised from the base policy,
     trained on the run's preference pairs; saved to the run's model folder or, given ``out_root``,
@@ -268,3 +277,13 @@ def seed_summary(runs: pd.DataFrame, value: str = "eval_accuracy") -> pd.DataFra
         mean, low, high = metrics.mean_ci(g[value].to_numpy())
         out[rm] = {f"{value}": mean, f"{value}_ci_low": low, f"{value}_ci_high": high, "n_seeds": len(g)}
     return pd.DataFrame.from_dict(out, orient="index")
+
+
+def training_metrics(summary: pd.DataFrame, runs: pd.DataFrame, steps: int) -> tuple[dict, dict]:
+    """(the ``training`` section of metrics.json, its timings): per RM the held-out accuracy over
+    seeds (``seed_summary``) and the step budget; apart from them, the mean throughput and wall time."""
+    recorded = {rm: {"eval_accuracy": row["eval_accuracy"], "eval_accuracy_ci": [row["eval_accuracy_ci_low"], row["eval_accuracy_ci_high"]],
+                     "steps": steps, "n_seeds": int(row["n_seeds"])}
+                for rm, row in summary.iterrows()}
+    timings = {rm: {"tokens_per_s": float(g["tokens_per_s"].mean()), "wall_s": float(g["wall_s"].mean())} for rm, g in runs.groupby("rm")}
+    return recorded, timings

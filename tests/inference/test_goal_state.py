@@ -54,7 +54,7 @@ def test_every_reader_gets_q_values(tiny_rm, tokenizer, tiny_goal, states):
         n = row["num_actions"]
         assert row["cosine_sim"] == q_values(states[start:start + n], tiny_goal).tolist()
         start += n
-    frame = last_token_frame(lasts, ROWS, tiny_goal)
+    frame = last_token_frame(lasts, ROWS, q_values(lasts, tiny_goal))
     assert frame["cosine_to_goal"].tolist() == q_values(lasts, tiny_goal).tolist()
     assert frame["cosine_to_goal"].tolist() == [r["cosine_sim"][-1] for r in scored]
 

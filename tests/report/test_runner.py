@@ -323,7 +323,7 @@ def test_provenance_without_git(tmp_path, monkeypatch):
 
 
 def test_provenance_html_is_escaped_and_empty_when_absent():
-    from goalrm_core.report.runner import provenance_html
+    from goalrm_core.report.provenance import provenance_html
 
     assert provenance_html({}) == "" and provenance_html({"provenance": None}) == ""
     prov = {"git": {"commit": "0123456789abcdef", "dirty": True},

@@ -7,7 +7,7 @@ import pytest
 from goalrm_core.data.rundir import RunDir
 from goalrm_core.study import artifacts, evaluation as ev
 from goalrm_core.data.io import write_jsonl
-from goalrm_core.report.runner import gate_html
+from goalrm_core.report.index_page import gate_html
 
 
 def scored_row(q, i, correct, reward, n):

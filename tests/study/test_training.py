@@ -1,7 +1,6 @@
 """Notebook 02's study layer: one recipe from profile keys to the trainer's config, one max_len, and
 every RM of every seed trained side by side."""
 
-import ast
 import dataclasses
 import json
 import shutil
@@ -57,17 +56,17 @@ def test_every_recipe_key_sets_its_trainer_flag(key):
 
 
 def test_the_recipe_covers_every_training_key_notebook_02_declares():
-    """A new training key in notebook 02's parameters must be a recipe field, and the notebook must
-    pass it to the recipe: nothing can be dropped on the way to the trainer."""
-    declared = set(pm.inspect_notebook(str(NOTEBOOKS / "02_training.ipynb")))
-    fields = {f.name for f in dataclasses.fields(RMRecipe)}
-    assert declared - NOT_RECIPE_KEYS <= fields, sorted(declared - NOT_RECIPE_KEYS - fields)
-    built = next(node for node in ast.walk(ast.parse(notebook_code("02_training.ipynb")))
-                 if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "RMRecipe")
-    passed = {kw.arg: ast.unparse(kw.value) for kw in built.keywords}
-    for key in declared - NOT_RECIPE_KEYS:
-        assert passed.get(key) == key, f"notebook 02 declares {key} but does not build the recipe with {key}={key}"
-    assert passed["max_len"] == "rm_max_len(max_new_tokens)"
+    """A new training key in notebook 02's parameters must be a recipe field, and the recipe the
+    notebook builds from its parameters must carry it to the trainer: nothing can be dropped on the way."""
+    declared = pm.inspect_notebook(str(NOTEBOOKS / "02_training.ipynb"))
+    fields = {f.name: f for f in dataclasses.fields(RMRecipe)}
+    assert set(declared) - NOT_RECIPE_KEYS <= set(fields), sorted(set(declared) - NOT_RECIPE_KEYS - set(fields))
+    assert "recipe = tr.notebook_recipe(globals())" in notebook_code("02_training.ipynb")
+    params = {key: other_value(fields[key]) if key in fields else None for key in declared} | {"max_new_tokens": 40}
+    cfg = tr.notebook_recipe(params).config()
+    for key in set(declared) - NOT_RECIPE_KEYS:
+        assert getattr(cfg, RMRecipe.flag_of(key)) == params[key], f"notebook 02 declares {key} but its recipe drops it"
+    assert cfg.max_len == rm_max_len(40)
 
 
 @pytest.mark.parametrize("profile", available_profiles())
@@ -82,7 +81,7 @@ def test_max_len_comes_from_one_function():
     assert rm_max_len(48) == 160 and rm_max_len(96) == 256
     for name in ("02_training.ipynb", "03_representations.ipynb", "04_evaluation.ipynb"):
         code = notebook_code(name)
-        assert "rm_max_len(max_new_tokens)" in code, name
+        assert "rm_max_len(max_new_tokens)" in code or "tr.notebook_recipe(globals())" in code, name
         assert "* max_new_tokens" not in code, f"{name} derives max_len itself"
     study = resolve_path("goalrm_core") / "study"
     assert not [p.name for p in study.glob("*.py") if "* max_new_tokens" in p.read_text() and p.name != "training.py"]

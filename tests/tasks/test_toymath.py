@@ -415,3 +415,18 @@ def test_digit_chain_benchmarks_shift_facts_not_lengths():
 def test_digit_chain_config_rejects_bad_values(kwargs):
     with pytest.raises(ValueError):
         ToyMathConfig(**kwargs)
+
+
+def test_profile_data_keys_reach_the_task_and_policy_configs():
+    """Notebook 01 builds its configs with ``configs_from_profile``: every key it maps lands in its
+    field (values chosen apart from the defaults, so a dropped key shows)."""
+    from goalrm_core.tasks.toymath.pipeline import configs_from_profile
+
+    profile = {"min_chain_steps": 3, "max_chain_steps": 7, "operand_min": 2, "operand_max": 8, "operations": "+",
+               "modulus": 10, "heldout_facts": 5, "policy_hidden_size": 48, "policy_layers": 3, "policy_steps": 11,
+               "policy_batch_size": 17, "policy_learning_rate": 0.004, "seed": 9}
+    task, policy = configs_from_profile(profile)
+    assert (task.min_steps, task.max_steps, task.operand_min, task.operand_max, task.operations, task.modulus,
+            task.heldout_facts) == (3, 7, 2, 8, "+", 10, 5)
+    assert (policy.hidden_size, policy.num_layers, policy.steps, policy.batch_size, policy.learning_rate,
+            policy.seed) == (48, 3, 11, 17, 0.004, 9)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any, Mapping
 
 import pandas as pd
 from transformers import AutoTokenizer, LlamaForCausalLM
@@ -32,6 +33,31 @@ TEMPLATE = "toymath"
 
 def data_dir(run_dir: str | Path) -> Path:
     return Path(run_dir) / "data"
+
+
+def configs_from_profile(p: Mapping[str, Any]) -> tuple[toymath.ToyMathConfig, PolicyConfig]:
+    """The task's and the base policy's configs from a profile's data keys (``min_chain_steps`` …,
+    ``policy_steps`` …; notebook 01's parameters). The profile names them after the study; this is
+    the one place they become the configs' fields."""
+    task = toymath.ToyMathConfig(min_steps=p["min_chain_steps"], max_steps=p["max_chain_steps"], operand_min=p["operand_min"],
+                                 operand_max=p["operand_max"], operations=p["operations"], modulus=p["modulus"],
+                                 heldout_facts=p["heldout_facts"])
+    policy = PolicyConfig(hidden_size=p["policy_hidden_size"], num_layers=p["policy_layers"], steps=p["policy_steps"],
+                          batch_size=p["policy_batch_size"], learning_rate=p["policy_learning_rate"], seed=p["seed"])
+    return task, policy
+
+
+def data_metrics(task: toymath.ToyMathConfig, policy: PolicyConfig, accuracy: pd.DataFrame, sft_history: list[dict],
+                 pair_stats: Mapping[str, Any]) -> dict:
+    """The ``data`` section of metrics.json: each benchmark's accuracy (``benchmark_table``), the
+    preference pairs' counts, the policy's final SFT loss and the task's shape."""
+    return {
+        "benchmarks": {name: row for name, row in accuracy.to_dict(orient="index").items()},
+        "preference": {k: pair_stats[k] for k in ("n_pairs", "n_questions", "n_train", "n_eval")},
+        "policy": {"sft_final_loss": sft_history[-1]["loss"], "steps": policy.steps},
+        "task": {"name": "digit-chain ToyMath" if task.is_digit_chain else "multi-digit ToyMath",
+                 "min_steps": task.min_steps, "max_steps": task.max_steps, "modulus": task.modulus, "heldout_facts": task.heldout_facts},
+    }
 
 
 def write_benchmarks(run_dir, train_cfg: toymath.ToyMathConfig, n_questions: int, seed: int = 0) -> dict[str, int]:

@@ -213,19 +213,13 @@ def data_stage(profile: Mapping, run_dir: Path, threads: int) -> dict:
     from goalrm_core.data.rundir import RunDir
     from goalrm_core.threads import set_torch_threads
     from goalrm_core.tasks.toymath import pipeline as tp
-    from goalrm_core.tasks.toymath import problems as toymath
-    from goalrm_core.tasks.toymath.policy import PolicyConfig
 
     p = dict(profile)
     started = time.perf_counter()
     used = set_torch_threads(threads)
     run = RunDir(run_dir)
     seed = p["seed"]
-    train_cfg = toymath.ToyMathConfig(min_steps=p["min_chain_steps"], max_steps=p["max_chain_steps"], operand_min=p["operand_min"],
-                                      operand_max=p["operand_max"], operations=p["operations"], modulus=p["modulus"],
-                                      heldout_facts=p["heldout_facts"])
-    policy_cfg = PolicyConfig(hidden_size=p["policy_hidden_size"], num_layers=p["policy_layers"], steps=p["policy_steps"],
-                              batch_size=p["policy_batch_size"], learning_rate=p["policy_learning_rate"], seed=seed)
+    train_cfg, policy_cfg = tp.configs_from_profile(p)
     timings = {}
     tp.write_benchmarks(run, train_cfg, p["n_benchmark_questions"], seed)
     tick = time.perf_counter()
