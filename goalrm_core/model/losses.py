@@ -6,12 +6,14 @@ last position; ``num_actions`` is each response's length in tokens (including it
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
 import torch
 import torch.nn.functional as F
 
 from goalrm_core.flags import check_choice
 
-CONTRASTIVE_STRATEGIES = ("cosine", "cosine_avg")
 #: where a percentile draws contrastive positions from (the official code: ``earliest``)
 PERCENTILE_WINDOWS = ("earliest", "latest")
 #: which (source, goal) pairs the contrastive term averages over (the official code: ``all``)
@@ -97,6 +99,33 @@ def _mean_sigmoid_cosine(source: torch.Tensor, goal: torch.Tensor, pairs: str) -
     return torch.sigmoid(F.cosine_similarity(source, goal, dim=-1)).mean()
 
 
+def _cosine(source: torch.Tensor, goal: torch.Tensor, pairs: str) -> torch.Tensor:
+    return _mean_sigmoid_cosine(source, goal, pairs)
+
+
+def _cosine_avg(source: torch.Tensor, goal: torch.Tensor, pairs: str) -> torch.Tensor:
+    return _mean_sigmoid_cosine(source, goal.mean(dim=1, keepdim=True), pairs)
+
+
+@dataclass(frozen=True)
+class ContrastiveStrategy:
+    """How the contrastive term scores sampled states: ``score(source, goal, pairs, **options)``
+    takes (batch, k, hidden) source and goal states and the pair form, and returns the mean
+    similarity in (0, 1) over the (source, goal) pairs. ``options`` names the
+    :class:`~goalrm_core.train.config.TrainRMConfig` fields it reads (its hyperparameters): the
+    objective passes them by name."""
+
+    score: Callable[..., torch.Tensor]
+    options: tuple[str, ...] = ()
+
+
+#: ``--contrastive_strategy``'s choices: the config, the profiles and the objective read them from here
+CONTRASTIVE_STRATEGIES: dict[str, ContrastiveStrategy] = {
+    "cosine": ContrastiveStrategy(_cosine),          # every sampled goal state on its own
+    "cosine_avg": ContrastiveStrategy(_cosine_avg),  # each row's sampled goal states averaged into one first
+}
+
+
 def contrastive_goal_loss(
     chosen_hidden: torch.Tensor,
     rejected_hidden: torch.Tensor,
@@ -112,14 +141,16 @@ def contrastive_goal_loss(
     percentile_window: str = "earliest",
     pairs: str = "all",
     generator: torch.Generator | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> torch.Tensor:
     """The goal-conditioned contrastive term.
 
     Positive pairs: a source state and a later goal state, both in the preferred response (the two
     draws are ordered so the source never comes after the goal). Negative pairs: a source state in
     the preferred response and a goal state in the dispreferred one. Each pair scores ``σ(cos)``;
-    the loss is ``β·[−log mean σ(cos_pos) − log(1 − mean σ(cos_neg))]``. With ``cosine_avg`` the
-    sampled goal states of each row are averaged into one goal before comparing.
+    the loss is ``β·[−log mean σ(cos_pos) − log(1 − mean σ(cos_neg))]``. ``strategy`` names the
+    scoring in `CONTRASTIVE_STRATEGIES` (with ``cosine_avg`` the sampled goal states of each row
+    are averaged into one goal before comparing); ``options`` are its hyperparameters.
 
     Two choices the official code makes, each with the project's earlier form as an option:
 
@@ -129,7 +160,7 @@ def contrastive_goal_loss(
     * ``pairs``: ``all`` (official) averages over every (source, goal) combination of the draws,
       S×S for positives and U×U for negatives; ``matched`` pairs the k-th source with the k-th goal.
     """
-    check_choice("contrastive_strategy", strategy, CONTRASTIVE_STRATEGIES)
+    check_choice("contrastive_strategy", strategy, tuple(CONTRASTIVE_STRATEGIES))
     check_choice("percentile_window", percentile_window, PERCENTILE_WINDOWS)
     check_choice("contrastive pairs", pairs, PAIR_FORMS)
     if chosen_hidden.dim() != 3 or chosen_hidden.shape != rejected_hidden.shape:
@@ -161,12 +192,10 @@ def contrastive_goal_loss(
     goal_pos = _gather(chosen_hidden, pos_goal)
     source_neg = _gather(chosen_hidden, neg_source)
     goal_neg = _gather(rejected_hidden, neg_goal)
-    if strategy == "cosine_avg":
-        goal_pos = goal_pos.mean(dim=1, keepdim=True)
-        goal_neg = goal_neg.mean(dim=1, keepdim=True)
 
-    sim_pos = _mean_sigmoid_cosine(source_pos, goal_pos, pairs)
-    sim_neg = _mean_sigmoid_cosine(source_neg, goal_neg, pairs)
+    score = CONTRASTIVE_STRATEGIES[strategy].score
+    sim_pos = score(source_pos, goal_pos, pairs, **(options or {}))
+    sim_neg = score(source_neg, goal_neg, pairs, **(options or {}))
     return beta * (-torch.log(sim_pos) - torch.log1p(-sim_neg))
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from goalrm_core.model.losses import contrastive_goal_loss, dense_value_loss, log_exp_loss, pairwise_loss
+from goalrm_core.model.losses import CONTRASTIVE_STRATEGIES, contrastive_goal_loss, dense_value_loss, log_exp_loss, pairwise_loss
 from goalrm_core.model.reward_model import RewardModel
 
 
@@ -60,6 +60,7 @@ def reward_model_loss(model: RewardModel, batch: dict[str, torch.Tensor], cfg, g
             percentile_window=cfg.contrastive_window,
             pairs=cfg.contrastive_pairs,
             generator=generator,
+            options={name: getattr(cfg, name) for name in CONTRASTIVE_STRATEGIES[cfg.contrastive_strategy].options},
         )
     dense = None
     if getattr(cfg, "dense_loss_coef", 0.0) > 0:

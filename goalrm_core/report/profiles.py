@@ -330,6 +330,21 @@ class Choice:
             raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(map(str, self.options))}")
 
 
+class RegisteredChoice(Choice):
+    """A key whose value is a name in a registry of the library (``attribute`` of ``module``), read
+    when a value is first checked: a registry grows by one entry where it is defined, and checking a
+    profile that leaves the key out imports no model code."""
+
+    def __init__(self, module: str, attribute: str):
+        self.module, self.attribute = module, attribute
+
+    @property
+    def options(self) -> tuple:
+        import importlib
+
+        return tuple(getattr(importlib.import_module(self.module), self.attribute))
+
+
 class ListOf:
     """A key whose value is a list of numbers each in ``item`` (at least ``min_len``; ``distinct``: no repeats)."""
 
@@ -372,7 +387,6 @@ GOAL_METHOD_CHOICES = ("mean_last", "random_response", "random_token", "mean_all
 ENCODING_CHOICES = ("official", "split")               # model.encoding.ENCODINGS
 READOUT_CHOICES = ("eos", "last_token")                # inference.forward.READOUTS
 HEADLINE_CHOICES = tuple(HEADLINE_SETS)
-CONTRASTIVE_STRATEGY_CHOICES = ("cosine", "cosine_avg")  # model.losses.CONTRASTIVE_STRATEGIES
 CONTRASTIVE_WINDOW_CHOICES = ("earliest", "latest")    # model.losses.PERCENTILE_WINDOWS
 CONTRASTIVE_PAIRS_CHOICES = ("all", "matched")         # model.losses.PAIR_FORMS
 VALUE_HEAD_CHOICES = ("linear", "mlp")                 # model.reward_model.VALUE_HEAD_STRATEGIES
@@ -429,7 +443,7 @@ PROFILE_RULES: dict[str, Any] = {
     "rm_parallel": _COUNT,
     "contrastive_window": Choice(*CONTRASTIVE_WINDOW_CHOICES),
     "contrastive_pairs": Choice(*CONTRASTIVE_PAIRS_CHOICES),
-    "contrastive_strategy": Choice(*CONTRASTIVE_STRATEGY_CHOICES),
+    "contrastive_strategy": RegisteredChoice("goalrm_core.model.losses", "CONTRASTIVE_STRATEGIES"),
     "source_state_percentile": Range(float, "[0, 1)"),
     "goal_state_percentile": Range(float, "[0, 1)"),
     "value_head_strategy": Choice(*VALUE_HEAD_CHOICES),

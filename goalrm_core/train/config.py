@@ -45,7 +45,8 @@ OUTPUT_FIELDS = ("save_path", "ckpt_path", "metrics_path", "use_wandb", "wandb_p
 # Fields only the contrastive term reads: a vanilla RM's weights do not depend on them (nor does its
 # random state: the vanilla objective never draws from the contrastive sampler).
 CONTRASTIVE_FIELDS = ("contrastive_loss", "contrastive_strategy", "contrastive_loss_beta", "sim_samples", "unsim_samples",
-                      "source_state_percentile", "goal_state_percentile", "contrastive_window", "contrastive_pairs")
+                      "source_state_percentile", "goal_state_percentile", "contrastive_window", "contrastive_pairs",
+                      *dict.fromkeys(name for strategy in CONTRASTIVE_STRATEGIES.values() for name in strategy.options))
 
 
 def _help(text: str, default: Any, **meta: Any) -> Any:
@@ -110,7 +111,7 @@ class TrainRMConfig:
     # method
     reward_model_strategy: str = _help("vanilla: pairwise loss only; contrastive: + the goal-conditioned term.", "vanilla", choices=REWARD_MODEL_STRATEGIES)
     contrastive_loss: bool = _help("Shorthand for --reward_model_strategy contrastive (the official code's HH script).", False)
-    contrastive_strategy: str = _help("cosine: pairwise cosines; cosine_avg: average the goal states first.", "cosine", choices=CONTRASTIVE_STRATEGIES)
+    contrastive_strategy: str = _help("cosine: pairwise cosines; cosine_avg: average the goal states first.", "cosine", choices=tuple(CONTRASTIVE_STRATEGIES))
     contrastive_loss_beta: float = _help("Weight β of the contrastive term.", 0.5, range=Range(float, ">= 0"))
     sim_samples: int = _help("Positive (source, later goal) pairs drawn per preferred response.", 16, range=Range(int, ">= 1"))
     unsim_samples: int = _help("Negative (preferred source, dispreferred goal) pairs per row.", 16, range=Range(int, ">= 1"))

@@ -160,3 +160,36 @@ def test_official_and_matched_forms_differ_but_agree_on_constant_states():
         contrastive_goal_loss(chosen, rejected, n, n, percentile_window="middle")
     with pytest.raises(ValueError, match="pairs"):
         contrastive_goal_loss(chosen, rejected, n, n, pairs="some")
+
+
+def test_a_registered_strategy_gets_its_hyperparameter_from_the_config(monkeypatch):
+    """Adding a contrastive strategy is one registry entry: the objective hands it the config fields
+    it names, and the contrastive term scores with it."""
+    import types
+
+    from goalrm_core.model import losses
+    from goalrm_core.model.objective import reward_model_loss
+    from goalrm_core.train.config import TrainRMConfig
+
+    def scaled(source, goal, pairs, contrastive_temperature):
+        return torch.sigmoid(torch.nn.functional.cosine_similarity(source.float(), goal.float(), dim=-1) / contrastive_temperature).mean()
+
+    monkeypatch.setitem(losses.CONTRASTIVE_STRATEGIES, "scaled", losses.ContrastiveStrategy(scaled, ("contrastive_temperature",)))
+    chosen, rejected, one = _hidden_with({3: [1.0, 0.0]}), _hidden_with({3: [0.0, 1.0]}), torch.tensor([1])
+    loss = contrastive_goal_loss(chosen, rejected, one, one, beta=0.5, sim_samples=2, unsim_samples=2, strategy="scaled",
+                                 pairs="matched", options={"contrastive_temperature": 0.5})
+    sig = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
+    assert loss.item() == pytest.approx(0.5 * (-math.log(sig(2.0)) - math.log(1 - sig(0.0))), rel=1e-6)
+
+    class Model:  # the RM's outputs for one pair: chosen row first, then rejected
+        def __call__(self, input_ids, attention_mask):
+            return types.SimpleNamespace(reward=torch.tensor([1.0, 0.0]), hidden=torch.cat([chosen, rejected]), values=None)
+
+    batch = {"input_ids": torch.zeros(2, 4, dtype=torch.long), "attention_mask": torch.ones(2, 4, dtype=torch.long),
+             "num_actions": torch.tensor([1, 1])}
+    cfg = types.SimpleNamespace(**{**vars(TrainRMConfig(reward_model_strategy="contrastive", sim_samples=2, unsim_samples=2,
+                                                        contrastive_pairs="matched")),
+                                   "contrastive_strategy": "scaled", "contrastive_temperature": 0.5})
+    assert reward_model_loss(Model(), batch, cfg).contrastive_loss.item() == pytest.approx(loss.item(), rel=1e-6)
+    cfg.contrastive_temperature = 2.0
+    assert reward_model_loss(Model(), batch, cfg).contrastive_loss.item() != pytest.approx(loss.item(), rel=1e-3)
