@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -201,6 +201,17 @@ def clustered_bootstrap_auroc(
 # --------------------------------------------------------------------------------------------
 
 
+def delta_of(summary: Mapping[str, Any]) -> Any:
+    """The difference a :func:`paired_bootstrap_delta` summary holds (``evaluation.delta_auroc.<bench>``
+    in metrics.json): its ``delta``, or ``mean``, the name older metrics.json files give it; None
+    when neither is there.
+
+    >>> delta_of({"delta": 0.1, "ci_low": 0.0}), delta_of({"mean": 0.1}), delta_of({})
+    (0.1, 0.1, None)
+    """
+    return summary.get("delta", summary.get("mean"))
+
+
 def paired_bootstrap_delta(
     scores_a: Any,
     scores_b: Any,
@@ -215,7 +226,7 @@ def paired_bootstrap_delta(
     Pairing matters: the two RMs see identical generations, so most of the resampling noise is
     shared and cancels in the difference; two independent intervals would overlap far more.
 
-    Returns ``mean`` (the difference on the full data), ``ci_low``/``ci_high`` (percentile
+    Returns ``delta`` (the difference on the full data), ``ci_low``/``ci_high`` (percentile
     interval of the resampled differences), ``p_value_two_sided`` (bootstrap p-value for
     "no difference": ``2 * min(P(delta* <= 0), P(delta* >= 0))``, capped at 1, resolution
     ``1 / n_boot``), both AUROCs, the counts, and ``undefined_reason`` (NaNs when the labels
@@ -228,7 +239,7 @@ def paired_bootstrap_delta(
     b = _scores(scores_b, y.size, "scores_b")
     n, n_pos = int(y.size), int(y.sum())
     out: dict[str, Any] = {
-        "mean": math.nan,
+        "delta": math.nan,
         "ci_low": math.nan,
         "ci_high": math.nan,
         "p_value_two_sided": math.nan,
@@ -246,7 +257,7 @@ def paired_bootstrap_delta(
     ones = np.ones((1, n), dtype=np.int64)
     out["auroc_a"] = float(_weighted_auroc(ones, y, sorted_a)[0])
     out["auroc_b"] = float(_weighted_auroc(ones, y, sorted_b)[0])
-    out["mean"] = out["auroc_a"] - out["auroc_b"]
+    out["delta"] = out["auroc_a"] - out["auroc_b"]
     rng = np.random.default_rng(seed)
     deltas = [
         _weighted_auroc(w, y, sorted_a) - _weighted_auroc(w, y, sorted_b)

@@ -24,7 +24,7 @@ Everything is plain numpy/scipy: it runs on the CPU in a notebook or test in mil
 """
 
 from goalrm_core.evaluation.stats import mean_ci, wilson_interval
-from goalrm_core.evaluation.auroc import AurocResult, DEFAULT_PERCENTILES, bootstrap_auroc, paired_bootstrap_delta, partial_auroc, prefix_index
+from goalrm_core.evaluation.auroc import AurocResult, DEFAULT_PERCENTILES, bootstrap_auroc, delta_of, paired_bootstrap_delta, partial_auroc, prefix_index
 from goalrm_core.evaluation.voting import (AccuracyResult, DEFAULT_FILTER_THRESHOLDS, FilterResult, OfficialFilterFigures, SKIP_FIRST, best_of_n_accuracy,
                                           choose_filter_threshold, majority_vote_accuracy, official_filter_figures, q_filtered_majority_vote,
                                           tokens_saved_interval)
@@ -45,6 +45,7 @@ __all__ = [
     "majority_vote_accuracy",
     "mean_ci",
     "official_filter_figures",
+    "delta_of",
     "paired_bootstrap_delta",
     "partial_auroc",
     "prefix_error_auroc",

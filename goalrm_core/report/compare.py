@@ -40,6 +40,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
+from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.flags import run_command
 from goalrm_core.study.rms import ID_BENCH
 
@@ -161,8 +162,8 @@ def collect_figures(m: Mapping) -> dict[str, dict]:
                 add(f"evaluation.{scorer}.{bench}.filter_validation.tokens_saved_pct", "seed0",
                     _summary("interval", fv["tokens_saved_pct"], fv.get("tokens_saved_ci_low"), fv.get("tokens_saved_ci_high")))
     for bench, d in _dict(ev.get("delta_auroc")).items():
-        if isinstance(d, Mapping) and not _is_across(d) and "mean" in d:
-            add(f"evaluation.delta_auroc.{bench}", "seed0", _summary("interval", d["mean"], d.get("ci_low"), d.get("ci_high")))
+        if isinstance(d, Mapping) and not _is_across(d) and delta_of(d) is not None:
+            add(f"evaluation.delta_auroc.{bench}", "seed0", _summary("interval", delta_of(d), d.get("ci_low"), d.get("ci_high")))
     for rm, fe in _dict(ev.get("first_error")).items():
         fe = _dict(fe)
         if "mean_delta" in fe:
@@ -319,7 +320,7 @@ def collect_conclusions(m: Mapping) -> dict[str, dict]:
         state = gate.get("state") if gate.get("state") in ("passed", "failed") else "passed" if passed is True else "failed" if passed is False else "undefined"
         out["gate@seed0"] = _conclusion(f"length gate ({gate.get('benchmark', 'toy-id')}): every RM beats length only", "seed 0 (point estimates)", state)
     for b, d in _dict(ev.get("delta_auroc")).items():
-        if isinstance(d, Mapping) and not _is_across(d) and ("ci_low" in d or "mean" in d):
+        if isinstance(d, Mapping) and not _is_across(d) and ("ci_low" in d or delta_of(d) is not None):
             out[f"delta_auroc.{b}@seed0"] = _conclusion(f"ΔAUROC goal-conditioned − baseline ({b})", "seed 0 (bootstrap CI)", _delta_verdict(d.get("ci_low"), d.get("ci_high")))
     for rm, fe in _dict(ev.get("first_error")).items():
         fe = _dict(fe)

@@ -22,6 +22,7 @@ import io
 from collections.abc import Mapping
 from typing import Any
 
+from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.evaluation.tables import REFERENCE_SCORERS
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study.rms import HEADLINE_SETS, ID_BENCH, RMS
@@ -215,7 +216,7 @@ def _seed0_delta_sentence(deltas: Mapping[str, Mapping]) -> str:
     unjudged = [b for b in order if b not in judged]
     better = [b for b in judged if deltas[b]["ci_low"] > 0]
     worse = [b for b in judged if deltas[b]["ci_high"] < 0]
-    per_bench = ", ".join(f"{b} {fmt.signed_ci(d.get('mean'), d.get('ci_low'), d.get('ci_high'), reason=fmt.reason_of(d, 'mean'))}"
+    per_bench = ", ".join(f"{b} {fmt.signed_ci(delta_of(d), d.get('ci_low'), d.get('ci_high'), reason=fmt.reason_of(d, 'delta'))}"
                           for b, d in ((b, deltas[b]) for b in order))
     head = f"Goal-conditioned minus baseline AUROC (paired, 95% CI): {per_bench}; "
     if not judged:
@@ -445,7 +446,7 @@ def delta_table(metrics: Mapping) -> str:
     ev = metrics["evaluation"]
     rows = [{"benchmark": b, "baseline": _auroc_text(ev, "baseline", b),
              "goal-conditioned": _auroc_text(ev, "goal-conditioned", b),
-             "Δ AUROC [95% CI]": fmt.signed_ci(d.get("mean"), d.get("ci_low"), d.get("ci_high"), reason=fmt.reason_of(d, "mean")),
+             "Δ AUROC [95% CI]": fmt.signed_ci(delta_of(d), d.get("ci_low"), d.get("ci_high"), reason=fmt.reason_of(d, "delta")),
              "p-value": fmt.p_value(d.get("p_value"), reason=fmt.reason_of(d, "p_value"))}
             for b in fmt.order_benchmarks(deltas) if isinstance(d := deltas.get(b), Mapping)]
     if not rows:

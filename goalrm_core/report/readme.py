@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
+from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.report.reproduction import VERDICT, primary_rows, reruns_of, verdicts
 
 BEGIN = "<!-- begin: generated from reports/demo by `python -m goalrm_core.report.readme`; do not edit by hand -->"
@@ -121,7 +122,7 @@ def findings(report: Path = REPORT, reruns: Path = RERUNS) -> str:
                 out.append(f"| {scorer} | " + " | ".join(cells) + " |")
         d = ev.get("delta_auroc", {})
         out.append("| Δ goal-conditioned − baseline | " + " | ".join(
-            _ci(d[b]["mean"], d[b]["ci_low"], d[b]["ci_high"], signed=True) for b in benches) + " |")
+            _ci(delta_of(d[b]), d[b]["ci_low"], d[b]["ci_high"], signed=True) for b in benches) + " |")
     stages = status.get("stages", [])
     if stages:
         total = sum(s.get("duration_s") or 0 for s in stages)

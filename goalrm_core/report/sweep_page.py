@@ -21,6 +21,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from goalrm_core.data.io import atomic_write_text
+from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.report.index_page import PAGE_CSS
 from goalrm_core.report.provenance import _now
 from goalrm_core.study import formatting as fmt
@@ -114,7 +115,7 @@ def point_rows(plan: Mapping, report_dir: Path) -> list[dict]:
         sep = _get(m, "representations", GOAL_CONDITIONED) or {}
         row["q_auroc"] = (sep.get("separation_auroc"), sep.get("separation_auroc_ci_low"), sep.get("separation_auroc_ci_high"))
         delta = _get(ev, "delta_auroc", ID_BENCH) or {}
-        row["delta"] = (delta.get("mean"), delta.get("ci_low"), delta.get("ci_high"))
+        row["delta"] = (delta_of(delta), delta.get("ci_low"), delta.get("ci_high"))
         seeds = _get(ev, "primary", "delta_auroc")  # schema 2: the same Δ over the point's RM seeds
         row["delta_seeds"] = seeds if isinstance(seeds, Mapping) else None
         row["n_seeds"] = next((n for n in (_get(ev, "primary", "n_seeds"), *(_get(training, rm, "n_seeds") for rm in RMS))

@@ -46,7 +46,7 @@ def auroc_tables(run_dir, rms, n_boot: int = 1000, seed: int = 0, headline: str 
         aurocs.append(tables.auroc_table(scored, bench, n_boot, seed))
         if {BASELINE, GOAL_CONDITIONED} <= set(rms):
             d = tables.delta_auroc(scored[GOAL_CONDITIONED], scored[BASELINE], n_boot, seed)
-            deltas.append({"benchmark": bench, **{k: d[k] for k in ("mean", "ci_low", "ci_high", "p_value_two_sided")}})
+            deltas.append({"benchmark": bench, **{k: d[k] for k in ("delta", "ci_low", "ci_high", "p_value_two_sided")}})
     return pd.concat(aurocs, ignore_index=True), pd.DataFrame(deltas)
 
 
@@ -96,7 +96,7 @@ def filter_tables(run_dir, rms, threshold: float = 0.0, skip_first: int = metric
 def evaluation_metrics(aurocs: pd.DataFrame, deltas: pd.DataFrame, partials: pd.DataFrame, filters: pd.DataFrame) -> dict:
     """The ``evaluation`` section of metrics.json: per benchmark, the paired AUROC difference, each RM's
     AUROC, partial AUROCs and Q-filtered voting."""
-    out: dict = {"delta_auroc": {r["benchmark"]: {"mean": r["mean"], "ci_low": r["ci_low"], "ci_high": r["ci_high"],
+    out: dict = {"delta_auroc": {r["benchmark"]: {"delta": r["delta"], "ci_low": r["ci_low"], "ci_high": r["ci_high"],
                                                   "p_value": r["p_value_two_sided"]} for _, r in deltas.iterrows()}}
     for _, r in aurocs.iterrows():
         out.setdefault(r["scorer"], {})[r["benchmark"]] = {"auroc": r["auroc"], "auroc_ci_low": r["ci_low"], "auroc_ci_high": r["ci_high"]}
@@ -153,9 +153,9 @@ def reading(aurocs: pd.DataFrame, deltas: pd.DataFrame, bench: str = "toy-id") -
         return f"{r['auroc']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
 
     lines = [f"Seed 0 (detail): on {bench}, the baseline RM reaches AUROC {ci(BASELINE)} and the goal-conditioned RM {ci(GOAL_CONDITIONED)}."]
-    if d is not None and _defined(d["mean"]) and _defined(d["ci_low"]):
+    if d is not None and _defined(d["delta"]) and _defined(d["ci_low"]):
         verdict = "excludes 0" if d["ci_low"] > 0 or d["ci_high"] < 0 else "includes 0"
-        lines.append(f"The paired difference (goal-conditioned − baseline) is {d['mean']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}], "
+        lines.append(f"The paired difference (goal-conditioned − baseline) is {d['delta']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}], "
                      f"whose 95% CI over questions {verdict}; the conclusion over training seeds is in the next section.")
     elif d is not None:
         lines.append("The paired difference is undefined on this set.")

@@ -128,7 +128,7 @@ def test_paired_delta_of_identical_scorers_is_zero():
     labels = rng.integers(0, 2, 100)
     scores = rng.normal(size=100) + labels
     d = paired_bootstrap_delta(scores, scores, labels, n_boot=200)
-    assert d["mean"] == 0 and d["ci_low"] == 0 and d["ci_high"] == 0
+    assert d["delta"] == 0 and d["ci_low"] == 0 and d["ci_high"] == 0
     assert d["p_value_two_sided"] == 1.0
     assert d["undefined_reason"] is None
 
@@ -137,14 +137,14 @@ def test_paired_delta_perfect_vs_inverse():
     labels = [0, 0, 0, 1, 1, 1]
     good = [0.1, 0.2, 0.3, 0.7, 0.8, 0.9]
     d = paired_bootstrap_delta(good, [-s for s in good], labels, n_boot=200)
-    assert d["auroc_a"] == 1.0 and d["auroc_b"] == 0.0 and d["mean"] == 1.0
+    assert d["auroc_a"] == 1.0 and d["auroc_b"] == 0.0 and d["delta"] == 1.0
     assert d["ci_low"] == d["ci_high"] == 1.0  # every two-class resample is perfectly separated
     assert d["p_value_two_sided"] == 0.0
 
 
 def test_paired_delta_undefined():
     d = paired_bootstrap_delta([1, 2], [2, 1], [1, 1])
-    assert math.isnan(d["mean"]) and math.isnan(d["ci_low"]) and math.isnan(d["p_value_two_sided"])
+    assert math.isnan(d["delta"]) and math.isnan(d["ci_low"]) and math.isnan(d["p_value_two_sided"])
     assert d["undefined_reason"] == "all 2 generations are correct: AUROC undefined"
 
 

@@ -72,7 +72,7 @@ def test_auroc_table_includes_reference_scorers(seed_layout):
     assert list(table["scorer"]) == ["baseline", "goal-conditioned", "policy mean logprob", "policy min logprob", "length only"]
     assert table.set_index("scorer").loc["baseline", "auroc"] == 1.0
     delta = evaluation.delta_auroc(rows, rows, n_boot=100)
-    assert delta["mean"] == 0.0
+    assert delta["delta"] == 0.0
 
 
 def test_all_correct_benchmark_is_undefined_not_a_crash(seed_layout):

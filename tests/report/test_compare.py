@@ -41,7 +41,7 @@ def schema2(delta=(0.02, 0.03, 0.025), first_error=(-0.3, -0.25, -0.2), margin=(
             "threads": threads, "primary": primary,
             "exploratory": {"delta_auroc": {"toy-zero": {**across_seeds(delta), "p_holm": 0.1}}, "note": "leads, not findings"},
             "baseline": benches(auroc), "goal-conditioned": benches(auroc), "length only": benches(0.55 if auroc is not None else None),
-            "delta_auroc": {"toy-id": {"mean": 0.01, "ci_low": -0.02, "ci_high": 0.04, "p_value": 0.5}},
+            "delta_auroc": {"toy-id": {"delta": 0.01, "ci_low": -0.02, "ci_high": 0.04, "p_value": 0.5}},
             "gate": {"benchmark": "toy-id", "passed": True},
         },
         "decoding": {"threads": threads, "primary": {"pruning": {
@@ -169,7 +169,7 @@ def test_all_undefined_metrics_are_undefined_not_errors():
     m = schema2(delta=none3, first_error=none3, margin=none3, saved=none3, acc_change=none3, ratio=none3, prune_acc=none3, auroc=None)
     m["evaluation"]["primary"]["gate"].update(state="undefined", reason="baseline: 0 of 3 seeds defined")
     m["evaluation"]["gate"]["passed"] = None
-    m["evaluation"]["delta_auroc"]["toy-id"] = {"mean": None, "ci_low": None, "ci_high": None, "p_value": None}
+    m["evaluation"]["delta_auroc"]["toy-id"] = {"delta": None, "ci_low": None, "ci_high": None, "p_value": None}
     r = compare.compare_runs(m, copy.deepcopy(m))
     assert r["figures"] and all(f["agree"] is None for f in r["figures"])
     assert all("undefined" in f["reason"] for f in r["figures"])
@@ -215,3 +215,15 @@ def test_a_figure_with_one_defined_seed_is_undefined():
     c = by_name(r, "conclusions", "id")["pruning.saves_tokens@seeds"]
     assert (c["a"], c["b"], c["holds_in_both"]) == ("holds", "undefined", None)
     assert "0.9 (1 seed)" in compare.render_markdown(r)
+
+
+def test_an_older_file_with_the_seed0_delta_under_mean_compares_the_same():
+    """metrics.json files written before ``delta`` name the seed-0 paired difference ``mean``; a
+    comparison reads either, and the figure is there."""
+    new = schema2()
+    old = copy.deepcopy(new)
+    old["evaluation"]["delta_auroc"]["toy-id"] = {"mean" if k == "delta" else k: v for k, v in new["evaluation"]["delta_auroc"]["toy-id"].items()}
+    assert "mean" in old["evaluation"]["delta_auroc"]["toy-id"] and "delta" not in old["evaluation"]["delta_auroc"]["toy-id"]
+    assert compare.compare_runs(old, new) == compare.compare_runs(new, new)
+    figures = by_name(compare.compare_runs(old, old))
+    assert figures["evaluation.delta_auroc.toy-id"]["a"]["value"] == pytest.approx(0.01)

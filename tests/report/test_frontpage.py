@@ -21,7 +21,7 @@ def metrics_tree(delta_low: float, delta_high: float) -> dict:
             "headline": "sample0",
             "baseline": scorer(0.80), "goal-conditioned": scorer(0.84), "length only": scorer(0.55),
             "policy mean logprob": scorer(0.99),
-            "delta_auroc": {b: {"mean": (delta_low + delta_high) / 2, "ci_low": delta_low, "ci_high": delta_high, "p_value": 0.01}
+            "delta_auroc": {b: {"delta": (delta_low + delta_high) / 2, "ci_low": delta_low, "ci_high": delta_high, "p_value": 0.01}
                             for b in ("toy-id", "toy-zero")},
         },
     }
@@ -181,3 +181,17 @@ def test_schema2_index_page_is_self_contained(tmp_path):
     assert "over 5 RM seeds" in page and "above 0 in 5 of 5 seeds" in page
     assert "http://" not in page and "https://" not in page and "data:image/png;base64," in page
     assert not re.search(r"\bnan\b", page, flags=re.I)
+
+
+def test_an_older_file_with_the_seed0_delta_under_mean_renders_the_same():
+    """metrics.json files written before ``delta`` name the seed-0 paired difference ``mean``: the
+    front page reads either, and shows the difference."""
+    import copy
+
+    new = metrics_tree(0.01, 0.07)
+    old = copy.deepcopy(new)
+    for d in old["evaluation"]["delta_auroc"].values():
+        d["mean"] = d.pop("delta")
+    assert frontpage.summary(old) == frontpage.summary(new)
+    assert frontpage.delta_table(old) == frontpage.delta_table(new)
+    assert "+0.04 [+0.01, +0.07]" in frontpage.delta_table(new)
