@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from goalrm_core.data.io import ArtifactError, check_label, parse_label, read_jsonl, write_jsonl
-from goalrm_core.data.preferences import PreferenceDataError, SourceReport, normalise_row, read_source
+from goalrm_core.data.preferences import HH_RLHF, OPENMATH_PAIRS, PROMPT_PAIRS, PreferenceDataError, SourceReport, normalise_row, read_source
 from goalrm_core.data.questions import group_by_question
 from goalrm_core.data.schema import GENERATION_FIELDS, PAIR_FIELDS
 from goalrm_core.flags import check_choice
@@ -144,8 +144,8 @@ def _flag(value: Any, key: str, label: str, fmt: str) -> bool:
 def _pair_row(fmt: str) -> Callable[[dict, str, SourceReport], list[dict]]:
     def convert(row: dict, label: str, report: SourceReport) -> list[dict]:
         # Only this format's keys, so normalise_row applies exactly the format asked for.
-        keep = [*FORMATS[fmt].required, *(["first_error_char"] if fmt == "openmath_pairs" and "first_error_char" in row else [])]
-        out = normalise_row({k: row[k] for k in keep}, label, report)
+        keep = [*FORMATS[fmt].required, *(["first_error_char"] if fmt == OPENMATH_PAIRS and "first_error_char" in row else [])]
+        out = normalise_row({k: row[k] for k in keep}, label, report)  # counts the row under its shape, ``fmt``
         return [] if out is None else [out]
 
     return convert
@@ -223,9 +223,10 @@ def _register(name: str, kind: str, required: Sequence[str], description: str, c
     FORMATS[name] = DataFormat(name, kind, tuple(required), description, convert)
 
 
-_register("openmath_pairs", "pairs", PAIR_FIELDS, "OpenMathInstruct-style preference pairs: question, correct, incorrect", _pair_row("openmath_pairs"))
-_register("prompt_pairs", "pairs", ("prompt", "chosen", "rejected"), "prompt-response pairs: prompt, chosen, rejected", _pair_row("prompt_pairs"))
-_register("hh_rlhf", "pairs", ("chosen", "rejected"), "HH-RLHF whole dialogues: chosen, rejected (split at the last '\\n\\nAssistant:')", _pair_row("hh_rlhf"))
+# the pair formats are preferences' three shapes, under the same names
+_register(OPENMATH_PAIRS, "pairs", PAIR_FIELDS, "OpenMathInstruct-style preference pairs: question, correct, incorrect", _pair_row(OPENMATH_PAIRS))
+_register(PROMPT_PAIRS, "pairs", ("prompt", "chosen", "rejected"), "prompt-response pairs: prompt, chosen, rejected", _pair_row(PROMPT_PAIRS))
+_register(HH_RLHF, "pairs", ("chosen", "rejected"), "HH-RLHF whole dialogues: chosen, rejected (split at the last '\\n\\nAssistant:')", _pair_row(HH_RLHF))
 _register("nemo_skills", "generations", GENERATION_FIELDS,
           "Nemo-Skills generations: question, generated_solution, predicted_answer, expected_answer, is_correct", _nemo_skills_row)
 _register("gsm8k_solutions", "generations", ("question", "ground_truth"),
@@ -303,7 +304,8 @@ def adapt_row(row: Any, fmt: str | None = None, label: str = "row", report: Sour
             f"the row has {sorted(row)}). Known formats:\n{describe_formats()}"
         )
     report = report if report is not None else SourceReport(source=label)
-    report.shapes[fmt] = report.shapes.get(fmt, 0) + 1
+    if spec.kind != "pairs":  # a pair row is counted by normalise_row, under the same name
+        report.shapes[fmt] = report.shapes.get(fmt, 0) + 1
     return spec.convert(row, label, report)
 
 

@@ -32,6 +32,11 @@ from goalrm_core.flags import check_choice
 logger = logging.getLogger(__name__)
 
 ASSISTANT_TURN = "\n\nAssistant:"
+# The three accepted pair shapes, by the one set of names the adapters' formats use too
+# (``adapters.FORMATS``, ``--data-format``) and a source's report counts rows under.
+OPENMATH_PAIRS = "openmath_pairs"  # question / correct / incorrect
+PROMPT_PAIRS = "prompt_pairs"      # prompt / chosen / rejected
+HH_RLHF = "hh_rlhf"                # chosen / rejected whole HH-RLHF dialogues
 ACCEPTED_SHAPES = (
     "question/correct/incorrect (OpenMathInstruct pairs), "
     "prompt/chosen/rejected, or chosen/rejected whole HH-RLHF dialogues"
@@ -54,7 +59,7 @@ class SourceReport:
     n_skipped_empty_response: int = 0
     skipped_rows: list[str] = field(default_factory=list)  # "source:row" labels, the first 20
     n_used: int = 0
-    shapes: dict[str, int] = field(default_factory=dict)  # rows per accepted shape: pair / prompt / hh_dialogue
+    shapes: dict[str, int] = field(default_factory=dict)  # rows per shape: OPENMATH_PAIRS, PROMPT_PAIRS, HH_RLHF (or an adapter's format)
 
     @property
     def n_skipped(self) -> int:
@@ -282,20 +287,20 @@ def normalise_row(row: Any, label: str, report: SourceReport | None = None, hh_f
     if not isinstance(row, dict):
         raise _shape_error(label, row, f"expected an object, got {type(row).__name__}")
     if {"question", "correct", "incorrect"} <= row.keys():
-        _count_shape(report, "pair")
+        _count_shape(report, OPENMATH_PAIRS)
         out = {key: _text(row, key, label) for key in ("question", "correct", "incorrect")}
         if row.get("first_error_char") is not None:  # optional: where the incorrect response first goes wrong
             out["first_error_char"] = _error_offset(row, label, len(out["incorrect"]))
         return out
     if {"prompt", "chosen", "rejected"} <= row.keys():
-        _count_shape(report, "prompt")
+        _count_shape(report, PROMPT_PAIRS)
         return {
             "question": _text(row, "prompt", label),
             "correct": _text(row, "chosen", label),
             "incorrect": _text(row, "rejected", label),
         }
     if {"chosen", "rejected"} <= row.keys():
-        _count_shape(report, "hh_dialogue")
+        _count_shape(report, HH_RLHF)
         chosen, rejected = _text(row, "chosen", label), _text(row, "rejected", label)
         if hh_format == "dialogue":
             return {"question": "", "correct": chosen, "incorrect": rejected}

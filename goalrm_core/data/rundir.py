@@ -7,7 +7,8 @@ A run directory holds what one profile makes, stage by stage::
       data/benchmarks/task.json          the task config and benchmark order (01)
       data/benchmarks/<bench>/test.jsonl benchmark questions (01)
       data/generations/<bench>/          the policy's generations: greedy.jsonl, samples.jsonl (01)
-      data/preference/{train,eval}.jsonl preference pairs (01)
+      data/preference/{train,eval}.jsonl preference pairs (01); data/preference/<source>/… one source's
+      data/backbone/, data/manifest.json a recipe's backbone and its data's counts (the GPU check, real-cpu)
       models/<model>/                    one trained RM per name and seed (02)
       logs/train-<model>.log             its training log (02)
       representations/<model>/           its goal states (03)
@@ -88,8 +89,19 @@ class RunDir:
     def preference(self) -> Path:
         return self.data / "preference"
 
-    def preference_pairs(self, split: str) -> Path:
-        return self.preference / f"{split}.jsonl"
+    def preference_pairs(self, split: str, source: str | None = None) -> Path:
+        """The pairs of one split; given ``source``, that source's own (a recipe that trains on several)."""
+        return (self.preference if source is None else self.preference / source) / f"{split}.jsonl"
+
+    @property
+    def backbone(self) -> Path:
+        """A randomly initialised backbone a recipe writes in place of a trained policy."""
+        return self.data / "backbone"
+
+    @property
+    def data_manifest(self) -> Path:
+        """A recipe's counts of the data it prepared."""
+        return self.data / "manifest.json"
 
     # --- one trained RM per (name, seed): models, logs, goal states, scores (02-04) ------------
 
@@ -97,15 +109,27 @@ class RunDir:
     def model_name(rm: str, seed: int = 0) -> str:
         return f"{rm}-seed{seed}"
 
+    @property
+    def models(self) -> Path:
+        return self.root / "models"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def representations(self) -> Path:
+        return self.root / "representations"
+
     def model(self, rm: str, seed: int = 0) -> Path:
-        return self.root / "models" / self.model_name(rm, seed)
+        return self.models / self.model_name(rm, seed)
 
     def training_log(self, rm: str, seed: int = 0) -> Path:
-        return self.root / "logs" / f"train-{self.model_name(rm, seed)}.log"
+        return self.logs / f"train-{self.model_name(rm, seed)}.log"
 
     def goal_state(self, rm: str, seed: int = 0, method: str = "mean_last") -> Path:
         name = "goal_state.npy" if method == "mean_last" else f"goal_state_{method}.npy"
-        return self.root / "representations" / self.model_name(rm, seed) / name
+        return self.representations / self.model_name(rm, seed) / name
 
     @property
     def eval_root(self) -> Path:

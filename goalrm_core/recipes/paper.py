@@ -39,7 +39,7 @@ from goalrm_core.data.adapters import load_generations, load_pairs, load_questio
 from goalrm_core.data.io import ArtifactError, atomic_write_json, read_jsonl, write_jsonl
 from goalrm_core.data.preferences import split_train_eval
 from goalrm_core.data.questions import preference_pairs, split_by_question
-from goalrm_core.data.rundir import rm_metrics_path, rm_name, train_summary_path
+from goalrm_core.data.rundir import RunDir, rm_metrics_path, rm_name, train_summary_path
 from goalrm_core.evaluation import metrics
 from goalrm_core.evaluation.tables import delta_auroc, labels, question_ids, read_scored
 from goalrm_core.inference.forward import iter_scored
@@ -236,9 +236,10 @@ def toymath_pairs(n: int, seed: int = 0, max_steps: int = 8) -> list[dict]:
 
 
 def gpu_check_paths(run_dir: str | Path) -> dict[str, Path]:
-    run = resolve_path(run_dir)
-    return {"backbone": run / "data" / "backbone", "train": run / "data" / "preference" / "train.jsonl",
-            "eval": run / "data" / "preference" / "eval.jsonl", "models": run / "models", "logs": run / "logs"}
+    """The GPU check's files, in the run-directory layout (`RunDir`)."""
+    run = RunDir(resolve_path(run_dir))
+    return {"backbone": run.backbone, "train": run.preference_pairs("train"), "eval": run.preference_pairs("eval"),
+            "models": run.models, "logs": run.logs}
 
 
 def prepare_gpu_check(profile_name: str = "gpu-check", **changes: Any) -> dict[str, Path]:
@@ -299,16 +300,16 @@ def run_gpu_check(profile_name: str = "gpu-check", dry_run: bool = False, **chan
 # ---------------------------------------------------------------------------------------------
 
 def real_cpu_paths(run_dir: str | Path) -> dict[str, Path]:
-    """Where real-cpu puts everything (the project's run-directory layout)."""
-    run = resolve_path(run_dir)
-    data = run / "data"
+    """Where real-cpu puts everything, in the run-directory layout (`RunDir`): its two pair sources
+    under ``data/preference/<source>/``, its RMs under ``models/`` by name (``gsm8k-goal`` …)."""
+    run = RunDir(resolve_path(run_dir))
     return {
-        "run": run, "backbone": data / "backbone", "manifest": data / "manifest.json",
-        "hh_train": data / "preference" / "hh" / "train.jsonl", "hh_eval": data / "preference" / "hh" / "eval.jsonl",
-        "gsm8k_train": data / "preference" / "gsm8k" / "train.jsonl", "gsm8k_eval": data / "preference" / "gsm8k" / "eval.jsonl",
-        "generations": data / "generations", "benchmark": data / "benchmarks" / "gsm8k" / "test.jsonl",
-        "models": run / "models", "representations": run / "representations", "eval": run / "eval", "logs": run / "logs",
-        "summary": run / "real_cpu_summary.json",
+        "run": run.root, "backbone": run.backbone, "manifest": run.data_manifest,
+        "hh_train": run.preference_pairs("train", "hh"), "hh_eval": run.preference_pairs("eval", "hh"),
+        "gsm8k_train": run.preference_pairs("train", "gsm8k"), "gsm8k_eval": run.preference_pairs("eval", "gsm8k"),
+        "generations": run.generations, "benchmark": run.benchmark_questions("gsm8k"),
+        "models": run.models, "representations": run.representations, "eval": run.eval_root, "logs": run.logs,
+        "summary": run.root / "real_cpu_summary.json",
     }
 
 

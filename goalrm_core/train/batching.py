@@ -8,7 +8,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from goalrm_core.model.encoding import encode_preference_rows
-from goalrm_core.data.preferences import dataset_sources, held_out_split, load_preference_rows, split_train_eval
+from goalrm_core.data.preferences import HH_RLHF, dataset_sources, held_out_split, load_preference_rows, split_train_eval
 from goalrm_core.train.config import TrainRMConfig
 
 
@@ -31,7 +31,7 @@ def load_items(cfg: TrainRMConfig, tokenizer, say: Callable[[str], None]) -> tup
         train_rows, eval_rows = split_train_eval(rows, cfg.eval_split, cfg.seed)
     for report in reports:
         say(f"data: {report.summary()}")
-    if cfg.template in ("math", "nemo") and all(set(r.shapes) == {"hh_dialogue"} for r in reports):
+    if cfg.template in ("math", "nemo") and all(set(r.shapes) == {HH_RLHF} for r in reports):
         # The official code's HH script passes no template: a whole dialogue already holds its prompt.
         cfg.template = "hh"
         say("data: every row is an HH-RLHF dialogue; using --template hh (the dialogue is the prompt)")

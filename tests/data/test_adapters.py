@@ -393,3 +393,36 @@ def test_real_cpu_prepare_refuses_a_max_len_that_eval_rm_would_reject(tmp_path):
 
     with pytest.raises(ValueError, match="raise gsm8k_max_len"):
         real_cpu_prepare(run_dir=str(tmp_path / "rc"), n_hh_pairs=10, gsm8k_max_len=300, backbone_hidden_size=16, backbone_layers=1)
+
+
+def test_the_recipes_files_lie_in_the_run_directory_layout(tmp_path):
+    """real-cpu and the GPU check place their files through `RunDir`, where they have always lain."""
+    from goalrm_core.recipes.paper import gpu_check_paths, real_cpu_paths
+
+    run = tmp_path / "rc"
+    rel = {k: v.relative_to(run).as_posix() for k, v in real_cpu_paths(run).items() if k != "run"}
+    assert rel == {
+        "backbone": "data/backbone", "manifest": "data/manifest.json",
+        "hh_train": "data/preference/hh/train.jsonl", "hh_eval": "data/preference/hh/eval.jsonl",
+        "gsm8k_train": "data/preference/gsm8k/train.jsonl", "gsm8k_eval": "data/preference/gsm8k/eval.jsonl",
+        "generations": "data/generations", "benchmark": "data/benchmarks/gsm8k/test.jsonl", "models": "models",
+        "representations": "representations", "eval": "eval", "logs": "logs", "summary": "real_cpu_summary.json"}
+    assert {k: v.relative_to(run).as_posix() for k, v in gpu_check_paths(run).items()} == {
+        "backbone": "data/backbone", "train": "data/preference/train.jsonl", "eval": "data/preference/eval.jsonl",
+        "models": "models", "logs": "logs"}
+
+
+def test_pair_shapes_and_pair_formats_are_one_set_of_names():
+    """A pair row is counted once, under the name of its format, whether the adapters or the
+    trainer's reader normalise it."""
+    from goalrm_core.data.preferences import SourceReport, normalise_row
+
+    rows = {"openmath_pairs": {"question": "q", "correct": "a", "incorrect": "b"},
+            "prompt_pairs": {"prompt": "q", "chosen": "a", "rejected": "b"},
+            "hh_rlhf": {"chosen": "\n\nHuman: q\n\nAssistant: a", "rejected": "\n\nHuman: q\n\nAssistant: b"}}
+    assert set(rows) == set(adapters.formats_of_kind("pairs"))
+    for fmt, row in rows.items():
+        adapted, read = SourceReport(source="a"), SourceReport(source="b")
+        adapters.adapt_row(row, report=adapted)
+        normalise_row(row, "row", read)
+        assert adapted.shapes == read.shapes == {fmt: 1}

@@ -56,7 +56,7 @@ def test_hh_dialogues_split_at_last_assistant_turn_and_skips_are_counted(tmp_pat
     assert (report.n_read, report.n_used, report.n_skipped) == (4, 1, 3)
     assert (report.n_skipped_no_assistant_turn, report.n_skipped_no_shared_prefix, report.n_skipped_empty_response) == (1, 1, 1)
     assert f"{path}:2" in report.summary() and "3 skipped" in report.summary()
-    assert report.shapes == {"hh_dialogue": 4}
+    assert report.shapes == {"hh_rlhf": 4}
 
 
 def test_row_missing_keys_names_source_row_and_shapes(tmp_path):
