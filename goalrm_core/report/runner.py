@@ -765,19 +765,9 @@ def run_report(
     instead. Ctrl-C marks the running stage ``interrupted`` and the later ones ``not run`` in
     ``status.json`` and the index, then raises :class:`ReportInterrupted`.
     """
-    settings = load_profile(profile, params_dir)
-    source = shown_path(profile_path(profile, params_dir))
-    for key, value in (overrides or {}).items():
-        check_value(overrides_source, key, value)
-    stages = discover_stages(resolve_path(notebooks_dir))
-    if not stages:
-        raise ValueError(f"no NN_topic.ipynb notebooks in {resolve_path(notebooks_dir)}")
-    names = [p.stem for p in stages]
-    declared = inspect_stages(stages)
-    settings, found = checked_settings(settings, overrides, declared, source, overrides_source)
-    applied = {k: settings[k] for k in (overrides or {})}
-    for message in found:  # once, on the run's own output (a sweep prefixes it with the point)
-        log(f"warning: {message}")
+    settings, stages, declared, applied = _checked_profile(profile, params_dir, notebooks_dir, overrides, overrides_source, log)
+    notebooks = {p.stem: p for p in stages}
+    names = list(notebooks)
 
     out_dir = resolve_path(reports_root) / (report_name or profile)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -786,72 +776,117 @@ def run_report(
         _check_resumable(names, from_stage, previous, profile)
     selected = _select(names, from_stage, only)
     logs = resolve_path(logs_dir) if logs_dir is not None else run_dir_of(profile, settings) / "logs"
-    provenance = collect_provenance(profile, settings)
-    if applied:
-        provenance.setdefault("profile", {})["overrides"] = applied
-    record_provenance(provenance, out_dir)
+    _record_run_provenance(profile, settings, applied, out_dir)
 
-    entries = {n: _carried_over(n, previous) if n not in selected else _status_entry(n, "pending") for n in names}
-    paths = {p.stem: p for p in stages}
-    todo = [n for n in names if n in selected]
-    durations = last_durations(previous)
-    failed = False
-    current: str | None = None  # the stage whose entry is not final yet
-    last_done: str | None = None
-    t0 = time.monotonic()
-    index_errors: list[dict | None] = [None]
-
-    def refresh() -> None:
-        error = write_status(out_dir, profile, list(entries.values()))
-        if error is not None and error != index_errors[-1]:
-            log(f"warning: index.html is the fallback page (stage table only): rendering failed with "
-                f"{error['ename']}: {error['evalue']}; status.json records it as index_error")
-        index_errors.append(error)
-
+    progress = _Progress(profile, out_dir, names, selected, previous, log)
     try:
-        for k, name in enumerate(todo, 1):
-            if failed:
-                entries[name] = _status_entry(name, "not run")
+        for k, name in enumerate(progress.todo, 1):
+            if progress.failed:
+                progress.entries[name] = _status_entry(name, "not run")
                 continue
             params = stage_parameters(profile, settings, declared[name], out_dir)
-            run_dir = resolve_path(params["run_dir"]) if params.get("run_dir") else None
-            log_path = logs / f"{name}.log"
-            current, t0 = name, time.monotonic()
-            entries[name] = _status_entry(name, "running", started=_now(), log=relative_paths(str(log_path)))
-            if run_dir is not None:  # until it succeeds again, the stage's artifacts are not current
-                RunDir(run_dir).stage_record(name).unlink(missing_ok=True)
-            refresh()
-            log(progress_line(k, todo, log_path, durations))
-            entries[name] = _run_one(paths[name], out_dir, params, kernel_name, log, stages=names, log_path=log_path,
-                                     tag=f"[{k}/{len(todo)} {name}]")
-            current, last_done = None, name
-            failed = entries[name]["status"] == "failed"
-            if not failed and run_dir is not None:
-                record_stage(run_dir, name, params)
-            refresh_navigation(out_dir, names)
-            refresh()
-        refresh_navigation(out_dir, names)
-        refresh()
+            progress.run_stage(k, name, notebooks[name], params, logs / f"{name}.log", kernel_name)
+        progress.finish()
     except KeyboardInterrupt as stop:
+        progress.stop(stop)
+    log(f"report: {out_dir / 'index.html'}")
+    return 1 if progress.failed else 0
+
+
+def _checked_profile(profile: str, params_dir, notebooks_dir, overrides: Mapping[str, Any] | None, overrides_source: str,
+                     log: Callable[[str], Any]) -> tuple[dict, list[Path], dict, dict]:
+    """(the profile's settings with ``overrides`` on top, checked; the stage notebooks; the parameters
+    each declares; the overrides as applied). The warnings are logged once, on the run's own output
+    (a sweep prefixes them with the point)."""
+    settings = load_profile(profile, params_dir)
+    source = shown_path(profile_path(profile, params_dir))
+    for key, value in (overrides or {}).items():
+        check_value(overrides_source, key, value)
+    stages = discover_stages(resolve_path(notebooks_dir))
+    if not stages:
+        raise ValueError(f"no NN_topic.ipynb notebooks in {resolve_path(notebooks_dir)}")
+    declared = inspect_stages(stages)
+    settings, found = checked_settings(settings, overrides, declared, source, overrides_source)
+    applied = {k: settings[k] for k in (overrides or {})}
+    for message in found:
+        log(f"warning: {message}")
+    return settings, stages, declared, applied
+
+
+def _record_run_provenance(profile: str, settings: Mapping[str, Any], applied: Mapping[str, Any], out_dir: Path) -> None:
+    """What produced this report, with the overrides applied, first into ``metrics.json``."""
+    provenance = collect_provenance(profile, settings)
+    if applied:
+        provenance.setdefault("profile", {})["overrides"] = dict(applied)
+    record_provenance(provenance, out_dir)
+
+
+class _Progress:
+    """The stages of one report run as it goes: their status entries (``status.json`` and the index,
+    rewritten at every change), the stage running now, and the last one done."""
+
+    def __init__(self, profile: str, out_dir: Path, names: list[str], selected: list[str], previous: dict[str, dict],
+                 log: Callable[[str], Any]):
+        self.profile, self.out_dir, self.names, self.log = profile, out_dir, names, log
+        self.entries = {n: _carried_over(n, previous) if n not in selected else _status_entry(n, "pending") for n in names}
+        self.todo = [n for n in names if n in selected]
+        self.durations = last_durations(previous)
+        self.failed = False
+        self.current: str | None = None  # the stage whose entry is not final yet
+        self.last_done: str | None = None
+        self.t0 = time.monotonic()
+        self._index_errors: list[dict | None] = [None]
+
+    def refresh(self) -> None:
+        """Rewrite status.json and the index; say so once when the index falls back to the stage table."""
+        error = write_status(self.out_dir, self.profile, list(self.entries.values()))
+        if error is not None and error != self._index_errors[-1]:
+            self.log(f"warning: index.html is the fallback page (stage table only): rendering failed with "
+                     f"{error['ename']}: {error['evalue']}; status.json records it as index_error")
+        self._index_errors.append(error)
+
+    def run_stage(self, k: int, name: str, notebook: Path, params: Mapping[str, Any], log_path: Path, kernel_name: str) -> None:
+        """Run stage ``name`` (the ``k``-th to do); note it in its run directory when it succeeds."""
+        run_dir = resolve_path(params["run_dir"]) if params.get("run_dir") else None
+        self.current, self.t0 = name, time.monotonic()
+        self.entries[name] = _status_entry(name, "running", started=_now(), log=relative_paths(str(log_path)))
+        if run_dir is not None:  # until it succeeds again, the stage's artifacts are not current
+            RunDir(run_dir).stage_record(name).unlink(missing_ok=True)
+        self.refresh()
+        self.log(progress_line(k, self.todo, log_path, self.durations))
+        self.entries[name] = _run_one(notebook, self.out_dir, params, kernel_name, self.log, stages=self.names, log_path=log_path,
+                                      tag=f"[{k}/{len(self.todo)} {name}]")
+        self.current, self.last_done = None, name
+        self.failed = self.entries[name]["status"] == "failed"
+        if not self.failed and run_dir is not None:
+            record_stage(run_dir, name, params)
+        refresh_navigation(self.out_dir, self.names)
+        self.refresh()
+
+    def finish(self) -> None:
+        refresh_navigation(self.out_dir, self.names)
+        self.refresh()
+
+    def stop(self, stop: KeyboardInterrupt) -> None:
+        """Ctrl-C or SIGTERM: the running stage becomes ``interrupted`` (its pages dropped), the later
+        ones ``not run``; then :class:`ReportInterrupted` says where to resume."""
         how = "SIGTERM" if isinstance(stop, Terminated) else "Ctrl-C"
         with _interrupts_deferred():
             elapsed = None
-            if current is not None:
-                elapsed = round(time.monotonic() - t0, 2)
-                entries[current] = {**entries[current], "status": "interrupted", "duration_s": elapsed,
-                                    "error": {"ename": type(stop).__name__, "evalue": f"interrupted ({how})",
-                                              "cell_index": None, "exec_count": None}}
-                _drop_outputs(out_dir, current)  # an older run's pages would pass for this run's
-            for name in todo:
-                if entries[name]["status"] in ("pending", "running"):
-                    entries[name] = _status_entry(name, "not run")
+            if self.current is not None:
+                elapsed = round(time.monotonic() - self.t0, 2)
+                self.entries[self.current] = {**self.entries[self.current], "status": "interrupted", "duration_s": elapsed,
+                                              "error": {"ename": type(stop).__name__, "evalue": f"interrupted ({how})",
+                                                        "cell_index": None, "exec_count": None}}
+                _drop_outputs(self.out_dir, self.current)  # an older run's pages would pass for this run's
+            for name in self.todo:
+                if self.entries[name]["status"] in ("pending", "running"):
+                    self.entries[name] = _status_entry(name, "not run")
             with contextlib.suppress(Exception):
-                refresh_navigation(out_dir, names)
-            write_status(out_dir, profile, list(entries.values()))
-        resume_from = next((n for n in todo if entries[n]["status"] not in SUCCEEDED), None)
-        raise ReportInterrupted(profile, current, elapsed, resume_from, after=last_done, how=how) from None
-    log(f"report: {out_dir / 'index.html'}")
-    return 1 if failed else 0
+                refresh_navigation(self.out_dir, self.names)
+            write_status(self.out_dir, self.profile, list(self.entries.values()))
+        resume_from = next((n for n in self.todo if self.entries[n]["status"] not in SUCCEEDED), None)
+        raise ReportInterrupted(self.profile, self.current, elapsed, resume_from, after=self.last_done, how=how) from None
 
 
 def build_parser() -> argparse.ArgumentParser:

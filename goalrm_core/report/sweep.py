@@ -239,9 +239,36 @@ def plan_sweep(
     """
     if not grid:
         raise ValueError("a sweep needs at least one --grid KEY=VALUE[,VALUE...]")
+    settings = _base_settings(profile, params_dir)
+    declared, selected, shared = _sweep_stages(notebooks_dir, stages)
+    common = _checked_common(common, seeds, declared, selected, shared)
+    grid = _checked_grid(grid, common, declared, selected, shared)
+    common = {k: _coerce(k, v, declared, selected) for k, v in common.items()}
+    base_values = {k: settings[k] if k in settings else _default_of(k, declared, selected) for k in grid}
+    points = _points(grid, base_values, one_at_a_time)
+
+    plan = SweepPlan(profile=profile, name=name or "-".join(grid), grid=grid, one_at_a_time=one_at_a_time, stages=selected,
+                     shared=shared, common=common, base_values=base_values, points=points, settings=settings,
+                     declared=declared, notebooks_dir=resolve_path(notebooks_dir), params_dir=resolve_path(params_dir),
+                     reports_root=resolve_path(reports_root), kernel_name=kernel_name)
+    if not re.fullmatch(r"[A-Za-z0-9._+=-]+", plan.name):
+        raise ValueError(f"sweep name {plan.name!r}: use letters, digits and . _ + = - only")
+    for p in points:
+        check_point({**settings, **plan.overrides(p)}, declared, source=f"{profile} sweep point {p.name}")
+    return plan
+
+
+def _base_settings(profile: str, params_dir) -> dict:
+    """The base profile, which must name the run whose data the points share."""
     settings = load_profile(profile, params_dir)
     if not settings.get("run_dir"):
         raise ValueError(f"profile {profile!r} sets no run_dir: a sweep shares the base run's data and needs to know where it is")
+    return settings
+
+
+def _sweep_stages(notebooks_dir, stages: str) -> tuple[dict, list[str], list[str]]:
+    """(the parameters each stage notebook declares, the stages each point runs, the earlier stages
+    the points share from the base run)."""
     paths = discover_stages(resolve_path(notebooks_dir))
     if not paths:
         raise ValueError(f"no NN_topic.ipynb notebooks in {resolve_path(notebooks_dir)}")
@@ -253,7 +280,12 @@ def plan_sweep(
         if stage[:2] not in STAGE_FOLDERS:
             raise ValueError(f"stage {stage} cannot be shared between points (no run-directory folders are known for it): "
                              "include it in --stages")
+    return declared, selected, shared
 
+
+def _checked_common(common: Mapping[str, Any] | None, seeds: Sequence[int] | None, declared: Mapping[str, Mapping],
+                    selected: list[str], shared: list[str]) -> dict:
+    """The values every point sets alike (``--set``, and ``seeds`` as ``rm_seeds``), each key read by a stage the points run."""
     common = dict(common or {})
     if seeds is not None:
         if not seeds:
@@ -261,6 +293,13 @@ def plan_sweep(
         common["rm_seeds"] = [int(s) for s in seeds]
     for key in common:
         _check_key(key, declared, selected, shared, "--set")
+    return common
+
+
+def _checked_grid(grid: Mapping[str, Sequence[Any]], common: Mapping[str, Any], declared: Mapping[str, Mapping],
+                  selected: list[str], shared: list[str]) -> dict[str, list]:
+    """The swept values by key, as the notebooks declare them (``0`` -> ``0.0`` for a float): each key
+    read by a stage the points run, not also in ``common``, with at least one value and none twice."""
     grid = {key: list(values) for key, values in grid.items()}
     for key, values in grid.items():
         _check_key(key, declared, selected, shared, "grid")
@@ -271,9 +310,12 @@ def plan_sweep(
         grid[key] = [_coerce(key, v, declared, selected) for v in values]
         if len({json.dumps(v) for v in grid[key]}) < len(values):
             raise ValueError(f"grid key {key!r} repeats a value: {values}")
-    common = {k: _coerce(k, v, declared, selected) for k, v in common.items()}
-    base_values = {k: settings[k] if k in settings else _default_of(k, declared, selected) for k in grid}
+    return grid
 
+
+def _points(grid: Mapping[str, list], base_values: Mapping[str, Any], one_at_a_time: bool) -> list[Point]:
+    """Every combination of the grid's values or, ``one_at_a_time``, the base point and each value
+    that differs from the base alone; each point with its own folder name."""
     if one_at_a_time:
         values_list = [{}] + [{k: v} for k, vs in grid.items() for v in vs if not _same(v, base_values[k])]
     else:
@@ -281,16 +323,7 @@ def plan_sweep(
     points = [Point(point_name(v), v) for v in values_list]
     if len({p.name for p in points}) < len(points):
         raise ValueError("two grid points would share a folder name: make the values differ in more than punctuation")
-
-    plan = SweepPlan(profile=profile, name=name or "-".join(grid), grid=grid, one_at_a_time=one_at_a_time, stages=selected,
-                     shared=shared, common=common, base_values=base_values, points=points, settings=settings,
-                     declared=declared, notebooks_dir=resolve_path(notebooks_dir), params_dir=resolve_path(params_dir),
-                     reports_root=resolve_path(reports_root), kernel_name=kernel_name)
-    if not re.fullmatch(r"[A-Za-z0-9._+=-]+", plan.name):
-        raise ValueError(f"sweep name {plan.name!r}: use letters, digits and . _ + = - only")
-    for p in points:
-        check_point({**settings, **plan.overrides(p)}, declared, source=f"{profile} sweep point {p.name}")
-    return plan
+    return points
 
 
 # ------------------------------------------------------------------------------------------- run
