@@ -10,10 +10,9 @@ from typing import Any, Mapping
 
 from goalrm_core.report.frontpage import gate_state, result_sections
 from goalrm_core.report.provenance import PROVENANCE_KEY, provenance_html
+from goalrm_core.report.records import TIMINGS_KEY
 from goalrm_core.report.reproduction import dropped, primary_rows, reruns_of, verdicts
 from goalrm_core.study import formatting as fmt
-
-TIMINGS_KEY = "timings"
 
 
 def _flatten(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:

@@ -24,91 +24,21 @@ from typing import Any, Callable, Mapping
 from goalrm_core.data.io import ArtifactError, atomic_path, atomic_write_json, atomic_write_text
 from goalrm_core.data.rundir import RunDir
 from goalrm_core.flags import debugging
-from goalrm_core.report.index_page import TIMINGS_KEY, render_index
+from goalrm_core.report.index_page import render_index
 from goalrm_core.report.notebook_params import missing_keys
+from goalrm_core.report.records import read_json_object, record_provenance, record_stage
 from goalrm_core.report.pages import export_html, refresh_navigation
 from goalrm_core.report.profiles import (check_settings, check_value, coerce_to_declared, load_profile,
                                          parse_set_flags, profile_path, resolve_path, shown_path, unknown_key_message)
-from goalrm_core.report.provenance import PROVENANCE_KEY, _now, collect_provenance
+from goalrm_core.report.provenance import _now, collect_provenance
 from goalrm_core.paths import project_root, relative_paths
 from goalrm_core.report.batch_run import batch_environment
 
 STAGE_PATTERN = re.compile(r"^\d{2}_[A-Za-z0-9_\-]+\.ipynb$")
 SUCCEEDED = ("ok", "kept")
-# metrics.json's layout: readers take a file without the key for schema 1 (before across-seed figures)
-SCHEMA_KEY = "schema_version"
-SCHEMA_VERSION = 2
 # the exit code of a run stopped by Ctrl-C (128 + SIGINT), as a shell reports it
 INTERRUPTED_EXIT = 130
 TERMINATED_EXIT = 143  # 128 + SIGTERM
-
-
-# --------------------------------------------------------------------------------------- metrics
-
-
-def _sorted_tree(obj: Any) -> Any:
-    """Dicts with sorted (string) keys at every level, so identical runs give identical files."""
-    if isinstance(obj, Mapping):
-        return {str(k): _sorted_tree(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
-    if isinstance(obj, (list, tuple)):
-        return [_sorted_tree(v) for v in obj]
-    return obj
-
-
-def _read_json_object(path: Path) -> dict:
-    """A JSON object from ``path`` (``{}`` when absent); a corrupt file is an ``ArtifactError``."""
-    if not path.exists():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ArtifactError(f"{path}: malformed JSON ({e.msg}, line {e.lineno})") from None
-    if not isinstance(data, dict):
-        raise ArtifactError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return data
-
-
-def record_metrics(
-    stage: str,
-    metrics: Mapping[str, Any],
-    reports_dir: str | os.PathLike,
-    timings: Mapping[str, Any] | None = None,
-) -> Path:
-    """Merge one stage's metrics into ``<reports_dir>/metrics.json`` and return its path.
-
-    The stage's previous entry is replaced, not merged, so a metric a notebook stopped producing
-    disappears. Wall-clock numbers go under a separate top-level ``"timings"`` section: everything
-    else in the file is then identical across identical runs and can be diffed. The top-level
-    ``"schema_version"`` (:data:`SCHEMA_VERSION`) says which layout the file has; a file without it
-    is schema 1 (:func:`metrics_schema`).
-    """
-    if stage in (TIMINGS_KEY, PROVENANCE_KEY, SCHEMA_KEY):
-        raise ValueError(f"stage name {stage!r} is reserved for the {stage} section")
-    path = resolve_path(reports_dir) / "metrics.json"
-    data = _read_json_object(path)
-    data[stage] = dict(metrics)
-    if timings is not None:
-        data.setdefault(TIMINGS_KEY, {})[stage] = dict(timings)
-    data[SCHEMA_KEY] = SCHEMA_VERSION
-    atomic_write_json(path, _sorted_tree(data))
-    return path
-
-
-def record_provenance(provenance: Mapping[str, Any], reports_dir: str | os.PathLike) -> Path:
-    """Write what produced this report (:func:`collect_provenance`) into ``metrics.json`` under
-    ``"provenance"``. Like ``"timings"`` it differs between identical runs: compare runs without it."""
-    path = resolve_path(reports_dir) / "metrics.json"
-    data = _read_json_object(path)
-    data[PROVENANCE_KEY] = dict(provenance)
-    data[SCHEMA_KEY] = SCHEMA_VERSION
-    atomic_write_json(path, _sorted_tree(data))
-    return path
-
-
-def metrics_schema(metrics: Mapping[str, Any]) -> int:
-    """The schema of a ``metrics.json`` read back: its ``schema_version``, 1 when the key is absent."""
-    value = metrics.get(SCHEMA_KEY, 1)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 1
 
 
 # ---------------------------------------------------------------------------------------- stages
@@ -320,7 +250,7 @@ def _status_entry(name: str, status: str, **fields: Any) -> dict:
 def _load_previous(status_path: Path) -> dict[str, dict]:
     """Last run's stage entries by name; a corrupt status file counts as no earlier run."""
     try:
-        stages = _read_json_object(status_path).get("stages", [])
+        stages = read_json_object(status_path).get("stages", [])
     except ArtifactError:
         return {}
     return {s["name"]: s for s in stages if isinstance(s, dict) and "name" in s}
@@ -420,7 +350,7 @@ This page lists the stages only; status.json and metrics.json are complete. Once
 def _render(profile: str, generated: str, stages: list[dict], out_dir: Path) -> tuple[str, dict | None]:
     """The index page and, when the full page could not be drawn, why (the page is then the fallback)."""
     try:
-        metrics = _read_json_object(out_dir / "metrics.json")
+        metrics = read_json_object(out_dir / "metrics.json")
     except ArtifactError as e:
         metrics = {"metrics.json": f"unreadable: {e}"}
     try:
@@ -453,7 +383,7 @@ def rebuild_index(out_dir: Path) -> Path:
     When the full page cannot be drawn the fallback page is written; ``status.json`` is rewritten only
     when its ``index_error`` changes (so that it always says which page is there)."""
     status_path = out_dir / "status.json"
-    status = _read_json_object(status_path)
+    status = read_json_object(status_path)
     if not isinstance(status.get("stages"), list):
         raise ArtifactError(f"{status_path} has no stage list: run the report first")
     page, index_error = _render(str(status.get("profile", out_dir.name)), str(status.get("generated", "")), status["stages"], out_dir)
@@ -467,7 +397,7 @@ def rebuild_index(out_dir: Path) -> Path:
 def index_error_of(out_dir: Path) -> dict | None:
     """The ``index_error`` that ``status.json`` records (``None``: the full index is there)."""
     try:
-        error = _read_json_object(out_dir / "status.json").get("index_error")
+        error = read_json_object(out_dir / "status.json").get("index_error")
     except ArtifactError:
         return None
     return error if isinstance(error, dict) else None
@@ -524,30 +454,9 @@ def stage_parameters(profile_name: str, profile: Mapping[str, Any], declared: Ma
     return params
 
 
-# Parameters that name where a stage's report goes, not what the stage computes.
-_REPORT_ONLY = ("profile", "reports_dir")
-
-
 def run_dir_of(profile_name: str, profile: Mapping[str, Any]) -> Path:
     """The profile's run directory (``run_dir``, by default ``runs/<profile>``)."""
     return resolve_path(str(profile.get("run_dir") or f"runs/{profile_name}"))
-
-
-def record_stage(run_dir: Path, stage: str, params: Mapping[str, Any]) -> None:
-    """Note in the run directory that ``stage`` succeeded, and with which parameters."""
-    computed = {k: v for k, v in params.items() if k not in _REPORT_ONLY}
-    atomic_write_json(RunDir(run_dir).stage_record(stage), {"stage": stage, "finished": _now(), "parameters": _sorted_tree(computed)})
-
-
-def stage_is_current(run_dir: Path, stage: str, params: Mapping[str, Any]) -> bool:
-    """Did ``stage`` last succeed in ``run_dir`` with these parameters (its artifacts are then
-    what running it again would write)?"""
-    try:
-        record = _read_json_object(RunDir(run_dir).stage_record(stage))
-    except ArtifactError:
-        return False
-    computed = {k: v for k, v in params.items() if k not in _REPORT_ONLY}
-    return record.get("parameters") == json.loads(json.dumps(_sorted_tree(computed)))
 
 
 def _project_relative(path: Path) -> str:

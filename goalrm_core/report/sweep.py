@@ -44,8 +44,8 @@ from goalrm_core.data.rundir import STAGE_FOLDERS, RunDir
 from goalrm_core.report.profiles import (check_profile_against_notebooks, check_ranges, coerce_to_declared, load_profile,
                                          parse_set_flags, parse_value, resolve_path, sweep_spec_path, unknown_key_message)
 from goalrm_core.report.provenance import _now
-from goalrm_core.report.runner import (discover_stages, inspect_stages, match_stage, run_dir_of, run_report, stage_is_current,
-                                       stage_parameters)
+from goalrm_core.report.records import stage_is_current
+from goalrm_core.report.runner import discover_stages, inspect_stages, match_stage, run_dir_of, run_report, stage_parameters
 from goalrm_core.report.sweep_page import PLAN_FILE, POINT_MANIFEST, format_value, write_comparison
 from goalrm_core.study.training import RMRecipe
 

@@ -16,7 +16,8 @@ import pytest
 
 from goalrm_core import cli
 from goalrm_core.report.profiles import check_profile_against_notebooks, load_profile
-from goalrm_core.report.runner import main, record_metrics, run_report
+from goalrm_core.report.records import record_metrics
+from goalrm_core.report.runner import main, run_report
 
 pytestmark = pytest.mark.notebook
 
@@ -27,7 +28,7 @@ def _notebook(path, params_src: str, *body: str, tags: tuple[str, ...] = ()) -> 
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": KERNEL, "language": "python", "display_name": "Python 3"}
     nb.cells = [
-        nbformat.v4.new_code_cell("from goalrm_core.report.runner import record_metrics"),
+        nbformat.v4.new_code_cell("from goalrm_core.report.records import record_metrics"),
         nbformat.v4.new_code_cell(params_src, metadata={"tags": ["parameters"]}),
         *(nbformat.v4.new_code_cell(src, metadata={"tags": list(tags)}) for src in body),
     ]
@@ -269,7 +270,7 @@ def test_record_metrics_merges_stages_and_keeps_timings_apart(tmp_path):
 
 
 def test_metrics_json_records_its_schema_version(tmp_path):
-    from goalrm_core.report.runner import SCHEMA_VERSION, metrics_schema, record_provenance
+    from goalrm_core.report.records import SCHEMA_VERSION, metrics_schema, record_provenance
 
     assert SCHEMA_VERSION == 2
     path = record_provenance({"date": "d"}, tmp_path)
@@ -388,7 +389,7 @@ def test_executed_notebooks_record_project_relative_paths(tmp_path):
 def test_overrides_a_report_name_and_stage_records(tmp_path):
     """What a sweep point needs from the runner: profile values that win over the file's, a report
     folder of its own, and a note in the run directory of what each stage succeeded with."""
-    from goalrm_core.report.runner import stage_is_current
+    from goalrm_core.report.records import stage_is_current
 
     nbs = tmp_path / "notebooks"
     nbs.mkdir()

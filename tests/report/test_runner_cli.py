@@ -19,7 +19,7 @@ import nbformat
 import pytest
 import yaml
 
-from goalrm_core.report import runner
+from goalrm_core.report import records, runner
 from goalrm_core.report.profiles import (PROFILE_RULES, RELATIONS, check_ranges, check_settings, load_profile, parse_set_flags,
                                          resolve_path)
 from goalrm_core.report.runner import main, run_report
@@ -32,7 +32,7 @@ def _notebook(path, params_src: str, *body: str) -> None:
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": KERNEL, "language": "python", "display_name": "Python 3"}
     nb.cells = [
-        nbformat.v4.new_code_cell("from goalrm_core.report.runner import record_metrics"),
+        nbformat.v4.new_code_cell("from goalrm_core.report.records import record_metrics"),
         nbformat.v4.new_code_cell(params_src, metadata={"tags": ["parameters"]}),
         *(nbformat.v4.new_code_cell(src) for src in body),
     ]
@@ -154,7 +154,7 @@ def test_ctrl_c_marks_the_stage_interrupted_and_exits_130(tmp_path, monkeypatch,
     monkeypatch.setattr(runner, "execute_stage", fake)
     p["out"].mkdir(parents=True)
     (p["out"] / "02_beta.html").write_text("an older run's page")
-    runner.record_stage(p["run"], "02_beta", {"run_dir": str(p["run"])})  # an older run's record
+    records.record_stage(p["run"], "02_beta", {"run_dir": str(p["run"])})  # an older run's record
 
     assert main(p["flags"]) == 130
     captured = capsys.readouterr()

@@ -5,7 +5,7 @@ import json
 from IPython.core.interactiveshell import InteractiveShell
 
 from goalrm_core.report.notebook_params import interactive_defaults
-from goalrm_core.report.runner import stage_is_current
+from goalrm_core.report.records import stage_is_current
 from goalrm_core.report.stage import Stage
 from goalrm_core.report.batch_run import BATCH_VAR
 
@@ -34,3 +34,15 @@ def test_under_the_runner_the_stage_leaves_the_record_to_it(tmp_path, monkeypatc
     monkeypatch.setenv(BATCH_VAR, "1")
     Stage.start("data", tmp_path / "run", tmp_path / "report", torch_threads=1).record({})
     assert not (tmp_path / "run" / "stages").exists()
+
+
+def test_a_notebook_records_and_shows_the_gate_without_loading_the_runner():
+    """Stage records through report.records and the gate notice comes from index_page: a notebook
+    that imports both does not load the report runner."""
+    import subprocess
+    import sys
+
+    code = ("import sys, goalrm_core.report.stage, goalrm_core.report.index_page; "
+            "print('goalrm_core.report.runner' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

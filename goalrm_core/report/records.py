@@ -1,0 +1,108 @@
+"""What a report run records: each stage's metrics, the run's provenance and the timings in
+``<reports_dir>/metrics.json``, and, in the run directory, which stages succeeded with which
+parameters (``RunDir.stage_record``). A notebook records through :class:`~goalrm_core.report.stage.Stage`,
+which needs this module and not the runner."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from goalrm_core.data.io import ArtifactError, atomic_write_json
+from goalrm_core.data.rundir import RunDir
+from goalrm_core.report.profiles import resolve_path
+from goalrm_core.report.provenance import PROVENANCE_KEY, _now
+
+# metrics.json's sections besides the stages': wall-clock numbers, which differ between identical runs
+TIMINGS_KEY = "timings"
+# metrics.json's layout: readers take a file without the key for schema 1 (before across-seed figures)
+SCHEMA_KEY = "schema_version"
+SCHEMA_VERSION = 2
+
+
+def _sorted_tree(obj: Any) -> Any:
+    """Dicts with sorted (string) keys at every level, so identical runs give identical files."""
+    if isinstance(obj, Mapping):
+        return {str(k): _sorted_tree(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(obj, (list, tuple)):
+        return [_sorted_tree(v) for v in obj]
+    return obj
+
+
+def read_json_object(path: Path) -> dict:
+    """A JSON object from ``path`` (``{}`` when absent); a corrupt file is an ``ArtifactError``."""
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ArtifactError(f"{path}: malformed JSON ({e.msg}, line {e.lineno})") from None
+    if not isinstance(data, dict):
+        raise ArtifactError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def record_metrics(
+    stage: str,
+    metrics: Mapping[str, Any],
+    reports_dir: str | os.PathLike,
+    timings: Mapping[str, Any] | None = None,
+) -> Path:
+    """Merge one stage's metrics into ``<reports_dir>/metrics.json`` and return its path.
+
+    The stage's previous entry is replaced, not merged, so a metric a notebook stopped producing
+    disappears. Wall-clock numbers go under a separate top-level ``"timings"`` section: everything
+    else in the file is then identical across identical runs and can be diffed. The top-level
+    ``"schema_version"`` (:data:`SCHEMA_VERSION`) says which layout the file has; a file without it
+    is schema 1 (:func:`metrics_schema`).
+    """
+    if stage in (TIMINGS_KEY, PROVENANCE_KEY, SCHEMA_KEY):
+        raise ValueError(f"stage name {stage!r} is reserved for the {stage} section")
+    path = resolve_path(reports_dir) / "metrics.json"
+    data = read_json_object(path)
+    data[stage] = dict(metrics)
+    if timings is not None:
+        data.setdefault(TIMINGS_KEY, {})[stage] = dict(timings)
+    data[SCHEMA_KEY] = SCHEMA_VERSION
+    atomic_write_json(path, _sorted_tree(data))
+    return path
+
+
+def record_provenance(provenance: Mapping[str, Any], reports_dir: str | os.PathLike) -> Path:
+    """Write what produced this report (:func:`collect_provenance`) into ``metrics.json`` under
+    ``"provenance"``. Like ``"timings"`` it differs between identical runs: compare runs without it."""
+    path = resolve_path(reports_dir) / "metrics.json"
+    data = read_json_object(path)
+    data[PROVENANCE_KEY] = dict(provenance)
+    data[SCHEMA_KEY] = SCHEMA_VERSION
+    atomic_write_json(path, _sorted_tree(data))
+    return path
+
+
+def metrics_schema(metrics: Mapping[str, Any]) -> int:
+    """The schema of a ``metrics.json`` read back: its ``schema_version``, 1 when the key is absent."""
+    value = metrics.get(SCHEMA_KEY, 1)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 1
+
+
+# Parameters that name where a stage's report goes, not what the stage computes.
+_REPORT_ONLY = ("profile", "reports_dir")
+
+
+def record_stage(run_dir: Path, stage: str, params: Mapping[str, Any]) -> None:
+    """Note in the run directory that ``stage`` succeeded, and with which parameters."""
+    computed = {k: v for k, v in params.items() if k not in _REPORT_ONLY}
+    atomic_write_json(RunDir(run_dir).stage_record(stage), {"stage": stage, "finished": _now(), "parameters": _sorted_tree(computed)})
+
+
+def stage_is_current(run_dir: Path, stage: str, params: Mapping[str, Any]) -> bool:
+    """Did ``stage`` last succeed in ``run_dir`` with these parameters (its artifacts are then
+    what running it again would write)?"""
+    try:
+        record = read_json_object(RunDir(run_dir).stage_record(stage))
+    except ArtifactError:
+        return False
+    computed = {k: v for k, v in params.items() if k not in _REPORT_ONLY}
+    return record.get("parameters") == json.loads(json.dumps(_sorted_tree(computed)))
