@@ -109,14 +109,19 @@ def verify_table(df: pd.DataFrame) -> str:
     if df.empty:
         return "_No verification calibration recorded._\n"
     rows = []
-    for (name, strategy, run_dir), g in df.groupby(["name", "strategy", "run_dir"], sort=False):
+    for (name, strategy, run_dir), runs in df.groupby(["name", "strategy", "run_dir"], sort=False):
+        # a recipe run again with the same seeds is one result per seed when the repeats agree exactly
+        figures = ["eval_accuracy", "auroc", "auroc_well_formed"]
+        g = runs.drop_duplicates(["seed", *figures])
+        if g["seed"].duplicated().any():
+            raise ValueError(f"{name}: repeated seeds disagree: {g[g['seed'].duplicated(keep=False)][['seed', *figures]].to_dict('records')}")
         recipe, data = g.iloc[0]["recipe"], g.iloc[0]["data"]
         first = g.sort_values("seed").iloc[0]
         wf = np.asarray([np.nan if x is None else x for x in g["auroc_well_formed"]], dtype=float)
         rows.append({
             "recipe": name, "rm": strategy, "pairs": f"{data['source']} ({data['n_pairs']:,})",
             "steps": recipe.get("max_steps"), "lr": recipe.get("learning_rate"), "dense": recipe.get("dense_loss_coef", 0.0),
-            "seeds": len(g),
+            "seeds": len(g) if len(runs) == len(g) else f"{len(g)} (each run {len(runs) // len(g)}×, identical)",
             "held-out pair acc": _spread(g["eval_accuracy"]),
             "AUROC, all": _spread(g["auroc"]),
             "AUROC, well-formed": _spread(g["auroc_well_formed"]),

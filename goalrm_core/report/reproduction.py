@@ -23,10 +23,16 @@ def primary_rows(metrics: Mapping[str, Any]) -> list[tuple[str, str, Mapping, fl
     rows = []
     for rm, s in primary.get("gate", {}).get("margin_over_length", {}).items():
         rows.append(("gate: AUROC − length-only AUROC on toy-id (> 0)", rm, s, 1.0, True))
+    well_formed = primary.get("gate", {}).get("well_formed", {})
+    for rm, s in well_formed.get("margin_over_length", {}).items():
+        rows.append((f"gate, well-formed errors only: AUROC − length-only AUROC (> {well_formed.get('required_margin', 0.15):g})",
+                     rm, s, 1.0, True))
     if "delta_auroc" in primary:
         rows.append(("ΔAUROC goal-conditioned − baseline on toy-id (> 0)", "both", primary["delta_auroc"], 1.0, True))
     for rm, s in primary.get("first_error_delta_q", {}).items():
         rows.append(("Q after − before the first error (< 0: Q falls)", rm, s, 1.0, True))
+    for rm, s in primary.get("first_error_delta_q_well_formed", {}).items():
+        rows.append(("the same at well-formed errors only (< 0: Q falls)", rm, s, 1.0, True))
     for rm, f in primary.get("filter", {}).items():
         threshold = f.get("threshold")
         name = f"threshold-{threshold:g} filter" if isinstance(threshold, (int, float)) else "Q filter (threshold undefined)"

@@ -216,6 +216,8 @@ def run_streaming(
                     _stop(proc)
                     break
             proc.wait()
+            if not timed_out and proc.stdout is not None:
+                proc.stdout.close()  # the pump has read it to the end
         except BaseException:
             _stop(proc)
             raise

@@ -195,3 +195,24 @@ def test_an_older_file_with_the_seed0_delta_under_mean_renders_the_same():
     assert frontpage.summary(old) == frontpage.summary(new)
     assert frontpage.delta_table(old) == frontpage.delta_table(new)
     assert "+0.04 [+0.01, +0.07]" in frontpage.delta_table(new)
+
+
+def test_the_gates_second_condition_says_what_the_rms_detect():
+    tree = schema2_tree()
+    primary = tree["evaluation"]["primary"]
+    # an RM that only spots malformed output: far above length on all errors, near it on well-formed ones
+    primary["gate"]["well_formed"] = {
+        "state": "failed", "reason": None, "required_margin": 0.15,
+        "margin_over_length": {rm: across_seeds([0.02, 0.01, 0.03, 0.0, 0.02], null=0.15) for rm in RMS}}
+    primary["first_error_delta_q_well_formed"] = {rm: across_seeds([0.01, -0.02, 0.0, 0.01, -0.01], expect="less") for rm in RMS}
+    findings = _items(frontpage.primary_findings(tree))
+    gate = findings[0]
+    assert "Gate passed" in gate and "well-formed incorrect solutions only" in gate
+    assert "above 0.15 in 0 of 5 seeds" in gate and "Does not hold" in gate and "mostly malformed output" in gate
+    assert any("first error of well-formed incorrect solutions" in f and "not shown that Q falls" in f for f in findings)
+    notice = gate_html(primary["gate"], benchmark="toy-id", n_seeds=5)
+    assert notice.count('class="gate ') == 2 and "gate-well-formed gate-failed" in notice
+    assert "#2e7d32" in notice and "#c62828" in notice  # the first condition green, the second red
+    primary["gate"]["well_formed"]["state"] = "passed"
+    primary["gate"]["well_formed"]["margin_over_length"] = {rm: across_seeds([0.3, 0.25, 0.28, 0.3, 0.27], null=0.15) for rm in RMS}
+    assert "Holds: both reward models beat length there by more than 0.15; they verify." in _items(frontpage.primary_findings(tree))[0]
