@@ -147,14 +147,16 @@ def rule_table(rows: Sequence[dict], rules: Sequence[str] = RULES, skip_first: i
 
 @torch.no_grad()
 def policy_token_logprobs(model, tokenizer, prompts: Sequence[str], solutions: Sequence[str], batch_size: int = 64) -> list[list[float]]:
-    """The policy's log-probability (temperature 1) of each token of each solution, then of ``" "``
-    and EOS, so the list lines up with the RM's per-token values under the ``split``/``eos`` reading."""
+    """The policy's log-probability (temperature 1) of each token of each solution and of the EOS
+    that ends it, as the policy generated them. The list lines up with the RM's per-token values
+    under the ``split``/``eos`` reading (the solution, then ``" "`` and EOS): the ``" "`` the RM reads
+    before its EOS is no token of the policy's, and gets NaN (no rule looks there)."""
     out = []
     for start in range(0, len(prompts), batch_size):
         ids, n_resp = [], []
         for prompt, solution in zip(prompts[start:start + batch_size], solutions[start:start + batch_size]):
             p = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-            r = tokenizer(solution + " ", add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+            r = tokenizer(solution, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
             ids.append(p + r)
             n_resp.append(len(r))
         width = max(len(x) for x in ids)
@@ -167,7 +169,8 @@ def policy_token_logprobs(model, tokenizer, prompts: Sequence[str], solutions: S
         logits = model(input_ids=batch, attention_mask=mask, position_ids=positions).logits.float()
         logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, batch[:, 1:, None]).squeeze(-1)
         for i, n in enumerate(n_resp):
-            out.append(logp[i, width - 1 - n:].tolist())
+            values = logp[i, width - 1 - n:].tolist()
+            out.append(values[:-1] + [math.nan] + values[-1:])
     return out
 
 

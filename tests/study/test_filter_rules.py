@@ -65,11 +65,13 @@ def test_a_q_that_tracks_errors_reaches_the_oracle_on_test_questions():
 def test_policy_token_logprobs_line_up_with_the_response_tokens(tokenizer, tiny_lm):
     prompts, solutions = ["1 +1\n", "2 +2 +3\n"], ["1+1=2\n#2", "2+2=4\n4+3=7\n#7"]
     logps = fr.policy_token_logprobs(tiny_lm, tokenizer, prompts, solutions, batch_size=2)
-    assert [len(x) for x in logps] == [len(s) + 2 for s in solutions]
-    # the same numbers one at a time, without padding
-    ids = tokenizer(prompts[0] + solutions[0] + " ", add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    assert [len(x) for x in logps] == [len(s) + 2 for s in solutions]  # as many as the RM's values
+    # the same numbers one at a time, without padding: the solution as the policy generated it, then EOS;
+    # the " " the RM reads before its EOS is no policy token (NaN)
+    ids = tokenizer(prompts[0] + solutions[0], add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
     with torch.no_grad():
         logits = tiny_lm(input_ids=torch.tensor([ids])).logits
-    alone = torch.log_softmax(logits[0, :-1], -1).gather(-1, torch.tensor(ids[1:])[:, None]).squeeze(-1)[-len(logps[0]):]
-    assert np.allclose(logps[0], alone.tolist(), atol=1e-5)
-    assert all(math.isfinite(v) and v <= 0 for v in logps[1])
+    alone = torch.log_softmax(logits[0, :-1], -1).gather(-1, torch.tensor(ids[1:])[:, None]).squeeze(-1)[-(len(solutions[0]) + 1):]
+    assert math.isnan(logps[0][-2])
+    assert np.allclose(logps[0][:-2] + logps[0][-1:], alone.tolist(), atol=1e-5)
+    assert all(math.isfinite(v) and v <= 0 for i, v in enumerate(logps[1]) if i != len(logps[1]) - 2)
