@@ -144,3 +144,29 @@ def run_command(main_fn, argv: list[str], prog: str) -> int:
         return 2
     finally:
         _DEBUG.reset(token)
+
+
+def safe_path_part(name, what: str) -> str:
+    """``name`` itself when it can be one component of a path under a folder goalrm writes or reads
+    (a benchmark, an RM name, a profile); else a ``ValueError`` naming ``what`` and the value. A name
+    holding ``/``, ``\\`` or ``..``, an absolute path, ``.`` or an empty name would reach outside it.
+
+    >>> safe_path_part("gsm8k", "benchmark")
+    'gsm8k'
+    >>> safe_path_part("../x", "benchmark")
+    Traceback (most recent call last):
+    ValueError: benchmark '../x' is not a plain name: it must not be empty, hold '/', '\\' or '..', nor be absolute
+    """
+    text = str(name)
+    if (not text.strip() or text == "." or ".." in text or "/" in text or "\\" in text or "\0" in text
+            or os.path.isabs(text) or re.match(r"^[A-Za-z]:", text)):
+        raise ValueError(f"{what} {text!r} is not a plain name: it must not be empty, hold '/', '\\' or '..', nor be absolute")
+    return text
+
+
+def path_part(text: str) -> str:
+    """An argparse ``type`` for a flag whose value becomes a folder or file name (:func:`safe_path_part`)."""
+    try:
+        return safe_path_part(text, "name")
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None

@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from goalrm_core.data import manifest
-from goalrm_core.flags import finite_float, non_negative_int, positive_int, run_command
+from goalrm_core.flags import finite_float, non_negative_int, path_part, positive_int, run_command
 from goalrm_core.inference.forward import add_reading_arguments
 from goalrm_core.inference.scoring import eval_rm
 from goalrm_core.model.templates import TEMPLATES
@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Q-value threshold of the filtered majority vote. Not applied here (every generation is scored): "
                         "recorded in <save_dir>/eval_rm.json; `goalrm metrics --filter_threshold` applies it, as the official code's "
                         "eval_rm.py passes it only to its final metrics step.")
-    p.add_argument("--benchmarks", nargs="+", required=True, help="Benchmark folder names.")
+    p.add_argument("--benchmarks", nargs="+", required=True, type=path_part, help="Benchmark folder names.")
     p.add_argument("--vanilla", action="store_true", help="Skip the Q-values (baseline RM).")
     p.add_argument("--template", default="nemo", choices=tuple(TEMPLATES), help="Prompt template (nemo: the official eval_rm.py's literal).")
     add_reading_arguments(p, "eval_rm.py")

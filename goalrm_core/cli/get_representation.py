@@ -9,7 +9,7 @@ from pathlib import Path
 from transformers import AutoTokenizer
 
 from goalrm_core.data import manifest
-from goalrm_core.data.io import check_output_dir, save_npy
+from goalrm_core.data.io import check_not_an_input, check_output_dir, save_npy
 from goalrm_core.data.preferences import load_source_rows
 from goalrm_core.data.rundir import rm_name
 from goalrm_core.flags import non_negative_int, positive_int
@@ -38,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     check_output_dir(args.save_dir, "--save-dir")
+    check_not_an_input(args.save_dir, "--save-dir", [("--dataset-path", args.dataset_path), ("--reward-model-path", args.reward_model_path)],
+                       here=False)
     model = load_for_reading(args.reward_model_path, args.bf16, args.flash_attn, args.device)
     tokenizer = AutoTokenizer.from_pretrained(args.reward_model_path)
     pairs, _ = load_source_rows(args.dataset_path, "train")

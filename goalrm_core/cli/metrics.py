@@ -9,15 +9,15 @@ from pathlib import Path
 from goalrm_core.data.questions import group_by_question
 from goalrm_core.evaluation import metrics
 from goalrm_core.evaluation.tables import check_scored_folder, fmt_ci, fmt_p, labels, partial_auroc_table, read_scored, scored_files
-from goalrm_core.flags import Range, finite_float, non_negative_int, positive_int
+from goalrm_core.flags import Range, finite_float, non_negative_int, path_part, positive_int
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="goalrm metrics", description="Print the metrics of scored generations.")
-    p.add_argument("--model_name", required=True, help="Label of the RM (also a sub-folder of --eval_results_dir if it exists).")
+    p.add_argument("--model_name", required=True, type=path_part, help="Label of the RM (also a sub-folder of --eval_results_dir if it exists).")
     p.add_argument("--eval_results_dir", required=True, help="--save_dir of goalrm eval-rm: <dir>/<model_name>/<bench>/{greedy,all}/*.jsonl (as the official metrics.py reads).")
     p.add_argument("--filter_threshold", type=finite_float, default=0.0, help="Q-value threshold of the filtered majority vote.")
-    p.add_argument("--benchmarks", nargs="+", required=True, help="Benchmarks to report.")
+    p.add_argument("--benchmarks", nargs="+", required=True, type=path_part, help="Benchmarks to report.")
     p.add_argument("--percentiles", nargs="*", type=Range(float, "[0, 1]"), default=list(metrics.DEFAULT_PERCENTILES),
                    help="Response percentiles of the partial AUROC (fractions of the response).")
     p.add_argument("--vanilla", action="store_true", help="Baseline RM: no Q-values, so no filtering.")

@@ -51,7 +51,7 @@ from goalrm_core.data.io import ArtifactError, check_label, parse_label, read_js
 from goalrm_core.data.preferences import HH_RLHF, OPENMATH_PAIRS, PROMPT_PAIRS, PreferenceDataError, SourceReport, normalise_row, read_source
 from goalrm_core.data.questions import group_by_question
 from goalrm_core.data.schema import GENERATION_FIELDS, PAIR_FIELDS
-from goalrm_core.flags import check_choice
+from goalrm_core.flags import check_choice, safe_path_part
 
 logger = logging.getLogger(__name__)
 
@@ -402,8 +402,9 @@ def load_helpsteer(spec: str | Path, fmt: str | None = None, split: str = "train
 # ---------------------------------------------------------------------------------------------
 
 def benchmark_dir(root: Path, bench: str) -> Path:
-    """``root/bench``, or an error naming the benchmarks that exist."""
-    path = root / bench
+    """``root/bench``, or an error naming the benchmarks that exist (or the name, when it is not a
+    plain folder name)."""
+    path = root / safe_path_part(bench, "benchmark")
     if not path.is_dir():
         existing = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
         raise ArtifactError(f"benchmark folder {path} is missing; benchmarks in {root}: {', '.join(existing) or 'none'}")

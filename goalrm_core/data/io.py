@@ -206,3 +206,43 @@ def require_artifact(path: str | os.PathLike, produced_by: str) -> Path:
     if not path.exists():
         raise ArtifactError(f"{path} is missing: run {produced_by} first")
     return path
+
+
+def check_not_an_input(path: str | os.PathLike, flag: str, inputs: Iterable[tuple[str, Any]], here: bool = True) -> None:
+    """Fail before any work when output ``path`` is the working folder (or a folder above it), or is
+    one of ``inputs`` (``(flag, path)`` pairs; values that are no existing path, such as Hub names, are
+    skipped) or a folder holding one: writing there would overwrite what the command reads.
+    ``here=False`` lets a command that only adds files use the working folder itself."""
+    target, check_here = Path(path).resolve(), here
+    here = Path.cwd().resolve()
+    if (target == here and check_here) or target in here.parents:
+        where = "the working folder" if target == here else f"a folder holding the working folder {here}"
+        raise ArtifactError(f"{flag} {path} is {where}; give a folder of its own, e.g. {flag} {Path(path) / 'out'}")
+    for name, value in inputs:
+        if value is None or str(value) == "" or not Path(value).exists():
+            continue
+        source = Path(value).resolve()
+        if source == target or target in source.parents:
+            how = "is" if source == target else "holds"
+            raise ArtifactError(f"{flag} {path} {how} the input {name} {value}: writing there would overwrite it; "
+                                f"give another {flag}")
+
+
+def check_replaceable(path: str | os.PathLike, flag: str, *, inputs: Iterable[tuple[str, Any]], marks: tuple[str, ...],
+                      overwrite: bool = False) -> None:
+    """Fail before any work unless output folder ``path`` may be replaced whole: it is absent, empty,
+    or a previous output of the same command (it holds one of ``marks``, the files that command
+    writes), or ``overwrite`` is set. Never when it is an input, holds one, or is or holds the working
+    folder (:func:`check_not_an_input`), ``overwrite`` or not."""
+    check_output_dir(path, flag)
+    check_not_an_input(path, flag, inputs)
+    folder = Path(path)
+    if overwrite or not folder.is_dir():
+        return
+    entries = sorted(p.name for p in folder.iterdir())
+    if not entries or any((folder / mark).is_file() for mark in marks):
+        return
+    shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
+    raise ArtifactError(f"{flag} {path} already holds files that are not an earlier output of this command ({shown}; "
+                        f"no {' or '.join(marks)}): a save would delete them; give a new or empty folder, or add --overwrite "
+                        f"to replace it")

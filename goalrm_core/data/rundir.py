@@ -34,6 +34,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from goalrm_core.flags import safe_path_part
+
 # The split a benchmark's sampled generations are scored under (the official eval_rm layout calls it
 # ``all``); greedy generations keep ``greedy``.
 SCORED_SPLITS = ("greedy", "all")
@@ -173,7 +175,9 @@ def rm_name(reward_model_path: str | os.PathLike) -> str:
     >>> rm_name("ckpt/contrastive_reward_model/")
     'contrastive_reward_model'
     """
-    return Path(reward_model_path).name or Path(reward_model_path).resolve().name
+    path = Path(reward_model_path)
+    name = path.name if path.name not in ("", ".", "..") else path.resolve().name
+    return safe_path_part(name, f"the RM name (the last folder of {reward_model_path})")
 
 
 def _beside(save_path: str | os.PathLike, suffix: str) -> Path:

@@ -23,9 +23,10 @@ from transformers import AutoTokenizer
 
 from goalrm_core.data import manifest
 from goalrm_core.data.adapters import benchmark_dir, generation_files
-from goalrm_core.data.io import atomic_write_json, check_label, check_output_dir, read_jsonl, write_jsonl
+from goalrm_core.data.io import atomic_write_json, check_label, check_not_an_input, check_output_dir, read_jsonl, write_jsonl
 from goalrm_core.data.rundir import eval_settings_path, rm_name, scored_path
 from goalrm_core.data.schema import SCORED_GENERATION_FIELDS
+from goalrm_core.flags import safe_path_part
 from goalrm_core.inference.forward import iter_scored, load_for_reading
 from goalrm_core.inference.goal_state import check_goal_state_owner, load_goal_state, q_values
 from goalrm_core.model.reward_model import RewardModel
@@ -162,8 +163,13 @@ def eval_rm(
     for name, value, low in (("batch_size", batch_size, 1), ("max_len", max_len, 1), ("max_samples", max_samples, 0)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
             raise ValueError(f"--{name} must be an integer >= {low}, got {value!r}")
+    for bench in benchmarks:
+        safe_path_part(bench, "--benchmarks: benchmark")
     check_output_dir(save_dir, "--save_dir")
     out_dir = Path(save_dir) / rm_name(reward_model_path)
+    check_not_an_input(out_dir, f"--save_dir {save_dir}: its RM folder", [
+        ("--completions_data_path", completions_data_path), ("--reward_model_path", reward_model_path),
+        ("--goal_state_path", goal_state_path)])
 
     # read: every generation file (and so its checks) before the model is even loaded
     inputs, work = read_generations(completions_data_path, benchmarks, max_samples)

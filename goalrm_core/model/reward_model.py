@@ -238,6 +238,22 @@ def read_goalrm_json(path: str | Path) -> dict:
     return json.loads(meta_path.read_text())
 
 
+PICKLED_WEIGHTS = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")
+
+
+def check_weights_folder(path: str | os.PathLike, flag: str) -> None:
+    """Refuse a local model folder whose weights are only pickles (``pytorch_model.bin`` …): goalrm
+    loads weights from safetensors only, which hold tensors and nothing that runs. A Hub name (no
+    such folder) is left to ``from_pretrained``."""
+    folder = Path(path)
+    if not folder.is_dir() or any(folder.glob("*.safetensors")):
+        return
+    pickled = sorted(p.name for pattern in PICKLED_WEIGHTS for p in folder.glob(pattern))
+    if pickled:
+        raise ArtifactError(f"{flag} {folder}: its weights are only pickled ({', '.join(pickled)}); goalrm loads safetensors "
+                            f"only: convert them with save_pretrained(..., safe_serialization=True) where you trust the file")
+
+
 def check_safetensors_file(path: Path) -> None:
     """A damaged weights file is named as such; never with a suggestion to load it unsafely."""
     from safetensors import safe_open

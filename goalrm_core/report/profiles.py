@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
-from goalrm_core.flags import Range
+from goalrm_core.flags import Range, safe_path_part
 from goalrm_core.paths import project_root
 from goalrm_core.study.rms import HEADLINE_SETS
 
@@ -77,6 +77,7 @@ def available_sweep_specs(params_dir: str | os.PathLike | None = None) -> list[s
 
 
 def _find(name: str, directory: Path) -> Path | None:
+    safe_path_part(name, "profile")
     for suffix in (".yaml", ".yml"):
         candidate = directory / f"{name}{suffix}"
         if candidate.is_file():

@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 
 from goalrm_core.data.io import ArtifactError, atomic_path, atomic_write_json, atomic_write_text
 from goalrm_core.data.rundir import RunDir
-from goalrm_core.flags import debugging
+from goalrm_core.flags import debugging, path_part
 from goalrm_core.report.index_page import render_index
 from goalrm_core.report.notebook_params import missing_keys
 from goalrm_core.report.records import read_json_object, record_provenance, record_stage
@@ -800,7 +800,7 @@ class _Progress:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="goalrm report", description="Execute the notebooks and build the HTML report.")
-    parser.add_argument("--profile", default="demo", help="params/<profile>.yaml (default: demo)")
+    parser.add_argument("--profile", default="demo", type=path_part, help="params/<profile>.yaml (default: demo)")
     parser.add_argument("--set", dest="set", action="append", default=[], metavar="KEY=VALUE",
                         help="a profile value for this run, over the file's (repeatable); VALUE is YAML: 4, 1e-5, true, "
                              "cosine, [0, 1]. Checked like the file's values before any stage starts")
@@ -810,7 +810,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--notebooks-dir", default="notebooks")
     parser.add_argument("--params-dir", default="params")
     parser.add_argument("--reports-dir", default="reports", help="root folder; output goes to <dir>/<profile>/")
-    parser.add_argument("--name", default=None,
+    parser.add_argument("--name", default=None, type=path_part,
                         help="report folder <reports-dir>/<name>/ (default: the profile; with --set, <profile>-set, and its "
                              "run_dir runs/<name> unless --set names one: a changed experiment never overwrites the profile's report)")
     parser.add_argument("--index-only", action="store_true",

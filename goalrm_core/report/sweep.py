@@ -38,7 +38,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import yaml
 
-from goalrm_core.flags import positive_int, run_command
+from goalrm_core.flags import path_part, positive_int, run_command
 from goalrm_core.data.io import ArtifactError, atomic_write_json
 from goalrm_core.data.rundir import STAGE_FOLDERS, RunDir
 from goalrm_core.report.profiles import (check_profile_against_notebooks, check_ranges, coerce_to_declared, load_profile,
@@ -462,15 +462,15 @@ def load_sweep_spec(name: str, params_dir: str | os.PathLike = "params") -> dict
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="goalrm sweep", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--profile", default=None, help="base profile, params/<profile>.yaml (default: demo)")
+    p.add_argument("--profile", default=None, type=path_part, help="base profile, params/<profile>.yaml (default: demo)")
     p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
                    help="a swept key and its values; repeated flags form a Cartesian product")
-    p.add_argument("--spec", default=None, help="a sweep spec, params/<spec>.yaml (e.g. ablations), instead of --grid")
+    p.add_argument("--spec", default=None, type=path_part, help="a sweep spec, params/<spec>.yaml (e.g. ablations), instead of --grid")
     p.add_argument("--one-at-a-time", action="store_true", help="vary each key alone around the base profile")
     p.add_argument("--stages", default=None, help="the stages each point runs, contiguous (default: 02-04); earlier ones are shared")
     p.add_argument("--seeds", default=None, help="RM seeds of every point, e.g. 0,1,2 (default: the profile's rm_seeds)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a profile value every point changes alike")
-    p.add_argument("--name", default=None, help="the sweep's name: reports/<profile>-sweep-<name>/ (default: the swept keys)")
+    p.add_argument("--name", default=None, type=path_part, help="the sweep's name: reports/<profile>-sweep-<name>/ (default: the swept keys)")
     p.add_argument("--jobs", type=positive_int, default=1, help="points run at once, each in its own process (default: 1)")
     p.add_argument("--dry-run", action="store_true", help="check the sweep and list its points; run nothing")
     p.add_argument("--index-only", action="store_true", help="rebuild the comparison page from what is there; run nothing")

@@ -17,7 +17,7 @@ from goalrm_core.data.io import ArtifactError, check_output_dir, load_npy, read_
 from goalrm_core.inference.beam_search import DecodeConfig, q_guided_decode
 from goalrm_core.inference.pruning import SKIP_FIRST, PruneConfig
 from goalrm_core.inference.sampler import check_decoding_inputs, sample
-from goalrm_core.model.reward_model import load_reward_model
+from goalrm_core.model.reward_model import check_weights_folder, load_reward_model
 from goalrm_core.model.templates import TEMPLATES, apply_template
 from goalrm_core.tasks.toymath.verdicts import judge
 
@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     if Path(args.save_path).is_dir():
         raise ArtifactError(f"--save_path {args.save_path} is a folder: give the path of the jsonl to write")
     check_output_dir(Path(args.save_path).parent, "the folder of --save_path")  # before any model is loaded
+    check_weights_folder(args.policy_path, "--policy_path")
     prune = None if args.prune_threshold is None else PruneConfig(args.prune_threshold, args.skip_first)
     rm = load_reward_model(args.reward_model_path)
     tokenizer = AutoTokenizer.from_pretrained(args.reward_model_path)

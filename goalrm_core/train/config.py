@@ -40,7 +40,7 @@ OFFICIAL_FLAGS = (
 
 # Fields that say where a run's files go or who watches it: two configs that differ only here train
 # the same RM (see :meth:`TrainRMConfig.training_fields`).
-OUTPUT_FIELDS = ("save_path", "ckpt_path", "metrics_path", "use_wandb", "wandb_project", "wandb_group", "wandb_org",
+OUTPUT_FIELDS = ("save_path", "overwrite", "ckpt_path", "metrics_path", "use_wandb", "wandb_project", "wandb_group", "wandb_org",
                  "use_tensorboard", "s3_save_path", "local_rank")
 # Fields only the contrastive term reads: a vanilla RM's weights do not depend on them (nor does its
 # random state: the vanilla objective never draws from the contrastive sampler).
@@ -78,6 +78,8 @@ class TrainRMConfig:
     max_len: int = _help("Maximum tokens of prompt + response (see --encoding for what is cut).", 2048, range=Range(int, ">= 1"))
     max_samples: int = _help("Use at most this many training pairs (0 = all).", 0, range=Range(int, ">= 0", note="0 = all"))
     save_path: str = _help("Where the final RM is saved (HF layout + goalrm.json).", "./ckpt/reward_model")
+    overwrite: bool = _help("Let --save_path replace a folder that holds other files than an earlier RM (never an input "
+                            "or the working folder).", False)
     ckpt_path: str = _help("DeepSpeed checkpoints (default: <save_path>.checkpoints, beside the RM dir, which a final save replaces).", "")
     load_checkpoint: bool = _help("Resume from the latest checkpoint in --ckpt_path.", False)
     save_steps: int = _help("Checkpoint every N optimiser steps (-1 = never).", -1, range=Range(int, ">= 1", also=(-1,), note="-1 = never"))

@@ -11,7 +11,9 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+import pickle
 import random
+import re
 import socket
 from typing import Any
 
@@ -20,9 +22,60 @@ import torch
 import torch.distributed as dist
 from transformers import AutoModel
 
+from goalrm_core.data.io import ArtifactError
+from goalrm_core.flags import safe_path_part
 from goalrm_core.model.reward_model import RewardModel, attention_implementation
 from goalrm_core.train.config import TrainRMConfig
 from goalrm_core.train.optim import WarmupCosine, optimizer_param_groups
+
+
+def checkpoint_globals() -> list:
+    """The only classes a resumable checkpoint may name besides tensors and plain containers: the
+    NumPy array of :func:`rng_states` and DeepSpeed's own optimizer bookkeeping. Anything else in a
+    checkpoint file is refused by :func:`load_checkpoint_file`, so unpickling it can run no code."""
+    from deepspeed.runtime.fp16.loss_scaler import DynamicLossScaler, LossScaler
+    from deepspeed.runtime.zero.config import ZeroStageEnum
+    from deepspeed.utils.tensor_fragment import fragment_address
+
+    allowed = [np.ndarray, np.dtype, type(np.dtype(np.uint32)), LossScaler, DynamicLossScaler, ZeroStageEnum, fragment_address]
+    for module in ("_core", "core"):  # NumPy 2 pickles arrays through numpy._core, NumPy 1 through numpy.core
+        multiarray = getattr(getattr(np, module, None), "multiarray", None)
+        if multiarray is not None and hasattr(multiarray, "_reconstruct"):
+            allowed.append(multiarray._reconstruct)
+    return allowed
+
+
+def load_checkpoint_file(path: str | os.PathLike, map_location=None) -> Any:
+    """A DeepSpeed checkpoint file read with ``torch.load(weights_only=True)``, allowing only
+    :func:`checkpoint_globals`: a file that needs any other Python object (and so could run code
+    when unpickled) or that is not a readable torch file is refused in one line naming it."""
+    try:
+        with torch.serialization.safe_globals(checkpoint_globals()):
+            return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        named = re.search(r"(?:Unsupported global|Unsupported operand|unsupported)[^\n]*", str(e))
+        what = named.group(0).strip() if named else str(e).splitlines()[0][:200]
+        raise ArtifactError(f"{path}: refusing to load this checkpoint file: it holds Python objects a goalrm checkpoint "
+                            f"never holds ({what}), and unpickling them could run code; delete it or resume from another "
+                            f"checkpoint") from None
+    except (RuntimeError, EOFError, OSError, ValueError) as e:
+        raise ArtifactError(f"{path}: the checkpoint file is damaged or truncated ({type(e).__name__}: "
+                            f"{str(e).splitlines()[0][:200] if str(e) else 'no detail'}); resume from another checkpoint "
+                            f"or start without --load_checkpoint") from None
+
+
+def checkpoint_tag(ckpt_dir: str | os.PathLike) -> str:
+    """The step folder ``ckpt_dir/latest`` names, checked to be a plain folder of ``ckpt_dir`` that exists."""
+    latest = Path(ckpt_dir) / "latest"
+    tag = latest.read_text().strip()
+    try:
+        safe_path_part(tag, "the step folder")
+    except ValueError as e:
+        raise ArtifactError(f"{latest}: {e}; a checkpoint's tag is a folder of {ckpt_dir}") from None
+    if not (Path(ckpt_dir) / tag).is_dir():
+        raise ArtifactError(f"{latest} names {tag!r}, but {Path(ckpt_dir) / tag} is not there; "
+                            f"restore it, write an existing step folder into {latest}, or start without --load_checkpoint")
+    return tag
 
 
 def free_port() -> int:

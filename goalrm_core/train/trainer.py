@@ -49,15 +49,18 @@ from tqdm.auto import tqdm
 from transformers import AutoTokenizer
 
 from goalrm_core.model.encoding import PreferenceCollator
-from goalrm_core.data.io import atomic_write_json, check_output_dir
+from goalrm_core.data.io import atomic_write_json, check_replaceable
 from goalrm_core.data.rundir import rm_checkpoint_dir, rm_metrics_path, train_summary_path
 from goalrm_core.model.objective import BatchLoss, reward_model_loss
-from goalrm_core.model.reward_model import attention_implementation, describe_tensors, nonfinite_tensors, save_reward_model
+from goalrm_core.model.reward_model import (
+    GOALRM_JSON, attention_implementation, check_weights_folder, describe_tensors, nonfinite_tensors, save_reward_model,
+)
 from goalrm_core.train.batching import epoch_batches, item_length, load_items
 from goalrm_core.train.config import TrainRMConfig
 from goalrm_core.train.distributed import (
     all_reduce, build_engine, deepspeed_config, device_name, gradient_accumulation_steps, init_distributed,
-    launched_world_size, quiet_deepspeed_logs, rng_states, set_cpu_threads, set_rng_states, teardown,
+    checkpoint_tag, launched_world_size, load_checkpoint_file, quiet_deepspeed_logs, rng_states, set_cpu_threads, set_rng_states,
+    teardown,
 )
 from goalrm_core.train.sinks import MetricSinks
 
@@ -90,7 +93,10 @@ def preflight(cfg: TrainRMConfig) -> None:
         raise ValueError("--bf16 was given but this GPU does not support bfloat16; drop --bf16")
     if not cfg.dataset:
         raise ValueError("--dataset is required: a .jsonl/.json/.parquet file, a save_to_disk dir or a Hub name")
-    check_output_dir(cfg.save_path, "--save_path")
+    check_weights_folder(cfg.pretrain, "--pretrain")
+    inputs = [("--pretrain", cfg.pretrain), *((flag, part) for flag, value in (("--dataset", cfg.dataset),
+              ("--eval_dataset", cfg.eval_dataset)) for part in value.split(",") if part)]
+    check_replaceable(cfg.save_path, "--save_path", inputs=inputs, marks=(GOALRM_JSON,), overwrite=cfg.overwrite)
     if cfg.use_tensorboard:
         try:
             import tensorboard  # noqa: F401  (optional; torch.utils.tensorboard needs it)
@@ -214,7 +220,10 @@ class Trainer:
         if not (ckpt_dir / "latest").is_file():
             self.say(f"--load_checkpoint: no checkpoint in {ckpt_dir}; starting from scratch")
             return
-        path, client = self.engine.load_checkpoint(str(ckpt_dir), load_optimizer_states=True, load_lr_scheduler_states=True)
+        tag = checkpoint_tag(ckpt_dir)
+        # every file DeepSpeed reads goes through the weights-only loader (DeepSpeed's own unpickles anything)
+        self.engine.checkpoint_engine.load = load_checkpoint_file
+        path, client = self.engine.load_checkpoint(str(ckpt_dir), tag=tag, load_optimizer_states=True, load_lr_scheduler_states=True)
         if path is None:
             raise TrainingError(f"{ckpt_dir}: the latest checkpoint could not be loaded")
         expected = {"train_batch_size": cfg.train_batch_size, "total_steps": self.total_steps, "train_pairs": len(self.train_items)}

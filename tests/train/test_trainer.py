@@ -136,6 +136,29 @@ def test_stop_and_resume_ends_with_the_weights_of_an_uninterrupted_run(uninterru
     assert without_timing(metrics(tmp_path / "rm.metrics.jsonl")) == without_timing(metrics(out / "rm.metrics.jsonl"))
 
 
+class _Planted:
+    """Unpickled, writes a marker: what a planted checkpoint file would do."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.write_text, (self.marker, "code ran"))
+
+
+def test_resume_refuses_a_planted_checkpoint_file_and_runs_no_code(base_args, tmp_path):
+    args = {**base_args, "save_path": str(tmp_path / "rm"), "max_steps": 2, "save_steps": 1, "eval_steps": -1}
+    run({**args, "stop_after_steps": 1}, tmp_path / "first.log")
+    planted = tmp_path / "rm.checkpoints" / "global_step1" / "mp_rank_00_model_states.pt"
+    marker = tmp_path / "marker"
+    torch.save({"module": {}, "client": _Planted(marker)}, planted)
+    with pytest.raises(LaunchError):
+        run({**args, "load_checkpoint": True}, tmp_path / "second.log")
+    log = (tmp_path / "second.log").read_text()
+    assert f"{planted}: refusing to load this checkpoint file" in log and "Traceback" not in log
+    assert not marker.exists() and not (tmp_path / "rm").exists()
+
+
 def test_nan_loss_stops_with_a_clear_error_and_keeps_the_last_checkpoint(base_args, tmp_path):
     args = {**base_args, "save_path": str(tmp_path / "rm"), "save_steps": 1, "eval_steps": -1}
     with pytest.raises(LaunchError, match=r"non-finite preference_loss and loss at optimiser step 3"):
