@@ -11,8 +11,6 @@ from __future__ import annotations
 import os
 import time
 
-import torch
-
 
 def _cpu_times() -> tuple[float, float] | None:
     """(busy, total) jiffies over all cores from /proc/stat, or None where it does not exist."""
@@ -41,6 +39,8 @@ def idle_cores(window_s: float = 0.5) -> int:
 
 def set_torch_threads(threads: int = 0) -> int:
     """Use ``threads`` CPU threads (0 = the idle cores); exported to subprocesses via OMP_NUM_THREADS."""
+    import torch  # here, not at import: the command lines that only count cores answer without torch
+
     n = threads if threads > 0 else idle_cores()
     torch.set_num_threads(n)
     os.environ["OMP_NUM_THREADS"] = str(n)

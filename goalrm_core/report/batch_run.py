@@ -12,8 +12,6 @@ from __future__ import annotations
 import logging
 import os
 
-import torch
-
 from goalrm_core.paths import relative_paths
 
 BATCH_VAR = "GOALRM_BATCH"
@@ -28,6 +26,8 @@ _DEEPSPEED_ACCELERATOR_PACKAGES = (
 def _deepspeed_falls_back_to_cpu() -> bool:
     """Whether DeepSpeed's accelerator detection would end on the CPU here (no CUDA, MPS or plugin)."""
     import importlib.util
+
+    import torch  # here, not at import: the runner's command line answers without loading torch
 
     try:
         if torch.cuda.is_available() or torch.backends.mps.is_available():

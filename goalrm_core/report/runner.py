@@ -24,7 +24,6 @@ from typing import Any, Callable, Mapping
 from goalrm_core.data.io import ArtifactError, atomic_path, atomic_write_json, atomic_write_text
 from goalrm_core.data.rundir import RunDir
 from goalrm_core.flags import debugging, path_part
-from goalrm_core.report.index_page import render_index
 from goalrm_core.report.notebook_params import missing_keys
 from goalrm_core.report.records import read_json_object, record_provenance, record_stage
 from goalrm_core.report.pages import export_html, refresh_navigation
@@ -796,6 +795,14 @@ class _Progress:
             write_status(self.out_dir, self.profile, list(self.entries.values()))
         resume_from = next((n for n in self.todo if self.entries[n]["status"] not in SUCCEEDED), None)
         raise ReportInterrupted(self.profile, self.current, elapsed, resume_from, after=self.last_done, how=how) from None
+
+
+def render_index(*args, **kwargs) -> str:
+    """:func:`goalrm_core.report.index_page.render_index`, imported when a page is drawn: the front
+    page's statistics load scipy, which ``goalrm report --help`` and an argument error do without."""
+    from goalrm_core.report.index_page import render_index as render
+
+    return render(*args, **kwargs)
 
 
 def build_parser() -> argparse.ArgumentParser:
