@@ -13,6 +13,7 @@ from goalrm_core.data.rundir import RunDir
 from goalrm_core.data.questions import group_by_question
 from goalrm_core.evaluation import metrics, q_analysis, stats, tables
 from goalrm_core.inference.scoring import eval_rm
+from goalrm_core.study import formatting as fmt
 from goalrm_core.study.artifacts import headline_rows, subset_rows, well_formed_only
 from goalrm_core.study.rms import BASELINE, GOAL_CONDITIONED, RMS
 from goalrm_core.tasks.toymath.pipeline import TEMPLATE, benchmark_names
@@ -132,8 +133,7 @@ def well_formed_reading(aurocs: pd.DataFrame, aurocs_wf: pd.DataFrame, bench: st
     for name in [*RMS, "policy mean logprob", "length only"]:
         a, w = auroc(aurocs, name), auroc(aurocs_wf, name)
         if _defined(a) or _defined(w):
-            parts.append(f"{name} {a:.2f} → {w:.2f}" if _defined(a) and _defined(w)
-                         else f"{name} {'undefined' if not _defined(a) else f'{a:.2f}'} → {'undefined' if not _defined(w) else f'{w:.2f}'}")
+            parts.append(f"{name} {fmt.num(a)} → {fmt.num(w)}")
     if not parts:
         return f"On {bench}, no AUROC is defined on either set."
     return (f"Seed 0 (detail), {bench}: AUROC on all incorrect solutions → on well-formed incorrect ones only: " + "; ".join(parts)

@@ -133,11 +133,12 @@ def rule_table(rows: Sequence[dict], rules: Sequence[str] = RULES, skip_first: i
             continue
         val = _with_signal(val_rows, lambda r: signal(rule, r, baseline))
         test = _with_signal(test_rows, lambda r: signal(rule, r, baseline))
-        threshold, _ = metrics.choose_filter_threshold(val, candidates=_candidates(val), skip_first=skip_first)
+        candidates = _candidates(val)
+        threshold, _ = metrics.choose_filter_threshold(val, candidates=candidates, skip_first=skip_first)
         out = _report(test, threshold, skip_first, seed, n_boot)
         chosen.append({"rule": rule, "q_based": rule in Q_RULES, **out,
                        "share_of_oracle": out["tokens_saved_pct"] / oracle["tokens_saved_pct"] if oracle["tokens_saved_pct"] else math.nan})
-        for t in _candidates(val):
+        for t in candidates:
             res = metrics.q_filtered_majority_vote(test, threshold=t if math.isfinite(t) else -1e300, skip_first=skip_first)
             frontier.append({"rule": rule, "threshold": t, "accuracy": res.accuracy, "tokens_saved_pct": res.tokens_saved_pct,
                              "chosen": t == threshold})
