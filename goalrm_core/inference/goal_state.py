@@ -27,13 +27,26 @@ from goalrm_core.model.reward_model import RewardModel
 from goalrm_core.model.templates import apply_template
 from goalrm_core.flags import check_choice
 
+#: a goal state's norm below this times sqrt(hidden size) is refused (see check_goal_state)
+GOAL_NORM_FLOOR = 1e-6
+
 GOAL_METHODS = ("mean_last", "random_response", "random_token", "mean_all_tokens")
 
 
 def check_goal_state(goal: np.ndarray, hidden_size: int, source: str = "goal state") -> torch.Tensor:
-    """A goal must be finite, not all zeros, and match the RM's hidden size; returns it as a (hidden,) tensor."""
+    """A goal must be real numbers, finite, of a norm that is not negligible, and match the RM's hidden
+    size; returns it as a (hidden,) tensor.
+
+    Negligible: below ``GOAL_NORM_FLOOR * sqrt(hidden)``. A hidden state after the model's final norm
+    has entries of order 1 (norm of order sqrt(hidden)); a goal a million times smaller than that (a
+    ``1e-29`` vector, a sum that cancelled) is within float rounding of zero, and its cosine to
+    every state would be ~0 (torch's cosine divides by at least 1e-8)."""
     goal = np.asarray(goal)
     shape = tuple(goal.shape)
+    if goal.dtype.kind == "c":
+        raise ValueError(f"{source} holds complex numbers ({goal.dtype}); a goal state is real: its imaginary part would be dropped")
+    if goal.dtype.kind not in "fiu":
+        raise ValueError(f"{source} holds {goal.dtype} values, not numbers; goal states are written by `goalrm get-representation`")
     if goal.ndim == 2 and goal.shape[0] == 1:
         goal = goal[0]
     if goal.shape != (hidden_size,):
@@ -42,6 +55,10 @@ def check_goal_state(goal: np.ndarray, hidden_size: int, source: str = "goal sta
         raise ValueError(f"{source} contains NaN or inf values")
     if not np.any(goal):
         raise ValueError(f"{source} is all zeros: its cosine to every state is 0, so every Q-value would be 0")
+    norm, floor = float(np.linalg.norm(goal.astype(np.float64))), GOAL_NORM_FLOOR * float(np.sqrt(hidden_size))
+    if not norm >= floor:
+        raise ValueError(f"{source} has norm {norm:.3g}, negligible next to the RM's hidden states (norm of order "
+                         f"sqrt({hidden_size}) = {np.sqrt(hidden_size):.3g}; refused below {floor:.3g}): every Q-value would be ~0")
     return torch.as_tensor(goal, dtype=torch.float32)
 
 

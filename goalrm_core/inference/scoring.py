@@ -31,6 +31,7 @@ from goalrm_core.inference.forward import iter_scored, load_for_reading
 from goalrm_core.inference.goal_state import check_goal_state_owner, load_goal_state, q_values
 from goalrm_core.model.reward_model import RewardModel
 from goalrm_core.model.templates import apply_template
+from goalrm_core.train.distributed import join_process_group, launcher_world
 
 
 def check_tokenizer_matches(model: RewardModel, tokenizer) -> None:
@@ -97,13 +98,13 @@ SHARDS = ".shards"  # a hidden sub-folder of the RM's output folder: no reader t
 def _process_group(device: str) -> tuple[int, int, str]:
     """(rank, world size, device) of this process: one process, or one of the ``torchrun`` /
     ``deepspeed`` launcher's processes (they set RANK and WORLD_SIZE), each on its own GPU."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    world = launcher_world()
     if world == 1:
         return 0, 1, device
     import torch.distributed as dist  # lazy: only data-parallel scoring needs the process group
 
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        join_process_group(dist.init_process_group, "nccl" if torch.cuda.is_available() else "gloo")
     if device == "auto" and torch.cuda.is_available():
         device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
     return dist.get_rank(), dist.get_world_size(), device
