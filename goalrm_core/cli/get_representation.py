@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from transformers import AutoTokenizer
-
 from goalrm_core.data import manifest
 from goalrm_core.data.io import check_not_an_input, check_output_dir, save_npy
 from goalrm_core.data.preferences import load_source_rows
@@ -15,6 +13,7 @@ from goalrm_core.data.rundir import rm_name
 from goalrm_core.flags import non_negative_int, positive_int
 from goalrm_core.inference.forward import add_reading_arguments, load_for_reading
 from goalrm_core.inference.goal_state import GOAL_METHODS, goal_state_from_pairs
+from goalrm_core.model.reward_model import load_rm_tokenizer
 from goalrm_core.model.templates import TEMPLATES
 
 
@@ -41,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     check_not_an_input(args.save_dir, "--save-dir", [("--dataset-path", args.dataset_path), ("--reward-model-path", args.reward_model_path)],
                        here=False)
     model = load_for_reading(args.reward_model_path, args.bf16, args.flash_attn, args.device)
-    tokenizer = AutoTokenizer.from_pretrained(args.reward_model_path)
+    tokenizer = load_rm_tokenizer(args.reward_model_path, model)
     pairs, _ = load_source_rows(args.dataset_path, "train")
     goal = goal_state_from_pairs(model, tokenizer, pairs, args.template, args.method, seed=args.seed, max_len=args.max_len,
                                  batch_size=args.batch_size, progress=True, encoding=args.encoding, readout=args.readout)

@@ -30,9 +30,18 @@ def resolve_device(device: str = "auto") -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
-        return torch.device(device)
+        resolved = torch.device(device)
     except RuntimeError:
         raise ValueError(f"--device {device!r}: expected auto, cpu, cuda or cuda:N") from None
+    if resolved.type not in ("cpu", "cuda"):
+        raise ValueError(f"--device {device!r}: expected auto, cpu, cuda or cuda:N")
+    if resolved.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ValueError(f"--device {device}: this machine has no CUDA GPU that torch can use; give --device cpu (or auto)")
+        if resolved.index is not None and resolved.index >= count:
+            raise ValueError(f"--device {device}: this machine has {count} CUDA GPU(s), cuda:0 to cuda:{count - 1}")
+    return resolved
 
 
 def add_reading_arguments(p, script: str) -> None:
@@ -49,7 +58,8 @@ def add_reading_arguments(p, script: str) -> None:
 
 def load_for_reading(path, bf16: bool = False, flash_attn: bool = False, device: str = "auto") -> RewardModel:
     """A saved RM in the dtype and on the device its reading flags ask for."""
-    return load_reward_model(path, torch.bfloat16 if bf16 else None, flash_attn).to(resolve_device(device))
+    target = resolve_device(device)  # before the load: a device that is not there is refused at once
+    return load_reward_model(path, torch.bfloat16 if bf16 else None, flash_attn).to(target)
 
 
 @dataclass

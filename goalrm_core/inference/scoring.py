@@ -19,7 +19,6 @@ from typing import Callable, Sequence
 
 import numpy as np
 import torch
-from transformers import AutoTokenizer
 
 from goalrm_core.data import manifest
 from goalrm_core.data.adapters import benchmark_dir, generation_files
@@ -29,16 +28,9 @@ from goalrm_core.data.schema import SCORED_GENERATION_FIELDS
 from goalrm_core.flags import safe_path_part
 from goalrm_core.inference.forward import iter_scored, load_for_reading
 from goalrm_core.inference.goal_state import check_goal_state_owner, load_goal_state, q_values
-from goalrm_core.model.reward_model import RewardModel
+from goalrm_core.model.reward_model import RewardModel, load_rm_tokenizer
 from goalrm_core.model.templates import apply_template
 from goalrm_core.train.distributed import join_process_group, launcher_world
-
-
-def check_tokenizer_matches(model: RewardModel, tokenizer) -> None:
-    """A tokenizer with more ids than the RM's embedding table has rows is not the RM's tokenizer."""
-    vocab = model.backbone.get_input_embeddings().weight.shape[0]
-    if len(tokenizer) > vocab:
-        raise ValueError(f"tokenizer has {len(tokenizer)} tokens but the model's embedding table has {vocab}: they do not belong together")
 
 
 def score_generations(
@@ -176,8 +168,7 @@ def eval_rm(
     inputs, work = read_generations(completions_data_path, benchmarks, max_samples)
     rank, world, device = _process_group(device)
     model = load_for_reading(reward_model_path, bf16, flash_attn, device)
-    tokenizer = AutoTokenizer.from_pretrained(reward_model_path)
-    check_tokenizer_matches(model, tokenizer)
+    tokenizer = load_rm_tokenizer(reward_model_path, model)
     goal, goal_record = None, {}
     if not vanilla:
         if goal_state_path is None:

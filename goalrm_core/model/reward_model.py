@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -217,6 +218,7 @@ def save_reward_model(
                 "head_module": "score" if model.value_head_strategy == "linear" else "value_head",
                 "base_model_prefix": model.prefix,
                 "hidden_size": config.hidden_size,
+                "tokenizer_sha256": None if tokenizer is None else tokenizer_sha256(tokenizer),
                 "training_args": training_args or {},
             },
         )
@@ -231,11 +233,70 @@ def save_reward_model(
     return path
 
 
+#: what ``goalrm.json`` must hold; ``tokenizer_sha256`` (written since round 2 of the bad-input work) is checked when present
+GOALRM_JSON_FIELDS = ("value_head_strategy", "hidden_size")
+
+
 def read_goalrm_json(path: str | Path) -> dict:
+    """``goalrm.json`` of an RM folder; a damaged file or a missing field is named."""
     meta_path = Path(path) / GOALRM_JSON
     if not meta_path.exists():
         raise ArtifactError(f"{path}: not a goalrm reward model ({GOALRM_JSON} missing); train one with `goalrm train-rm`")
-    return json.loads(meta_path.read_text())
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ArtifactError(f"{meta_path}: damaged ({e}); save or train the RM again") from None
+    if not isinstance(meta, dict):
+        raise ArtifactError(f"{meta_path}: expected a JSON object, got {type(meta).__name__}")
+    missing = [k for k in GOALRM_JSON_FIELDS if k not in meta]
+    if missing:
+        raise ArtifactError(f"{meta_path}: missing field(s) {missing}; expected {list(GOALRM_JSON_FIELDS)}; save or train the RM again")
+    try:
+        check_choice("value_head_strategy", meta["value_head_strategy"], VALUE_HEAD_STRATEGIES)
+    except ValueError as e:
+        raise ArtifactError(f"{meta_path}: field 'value_head_strategy': {e}") from None
+    return meta
+
+
+def tokenizer_sha256(tokenizer) -> str:
+    """A fingerprint of what a tokenizer maps: every token and its id, and the special tokens. Two
+    tokenizers with the same vocabulary size but other tokens differ."""
+    import hashlib
+
+    content = {"vocab": sorted(tokenizer.get_vocab().items(), key=lambda kv: (kv[1], kv[0])),
+               "special": sorted(map(str, tokenizer.all_special_tokens))}
+    return hashlib.sha256(json.dumps(content, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def check_tokenizer_matches(model: "RewardModel", tokenizer) -> None:
+    """A tokenizer with more ids than the RM's embedding table has rows is not the RM's tokenizer."""
+    vocab = model.backbone.get_input_embeddings().weight.shape[0]
+    if len(tokenizer) > vocab:
+        raise ValueError(f"tokenizer has {len(tokenizer)} tokens but the model's embedding table has {vocab}: they do not belong together")
+
+
+def load_rm_tokenizer(path: str | Path, model: "RewardModel"):
+    """The tokenizer of the RM folder ``path``, checked to be the one it was trained with: the hash
+    ``goalrm.json`` records (``tokenizer_sha256``) and the embedding's size. A folder that records no
+    hash (saved before goalrm kept one) is read with a one-line notice."""
+    import sys
+
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
+    except (OSError, ValueError) as e:
+        raise ArtifactError(f"{path}: its tokenizer cannot be loaded ({' '.join(str(e).split())[:200]})") from None
+    check_tokenizer_matches(model, tokenizer)
+    recorded = read_goalrm_json(path).get("tokenizer_sha256")
+    if recorded is None:
+        print(f"notice: {path}: {GOALRM_JSON} records no tokenizer hash (saved by an older goalrm); "
+              f"the tokenizer is not checked against the one the RM was trained with", file=sys.stderr)
+    elif recorded != tokenizer_sha256(tokenizer):
+        raise ArtifactError(f"{path}: its tokenizer is not the one the RM was trained with ({GOALRM_JSON} records tokenizer "
+                            f"hash {recorded[:12]}, the folder's tokenizer has {tokenizer_sha256(tokenizer)[:12]}); "
+                            f"put the training tokenizer back, or train the RM again")
+    return tokenizer
 
 
 PICKLED_WEIGHTS = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")
@@ -289,6 +350,14 @@ def load_reward_model(path: str | Path, dtype: torch.dtype | None = None, flash_
     bad = nonfinite_tensors(model.state_dict())
     if bad:
         raise ArtifactError(f"{path}: NaN or inf weights in {describe_tensors(bad)}; the reward model is broken")
+    if getattr(model.config, "normalize_reward", False):
+        stats = {k: getattr(model.config, k, None) for k in ("reward_mean", "reward_std")}
+        bad = [f"{k}={v!r}" for k, v in stats.items() if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v)]
+        if not bad and stats["reward_std"] <= 0:
+            bad = [f"reward_std={stats['reward_std']!r}"]
+        if bad:
+            raise ArtifactError(f"{path / 'config.json'}: normalize_reward is set but {', '.join(bad)}: a normalised reward needs "
+                                f"a finite reward_mean and a reward_std > 0; set normalize_reward to false or store both")
     if dtype is not None:
         model = model.to(dtype)
     return model.eval()

@@ -49,7 +49,7 @@ from tqdm.auto import tqdm
 from transformers import AutoTokenizer
 
 from goalrm_core.model.encoding import PreferenceCollator
-from goalrm_core.data.io import atomic_write_json, check_replaceable
+from goalrm_core.data.io import ArtifactError, atomic_write_json, check_not_an_input, check_output_dir, check_replaceable
 from goalrm_core.data.rundir import rm_checkpoint_dir, rm_metrics_path, train_summary_path
 from goalrm_core.model.objective import BatchLoss, reward_model_loss
 from goalrm_core.model.reward_model import (
@@ -62,7 +62,7 @@ from goalrm_core.train.distributed import (
     checkpoint_tag, launched_world_size, load_checkpoint_file, quiet_deepspeed_logs, rng_states, set_cpu_threads, set_rng_states,
     teardown,
 )
-from goalrm_core.train.sinks import MetricSinks
+from goalrm_core.train.sinks import MetricSinks, is_metrics_log
 
 # The loss terms whose non-finite value stops a run, in the order its error names them.
 CHECKED_TERMS = ("preference_loss", "contrastive_loss", "loss")
@@ -97,6 +97,19 @@ def preflight(cfg: TrainRMConfig) -> None:
     inputs = [("--pretrain", cfg.pretrain), *((flag, part) for flag, value in (("--dataset", cfg.dataset),
               ("--eval_dataset", cfg.eval_dataset)) for part in value.split(",") if part)]
     check_replaceable(cfg.save_path, "--save_path", inputs=inputs, marks=(GOALRM_JSON,), overwrite=cfg.overwrite)
+    ckpt, metrics = default_paths(cfg)
+    ours = [*inputs, ("--save_path", cfg.save_path)]
+    for flag, path, kind in (("--ckpt_path", ckpt, "folder"), ("--metrics_path", metrics, "file")):
+        check_output_dir(path if kind == "folder" else path.parent, flag if kind == "folder" else f"the folder of {flag}")
+        check_not_an_input(path, flag, ours + ([("--metrics_path", metrics)] if kind == "folder" else [("--ckpt_path", ckpt)]))
+        if Path(cfg.save_path).resolve() in path.resolve().parents:
+            raise ArtifactError(f"{flag} {path} lies inside --save_path {cfg.save_path}, which the final save replaces whole; "
+                                f"put it beside the RM folder (the default)")
+    if metrics.is_dir():
+        raise ArtifactError(f"--metrics_path {metrics} is a folder: give the path of the JSONL to write")
+    if metrics.is_file() and not cfg.load_checkpoint and not cfg.overwrite and not is_metrics_log(metrics):
+        raise ArtifactError(f"--metrics_path {metrics} holds a file that is no train-rm metrics log: a run would empty it; "
+                            f"give another --metrics_path, or add --overwrite to replace it")
     if cfg.use_tensorboard:
         try:
             import tensorboard  # noqa: F401  (optional; torch.utils.tensorboard needs it)
