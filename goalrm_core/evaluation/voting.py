@@ -67,6 +67,9 @@ SKIP_FIRST = 5
 _MISSING = object()
 
 
+_ABSENT = object()  # a field not in the generation at all (``None`` is a value: no answer)
+
+
 def _field(gen: Any, key: str, default: Any = _MISSING) -> Any:
     """Read ``key`` from a generation given as a mapping or as an object."""
     if isinstance(gen, Mapping):
@@ -126,7 +129,10 @@ def _vote_table(questions: Sequence[Sequence[Any]], skip_first: int = 0, with_q:
             raise ValueError(f"question {qi} has no generations")
         wrong_ids: dict[str, int] = {}
         for gi, gen in enumerate(generations):
-            answer = _field(gen, "predicted_answer", None)
+            answer = _field(gen, "predicted_answer", _ABSENT)
+            if answer is _ABSENT:  # null is "no answer"; an absent field would silently make every generation answerless
+                raise ValueError(f"question {qi}, generation {gi} has no predicted_answer field: majority voting needs each "
+                                 f"generation's answer (null for none); add it to the generation files (Nemo-Skills writes it)")
             ok = parse_label(_field(gen, "is_correct"), where=f"question {qi}, generation {gi}")
             key = -1
             if answer is not None and not ok:

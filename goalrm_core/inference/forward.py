@@ -10,6 +10,7 @@ official eval_rm.py and get_representation.py feed: template + response, nothing
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
@@ -68,6 +69,7 @@ class ScoredSequence:
     partial_rewards: np.ndarray  # (num_actions,) value at each response token
     response_hidden: torch.Tensor  # (num_actions, hidden) last hidden states of the response tokens
     num_actions: int
+    truncated: bool = False  # the input was longer than max_len and cut (encoding official); see iter_scored
 
 
 @torch.no_grad()
@@ -94,7 +96,14 @@ def iter_scored(
         enc = encode_prompt_response(tokenizer, prompt, response, max_len, append_eos=readout == "eos", encoding=encoding)
         if enc is None:
             raise ValueError(f"generation {i}: the response alone is longer than max_len={max_len}")
+        if enc.num_actions == 0:
+            raise ValueError(f"generation {i}: the prompt alone fills max_len={max_len}, so no response token is left to score; "
+                             f"raise --max_len")
         encoded.append(enc)
+    cut = sum(e.truncated for e in encoded)
+    if cut:
+        print(f"notice: {desc}: {cut} of {len(encoded)} inputs are longer than max_len={max_len} and were cut from the right "
+              f"(encoding {encoding}); their rows are marked truncated, and their Q-values and reward stop at the cut", file=sys.stderr)
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].input_ids)) if bucket else list(range(len(encoded)))
     device = next(model.parameters()).device
     for start in tqdm(range(0, len(order), batch_size), desc=desc, disable=not progress, mininterval=2):
@@ -104,4 +113,4 @@ def iter_scored(
         values, hidden = out.values.float().cpu(), out.hidden.float().cpu()
         for row, i in enumerate(idx):
             n = encoded[i].num_actions
-            yield i, ScoredSequence(out.reward[row].item(), values[row, -n:].numpy(), hidden[row, -n:], n)
+            yield i, ScoredSequence(out.reward[row].item(), values[row, -n:].numpy(), hidden[row, -n:], n, encoded[i].truncated)

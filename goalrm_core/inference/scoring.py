@@ -57,7 +57,7 @@ def score_generations(
     scored: list[dict | None] = [None] * len(rows)
     for done, (i, s) in enumerate(iter_scored(model, tokenizer, prompts, responses, max_len, batch_size, bucket, progress, desc,
                                               encoding, readout), start=1):
-        out = dict(rows[i], reward=s.reward, partial_rewards=s.partial_rewards.tolist(), num_actions=s.num_actions)
+        out = dict(rows[i], reward=s.reward, partial_rewards=s.partial_rewards.tolist(), num_actions=s.num_actions, truncated=s.truncated)
         if goal is not None:
             out["cosine_sim"] = q_values(s.response_hidden, goal).tolist()
         scored[i] = out
@@ -185,7 +185,10 @@ def eval_rm(
         scored = score_generations(model, tokenizer, rows, template, goal, max_len, batch_size, progress=progress and show, desc=desc,
                                    encoding=encoding, readout=readout)
         check_finite_scores(scored, f"reward model {reward_model_path}, {desc}" + (f" (rank {rank})" if world > 1 else ""))
+        truncated[desc] = truncated.get(desc, 0) + sum(bool(r["truncated"]) for r in scored)
         return scored
+
+    truncated: dict[str, int] = {}  # inputs cut at max_len, per file group (this process's share when data-parallel)
 
     # score and write: in this process, or data-parallel (rank 0 merges and writes)
     if world == 1:
@@ -203,11 +206,12 @@ def eval_rm(
         "reward_model_path": str(reward_model_path), "goal_state_path": None if vanilla else str(goal_state_path), **settings,
         "filter_threshold_applied_by": "goalrm metrics --filter_threshold (Q-filtered majority voting); scoring keeps every generation",
         "scored": counts,
+        "truncated_at_max_len": {k: v for k, v in truncated.items() if v} if world == 1 else "see each row's truncated field",
     })
     outputs[eval_settings_path(out_dir).name] = None
     manifest.finish(out_dir, outputs, command=command, inputs=inputs, producer={
         "reward_model_path": str(reward_model_path), "config_hash": manifest.config_hash(reward_model_path), **goal_record, **settings,
-        "processes": world})
+        "processes": world, "truncated_at_max_len": sum(truncated.values()) if world == 1 else None})
     _barrier(world)
     return counts
 
