@@ -313,3 +313,74 @@ def check_replaceable(path: str | os.PathLike, flag: str, *, inputs: Iterable[tu
     raise ArtifactError(f"{flag} {path} already holds files that are not an earlier output of this command ({shown}; "
                         f"no {' or '.join(marks)}): a save would delete them; give a new or empty folder, or add --overwrite "
                         f"to replace it")
+
+
+def lock_path(folder: str | os.PathLike) -> Path:
+    """Where the writer of output folder ``folder`` holds its lock: ``.<name>.lock`` beside it (not
+    inside: a save may replace the folder whole)."""
+    folder = Path(folder)
+    return folder.parent / f".{folder.name or 'output'}.lock"
+
+
+def _process_alive(pid: int, started: float | None) -> bool:
+    import psutil  # lazy: only a lock that is already held needs it
+
+    try:
+        process = psutil.Process(pid)
+        return started is None or abs(process.create_time() - started) < 1.0  # a reused PID is another process
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return False
+
+
+@contextmanager
+def writer_lock(folder: str | os.PathLike, flag: str, command: str = "") -> Iterator[Path]:
+    """Hold the one-writer lock of output folder ``folder`` while the block runs: a second goalrm run
+    on the same folder is refused in one line naming the first (its PID and command), until the first
+    ends. A lock left by a run that is gone (killed, power cut: its PID is not running, or runs
+    another program) is stale and taken over with a notice. The lock file holds the PID, the
+    process's start time and the command, and goes when the block ends, however it ends."""
+    import socket
+    import sys
+
+    import psutil  # lazy: see _process_alive
+
+    lock = lock_path(folder)
+    made = [p for p in (lock.parent, *lock.parent.parents) if not p.exists()]  # folders to remove again if left empty
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    me = {"pid": os.getpid(), "started": psutil.Process().create_time(), "host": socket.gethostname(), "command": command}
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666 & ~UMASK)
+        except FileExistsError:
+            try:
+                held = json.loads(lock.read_text(encoding="utf-8") or "{}")
+            except (OSError, ValueError):
+                held = {}
+            pid = held.get("pid") if isinstance(held, dict) else None
+            same_host = not isinstance(held, dict) or held.get("host") in (None, me["host"])
+            if isinstance(pid, int) and (not same_host or _process_alive(pid, held.get("started"))):
+                where = "" if same_host else f" on {held.get('host')}"
+                raise ArtifactError(f"{flag} {folder} is being written by another run (PID {pid}{where}: "
+                                    f"{held.get('command') or 'goalrm'}); wait for it to end, or stop it; if it is gone, "
+                                    f"delete {lock}") from None
+            print(f"notice: {lock}: a stale lock of a run that is gone (PID {pid}); taking it over", file=sys.stderr)
+            lock.unlink(missing_ok=True)
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(me) + "\n")
+        break
+    else:
+        raise ArtifactError(f"{flag} {folder}: its lock {lock} keeps coming back; another run is starting on it")
+    try:
+        yield lock
+    finally:
+        try:
+            if json.loads(lock.read_text(encoding="utf-8")).get("pid") == me["pid"]:
+                lock.unlink()
+        except (OSError, ValueError):
+            pass
+        for parent in made:  # a run that wrote nothing leaves no empty folders behind
+            try:
+                parent.rmdir()
+            except OSError:
+                break

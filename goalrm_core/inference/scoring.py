@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import runpy
 import shutil
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -22,7 +23,8 @@ import torch
 
 from goalrm_core.data import manifest
 from goalrm_core.data.adapters import benchmark_dir, generation_files
-from goalrm_core.data.io import atomic_write_json, check_label, check_not_an_input, check_output_dir, read_jsonl, write_jsonl
+from goalrm_core.data.io import (atomic_write_json, check_label, check_not_an_input, check_output_dir, read_jsonl, write_jsonl,
+                                 writer_lock)
 from goalrm_core.data.rundir import eval_settings_path, rm_name, scored_path
 from goalrm_core.data.schema import SCORED_GENERATION_FIELDS
 from goalrm_core.flags import safe_path_part
@@ -164,56 +166,59 @@ def eval_rm(
         ("--completions_data_path", completions_data_path), ("--reward_model_path", reward_model_path),
         ("--goal_state_path", goal_state_path)])
 
-    # read: every generation file (and so its checks) before the model is even loaded
-    inputs, work = read_generations(completions_data_path, benchmarks, max_samples)
-    rank, world, device = _process_group(device)
-    model = load_for_reading(reward_model_path, bf16, flash_attn, device)
-    tokenizer = load_rm_tokenizer(reward_model_path, model)
-    goal, goal_record = None, {}
-    if not vanilla:
-        if goal_state_path is None:
-            raise ValueError("--goal_state_path is required unless --vanilla is given")
-        goal = load_goal_state(goal_state_path, model.config.hidden_size)
-        goal_record = check_goal_state_owner(goal_state_path, reward_model_path)
-        inputs.append(Path(goal_state_path))
-    settings = {"vanilla": vanilla, "template": template, "encoding": encoding, "readout": readout, "bf16": bf16, "max_len": int(max_len),
-                "max_samples": int(max_samples), "benchmarks": list(benchmarks), "filter_threshold": filter_threshold}
-    command = command or _equivalent_command(completions_data_path, reward_model_path, save_dir, benchmarks, goal_state_path, vanilla,
-                                             template, encoding, readout, max_len, max_samples)
+    # one writer at a time: a second eval-rm on this RM folder is refused while this one runs (rank 0 holds the lock)
+    first = os.environ.get("RANK", "0").strip() in ("0", "")
+    with writer_lock(out_dir, f"--save_dir {save_dir}: its RM folder", command or "goalrm eval-rm") if first else nullcontext():
+        # read: every generation file (and so its checks) before the model is even loaded
+        inputs, work = read_generations(completions_data_path, benchmarks, max_samples)
+        rank, world, device = _process_group(device)
+        model = load_for_reading(reward_model_path, bf16, flash_attn, device)
+        tokenizer = load_rm_tokenizer(reward_model_path, model)
+        goal, goal_record = None, {}
+        if not vanilla:
+            if goal_state_path is None:
+                raise ValueError("--goal_state_path is required unless --vanilla is given")
+            goal = load_goal_state(goal_state_path, model.config.hidden_size)
+            goal_record = check_goal_state_owner(goal_state_path, reward_model_path)
+            inputs.append(Path(goal_state_path))
+        settings = {"vanilla": vanilla, "template": template, "encoding": encoding, "readout": readout, "bf16": bf16, "max_len": int(max_len),
+                    "max_samples": int(max_samples), "benchmarks": list(benchmarks), "filter_threshold": filter_threshold}
+        command = command or _equivalent_command(completions_data_path, reward_model_path, save_dir, benchmarks, goal_state_path, vanilla,
+                                                 template, encoding, readout, max_len, max_samples)
 
-    def score(rows: list[dict], desc: str, show: bool) -> list[dict]:
-        scored = score_generations(model, tokenizer, rows, template, goal, max_len, batch_size, progress=progress and show, desc=desc,
-                                   encoding=encoding, readout=readout)
-        check_finite_scores(scored, f"reward model {reward_model_path}, {desc}" + (f" (rank {rank})" if world > 1 else ""))
-        truncated[desc] = truncated.get(desc, 0) + sum(bool(r["truncated"]) for r in scored)
-        return scored
+        def score(rows: list[dict], desc: str, show: bool) -> list[dict]:
+            scored = score_generations(model, tokenizer, rows, template, goal, max_len, batch_size, progress=progress and show, desc=desc,
+                                       encoding=encoding, readout=readout)
+            check_finite_scores(scored, f"reward model {reward_model_path}, {desc}" + (f" (rank {rank})" if world > 1 else ""))
+            truncated[desc] = truncated.get(desc, 0) + sum(bool(r["truncated"]) for r in scored)
+            return scored
 
-    truncated: dict[str, int] = {}  # inputs cut at max_len, per file group (this process's share when data-parallel)
+        truncated: dict[str, int] = {}  # inputs cut at max_len, per file group (this process's share when data-parallel)
 
-    # score and write: in this process, or data-parallel (rank 0 merges and writes)
-    if world == 1:
-        counts, outputs = _score_and_write(work, out_dir, command, score)
-    else:
-        _score_shards(work, out_dir, command, score, rank, world)
-        if rank != 0:
-            _barrier(world)  # rank 0 merges, then every process ends together
-            return {bench: {} for bench in benchmarks}
-        counts, outputs = _merge_and_write(work, out_dir, world)
+        # score and write: in this process, or data-parallel (rank 0 merges and writes)
+        if world == 1:
+            counts, outputs = _score_and_write(work, out_dir, command, score)
+        else:
+            _score_shards(work, out_dir, command, score, rank, world)
+            if rank != 0:
+                _barrier(world)  # rank 0 merges, then every process ends together
+                return {bench: {} for bench in benchmarks}
+            counts, outputs = _merge_and_write(work, out_dir, world)
 
-    # finish: the settings, then the manifest that marks the folder complete
-    counts = {bench: counts.get(bench, {}) for bench in benchmarks}
-    atomic_write_json(eval_settings_path(out_dir), {
-        "reward_model_path": str(reward_model_path), "goal_state_path": None if vanilla else str(goal_state_path), **settings,
-        "filter_threshold_applied_by": "goalrm metrics --filter_threshold (Q-filtered majority voting); scoring keeps every generation",
-        "scored": counts,
-        "truncated_at_max_len": {k: v for k, v in truncated.items() if v} if world == 1 else "see each row's truncated field",
-    })
-    outputs[eval_settings_path(out_dir).name] = None
-    manifest.finish(out_dir, outputs, command=command, inputs=inputs, producer={
-        "reward_model_path": str(reward_model_path), "config_hash": manifest.config_hash(reward_model_path), **goal_record, **settings,
-        "processes": world, "truncated_at_max_len": sum(truncated.values()) if world == 1 else None})
-    _barrier(world)
-    return counts
+        # finish: the settings, then the manifest that marks the folder complete
+        counts = {bench: counts.get(bench, {}) for bench in benchmarks}
+        atomic_write_json(eval_settings_path(out_dir), {
+            "reward_model_path": str(reward_model_path), "goal_state_path": None if vanilla else str(goal_state_path), **settings,
+            "filter_threshold_applied_by": "goalrm metrics --filter_threshold (Q-filtered majority voting); scoring keeps every generation",
+            "scored": counts,
+            "truncated_at_max_len": {k: v for k, v in truncated.items() if v} if world == 1 else "see each row's truncated field",
+        })
+        outputs[eval_settings_path(out_dir).name] = None
+        manifest.finish(out_dir, outputs, command=command, inputs=inputs, producer={
+            "reward_model_path": str(reward_model_path), "config_hash": manifest.config_hash(reward_model_path), **goal_record, **settings,
+            "processes": world, "truncated_at_max_len": sum(truncated.values()) if world == 1 else None})
+        _barrier(world)
+        return counts
 
 
 Work = list[tuple[str, str, list[dict]]]  # (benchmark, split, rows) per generation file group

@@ -53,7 +53,7 @@ from goalrm_core.train.config import TrainRMConfig
 from goalrm_core.study.live import tail_view
 from goalrm_core.study.rms import STRATEGY as RM_STRATEGY
 from goalrm_core.train.launch import run_streaming, train_command
-from goalrm_core.flags import check_choice
+from goalrm_core.flags import check_choice, run_command
 
 #: an RM's study name or trainer strategy -> the trainer strategy (baseline/vanilla, goal-conditioned/contrastive)
 STRATEGIES = {name: strategy for rm, strategy in RM_STRATEGY.items() for name in (rm, strategy)}
@@ -548,4 +548,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main, sys.argv[1:], "python -m goalrm_core.paper"))  # a bad input is one line, not a traceback

@@ -36,13 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-import yaml
-
 from goalrm_core.flags import path_part, positive_int, run_command
 from goalrm_core.data.io import ArtifactError, atomic_write_json
 from goalrm_core.data.rundir import STAGE_FOLDERS, RunDir
 from goalrm_core.report.profiles import (check_profile_against_notebooks, check_ranges, coerce_to_declared, load_profile,
-                                         parse_set_flags, parse_value, resolve_path, sweep_spec_path, unknown_key_message)
+                                         parse_set_flags, parse_value, read_yaml, resolve_path, sweep_spec_path,
+                                         unknown_key_message)
 from goalrm_core.report.provenance import _now
 from goalrm_core.report.records import stage_is_current
 from goalrm_core.report.runner import discover_stages, inspect_stages, match_stage, run_dir_of, run_report, stage_parameters
@@ -442,7 +441,7 @@ def run_sweep(plan: SweepPlan, jobs: int = 1, log: Callable[[str], Any] | None =
 def load_sweep_spec(name: str, params_dir: str | os.PathLike = "params") -> dict:
     """A sweep spec (``params/<name>.yaml`` with a top-level ``sweep:`` mapping), keys checked."""
     path = sweep_spec_path(name, params_dir)
-    spec = yaml.safe_load(path.read_text(encoding="utf-8"))["sweep"]
+    spec = read_yaml(path)["sweep"]
     unknown = sorted(set(spec) - set(SPEC_KEYS))
     if unknown:
         raise ValueError(f"{path}: unknown sweep key(s) {unknown}; valid: {', '.join(SPEC_KEYS)}")
@@ -451,6 +450,16 @@ def load_sweep_spec(name: str, params_dir: str | os.PathLike = "params") -> dict
     for key, values in spec["grid"].items():
         if not isinstance(values, list):
             raise ValueError(f"{path}: grid key {key!r} must have a list of values, got {values!r}")
+    kinds = {"profile": (str, "a profile name"), "name": (str, "a name"), "one_at_a_time": (bool, "true or false"),
+             "stages": ((str, int), "stages such as 02-04"), "seeds": (list, "a list of seeds, e.g. [0, 1, 2]"),
+             "set": (dict, "a mapping of profile keys to values")}
+    for key, (kind, expected) in kinds.items():
+        value = spec.get(key)
+        if value is not None and (not isinstance(value, kind) or (kind is not bool and isinstance(value, bool))):
+            raise ValueError(f"{path}: sweep key {key!r} must be {expected}, got {type(value).__name__}: {value!r}")
+    for seed in spec.get("seeds") or []:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"{path}: sweep key 'seeds' must list integers >= 0, got {seed!r}")
     return {"profile": spec.get("profile", "demo"), "name": spec.get("name", name), "grid": spec["grid"],
             "one_at_a_time": bool(spec.get("one_at_a_time", False)), "stages": str(spec.get("stages", "02-04")),
             "seeds": spec.get("seeds"), "common": dict(spec.get("set") or {})}

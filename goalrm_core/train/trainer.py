@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 import os
 import runpy
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -268,8 +269,18 @@ class Trainer:
                 "train_pairs": len(self.train_items), "world_size": self.world, "seed": self.cfg.seed,
             },
         }
-        self.engine.save_checkpoint(str(self.ckpt_dir), tag=f"global_step{self.step}", client_state=client)
-        self.say(f"checkpoint: {self.ckpt_dir / f'global_step{self.step}'}")
+        tag = f"global_step{self.step}"
+        try:
+            self.engine.save_checkpoint(str(self.ckpt_dir), tag=tag, client_state=client)
+        except (OSError, RuntimeError) as e:  # a full disk or a folder gone read-only: torch's writer raises RuntimeError
+            good = self._last_good_checkpoint()
+            if self.rank == 0 and (self.ckpt_dir / tag).is_dir() and not good.endswith(tag):
+                shutil.rmtree(self.ckpt_dir / tag, ignore_errors=True)  # the half-written step folder resumes nothing
+            detail = " ".join(str(e).split())[:200] or type(e).__name__
+            raise TrainingError(f"{self.ckpt_dir / tag}: the checkpoint of step {self.step} could not be written ({detail}); "
+                                f"free space in {self.ckpt_dir} (or give another --ckpt_path) and resume with --load_checkpoint "
+                                f"from the last good checkpoint: {good}") from None
+        self.say(f"checkpoint: {self.ckpt_dir / tag}")
 
     def _last_good_checkpoint(self) -> str:
         latest = (self.ckpt_dir / "latest").read_text().strip() if (self.ckpt_dir / "latest").is_file() else None
