@@ -142,7 +142,7 @@ def _text_field_error(row: dict) -> str | None:
     for key in TEXT_FIELDS:
         if key in row and not isinstance(row[key], str):
             got = "null" if row[key] is None else f"{type(row[key]).__name__} {row[key]!r}"
-            return f"field {key!r} must be a string (text), got {got}"
+            return f"field {key!r} must be a string, got {got}"
     return None
 
 
