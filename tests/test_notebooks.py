@@ -125,6 +125,16 @@ def test_pages_are_clean(smoke_report):
     assert not found, "\n".join(found[:20])
 
 
+def test_pages_show_no_raw_reprs(smoke_report):
+    """No config or object repr, pandas Series or index, bare dict/tuple/list/string/path, or None
+    cell on any page of the smoke report (``pages.raw_outputs``, the reader's check)."""
+    from goalrm_core.report.pages import raw_outputs
+
+    _, reports, _ = smoke_report
+    found = [f"{page.name}: {line}" for page in sorted(reports.glob("*.html")) for line in raw_outputs(page.read_text(encoding="utf-8"))]
+    assert not found, "\n".join(found[:20])
+
+
 def test_stage_logs_hold_what_the_pages_leave_out(smoke_report):
     """papermill's progress and log records go to runs/<profile>/logs/<stage>.log, one per stage."""
     _, reports, run_dir = smoke_report

@@ -39,15 +39,14 @@ class Stage:
         threads = set_torch_threads(torch_threads)
         return cls(name, RunDir(resolve_path(run_dir)), resolve_path(reports_dir), threads, started)
 
-    def record(self, metrics: Mapping[str, Any], **timings: Any) -> Path:
+    def record(self, metrics: Mapping[str, Any], **timings: Any) -> None:
         """Write the stage's metrics to ``<reports_dir>/metrics.json``, with the threads it computed
         with (floats depend on them: ``goalrm compare`` flags a mismatch) and its wall time (and any
-        other ``timings``) apart from them."""
-        path = record_metrics(self.name, {**metrics, "threads": self.threads}, self.reports_dir,
+        other ``timings``) apart from them. Returns nothing, so a notebook's last cell shows no path."""
+        record_metrics(self.name, {**metrics, "threads": self.threads}, self.reports_dir,
                               timings={"wall_s": time.perf_counter() - self.started, **timings})
         if not os.environ.get(BATCH_VAR):  # by hand: note what produced the run's files, as the runner does
             self._record_interactive_stage()
-        return path
 
     def _record_interactive_stage(self) -> None:
         """Outside ``goalrm report``, write the stage record the runner would (``RunDir.stage_record``):
