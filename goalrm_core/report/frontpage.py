@@ -477,21 +477,6 @@ def delta_table(metrics: Mapping) -> str:
             "the across-seed findings above.</p>" + _table(pd.DataFrame(rows)))
 
 
-def first_error_profile_frame(profile: Mapping):
-    """``evaluation.first_error_profile`` as tidy rows (rm, rm_seed, offset, mean_q), undefined offsets left out."""
-    import pandas as pd
-
-    rows = []
-    for rm in RMS:
-        for seed, prof in (_get(profile, rm) or {}).items():
-            if not isinstance(prof, Mapping):
-                continue
-            for offset, q in zip(prof.get("offsets") or [], prof.get("mean_q") or []):
-                if not fmt.is_undefined(q):
-                    rows.append({"rm": rm, "rm_seed": int(seed), "offset": int(offset), "mean_q": float(q)})
-    return pd.DataFrame(rows, columns=["rm", "rm_seed", "offset", "mean_q"])
-
-
 def first_error_section(metrics: Mapping) -> str:
     """Q along the incorrect solutions around their first error, a line per RM seed
     (``evaluation.first_error_profile``, notebook 04); where the run did not record it, what is
@@ -503,15 +488,14 @@ def first_error_section(metrics: Mapping) -> str:
     per_seed = "; ".join(f"{rm}: " + ", ".join(f"seed {s} {fmt.num(v, 2, signed=True)}" for s, v in zip(seeds or range(len(vals)), vals))
                          for rm, vals in deltas.items() if isinstance(vals, list))
     if isinstance(profile, Mapping):
-        frame = first_error_profile_frame(profile)
-        if not frame.empty:
+        if not plots.first_error_profile_frame(profile).empty:
             bench = profile.get("benchmark", ID_BENCH)
             return (f"<p>The mean Q (cosine to the goal state) of the incorrect {html.escape(str(bench))} solutions at each token "
                     f"from {profile.get('window', '')} before to {profile.get('window', '')} after their first wrong token (0), one "
                     "line per RM seed: a goal state that means \"on track\" makes Q drop at 0. The primary finding above is "
                     "the mean after minus before, per seed"
                     + (f" ({html.escape(per_seed)})" if per_seed else "") + ".</p>"
-                    + _png(plots.first_error_profiles(frame, title=f"Q around the first error, {bench}, every RM seed")))
+                    + _png(plots.first_error_profiles(profile, title=f"Q around the first error, {bench}, every RM seed")))
     if not deltas:
         return ""
     return ("<p>Not drawn: this run's metrics.json has no per-seed Q profile around the first error "

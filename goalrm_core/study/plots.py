@@ -248,9 +248,29 @@ def sweep_curve(df: pd.DataFrame, key: str, title: str = ""):
     return fig
 
 
-def first_error_profiles(df: pd.DataFrame, title: str = "Q along incorrect solutions, around the first error"):
-    """One panel per RM (columns rm, rm_seed, offset, mean_q): the mean Q of the incorrect solutions
-    at each token offset from their first wrong token (0, the dashed line), a line per RM seed."""
+def first_error_profile_frame(profile) -> pd.DataFrame:
+    """A recorded ``evaluation.first_error_profile`` (``{rm: {seed: {offsets, mean_q, n}}}``, plus
+    ``benchmark`` and ``window``) as tidy rows (rm, rm_seed, offset, mean_q), undefined offsets left out."""
+    import math
+
+    rows = []
+    for rm, seeds in profile.items():
+        if not isinstance(seeds, dict):
+            continue
+        for seed, prof in seeds.items():
+            if not isinstance(prof, dict):
+                continue
+            for offset, q in zip(prof.get("offsets") or [], prof.get("mean_q") or []):
+                if isinstance(q, (int, float)) and math.isfinite(q):
+                    rows.append({"rm": rm, "rm_seed": int(seed), "offset": int(offset), "mean_q": float(q)})
+    return pd.DataFrame(rows, columns=["rm", "rm_seed", "offset", "mean_q"])
+
+
+def first_error_profiles(profile, title: str = "Q along incorrect solutions, around the first error"):
+    """One panel per RM: the mean Q of the incorrect solutions at each token offset from their first
+    wrong token (0, the dashed line), a line per RM seed, from a recorded profile
+    (:func:`first_error_profile_frame`)."""
+    df = first_error_profile_frame(profile)
     rms = list(dict.fromkeys(df["rm"]))
     seeds = sorted(df["rm_seed"].unique())
     palette = dict(zip(seeds, sns.color_palette("deep", len(seeds))))

@@ -266,7 +266,7 @@ def test_first_error_figure_per_seed_or_what_is_missing():
         rm: {str(s): {"offsets": [-1, 0, 1], "mean_q": [0.5, 0.2, None], "n": [3, 3, 0]} for s in (0, 1)} for rm in RMS}}
     drawn = frontpage.first_error_section(tree)
     assert "data:image/png;base64," in drawn and "Not drawn" not in drawn
-    assert len(frontpage.first_error_profile_frame(tree["evaluation"]["first_error_profile"])) == 2 * 2 * 2  # None left out
+    assert len(frontpage.plots.first_error_profile_frame(tree["evaluation"]["first_error_profile"])) == 2 * 2 * 2  # None left out
 
 
 def test_companion_reports_link_each_other_only_where_both_exist(tmp_path):
