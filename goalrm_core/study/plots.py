@@ -237,11 +237,11 @@ def sweep_curve(df: pd.DataFrame, key: str, title: str = ""):
             xs = [categories.index(v) + offset for v in g["x"]]
             ax.errorbar(xs, g["value"], yerr=[g["value"] - g["ci_low"], g["ci_high"] - g["value"]], fmt="o", ms=5,
                         capsize=3, color=palette[i], label=name)
-    if not numeric:
-        ax.set_xticks(range(len(categories)), [str(c) for c in categories])
+    if not numeric:  # category names slanted, so long ones never overlap
+        ax.set_xticks(range(len(categories)), [str(c) for c in categories], rotation=25, ha="right")
     ax.axhline(0.5, ls="--", c="grey", lw=1)
     ax.set_xlabel(key)
-    ax.set_ylabel("AUROC")
+    ax.set_ylabel("AUROC (0.5 = chance)")
     ax.set_title(title)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
