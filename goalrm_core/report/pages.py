@@ -194,17 +194,19 @@ def refresh_navigation(out_dir: Path, stages: list[str]) -> None:
 
 # --------------------------------------------------------------------------- a reader's check
 
-# What a reader must never meet as a cell's output: an object's repr, a pandas Series, a bare dict,
-# tuple or list, a bare path. Each is (what, pattern on one plain-text output).
-RAW_REPRS: tuple[tuple[str, re.Pattern], ...] = (
-    ("config repr", re.compile(r"\b[A-Z]\w*(Config|Args|Arguments)\(")),
-    ("pandas Series", re.compile(r"^(Name|dtype): ", re.MULTILINE)),
-    ("object repr", re.compile(r"<[\w.]+ (object )?at 0x[0-9a-f]+>|<Figure size \d")),
-    ("Python dict, tuple or list", re.compile(r"\A\s*[{(\[]")),
-    ("bare string", re.compile(r"\A\s*'[^'\n]*'\s*\Z")),
-    ("bare path", re.compile(r"\A\s*[\w./-]+\.(json|jsonl|csv|html|ipynb|npy|pt|safetensors)\s*\Z")),
+# What a reader must never meet as a cell's output: an object's repr or a pandas Series anywhere, and
+# as a cell's value (its last expression) a bare dict, tuple or list, string or path. Each is
+# (what, pattern on one plain-text output, whether printed text counts too).
+RAW_REPRS: tuple[tuple[str, re.Pattern, bool], ...] = (
+    ("config repr", re.compile(r"\b[A-Z]\w*(Config|Args|Arguments)\("), True),
+    ("pandas Series", re.compile(r"^(Name|dtype): ", re.MULTILINE), True),
+    ("object repr", re.compile(r"<[\w.]+ (object )?at 0x[0-9a-f]+>|<Figure size \d"), True),
+    ("Python dict", re.compile(r"\A\s*\{\s*['\"]"), True),
+    ("Python dict, tuple or list", re.compile(r"\A\s*[{(\[]"), False),
+    ("bare string", re.compile(r"\A\s*'[^'\n]*'\s*\Z"), False),
+    ("bare path", re.compile(r"\A\s*[\w./-]+\.(json|jsonl|csv|html|ipynb|npy|pt|safetensors)\s*\Z"), False),
 )
-_TEXT_OUTPUT = re.compile(r'<div class="[^"]*jp-RenderedText[^"]*jp-OutputArea-output[^"]*"[^>]*data-mime-type="text/plain"'
+_TEXT_OUTPUT = re.compile(r'<div class="([^"]*jp-RenderedText[^"]*jp-OutputArea-output[^"]*)"[^>]*data-mime-type="text/plain"'
                           r'[^>]*>\s*<pre>(.*?)</pre>', re.DOTALL)
 _TABLE = re.compile(r'<table\b[^>]*class="[^"]*dataframe[^"]*"[^>]*>(.*?)</table>', re.DOTALL)
 _ROW_HEADER = re.compile(r"<tbody>.*?<tr[^>]*>\s*<th\b", re.DOTALL)
@@ -213,14 +215,15 @@ _BAD_CELL = re.compile(r"<td[^>]*>\s*(None|nan|NaN|NaT|<NA>)\s*</td>")
 
 def raw_outputs(page: str) -> list[str]:
     """Every raw repr a reader would meet on a rendered page, one line each (``what: excerpt``): in a
-    plain-text cell output a config or object repr, a pandas Series, a Python dict/tuple/list or a
-    bare string or path; in a pandas table the index printed as a column, or a ``None``/``nan`` cell.
-    Empty for a clean page."""
+    plain-text cell output a config or object repr or a pandas Series, and as a cell's value a Python
+    dict/tuple/list or a bare string or path; in a pandas table the index printed as a column, or a
+    ``None``/``nan`` cell. Empty for a clean page."""
     found = []
     for match in _TEXT_OUTPUT.finditer(page):
-        text = html.unescape(re.sub(r"<[^>]+>", "", match.group(1)))
-        for what, pattern in RAW_REPRS:
-            if pattern.search(text):
+        value = "executeResult" in match.group(1)  # a cell's value, not text it printed
+        text = html.unescape(re.sub(r"<[^>]+>", "", match.group(2)))
+        for what, pattern, printed in RAW_REPRS:
+            if (value or printed) and pattern.search(text):
                 found.append(f"{what}: {text.strip()[:120]!r}")
     for match in _TABLE.finditer(page):
         table = match.group(1)

@@ -65,3 +65,10 @@ COMMITTED = sorted(resolve_path("reports/demo").glob("*.html"))
 def test_committed_demo_pages_show_no_raw_reprs(page):
     found = raw_outputs(page.read_text(encoding="utf-8"))
     assert not found, "\n".join(found[:20])
+
+
+def test_printed_progress_lines_are_not_values():
+    printed = ('<div class="jp-RenderedText jp-OutputArea-output" data-mime-type="text/plain" tabindex="0">\n'
+               "<pre>[baseline seed 0]\ntrain: 170 pairs</pre>\n</div>")
+    assert raw_outputs(printed) == []
+    assert raw_outputs(printed.replace("[baseline seed 0]", "DecodeConfig(beam_size=4)")) != []  # a repr is one even printed
