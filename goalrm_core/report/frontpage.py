@@ -495,7 +495,7 @@ def first_error_section(metrics: Mapping) -> str:
                     "line per RM seed: a goal state that means \"on track\" makes Q drop at 0. The primary finding above is "
                     "the mean after minus before, per seed"
                     + (f" ({html.escape(per_seed)})" if per_seed else "") + ".</p>"
-                    + _png(plots.first_error_profiles(profile, title=f"Q around the first error, {bench}, every RM seed")))
+                    + _png(plots.first_error_profiles(profile, title=f"Q around the first error (0 = first wrong token), {bench}, every RM seed")))
     if not deltas:
         return ""
     return ("<p>Not drawn: this run's metrics.json has no per-seed Q profile around the first error "

@@ -298,7 +298,7 @@ def accuracy_vs_tokens_figure(curves: pd.DataFrame, title: str = "Accuracy vs ge
         ax.xaxis.set_major_formatter(ScalarFormatter())
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(bench)
-        ax.set_xlabel("generated tokens per question (log scale)")
+        ax.set_xlabel("tokens per question (log)")
     axes[0][0].set_ylabel("accuracy")
     axes[0][0].set_ylim(0, 1.02)
     handles, labels = axes[0][0].get_legend_handles_labels()

@@ -266,7 +266,7 @@ def first_error_profile_frame(profile) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["rm", "rm_seed", "offset", "mean_q"])
 
 
-def first_error_profiles(profile, title: str = "Q along incorrect solutions, around the first error"):
+def first_error_profiles(profile, title: str = "Q along incorrect solutions, around the first error (0 = first wrong token)"):
     """One panel per RM: the mean Q of the incorrect solutions at each token offset from their first
     wrong token (0, the dashed line), a line per RM seed, from a recorded profile
     (:func:`first_error_profile_frame`)."""
@@ -281,7 +281,7 @@ def first_error_profiles(profile, title: str = "Q along incorrect solutions, aro
             ax.plot(g["offset"], g["mean_q"], marker="o", ms=3, lw=1.2, color=palette[s], label=f"seed {s}")
         ax.axvline(0, ls="--", c="grey", lw=1)
         ax.set_title(f"{rm} RM")
-        ax.set_xlabel("tokens from the first error (0 = first wrong token)")
+        ax.set_xlabel("tokens from the first error")
     axes[0][0].set_ylabel("mean Q (cosine to the goal state)")
     axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.suptitle(title)
