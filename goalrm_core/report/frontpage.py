@@ -485,7 +485,10 @@ def first_error_section(metrics: Mapping) -> str:
     primary = _primary(metrics)
     deltas = {rm: s.get("per_seed") for rm, s in (primary.get("first_error_delta_q") or {}).items() if isinstance(s, Mapping)}
     seeds = primary.get("rm_seeds") if isinstance(primary.get("rm_seeds"), list) else []
-    per_seed = "; ".join(f"{rm}: " + ", ".join(f"seed {s} {fmt.num(v, 2, signed=True)}" for s, v in zip(seeds or range(len(vals)), vals))
+    def seed(s) -> str:
+        return f"seed {fmt.undefined() if fmt.count(s) is None else fmt.count(s)}"
+
+    per_seed = "; ".join(f"{rm}: " + ", ".join(f"{seed(s)} {fmt.num(v, 2, signed=True)}" for s, v in zip(seeds or range(len(vals)), vals))
                          for rm, vals in deltas.items() if isinstance(vals, list))
     if isinstance(profile, Mapping):
         if not plots.first_error_profile_frame(profile).empty:
