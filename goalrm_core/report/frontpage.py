@@ -507,58 +507,60 @@ def first_error_section(metrics: Mapping) -> str:
 
 
 def savings_text(metrics: Mapping) -> str:
-    """The savings in numbers, seed-0 RMs, one row per benchmark: Q-filtered voting (tokens saved,
-    majority-vote accuracy before and after, with Wilson intervals over questions) and online pruning
-    (its threshold, "no pruning" where tuning chose it, tokens saved, accuracy, wall time), then
-    the sentences a reader needs: where pruning was off and what pruning cost in wall time."""
+    """The savings in numbers, seed-0 goal-conditioned RM, one row per benchmark in two tables:
+    Q-filtered voting (tokens saved, majority-vote accuracy before and after with Wilson intervals
+    over the questions) and online pruning (its threshold, "no pruning" where tuning chose it, tokens
+    saved, accuracy, wall time); then where pruning was off and what it cost in wall time."""
     import pandas as pd
 
     ev, dec = metrics.get("evaluation", {}), metrics.get("decoding", {})
     params = _get(metrics, "provenance", "profile", "parameters", default={}) or {}
-    rows, off, slower = [], [], []
+    filtered, pruned, off, slower = [], [], [], []
     for bench in _benches(ev if isinstance(ev, Mapping) else {}):
         f = _get(ev, "goal-conditioned", bench, "filter")
-        p = _get(dec, "pruning", bench)
-        wall = _get(metrics, "timings", "decoding", "pruning", bench)
-        if not isinstance(f, Mapping) and not isinstance(p, Mapping):
-            continue
-        n_votes = _get(metrics, "data", "benchmarks", bench, "n_questions")
-        n_decoded = _get(p, "n_questions") or params.get("decode_questions")
-        row = {"benchmark": bench}
         if isinstance(f, Mapping):
-            row["Q-filtered voting: tokens saved"] = fmt.pct(f.get("tokens_saved_pct"), already_percent=True)
-            row["accuracy, all → filtered [95% CI]"] = (f"{fmt.rate_ci(f.get('accuracy_unfiltered'), n_votes)} → "
-                                                        f"{fmt.rate_ci(f.get('accuracy'), n_votes)}")
+            n_votes = _get(metrics, "data", "benchmarks", bench, "n_questions")
+            filtered.append({"benchmark": bench, "Q threshold": fmt.num(f.get("threshold")),
+                             "tokens saved": fmt.pct(f.get("tokens_saved_pct"), already_percent=True),
+                             "accuracy, all samples [95% CI]": fmt.rate_ci(f.get("accuracy_unfiltered"), n_votes),
+                             "accuracy, filtered [95% CI]": fmt.rate_ci(f.get("accuracy"), n_votes)})
+        p = _get(dec, "pruning", bench)
         if isinstance(p, Mapping):
+            n_decoded = _get(p, "n_questions") or params.get("decode_questions")
             threshold = p.get("threshold")
             is_off = not fmt.is_undefined(threshold) and threshold <= -1
             if is_off:
                 off.append(bench)
-            row["online pruning: threshold"] = "no pruning (≤ −1)" if is_off else fmt.num(threshold)
-            row["pruning: tokens saved"] = fmt.pct(p.get("tokens_saved_pct"), already_percent=True)
-            row["accuracy, unpruned → pruned [95% CI]"] = (f"{fmt.rate_ci(p.get('accuracy_unpruned'), n_decoded)} → "
-                                                           f"{fmt.rate_ci(p.get('accuracy'), n_decoded)}")
+            row = {"benchmark": bench, "Q threshold": "no pruning (≤ −1)" if is_off else fmt.num(threshold),
+                   "tokens saved": fmt.pct(p.get("tokens_saved_pct"), already_percent=True),
+                   "accuracy, unpruned [95% CI]": fmt.rate_ci(p.get("accuracy_unpruned"), n_decoded),
+                   "accuracy, pruned [95% CI]": fmt.rate_ci(p.get("accuracy"), n_decoded)}
+            wall = _get(metrics, "timings", "decoding", "pruning", bench)
             if isinstance(wall, Mapping) and _defined(wall.get("wall_s"), wall.get("wall_s_unpruned")):
-                row["wall time, unpruned → pruned"] = f"{wall['wall_s_unpruned']:.2f} s → {wall['wall_s']:.2f} s"
+                row["wall time, unpruned"] = f"{wall['wall_s_unpruned']:.2f} s"
+                row["wall time, pruned"] = f"{wall['wall_s']:.2f} s"
                 if not is_off and wall["wall_s"] > wall["wall_s_unpruned"]:
                     slower.append(f"{bench} {wall['wall_s']:.2f} s against {wall['wall_s_unpruned']:.2f} s")
-        rows.append(row)
-    if not rows:
+            pruned.append(row)
+    if not filtered and not pruned:
         return ""
-    n_pruned = sum("online pruning: threshold" in r for r in rows)
     said = []
     if off:
-        said.append(f"Tuning on validation questions chose no pruning on {len(off)} of {n_pruned} benchmarks ({', '.join(off)}): "
+        said.append(f"Tuning on validation questions chose no pruning on {len(off)} of {len(pruned)} benchmarks ({', '.join(off)}): "
                     "there no sample is stopped and no RM runs, so the pruned and unpruned runs generate the same tokens "
                     "and any wall-time difference is timing noise.")
     if slower:
         said.append("Where pruning ran, it took longer than sampling without it (the RM follows every sample): "
                     + "; ".join(slower) + ".")
-    elif n_pruned > len(off):
+    elif len(pruned) > len(off):
         said.append("Where pruning ran, it was not slower than sampling without it.")
-    return (f"<p>The same savings in numbers, seed-0 goal-conditioned RM: majority-vote accuracy with 95% Wilson intervals "
-            f"over the questions voted on. The across-seed intervals for toy-id are the primary findings above. "
-            f"{html.escape(' '.join(said))}</p>" + _table(pd.DataFrame(rows)))
+    out = ("<p>The same savings in numbers, seed-0 goal-conditioned RM, accuracy with 95% Wilson intervals over the "
+           "questions voted on; the across-seed intervals for toy-id are the primary findings above.</p>")
+    if filtered:
+        out += "<p>Q-filtered majority voting (samples of notebook 04):</p>" + _table(pd.DataFrame(filtered))
+    if pruned:
+        out += (f"<p>Online pruning (notebook 05). {html.escape(' '.join(said))}</p>" + _table(pd.DataFrame(pruned)))
+    return out
 
 
 def _defined(*values) -> bool:

@@ -124,11 +124,11 @@ def savings_panels(df: pd.DataFrame, title: str = "Accuracy against generated to
             ax.scatter(start["tokens"], start["accuracy"], facecolors="none", edgecolors=palette[bench], s=36)
             ax.scatter(end["tokens"], end["accuracy"], color=palette[bench], s=30, label=bench)
         ax.set_title(method)
-        ax.set_xlabel("tokens generated, share of all samples in full")
         low = float(df["tokens"].min())
         ax.set_xlim(max(0.0, low - 0.05 * (1.02 - low) - 0.01), 1.02)  # the span the points cover
     axes[0][0].set_ylabel("majority-vote accuracy")
     axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.supxlabel("tokens generated, as a share of every sample in full", fontsize=11)
     fig.suptitle(title)
     fig.tight_layout()
     return fig
