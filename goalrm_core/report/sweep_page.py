@@ -1,10 +1,11 @@
 """A sweep's comparison page, ``reports/<profile>-sweep-<name>/index.html``, from files alone: the plan
 (``sweep.json``) and each point's ``metrics.json``, so it can be rebuilt from a committed copy.
 
-In reading order: a sentence generated from the numbers (the best point, and whether its CI separates
-it from the default) and what a sweep's numbers can support (one seed per point: leads, not findings),
-one row per point with the headline metrics and their 95% CIs, the OOD AUROCs, a figure per swept key
-(AUROC against the key's values, CI bands), then what the sweep ran. An undefined metric (null, NaN:
+In reading order, results first: a sentence generated from the numbers (the best points, ties named, and
+each point against the base point by the paired Δ on the same generations, Holm-corrected over the k
+comparisons) and what a sweep's numbers can support (one seed per point: leads, not findings), one row
+per point with the headline metrics and their 95% CIs, the OOD AUROCs, a figure per swept key (AUROC
+against the key's values, CI bands); then each point's configuration and what the sweep ran. An undefined metric (null, NaN:
 one class, too few seeds) reads ``undefined``, never "nan", and never stops the page.
 """
 
