@@ -2,11 +2,14 @@
 
 In reading order: a summary generated from the numbers (so it is honest whichever way they fall);
 where the run recorded them (schema 2: ``evaluation.primary``, ``decoding.primary``), the primary
-findings across RM seeds, one sentence each with its mean, 95% t-interval and "in k of n seeds", and
-the exploratory benchmarks with Holm-corrected p-values; then the seed-0 detail: the key figure (AUROC
-per benchmark for every scorer), the key table (goal-conditioned − baseline), a figure of accuracy
-against generated tokens (Q-filtered voting, online pruning), the decoding comparison at matched
-budgets and steering. Figures are embedded PNGs, so the page works as a single file. Every section is
+findings across RM seeds, one sentence each with its mean, 95% t-interval and "in k of n seeds" (the
+reward comparison saying how many comparisons there are), and the exploratory benchmarks with
+Holm-corrected p-values; Q along the incorrect solutions around the first error, a line per seed
+(``evaluation.first_error_profile``; where absent, what is missing); then the seed-0 detail: the key
+figure (AUROC per benchmark for every scorer), the key table (goal-conditioned − baseline, with Holm
+over its k benchmarks), a figure and two tables of what Q saves (Q-filtered voting, online pruning:
+tokens, accuracy with Wilson intervals, wall time, where tuning chose no pruning), the decoding
+comparison (Wilson intervals, what the numbers show, budgets that do not match) and steering. Figures are embedded PNGs, so the page works as a single file. Every section is
 left out when the metrics it needs are absent (a run that stopped early).
 
 A conclusion is stated only where the across-seeds summary ``holds`` (its interval lies wholly on the
