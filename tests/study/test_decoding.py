@@ -94,7 +94,8 @@ def test_compare_at_matched_budget_reads_the_scored_samples_of_the_decoded_quest
     curves = comparison.curves
     assert set(curves["benchmark"]) == {"toy-id"} and curves.query("method == 'majority vote'")["n"].tolist() == [1, 2, 4]
     table = dec.matched_table(comparison)
-    assert table.loc[dec.BEAM_METHOD, "toy-id"] == "0.50 (20 tok, N=1)"
+    cell = table.set_index("method").loc[dec.BEAM_METHOD, "toy-id"]  # the method is a column, not a pandas index
+    assert cell.startswith("50.0% [") and cell.endswith("] (20 tok, N=1)")  # with its Wilson interval over the 2 questions
     assert "Q-guided beam search reaches 0.50" in dec.methods_reading(comparison)
 
 
