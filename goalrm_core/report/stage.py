@@ -42,7 +42,7 @@ class Stage:
     def record(self, metrics: Mapping[str, Any], **timings: Any) -> None:
         """Write the stage's metrics to ``<reports_dir>/metrics.json``, with the threads it computed
         with (floats depend on them: ``goalrm compare`` flags a mismatch) and its wall time (and any
-        other ``timings``) apart from them."""
+        other ``timings``) apart from them. Returns nothing, so a notebook's last cell shows no path."""
         record_metrics(self.name, {**metrics, "threads": self.threads}, self.reports_dir,
                               timings={"wall_s": time.perf_counter() - self.started, **timings})
         if not os.environ.get(BATCH_VAR):  # by hand: note what produced the run's files, as the runner does
