@@ -132,8 +132,7 @@ def _raw_reprs(reports, names):
             for line in raw_outputs(page.read_text(encoding="utf-8"))]
 
 
-# notebooks 01 and 02 are held to the same check apart (xfail until their tables and values are reworked)
-SHOWN_CLEAN = ("03_representations", "04_evaluation", "05_decoding", "index")
+SHOWN_CLEAN = ("01_data", "02_training", "03_representations", "04_evaluation", "05_decoding", "index")
 
 
 def test_pages_show_no_raw_reprs(smoke_report):
@@ -141,13 +140,6 @@ def test_pages_show_no_raw_reprs(smoke_report):
     cell on the smoke report's pages (``pages.raw_outputs``, the reader's check)."""
     _, reports, _ = smoke_report
     found = _raw_reprs(reports, SHOWN_CLEAN)
-    assert not found, "\n".join(found[:20])
-
-
-@pytest.mark.xfail(reason="notebooks 01 and 02 still print raw values and pandas indexes; reworked separately", strict=False)
-def test_data_and_training_pages_show_no_raw_reprs(smoke_report):
-    _, reports, _ = smoke_report
-    found = _raw_reprs(reports, ("01_data", "02_training"))
     assert not found, "\n".join(found[:20])
 
 
