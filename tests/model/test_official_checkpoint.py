@@ -1,0 +1,164 @@
+"""Checkpoints cross both ways between goalrm and the official code, without importing the official code.
+
+``OfficialRM`` below is built by hand from the official source (``openrlhf/models/model.py``,
+``get_llm_for_sequence_regression`` and ``_get_reward_model``): the backbone under the architecture's
+``base_model_prefix``, the head ``value_head`` (bias-free ``Linear(h, 1)``, or the MLP whose last layer
+is bias-free), ``mean``/``std``/``normalize_reward``/``_value_head_strategy`` read from ``config.json``,
+the reward read at the last attended token and normalised in eval mode. It loads weights strictly, so
+a missing head (the official loader would initialise a random one) fails here.
+"""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+from transformers import AutoConfig, LlamaModel
+
+from goalrm_core.data.io import ArtifactError
+from goalrm_core.model.reward_model import (
+    RewardModel, build_value_head, checkpoint_format, load_reward_model, save_reward_model,
+)
+
+SEQS = [[5, 6, 7, 8, 2], [9, 10, 2], [11, 2, 12, 13, 14, 15, 2]]
+
+
+def official_head(hidden: int, strategy: str) -> nn.Module:
+    if strategy == "linear":
+        return nn.Linear(hidden, 1, bias=False)
+    return nn.Sequential(
+        nn.Linear(hidden, hidden // 2), nn.ReLU(),
+        nn.Linear(hidden // 2, hidden // 2), nn.ReLU(),
+        nn.Linear(hidden // 2, hidden), nn.ReLU(),
+        nn.Linear(hidden, 1, bias=False),
+    )
+
+
+class OfficialRM(nn.Module):
+    def __init__(self, config, strategy: str):
+        super().__init__()
+        self.model = LlamaModel(config)  # LlamaModel.base_model_prefix == "model"
+        self.value_head = official_head(config.hidden_size, strategy)
+        self.normalize_reward = getattr(config, "normalize_reward", False)
+        self.mean = float(getattr(config, "mean", 0.0))
+        self.std = float(getattr(config, "std", 1.0))
+
+    @classmethod
+    def from_folder(cls, path):
+        config = AutoConfig.from_pretrained(path)
+        model = cls(config, json.loads((path / "config.json").read_text())["_value_head_strategy"])
+        weights = {}
+        for file in sorted(path.glob("*.safetensors")):
+            weights.update(load_file(str(file)))
+        model.load_state_dict(weights, strict=True)
+        return model.eval()
+
+    def forward(self, input_ids, attention_mask):
+        hidden = self.model(input_ids, attention_mask=attention_mask)["last_hidden_state"]
+        values = self.value_head(hidden).squeeze(-1)
+        eos = attention_mask.size(1) - 1 - attention_mask.long().fliplr().argmax(dim=1, keepdim=True)
+        reward = values.gather(dim=1, index=eos).squeeze(1)
+        return (reward - self.mean) / self.std if self.normalize_reward else reward
+
+
+def right_pad(sequences, pad_id=0):
+    width = max(map(len, sequences))
+    ids = torch.tensor([s + [pad_id] * (width - len(s)) for s in sequences])
+    mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in sequences])
+    return ids, mask
+
+
+def goalrm_rewards(model, ids, mask):
+    with torch.no_grad():
+        return model(ids, mask).reward
+
+
+def official_rewards(model, ids, mask):
+    with torch.no_grad():
+        return model(ids, mask)
+
+
+@pytest.mark.parametrize("strategy", ["linear", "mlp"])
+def test_goalrm_saves_what_the_official_loader_reads(tmp_path, tiny_config, tokenizer, strategy):
+    torch.manual_seed(0)
+    ours = RewardModel(LlamaModel(tiny_config.__class__.from_dict(tiny_config.to_dict())), strategy, mlp_head="official").eval()
+    ours.set_reward_normalization(0.25, 1.5, enabled=True)
+    path = save_reward_model(ours, tmp_path / "rm-vhs-mlp", tokenizer, save_format="official")
+
+    fields = json.loads((path / "config.json").read_text())
+    assert (fields["_value_head_strategy"], fields["mean"], fields["std"], fields["normalize_reward"]) == (strategy, 0.25, 1.5, True)
+    assert "reward_mean" not in fields and "value_head_strategy" not in fields
+    names = {k for f in path.glob("*.safetensors") for k in load_file(str(f))}
+    assert ("value_head.weight" if strategy == "linear" else "value_head.6.weight") in names
+    assert not any(k.startswith("score.") for k in names) and "value_head.6.bias" not in names
+    assert checkpoint_format(path) == "official"
+
+    ids, mask = right_pad(SEQS)
+    theirs = OfficialRM.from_folder(path)
+    torch.testing.assert_close(official_rewards(theirs, ids, mask), goalrm_rewards(ours, ids, mask), atol=1e-6, rtol=1e-6)
+    back = load_reward_model(path)  # and goalrm reads its own export back
+    torch.testing.assert_close(goalrm_rewards(back, ids, mask), goalrm_rewards(ours, ids, mask), atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("strategy", ["linear", "mlp"])
+def test_goalrm_reads_a_folder_the_official_code_wrote(tmp_path, tiny_config, strategy, capsys):
+    config = tiny_config.__class__.from_dict(tiny_config.to_dict())
+    config.normalize_reward, config.mean, config.std = True, -0.5, 2.0
+    torch.manual_seed(1)
+    theirs = OfficialRM(config, strategy).eval()
+    with torch.no_grad():
+        for p in theirs.value_head.parameters():  # a trained head, far from any fresh init
+            p.normal_(std=0.3)
+    folder = tmp_path / "official_rm"
+    folder.mkdir()
+    fields = {**config.to_dict(), "_value_head_strategy": strategy, "normalize_reward": True, "mean": -0.5, "std": 2.0}
+    (folder / "config.json").write_text(json.dumps(fields))
+    save_file({k: v.contiguous() for k, v in theirs.state_dict().items()}, str(folder / "model.safetensors"), metadata={"format": "pt"})
+
+    ours = load_reward_model(folder)
+    assert "official code's format" in capsys.readouterr().err
+    assert ours.value_head_strategy == strategy
+    ids, mask = right_pad(SEQS)
+    torch.testing.assert_close(goalrm_rewards(ours, ids, mask), official_rewards(theirs, ids, mask), atol=1e-6, rtol=1e-6)
+
+
+def test_a_folder_in_neither_format_is_one_line(tiny_policy_dir):
+    with pytest.raises(ArtifactError) as err:
+        load_reward_model(tiny_policy_dir)
+    message = str(err.value)
+    assert "neither a goalrm reward model" in message and str(tiny_policy_dir) in message and "\n" not in message
+
+
+def test_a_head_that_contradicts_its_config_is_refused(tmp_path, tiny_config):
+    torch.manual_seed(0)
+    path = save_reward_model(RewardModel(LlamaModel(tiny_config), "linear"), tmp_path / "rm", save_format="official")
+    (path / "goalrm.json").unlink()
+    fields = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**fields, "_value_head_strategy": "mlp"}))
+    with pytest.raises(ArtifactError, match="_value_head_strategy is 'mlp' but the weights hold a linear head"):
+        load_reward_model(path)
+
+
+def test_goalrm_mlp_head_has_no_official_form(tmp_path, tiny_config):
+    model = RewardModel(LlamaModel(tiny_config), "mlp")  # mlp_head goalrm: a bias on the last layer
+    with pytest.raises(ValueError, match="--mlp_head official"):
+        save_reward_model(model, tmp_path / "rm", save_format="official")
+    assert not (tmp_path / "rm").exists()
+
+
+def test_official_mlp_head_draws_as_the_official_init(tiny_config):
+    hidden = 24
+    torch.manual_seed(3)
+    expected = official_head(hidden, "mlp")  # then init_value_head's draws, in its order
+    expected[0].weight.data.normal_(mean=0.0, std=1 / (hidden + 1))
+    expected[2].weight.data.normal_(mean=0.0, std=1 / (hidden // 2 + 1))
+    expected[4].weight.data.normal_(mean=0.0, std=1 / (hidden // 2 + 1))
+    expected[6].weight.data.normal_(mean=0.0, std=1 / (hidden + 1))
+    torch.manual_seed(3)
+    head = build_value_head(hidden, "mlp", mlp_head="official")
+    assert head[6].bias is None
+    assert head.state_dict().keys() == expected.state_dict().keys()
+    for name, tensor in expected.state_dict().items():
+        assert torch.equal(head.state_dict()[name], tensor), name
+    assert build_value_head(hidden, "mlp")[6].bias is not None  # the default is unchanged
