@@ -1,65 +1,20 @@
-"""Checkpoints cross both ways between goalrm and the official code, without importing the official code.
-
-``OfficialRM`` below is built by hand from the official source (``openrlhf/models/model.py``,
-``get_llm_for_sequence_regression`` and ``_get_reward_model``): the backbone under the architecture's
-``base_model_prefix``, the head ``value_head`` (bias-free ``Linear(h, 1)``, or the MLP whose last layer
-is bias-free), ``mean``/``std``/``normalize_reward``/``_value_head_strategy`` read from ``config.json``,
-the reward read at the last attended token and normalised in eval mode. It loads weights strictly, so
-a missing head (the official loader would initialise a random one) fails here.
-"""
+"""Checkpoints cross both ways between goalrm and the official code, without importing the official
+code: ``tests/official_layout.py`` is its reward model built by hand from its source."""
 
 import json
 
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-from torch import nn
-from transformers import AutoConfig, LlamaModel
+from transformers import LlamaModel
 
 from goalrm_core.data.io import ArtifactError
 from goalrm_core.model.reward_model import (
     RewardModel, build_value_head, checkpoint_format, load_reward_model, save_reward_model,
 )
+from official_layout import OfficialRM, official_head
 
 SEQS = [[5, 6, 7, 8, 2], [9, 10, 2], [11, 2, 12, 13, 14, 15, 2]]
-
-
-def official_head(hidden: int, strategy: str) -> nn.Module:
-    if strategy == "linear":
-        return nn.Linear(hidden, 1, bias=False)
-    return nn.Sequential(
-        nn.Linear(hidden, hidden // 2), nn.ReLU(),
-        nn.Linear(hidden // 2, hidden // 2), nn.ReLU(),
-        nn.Linear(hidden // 2, hidden), nn.ReLU(),
-        nn.Linear(hidden, 1, bias=False),
-    )
-
-
-class OfficialRM(nn.Module):
-    def __init__(self, config, strategy: str):
-        super().__init__()
-        self.model = LlamaModel(config)  # LlamaModel.base_model_prefix == "model"
-        self.value_head = official_head(config.hidden_size, strategy)
-        self.normalize_reward = getattr(config, "normalize_reward", False)
-        self.mean = float(getattr(config, "mean", 0.0))
-        self.std = float(getattr(config, "std", 1.0))
-
-    @classmethod
-    def from_folder(cls, path):
-        config = AutoConfig.from_pretrained(path)
-        model = cls(config, json.loads((path / "config.json").read_text())["_value_head_strategy"])
-        weights = {}
-        for file in sorted(path.glob("*.safetensors")):
-            weights.update(load_file(str(file)))
-        model.load_state_dict(weights, strict=True)
-        return model.eval()
-
-    def forward(self, input_ids, attention_mask):
-        hidden = self.model(input_ids, attention_mask=attention_mask)["last_hidden_state"]
-        values = self.value_head(hidden).squeeze(-1)
-        eos = attention_mask.size(1) - 1 - attention_mask.long().fliplr().argmax(dim=1, keepdim=True)
-        reward = values.gather(dim=1, index=eos).squeeze(1)
-        return (reward - self.mean) / self.std if self.normalize_reward else reward
 
 
 def right_pad(sequences, pad_id=0):
