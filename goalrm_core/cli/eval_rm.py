@@ -34,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--template", default="nemo", choices=tuple(TEMPLATES), help="Prompt template (nemo: the official eval_rm.py's literal).")
     add_reading_arguments(p, "eval_rm.py")
     p.add_argument("--batch_size", type=positive_int, default=32, help="Sequences per forward pass.")
-    p.add_argument("--max_len", type=positive_int, default=2048, help="Maximum tokens per sequence.")
+    p.add_argument("--max_len", type=non_negative_int, default=2048,
+                   help="Maximum tokens per sequence, cut from the right; 0 = none cut (the official eval_rm.py: the tokenizer's own limit).")
     p.add_argument("--max_samples", type=non_negative_int, default=0, help="Score at most this many rows per file (0 = all).")
     return p
 

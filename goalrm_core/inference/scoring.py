@@ -163,7 +163,7 @@ def eval_rm(
     is written last; a run that fails or is killed before its first file leaves the folder as it was.
     ``command`` is what the manifest names as the writer (default: the equivalent ``goalrm eval-rm``
     command line)."""
-    for name, value, low in (("batch_size", batch_size, 1), ("max_len", max_len, 1), ("max_samples", max_samples, 0)):
+    for name, value, low in (("batch_size", batch_size, 1), ("max_len", max_len, 0), ("max_samples", max_samples, 0)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
             raise ValueError(f"--{name} must be an integer >= {low}, got {value!r}")
     for bench in benchmarks:

@@ -136,7 +136,7 @@ def paper_commands(profile_name: str, num_gpus: int | None = None, hostfile: str
     benches = list(profile.get("benchmarks", ["gsm8k"]))
     threshold = profile.get("filter_threshold", 0.0)
     template = profile.get("template", "nemo")
-    max_len = profile.get("max_len", 2048)
+    max_len = profile.get("eval_max_len", profile.get("max_len", 2048))  # 0: read whole, as the official eval_rm.py
     # the official scripts read the RM in its checkpoint's dtype (bf16), get_representation.py with flash-attn
     precision = [*(["--bf16"] if profile.get("bf16") else []), *(["--flash_attn"] if profile.get("flash_attn") else [])]
     # the official get_representation.py builds the clean prompt (and cuts at its own 1024 tokens, the CLI's default)

@@ -318,7 +318,7 @@ def test_paper_profiles_load_and_build_their_command_lines():
     from goalrm_core.cli.metrics import build_parser as metrics_parser
 
     scoring = eval_rm_parser().parse_args(steps["eval-rm-contrastive"][4:])
-    assert scoring.bf16 and scoring.flash_attn and {"--bf16", "--flash_attn"} <= set(steps["get-representation"])
+    assert scoring.bf16 and scoring.flash_attn and scoring.max_len == 0 and {"--bf16", "--flash_attn"} <= set(steps["get-representation"])
     assert metrics_parser().parse_args(steps["metrics-contrastive-official"][4:]).official
 
 

@@ -121,3 +121,21 @@ def test_goal_rows_mean_averages_the_rows_as_the_official_eval_rm(tmp_path, rm, 
     assert json.loads((tmp_path / "a" / "rm" / "eval_rm.json").read_text())["goal_rows"] == "mean"
     with pytest.raises(ValueError, match="--goal_rows mean"):
         eval_rm_main(base + ["--save_dir", str(tmp_path / "c"), "--goal_state_path", str(tmp_path / "two.npy")])
+
+
+def test_max_len_0_reads_every_generation_whole(tmp_path, rm, tokenizer):
+    long_row = {"question": "1 +1", "generated_solution": "1+1=2\n" * 20 + "#2", "is_correct": True}
+    rm_path = save_reward_model(rm, tmp_path / "rm", tokenizer)
+    write_jsonl(tmp_path / "gens" / "toy-id" / "greedy.jsonl", [long_row])
+    base = ["--completions_data_path", str(tmp_path / "gens"), "--reward_model_path", str(rm_path), "--benchmarks", "toy-id",
+            "--template", "toymath", "--vanilla"]
+    read = lambda d: read_jsonl(tmp_path / d / "rm" / "toy-id" / "greedy" / "output-metrics-dense.jsonl")[0]  # noqa: E731
+    # by hand: the official scoring reads prompt + response in one tokenizer call (BOS first), one token per character here
+    whole = len(tokenizer("1 +1\n" + long_row["generated_solution"])["input_ids"])
+    assert eval_rm_main(base + ["--save_dir", str(tmp_path / "whole"), "--max_len", "0"]) == 0
+    assert eval_rm_main(base + ["--save_dir", str(tmp_path / "wide"), "--max_len", str(whole)]) == 0
+    assert eval_rm_main(base + ["--save_dir", str(tmp_path / "cut"), "--max_len", "40"]) == 0
+    assert read("whole")["num_actions"] == read("wide")["num_actions"] == len(long_row["generated_solution"]) == 122
+    assert read("whole")["reward"] == read("wide")["reward"]
+    assert read("cut")["num_actions"] == 40  # cut from the right: the response's values end at the cut
+    assert json.loads((tmp_path / "whole" / "rm" / "eval_rm.json").read_text())["max_len"] == 0
