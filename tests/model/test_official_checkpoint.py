@@ -117,3 +117,27 @@ def test_official_mlp_head_draws_as_the_official_init(tiny_config):
     for name, tensor in expected.state_dict().items():
         assert torch.equal(head.state_dict()[name], tensor), name
     assert build_value_head(hidden, "mlp")[6].bias is not None  # the default is unchanged
+
+
+def test_eval_rm_and_get_representation_read_an_official_folder(tmp_path, tiny_config, tokenizer):
+    from goalrm_core.cli.eval_rm import main as eval_rm_main
+    from goalrm_core.cli.get_representation import main as get_representation_main
+    from goalrm_core.data.io import read_jsonl, write_jsonl
+
+    torch.manual_seed(4)
+    theirs = OfficialRM(tiny_config, "linear").eval()
+    folder = tmp_path / "official_rm"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({**tiny_config.to_dict(), "_value_head_strategy": "linear", "normalize_reward": False}))
+    save_file({k: v.contiguous() for k, v in theirs.state_dict().items()}, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    tokenizer.save_pretrained(folder)  # the official save_model writes the tokenizer beside the weights
+    write_jsonl(tmp_path / "pairs.jsonl", [{"question": "1 +2", "correct": "1+2=3\n#3", "incorrect": "1+2=4\n#4"}])
+    write_jsonl(tmp_path / "gens" / "toy" / "greedy.jsonl", [{"question": "1 +2", "generated_solution": "1+2=3\n#3", "is_correct": True}])
+    assert get_representation_main(["--dataset-path", str(tmp_path / "pairs.jsonl"), "--reward-model-path", str(folder),
+                                    "--save-dir", str(tmp_path / "rep"), "--template", "toymath"]) == 0
+    goal = next((tmp_path / "rep").glob("*.npy"))
+    assert eval_rm_main(["--completions_data_path", str(tmp_path / "gens"), "--reward_model_path", str(folder), "--benchmarks", "toy",
+                         "--template", "toymath", "--save_dir", str(tmp_path / "eval"), "--goal_state_path", str(goal)]) == 0
+    scored = read_jsonl(tmp_path / "eval" / "official_rm" / "toy" / "greedy" / "output-metrics-dense.jsonl")
+    ids = torch.tensor([tokenizer("1 +2\n1+2=3\n#3")["input_ids"]])
+    assert scored[0]["reward"] == pytest.approx(official_rewards(theirs, ids, torch.ones_like(ids))[0].item(), abs=1e-5)
