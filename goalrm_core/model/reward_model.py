@@ -417,6 +417,7 @@ def load_reward_model(path: str | Path, dtype: torch.dtype | None = None, flash_
     fmt = checkpoint_format(path)
     if not (path / "config.json").exists():
         raise ArtifactError(f"{path}: config.json missing; the checkpoint is incomplete")
+    check_weights_folder(path, "reward model")  # pickled weights only: said as such, never loaded
     if not any(path.glob("*.safetensors")):
         raise ArtifactError(f"{path}: no *.safetensors weights; the checkpoint is incomplete")
     config = AutoConfig.from_pretrained(path)

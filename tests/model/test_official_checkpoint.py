@@ -141,3 +141,12 @@ def test_eval_rm_and_get_representation_read_an_official_folder(tmp_path, tiny_c
     scored = read_jsonl(tmp_path / "eval" / "official_rm" / "toy" / "greedy" / "output-metrics-dense.jsonl")
     ids = torch.tensor([tokenizer("1 +2\n1+2=3\n#3")["input_ids"]])
     assert scored[0]["reward"] == pytest.approx(official_rewards(theirs, ids, torch.ones_like(ids))[0].item(), abs=1e-5)
+
+
+def test_an_official_folder_with_pickled_weights_only_is_named_so(tmp_path, tiny_config):
+    folder = tmp_path / "official_rm"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({**tiny_config.to_dict(), "_value_head_strategy": "linear"}))
+    (folder / "pytorch_model.bin").write_bytes(b"never unpickled")
+    with pytest.raises(ArtifactError, match=r"only pickled \(pytorch_model\.bin\)"):
+        load_reward_model(folder)
