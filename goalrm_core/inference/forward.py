@@ -24,6 +24,7 @@ from goalrm_core.flags import check_choice
 
 
 READOUTS = ("eos", "last_token")
+UNTRUNCATED = 2**62  # the token limit ``max_len`` 0 stands for: no sequence is cut
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -86,14 +87,15 @@ def iter_scored(
     encoding: str = "split",
     readout: str = "eos",
 ) -> Iterator[tuple[int, ScoredSequence]]:
-    """Yield ``(input index, ScoredSequence)``; with ``bucket`` the batches group similar lengths."""
+    """Yield ``(input index, ScoredSequence)``; with ``bucket`` the batches group similar lengths.
+    ``max_len`` 0 reads every sequence whole (the official scripts: the tokenizer's own limit)."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
     check_choice("readout", readout, READOUTS)
     model.eval()
     encoded = []
     for i, (prompt, response) in enumerate(zip(prompts, responses)):
-        enc = encode_prompt_response(tokenizer, prompt, response, max_len, append_eos=readout == "eos", encoding=encoding)
+        enc = encode_prompt_response(tokenizer, prompt, response, max_len or UNTRUNCATED, append_eos=readout == "eos", encoding=encoding)
         if enc is None:
             raise ValueError(f"generation {i}: the response alone is longer than max_len={max_len}")
         if enc.num_actions == 0:

@@ -31,23 +31,33 @@ from goalrm_core.flags import check_choice
 GOAL_NORM_FLOOR = 1e-6
 
 GOAL_METHODS = ("mean_last", "random_response", "random_token", "mean_all_tokens")
+# A goal state file of several rows: refused (``one``, the default: one goal per file, as
+# get-representation writes it) or averaged over its rows (``mean``, the official eval_rm.py).
+GOAL_ROWS = ("one", "mean")
 
 
-def check_goal_state(goal: np.ndarray, hidden_size: int, source: str = "goal state") -> torch.Tensor:
+def check_goal_state(goal: np.ndarray, hidden_size: int, source: str = "goal state", rows: str = "one") -> torch.Tensor:
     """A goal must be real numbers, finite, of a norm that is not negligible, and match the RM's hidden
-    size; returns it as a (hidden,) tensor.
+    size; returns it as a (hidden,) tensor. ``rows`` (:data:`GOAL_ROWS`): ``mean`` averages an
+    (n, hidden) goal over its n rows first.
 
     Negligible: below ``GOAL_NORM_FLOOR * sqrt(hidden)``. A hidden state after the model's final norm
     has entries of order 1 (norm of order sqrt(hidden)); a goal a million times smaller than that (a
     ``1e-29`` vector, a sum that cancelled) is within float rounding of zero, and its cosine to
     every state would be ~0 (torch's cosine divides by at least 1e-8)."""
+    check_choice("goal_rows", rows, GOAL_ROWS)
     goal = np.asarray(goal)
     shape = tuple(goal.shape)
     if goal.dtype.kind == "c":
         raise ValueError(f"{source} holds complex numbers ({goal.dtype}); a goal state is real: its imaginary part would be dropped")
     if goal.dtype.kind not in "fiu":
         raise ValueError(f"{source} holds {goal.dtype} values, not numbers; goal states are written by `goalrm get-representation`")
-    if goal.ndim == 2 and goal.shape[0] == 1:
+    if goal.ndim == 2 and goal.shape[0] > 1 and goal.shape[1] == hidden_size:
+        if rows != "mean":
+            raise ValueError(f"{source} has {goal.shape[0]} rows {shape}: one goal per file is expected, (1, {hidden_size}); "
+                             f"--goal_rows mean averages the rows, as the official eval_rm.py does")
+        goal = goal.mean(axis=0)
+    elif goal.ndim == 2 and goal.shape[0] == 1:
         goal = goal[0]
     if goal.shape != (hidden_size,):
         raise ValueError(f"{source} has shape {shape}, but the reward model's hidden size is {hidden_size}: expected (1, {hidden_size})")
@@ -62,8 +72,8 @@ def check_goal_state(goal: np.ndarray, hidden_size: int, source: str = "goal sta
     return torch.as_tensor(goal, dtype=torch.float32)
 
 
-def load_goal_state(path: str | Path, hidden_size: int) -> torch.Tensor:
-    return check_goal_state(load_npy(path), hidden_size, source=str(path))
+def load_goal_state(path: str | Path, hidden_size: int, rows: str = "one") -> torch.Tensor:
+    return check_goal_state(load_npy(path), hidden_size, source=str(path), rows=rows)
 
 
 def check_goal_state_owner(path: str | Path, reward_model_path: str | Path) -> dict:

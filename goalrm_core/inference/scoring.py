@@ -4,9 +4,10 @@ The RM reads each generation through ``forward.iter_scored`` (length buckets, th
 template, response + " " + EOS); the Q-values are ``goal_state.q_values`` of its response states.
 Rows come back in the input order. Command line: ``goalrm eval-rm`` (:mod:`goalrm_core.cli.eval_rm`)
 with the official ``eval_rm.py`` flags. Its ``--filter_threshold`` scores nothing differently: the
-official ``eval_rm.py`` hands it only to its closing metrics printout (Q-filtered majority voting over
-the sampled generations), which is ``goalrm metrics --filter_threshold`` here. eval-rm records it in
-``<save_dir>/eval_rm.json`` with its other settings.
+official ``eval_rm.py`` (at HEAD 46e3a96) parses it and never uses it; the threshold acts in the
+official ``metrics.py`` (Q-filtered majority voting over the sampled generations), which is
+``goalrm metrics --filter_threshold`` here. eval-rm records it in ``<save_dir>/eval_rm.json`` with its
+other settings.
 """
 
 from __future__ import annotations
@@ -78,11 +79,12 @@ def check_finite_scores(rows: Sequence[dict], source: str) -> None:
 
 
 def _equivalent_command(completions_data_path, reward_model_path, save_dir, benchmarks, goal_state_path, vanilla, template,
-                        encoding, readout, max_len, max_samples) -> str:
+                        encoding, readout, max_len, max_samples, goal_rows="one") -> str:
     """The ``goalrm eval-rm`` command line of a call from Python (a notebook), for the manifest."""
     argv = ["--completions_data_path", completions_data_path, "--reward_model_path", reward_model_path, "--save_dir", save_dir,
             "--benchmarks", *benchmarks, *(["--vanilla"] if vanilla else ["--goal_state_path", goal_state_path]),
-            "--template", template, "--encoding", encoding, "--readout", readout, "--max_len", max_len, "--max_samples", max_samples]
+            "--template", template, "--encoding", encoding, "--readout", readout, "--max_len", max_len, "--max_samples", max_samples,
+            *(["--goal_rows", goal_rows] if goal_rows != "one" else [])]
     return manifest.command_line("goalrm eval-rm", argv)
 
 
@@ -141,13 +143,14 @@ def eval_rm(
     flash_attn: bool = False,
     device: str = "auto",
     command: str | None = None,
+    goal_rows: str = "one",
 ) -> dict[str, dict[str, int]]:
     """Score every benchmark's greedy and sampled generations into
     ``save_dir/<rm_name>/<bench>/{greedy,all}/output-metrics-dense.jsonl`` (the official layout;
     ``rm_name`` is the RM folder's name), and what ran into ``save_dir/<rm_name>/eval_rm.json``.
     ``filter_threshold`` is only recorded there: it is applied by ``goalrm metrics`` (see the module
     docstring). ``encoding`` and ``readout``: see ``inference.forward``; ``device`` ``auto`` is the GPU
-    when there is one.
+    when there is one; ``goal_rows``: see ``inference.goal_state.GOAL_ROWS``.
 
     Finished or absent: every input is read and checked before scoring starts; the RM's folder is
     marked in progress before its first file is written, and its manifest (``data.manifest``: the
@@ -155,7 +158,7 @@ def eval_rm(
     is written last; a run that fails or is killed before its first file leaves the folder as it was.
     ``command`` is what the manifest names as the writer (default: the equivalent ``goalrm eval-rm``
     command line)."""
-    for name, value, low in (("batch_size", batch_size, 1), ("max_len", max_len, 1), ("max_samples", max_samples, 0)):
+    for name, value, low in (("batch_size", batch_size, 1), ("max_len", max_len, 0), ("max_samples", max_samples, 0)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
             raise ValueError(f"--{name} must be an integer >= {low}, got {value!r}")
     for bench in benchmarks:
@@ -178,13 +181,15 @@ def eval_rm(
         if not vanilla:
             if goal_state_path is None:
                 raise ValueError("--goal_state_path is required unless --vanilla is given")
-            goal = load_goal_state(goal_state_path, model.config.hidden_size)
+            goal = load_goal_state(goal_state_path, model.config.hidden_size, goal_rows)
             goal_record = check_goal_state_owner(goal_state_path, reward_model_path)
             inputs.append(Path(goal_state_path))
         settings = {"vanilla": vanilla, "template": template, "encoding": encoding, "readout": readout, "bf16": bf16, "max_len": int(max_len),
                     "max_samples": int(max_samples), "benchmarks": list(benchmarks), "filter_threshold": filter_threshold}
+        if goal_rows != "one":
+            settings["goal_rows"] = goal_rows
         command = command or _equivalent_command(completions_data_path, reward_model_path, save_dir, benchmarks, goal_state_path, vanilla,
-                                                 template, encoding, readout, max_len, max_samples)
+                                                 template, encoding, readout, max_len, max_samples, goal_rows)
 
         def score(rows: list[dict], desc: str, show: bool) -> list[dict]:
             scored = score_generations(model, tokenizer, rows, template, goal, max_len, batch_size, progress=progress and show, desc=desc,

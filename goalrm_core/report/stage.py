@@ -53,15 +53,14 @@ class Stage:
         notebooks = sorted((project_root() / "notebooks").glob(f"[0-9][0-9]_{self.name}*.ipynb"))
         return notebooks[0] if get_ipython() is not None and len(notebooks) == 1 else None
 
-    def record(self, metrics: Mapping[str, Any], **timings: Any) -> Path:
+    def record(self, metrics: Mapping[str, Any], **timings: Any) -> None:
         """Write the stage's metrics to ``<reports_dir>/metrics.json``, with the threads it computed
         with (floats depend on them: ``goalrm compare`` flags a mismatch) and its wall time (and any
-        other ``timings``) apart from them."""
-        path = record_metrics(self.name, {**metrics, "threads": self.threads}, self.reports_dir,
+        other ``timings``) apart from them. Returns nothing, so a notebook's last cell shows no path."""
+        record_metrics(self.name, {**metrics, "threads": self.threads}, self.reports_dir,
                               timings={"wall_s": time.perf_counter() - self.started, **timings})
         if not os.environ.get(BATCH_VAR):  # by hand: note what produced the run's files, as the runner does
             self._record_interactive_stage()
-        return path
 
     def _record_interactive_stage(self) -> None:
         """Outside ``goalrm report``, write the stage record the runner would (``RunDir.stage_record``):

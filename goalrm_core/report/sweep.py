@@ -45,7 +45,7 @@ from goalrm_core.report.profiles import (check_profile_against_notebooks, check_
 from goalrm_core.report.provenance import _now
 from goalrm_core.report.records import stage_is_current
 from goalrm_core.report.runner import discover_stages, inspect_stages, match_stage, run_dir_of, run_report, stage_parameters
-from goalrm_core.report.sweep_page import PLAN_FILE, POINT_MANIFEST, format_value, write_comparison
+from goalrm_core.report.sweep_page import PAIRED_FILE, PLAN_FILE, POINT_MANIFEST, format_value, write_comparison
 from goalrm_core.study.training import RMRecipe
 
 # Keys the sweep sets itself for every point: a grid or --set may not.
@@ -372,6 +372,41 @@ def _run_point(job: dict) -> int:
     return code
 
 
+def record_paired_deltas(plan: SweepPlan, n_boot: int = 1000, seed: int = 0) -> list[str]:
+    """For every complete point but the base point (:attr:`SweepPlan.default_point`): the paired
+    bootstrap Δ of the goal-conditioned RM's seed-0 reward AUROC, point − base point, on the same
+    headline generations of the primary benchmark (every point shares the base run's data), written
+    to ``<point>/paired_vs_base.json`` for the comparison page. Returns the points recorded; a point
+    whose scored generations are missing or differ from the base point's is left out."""
+    from goalrm_core.evaluation.tables import delta_auroc  # the scoring stack: only once points have run
+    from goalrm_core.study.artifacts import headline_rows
+    from goalrm_core.study.rms import GOAL_CONDITIONED, ID_BENCH
+
+    base = plan.default_point
+    if base is None or not (plan.report_dir / base / POINT_MANIFEST).exists():
+        return []
+    headline = str(plan.settings.get("headline", "greedy"))
+    try:
+        base_rows = headline_rows(plan.run_root / base, GOAL_CONDITIONED, ID_BENCH, headline, 0)
+    except (OSError, ValueError):
+        return []
+    done = []
+    for p in plan.points:
+        if p.name == base or not (plan.report_dir / p.name / POINT_MANIFEST).exists():
+            continue
+        try:
+            rows = headline_rows(plan.run_root / p.name, GOAL_CONDITIONED, ID_BENCH, headline, 0)
+            d = delta_auroc(rows, base_rows, n_boot=n_boot, seed=seed)
+        except (OSError, ValueError):
+            continue
+        atomic_write_json(plan.report_dir / p.name / PAIRED_FILE,
+                          {"base_point": base, "rm": GOAL_CONDITIONED, "benchmark": ID_BENCH, "headline": headline, "rm_seed": 0,
+                           "n_boot": n_boot, "delta": d["delta"], "ci_low": d["ci_low"], "ci_high": d["ci_high"],
+                           "p_value": d["p_value_two_sided"]})
+        done.append(p.name)
+    return done
+
+
 def _prefixed(point: str) -> Callable[[str], None]:
     return lambda message: print(f"[{point}] {message}", flush=True)
 
@@ -427,6 +462,9 @@ def run_sweep(plan: SweepPlan, jobs: int = 1, log: Callable[[str], Any] | None =
             for future in as_completed(futures):
                 codes[futures[future]] = future.result()
                 write_comparison(plan.report_dir, report_links=report_links)
+    paired = record_paired_deltas(plan)
+    if paired:
+        log(f"paired Δ against the base point {plan.default_point}: {len(paired)} point(s)")
     page = write_comparison(plan.report_dir, report_links=report_links)
     failed = [job["point"] for job, code in zip(todo, codes) if code != 0]
     if failed:

@@ -266,7 +266,7 @@ def build_model(cfg: TrainRMConfig, ds_config: dict) -> RewardModel:
     backbone = AutoModel.from_pretrained(cfg.pretrain, dtype=dtype, attn_implementation=attn)
     backbone.config.use_cache = False
     torch.manual_seed(cfg.seed)
-    model = RewardModel(backbone, cfg.value_head_strategy)
+    model = RewardModel(backbone, cfg.value_head_strategy, cfg.mlp_head)
     model.head.to(dtype)
     model._hf_deepspeed_config = hf_ds_config  # keep it alive as long as the model
     if cfg.gradient_checkpointing:

@@ -508,7 +508,8 @@ class Trainer:
             raise TrainingError(f"NaN or inf weights after training ({describe_tensors(bad) if bad else 'found on rank 0'}); "
                                 f"nothing was saved to {cfg.save_path}. Lower --learning_rate / --head_learning_rate.")
         if rank == 0:
-            save_reward_model(engine.module, cfg.save_path, self.tokenizer, training_args=cfg.to_dict(), state_dict=state_dict)
+            save_reward_model(engine.module, cfg.save_path, self.tokenizer, training_args=cfg.to_dict(), state_dict=state_dict,
+                              save_format=cfg.save_format)
         dist.barrier()
 
 
