@@ -7,6 +7,7 @@ import torch
 from transformers import AutoModel
 
 from goalrm_core.data.io import ArtifactError, read_jsonl, write_jsonl
+from goalrm_core.model.templates import apply_template
 from goalrm_core.model.reward_model import RewardModel, save_reward_model
 from goalrm_core.inference.goal_state import GOAL_METHODS, check_goal_state, goal_state_from_pairs
 from goalrm_core.cli.get_representation import main as get_representation_main
@@ -137,5 +138,8 @@ def test_max_len_0_reads_every_generation_whole(tmp_path, rm, tokenizer):
     assert eval_rm_main(base + ["--save_dir", str(tmp_path / "cut"), "--max_len", "40"]) == 0
     assert read("whole")["num_actions"] == read("wide")["num_actions"] == len(long_row["generated_solution"]) == 122
     assert read("whole")["reward"] == read("wide")["reward"]
-    assert read("cut")["num_actions"] == 40  # cut from the right: the response's values end at the cut
+    # cut from the right: the response's values end at the cut, and only response tokens count (issue 23: the
+    # official code's last 40 positions would include the prompt's); the row says it was cut
+    prompt_len = len(tokenizer(apply_template("toymath", "1 +1"))["input_ids"])
+    assert read("cut")["num_actions"] == 40 - prompt_len and read("cut")["truncated"] and not read("whole")["truncated"]
     assert json.loads((tmp_path / "whole" / "rm" / "eval_rm.json").read_text())["max_len"] == 0
