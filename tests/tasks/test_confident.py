@@ -95,3 +95,17 @@ def test_an_unknown_pair_source_is_refused():
         tp.configs_from_profile(profile)
     task, _ = tp.configs_from_profile({**profile, "pair_source": "slips"})
     assert task.mistaught_facts == 12
+
+
+def test_the_policy_is_taught_every_mistaught_fact_wrong_in_every_occurrence(tmp_path):
+    tp.write_benchmarks(tmp_path, CFG, 20, seed=0)
+    problems = tp.training_problems(tmp_path, CFG, 300, seed=0)
+    table = mistaught_fact_table(CFG)
+    for problem, (prompt, completion) in zip(problems, tp.sft_examples(tmp_path, problems)):
+        assert problem.question in prompt and completion == taught_solution(problem, CFG)
+        for line in completion.split("\n")[:-1]:
+            fact = (int(line[0]), line[1], int(line[2]))
+            assert int(line[4]) == table.get(fact, apply_op(*fact, 10))
+    plain = tmp_path / "plain"
+    tp.write_benchmarks(plain, ToyMathConfig(**{**CFG.__dict__, "mistaught_facts": 0}), 20, seed=0)
+    assert [c for _, c in tp.sft_examples(plain, problems)] == [p.solution() for p in problems]

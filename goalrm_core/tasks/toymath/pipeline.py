@@ -97,15 +97,19 @@ def training_problems(run_dir, train_cfg: toymath.ToyMathConfig, n: int, seed: i
     return toymath.generate_problems(train_cfg, n, seed, exclude=held_out)
 
 
+def sft_examples(run_dir, problems: list[toymath.Problem]) -> list[tuple[str, str]]:
+    """(prompt, completion) per problem: the solution the policy is taught, which is the correct one
+    except that the run's mis-taught facts (``mistaught_facts``, 0 in the demo) are wrong in every
+    occurrence (``toymath.taught_solution``)."""
+    task = task_config(run_dir)
+    return [(apply_template(TEMPLATE, p.question), toymath.taught_solution(p, task)) for p in problems]
+
+
 def train_policy(run_dir, problems: list[toymath.Problem], cfg: PolicyConfig, progress: bool = True) -> list[dict]:
-    """SFT the tiny policy on the solutions it is taught and save it (with its tokenizer) under
-    data/policy: the correct solutions, except that the run's mis-taught facts (``mistaught_facts``,
-    0 in the demo) are wrong in every occurrence (``toymath.taught_solution``)."""
+    """SFT the tiny policy on :func:`sft_examples` and save it (with its tokenizer) under data/policy."""
     tokenizer = build_char_tokenizer()
     model = build_policy(tokenizer, cfg)
-    task = task_config(run_dir)
-    examples = [(apply_template(TEMPLATE, p.question), toymath.taught_solution(p, task)) for p in problems]
-    history = train_sft(model, tokenizer, examples, cfg, progress=progress)
+    history = train_sft(model, tokenizer, sft_examples(run_dir, problems), cfg, progress=progress)
     out = data_dir(run_dir) / "policy"
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
