@@ -191,6 +191,81 @@ def rules_table(df: pd.DataFrame) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+CONFIDENT_INTRO = """The paper's regime in the toy (issue 26, Part 2; profile `confident`). The policy is taught a
+few facts WRONG in every SFT solution (`mistaught_facts`, a fixed draw disjoint from the held-out facts; the
+later steps chain from the taught result) and sampled at a normal temperature, so its errors are likely under
+its own log-prob. The RMs learn from a second generator, not from the evaluated policy: reference solutions
+against the same solution with one step's result changed and carried through (`verify_data.slip_pairs`), and
+they are scored on the policy's own `toy-id` generations. Targets: sampled accuracy 40-80%, policy log-prob
+AUROC <= 0.70; the baseline RM's AUROC >= log-prob + 0.10 and >= length + 0.15, as means over 3 seeds. Pair
+accuracy within a question (held-out slip pairs) and AUROC across questions (the policy's generations) are
+both recorded: the first can be good while the second is not. Policy rows: `scripts/calibrate_confident.py`;
+RM rows: `scripts/calibrate_rm.py --profile confident --table reports/calibration/confident.jsonl` on a
+policy row's run directory (`policy` column). AUROC CIs are 95% bootstrap intervals clustered by question.
+"""
+
+
+def _with_ci(figure: dict) -> str:
+    if figure["auroc"] is None:
+        return "undefined"
+    return f"{figure['auroc']:.3f} [{figure['ci'][0]:.3f}, {figure['ci'][1]:.3f}]"
+
+
+def confident_policy_table(df: pd.DataFrame) -> str:
+    if df.empty:
+        return "_No confident-policy calibration recorded._\n"
+    rows = []
+    for r in df.itertuples():
+        logprob = r.logprob_auroc["auroc"]
+        rows.append({
+            "policy": r.name, "mis-taught facts": r.task["mistaught_facts"],
+            "SFT steps": r.policy_steps if not isinstance(getattr(r, "policy_of", None), str) else f"{r.policy_steps} (policy of {r.policy_of})",
+            "size": f"h{r.policy_hidden_size}×{r.policy_layers}", "T": r.temperature,
+            "samples": f"{r.n_questions}×{r.samples}", "accuracy": f"{r.accuracy:.1%}",
+            "errors on mis-taught facts": f"{r.errors_on_mistaught}/{r.n_errors}",
+            "well-formed errors": f"{r.share_errors_well_formed:.0%}",
+            "length AUROC [CI]": _with_ci(r.length_auroc), "log-prob AUROC [CI]": _with_ci(r.logprob_auroc),
+            "targets met": "yes" if 0.40 <= r.accuracy <= 0.80 and logprob is not None and logprob <= 0.70 else "no",
+        })
+    return markdown(pd.DataFrame(rows), index=False) + "\n"
+
+
+def confident_rm_table(df: pd.DataFrame) -> str:
+    if df.empty:
+        return "_No confident-RM calibration recorded._\n"
+    rows = []
+    for (name, strategy, run_dir), g in df.groupby(["name", "strategy", "run_dir"], sort=False):
+        recipe, data = g.iloc[0]["recipe"], g.iloc[0]["data"]
+        first = g.sort_values("seed").iloc[0]
+        auroc, length, logprob = (np.asarray(g[k], dtype=float).mean() for k in ("auroc", "length_auroc", "logprob_auroc"))
+        met = auroc >= logprob + 0.10 and auroc >= length + 0.15
+        extra = ", ".join(f"{k}={recipe[k]}" for k in ("dense_loss_coef", "pretrain") if k in recipe)
+        rows.append({
+            "recipe": name, "rm": strategy, "policy": Path(run_dir).name,
+            "pairs": f"{data['source']} ({data['n_pairs']:,})" if data["source"] != "policy" else f"the run's slips ({data['n_pairs']:,})",
+            "steps": recipe.get("max_steps"), "lr": recipe.get("learning_rate"), "other": extra,
+            "seeds": len(g), "held-out pair acc": _spread(g["eval_accuracy"]), "AUROC": _spread(g["auroc"]),
+            "seed-0 AUROC [95% CI]": f"{first['auroc']:.3f} [{first['auroc_ci'][0]:.3f}, {first['auroc_ci'][1]:.3f}]",
+            "length": f"{length:.3f}", "log-prob": f"{logprob:.3f}", "errors": int(first["n_incorrect"]),
+            "target met": ("yes" if met else "no") + ("" if len(g) >= 3 else " (1 seed)" if len(g) == 1 else f" ({len(g)} seeds)")
+            if strategy == "baseline" else "(baseline's target)",
+            "train s / RM": f"{np.mean(g['train_s']):.0f}",
+        })
+    return markdown(pd.DataFrame(rows), index=False) + "\n"
+
+
+def confident_section(df: pd.DataFrame) -> str:
+    is_policy = df["kind"].eq("policy") if "kind" in df else pd.Series(False, index=df.index)
+    return ("\n## The confident design: the paper's regime\n\n" + CONFIDENT_INTRO
+            + "\n**Policy** (`toy-id`, sampled)\n\n" + confident_policy_table(df[is_policy])
+            + "\n**Reward models** (scored on the policy's own `toy-id` samples)\n\n" + confident_rm_table(df[~is_policy])
+            + (CONFIDENT_PROSE.read_text() if CONFIDENT_PROSE.exists() else ""))
+
+
+# Findings written by hand about the recorded rows (the rows themselves are never edited).
+CONFIDENT_PROSE = DIR / "confident-findings.md"
+
+
 def render() -> str:
     policy, rm, verify = _read(DIR / "policy.jsonl"), _read(DIR / "rm.jsonl"), _read(DIR / "verify.jsonl")
     return (INTRO + "\n## Policy: accuracy per benchmark\n\n" + policy_table(policy)
@@ -199,7 +274,8 @@ def render() -> str:
               "shared the machine; the demo report's own timings are in its status.json.\n"
             + "\n## Reward models that verify: well-formed errors only\n\n" + VERIFY_INTRO + "\n" + verify_table(verify)
             + "\n## Filtering rules: which signal saves tokens\n\n" + RULES_INTRO + "\n"
-            + rules_table(_read(DIR / "filter-rules.jsonl")))
+            + rules_table(_read(DIR / "filter-rules.jsonl"))
+            + confident_section(_read(DIR / "confident.jsonl")))
 
 
 def main() -> int:

@@ -419,6 +419,7 @@ CONTRASTIVE_WINDOW_CHOICES = ("earliest", "latest")    # model.losses.PERCENTILE
 CONTRASTIVE_PAIRS_CHOICES = ("all", "matched")         # model.losses.PAIR_FORMS
 VALUE_HEAD_CHOICES = ("linear", "mlp")                 # model.reward_model.VALUE_HEAD_STRATEGIES
 TOYMATH_OPERATORS = "+-*"                              # tasks.toymath.problems.OPERATORS
+PAIR_SOURCE_CHOICES = ("policy", "slips")              # tasks.toymath.pipeline.PREFERENCE_SOURCES
 
 _COUNT = Range(int, ">= 1")
 _FRACTION = Range(float, "(0, 1)")
@@ -439,6 +440,7 @@ PROFILE_RULES: dict[str, Any] = {
     "operations": Letters(TOYMATH_OPERATORS, "operators"),
     "modulus": Range(int, ">= 2", also=(0,), note="0 = exact results"),
     "heldout_facts": Range(int, ">= 0"),
+    "mistaught_facts": Range(int, ">= 0"),
     "n_benchmark_questions": _COUNT,
     "n_train_questions": _COUNT,
     # 01_data: the policy and its samples
@@ -454,6 +456,8 @@ PROFILE_RULES: dict[str, Any] = {
     "pair_samples_per_question": Range(int, ">= 2", note="a pair needs two samples"),
     "pairs_per_question": _COUNT,
     "eval_fraction": _FRACTION,
+    "pair_source": Choice(*PAIR_SOURCE_CHOICES),
+    "slips_per_question": _COUNT,
     # 02_training
     "rm_seeds": ListOf(Range(int, ">= 0"), distinct=True),
     "rm_steps": Range(int, ">= 0", note="0 = the epochs"),
@@ -514,6 +518,10 @@ RELATIONS: tuple[tuple[tuple[str, ...], Callable[..., bool], str], ...] = (
     (("operand_min", "operand_max"), lambda lo, hi: lo <= hi, "operand_max ({1}) must be >= operand_min ({0})"),
     (("heldout_facts", "modulus"), _heldout_ok,
      "heldout_facts ({0}) needs digit chains (modulus >= 2) and at most the 2*m*(m-1) '+'/'-' facts mod m, got modulus {1}"),
+    (("mistaught_facts", "heldout_facts", "modulus"),
+     lambda mis, held, m: mis == 0 or (m >= 2 and mis + held <= 2 * m * (m - 1)),
+     "mistaught_facts ({0}) needs digit chains (modulus >= 2) and at most the 2*m*(m-1) '+'/'-' facts mod m "
+     "that are not held out ({1}), got modulus {2}"),
     (("rm_batch_size", "rm_micro_batch_size", "rm_processes"), lambda b, m, p: b % (m * p) == 0,
      "rm_batch_size ({0}) must be a multiple of rm_micro_batch_size x rm_processes ({1} x {2})"),
 )

@@ -327,7 +327,7 @@ def test_the_profile_files_values_are_checked_before_any_stage(tmp_path, monkeyp
 def test_the_demo_profile_lists_every_key_and_passes(tmp_path):
     demo = load_profile("demo")
     assert set(demo) == set(PROFILE_RULES)
-    for name in ("demo", "smoke", "multidigit"):
+    for name in ("demo", "smoke", "multidigit", "confident"):
         check_ranges(load_profile(name), f"params/{name}.yaml")
     for keys, _, _ in RELATIONS:
         assert set(keys) <= set(PROFILE_RULES)
@@ -352,6 +352,7 @@ def test_the_rules_agree_with_the_library():
     from goalrm_core.model.encoding import ENCODINGS
     from goalrm_core.model.losses import CONTRASTIVE_STRATEGIES, PAIR_FORMS, PERCENTILE_WINDOWS
     from goalrm_core.model.reward_model import VALUE_HEAD_STRATEGIES
+    from goalrm_core.tasks.toymath.pipeline import PREFERENCE_SOURCES
     from goalrm_core.study.artifacts import HEADLINE_SETS
     from goalrm_core.study.training import RMRecipe
     from goalrm_core.tasks.toymath.problems import OPERATORS
@@ -359,7 +360,8 @@ def test_the_rules_agree_with_the_library():
 
     choices = {"goal_method": GOAL_METHODS, "encoding": ENCODINGS, "readout": READOUTS, "headline": HEADLINE_SETS,
                "contrastive_strategy": CONTRASTIVE_STRATEGIES, "contrastive_pairs": PAIR_FORMS,
-               "contrastive_window": PERCENTILE_WINDOWS, "value_head_strategy": VALUE_HEAD_STRATEGIES}
+               "contrastive_window": PERCENTILE_WINDOWS, "value_head_strategy": VALUE_HEAD_STRATEGIES,
+               "pair_source": PREFERENCE_SOURCES}
     for key, options in choices.items():
         assert set(PROFILE_RULES[key].options) == set(options), key
     assert PROFILE_RULES["operations"].alphabet == OPERATORS

@@ -41,3 +41,9 @@ def test_pair_sentence_names_every_count():
     stats = {"n_sampled_questions": 600, "sample_accuracy": 0.5, "n_questions": 400, "n_pairs": 700, "n_train": 630, "n_eval": 70}
     s = tp.pair_sentence(stats)
     assert all(f"{v:,}" in s for v in (600, 400, 700, 630, 70)) and "50.0%" in s and "{" not in s
+
+
+def test_pair_sentence_of_second_generator_pairs():
+    stats = {"n_sampled_questions": 600, "n_questions": 600, "n_pairs": 1200, "n_train": 1080, "n_eval": 120, "source": "slips"}
+    s = tp.pair_sentence(stats)
+    assert all(f"{v:,}" in s for v in (600, 1200, 1080, 120)) and "slip" in s and "{" not in s

@@ -424,9 +424,10 @@ def test_profile_data_keys_reach_the_task_and_policy_configs():
 
     profile = {"min_chain_steps": 3, "max_chain_steps": 7, "operand_min": 2, "operand_max": 8, "operations": "+",
                "modulus": 10, "heldout_facts": 5, "policy_hidden_size": 48, "policy_layers": 3, "policy_steps": 11,
-               "policy_batch_size": 17, "policy_learning_rate": 0.004, "seed": 9}
+               "policy_batch_size": 17, "policy_learning_rate": 0.004, "seed": 9, "mistaught_facts": 6,
+               "pair_source": "slips"}
     task, policy = configs_from_profile(profile)
     assert (task.min_steps, task.max_steps, task.operand_min, task.operand_max, task.operations, task.modulus,
-            task.heldout_facts) == (3, 7, 2, 8, "+", 10, 5)
+            task.heldout_facts, task.mistaught_facts) == (3, 7, 2, 8, "+", 10, 5, 6)
     assert (policy.hidden_size, policy.num_layers, policy.steps, policy.batch_size, policy.learning_rate,
             policy.seed) == (48, 3, 11, 17, 0.004, 9)

@@ -25,6 +25,7 @@ from goalrm_core.data.io import atomic_write_json, read_jsonl, require_artifact,
 from goalrm_core.data.questions import held_out_questions, preference_pairs
 from goalrm_core.data.schema import GENERATION_FIELDS
 from goalrm_core.tasks.toymath.policy import PolicyConfig, build_policy, train_sft
+from goalrm_core.tasks.toymath.verify_data import slip_pairs
 from goalrm_core.model.templates import apply_template
 from goalrm_core.model.tokenization import build_char_tokenizer
 
@@ -38,10 +39,12 @@ def data_dir(run_dir: str | Path) -> Path:
 def configs_from_profile(p: Mapping[str, Any]) -> tuple[toymath.ToyMathConfig, PolicyConfig]:
     """The task's and the base policy's configs from a profile's data keys (``min_chain_steps`` …,
     ``policy_steps`` …; notebook 01's parameters). The profile names them after the study; this is
-    the one place they become the configs' fields."""
+    the one place they become the configs' fields (and where ``pair_source`` is checked)."""
+    if p["pair_source"] not in PREFERENCE_SOURCES:
+        raise ValueError(f"profile key pair_source must be one of {PREFERENCE_SOURCES}, got {p['pair_source']!r}")
     task = toymath.ToyMathConfig(min_steps=p["min_chain_steps"], max_steps=p["max_chain_steps"], operand_min=p["operand_min"],
                                  operand_max=p["operand_max"], operations=p["operations"], modulus=p["modulus"],
-                                 heldout_facts=p["heldout_facts"])
+                                 heldout_facts=p["heldout_facts"], mistaught_facts=p["mistaught_facts"])
     policy = PolicyConfig(hidden_size=p["policy_hidden_size"], num_layers=p["policy_layers"], steps=p["policy_steps"],
                           batch_size=p["policy_batch_size"], learning_rate=p["policy_learning_rate"], seed=p["seed"])
     return task, policy
@@ -103,7 +106,11 @@ def length_sentence(lengths: pd.DataFrame) -> str:
 
 
 def pair_sentence(stats: Mapping[str, Any]) -> str:
-    """What ``build_preference_data`` did, in a sentence."""
+    """What ``build_preference_data`` (or ``build_slip_preference_data``) did, in a sentence."""
+    if stats.get("source") == "slips":
+        return (f"{stats['n_sampled_questions']:,} training questions, each reference solution paired with copies of it "
+                f"that slip on one fact: {stats['n_pairs']:,} pairs from {stats['n_questions']:,} questions "
+                f"({stats['n_train']:,} to train, {stats['n_eval']:,} held out, split by question).")
     return (f"{stats['n_sampled_questions']:,} training questions sampled, {stats['sample_accuracy']:.1%} of the samples "
             f"correct; {stats['n_questions']:,} questions had both a correct and an incorrect sample and gave "
             f"{stats['n_pairs']:,} pairs ({stats['n_train']:,} to train, {stats['n_eval']:,} held out, split by question).")
@@ -118,7 +125,8 @@ def data_metrics(task: toymath.ToyMathConfig, policy: PolicyConfig, accuracy: pd
         "preference": {k: pair_stats[k] for k in ("n_pairs", "n_questions", "n_train", "n_eval")},
         "policy": {"sft_final_loss": sft_history[-1]["loss"], "steps": policy.steps},
         "task": {"name": "digit-chain ToyMath" if task.is_digit_chain else "multi-digit ToyMath",
-                 "min_steps": task.min_steps, "max_steps": task.max_steps, "modulus": task.modulus, "heldout_facts": task.heldout_facts},
+                 "min_steps": task.min_steps, "max_steps": task.max_steps, "modulus": task.modulus, "heldout_facts": task.heldout_facts,
+                 "mistaught_facts": task.mistaught_facts},
     }
 
 
@@ -155,12 +163,19 @@ def training_problems(run_dir, train_cfg: toymath.ToyMathConfig, n: int, seed: i
     return toymath.generate_problems(train_cfg, n, seed, exclude=held_out)
 
 
+def sft_examples(run_dir, problems: list[toymath.Problem]) -> list[tuple[str, str]]:
+    """(prompt, completion) per problem: the solution the policy is taught, which is the correct one
+    except that the run's mis-taught facts (``mistaught_facts``, 0 in the demo) are wrong in every
+    occurrence (``toymath.taught_solution``)."""
+    task = task_config(run_dir)
+    return [(apply_template(TEMPLATE, p.question), toymath.taught_solution(p, task)) for p in problems]
+
+
 def train_policy(run_dir, problems: list[toymath.Problem], cfg: PolicyConfig, progress: bool = True) -> list[dict]:
-    """SFT the tiny policy on correct solutions and save it (with its tokenizer) under data/policy."""
+    """SFT the tiny policy on :func:`sft_examples` and save it (with its tokenizer) under data/policy."""
     tokenizer = build_char_tokenizer()
     model = build_policy(tokenizer, cfg)
-    examples = [(apply_template(TEMPLATE, p.question), p.solution()) for p in problems]
-    history = train_sft(model, tokenizer, examples, cfg, progress=progress)
+    history = train_sft(model, tokenizer, sft_examples(run_dir, problems), cfg, progress=progress)
     out = data_dir(run_dir) / "policy"
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
@@ -246,6 +261,30 @@ def build_preference_data(run_dir, model, tokenizer, problems: list[toymath.Prob
     return {"n_pairs": len(pairs), "n_train": len(train), "n_eval": len(held), "n_questions": len(questions),
             "n_sampled_questions": len(problems),
             "sample_accuracy": sum(s["is_correct"] for s in samples) / max(1, len(samples))}
+
+
+# Where notebook 01's preference pairs come from (profile key ``pair_source``): the evaluated
+# policy's own samples (the demo), or a second generator's one-fact slips (``confident``).
+PREFERENCE_SOURCES = ("policy", "slips")
+
+
+def build_slip_preference_data(run_dir, problems: list[toymath.Problem], slips_per_question: int, eval_fraction: float,
+                               seed: int = 0) -> dict[str, int]:
+    """Preference pairs from a second generator, not the evaluated policy (the paper's setting: its
+    pairs are OpenMathInstruct solutions): each question's reference solution against the same
+    solution with one step's result changed and carried through (``verify_data.slip_pairs``), split
+    by question like :func:`build_preference_data`. Synthetic pairs are free: ``slips_per_question``
+    scales them."""
+    pairs = slip_pairs(problems, slips_per_question, task_config(run_dir).modulus, seed)
+    questions = sorted({p["question"] for p in pairs})
+    eval_questions = held_out_questions(questions, eval_fraction, seed)
+    train = [p for p in pairs if p["question"] not in eval_questions]
+    held = [p for p in pairs if p["question"] in eval_questions]
+    out = data_dir(run_dir) / "preference"
+    write_jsonl(out / "train.jsonl", train)
+    write_jsonl(out / "eval.jsonl", held)
+    return {"n_pairs": len(pairs), "n_train": len(train), "n_eval": len(held), "n_questions": len(questions),
+            "n_sampled_questions": len(problems), "source": "slips"}
 
 
 def benchmark_table(run_dir) -> pd.DataFrame:

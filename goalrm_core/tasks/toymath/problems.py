@@ -89,6 +89,13 @@ class ToyMathConfig:
         metadata={"help": "Digit chains only: how many '+'/'-' facts (a op b, a in [0, m), b in [1, m)) "
                           "are withheld; see `facts`."},
     )
+    mistaught_facts: int = field(
+        default=0,
+        metadata={"help": "Digit chains only: how many '+'/'-' facts the base policy is taught WRONG, in every "
+                          "SFT solution (a fixed crc32-seeded draw disjoint from the held-out facts, each with "
+                          "a fixed wrong result; see `mistaught_fact_table`). 0 (the demo): none. The "
+                          "'confident' profile's policy is then confidently wrong on them."},
+    )
     facts: str = field(
         default="seen",
         metadata={"help": "'seen': no step uses a held-out fact (training); 'unseen': at least one step "
@@ -134,6 +141,13 @@ class ToyMathConfig:
         if self.heldout_facts > len(_fact_space(self.modulus)):
             raise ValueError(f"heldout_facts ({self.heldout_facts}) exceeds the "
                              f"{len(_fact_space(self.modulus))} '+'/'-' facts mod {self.modulus}")
+        if self.mistaught_facts < 0 or (self.mistaught_facts and self.modulus == 0):
+            raise ValueError(f"mistaught_facts needs a modulus and must be >= 0, got {self.mistaught_facts} "
+                             f"with modulus {self.modulus}")
+        if self.mistaught_facts > len(_fact_space(self.modulus)) - self.heldout_facts:
+            raise ValueError(f"mistaught_facts ({self.mistaught_facts}) exceeds the "
+                             f"{len(_fact_space(self.modulus)) - self.heldout_facts} '+'/'-' facts mod "
+                             f"{self.modulus} that are not held out")
         if self.facts == "unseen" and not self.heldout_facts:
             raise ValueError("facts='unseen' needs heldout_facts > 0")
 
@@ -163,6 +177,55 @@ def _heldout_facts(modulus: int, count: int) -> frozenset[tuple[int, str, int]]:
         return frozenset()
     rng = random.Random(zlib.crc32(f"toymath-heldout-facts/{modulus}".encode()))
     return frozenset(rng.sample(_fact_space(modulus), count))
+
+
+def mistaught_fact_table(cfg: "ToyMathConfig") -> dict[tuple[int, str, int], int]:
+    """The ``cfg.mistaught_facts`` facts the base policy is taught wrong: ``(a, op, b)`` -> the wrong
+    result it is taught. A fixed draw (crc32-seeded, like the held-out facts) from the '+'/'-' facts
+    mod ``cfg.modulus`` that are not held out; each wrong result differs from the true one."""
+    return dict(_mistaught_facts(cfg.modulus, cfg.heldout_facts, cfg.mistaught_facts))
+
+
+@functools.lru_cache(maxsize=None)
+def _mistaught_facts(modulus: int, heldout: int, count: int) -> tuple[tuple[tuple[int, str, int], int], ...]:
+    if not count:
+        return ()
+    rng = random.Random(zlib.crc32(f"toymath-mistaught-facts/{modulus}".encode()))
+    excluded = _heldout_facts(modulus, heldout)
+    facts = rng.sample([f for f in _fact_space(modulus) if f not in excluded], count)
+    return tuple((f, (apply_op(*f, modulus) + rng.randrange(1, modulus)) % modulus) for f in facts)
+
+
+def taught_steps(problem: "Problem", cfg: "ToyMathConfig") -> list[Step]:
+    """The steps the base policy is trained on: the reference chain, except that every step asserting
+    a mis-taught fact gives its taught (wrong) result, and the later steps chain from that result
+    (every other fact is right). Without mis-taught facts, the reference steps."""
+    table = mistaught_fact_table(cfg)
+    if not table:
+        return list(problem.steps)
+    steps: list[Step] = []
+    acc = problem.steps[0][0]
+    for _, op, b, _ in problem.steps:
+        result = table.get((acc, op, b), apply_op(acc, op, b, cfg.modulus))
+        steps.append((acc, op, b, result))
+        acc = result
+    return steps
+
+
+def taught_solution(problem: "Problem", cfg: "ToyMathConfig", style: str = "terse") -> str:
+    """The SFT target text of ``problem``: :func:`taught_steps` formatted like a reference solution."""
+    return format_solution(taught_steps(problem, cfg), style)
+
+
+def mistaught_error(problem: "Problem", solution_text: str, cfg: "ToyMathConfig") -> bool:
+    """True iff the solution's first error is a wrong result on a mis-taught fact: the first wrong line
+    is ``a op b = c`` with the reference's ``a op b`` (a mis-taught fact) and another ``c``."""
+    err = first_error(problem, solution_text)
+    if err is None or err.reason != "wrong_step":
+        return False
+    a, op, b, _ = problem.steps[err.step_index]
+    # a wrong_step line that starts like the reference's ``a op b =`` is wrong in its result
+    return (a, op, b) in mistaught_fact_table(cfg) and solution_text.split("\n")[err.step_index].startswith(f"{a}{op}{b}=")
 
 
 def _check_style(style: str) -> None:
