@@ -6,11 +6,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
-from scipy import stats
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from goalrm_core.data.io import parse_label
 from goalrm_core.evaluation.thresholds import choose_threshold
@@ -478,6 +479,8 @@ def official_filter_figures(questions: Sequence[Sequence[Any]], threshold: float
         filtered.append(n_filtered)
         saved.append(q_saved)
         tokens.append(q_tokens)
+    from scipy import stats
+
     p_value = float(stats.ttest_ind(prop_filtered, prop_all).pvalue) if len(questions) > 1 else math.nan
     return OfficialFilterFigures(
         accuracy=float(np.mean(voted)), generations_filtered_mean=float(np.mean(filtered)),

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from goalrm_core.choices import GOAL_METHODS
 from goalrm_core.data import manifest
 from goalrm_core.data.adapters import HELPSTEER_ATTRIBUTES
 from goalrm_core.data.io import ArtifactError, load_npy, parse_label
@@ -27,7 +28,6 @@ from goalrm_core.model.reward_model import RewardModel
 from goalrm_core.model.templates import apply_template
 from goalrm_core.flags import check_choice
 
-GOAL_METHODS = ("mean_last", "random_response", "random_token", "mean_all_tokens")
 
 
 def check_goal_state(goal: np.ndarray, hidden_size: int, source: str = "goal state") -> torch.Tensor:

@@ -21,10 +21,10 @@ from torch import nn
 from transformers import AutoConfig, AutoModel, LlamaConfig, PretrainedConfig
 from transformers.models.auto.modeling_auto import MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES
 
+from goalrm_core.choices import VALUE_HEAD_STRATEGIES
 from goalrm_core.data.io import UMASK, ArtifactError, atomic_write_json
 from goalrm_core.flags import check_choice
 
-VALUE_HEAD_STRATEGIES = ("linear", "mlp")
 GOALRM_JSON = "goalrm.json"
 
 
