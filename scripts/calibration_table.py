@@ -50,10 +50,21 @@ def _read(path: Path) -> pd.DataFrame:
     return pd.DataFrame([json.loads(line) for line in path.read_text().splitlines() if line.strip()])
 
 
+def _temperature(decoding: str) -> float:
+    """``"T=1.7"`` -> 1.7 (a decoding that names no temperature sorts last)."""
+    try:
+        return float(str(decoding).split("=", 1)[1])
+    except (IndexError, ValueError):
+        return float("inf")
+
+
 def policy_table(df: pd.DataFrame) -> str:
     if df.empty:
         return "_No policy calibration recorded._\n"
     df = df.assign(setting=lambda d: d["name"] + " (" + d["policy_steps"].astype(str) + " SFT steps)")
+    # rows sorted: by SFT steps (most first), then greedy, then the sampling temperatures in rising order
+    df = df.assign(_steps=-df["policy_steps"], _t=[-1.0 if d == "greedy" else _temperature(d) for d in df["decoding"]])
+    df = df.sort_values(["_steps", "setting", "_t"], kind="stable")
     wide = df.pivot_table(index=["setting", "decoding"], columns="benchmark", values="accuracy", sort=False)
     wide = wide[list(dict.fromkeys(df["benchmark"]))]
     return markdown(wide.map(lambda v: "" if pd.isna(v) else f"{v:.1%}")) + "\n"
@@ -77,15 +88,19 @@ def rm_table(df: pd.DataFrame) -> str:
             "recipe": name, "rm": strategy, "data": Path(run_dir).name, "settings": _recipe_diff(recipe, strategy),
             "seeds": len(g),
             "AUROC mean [min, max]": f"{auroc.mean():.3f} [{auroc.min():.3f}, {auroc.max():.3f}]",
-            "seed-0 AUROC 95% CI": (lambda r: f"[{r['auroc_ci'][0]:.3f}, {r['auroc_ci'][1]:.3f}]")(g.sort_values("seed").iloc[0]),
+            "seed-0 AUROC [95% CI]": (lambda r: f"{r['auroc']:.3f} [{r['auroc_ci'][0]:.3f}, {r['auroc_ci'][1]:.3f}]")(
+                g.sort_values("seed").iloc[0]),
             "length only": f"{length.mean():.3f}",
             "policy log-prob": f"{g['logprob_auroc'].mean():.3f}",
             "held-out pair acc mean [min, max]": f"{acc.mean():.3f} [{acc.min():.3f}, {acc.max():.3f}]",
             "target met": ("yes" if auroc.mean() >= 0.80 and auroc.mean() >= length.mean() + 0.15 and acc.mean() >= 0.75 else "no")
             if strategy == "baseline" else "(baseline's target)",
             "train s / RM": f"{np.mean(g['train_s']):.0f}",
+            "_order": (strategy != "baseline", recipe.get("max_steps", 0), recipe.get("learning_rate", 0.0), name),
         })
-    return markdown(pd.DataFrame(rows), index=False) + "\n"
+    # rows sorted: the baseline's recipes first, then by training steps and learning rate
+    table = pd.DataFrame(rows).sort_values("_order", kind="stable").drop(columns="_order")
+    return markdown(table, index=False) + "\n"
 
 
 VERIFY_INTRO = """Can an RM of this task *verify* the arithmetic? The policy's incorrect samples at T = 1.7 are

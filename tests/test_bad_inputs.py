@@ -15,7 +15,7 @@ from goalrm_core.data.io import ArtifactError, atomic_write_json, load_npy, read
 from goalrm_core.model.reward_model import RewardModel, load_reward_model, save_reward_model
 from goalrm_core.report.profiles import check_profile_against_notebooks, load_profile
 from goalrm_core.inference.goal_state import check_goal_state
-from goalrm_core.inference.scoring import check_tokenizer_matches
+from goalrm_core.model.reward_model import check_tokenizer_matches
 from goalrm_core.model.tokenization import build_char_tokenizer
 
 

@@ -118,7 +118,7 @@ def test_eval_rm_rejects_a_string_label_before_scoring(layout):
     ("--batch_size", "-1", "argument --batch_size: must be an integer >= 1, got -1"),
     ("--batch_size", "0", "argument --batch_size: must be an integer >= 1, got 0"),
     ("--max_samples", "-1", "argument --max_samples: must be an integer >= 0, got -1"),
-    ("--max_len", "0", "argument --max_len: must be an integer >= 1, got 0"),
+    ("--max_len", "-1", "argument --max_len: must be an integer >= 0, got -1"),  # 0: nothing cut
 ])
 def test_eval_rm_rejects_bad_counts_before_any_work(layout, capsys, flag, value, expected):
     tmp_path, _, args = layout

@@ -125,6 +125,24 @@ def test_pages_are_clean(smoke_report):
     assert not found, "\n".join(found[:20])
 
 
+def _raw_reprs(reports, names):
+    from goalrm_core.report.pages import raw_outputs
+
+    return [f"{page.name}: {line}" for page in sorted(reports.glob("*.html")) if page.stem in names
+            for line in raw_outputs(page.read_text(encoding="utf-8"))]
+
+
+SHOWN_CLEAN = ("01_data", "02_training", "03_representations", "04_evaluation", "05_decoding", "index")
+
+
+def test_pages_show_no_raw_reprs(smoke_report):
+    """No config or object repr, pandas Series or index, bare dict/tuple/list/string/path, or None
+    cell on the smoke report's pages (``pages.raw_outputs``, the reader's check)."""
+    _, reports, _ = smoke_report
+    found = _raw_reprs(reports, SHOWN_CLEAN)
+    assert not found, "\n".join(found[:20])
+
+
 def test_stage_logs_hold_what_the_pages_leave_out(smoke_report):
     """papermill's progress and log records go to runs/<profile>/logs/<stage>.log, one per stage."""
     _, reports, run_dir = smoke_report

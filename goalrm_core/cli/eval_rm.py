@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from goalrm_core.choices import GOAL_ROWS
 from goalrm_core.cli.reading import add_reading_arguments
 from goalrm_core.data import manifest
 from goalrm_core.flags import finite_float, non_negative_int, path_part, positive_int, run_command
@@ -16,20 +17,24 @@ from goalrm_core.model.templates import TEMPLATES
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="goalrm eval-rm", description="Score generations densely with a reward model.")
     p.add_argument("--completions_data_path", required=True, help="Folder with one sub-folder of generations per benchmark.")
-    p.add_argument("--reward_model_path", required=True, help="RM saved by goalrm train-rm.")
+    p.add_argument("--reward_model_path", required=True, help="RM saved by goalrm train-rm, or by the official train_rm.py (its format is detected).")
     p.add_argument("--goal_state_path", help="goal_state.npy from goalrm get-representation (not with --vanilla).")
     p.add_argument("--save_dir", required=True, help="Output root: <save_dir>/<rm_name>/<bench>/{greedy,all}/output-metrics-dense.jsonl "
                                                      "(rm_name: the last component of --reward_model_path) and <save_dir>/<rm_name>/eval_rm.json.")
     p.add_argument("--filter_threshold", type=finite_float, default=0.0,
                    help="Q-value threshold of the filtered majority vote. Not applied here (every generation is scored): "
-                        "recorded in <save_dir>/eval_rm.json; `goalrm metrics --filter_threshold` applies it, as the official code's "
-                        "eval_rm.py passes it only to its final metrics step.")
+                        "recorded in <save_dir>/eval_rm.json; `goalrm metrics --filter_threshold` applies it, as the official "
+                        "metrics.py does (the official eval_rm.py parses it and never uses it).")
     p.add_argument("--benchmarks", nargs="+", required=True, type=path_part, help="Benchmark folder names.")
     p.add_argument("--vanilla", action="store_true", help="Skip the Q-values (baseline RM).")
+    p.add_argument("--goal_rows", default="one", choices=GOAL_ROWS,
+                   help="A goal state file of several rows: one (refused: one goal per file) or mean (averaged over its rows, "
+                        "as the official eval_rm.py does).")
     p.add_argument("--template", default="nemo", choices=tuple(TEMPLATES), help="Prompt template (nemo: the official eval_rm.py's literal).")
     add_reading_arguments(p, "eval_rm.py")
     p.add_argument("--batch_size", type=positive_int, default=32, help="Sequences per forward pass.")
-    p.add_argument("--max_len", type=positive_int, default=2048, help="Maximum tokens per sequence.")
+    p.add_argument("--max_len", type=non_negative_int, default=2048,
+                   help="Maximum tokens per sequence, cut from the right; 0 = none cut (the official eval_rm.py: the tokenizer's own limit).")
     p.add_argument("--max_samples", type=non_negative_int, default=0, help="Score at most this many rows per file (0 = all).")
     return p
 
@@ -43,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     counts = eval_rm(args.completions_data_path, args.reward_model_path, args.save_dir, args.benchmarks,
                      args.goal_state_path, args.vanilla, template=args.template, batch_size=args.batch_size,
                      max_len=args.max_len, max_samples=args.max_samples, filter_threshold=args.filter_threshold, encoding=args.encoding, readout=args.readout, bf16=args.bf16,
-                     flash_attn=args.flash_attn, device=args.device, command=manifest.command_line("goalrm eval-rm", argv))
+                     flash_attn=args.flash_attn, device=args.device, goal_rows=args.goal_rows, command=manifest.command_line("goalrm eval-rm", argv))
     for bench, splits in counts.items():
         if splits:
             print(bench, ", ".join(f"{k}: {v} scored" for k, v in splits.items()))

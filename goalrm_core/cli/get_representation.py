@@ -9,7 +9,7 @@ from pathlib import Path
 from goalrm_core.choices import GOAL_METHODS
 from goalrm_core.cli.reading import add_reading_arguments
 from goalrm_core.data import manifest
-from goalrm_core.data.io import check_not_an_input, check_output_dir, save_npy
+from goalrm_core.data.io import atomic_path, check_not_an_input, check_output_dir, writer_lock
 from goalrm_core.data.preferences import load_source_rows
 from goalrm_core.data.rundir import rm_name
 from goalrm_core.flags import non_negative_int, positive_int
@@ -38,27 +38,32 @@ def main(argv: list[str] | None = None) -> int:
     check_output_dir(args.save_dir, "--save-dir")
     check_not_an_input(args.save_dir, "--save-dir", [("--dataset-path", args.dataset_path), ("--reward-model-path", args.reward_model_path)],
                        here=False)
-    # torch and transformers, once the flags parse and the output folder is usable
-    from transformers import AutoTokenizer
+    # numpy, torch and transformers, once the flags parse and the output folder is usable
+    import numpy as np
 
     from goalrm_core.inference.forward import load_for_reading
     from goalrm_core.inference.goal_state import goal_state_from_pairs
+    from goalrm_core.model.reward_model import load_rm_tokenizer
 
-    model = load_for_reading(args.reward_model_path, args.bf16, args.flash_attn, args.device)
-    tokenizer = AutoTokenizer.from_pretrained(args.reward_model_path)
-    pairs, _ = load_source_rows(args.dataset_path, "train")
-    goal = goal_state_from_pairs(model, tokenizer, pairs, args.template, args.method, seed=args.seed, max_len=args.max_len,
-                                 batch_size=args.batch_size, progress=True, encoding=args.encoding, readout=args.readout)
-    save_dir = Path(args.save_dir)
-    out, official = save_dir / "goal_state.npy", save_dir / f"{rm_name(args.reward_model_path)}_goal_state_embedding.npy"
     command = manifest.command_line("goalrm get-representation", argv)
-    manifest.begin(save_dir, command)
-    save_npy(out, goal)
-    save_npy(official, goal[0])
-    dataset = Path(args.dataset_path)
-    manifest.finish(save_dir, {out.name: None, official.name: None}, command=command, inputs=[dataset] if dataset.is_file() else [],
-                    producer={"reward_model_path": str(args.reward_model_path), "config_hash": manifest.config_hash(args.reward_model_path),
-                              "dataset_path": str(dataset), "preferred_responses": len(pairs),
-                              **{k: getattr(args, k) for k in ("method", "template", "encoding", "readout", "bf16", "max_len", "seed")}})
+    with writer_lock(args.save_dir, "--save-dir", command):  # one writer at a time
+        model = load_for_reading(args.reward_model_path, args.bf16, args.flash_attn, args.device)
+        tokenizer = load_rm_tokenizer(args.reward_model_path, model)
+        pairs, _ = load_source_rows(args.dataset_path, "train")
+        goal = goal_state_from_pairs(model, tokenizer, pairs, args.template, args.method, seed=args.seed, max_len=args.max_len,
+                                     batch_size=args.batch_size, progress=True, encoding=args.encoding, readout=args.readout)
+        save_dir = Path(args.save_dir)
+        out, official = save_dir / "goal_state.npy", save_dir / f"{rm_name(args.reward_model_path)}_goal_state_embedding.npy"
+        # both files written beside their places first: a full disk or a read-only folder fails here, and an
+        # earlier finished folder keeps its files and its manifest; the folder is marked unfinished only for the renames
+        with atomic_path(out, ".npy") as tmp_out, atomic_path(official, ".npy") as tmp_official:
+            np.save(tmp_out, goal)
+            np.save(tmp_official, goal[0])
+            manifest.begin(save_dir, command)
+        dataset = Path(args.dataset_path)
+        manifest.finish(save_dir, {out.name: None, official.name: None}, command=command, inputs=[dataset] if dataset.is_file() else [],
+                        producer={"reward_model_path": str(args.reward_model_path), "config_hash": manifest.config_hash(args.reward_model_path),
+                                  "dataset_path": str(dataset), "preferred_responses": len(pairs),
+                                  **{k: getattr(args, k) for k in ("method", "template", "encoding", "readout", "bf16", "max_len", "seed")}})
     print(f"goal state {goal.shape} from {len(pairs)} preferred responses -> {out} (and {official.name})")
     return 0

@@ -1,11 +1,14 @@
 """``goalrm metrics``: the official ``metrics.py`` printout of scored generations: AUROC with CIs,
-partial AUROC and Q-filtered majority voting (:mod:`goalrm_core.evaluation.tables`)."""
+partial AUROC and Q-filtered majority voting (:mod:`goalrm_core.evaluation.tables`). With
+``--official``, exactly the official printout, computed as the official code computes it
+(:mod:`goalrm_core.evaluation.official_metrics`)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from goalrm_core.choices import OFFICIAL_DATASET_LEN
 from goalrm_core.evaluation.auroc import DEFAULT_PERCENTILES
 from goalrm_core.evaluation.voting import SKIP_FIRST
 from goalrm_core.flags import Range, finite_float, non_negative_int, path_part, positive_int
@@ -22,14 +25,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vanilla", action="store_true", help="Baseline RM: no Q-values, so no filtering.")
     p.add_argument("--n_boot", type=positive_int, default=1000, help="Bootstrap resamples for the CIs.")
     p.add_argument("--skip_first", type=non_negative_int, default=SKIP_FIRST, help="Response tokens never filtered.")
+    p.add_argument("--official", action="store_true",
+                   help="Print what the official metrics.py prints, computed as it does: voting for gsm8k and math only, over the "
+                        "greedy output plus the samples, questions grouped by position; no CIs.")
+    p.add_argument("--dataset_len", type=non_negative_int, default=0,
+                   help="With --official: the number of questions of gsm8k and math (0 = the official code's: "
+                        + ", ".join(f"{k} {v}" for k, v in OFFICIAL_DATASET_LEN.items()) + ").")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    # the tables (pandas, scipy) load once the flags parse
+    # the tables (pandas, scipy, scikit-learn) load once the flags parse
     from goalrm_core.data.questions import group_by_question
     from goalrm_core.evaluation import metrics
+    from goalrm_core.evaluation.official_metrics import official_printout
     from goalrm_core.evaluation.tables import check_scored_folder, fmt_ci, fmt_p, labels, partial_auroc_table, read_scored, scored_files
 
     root = Path(args.eval_results_dir)
@@ -38,6 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     # read (and so validate) every benchmark's files before printing anything: a bad name or file
     # fails at once, not after the earlier benchmarks' results have scrolled by
     made = check_scored_folder(root)
+    if args.official:
+        for line in official_printout(root, args.model_name, args.benchmarks, made, args.filter_threshold, args.percentiles,
+                                      args.vanilla, args.dataset_len, args.skip_first):
+            print(line)
+        return 0
     scored = {bench: read_scored(root, bench, "greedy", made) for bench in args.benchmarks}
     sampled = {bench: read_scored(root, bench, "all", made) for bench in args.benchmarks
                if not args.vanilla and scored_files(root, bench, "all")}

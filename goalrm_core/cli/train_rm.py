@@ -5,10 +5,14 @@ and ``deepspeed --module`` either of them run this module."""
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
+from contextlib import nullcontext
 from typing import Sequence
 
+from goalrm_core.data.io import writer_lock
+from goalrm_core.data.manifest import command_line
 from goalrm_core.flags import run_command
 from goalrm_core.train.config import TrainRMConfig
 
@@ -24,10 +28,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from goalrm_core.train.trainer import Trainer, preflight
 
     preflight(cfg)
-    try:
-        Trainer(cfg).fit()
-    finally:
-        teardown()
+    first = os.environ.get("RANK", "0").strip() in ("0", "")  # the launcher's first process holds the lock
+    with writer_lock(cfg.save_path, "--save_path", command_line("goalrm train-rm", argv)) if first else nullcontext():
+        try:
+            Trainer(cfg).fit()
+        finally:
+            teardown()
     return 0
 
 

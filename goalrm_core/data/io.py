@@ -11,11 +11,14 @@ import json
 import math
 import os
 import tempfile
+import zlib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
+
+from goalrm_core.data.schema import TEXT_FIELDS
 
 
 def _current_umask() -> int:
@@ -99,27 +102,91 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> int:
     return n
 
 
+class _StrictJSONError(ValueError):
+    """A JSON line that parses but holds what no goalrm row may: a key twice, a number no float holds."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    row: dict = {}
+    for key, value in pairs:
+        if key in row:
+            raise _StrictJSONError(f"field {key!r} is given twice ({row[key]!r}, then {value!r}); keep one")
+        row[key] = value
+    return row
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _StrictJSONError(f"the number {text} is out of the float range")
+    return value
+
+
+def _float_range_int(text: str) -> int:
+    if len(text.lstrip("-")) > 308:  # more digits than the largest float (1.8e308) has: no score, count or id is that big
+        raise _StrictJSONError(f"the {len(text.lstrip('-'))}-digit number {text[:12]}... is out of the float range")
+    return int(text)
+
+
+def _no_constant(text: str) -> Any:
+    raise _StrictJSONError(f"{text} is not a JSON number; write null for a missing value")
+
+
+def _strict_loads(line: str) -> Any:
+    """``json.loads``, refusing duplicated keys, numbers out of the float range and NaN / Infinity."""
+    return json.loads(line, object_pairs_hook=_unique_keys, parse_float=_finite_float, parse_int=_float_range_int,
+                      parse_constant=_no_constant)
+
+
+def _text_field_error(row: dict) -> str | None:
+    for key in TEXT_FIELDS:
+        if key in row and not isinstance(row[key], str):
+            got = "null" if row[key] is None else f"{type(row[key]).__name__} {row[key]!r}"
+            return f"field {key!r} must be a string, got {got}"
+    return None
+
+
 def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
     """Yield ``(line number, parsed value)`` of a JSONL file (``.gz`` too), skipping blank lines.
 
-    A bad line raises ``ArtifactError`` naming the file and the line.
+    Strict: a key given twice, a number out of the float range (``1e400``, a 400-digit integer),
+    ``NaN``/``Infinity``, a text field of the row schemas (``data.schema.TEXT_FIELDS``) holding null
+    or a non-string, a line that is no JSON or no UTF-8, and a damaged or truncated ``.gz`` each raise
+    ``ArtifactError`` naming the file, the line and the field.
     """
     path = Path(path)
     if not path.exists():
         raise ArtifactError(f"{path}: file not found")
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise ArtifactError(f"{path}:{lineno}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
-            if not line.strip():
-                continue
-            try:
-                yield lineno, json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ArtifactError(f"{path}:{lineno}: malformed JSON ({e.msg}, column {e.colno})") from None
+    compressed = path.name.endswith(".gz")
+    opener = gzip.open if compressed else open
+    lineno = 0
+    try:
+        with opener(path, "rb") as f:
+            for lineno, raw in enumerate(f, start=1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise ArtifactError(f"{path}:{lineno}: not valid UTF-8 ({e.reason} at byte {e.start})") from None
+                if not line.strip():
+                    continue
+                try:
+                    value = _strict_loads(line)
+                except json.JSONDecodeError as e:
+                    raise ArtifactError(f"{path}:{lineno}: malformed JSON ({e.msg}, column {e.colno})") from None
+                except _StrictJSONError as e:
+                    raise ArtifactError(f"{path}:{lineno}: {e}") from None
+                except ValueError as e:  # Python's own limit on integer digits
+                    raise ArtifactError(f"{path}:{lineno}: unreadable number ({e})") from None
+                problem = _text_field_error(value) if isinstance(value, dict) else None
+                if problem:
+                    raise ArtifactError(f"{path}:{lineno}: {problem}")
+                yield lineno, value
+    except (EOFError, OSError, zlib.error) as e:
+        if not compressed or isinstance(e, FileNotFoundError):
+            raise
+        where = f" after line {lineno}" if lineno else ""
+        raise ArtifactError(f"{path}: damaged or truncated gzip file{where} ({e}); "
+                            f"compress the file again, or give the uncompressed .jsonl") from None
 
 
 def read_jsonl(path: str | os.PathLike, required: Iterable[str] = (), check: Callable[[dict], None] | None = None) -> list[dict]:
@@ -246,3 +313,74 @@ def check_replaceable(path: str | os.PathLike, flag: str, *, inputs: Iterable[tu
     raise ArtifactError(f"{flag} {path} already holds files that are not an earlier output of this command ({shown}; "
                         f"no {' or '.join(marks)}): a save would delete them; give a new or empty folder, or add --overwrite "
                         f"to replace it")
+
+
+def lock_path(folder: str | os.PathLike) -> Path:
+    """Where the writer of output folder ``folder`` holds its lock: ``.<name>.lock`` beside it (not
+    inside: a save may replace the folder whole)."""
+    folder = Path(folder)
+    return folder.parent / f".{folder.name or 'output'}.lock"
+
+
+def _process_alive(pid: int, started: float | None) -> bool:
+    import psutil  # lazy: only a lock that is already held needs it
+
+    try:
+        process = psutil.Process(pid)
+        return started is None or abs(process.create_time() - started) < 1.0  # a reused PID is another process
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return False
+
+
+@contextmanager
+def writer_lock(folder: str | os.PathLike, flag: str, command: str = "") -> Iterator[Path]:
+    """Hold the one-writer lock of output folder ``folder`` while the block runs: a second goalrm run
+    on the same folder is refused in one line naming the first (its PID and command), until the first
+    ends. A lock left by a run that is gone (killed, power cut: its PID is not running, or runs
+    another program) is stale and taken over with a notice. The lock file holds the PID, the
+    process's start time and the command, and goes when the block ends, however it ends."""
+    import socket
+    import sys
+
+    import psutil  # lazy: see _process_alive
+
+    lock = lock_path(folder)
+    made = [p for p in (lock.parent, *lock.parent.parents) if not p.exists()]  # folders to remove again if left empty
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    me = {"pid": os.getpid(), "started": psutil.Process().create_time(), "host": socket.gethostname(), "command": command}
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666 & ~UMASK)
+        except FileExistsError:
+            try:
+                held = json.loads(lock.read_text(encoding="utf-8") or "{}")
+            except (OSError, ValueError):
+                held = {}
+            pid = held.get("pid") if isinstance(held, dict) else None
+            same_host = not isinstance(held, dict) or held.get("host") in (None, me["host"])
+            if isinstance(pid, int) and (not same_host or _process_alive(pid, held.get("started"))):
+                where = "" if same_host else f" on {held.get('host')}"
+                raise ArtifactError(f"{flag} {folder} is being written by another run (PID {pid}{where}: "
+                                    f"{held.get('command') or 'goalrm'}); wait for it to end, or stop it; if it is gone, "
+                                    f"delete {lock}") from None
+            print(f"notice: {lock}: a stale lock of a run that is gone (PID {pid}); taking it over", file=sys.stderr)
+            lock.unlink(missing_ok=True)
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(me) + "\n")
+        break
+    else:
+        raise ArtifactError(f"{flag} {folder}: its lock {lock} keeps coming back; another run is starting on it")
+    try:
+        yield lock
+    finally:
+        try:
+            if json.loads(lock.read_text(encoding="utf-8")).get("pid") == me["pid"]:
+                lock.unlink()
+        except (OSError, ValueError):
+            pass
+        for parent in made:  # a run that wrote nothing leaves no empty folders behind
+            try:
+                parent.rmdir()
+            except OSError:
+                break

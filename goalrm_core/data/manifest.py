@@ -63,8 +63,9 @@ def begin(folder: str | os.PathLike, command: str | None = None) -> Path:
     describes what will be there)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / MANIFEST).unlink(missing_ok=True)
+    # the marker first: when it cannot be written (a full disk), the earlier manifest is still there
     atomic_write_json(folder / IN_PROGRESS, {"command": command or command_line(), "started": time.time()})
+    (folder / MANIFEST).unlink(missing_ok=True)
     return folder
 
 

@@ -69,7 +69,9 @@ def _finite_number(value) -> bool:
 
 def check_scored_row(row: dict) -> None:
     """One scored row: a boolean label, a finite reward, and one finite partial reward (and Q-value)
-    per response token. Raises ``ValueError``; ``read_jsonl`` adds the file and the line."""
+    per response token. Raises ``ValueError``; ``read_jsonl`` adds the file and the line. The official
+    eval_rm.py writes the partial rewards of the whole sequence, prompt included: they are cut to the
+    response's last ``num_actions`` here, as the official metrics.py cuts them."""
     row["is_correct"] = parse_label(row["is_correct"])
     if not _finite_number(row["reward"]):
         raise ValueError(f"field 'reward' must be a finite number, got {row['reward']!r}")
@@ -80,6 +82,8 @@ def check_scored_row(row: dict) -> None:
         if key not in row:
             continue
         values = row[key]
+        if key == "partial_rewards" and isinstance(values, list) and len(values) > n:
+            values = row[key] = values[-n:]
         if not isinstance(values, list) or len(values) != n:
             got = f"{len(values)} values" if isinstance(values, list) else repr(values)
             raise ValueError(f"field {key!r} must hold num_actions={n} values (one per response token), got {got}")

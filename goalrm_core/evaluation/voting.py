@@ -68,6 +68,9 @@ SKIP_FIRST = 5
 _MISSING = object()
 
 
+_ABSENT = object()  # a field not in the generation at all (``None`` is a value: no answer)
+
+
 def _field(gen: Any, key: str, default: Any = _MISSING) -> Any:
     """Read ``key`` from a generation given as a mapping or as an object."""
     if isinstance(gen, Mapping):
@@ -127,7 +130,10 @@ def _vote_table(questions: Sequence[Sequence[Any]], skip_first: int = 0, with_q:
             raise ValueError(f"question {qi} has no generations")
         wrong_ids: dict[str, int] = {}
         for gi, gen in enumerate(generations):
-            answer = _field(gen, "predicted_answer", None)
+            answer = _field(gen, "predicted_answer", _ABSENT)
+            if answer is _ABSENT:  # null is "no answer"; an absent field would silently make every generation answerless
+                raise ValueError(f"question {qi}, generation {gi} has no predicted_answer field: majority voting needs each "
+                                 f"generation's answer (null for none); add it to the generation files (Nemo-Skills writes it)")
             ok = parse_label(_field(gen, "is_correct"), where=f"question {qi}, generation {gi}")
             key = -1
             if answer is not None and not ok:
@@ -443,9 +449,24 @@ def _official_vote(correct: int, wrong_groups: dict) -> tuple[bool, float]:
     return correct >= max(wrong_groups.values()), correct / (correct + sum(wrong_groups.values()))
 
 
-def official_filter_figures(questions: Sequence[Sequence[Any]], threshold: float = 0.0, skip_first: int = SKIP_FIRST) -> OfficialFilterFigures:
-    """The official code's Q-filtered voting figures for ``questions`` (lists of scored generations)."""
-    voted, filtered, saved, tokens, prop_filtered, prop_all = [], [], [], [], [], []
+@dataclass
+class OfficialPerQuestion:
+    """The official ``metrics.py``'s per-question lists (``get_accuracy``), one entry per question."""
+
+    voted_correct: list[bool]
+    filtered: list[int]
+    tokens_saved: list[int]
+    tokens: list[int]
+    proportion_correct_filtered: list[float]
+    proportion_correct: list[float]
+
+
+def official_per_question(questions: Sequence[Sequence[Any]], threshold: float = 0.0, skip_first: int = SKIP_FIRST,
+                          num_samples: int | None = None) -> OfficialPerQuestion:
+    """The per-question figures of the official Q-filtered voting (see :class:`OfficialFilterFigures`).
+    ``num_samples``: the official code's ``len(data) // dataset_len``, the count a question's filtered
+    generations are compared with to see whether all were filtered (default: each question's own count)."""
+    out = OfficialPerQuestion([], [], [], [], [], [])
     for gens in questions:
         n_correct = n_kept_correct = n_filtered = q_saved = q_tokens = 0
         wrong: dict = {}
@@ -468,23 +489,31 @@ def official_filter_figures(questions: Sequence[Sequence[Any]], threshold: float
                 n_correct += 1
             else:
                 wrong[answer] = wrong.get(answer, 0) + 1
-        prop_all.append(n_correct / (n_correct + sum(wrong.values())))
-        if n_filtered == len(gens):
+        out.proportion_correct.append(n_correct / (n_correct + sum(wrong.values())))
+        if n_filtered == (len(gens) if num_samples is None else num_samples):
             q_saved = n_filtered = 0
             outcome = _official_vote(n_correct, wrong)
         else:
             outcome = _official_vote(n_kept_correct, kept_wrong)
-        voted.append(outcome[0])
-        prop_filtered.append(outcome[1])
-        filtered.append(n_filtered)
-        saved.append(q_saved)
-        tokens.append(q_tokens)
-    from scipy import stats
+        out.voted_correct.append(outcome[0])
+        out.proportion_correct_filtered.append(outcome[1])
+        out.filtered.append(n_filtered)
+        out.tokens_saved.append(q_saved)
+        out.tokens.append(q_tokens)
+    return out
 
-    p_value = float(stats.ttest_ind(prop_filtered, prop_all).pvalue) if len(questions) > 1 else math.nan
+
+def official_filter_figures(questions: Sequence[Sequence[Any]], threshold: float = 0.0, skip_first: int = SKIP_FIRST,
+                            num_samples: int | None = None) -> OfficialFilterFigures:
+    """The official code's Q-filtered voting figures for ``questions`` (lists of scored generations)."""
+    from scipy import stats  # loaded when the figures are computed: `goalrm metrics --help` reads SKIP_FIRST from here
+
+    per = official_per_question(questions, threshold, skip_first, num_samples)
+    p_value = float(stats.ttest_ind(per.proportion_correct_filtered, per.proportion_correct).pvalue) if len(questions) > 1 else math.nan
     return OfficialFilterFigures(
-        accuracy=float(np.mean(voted)), generations_filtered_mean=float(np.mean(filtered)),
-        generations_filtered_total=int(np.sum(filtered)), tokens_saved_mean=float(np.mean(saved)),
-        tokens_saved_total=int(np.sum(saved)), tokens_mean=float(np.mean(tokens)), tokens_total=int(np.sum(tokens)),
-        proportion_correct_filtered_mean=float(np.mean(prop_filtered)), proportion_correct_mean=float(np.mean(prop_all)),
+        accuracy=float(np.mean(per.voted_correct)), generations_filtered_mean=float(np.mean(per.filtered)),
+        generations_filtered_total=int(np.sum(per.filtered)), tokens_saved_mean=float(np.mean(per.tokens_saved)),
+        tokens_saved_total=int(np.sum(per.tokens_saved)), tokens_mean=float(np.mean(per.tokens)), tokens_total=int(np.sum(per.tokens)),
+        proportion_correct_filtered_mean=float(np.mean(per.proportion_correct_filtered)),
+        proportion_correct_mean=float(np.mean(per.proportion_correct)),
         p_value=p_value)

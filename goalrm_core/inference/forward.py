@@ -10,6 +10,7 @@ official eval_rm.py and get_representation.py feed: template + response, nothing
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
@@ -23,19 +24,32 @@ from goalrm_core.model.reward_model import RewardModel, load_reward_model
 from goalrm_core.flags import check_choice
 
 
+UNTRUNCATED = 2**62  # the token limit ``max_len`` 0 stands for: no sequence is cut
+
+
 def resolve_device(device: str = "auto") -> torch.device:
     """``auto``: the GPU when there is one (scoring a 7B RM on a CPU is not an option), else the CPU."""
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
-        return torch.device(device)
+        resolved = torch.device(device)
     except RuntimeError:
         raise ValueError(f"--device {device!r}: expected auto, cpu, cuda or cuda:N") from None
+    if resolved.type not in ("cpu", "cuda"):
+        raise ValueError(f"--device {device!r}: expected auto, cpu, cuda or cuda:N")
+    if resolved.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ValueError(f"--device {device}: this machine has no CUDA GPU that torch can use; give --device cpu (or auto)")
+        if resolved.index is not None and resolved.index >= count:
+            raise ValueError(f"--device {device}: this machine has {count} CUDA GPU(s), cuda:0 to cuda:{count - 1}")
+    return resolved
 
 
 def load_for_reading(path, bf16: bool = False, flash_attn: bool = False, device: str = "auto") -> RewardModel:
     """A saved RM in the dtype and on the device its reading flags ask for."""
-    return load_reward_model(path, torch.bfloat16 if bf16 else None, flash_attn).to(resolve_device(device))
+    target = resolve_device(device)  # before the load: a device that is not there is refused at once
+    return load_reward_model(path, torch.bfloat16 if bf16 else None, flash_attn).to(target)
 
 
 @dataclass
@@ -44,6 +58,7 @@ class ScoredSequence:
     partial_rewards: np.ndarray  # (num_actions,) value at each response token
     response_hidden: torch.Tensor  # (num_actions, hidden) last hidden states of the response tokens
     num_actions: int
+    truncated: bool = False  # the input was longer than max_len and cut (encoding official); see iter_scored
 
 
 @torch.no_grad()
@@ -60,17 +75,25 @@ def iter_scored(
     encoding: str = "split",
     readout: str = "eos",
 ) -> Iterator[tuple[int, ScoredSequence]]:
-    """Yield ``(input index, ScoredSequence)``; with ``bucket`` the batches group similar lengths."""
+    """Yield ``(input index, ScoredSequence)``; with ``bucket`` the batches group similar lengths.
+    ``max_len`` 0 reads every sequence whole (the official scripts: the tokenizer's own limit)."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
     check_choice("readout", readout, READOUTS)
     model.eval()
     encoded = []
     for i, (prompt, response) in enumerate(zip(prompts, responses)):
-        enc = encode_prompt_response(tokenizer, prompt, response, max_len, append_eos=readout == "eos", encoding=encoding)
+        enc = encode_prompt_response(tokenizer, prompt, response, max_len or UNTRUNCATED, append_eos=readout == "eos", encoding=encoding)
         if enc is None:
             raise ValueError(f"generation {i}: the response alone is longer than max_len={max_len}")
+        if enc.num_actions == 0:
+            raise ValueError(f"generation {i}: the prompt alone fills max_len={max_len}, so no response token is left to score; "
+                             f"raise --max_len")
         encoded.append(enc)
+    cut = sum(e.truncated for e in encoded)
+    if cut:
+        print(f"notice: {desc}: {cut} of {len(encoded)} inputs are longer than max_len={max_len} and were cut from the right "
+              f"(encoding {encoding}); their rows are marked truncated, and their Q-values and reward stop at the cut", file=sys.stderr)
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].input_ids)) if bucket else list(range(len(encoded)))
     device = next(model.parameters()).device
     for start in tqdm(range(0, len(order), batch_size), desc=desc, disable=not progress, mininterval=2):
@@ -80,4 +103,4 @@ def iter_scored(
         values, hidden = out.values.float().cpu(), out.hidden.float().cpu()
         for row, i in enumerate(idx):
             n = encoded[i].num_actions
-            yield i, ScoredSequence(out.reward[row].item(), values[row, -n:].numpy(), hidden[row, -n:], n)
+            yield i, ScoredSequence(out.reward[row].item(), values[row, -n:].numpy(), hidden[row, -n:], n, encoded[i].truncated)

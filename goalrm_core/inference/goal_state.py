@@ -18,7 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from goalrm_core.choices import GOAL_METHODS
+from goalrm_core.choices import GOAL_METHODS, GOAL_ROWS
 from goalrm_core.data import manifest
 from goalrm_core.data.adapters import HELPSTEER_ATTRIBUTES
 from goalrm_core.data.io import ArtifactError, load_npy, parse_label
@@ -28,13 +28,32 @@ from goalrm_core.model.reward_model import RewardModel
 from goalrm_core.model.templates import apply_template
 from goalrm_core.flags import check_choice
 
+#: a goal state's norm below this times sqrt(hidden size) is refused (see check_goal_state)
+GOAL_NORM_FLOOR = 1e-6
 
 
-def check_goal_state(goal: np.ndarray, hidden_size: int, source: str = "goal state") -> torch.Tensor:
-    """A goal must be finite, not all zeros, and match the RM's hidden size; returns it as a (hidden,) tensor."""
+def check_goal_state(goal: np.ndarray, hidden_size: int, source: str = "goal state", rows: str = "one") -> torch.Tensor:
+    """A goal must be real numbers, finite, of a norm that is not negligible, and match the RM's hidden
+    size; returns it as a (hidden,) tensor. ``rows`` (:data:`GOAL_ROWS`): ``mean`` averages an
+    (n, hidden) goal over its n rows first.
+
+    Negligible: below ``GOAL_NORM_FLOOR * sqrt(hidden)``. A hidden state after the model's final norm
+    has entries of order 1 (norm of order sqrt(hidden)); a goal a million times smaller than that (a
+    ``1e-29`` vector, a sum that cancelled) is within float rounding of zero, and its cosine to
+    every state would be ~0 (torch's cosine divides by at least 1e-8)."""
+    check_choice("goal_rows", rows, GOAL_ROWS)
     goal = np.asarray(goal)
     shape = tuple(goal.shape)
-    if goal.ndim == 2 and goal.shape[0] == 1:
+    if goal.dtype.kind == "c":
+        raise ValueError(f"{source} holds complex numbers ({goal.dtype}); a goal state is real: its imaginary part would be dropped")
+    if goal.dtype.kind not in "fiu":
+        raise ValueError(f"{source} holds {goal.dtype} values, not numbers; goal states are written by `goalrm get-representation`")
+    if goal.ndim == 2 and goal.shape[0] > 1 and goal.shape[1] == hidden_size:
+        if rows != "mean":
+            raise ValueError(f"{source} has {goal.shape[0]} rows {shape}: one goal per file is expected, (1, {hidden_size}); "
+                             f"--goal_rows mean averages the rows, as the official eval_rm.py does")
+        goal = goal.mean(axis=0)
+    elif goal.ndim == 2 and goal.shape[0] == 1:
         goal = goal[0]
     if goal.shape != (hidden_size,):
         raise ValueError(f"{source} has shape {shape}, but the reward model's hidden size is {hidden_size}: expected (1, {hidden_size})")
@@ -42,11 +61,15 @@ def check_goal_state(goal: np.ndarray, hidden_size: int, source: str = "goal sta
         raise ValueError(f"{source} contains NaN or inf values")
     if not np.any(goal):
         raise ValueError(f"{source} is all zeros: its cosine to every state is 0, so every Q-value would be 0")
+    norm, floor = float(np.linalg.norm(goal.astype(np.float64))), GOAL_NORM_FLOOR * float(np.sqrt(hidden_size))
+    if not norm >= floor:
+        raise ValueError(f"{source} has norm {norm:.3g}, negligible next to the RM's hidden states (norm of order "
+                         f"sqrt({hidden_size}) = {np.sqrt(hidden_size):.3g}; refused below {floor:.3g}): every Q-value would be ~0")
     return torch.as_tensor(goal, dtype=torch.float32)
 
 
-def load_goal_state(path: str | Path, hidden_size: int) -> torch.Tensor:
-    return check_goal_state(load_npy(path), hidden_size, source=str(path))
+def load_goal_state(path: str | Path, hidden_size: int, rows: str = "one") -> torch.Tensor:
+    return check_goal_state(load_npy(path), hidden_size, source=str(path), rows=rows)
 
 
 def check_goal_state_owner(path: str | Path, reward_model_path: str | Path) -> dict:

@@ -37,8 +37,7 @@ from transformers import DynamicCache
 from goalrm_core.model.encoding import left_pad
 from goalrm_core.inference.goal_state import check_goal_state, q_values
 from goalrm_core.inference.pruning import PruneConfig, stop_now
-from goalrm_core.inference.scoring import check_tokenizer_matches
-from goalrm_core.model.reward_model import RewardModel, position_ids_from_mask
+from goalrm_core.model.reward_model import RewardModel, check_tokenizer_matches, position_ids_from_mask
 
 # ----------------------------------------------------------------------------------------------
 # Shared pieces

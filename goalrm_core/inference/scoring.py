@@ -4,9 +4,10 @@ The RM reads each generation through ``forward.iter_scored`` (length buckets, th
 template, response + " " + EOS); the Q-values are ``goal_state.q_values`` of its response states.
 Rows come back in the input order. Command line: ``goalrm eval-rm`` (:mod:`goalrm_core.cli.eval_rm`)
 with the official ``eval_rm.py`` flags. Its ``--filter_threshold`` scores nothing differently: the
-official ``eval_rm.py`` hands it only to its closing metrics printout (Q-filtered majority voting over
-the sampled generations), which is ``goalrm metrics --filter_threshold`` here. eval-rm records it in
-``<save_dir>/eval_rm.json`` with its other settings.
+official ``eval_rm.py`` (at HEAD 46e3a96) parses it and never uses it; the threshold acts in the
+official ``metrics.py`` (Q-filtered majority voting over the sampled generations), which is
+``goalrm metrics --filter_threshold`` here. eval-rm records it in ``<save_dir>/eval_rm.json`` with its
+other settings.
 """
 
 from __future__ import annotations
@@ -14,30 +15,25 @@ from __future__ import annotations
 import os
 import runpy
 import shutil
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 import torch
-from transformers import AutoTokenizer
 
 from goalrm_core.data import manifest
 from goalrm_core.data.adapters import benchmark_dir, generation_files
-from goalrm_core.data.io import atomic_write_json, check_label, check_not_an_input, check_output_dir, read_jsonl, write_jsonl
+from goalrm_core.data.io import (atomic_write_json, check_label, check_not_an_input, check_output_dir, read_jsonl, write_jsonl,
+                                 writer_lock)
 from goalrm_core.data.rundir import eval_settings_path, rm_name, scored_path
 from goalrm_core.data.schema import SCORED_GENERATION_FIELDS
 from goalrm_core.flags import safe_path_part
 from goalrm_core.inference.forward import iter_scored, load_for_reading
 from goalrm_core.inference.goal_state import check_goal_state_owner, load_goal_state, q_values
-from goalrm_core.model.reward_model import RewardModel
+from goalrm_core.model.reward_model import RewardModel, load_rm_tokenizer
 from goalrm_core.model.templates import apply_template
-
-
-def check_tokenizer_matches(model: RewardModel, tokenizer) -> None:
-    """A tokenizer with more ids than the RM's embedding table has rows is not the RM's tokenizer."""
-    vocab = model.backbone.get_input_embeddings().weight.shape[0]
-    if len(tokenizer) > vocab:
-        raise ValueError(f"tokenizer has {len(tokenizer)} tokens but the model's embedding table has {vocab}: they do not belong together")
+from goalrm_core.train.distributed import join_process_group, launcher_world
 
 
 def score_generations(
@@ -64,7 +60,7 @@ def score_generations(
     scored: list[dict | None] = [None] * len(rows)
     for done, (i, s) in enumerate(iter_scored(model, tokenizer, prompts, responses, max_len, batch_size, bucket, progress, desc,
                                               encoding, readout), start=1):
-        out = dict(rows[i], reward=s.reward, partial_rewards=s.partial_rewards.tolist(), num_actions=s.num_actions)
+        out = dict(rows[i], reward=s.reward, partial_rewards=s.partial_rewards.tolist(), num_actions=s.num_actions, truncated=s.truncated)
         if goal is not None:
             out["cosine_sim"] = q_values(s.response_hidden, goal).tolist()
         scored[i] = out
@@ -83,11 +79,12 @@ def check_finite_scores(rows: Sequence[dict], source: str) -> None:
 
 
 def _equivalent_command(completions_data_path, reward_model_path, save_dir, benchmarks, goal_state_path, vanilla, template,
-                        encoding, readout, max_len, max_samples) -> str:
+                        encoding, readout, max_len, max_samples, goal_rows="one") -> str:
     """The ``goalrm eval-rm`` command line of a call from Python (a notebook), for the manifest."""
     argv = ["--completions_data_path", completions_data_path, "--reward_model_path", reward_model_path, "--save_dir", save_dir,
             "--benchmarks", *benchmarks, *(["--vanilla"] if vanilla else ["--goal_state_path", goal_state_path]),
-            "--template", template, "--encoding", encoding, "--readout", readout, "--max_len", max_len, "--max_samples", max_samples]
+            "--template", template, "--encoding", encoding, "--readout", readout, "--max_len", max_len, "--max_samples", max_samples,
+            *(["--goal_rows", goal_rows] if goal_rows != "one" else [])]
     return manifest.command_line("goalrm eval-rm", argv)
 
 
@@ -97,13 +94,13 @@ SHARDS = ".shards"  # a hidden sub-folder of the RM's output folder: no reader t
 def _process_group(device: str) -> tuple[int, int, str]:
     """(rank, world size, device) of this process: one process, or one of the ``torchrun`` /
     ``deepspeed`` launcher's processes (they set RANK and WORLD_SIZE), each on its own GPU."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    world = launcher_world()
     if world == 1:
         return 0, 1, device
     import torch.distributed as dist  # lazy: only data-parallel scoring needs the process group
 
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+        join_process_group(dist.init_process_group, "nccl" if torch.cuda.is_available() else "gloo")
     if device == "auto" and torch.cuda.is_available():
         device = f"cuda:{int(os.environ.get('LOCAL_RANK', '0'))}"
     return dist.get_rank(), dist.get_world_size(), device
@@ -146,13 +143,14 @@ def eval_rm(
     flash_attn: bool = False,
     device: str = "auto",
     command: str | None = None,
+    goal_rows: str = "one",
 ) -> dict[str, dict[str, int]]:
     """Score every benchmark's greedy and sampled generations into
     ``save_dir/<rm_name>/<bench>/{greedy,all}/output-metrics-dense.jsonl`` (the official layout;
     ``rm_name`` is the RM folder's name), and what ran into ``save_dir/<rm_name>/eval_rm.json``.
     ``filter_threshold`` is only recorded there: it is applied by ``goalrm metrics`` (see the module
     docstring). ``encoding`` and ``readout``: see ``inference.forward``; ``device`` ``auto`` is the GPU
-    when there is one.
+    when there is one; ``goal_rows``: see ``inference.goal_state.GOAL_ROWS``.
 
     Finished or absent: every input is read and checked before scoring starts; the RM's folder is
     marked in progress before its first file is written, and its manifest (``data.manifest``: the
@@ -160,7 +158,7 @@ def eval_rm(
     is written last; a run that fails or is killed before its first file leaves the folder as it was.
     ``command`` is what the manifest names as the writer (default: the equivalent ``goalrm eval-rm``
     command line)."""
-    for name, value, low in (("batch_size", batch_size, 1), ("max_len", max_len, 1), ("max_samples", max_samples, 0)):
+    for name, value, low in (("batch_size", batch_size, 1), ("max_len", max_len, 0), ("max_samples", max_samples, 0)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
             raise ValueError(f"--{name} must be an integer >= {low}, got {value!r}")
     for bench in benchmarks:
@@ -171,53 +169,61 @@ def eval_rm(
         ("--completions_data_path", completions_data_path), ("--reward_model_path", reward_model_path),
         ("--goal_state_path", goal_state_path)])
 
-    # read: every generation file (and so its checks) before the model is even loaded
-    inputs, work = read_generations(completions_data_path, benchmarks, max_samples)
-    rank, world, device = _process_group(device)
-    model = load_for_reading(reward_model_path, bf16, flash_attn, device)
-    tokenizer = AutoTokenizer.from_pretrained(reward_model_path)
-    check_tokenizer_matches(model, tokenizer)
-    goal, goal_record = None, {}
-    if not vanilla:
-        if goal_state_path is None:
-            raise ValueError("--goal_state_path is required unless --vanilla is given")
-        goal = load_goal_state(goal_state_path, model.config.hidden_size)
-        goal_record = check_goal_state_owner(goal_state_path, reward_model_path)
-        inputs.append(Path(goal_state_path))
-    settings = {"vanilla": vanilla, "template": template, "encoding": encoding, "readout": readout, "bf16": bf16, "max_len": int(max_len),
-                "max_samples": int(max_samples), "benchmarks": list(benchmarks), "filter_threshold": filter_threshold}
-    command = command or _equivalent_command(completions_data_path, reward_model_path, save_dir, benchmarks, goal_state_path, vanilla,
-                                             template, encoding, readout, max_len, max_samples)
+    # one writer at a time: a second eval-rm on this RM folder is refused while this one runs (rank 0 holds the lock)
+    first = os.environ.get("RANK", "0").strip() in ("0", "")
+    with writer_lock(out_dir, f"--save_dir {save_dir}: its RM folder", command or "goalrm eval-rm") if first else nullcontext():
+        # read: every generation file (and so its checks) before the model is even loaded
+        inputs, work = read_generations(completions_data_path, benchmarks, max_samples)
+        rank, world, device = _process_group(device)
+        model = load_for_reading(reward_model_path, bf16, flash_attn, device)
+        tokenizer = load_rm_tokenizer(reward_model_path, model)
+        goal, goal_record = None, {}
+        if not vanilla:
+            if goal_state_path is None:
+                raise ValueError("--goal_state_path is required unless --vanilla is given")
+            goal = load_goal_state(goal_state_path, model.config.hidden_size, goal_rows)
+            goal_record = check_goal_state_owner(goal_state_path, reward_model_path)
+            inputs.append(Path(goal_state_path))
+        settings = {"vanilla": vanilla, "template": template, "encoding": encoding, "readout": readout, "bf16": bf16, "max_len": int(max_len),
+                    "max_samples": int(max_samples), "benchmarks": list(benchmarks), "filter_threshold": filter_threshold}
+        if goal_rows != "one":
+            settings["goal_rows"] = goal_rows
+        command = command or _equivalent_command(completions_data_path, reward_model_path, save_dir, benchmarks, goal_state_path, vanilla,
+                                                 template, encoding, readout, max_len, max_samples, goal_rows)
 
-    def score(rows: list[dict], desc: str, show: bool) -> list[dict]:
-        scored = score_generations(model, tokenizer, rows, template, goal, max_len, batch_size, progress=progress and show, desc=desc,
-                                   encoding=encoding, readout=readout)
-        check_finite_scores(scored, f"reward model {reward_model_path}, {desc}" + (f" (rank {rank})" if world > 1 else ""))
-        return scored
+        def score(rows: list[dict], desc: str, show: bool) -> list[dict]:
+            scored = score_generations(model, tokenizer, rows, template, goal, max_len, batch_size, progress=progress and show, desc=desc,
+                                       encoding=encoding, readout=readout)
+            check_finite_scores(scored, f"reward model {reward_model_path}, {desc}" + (f" (rank {rank})" if world > 1 else ""))
+            truncated[desc] = truncated.get(desc, 0) + sum(bool(r["truncated"]) for r in scored)
+            return scored
 
-    # score and write: in this process, or data-parallel (rank 0 merges and writes)
-    if world == 1:
-        counts, outputs = _score_and_write(work, out_dir, command, score)
-    else:
-        _score_shards(work, out_dir, command, score, rank, world)
-        if rank != 0:
-            _barrier(world)  # rank 0 merges, then every process ends together
-            return {bench: {} for bench in benchmarks}
-        counts, outputs = _merge_and_write(work, out_dir, world)
+        truncated: dict[str, int] = {}  # inputs cut at max_len, per file group (this process's share when data-parallel)
 
-    # finish: the settings, then the manifest that marks the folder complete
-    counts = {bench: counts.get(bench, {}) for bench in benchmarks}
-    atomic_write_json(eval_settings_path(out_dir), {
-        "reward_model_path": str(reward_model_path), "goal_state_path": None if vanilla else str(goal_state_path), **settings,
-        "filter_threshold_applied_by": "goalrm metrics --filter_threshold (Q-filtered majority voting); scoring keeps every generation",
-        "scored": counts,
-    })
-    outputs[eval_settings_path(out_dir).name] = None
-    manifest.finish(out_dir, outputs, command=command, inputs=inputs, producer={
-        "reward_model_path": str(reward_model_path), "config_hash": manifest.config_hash(reward_model_path), **goal_record, **settings,
-        "processes": world})
-    _barrier(world)
-    return counts
+        # score and write: in this process, or data-parallel (rank 0 merges and writes)
+        if world == 1:
+            counts, outputs = _score_and_write(work, out_dir, command, score)
+        else:
+            _score_shards(work, out_dir, command, score, rank, world)
+            if rank != 0:
+                _barrier(world)  # rank 0 merges, then every process ends together
+                return {bench: {} for bench in benchmarks}
+            counts, outputs = _merge_and_write(work, out_dir, world)
+
+        # finish: the settings, then the manifest that marks the folder complete
+        counts = {bench: counts.get(bench, {}) for bench in benchmarks}
+        atomic_write_json(eval_settings_path(out_dir), {
+            "reward_model_path": str(reward_model_path), "goal_state_path": None if vanilla else str(goal_state_path), **settings,
+            "filter_threshold_applied_by": "goalrm metrics --filter_threshold (Q-filtered majority voting); scoring keeps every generation",
+            "scored": counts,
+            "truncated_at_max_len": {k: v for k, v in truncated.items() if v} if world == 1 else "see each row's truncated field",
+        })
+        outputs[eval_settings_path(out_dir).name] = None
+        manifest.finish(out_dir, outputs, command=command, inputs=inputs, producer={
+            "reward_model_path": str(reward_model_path), "config_hash": manifest.config_hash(reward_model_path), **goal_record, **settings,
+            "processes": world, "truncated_at_max_len": sum(truncated.values()) if world == 1 else None})
+        _barrier(world)
+        return counts
 
 
 Work = list[tuple[str, str, list[dict]]]  # (benchmark, split, rows) per generation file group

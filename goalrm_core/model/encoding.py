@@ -81,7 +81,11 @@ def _encode_official(tokenizer, prompt: str, response: str, max_len: int, append
         ids[-1] = tokenizer.eos_token_id  # the official dataset keeps EOS last even when the text was cut
     num_actions = len(tokenizer(response, add_special_tokens=False)["input_ids"])
     full = len(tokenizer(text)["input_ids"])
-    return EncodedResponse(ids, min(num_actions, len(ids)), full > len(ids))
+    truncated = full > len(ids)
+    if truncated:  # the cut fell in the response (or the prompt): the last num_actions ids must all lie after the prompt
+        room = len(ids) - len(tokenizer(prompt)["input_ids"])
+        num_actions = max(min(num_actions, room), 0)
+    return EncodedResponse(ids, min(num_actions, len(ids)), truncated)
 
 
 def _where(row: dict, row_index: int) -> str:

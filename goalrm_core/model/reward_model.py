@@ -1,16 +1,26 @@
 """The reward model: any Hugging Face causal-LM backbone plus a value head.
 
-The module names follow ``<Arch>ForSequenceClassification`` (backbone under the architecture's
-``base_model_prefix``, a linear head called ``score``), so a saved linear-head RM loads as is with
-``AutoModelForSequenceClassification`` in TRL or OpenRLHF.
+Two checkpoint layouts, both read by :func:`load_reward_model` (the format is detected):
+
+* ``goalrm`` (the default): the module names of ``<Arch>ForSequenceClassification`` (backbone under
+  the architecture's ``base_model_prefix``, a linear head called ``score``), so a saved linear-head RM
+  loads as is with ``transformers.AutoModelForSequenceClassification`` (and TRL); the reward
+  statistics are ``reward_mean``/``reward_std`` in ``config.json``; ``goalrm.json`` says how it was built.
+* ``official``: the layout of the official code's ``get_llm_for_sequence_regression`` (its fork of
+  OpenRLHF): the head is ``value_head`` (``value_head.weight``, or ``value_head.{0,2,4,6}`` for the MLP
+  head, whose last layer has no bias), the statistics are ``mean``/``std``/``normalize_reward`` and the
+  head is ``_value_head_strategy`` in ``config.json``. ``save_reward_model(..., save_format="official")``
+  writes it; the official loader then reads the trained head rather than initialising a new one.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,27 +31,35 @@ from torch import nn
 from transformers import AutoConfig, AutoModel, LlamaConfig, PretrainedConfig
 from transformers.models.auto.modeling_auto import MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES
 
-from goalrm_core.choices import VALUE_HEAD_STRATEGIES
+from goalrm_core.choices import CHECKPOINT_FORMATS, MLP_HEADS, VALUE_HEAD_STRATEGIES
 from goalrm_core.data.io import UMASK, ArtifactError, atomic_write_json
 from goalrm_core.flags import check_choice
 
 GOALRM_JSON = "goalrm.json"
+OFFICIAL_HEAD = "value_head"  # the official code's name for the head, whatever its strategy
 
 
-def build_value_head(hidden_size: int, strategy: str) -> nn.Module:
-    """``linear``: one bias-free projection; ``mlp``: h -> h/2 -> h/2 -> h -> 1 with ReLUs."""
+def build_value_head(hidden_size: int, strategy: str, mlp_head: str = "goalrm") -> nn.Module:
+    """``linear``: one bias-free projection, N(0, 1/(h+1)); ``mlp``: h -> h/2 -> h/2 -> h -> 1 with
+    ReLUs, its bias and init chosen by ``mlp_head`` (see :data:`MLP_HEADS`)."""
     check_choice("value_head_strategy", strategy, VALUE_HEAD_STRATEGIES)
+    check_choice("mlp_head", mlp_head, MLP_HEADS)
     if strategy == "linear":
         head = nn.Linear(hidden_size, 1, bias=False)
         nn.init.normal_(head.weight, std=1.0 / (hidden_size + 1))
         return head
     half = hidden_size // 2
-    return nn.Sequential(
+    official = mlp_head == "official"
+    head = nn.Sequential(
         nn.Linear(hidden_size, half), nn.ReLU(),
         nn.Linear(half, half), nn.ReLU(),
         nn.Linear(half, hidden_size), nn.ReLU(),
-        nn.Linear(hidden_size, 1),
+        nn.Linear(hidden_size, 1, bias=not official),
     )
+    if official:  # the same draws, in the same order, as the official init_value_head
+        for index, fan in ((0, hidden_size), (2, half), (4, half), (6, hidden_size)):
+            head[index].weight.data.normal_(mean=0.0, std=1 / (fan + 1))
+    return head
 
 
 def attention_implementation(flash_attn: bool) -> str:
@@ -79,13 +97,14 @@ class RewardOutput:
 class RewardModel(nn.Module):
     """Backbone + value head. ``forward`` returns the reward, per-token values and hidden states."""
 
-    def __init__(self, backbone: nn.Module, value_head_strategy: str = "linear"):
+    def __init__(self, backbone: nn.Module, value_head_strategy: str = "linear", mlp_head: str = "goalrm"):
         super().__init__()
         self.config: PretrainedConfig = backbone.config
         self.prefix = getattr(backbone, "base_model_prefix", "model") or "model"
         self.add_module(self.prefix, backbone)
         self.value_head_strategy = value_head_strategy
-        head = build_value_head(self.config.hidden_size, value_head_strategy)
+        self.mlp_head = mlp_head
+        head = build_value_head(self.config.hidden_size, value_head_strategy, mlp_head)
         # "score" for the linear head is the name AutoModelForSequenceClassification expects.
         self.add_module("score" if value_head_strategy == "linear" else "value_head", head)
 
@@ -104,13 +123,14 @@ class RewardModel(nn.Module):
         value_head_strategy: str = "linear",
         dtype: torch.dtype | None = None,
         flash_attn: bool = False,
+        mlp_head: str = "goalrm",
     ) -> "RewardModel":
         """Start an RM from a pretrained causal LM (the paper initialises from the SFT policy)."""
         check_choice("value_head_strategy", value_head_strategy, VALUE_HEAD_STRATEGIES)
         backbone = AutoModel.from_pretrained(
             name_or_path, dtype=dtype, attn_implementation=attention_implementation(flash_attn)
         )
-        return cls(backbone, value_head_strategy)
+        return cls(backbone, value_head_strategy, mlp_head)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> RewardOutput:
         out = self.backbone(
@@ -175,26 +195,55 @@ def describe_tensors(names: list[str], limit: int = 3) -> str:
     return f"{len(names)} tensor(s): {shown}" + (", ..." if len(names) > limit else "")
 
 
+def official_state_dict(model: RewardModel, weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``weights`` under the official code's names: the linear head ``score.weight`` becomes
+    ``value_head.weight``; the backbone and an official-style MLP head keep theirs. goalrm's own MLP
+    head (a bias on its last layer) has no official form and is refused."""
+    if model.value_head_strategy == "mlp" and model.mlp_head != "official":
+        raise ValueError("an MLP head with a bias on its last layer (--mlp_head goalrm) has no official layout (the official "
+                         "last layer is bias-free): train with --mlp_head official to save it in the official format")
+    if model.value_head_strategy == "mlp":
+        return dict(weights)
+    return {(f"{OFFICIAL_HEAD}.weight" if k == "score.weight" else k): v for k, v in weights.items()}
+
+
+def official_config_fields(config: PretrainedConfig, value_head_strategy: str) -> dict:
+    """The fields the official loader reads from ``config.json``: the head (``_value_head_strategy``)
+    and, when goalrm stored reward statistics, ``mean``/``std`` and ``normalize_reward``."""
+    fields: dict[str, Any] = {"_value_head_strategy": value_head_strategy,
+                              "normalize_reward": bool(getattr(config, "normalize_reward", False))}
+    if getattr(config, "reward_mean", None) is not None:
+        fields.update(mean=float(config.reward_mean), std=float(config.reward_std))
+    return fields
+
+
 def save_reward_model(
     model: RewardModel,
     path: str | Path,
     tokenizer: Any = None,
     training_args: dict | None = None,
     state_dict: dict[str, torch.Tensor] | None = None,
+    save_format: str = "goalrm",
 ) -> Path:
     """Write the HF layout plus ``goalrm.json``, into a temp directory renamed into place at the end.
 
-    ``state_dict`` lets a ZeRO-3 trainer pass the gathered full weights. NaN or inf weights are an
-    error, raised before anything is written (an existing RM at ``path`` is left as it is).
+    ``save_format``: ``goalrm`` or ``official`` (see the module docstring; ``goalrm.json`` is written
+    in both, naming the format, and the official loader ignores it). ``state_dict`` lets a ZeRO-3
+    trainer pass the gathered full weights. NaN or inf weights are an error, raised before anything
+    is written (an existing RM at ``path`` is left as it is).
     """
     from huggingface_hub import save_torch_state_dict
 
+    check_choice("save_format", save_format, CHECKPOINT_FORMATS)
     path = Path(path)
     weights = state_dict if state_dict is not None else model.state_dict()
     bad = nonfinite_tensors(weights)
     if bad:
         raise ValueError(f"refusing to save the reward model to {path}: NaN or inf weights in {describe_tensors(bad)} "
                          f"(training diverged; lower --learning_rate / --head_learning_rate)")
+    official = save_format == "official"
+    if official:
+        weights = official_state_dict(model, weights)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
@@ -207,16 +256,25 @@ def save_reward_model(
         if tokenizer is not None and config.pad_token_id is None:
             config.pad_token_id = tokenizer.pad_token_id
         config.save_pretrained(tmp)
+        if official:  # the official loader's names; goalrm's own fields would only mislead it
+            fields = json.loads((tmp / "config.json").read_text())
+            for key in ("value_head_strategy", "reward_mean", "reward_std"):
+                fields.pop(key, None)
+            fields.update(official_config_fields(config, model.value_head_strategy), architectures=["LLMForSequenceRegression"])
+            atomic_write_json(tmp / "config.json", fields)
         save_torch_state_dict({k: v.contiguous() for k, v in weights.items()}, tmp)
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
         atomic_write_json(
             tmp / GOALRM_JSON,
             {
+                "checkpoint_format": save_format,
                 "value_head_strategy": model.value_head_strategy,
-                "head_module": "score" if model.value_head_strategy == "linear" else "value_head",
+                "mlp_head": model.mlp_head,
+                "head_module": OFFICIAL_HEAD if official or model.value_head_strategy == "mlp" else "score",
                 "base_model_prefix": model.prefix,
                 "hidden_size": config.hidden_size,
+                "tokenizer_sha256": None if tokenizer is None else tokenizer_sha256(tokenizer),
                 "training_args": training_args or {},
             },
         )
@@ -228,14 +286,153 @@ def save_reward_model(
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
+    if official and model.value_head_strategy == "mlp" and "vhs-mlp" not in path.name:
+        print(f"note: the official eval_rm.py builds a linear head unless the folder's path holds 'vhs-mlp'; rename {path} "
+              f"(e.g. {path.name}-vhs-mlp) before scoring it there", file=sys.stderr)
     return path
 
 
+#: what ``goalrm.json`` must hold; ``tokenizer_sha256`` (written since round 2 of the bad-input work) is checked when present
+GOALRM_JSON_FIELDS = ("value_head_strategy", "hidden_size")
+
+
 def read_goalrm_json(path: str | Path) -> dict:
+    """``goalrm.json`` of an RM folder; a damaged file or a missing field is named."""
     meta_path = Path(path) / GOALRM_JSON
     if not meta_path.exists():
         raise ArtifactError(f"{path}: not a goalrm reward model ({GOALRM_JSON} missing); train one with `goalrm train-rm`")
-    return json.loads(meta_path.read_text())
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ArtifactError(f"{meta_path}: damaged ({e}); save or train the RM again") from None
+    if not isinstance(meta, dict):
+        raise ArtifactError(f"{meta_path}: expected a JSON object, got {type(meta).__name__}")
+    missing = [k for k in GOALRM_JSON_FIELDS if k not in meta]
+    if missing:
+        raise ArtifactError(f"{meta_path}: missing field(s) {missing}; expected {list(GOALRM_JSON_FIELDS)}; save or train the RM again")
+    try:
+        check_choice("value_head_strategy", meta["value_head_strategy"], VALUE_HEAD_STRATEGIES)
+    except ValueError as e:
+        raise ArtifactError(f"{meta_path}: field 'value_head_strategy': {e}") from None
+    return meta
+
+
+def tokenizer_sha256(tokenizer) -> str:
+    """A fingerprint of what a tokenizer maps: every token and its id, and the special tokens. Two
+    tokenizers with the same vocabulary size but other tokens differ."""
+    import hashlib
+
+    content = {"vocab": sorted(tokenizer.get_vocab().items(), key=lambda kv: (kv[1], kv[0])),
+               "special": sorted(map(str, tokenizer.all_special_tokens))}
+    return hashlib.sha256(json.dumps(content, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def check_tokenizer_matches(model: "RewardModel", tokenizer) -> None:
+    """A tokenizer with more ids than the RM's embedding table has rows is not the RM's tokenizer."""
+    vocab = model.backbone.get_input_embeddings().weight.shape[0]
+    if len(tokenizer) > vocab:
+        raise ValueError(f"tokenizer has {len(tokenizer)} tokens but the model's embedding table has {vocab}: they do not belong together")
+
+
+def load_rm_tokenizer(path: str | Path, model: "RewardModel"):
+    """The tokenizer of the RM folder ``path``, checked to be the one it was trained with: the hash
+    ``goalrm.json`` records (``tokenizer_sha256``) and the embedding's size. A folder that records no
+    hash (saved before goalrm kept one) is read with a one-line notice."""
+    import sys
+
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
+    except (OSError, ValueError) as e:
+        raise ArtifactError(f"{path}: its tokenizer cannot be loaded ({' '.join(str(e).split())[:200]})") from None
+    check_tokenizer_matches(model, tokenizer)
+    recorded = read_goalrm_json(path).get("tokenizer_sha256") if (Path(path) / GOALRM_JSON).is_file() else None
+    if recorded is None:
+        print(f"notice: {path}: no tokenizer hash recorded (an official-format folder, or saved by an older goalrm); "
+              f"the tokenizer is not checked against the one the RM was trained with", file=sys.stderr)
+    elif recorded != tokenizer_sha256(tokenizer):
+        raise ArtifactError(f"{path}: its tokenizer is not the one the RM was trained with ({GOALRM_JSON} records tokenizer "
+                            f"hash {recorded[:12]}, the folder's tokenizer has {tokenizer_sha256(tokenizer)[:12]}); "
+                            f"put the training tokenizer back, or train the RM again")
+    return tokenizer
+
+
+def weight_names(path: Path) -> list[str]:
+    """The tensor names of every ``*.safetensors`` file in ``path`` (headers only)."""
+    from safetensors import safe_open
+
+    names: list[str] = []
+    for file in sorted(path.glob("*.safetensors")):
+        with safe_open(str(file), framework="pt") as f:
+            names += list(f.keys())
+    return names
+
+
+def checkpoint_format(path: str | Path) -> str:
+    """``goalrm`` or ``official`` (see the module docstring); a folder that is neither is a one-line error.
+
+    A folder with ``goalrm.json`` is goalrm's (which may have saved it in the official format); one
+    without it is official when its ``config.json`` names ``_value_head_strategy`` or its weights hold
+    ``value_head.*`` tensors (what the official ``train_rm.py`` saves)."""
+    path = Path(path)
+    if (path / GOALRM_JSON).is_file():
+        return read_goalrm_json(path).get("checkpoint_format", "goalrm")
+    config = path / "config.json"
+    if config.is_file():
+        try:
+            fields = json.loads(config.read_text())
+        except ValueError:
+            fields = {}
+        if "_value_head_strategy" in fields:
+            return "official"
+        try:
+            if any(name.startswith(f"{OFFICIAL_HEAD}.") for name in weight_names(path)):
+                return "official"
+        except Exception:  # a damaged weights file: said as such below, where the format is known
+            pass
+    raise ArtifactError(f"{path}: neither a goalrm reward model ({GOALRM_JSON} missing) nor an official-format one (no config.json "
+                        f"with _value_head_strategy or {OFFICIAL_HEAD}.* weights); train one with `goalrm train-rm`")
+
+
+def official_head_strategy(path: Path, names: list[str], fields: dict) -> str:
+    """The head of an official-format folder, read from its weights (what the official loader fills)
+    and checked against ``_value_head_strategy`` when the config names it."""
+    if f"{OFFICIAL_HEAD}.weight" in names:
+        strategy = "linear"
+    elif f"{OFFICIAL_HEAD}.0.weight" in names:
+        strategy = "mlp"
+    else:
+        raise ArtifactError(f"{path}: an official-format reward model without {OFFICIAL_HEAD} weights; the official loader "
+                            f"would give it a random head, and goalrm refuses it")
+    stated = fields.get("_value_head_strategy")
+    if stated is not None and stated != strategy:
+        raise ArtifactError(f"{path}: config.json field _value_head_strategy is {stated!r} but the weights hold a {strategy} head")
+    return strategy
+
+
+def _load_official(path: Path, backbone: nn.Module) -> RewardModel:
+    """An official-format folder as a :class:`RewardModel` whose rewards are the official loader's."""
+    from safetensors.torch import load_file
+
+    fields = json.loads((path / "config.json").read_text())
+    names = weight_names(path)
+    model = RewardModel(backbone, official_head_strategy(path, names, fields), mlp_head="official")
+    weights: dict[str, torch.Tensor] = {}
+    for file in sorted(path.glob("*.safetensors")):
+        weights.update(load_file(str(file)))
+    if model.value_head_strategy == "linear":
+        weights["score.weight"] = weights.pop(f"{OFFICIAL_HEAD}.weight")
+    try:
+        model.load_state_dict(weights, strict=True)
+    except RuntimeError as e:
+        raise ArtifactError(f"{path}: weights do not match the saved config ({str(e)[:300]})") from None
+    if "mean" in fields:
+        model.set_reward_normalization(fields["mean"], fields.get("std", 1.0), enabled=bool(fields.get("normalize_reward", False)))
+    else:
+        model.config.normalize_reward = bool(fields.get("normalize_reward", False))
+        model.config.reward_mean, model.config.reward_std = 0.0, 1.0
+    return model
 
 
 PICKLED_WEIGHTS = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")
@@ -268,27 +465,45 @@ def check_safetensors_file(path: Path) -> None:
 
 
 def load_reward_model(path: str | Path, dtype: torch.dtype | None = None, flash_attn: bool = False) -> RewardModel:
-    """Load an RM saved by :func:`save_reward_model`; missing or partial checkpoints raise clearly."""
+    """Load an RM in either format (:func:`checkpoint_format`); missing or partial checkpoints raise
+    clearly. An official-format folder the official code wrote (no ``goalrm.json``) is read with a
+    one-line notice: its head is ``value_head`` and its reward statistics ``mean``/``std``."""
     from huggingface_hub import load_torch_model
 
     path = Path(path)
-    meta = read_goalrm_json(path)
+    fmt = checkpoint_format(path)
     if not (path / "config.json").exists():
         raise ArtifactError(f"{path}: config.json missing; the checkpoint is incomplete")
+    check_weights_folder(path, "reward model")  # pickled weights only: said as such, never loaded
     if not any(path.glob("*.safetensors")):
         raise ArtifactError(f"{path}: no *.safetensors weights; the checkpoint is incomplete")
     config = AutoConfig.from_pretrained(path)
     backbone = AutoModel.from_config(config, attn_implementation=attention_implementation(flash_attn))
-    model = RewardModel(backbone, meta["value_head_strategy"])
     for weights in path.glob("*.safetensors"):
         check_safetensors_file(weights)
-    try:
-        load_torch_model(model, path, strict=True)
-    except (RuntimeError, OSError, ValueError) as e:
-        raise ArtifactError(f"{path}: weights do not match the saved config ({str(e)[:300]})") from None
+    if fmt == "official":
+        if not (path / GOALRM_JSON).exists():
+            print(f"note: {path} is in the official code's format (value_head, mean/std in config.json): read as such",
+                  file=sys.stderr)
+        model = _load_official(path, backbone)
+    else:
+        meta = read_goalrm_json(path)
+        model = RewardModel(backbone, meta["value_head_strategy"], meta.get("mlp_head", "goalrm"))
+        try:
+            load_torch_model(model, path, strict=True)
+        except (RuntimeError, OSError, ValueError) as e:
+            raise ArtifactError(f"{path}: weights do not match the saved config ({str(e)[:300]})") from None
     bad = nonfinite_tensors(model.state_dict())
     if bad:
         raise ArtifactError(f"{path}: NaN or inf weights in {describe_tensors(bad)}; the reward model is broken")
+    if fmt == "goalrm" and getattr(model.config, "normalize_reward", False):
+        stats = {k: getattr(model.config, k, None) for k in ("reward_mean", "reward_std")}
+        bad = [f"{k}={v!r}" for k, v in stats.items() if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v)]
+        if not bad and stats["reward_std"] <= 0:
+            bad = [f"reward_std={stats['reward_std']!r}"]
+        if bad:
+            raise ArtifactError(f"{path / 'config.json'}: normalize_reward is set but {', '.join(bad)}: a normalised reward needs "
+                                f"a finite reward_mean and a reward_std > 0; set normalize_reward to false or store both")
     if dtype is not None:
         model = model.to(dtype)
     return model.eval()

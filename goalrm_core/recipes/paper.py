@@ -53,7 +53,7 @@ from goalrm_core.train.config import TrainRMConfig
 from goalrm_core.study.live import tail_view
 from goalrm_core.study.rms import STRATEGY as RM_STRATEGY
 from goalrm_core.train.launch import run_streaming, train_command
-from goalrm_core.flags import check_choice
+from goalrm_core.flags import check_choice, run_command
 
 #: an RM's study name or trainer strategy -> the trainer strategy (baseline/vanilla, goal-conditioned/contrastive)
 STRATEGIES = {name: strategy for rm, strategy in RM_STRATEGY.items() for name in (rm, strategy)}
@@ -136,18 +136,23 @@ def paper_commands(profile_name: str, num_gpus: int | None = None, hostfile: str
     benches = list(profile.get("benchmarks", ["gsm8k"]))
     threshold = profile.get("filter_threshold", 0.0)
     template = profile.get("template", "nemo")
-    max_len = profile.get("max_len", 2048)
+    max_len = profile.get("eval_max_len", profile.get("max_len", 2048))  # 0: read whole, as the official eval_rm.py
+    # the official scripts read the RM in its checkpoint's dtype (bf16), get_representation.py with flash-attn
+    precision = [*(["--bf16"] if profile.get("bf16") else []), *(["--flash_attn"] if profile.get("flash_attn") else [])]
     # the official get_representation.py builds the clean prompt (and cuts at its own 1024 tokens, the CLI's default)
     cmds["get-representation"] = _cli("get-representation", "--dataset-path", profile["dataset"], "--reward-model-path", goal_rm,
-                                      "--save-dir", goal_dir, "--template", "math" if template == "nemo" else template)
+                                      "--save-dir", goal_dir, "--template", "math" if template == "nemo" else template, *precision)
     goal_file = f"{goal_dir}/{rm_name(goal_rm)}_goal_state_embedding.npy"
     for name, rm, extra in (("vanilla", base, ["--vanilla"]), ("contrastive", goal_rm, ["--goal_state_path", goal_file])):
         # one --save_dir for both: eval-rm files each RM under its folder's name, as the official script does
         cmds[f"eval-rm-{name}"] = _cli("eval-rm", "--completions_data_path", profile["completions_data_path"], "--reward_model_path", rm,
                                        "--save_dir", save_dir, "--filter_threshold", threshold,
-                                       "--template", template, "--max_len", max_len, "--benchmarks", *benches, *extra)
+                                       "--template", template, "--max_len", max_len, "--benchmarks", *benches, *extra, *precision)
         cmds[f"metrics-{name}"] = _cli("metrics", "--model_name", CKPT_NAMES[name], "--eval_results_dir", save_dir,
                                        "--filter_threshold", threshold, "--benchmarks", *benches, *(["--vanilla"] if name == "vanilla" else []))
+    # the official figures over the official set (greedy + samples, grouped by position), as the official metrics.py prints them
+    cmds["metrics-contrastive-official"] = _cli("metrics", "--model_name", CKPT_NAMES["contrastive"], "--eval_results_dir", save_dir,
+                                                "--filter_threshold", threshold, "--benchmarks", *benches, "--official")
     return cmds
 
 
@@ -548,4 +553,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main, sys.argv[1:], "python -m goalrm_core.paper"))  # a bad input is one line, not a traceback

@@ -289,6 +289,12 @@ def collect_conclusions(m: Mapping) -> dict[str, dict]:
         gate = _dict(primary["gate"])
         state = gate.get("state") if gate.get("state") in ("passed", "failed") else "undefined"
         out["gate@seeds"] = _conclusion(f"length gate ({bench}): every RM beats length only", seeds, state, gate.get("reason"))
+        if "well_formed" in gate:  # the gate's second condition: the RMs verify, not only spot malformed text
+            wf = _dict(gate["well_formed"])
+            wf_state = wf.get("state") if wf.get("state") in ("passed", "failed") else "undefined"
+            out["gate.well_formed@seeds"] = _conclusion(
+                f"length gate, well-formed errors only ({bench}): every RM beats length by > {wf.get('required_margin', 0.15):g}",
+                seeds, wf_state, wf.get("reason"))
     if _is_across(primary.get("delta_auroc")):
         d = primary["delta_auroc"]
         out[f"delta_auroc.{bench}@seeds"] = _conclusion(f"ΔAUROC goal-conditioned − baseline ({bench}, primary)", seeds,
@@ -300,6 +306,10 @@ def collect_conclusions(m: Mapping) -> dict[str, dict]:
     for rm, d in _dict(primary.get("first_error_delta_q")).items():
         if _is_across(d):
             out[f"first_error.{rm}@seeds"] = _conclusion(f"Q falls at the first error ({rm})", seeds, _holds(d), d.get("reason"))
+    for rm, d in _dict(primary.get("first_error_delta_q_well_formed")).items():
+        if _is_across(d):
+            out[f"first_error_well_formed.{rm}@seeds"] = _conclusion(f"Q falls at the first error, well-formed errors only ({rm})",
+                                                                    seeds, _holds(d), d.get("reason"))
     for rm, f in _dict(primary.get("filter")).items():
         f = _dict(f)
         if _is_across(f.get("tokens_saved_pct")):

@@ -2,11 +2,14 @@
 
 In reading order: a summary generated from the numbers (so it is honest whichever way they fall);
 where the run recorded them (schema 2: ``evaluation.primary``, ``decoding.primary``), the primary
-findings across RM seeds, one sentence each with its mean, 95% t-interval and "in k of n seeds", and
-the exploratory benchmarks with Holm-corrected p-values; then the seed-0 detail: the key figure (AUROC
-per benchmark for every scorer), the key table (goal-conditioned − baseline), a figure of accuracy
-against generated tokens (Q-filtered voting, online pruning), the decoding comparison at matched
-budgets and steering. Figures are embedded PNGs, so the page works as a single file. Every section is
+findings across RM seeds, one sentence each with its mean, 95% t-interval and "in k of n seeds" (the
+reward comparison saying how many comparisons there are), and the exploratory benchmarks with
+Holm-corrected p-values; Q along the incorrect solutions around the first error, a line per seed
+(``evaluation.first_error_profile``; where absent, what is missing); then the seed-0 detail: the key
+figure (AUROC per benchmark for every scorer), the key table (goal-conditioned − baseline, with Holm
+over its k benchmarks), a figure and two tables of what Q saves (Q-filtered voting, online pruning:
+tokens, accuracy with Wilson intervals, wall time, where tuning chose no pruning), the decoding
+comparison (Wilson intervals, what the numbers show, budgets that do not match) and steering. Figures are embedded PNGs, so the page works as a single file. Every section is
 left out when the metrics it needs are absent (a run that stopped early).
 
 A conclusion is stated only where the across-seeds summary ``holds`` (its interval lies wholly on the
@@ -272,14 +275,18 @@ def _gate_sentence(primary: Mapping) -> str:
     return sentence
 
 
-def _delta_sentence(primary: Mapping) -> str:
+def _delta_sentence(primary: Mapping, n_exploratory: int = 0) -> str:
     d = primary.get("delta_auroc")
     if not isinstance(d, Mapping):
         return ""
     bench = primary.get("benchmark", ID_BENCH)
+    k = n_exploratory
+    comparisons = (f" It is the one reward comparison fixed before the run, so its interval needs no correction; the "
+                   f"other {k} benchmark{'s' if k != 1 else ''} are {k} exploratory comparison{'s' if k != 1 else ''}, "
+                   "Holm-corrected (below)." if k else " It is the one reward comparison fixed before the run.")
     return (f"Reward comparison on {bench} (primary): goal-conditioned minus baseline AUROC {_figure(d, 'positive')}: "
             + judge(d, "the goal-conditioned RM ranks better (the interval lies above 0)", "no detectable difference",
-                    opposite="the interval lies wholly below 0") + ".")
+                    opposite="the interval lies wholly below 0") + "." + comparisons)
 
 
 def _first_error_sentences(primary: Mapping) -> list[str]:
@@ -353,7 +360,9 @@ def primary_findings(metrics: Mapping) -> str:
     """Schema 2: each primary finding in one sentence generated from the across-seeds numbers (mean,
     95% t-interval, in k of n seeds), a conclusion only where it holds; empty for schema 1."""
     primary = _primary(metrics)
-    items = [_gate_sentence(primary), _delta_sentence(primary), *_first_error_sentences(primary),
+    n_exploratory = len([d for d in (_get(metrics, "evaluation", "exploratory", "delta_auroc") or {}).values()
+                         if isinstance(d, Mapping)])
+    items = [_gate_sentence(primary), _delta_sentence(primary, n_exploratory), *_first_error_sentences(primary),
              *_filter_sentences(primary), _pruning_sentence(metrics)] if primary else [_pruning_sentence(metrics)]
     items = [s for s in items if s]
     if not items:
@@ -444,16 +453,117 @@ def delta_table(metrics: Mapping) -> str:
     if not isinstance(deltas, Mapping) or not deltas:
         return ""
     ev = metrics["evaluation"]
+    from goalrm_core.evaluation.stats import holm
+
+    order = [b for b in fmt.order_benchmarks(deltas) if isinstance(deltas.get(b), Mapping)]
+    if not order:
+        return ""
+    raw = [deltas[b].get("p_value") for b in order]
+    adjusted = holm([float("nan") if fmt.is_undefined(p) else float(p) for p in raw])
+    k = sum(not fmt.is_undefined(p) for p in raw)
     rows = [{"benchmark": b, "baseline": _auroc_text(ev, "baseline", b),
              "goal-conditioned": _auroc_text(ev, "goal-conditioned", b),
              "Δ AUROC [95% CI]": fmt.signed_ci(delta_of(d), d.get("ci_low"), d.get("ci_high"), reason=fmt.reason_of(d, "delta")),
-             "p-value": fmt.p_value(d.get("p_value"), reason=fmt.reason_of(d, "p_value"))}
-            for b in fmt.order_benchmarks(deltas) if isinstance(d := deltas.get(b), Mapping)]
-    if not rows:
-        return ""
+             "p-value": fmt.p_value(p, reason=fmt.reason_of(d, "p_value")),
+             f"p-value, Holm over {k}": fmt.p_value(p_holm)}
+            for b, p, p_holm in zip(order, raw, adjusted) if isinstance(d := deltas.get(b), Mapping)]
+    low = [(b, p, q) for b, p, q in zip(order, raw, adjusted) if not fmt.is_undefined(p) and p < 0.05]
+    if low:
+        note = ("Uncorrected p below 0.05 on " + ", ".join(f"{b} (p = {fmt.p_value(p)}, Holm {fmt.p_value(q)})" for b, p, q in low)
+                + f": one of {k} comparisons on one seed, so " + ("it does not survive the correction." if all(q >= 0.05 for _, _, q in low)
+                                                                  else "read the Holm-corrected value."))
+    else:
+        note = f"No uncorrected p below 0.05 among the {k} comparisons."
     return ("<p>The paired difference on the same generations (goal-conditioned − baseline), seed-0 RMs, bootstrapped "
-            "over questions; a CI that contains 0 means no detectable difference at this sample size.</p>"
-            + _table(pd.DataFrame(rows)))
+            f"over questions; a CI that contains 0 means no detectable difference at this sample size. The {k} benchmarks are "
+            f"{k} comparisons: the last column corrects their p-values for that (Holm). {html.escape(note)} The verdicts are "
+            "the across-seed findings above.</p>" + _table(pd.DataFrame(rows)))
+
+
+def first_error_section(metrics: Mapping) -> str:
+    """Q along the incorrect solutions around their first error, a line per RM seed
+    (``evaluation.first_error_profile``, notebook 04); where the run did not record it, what is
+    missing and each seed's Δ Q instead."""
+    profile = _get(metrics, "evaluation", "first_error_profile")
+    primary = _primary(metrics)
+    deltas = {rm: s.get("per_seed") for rm, s in (primary.get("first_error_delta_q") or {}).items() if isinstance(s, Mapping)}
+    seeds = primary.get("rm_seeds") if isinstance(primary.get("rm_seeds"), list) else []
+    def seed(s) -> str:
+        return f"seed {fmt.undefined() if fmt.count(s) is None else fmt.count(s)}"
+
+    per_seed = "; ".join(f"{rm}: " + ", ".join(f"{seed(s)} {fmt.num(v, 2, signed=True)}" for s, v in zip(seeds or range(len(vals)), vals))
+                         for rm, vals in deltas.items() if isinstance(vals, list))
+    if isinstance(profile, Mapping):
+        if not plots.first_error_profile_frame(profile).empty:
+            bench = profile.get("benchmark", ID_BENCH)
+            return (f"<p>The mean Q (cosine to the goal state) of the incorrect {html.escape(str(bench))} solutions at each token "
+                    f"from {profile.get('window', '')} before to {profile.get('window', '')} after their first wrong token (0), one "
+                    "line per RM seed: a goal state that means \"on track\" makes Q drop at 0. The primary finding above is "
+                    "the mean after minus before, per seed"
+                    + (f" ({html.escape(per_seed)})" if per_seed else "") + ".</p>"
+                    + _png(plots.first_error_profiles(profile, title=f"Q around the first error (0 = first wrong token), {bench}, every RM seed")))
+    if not deltas:
+        return ""
+    return ("<p>Not drawn: this run's metrics.json has no per-seed Q profile around the first error "
+            "(<code>evaluation.first_error_profile</code>, recorded by notebook 04 from this version on; regenerate the report "
+            "to draw it). Each seed's mean Q after minus before the first error: " + html.escape(per_seed) + ".</p>")
+
+
+def savings_text(metrics: Mapping) -> str:
+    """The savings in numbers, seed-0 goal-conditioned RM, one row per benchmark in two tables:
+    Q-filtered voting (tokens saved, majority-vote accuracy before and after with Wilson intervals
+    over the questions) and online pruning (its threshold, "no pruning" where tuning chose it, tokens
+    saved, accuracy, wall time); then where pruning was off and what it cost in wall time."""
+    import pandas as pd
+
+    ev, dec = metrics.get("evaluation", {}), metrics.get("decoding", {})
+    params = _get(metrics, "provenance", "profile", "parameters", default={}) or {}
+    filtered, pruned, off, slower = [], [], [], []
+    for bench in _benches(ev if isinstance(ev, Mapping) else {}):
+        f = _get(ev, "goal-conditioned", bench, "filter")
+        if isinstance(f, Mapping):
+            n_votes = _get(metrics, "data", "benchmarks", bench, "n_questions")
+            filtered.append({"benchmark": bench, "Q threshold": fmt.num(f.get("threshold")),
+                             "tokens saved": fmt.pct(f.get("tokens_saved_pct"), already_percent=True),
+                             "accuracy, all samples [95% CI]": fmt.rate_ci(f.get("accuracy_unfiltered"), n_votes),
+                             "accuracy, filtered [95% CI]": fmt.rate_ci(f.get("accuracy"), n_votes)})
+        p = _get(dec, "pruning", bench)
+        if isinstance(p, Mapping):
+            n_decoded = _get(p, "n_questions") or params.get("decode_questions")
+            threshold = p.get("threshold")
+            is_off = not fmt.is_undefined(threshold) and threshold <= -1
+            if is_off:
+                off.append(bench)
+            row = {"benchmark": bench, "Q threshold": "no pruning (≤ −1)" if is_off else fmt.num(threshold),
+                   "tokens saved": fmt.pct(p.get("tokens_saved_pct"), already_percent=True),
+                   "accuracy, unpruned [95% CI]": fmt.rate_ci(p.get("accuracy_unpruned"), n_decoded),
+                   "accuracy, pruned [95% CI]": fmt.rate_ci(p.get("accuracy"), n_decoded)}
+            wall = _get(metrics, "timings", "decoding", "pruning", bench)
+            if isinstance(wall, Mapping) and _defined(wall.get("wall_s"), wall.get("wall_s_unpruned")):
+                row["wall time, unpruned"] = f"{wall['wall_s_unpruned']:.2f} s"
+                row["wall time, pruned"] = f"{wall['wall_s']:.2f} s"
+                if not is_off and wall["wall_s"] > wall["wall_s_unpruned"]:
+                    slower.append(f"{bench} {wall['wall_s']:.2f} s against {wall['wall_s_unpruned']:.2f} s")
+            pruned.append(row)
+    if not filtered and not pruned:
+        return ""
+    said = []
+    if off:
+        said.append(f"Tuning on validation questions chose no pruning on {len(off)} of {len(pruned)} benchmarks ({', '.join(off)}): "
+                    "there no sample is stopped and no RM runs, so the pruned and unpruned runs generate the same tokens "
+                    "and any wall-time difference is timing noise.")
+    if slower:
+        said.append("Where pruning ran, it took longer than sampling without it (the RM follows every sample): "
+                    + "; ".join(slower) + ".")
+    elif len(pruned) > len(off):
+        said.append("Where pruning ran, it was not slower than sampling without it.")
+    out = ("<p>The same savings in numbers, seed-0 goal-conditioned RM, accuracy with 95% Wilson intervals over the "
+           "questions voted on; the across-seed intervals for toy-id are the primary findings above.</p>")
+    if filtered:
+        out += "<p>Q-filtered majority voting (samples of notebook 04):</p>" + _table(pd.DataFrame(filtered))
+    if pruned:
+        out += (f"<p>Online pruning (notebook 05). {html.escape(' '.join(said))}</p>" + _table(pd.DataFrame(pruned)))
+    return out
 
 
 def _defined(*values) -> bool:
@@ -479,9 +589,9 @@ def savings_figure(metrics: Mapping) -> str:
     if not rows:
         return ""
     return ("<p>What the goal-conditioned RM's Q-values save, seed-0 RMs: majority-vote accuracy against the tokens "
-            "generated, relative to using every sample in full (x = 1). Each line runs from the unfiltered vote (open "
-            "circle) to the filtered or pruned one (dot); left is cheaper, up is more accurate.</p>"
-            + _png(plots.savings_panels(pd.DataFrame(rows))))
+            "generated, as a share of every sample in full (x = 1; the axis spans the points). Each line runs from the "
+            "unfiltered vote (open circle) to the filtered or pruned one (dot); left is cheaper, up is more accurate.</p>"
+            + _png(plots.savings_panels(pd.DataFrame(rows))) + savings_text(metrics))
 
 
 def budget_mismatches(methods: Mapping[str, Mapping]) -> list[str]:
@@ -501,6 +611,35 @@ def budget_mismatches(methods: Mapping[str, Mapping]) -> list[str]:
     return out
 
 
+def _decode_questions(metrics: Mapping, row: Mapping) -> int | None:
+    """The questions a decoding accuracy is over: the row's own count, else the profile's ``decode_questions``."""
+    return fmt.count(row.get("n_questions")) or fmt.count(_get(metrics, "provenance", "profile", "parameters", "decode_questions"))
+
+
+def decoding_reading(metrics: Mapping, methods: Mapping[str, Mapping]) -> str:
+    """What the decoding table shows, from its numbers: Q-guided beam search against greedy decoding
+    and against the best other method at its budget, each with whether their Wilson intervals overlap."""
+    beam_key, greedy_key = "q_guided_beam_search", "greedy"
+    said, level = [], 0
+    benches = [b for b in fmt.order_benchmarks(methods) if isinstance(methods[b].get(beam_key), Mapping)]
+    for bench in benches:
+        m = methods[bench]
+        beam, greedy = m[beam_key], m.get(greedy_key)
+        if isinstance(greedy, Mapping) and _defined(greedy.get("accuracy"), beam.get("accuracy")):
+            level += greedy["accuracy"] >= beam["accuracy"]
+    greedy_tokens = [m[greedy_key]["tokens"] for m in methods.values() if isinstance(m.get(greedy_key), Mapping) and _defined(m[greedy_key].get("tokens"))]
+    beam_tokens = [methods[b][beam_key]["tokens"] for b in benches if _defined(methods[b][beam_key].get("tokens"))]
+    if benches and greedy_tokens and beam_tokens:
+        said.append(f"Greedy decoding ({min(greedy_tokens):.0f}–{max(greedy_tokens):.0f} tokens per question) is level with or "
+                    f"above Q-guided beam search ({min(beam_tokens):.0f}–{max(beam_tokens):.0f} tokens) on {level} of {len(benches)} "
+                    "benchmarks.")
+    n = max((_decode_questions(metrics, r) or 0 for m in methods.values() for r in m.values() if isinstance(r, Mapping)), default=0)
+    if n:
+        said.append(f"Each accuracy is over {n} questions (one question is {100 / n:.1f} points), so its 95% interval is "
+                    "wide: a difference between two methods whose intervals overlap is not shown by this run.")
+    return " ".join(said)
+
+
 def decoding_table(metrics: Mapping) -> str:
     import pandas as pd
 
@@ -515,16 +654,14 @@ def decoding_table(metrics: Mapping) -> str:
         row = {"method": name.replace("_", " ")}
         for b in benches:
             r = methods[b].get(name)
-            if not isinstance(r, Mapping):
-                row[b] = "not run"
-                continue
-            n = fmt.count(r.get("n"))
-            row[b] = (f"{fmt.pct(r.get('accuracy'))} ({fmt.num(r.get('tokens'), 0)} tok, "
-                      f"N={fmt.undefined() if n is None else n})")
+            row[b] = ("not run" if not isinstance(r, Mapping)
+                      else fmt.accuracy_cell(r.get("accuracy"), _decode_questions(metrics, r), r.get("tokens"), r.get("n")))
         rows.append(row)
     mismatch = budget_mismatches(methods)
     return ("<p>Q-guided beam search against greedy decoding, majority voting and best-of-N at the smallest N whose "
-            "token budget reaches the beam search's, seed-0 RMs, one run: accuracy (generated tokens per question, N).</p>"
+            "token budget reaches the beam search's, seed-0 RMs, one run: accuracy with its 95% Wilson interval over the "
+            "questions (generated tokens per question, N samples per question). "
+            + html.escape(decoding_reading(metrics, methods)) + "</p>"
             + _table(pd.DataFrame(rows))
             + ("<p>" + " ".join(html.escape(s) for s in mismatch) + "</p>" if mismatch else ""))
 
@@ -536,13 +673,13 @@ def steering_section(metrics: Mapping) -> str:
         return ""
     n = fmt.count(s.get("n_questions"))
     text = (f"Q-guided decoding of the steering policy toward a style goal, seed-0 RM"
-            + (f", {n} questions" if n else "") + ": the style appears in "
-            f"{fmt.pct(s.get('attribute_rate'))} of steered solutions against {fmt.pct(s.get('attribute_rate_unguided'))} unguided")
+            + (f", {n} questions" if n else "") + " (95% Wilson intervals): the style appears in "
+            f"{fmt.rate_ci(s.get('attribute_rate'), n)} of steered solutions against {fmt.rate_ci(s.get('attribute_rate_unguided'), n)} unguided")
     if "attribute_rate_correctness_goal" in s:
-        text += f" and {fmt.pct(s.get('attribute_rate_correctness_goal'))} when the same search steers toward the correctness goal"
-    text += (f"; accuracy {fmt.pct(s.get('accuracy'))} steered, {fmt.pct(s.get('accuracy_unguided'))} unguided")
+        text += f" and {fmt.rate_ci(s.get('attribute_rate_correctness_goal'), n)} when the same search steers toward the correctness goal"
+    text += (f"; accuracy {fmt.rate_ci(s.get('accuracy'), n)} steered, {fmt.rate_ci(s.get('accuracy_unguided'), n)} unguided")
     if "accuracy_correctness_goal" in s:
-        text += f", {fmt.pct(s.get('accuracy_correctness_goal'))} toward the correctness goal"
+        text += f", {fmt.rate_ci(s.get('accuracy_correctness_goal'), n)} toward the correctness goal"
     text += "."
     if "goal_separation_auroc" in s:
         text += f" The style goal's cosine separates styled from plain solutions with AUROC {fmt.num(s.get('goal_separation_auroc'))}."
@@ -556,6 +693,7 @@ def result_sections(metrics: Mapping) -> str:
     parts = [("Summary", summary(metrics)),
              ("Primary findings across seeds", primary_findings(metrics)),
              ("Exploratory benchmarks", exploratory_section(metrics)),
+             ("Q around the first error, every seed", first_error_section(metrics)),
              ("Reward models against the free scorers" + detail, auroc_figure(metrics)),
              ("Goal-conditioned − baseline" + detail, delta_table(metrics)),
              ("Tokens saved by Q" + detail, savings_figure(metrics)),

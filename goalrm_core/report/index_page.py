@@ -217,6 +217,24 @@ def reproduction_html(metrics: Mapping[str, Any], out_dir: Path) -> str:
             f"<table><tr><th>primary conclusion</th><th>RM</th>{head}<th></th></tr>\n" + "\n".join(body) + "\n</table>")
 
 
+# Profile reports that present the same study under two designs: each front page links the other
+# where the other report exists beside it (reports/<name>/index.html).
+COMPANION_REPORTS: Mapping[str, tuple[str, str]] = {
+    "demo": ("confident", "the same study under the confident design"),
+    "confident": ("demo", "the same study under the demo design"),
+}
+
+
+def companion_html(profile: str, out_dir: Path) -> str:
+    """A link to the companion report (:data:`COMPANION_REPORTS`), only where its index.html exists."""
+    other = COMPANION_REPORTS.get(profile)
+    if not other or not (out_dir.parent / other[0] / "index.html").exists():
+        return ""
+    name, what = other
+    return (f'<p class="meta">See also <a href="../{html.escape(name)}/index.html">the {html.escape(name)} report</a>: '
+            f"{html.escape(what)}.</p>")
+
+
 def render_index(profile: str, generated: str, stages: list[dict], metrics: Mapping[str, Any], out_dir: Path) -> str:
     """A self-contained page, in reading order: the length gate, a summary generated from the numbers,
     the key figures and tables (``frontpage``), the stage table with links and failures, then every
@@ -251,6 +269,7 @@ def render_index(profile: str, generated: str, stages: list[dict], metrics: Mapp
 <body>
 <h1>Goal-conditioned reward models: profile {e(profile)}</h1>
 <p class="meta">Generated {e(generated)}</p>
+{companion_html(profile, out_dir)}
 {gate}
 {results}
 <h2>Stages</h2>

@@ -190,3 +190,46 @@ def refresh_navigation(out_dir: Path, stages: list[str]) -> None:
         updated = with_navigation(page, navigation_html(name, stages, out_dir, page))
         if updated != page:
             atomic_write_text(path, updated)
+
+
+# --------------------------------------------------------------------------- a reader's check
+
+# What a reader must never meet as a cell's output: an object's repr or a pandas Series anywhere, and
+# as a cell's value (its last expression) a bare dict, tuple or list, string or path. Each is
+# (what, pattern on one plain-text output, whether printed text counts too).
+RAW_REPRS: tuple[tuple[str, re.Pattern, bool], ...] = (
+    ("config repr", re.compile(r"\b[A-Z]\w*(Config|Args|Arguments)\("), True),
+    ("pandas Series", re.compile(r"^(Name|dtype): ", re.MULTILINE), True),
+    ("object repr", re.compile(r"<[\w.]+ (object )?at 0x[0-9a-f]+>|<Figure size \d"), True),
+    ("Python dict", re.compile(r"\A\s*\{\s*['\"]"), True),
+    ("Python dict, tuple or list", re.compile(r"\A\s*[{(\[]"), False),
+    ("bare string", re.compile(r"\A\s*'[^'\n]*'\s*\Z"), False),
+    ("bare path", re.compile(r"\A\s*[\w./-]+\.(json|jsonl|csv|html|ipynb|npy|pt|safetensors)\s*\Z"), False),
+)
+_TEXT_OUTPUT = re.compile(r'<div class="([^"]*jp-RenderedText[^"]*jp-OutputArea-output[^"]*)"[^>]*data-mime-type="text/plain"'
+                          r'[^>]*>\s*<pre>(.*?)</pre>', re.DOTALL)
+_TABLE = re.compile(r'<table\b[^>]*class="[^"]*dataframe[^"]*"[^>]*>(.*?)</table>', re.DOTALL)
+_ROW_HEADER = re.compile(r"<tbody>.*?<tr[^>]*>\s*<th\b", re.DOTALL)
+_BAD_CELL = re.compile(r"<td[^>]*>\s*(None|nan|NaN|NaT|<NA>)\s*</td>")
+
+
+def raw_outputs(page: str) -> list[str]:
+    """Every raw repr a reader would meet on a rendered page, one line each (``what: excerpt``): in a
+    plain-text cell output a config or object repr or a pandas Series, and as a cell's value a Python
+    dict/tuple/list or a bare string or path; in a pandas table the index printed as a column, or a
+    ``None``/``nan`` cell. Empty for a clean page."""
+    found = []
+    for match in _TEXT_OUTPUT.finditer(page):
+        value = "executeResult" in match.group(1)  # a cell's value, not text it printed
+        text = html.unescape(re.sub(r"<[^>]+>", "", match.group(2)))
+        for what, pattern, printed in RAW_REPRS:
+            if (value or printed) and pattern.search(text):
+                found.append(f"{what}: {text.strip()[:120]!r}")
+    for match in _TABLE.finditer(page):
+        table = match.group(1)
+        if _ROW_HEADER.search(table):
+            words = re.sub(r"<[^>]+>|\s+", " ", table)[:120].strip()
+            found.append(f"pandas index as a column: {words!r}")
+        for cell in _BAD_CELL.finditer(table):
+            found.append(f"'{cell.group(1)}' in a table cell")
+    return found

@@ -52,6 +52,33 @@ def _params_dir(params_dir: str | os.PathLike | None) -> Path:
     return resolve_path(params_dir if params_dir is not None else "params")
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, but a mapping that gives a key twice is an error (PyYAML keeps the last
+    value without a word: a sweep grid would lose a list, a profile a setting)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise ValueError(f"{key_node.start_mark.line + 1}: key {key!r} is given twice "
+                                 f"(first on line {seen[key]}); keep one")
+            if isinstance(key, (str, int, float, bool)):
+                seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_yaml(path: Path) -> Any:
+    """The YAML file ``path`` (a profile or a sweep spec), strictly: bad YAML or a key given twice is
+    a ``ValueError`` naming the file and the line."""
+    try:
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=_StrictLoader)
+    except yaml.YAMLError as e:
+        raise ValueError(f"{path}: not valid YAML ({' '.join(str(e).split())})") from None
+    except ValueError as e:
+        raise ValueError(f"{path}:{e}") from None
+
+
 def is_sweep_spec(path: Path) -> bool:
     """A YAML file in ``params/`` whose top level is ``sweep:`` describes a sweep over a profile
     (``goalrm sweep --spec <name>``), not a profile."""
@@ -110,7 +137,10 @@ def sweep_spec_path(name: str, params_dir: str | os.PathLike | None = None) -> P
 
 
 def check_value(source: str, key: str, value: Any) -> None:
-    """Reject values papermill could not inject as a flat literal."""
+    """Reject values papermill could not inject as a flat literal, and NaN or inf (no setting means them)."""
+    for item in value if isinstance(value, list) else [value]:
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ValueError(f"{source}: key {key!r} must be a finite number, got {value!r}")
     if isinstance(value, _SCALARS):
         return
     if isinstance(value, list) and all(isinstance(v, _SCALARS) for v in value):
@@ -124,10 +154,7 @@ def check_value(source: str, key: str, value: Any) -> None:
 def load_profile(name: str, params_dir: str | os.PathLike | None = None) -> dict:
     """Read and validate profile ``name``: a flat mapping of string keys to scalars or scalar lists."""
     path = profile_path(name, params_dir)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        raise ValueError(f"{path}: not valid YAML ({e})") from None
+    data = read_yaml(path)
     if data is None:
         return {}
     if not isinstance(data, dict):

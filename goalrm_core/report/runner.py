@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from goalrm_core.data.io import ArtifactError, atomic_path, atomic_write_json, atomic_write_text
+from goalrm_core.data.io import ArtifactError, atomic_path, atomic_write_json, atomic_write_text, writer_lock
 from goalrm_core.data.rundir import RunDir
 from goalrm_core.flags import debugging, path_part
 from goalrm_core.report.notebook_params import declared_parameters, missing_keys
@@ -244,6 +244,15 @@ def _status_entry(name: str, status: str, **fields: Any) -> dict:
     }
     entry.update(fields)
     return entry
+
+
+def _killed_run_cleared(out_dir: Path, previous: dict[str, dict]) -> dict[str, dict]:
+    """With the folder's lock held, no other run is writing it: the temp files of a run killed
+    outright (``.NN_*.tmp.ipynb``) go, and a stage its status still calls ``running`` was interrupted."""
+    for leftover in out_dir.glob(".*.tmp*"):
+        leftover.unlink(missing_ok=True)
+    return {name: ({**entry, "status": "interrupted"} if entry.get("status") == "running" else entry)
+            for name, entry in previous.items()}
 
 
 def _load_previous(status_path: Path) -> dict[str, dict]:
@@ -678,26 +687,28 @@ def run_report(
 
     out_dir = resolve_path(reports_root) / (report_name or profile)
     out_dir.mkdir(parents=True, exist_ok=True)
-    previous = _load_previous(out_dir / "status.json")
-    if from_stage is not None:
-        _check_resumable(names, from_stage, previous, profile)
-    selected = _select(names, from_stage, only)
-    logs = resolve_path(logs_dir) if logs_dir is not None else run_dir_of(profile, settings) / "logs"
-    _record_run_provenance(profile, settings, applied, out_dir)
+    # one run per report folder at a time; a run killed outright (SIGKILL, a power cut) is found here
+    with writer_lock(out_dir, "goalrm report: the report folder", f"goalrm report --profile {profile}"):
+        previous = _killed_run_cleared(out_dir, _load_previous(out_dir / "status.json"))
+        if from_stage is not None:
+            _check_resumable(names, from_stage, previous, profile)
+        selected = _select(names, from_stage, only)
+        logs = resolve_path(logs_dir) if logs_dir is not None else run_dir_of(profile, settings) / "logs"
+        _record_run_provenance(profile, settings, applied, out_dir)
 
-    progress = _Progress(profile, out_dir, names, selected, previous, log)
-    try:
-        for k, name in enumerate(progress.todo, 1):
-            if progress.failed:
-                progress.entries[name] = _status_entry(name, "not run")
-                continue
-            params = stage_parameters(profile, settings, declared[name], out_dir)
-            progress.run_stage(k, name, notebooks[name], params, logs / f"{name}.log", kernel_name)
-        progress.finish()
-    except KeyboardInterrupt as stop:
-        progress.stop(stop)
-    log(f"report: {out_dir / 'index.html'}")
-    return 1 if progress.failed else 0
+        progress = _Progress(profile, out_dir, names, selected, previous, log)
+        try:
+            for k, name in enumerate(progress.todo, 1):
+                if progress.failed:
+                    progress.entries[name] = _status_entry(name, "not run")
+                    continue
+                params = stage_parameters(profile, settings, declared[name], out_dir)
+                progress.run_stage(k, name, notebooks[name], params, logs / f"{name}.log", kernel_name)
+            progress.finish()
+        except KeyboardInterrupt as stop:
+            progress.stop(stop)
+        log(f"report: {out_dir / 'index.html'}")
+        return 1 if progress.failed else 0
 
 
 def _checked_profile(profile: str, params_dir, notebooks_dir, overrides: Mapping[str, Any] | None, overrides_source: str,

@@ -37,31 +37,42 @@ class Stage:
         """Start the clock and use ``torch_threads`` CPU threads (0 = the cores idle now)."""
         started = time.perf_counter()
         threads = set_torch_threads(torch_threads)
-        return cls(name, RunDir(resolve_path(run_dir)), resolve_path(reports_dir), threads, started)
+        stage = cls(name, RunDir(resolve_path(run_dir)), resolve_path(reports_dir), threads, started)
+        if not os.environ.get(BATCH_VAR) and stage._interactive_notebook() is not None:
+            # by hand, as the runner does: until this stage finishes, its artifacts are not current (a stage
+            # stopped after rewriting some files must not leave the previous run's record vouching for them)
+            stage.run.stage_record(stage._interactive_notebook().stem).unlink(missing_ok=True)
+        return stage
 
-    def record(self, metrics: Mapping[str, Any], **timings: Any) -> Path:
+    def _interactive_notebook(self) -> Path | None:
+        """This stage's notebook when it runs in a kernel by hand (not under ``goalrm report``), else None."""
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return None
+        notebooks = sorted((project_root() / "notebooks").glob(f"[0-9][0-9]_{self.name}*.ipynb"))
+        return notebooks[0] if get_ipython() is not None and len(notebooks) == 1 else None
+
+    def record(self, metrics: Mapping[str, Any], **timings: Any) -> None:
         """Write the stage's metrics to ``<reports_dir>/metrics.json``, with the threads it computed
         with (floats depend on them: ``goalrm compare`` flags a mismatch) and its wall time (and any
-        other ``timings``) apart from them."""
-        path = record_metrics(self.name, {**metrics, "threads": self.threads}, self.reports_dir,
+        other ``timings``) apart from them. Returns nothing, so a notebook's last cell shows no path."""
+        record_metrics(self.name, {**metrics, "threads": self.threads}, self.reports_dir,
                               timings={"wall_s": time.perf_counter() - self.started, **timings})
         if not os.environ.get(BATCH_VAR):  # by hand: note what produced the run's files, as the runner does
             self._record_interactive_stage()
-        return path
 
     def _record_interactive_stage(self) -> None:
         """Outside ``goalrm report``, write the stage record the runner would (``RunDir.stage_record``):
         the notebook's declared parameters with the values this kernel ran with, so ``--from`` and
         ``goalrm sweep`` know what produced the run's data."""
-        try:
-            from IPython import get_ipython
-        except ImportError:
+        path = self._interactive_notebook()
+        if path is None:
             return
+        from IPython import get_ipython
+
         shell = get_ipython()
-        notebooks = sorted((project_root() / "notebooks").glob(f"[0-9][0-9]_{self.name}*.ipynb"))
-        if shell is None or len(notebooks) != 1:
-            return
-        notebook = json.loads(notebooks[0].read_text(encoding="utf-8"))
+        notebook = json.loads(path.read_text(encoding="utf-8"))
         cell = next(c for c in notebook["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
-        keys = declared_keys("".join(cell["source"]), notebooks[0])
-        record_stage(self.run.root, notebooks[0].stem, {k: shell.user_ns[k] for k in keys if k in shell.user_ns})
+        keys = declared_keys("".join(cell["source"]), path)
+        record_stage(self.run.root, path.stem, {k: shell.user_ns[k] for k in keys if k in shell.user_ns})

@@ -36,13 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-import yaml
-
 from goalrm_core.flags import path_part, positive_int, run_command
 from goalrm_core.data.io import ArtifactError, atomic_write_json
 from goalrm_core.data.rundir import STAGE_FOLDERS, RunDir
 from goalrm_core.report.profiles import (check_profile_against_notebooks, check_ranges, coerce_to_declared, load_profile,
-                                         parse_set_flags, parse_value, resolve_path, sweep_spec_path, unknown_key_message)
+                                         parse_set_flags, parse_value, read_yaml, resolve_path, sweep_spec_path,
+                                         unknown_key_message)
 from goalrm_core.report.provenance import _now
 from goalrm_core.report.records import stage_is_current
 from goalrm_core.report.runner import discover_stages, inspect_stages, match_stage, run_dir_of, run_report, stage_parameters
@@ -54,6 +53,7 @@ BASE_POINT = "base"
 SPEC_KEYS = ("profile", "name", "grid", "one_at_a_time", "stages", "seeds", "set")
 PLAN_FILE = "sweep.json"  # reports/<sweep>/sweep.json: the plan
 POINT_MANIFEST = "point.json"  # reports/<sweep>/<point>/point.json, written last: the point is complete
+PAIRED_FILE = "paired_vs_base.json"  # reports/<sweep>/<point>/paired_vs_base.json: its paired Δ against the base point
 
 
 # ------------------------------------------------------------------------------- values and names
@@ -396,6 +396,41 @@ def _run_point(job: dict) -> int:
     return code
 
 
+def record_paired_deltas(plan: SweepPlan, n_boot: int = 1000, seed: int = 0) -> list[str]:
+    """For every complete point but the base point (:attr:`SweepPlan.default_point`): the paired
+    bootstrap Δ of the goal-conditioned RM's seed-0 reward AUROC, point − base point, on the same
+    headline generations of the primary benchmark (every point shares the base run's data), written
+    to ``<point>/paired_vs_base.json`` for the comparison page. Returns the points recorded; a point
+    whose scored generations are missing or differ from the base point's is left out."""
+    from goalrm_core.evaluation.tables import delta_auroc  # the scoring stack: only once points have run
+    from goalrm_core.study.artifacts import headline_rows
+    from goalrm_core.study.rms import GOAL_CONDITIONED, ID_BENCH
+
+    base = plan.default_point
+    if base is None or not (plan.report_dir / base / POINT_MANIFEST).exists():
+        return []
+    headline = str(plan.settings.get("headline", "greedy"))
+    try:
+        base_rows = headline_rows(plan.run_root / base, GOAL_CONDITIONED, ID_BENCH, headline, 0)
+    except (OSError, ValueError):
+        return []
+    done = []
+    for p in plan.points:
+        if p.name == base or not (plan.report_dir / p.name / POINT_MANIFEST).exists():
+            continue
+        try:
+            rows = headline_rows(plan.run_root / p.name, GOAL_CONDITIONED, ID_BENCH, headline, 0)
+            d = delta_auroc(rows, base_rows, n_boot=n_boot, seed=seed)
+        except (OSError, ValueError):
+            continue
+        atomic_write_json(plan.report_dir / p.name / PAIRED_FILE,
+                          {"base_point": base, "rm": GOAL_CONDITIONED, "benchmark": ID_BENCH, "headline": headline, "rm_seed": 0,
+                           "n_boot": n_boot, "delta": d["delta"], "ci_low": d["ci_low"], "ci_high": d["ci_high"],
+                           "p_value": d["p_value_two_sided"]})
+        done.append(p.name)
+    return done
+
+
 def _prefixed(point: str) -> Callable[[str], None]:
     return lambda message: print(f"[{point}] {message}", flush=True)
 
@@ -451,6 +486,9 @@ def run_sweep(plan: SweepPlan, jobs: int = 1, log: Callable[[str], Any] | None =
             for future in as_completed(futures):
                 codes[futures[future]] = future.result()
                 write_comparison(plan.report_dir, report_links=report_links)
+    paired = record_paired_deltas(plan)
+    if paired:
+        log(f"paired Δ against the base point {plan.default_point}: {len(paired)} point(s)")
     page = write_comparison(plan.report_dir, report_links=report_links)
     failed = [job["point"] for job, code in zip(todo, codes) if code != 0]
     if failed:
@@ -465,7 +503,7 @@ def run_sweep(plan: SweepPlan, jobs: int = 1, log: Callable[[str], Any] | None =
 def load_sweep_spec(name: str, params_dir: str | os.PathLike = "params") -> dict:
     """A sweep spec (``params/<name>.yaml`` with a top-level ``sweep:`` mapping), keys checked."""
     path = sweep_spec_path(name, params_dir)
-    spec = yaml.safe_load(path.read_text(encoding="utf-8"))["sweep"]
+    spec = read_yaml(path)["sweep"]
     unknown = sorted(set(spec) - set(SPEC_KEYS))
     if unknown:
         raise ValueError(f"{path}: unknown sweep key(s) {unknown}; valid: {', '.join(SPEC_KEYS)}")
@@ -474,6 +512,16 @@ def load_sweep_spec(name: str, params_dir: str | os.PathLike = "params") -> dict
     for key, values in spec["grid"].items():
         if not isinstance(values, list):
             raise ValueError(f"{path}: grid key {key!r} must have a list of values, got {values!r}")
+    kinds = {"profile": (str, "a profile name"), "name": (str, "a name"), "one_at_a_time": (bool, "true or false"),
+             "stages": ((str, int), "stages such as 02-04"), "seeds": (list, "a list of seeds, e.g. [0, 1, 2]"),
+             "set": (dict, "a mapping of profile keys to values")}
+    for key, (kind, expected) in kinds.items():
+        value = spec.get(key)
+        if value is not None and (not isinstance(value, kind) or (kind is not bool and isinstance(value, bool))):
+            raise ValueError(f"{path}: sweep key {key!r} must be {expected}, got {type(value).__name__}: {value!r}")
+    for seed in spec.get("seeds") or []:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"{path}: sweep key 'seeds' must list integers >= 0, got {seed!r}")
     return {"profile": spec.get("profile", "demo"), "name": spec.get("name", name), "grid": spec["grid"],
             "one_at_a_time": bool(spec.get("one_at_a_time", False)), "stages": str(spec.get("stages", "02-04")),
             "seeds": spec.get("seeds"), "common": dict(spec.get("set") or {})}

@@ -1,10 +1,11 @@
 """A sweep's comparison page, ``reports/<profile>-sweep-<name>/index.html``, from files alone: the plan
 (``sweep.json``) and each point's ``metrics.json``, so it can be rebuilt from a committed copy.
 
-In reading order: a sentence generated from the numbers (the best point, and whether its CI separates
-it from the default) and what a sweep's numbers can support (one seed per point: leads, not findings),
-one row per point with the headline metrics and their 95% CIs, the OOD AUROCs, a figure per swept key
-(AUROC against the key's values, CI bands), then what the sweep ran. An undefined metric (null, NaN:
+In reading order, results first: a sentence generated from the numbers (the best points, ties named, and
+each point against the base point by the paired Δ on the same generations, Holm-corrected over the k
+comparisons) and what a sweep's numbers can support (one seed per point: leads, not findings), one row
+per point with the headline metrics and their 95% CIs, the OOD AUROCs, a figure per swept key (AUROC
+against the key's values, CI bands); then each point's configuration and what the sweep ran. An undefined metric (null, NaN:
 one class, too few seeds) reads ``undefined``, never "nan", and never stops the page.
 """
 
@@ -24,11 +25,12 @@ from goalrm_core.data.io import atomic_write_text
 from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.report.index_page import PAGE_CSS
 from goalrm_core.report.provenance import _now
-from goalrm_core.report.sweep import PLAN_FILE, POINT_MANIFEST, format_value
+from goalrm_core.report.sweep import PAIRED_FILE, PLAN_FILE, POINT_MANIFEST, format_value
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study import plots
 from goalrm_core.study.rms import GOAL_CONDITIONED, ID_BENCH, RMS
 
+SIGNIFICANCE = 0.05  # a paired Δ is called a difference where its Holm-corrected p-value is below this
 Z95 = 1.959963984540054
 
 
@@ -105,6 +107,9 @@ def point_rows(plan: Mapping, report_dir: Path) -> list[dict]:
         row["delta_seeds"] = seeds if isinstance(seeds, Mapping) else None
         row["n_seeds"] = next((n for n in (_get(ev, "primary", "n_seeds"), *(_get(training, rm, "n_seeds") for rm in RMS))
                                if isinstance(n, int) and not isinstance(n, bool)), None)
+        row["steps"] = next((n for n in (_get(training, rm, "steps") for rm in RMS) if isinstance(n, int) and not isinstance(n, bool)), None)
+        paired = _read(report_dir / p["name"] / PAIRED_FILE)
+        row["vs_base"] = paired if isinstance(paired, dict) else None
         tuned = _get(ev, GOAL_CONDITIONED, ID_BENCH, "filter_validation") or {}
         row["tokens_saved"] = (tuned.get("tokens_saved_pct"), tuned.get("tokens_saved_ci_low"), tuned.get("tokens_saved_ci_high"))
         row["tuned_accuracy"] = (tuned.get("accuracy"), tuned.get("accuracy_unfiltered"))
@@ -121,32 +126,89 @@ def _png(fig) -> str:
     return f'<img alt="figure" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
 
 
+def base_label(plan: Mapping, rows: list[dict]) -> str:
+    """The base point named for what it is: ``base point (the demo profile's values; 200 RM steps, 1 RM seed)``."""
+    base = next((r for r in rows if r["point"] == plan.get("default_point")), None)
+    if base is None:
+        return "the base point"
+    common = plan.get("common") or {}
+    steps = common.get("rm_steps", base.get("steps"))
+    seeds = common.get("rm_seeds")
+    n = len(seeds) if isinstance(seeds, (list, tuple)) else base.get("n_seeds")
+    what = [f"{steps} RM steps" if steps else "", f"{n} RM seed{'s' if n != 1 else ''}" if n else ""]
+    what = ", ".join(x for x in what if x)
+    return f"the base point “{base['point']}” (the {plan.get('profile', 'base')} profile's values{'; ' + what if what else ''})"
+
+
+def paired_comparisons(plan: Mapping, rows: list[dict]) -> list[dict]:
+    """Each complete point's recorded paired Δ against the base point, with its Holm-corrected p-value
+    over the k comparisons recorded (``p_holm``); empty where none is recorded."""
+    from goalrm_core.evaluation.stats import holm  # scipy: only where the page is drawn
+
+    found = [{"point": r["point"], **r["vs_base"]} for r in rows
+             if r["status"] == "complete" and r.get("vs_base") and r["point"] != plan.get("default_point")]
+    adjusted = holm([float("nan") if _missing(c.get("p_value")) else float(c["p_value"]) for c in found])
+    return [{**c, "p_holm": p} for c, p in zip(found, adjusted)]
+
+
 def verdict(plan: Mapping, rows: list[dict]) -> str:
-    """The best point by the goal-conditioned RM's in-distribution AUROC, and whether its 95% CI
-    lies clear of the default point's."""
-    scored = [r for r in rows if r["status"] == "complete" and not _missing((r["auroc"].get((GOAL_CONDITIONED, ID_BENCH)) or [None])[0])]
+    """Each point against the base point by the paired Δ of the goal-conditioned RM's AUROC on the same
+    generations, Holm-corrected over the k comparisons, naming every point that ties for the highest AUROC;
+    without recorded paired Δs, says so rather than judging by overlapping intervals."""
+    key = (GOAL_CONDITIONED, ID_BENCH)
+    scored = [r for r in rows if r["status"] == "complete" and not _missing((r["auroc"].get(key) or [None])[0])]
     if not scored:
         return "No point has finished yet: nothing to compare."
-    key = (GOAL_CONDITIONED, ID_BENCH)
-    best = max(scored, key=lambda r: r["auroc"][key][0])
-    text = (f"Of {len(scored)} complete point{'s' if len(scored) > 1 else ''}, the goal-conditioned RM ranks {ID_BENCH} "
-            f"generations best at {best['point']}: AUROC {fmt.ci(*best['auroc'][key])}.")
-    default = next((r for r in scored if r["point"] == plan.get("default_point")), None)
-    if plan.get("default_point") is None:
-        return text + " The grid has no point at the base profile's values, so there is no default to compare it with."
-    if default is None:
-        return text + f" The default point ({plan['default_point']}) has not finished, so there is no comparison yet."
-    if default is best:
-        return text + " That is the default point itself: no swept value does better."
-    a, b = best["auroc"][key], default["auroc"][key]
-    if not any(_missing(v) for v in (a[1], b[2])) and a[1] > b[2]:
-        tail = ("its 95% CI lies above the default's: a lead worth more seeds (the interval is over questions, "
-                "not over training seeds).")
-    elif any(_missing(v) for v in (a[1], a[2], b[1], b[2])):
-        tail = "a CI is undefined, so this sweep cannot compare them."
+    top = max(round(r["auroc"][key][0], 2) for r in scored)
+    best = [r for r in scored if round(r["auroc"][key][0], 2) == top]
+    text = (f"Of {len(scored)} complete point{'s' if len(scored) > 1 else ''}, the goal-conditioned RM's {ID_BENCH} AUROC "
+            f"is highest, {fmt.num(top)}, at {', '.join(r['point'] for r in best)}"
+            + (" (tied at two decimals)." if len(best) > 1 else "."))
+    base_name = plan.get("default_point")
+    if base_name is None:
+        return text + " The grid has no point at the base profile's values, so there is no base point to compare with."
+    base = next((r for r in scored if r["point"] == base_name), None)
+    label = base_label(plan, rows)
+    if base is None:
+        return text + f" {label[0].upper() + label[1:]} has not finished, so there is no comparison yet."
+    text += f" {label[0].upper() + label[1:]} scores {fmt.ci(*base['auroc'][key])}."
+    pairs = paired_comparisons(plan, rows)
+    if not pairs:
+        return text + (" No paired Δ against the base point is recorded (the sweep writes one per point when it runs), and "
+                       "overlapping intervals over the same generations cannot judge a difference: this page compares no points.")
+    k = len(pairs)
+    differ = [c for c in pairs if not _missing(c.get("p_holm")) and c["p_holm"] < SIGNIFICANCE]
+    text += (f" Each point against the base point, paired on the same {ID_BENCH} generations (goal-conditioned AUROC, point − "
+             f"base point, bootstrap over questions): {k} comparison{'s' if k != 1 else ''}, p-values Holm-corrected over the {k}. ")
+    if differ:
+        text += "A difference after correction: " + "; ".join(
+            f"{c['point']} {fmt.signed_ci(c.get('delta'), c.get('ci_low'), c.get('ci_high'))} (Holm p {fmt.p_value(c['p_holm'])})"
+            for c in differ) + f"; no detectable difference at the other {k - len(differ)}."
     else:
-        tail = "the two 95% CIs overlap, so this sweep cannot tell it from the default."
-    return text + f" The default ({default['point']}) scores {fmt.ci(*b)}; {tail}"
+        text += "No point differs detectably from the base point after the correction."
+    return text
+
+
+def profile_note(plan: Mapping, rows: list[dict], report_dir: Path) -> str:
+    """Why the base point's numbers are not the profile report's: its steps and seeds against the
+    report's (``reports/<profile>/metrics.json``), where that report is there."""
+    m = _read(report_dir.parent / str(plan.get("profile")) / "metrics.json")
+    base = next((r for r in rows if r["point"] == plan.get("default_point")), None)
+    if not isinstance(m, dict) or base is None:
+        return ""
+    training = m.get("training") or {}
+    steps = _get(training, GOAL_CONDITIONED, "steps")
+    seeds = _get(training, GOAL_CONDITIONED, "n_seeds")
+    auroc = _get(m, "evaluation", GOAL_CONDITIONED, ID_BENCH) or {}
+    common = plan.get("common") or {}
+    base_steps = common.get("rm_steps", base.get("steps"))
+    base_seeds = len(common["rm_seeds"]) if isinstance(common.get("rm_seeds"), list) else base.get("n_seeds")
+    if steps == base_steps and seeds == base_seeds:
+        return ""
+    return (f"The {plan.get('profile')} report trains its RMs for {steps} steps with {seeds} seed{'s' if seeds != 1 else ''} "
+            f"(goal-conditioned {ID_BENCH} AUROC at seed 0 {fmt.ci(auroc.get('auroc'), auroc.get('auroc_ci_low'), auroc.get('auroc_ci_high'))}); "
+            f"every point here trains {base_steps} steps with {base_seeds} seed{'s' if base_seeds != 1 else ''}, so the base point's "
+            f"numbers, and how the points rank (the goal-state methods among them), can differ from that report's pages.")
 
 
 def seeds_note(plan: Mapping, rows: list[dict]) -> str:
@@ -179,18 +241,28 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 Q_SERIES = "goal-conditioned Q"  # the cosine of the last token's state to the goal state (notebook 03)
 
 
+def _point_cell(plan: Mapping, r: dict) -> str:
+    return html.escape(r["point"]) + (" <b>(base point)</b>" if r["point"] == plan.get("default_point") else "")
+
+
 def headline_table(plan: Mapping, rows: list[dict], report_dir: Path, report_links: bool) -> str:
+    """The results, one row per point: the goal-conditioned RM's AUROC and its paired Δ against the
+    base point, the baseline RM's AUROC, the paired goal-conditioned − baseline-RM Δ (and across seeds,
+    where recorded), then :func:`training_table`'s Q, accuracy and savings columns."""
     e = html.escape
     across = any(r.get("delta_seeds") for r in rows)
-    header = ["point", *plan["grid"], *(f"{rm} AUROC" for rm in RMS), "Δ AUROC (goal − base)",
-              *(["Δ AUROC across seeds"] if across else []), f"{Q_SERIES} AUROC",
-              *(f"{rm} held-out pair acc." for rm in RMS), "tokens saved", "status", "links"]
+    paired = {c["point"]: c for c in paired_comparisons(plan, rows)}
+    header = ["point", f"{GOAL_CONDITIONED} RM AUROC", "Δ vs base point (paired) [Holm p]", "baseline RM AUROC",
+              "Δ goal-conditioned − baseline RM", *(["same Δ across seeds"] if across else [])]
     table = []
     for r in rows:
-        name = e(r["point"]) + (" <b>(default)</b>" if r["point"] == plan.get("default_point") else "")
-        cells = [name, *(e(format_value(r["values"][k])) for k in plan["grid"])]
-        cells += [e(fmt.ci(*r["auroc"].get((rm, ID_BENCH), (None, None, None)))) for rm in RMS]
-        cells += [e(fmt.signed_ci(*r["delta"]))]
+        cells = [_point_cell(plan, r), e(fmt.ci(*r["auroc"].get((GOAL_CONDITIONED, ID_BENCH), (None, None, None))))]
+        c = paired.get(r["point"])
+        cells.append("—" if r["point"] == plan.get("default_point") else
+                     e(f"{fmt.signed_ci(c.get('delta'), c.get('ci_low'), c.get('ci_high'))} [{fmt.p_value(c.get('p_holm'))}]")
+                     if c else "not recorded")
+        cells.append(e(fmt.ci(*r["auroc"].get(("baseline", ID_BENCH), (None, None, None)))))
+        cells.append(e(fmt.signed_ci(*r["delta"])))
         if across:
             d = r.get("delta_seeds")
             shown = fmt.across(d) if d else "not recorded"
@@ -198,14 +270,35 @@ def headline_table(plan: Mapping, rows: list[dict], report_dir: Path, report_lin
             if k is not None and total:
                 shown += f", positive in {k} of {total} seeds"
             cells.append(e(shown))
-        cells += [e(fmt.ci(*r["q_auroc"]))]
-        cells += [e(fmt.undefined() if r["accuracy"].get(rm) is None else fmt.ci(*r["accuracy"][rm][:3])) for rm in RMS]
+        table.append(cells)
+    return _table(header, table)
+
+
+def training_table(plan: Mapping, rows: list[dict], report_dir: Path, report_links: bool) -> str:
+    """Per point: the goal-conditioned Q's AUROC, each RM's held-out pair accuracy, the tokens the
+    tuned Q filter saves, the status and the links."""
+    e = html.escape
+    header = ["point", f"{Q_SERIES} AUROC", *(f"{rm} RM held-out pair acc." for rm in RMS), "tokens saved", "status", "links"]
+    table = []
+    for r in rows:
         saved, low, high = r["tokens_saved"]
-        cells += [e(fmt.interval(saved, low, high, 1, suffix=" %")), e(r["status"])]
         links = [_link(report_dir, f"{r['point']}/index.html", "report") if report_links else "",
                  _link(report_dir, f"{r['point']}/metrics.json", "metrics.json")]
-        table.append(cells + [" · ".join(x for x in links if x)])
+        table.append([_point_cell(plan, r), e(fmt.ci(*r["q_auroc"])),
+                      *(e(fmt.undefined() if r["accuracy"].get(rm) is None else fmt.ci(*r["accuracy"][rm][:3])) for rm in RMS),
+                      e(fmt.interval(saved, low, high, 1, suffix=" %")), e(r["status"]), " · ".join(x for x in links if x)])
     return _table(header, table)
+
+
+def config_table(plan: Mapping, rows: list[dict]) -> str:
+    """Configuration, after the results: each point's value of every swept key, the changed ones in bold."""
+    header = ["point", *plan["grid"]]
+    body = []
+    for r in rows:
+        point = next((p for p in plan["points"] if p["name"] == r["point"]), {"values": {}})
+        body.append([_point_cell(plan, r), *((f"<b>{html.escape(format_value(r['values'][k]))}</b>" if k in point["values"]
+                                              else html.escape(format_value(r["values"][k]))) for k in plan["grid"])])
+    return _table(header, body)
 
 
 def ood_table(rows: list[dict]) -> str:
@@ -244,10 +337,20 @@ def key_figures(plan: Mapping, rows: list[dict]) -> str:
     return "\n".join(parts)
 
 
+SWEEP_CSS = """
+body { max-width: 86rem; }
+.scroll { overflow-x: auto; }
+table { font-size: .86rem; }
+td { white-space: nowrap; }
+"""
+
+
 def render_comparison(plan: Mapping, report_dir: Path, report_links: bool = True) -> str:
+    """The page, results first: the verdict, the results tables, the OOD AUROCs and a figure per swept
+    key; then the configuration of each point and what ran."""
     e = html.escape
     rows = point_rows(plan, report_dir)
-    mode = "one key at a time around the base profile" if plan.get("one_at_a_time") else "every combination (Cartesian product)"
+    mode = "one key at a time around the base point" if plan.get("one_at_a_time") else "every combination (Cartesian product)"
     grid = "; ".join(f"{k} ∈ {{{', '.join(map(str, v))}}}" for k, v in plan["grid"].items())
     common = ", ".join(f"{k}={v}" for k, v in plan.get("common", {}).items()) or "none"
     shared = ", ".join(plan.get("shared", [])) or "none"
@@ -255,27 +358,38 @@ def render_comparison(plan: Mapping, report_dir: Path, report_links: bool = True
     figures = key_figures(plan, rows)
     shared_link = _link(report_dir, "shared/metrics.json", "metrics.json") if plan.get("shared") else ""
     ood = ood_table(rows)
+    note = profile_note(plan, rows, report_dir)
     acc_note = ("Held-out pair accuracy: mean over RM seeds with its t-interval, or, with one seed, the Wilson "
                 "interval over the held-out pairs.")
+    base = base_label(plan, rows)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>goalrm sweep: {e(plan['profile'])}-sweep-{e(plan['name'])}</title>
-<style>{PAGE_CSS}</style></head>
+<style>{PAGE_CSS}{SWEEP_CSS}</style></head>
 <body>
 <h1>Sweep {e(plan['name'])} over profile {e(plan['profile'])}</h1>
-<p class="meta">Generated {e(_now())}; {n_done} of {len(rows)} points complete.</p>
+<p class="meta">Generated {e(_now())}; {n_done} of {len(rows)} points complete. “Base point” is the point at the
+{e(str(plan.get('profile')))} profile's values; “baseline RM” is the reward model trained without the contrastive term.</p>
 <h2>Summary</h2>
 <p>{e(verdict(plan, rows))}</p>
 <p>{e(seeds_note(plan, rows))}</p>
-<h2>Points</h2>
+{f'<p>{e(note)}</p>' if note else ''}
+<h2>Results</h2>
 <p>All on {ID_BENCH}, seed-0 RMs, 95% bootstrap CIs over questions. AUROC: how well each RM's reward ranks correct above
-incorrect solutions (the headline generations). Δ: the paired goal-conditioned − baseline difference. {Q_SERIES} AUROC: the
-same for the cosine of the last token's state to the goal state (every sampled solution; the goal-state method acts here and
-in the tokens saved, not in the reward). {e(acc_note)} Tokens saved: Q-filtered voting of the goal-conditioned RM at the
-threshold chosen on validation questions, measured on the other questions (% of response tokens).</p>
-{headline_table(plan, rows, report_dir, report_links)}
-{f'<h2>Out-of-distribution AUROC</h2>{ood}' if ood else ''}
+incorrect solutions (the headline generations). Δ vs base point: the paired difference between this point and {e(base)}
+on the same generations, with its Holm-corrected p-value. Δ goal-conditioned − baseline RM: the paired difference between
+the two RMs of one point.</p>
+<div class="scroll">{headline_table(plan, rows, report_dir, report_links)}</div>
+<p>{Q_SERIES} AUROC: the same ranking by the cosine of the last token's state to the goal state (every sampled solution;
+the goal-state method acts here and in the tokens saved, not in the reward). {e(acc_note)} Tokens saved: Q-filtered voting
+of the goal-conditioned RM at the threshold chosen on validation questions, measured on the other questions (% of response
+tokens).</p>
+<div class="scroll">{training_table(plan, rows, report_dir, report_links)}</div>
+{f'<h2>Out-of-distribution AUROC</h2><div class="scroll">{ood}</div>' if ood else ''}
 {f'<h2>Each swept key</h2>{figures}' if figures else ''}
+<h2>Configuration of each point</h2>
+<p>The value of every swept key at each point; the one a point changes from the base point is in bold.</p>
+<div class="scroll">{config_table(plan, rows)}</div>
 <h2>What ran</h2>
 <p>Grid ({e(mode)}): {e(grid)}. Set for every point: {e(common)}. Stages per point: {e(', '.join(plan['stages']))};
 shared from the base run: {e(shared)}{f" (their {shared_link})" if shared_link else ""}. The plan: <a href="{PLAN_FILE}">{PLAN_FILE}</a>.</p>

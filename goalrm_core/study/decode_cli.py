@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from goalrm_core.flags import Range, finite_float, non_negative_int, positive_int
-from goalrm_core.data.io import ArtifactError, check_output_dir, load_npy, read_jsonl, write_jsonl
+from goalrm_core.data.io import ArtifactError, check_not_an_input, check_output_dir, load_npy, read_jsonl, write_jsonl
 from goalrm_core.evaluation.voting import SKIP_FIRST
 from goalrm_core.model.templates import TEMPLATES, apply_template
 
@@ -50,18 +50,22 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from goalrm_core.inference.beam_search import DecodeConfig, q_guided_decode
+    from goalrm_core.inference.goal_state import check_goal_state_owner
     from goalrm_core.inference.pruning import PruneConfig
     from goalrm_core.inference.sampler import check_decoding_inputs, sample
-    from goalrm_core.model.reward_model import check_weights_folder, load_reward_model
+    from goalrm_core.model.reward_model import check_weights_folder, load_reward_model, load_rm_tokenizer
     from goalrm_core.tasks.toymath.verdicts import judge
 
     if Path(args.save_path).is_dir():
         raise ArtifactError(f"--save_path {args.save_path} is a folder: give the path of the jsonl to write")
     check_output_dir(Path(args.save_path).parent, "the folder of --save_path")  # before any model is loaded
+    check_not_an_input(args.save_path, "--save_path", [("--questions_path", args.questions_path), ("--goal_state_path", args.goal_state_path),
+                                                       ("--policy_path", args.policy_path), ("--reward_model_path", args.reward_model_path)])
+    check_goal_state_owner(args.goal_state_path, args.reward_model_path)  # as eval-rm: another RM's goal is refused
     check_weights_folder(args.policy_path, "--policy_path")
     prune = None if args.prune_threshold is None else PruneConfig(args.prune_threshold, args.skip_first)
     rm = load_reward_model(args.reward_model_path)
-    tokenizer = AutoTokenizer.from_pretrained(args.reward_model_path)
+    tokenizer = load_rm_tokenizer(args.reward_model_path, rm)
     policy = AutoModelForCausalLM.from_pretrained(args.policy_path).eval()
     goal = check_decoding_inputs(policy, rm, tokenizer, load_npy(args.goal_state_path), AutoTokenizer.from_pretrained(args.policy_path))
     rows = read_jsonl(args.questions_path, required=("question",))

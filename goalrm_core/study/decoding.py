@@ -46,6 +46,7 @@ from goalrm_core.model.reward_model import RewardModel
 from goalrm_core.model.templates import apply_template
 from goalrm_core.study.artifacts import load_rm, read_goal_state
 from goalrm_core.study.rms import BASELINE as BASELINE_RM, GOAL_CONDITIONED as GOAL_RM
+from goalrm_core.study import formatting as fmt
 from goalrm_core.study import plots  # noqa: F401  (the project's seaborn theme for the figure)
 from goalrm_core.tasks.toymath import problems as toymath
 from goalrm_core.tasks.toymath.pipeline import TEMPLATE, load_policy, read_benchmark, training_problems
@@ -211,10 +212,55 @@ def compare_at_matched_budget(setup: DecodingSetup, beams: dict[str, list[dict]]
 
 
 def matched_table(comparison: MethodComparison) -> pd.DataFrame:
-    """Methods as rows, benchmarks as columns, cells ``accuracy (tokens per question, N)``."""
+    """Methods as rows (the first column), benchmarks as columns in report order, cells
+    :func:`formatting.accuracy_cell`."""
     matched = comparison.matched
-    cells = matched.assign(cell=[f"{r.accuracy:.2f} ({r.tokens:.0f} tok, N={r.n})" for r in matched.itertuples()])
-    return cells.pivot(index="method", columns="benchmark", values="cell").reindex(list(dict.fromkeys(matched["method"])))
+    cells = matched.assign(cell=[fmt.accuracy_cell(r.accuracy, comparison.n_questions, r.tokens, r.n) for r in matched.itertuples()])
+    return fmt.wide(cells, "method", "benchmark", "cell")
+
+
+def settings_frame(cfg) -> pd.DataFrame:
+    """A config dataclass as a two-column table (setting, value), one row per field."""
+    return pd.DataFrame([{"setting": f.name.replace("_", " "), "value": str(getattr(cfg, f.name))}
+                         for f in dataclasses.fields(cfg)])
+
+
+def readable(text: str) -> str:
+    """A multi-line solution on one table line: its lines joined by `` | ``."""
+    return " | ".join(line for line in str(text).splitlines() if line.strip())
+
+
+def examples_frame(rows: Sequence[dict], columns: dict[str, str]) -> pd.DataFrame:
+    """``rows`` as a table of the ``columns`` (key -> heading), solutions on one line (:func:`readable`),
+    floats to 2 decimals."""
+    def cell(v):
+        if isinstance(v, float):
+            return f"{v:.2f}"
+        return readable(v) if isinstance(v, str) else v
+
+    return pd.DataFrame([{heading: cell(r.get(key)) for key, heading in columns.items()} for r in rows])
+
+
+def steering_frame(steering: SteeringResult) -> pd.DataFrame:
+    """The steering summary with one unit per column: rows are the two rates (share of solutions
+    in the verbose style, accuracy), columns the decodings, every cell a percentage."""
+    s = steering.summary
+    runs = [("steered toward the verbose goal", ""), ("steered toward the correctness goal", "_correctness_goal"),
+            ("unguided sample", "_unguided")]
+    rows = []
+    for label, key in (("verbose style (% of solutions)", "attribute_rate"), ("accuracy (% of questions)", "accuracy")):
+        rows.append({"measure": label, **{name: fmt.pct(s[key + suffix]) for name, suffix in runs if key + suffix in s}})
+    return pd.DataFrame(rows)
+
+
+def steering_reading(steering: SteeringResult) -> str:
+    """How many questions the steering table is over, and whether the goal can steer at all."""
+    s = steering.summary
+    text = f"Each rate is over {s['n_questions']} questions, one seed, one run."
+    if "goal_separation_auroc" in s:
+        text += (f" The verbose goal's cosine tells a verbose solution from the terse one of the same problem with AUROC "
+                 f"{fmt.num(s['goal_separation_auroc'])} (0.5: it could not steer at all).")
+    return text
 
 
 def methods_reading(comparison: MethodComparison) -> str:
@@ -252,7 +298,7 @@ def accuracy_vs_tokens_figure(curves: pd.DataFrame, title: str = "Accuracy vs ge
         ax.xaxis.set_major_formatter(ScalarFormatter())
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(bench)
-        ax.set_xlabel("generated tokens per question")
+        ax.set_xlabel("tokens per question (log)")
     axes[0][0].set_ylabel("accuracy")
     axes[0][0].set_ylim(0, 1.02)
     handles, labels = axes[0][0].get_legend_handles_labels()
@@ -560,6 +606,9 @@ PRUNING_KEYS = ("threshold", "tokens_generated", "tokens_generated_unpruned", "a
 def decoding_metrics(comparison: MethodComparison, pruning: PruningResult, steering: SteeringResult) -> dict:
     """The ``decoding`` section of metrics.json (deterministic numbers only; wall times go to timings)."""
     methods = methods_metrics({b: g for b, g in comparison.matched.groupby("benchmark", sort=False)})
+    for rows in methods.values():  # the questions each accuracy is over: its Wilson interval on the front page
+        for row in rows.values():
+            row["n_questions"] = int(comparison.n_questions)
     prune = {bench: {k: float(row[k]) for k in PRUNING_KEYS} for bench, row in pruning.table.iterrows()}
     return {"methods": methods, "pruning": prune, "steering": dict(steering.summary)}
 

@@ -259,6 +259,38 @@ def _first_error_delta(rows: list[dict]) -> float:
     return float(tables.first_error_summary(rows, n_boot=0).get("mean_delta", float("nan")))
 
 
+FIRST_ERROR_WINDOW = 8  # tokens either side of the first error in the Q profile
+
+
+def first_error_profile(rows: list[dict], window: int = FIRST_ERROR_WINDOW) -> dict:
+    """Mean Q of the incorrect solutions at each token offset from their first wrong token, ``-window``
+    to ``+window``: ``{"offsets": [...], "mean_q": [...], "n": [...]}``, ``None`` at an offset no
+    solution reaches."""
+    sums, counts = [0.0] * (2 * window + 1), [0] * (2 * window + 1)
+    for row in rows:
+        if row["is_correct"]:
+            continue
+        e = tables.first_error_token(row)
+        if e is None:
+            continue
+        q = row["cosine_sim"]
+        for k in range(-window, window + 1):
+            if 0 <= e + k < len(q) and math.isfinite(float(q[e + k])):
+                sums[k + window] += float(q[e + k])
+                counts[k + window] += 1
+    return {"offsets": list(range(-window, window + 1)),
+            "mean_q": [s / c if c else None for s, c in zip(sums, counts)], "n": counts}
+
+
+def first_error_profiles(run_dir, rms, rm_seeds, headline: str, window: int = FIRST_ERROR_WINDOW) -> dict:
+    """``evaluation.first_error_profile``: :func:`first_error_profile` of every RM seed on the primary
+    benchmark's headline set, ``{"benchmark", "window", rm: {str(seed): profile}}``."""
+    out: dict = {"benchmark": PRIMARY_BENCH, "window": window}
+    for rm in rms:
+        out[rm] = {str(s): first_error_profile(headline_rows(run_dir, rm, PRIMARY_BENCH, headline, s), window) for s in rm_seeds}
+    return out
+
+
 def seed_figures(run_dir, rms, rm_seed: int, headline: str, filter_threshold: float, skip_first: int) -> dict:
     """One RM seed's primary and exploratory figures (point estimates; NaN where undefined), each
     ranking figure on all generations and on the well-formed subset (``*_well_formed``)."""

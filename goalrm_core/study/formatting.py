@@ -55,7 +55,14 @@ WORDS: Mapping[str, str] = {
     "scorer": "scorer",
     "benchmark": "benchmark",
     "eval_accuracy": "held-out pair accuracy",
-    "eval_loss": "held-out loss",
+    "eval_loss": "held-out loss (all terms)",
+    "eval_preference_loss": "held-out pairwise loss",
+    "correct_len_mean": "mean length, correct",
+    "incorrect_len_mean": "mean length, incorrect",
+    "length_difference": "incorrect − correct (characters)",
+    "n_correct": "correct samples",
+    "n_incorrect": "incorrect samples",
+    "pairs_per_question": "pairs per question",
     "greedy_accuracy": "greedy accuracy",
     "sample_accuracy": "sampled accuracy",
     "accuracy": "accuracy",
@@ -292,3 +299,58 @@ def table(df: pd.DataFrame, digits: int = 2, index_words: bool = True) -> pd.Dat
     if index_words and out.index.name:
         out.index.name = words(out.index.name)
     return out
+
+
+class Shown:
+    """A reading table as a notebook displays it: no pandas index, an undefined cell spelled
+    ``undefined``. :func:`show` makes one."""
+
+    def __init__(self, frame: pd.DataFrame):
+        self.frame = frame
+
+    def _repr_html_(self) -> str:
+        return self.frame.to_html(index=False, border=0, escape=True, na_rep=UNDEFINED)
+
+    def __repr__(self) -> str:
+        return self.frame.to_string(index=False, na_rep=UNDEFINED)
+
+
+def show(df: pd.DataFrame, digits: int = 2, *, formatted: bool = False) -> Shown:
+    """``df`` for display: :func:`table` (unless ``formatted``), then a named or labelled index becomes
+    the first column, so no pandas index is printed."""
+    out = df.copy() if formatted else table(df, digits)
+    if out.index.name or not isinstance(out.index, pd.RangeIndex):
+        out = out.reset_index()
+    out.columns = [str(c) for c in out.columns]
+    return Shown(out)
+
+
+def wide(df: pd.DataFrame, row: str, col: str, value: str) -> pd.DataFrame:
+    """``df`` with one row per ``row`` value (in the order met, as the first column) and one column per
+    ``col`` value (benchmarks in report order, :data:`BENCHMARK_ORDER`), cells from ``value``."""
+    grid = df.pivot(index=row, columns=col, values=value)
+    grid = grid.reindex(index=list(dict.fromkeys(df[row])), columns=order_benchmarks(list(dict.fromkeys(df[col]))))
+    grid.columns.name = None
+    return grid.reset_index()
+
+
+def rate_ci(rate: Any, n: Any, digits: int = 1) -> str:
+    """A rate over ``n`` trials as a percentage with its 95% Wilson interval, ``75.0% [57.9, 86.7]``;
+    the interval is left out when ``n`` is unknown."""
+    if is_undefined(rate):
+        return undefined()
+    shown = pct(rate, digits)
+    trials = count(n)
+    if trials:
+        from goalrm_core.evaluation.stats import wilson_interval  # scipy: only where a page is drawn
+
+        low, high = wilson_interval(int(round(float(rate) * trials)), trials)
+        shown += f" [{_fixed(low, digits, scale=100)}, {_fixed(high, digits, scale=100)}]"
+    return shown
+
+
+def accuracy_cell(accuracy: Any, n_questions: Any, tokens: Any, n: Any) -> str:
+    """One decoding method on one benchmark: ``75.0% [57.9, 86.7] (207 tok, N=8)``, accuracy with its
+    95% Wilson interval over ``n_questions`` questions, generated tokens per question, samples per question."""
+    samples = count(n)
+    return f"{rate_ci(accuracy, n_questions)} ({num(tokens, 0)} tok, N={undefined() if samples is None else samples})"

@@ -13,14 +13,18 @@ import seaborn as sns  # noqa: E402
 sns.set_theme(style="whitegrid", context="notebook")
 
 
-def line_curve(df: pd.DataFrame, x: str, y: str, hue: str | None = None, title: str = "", smooth: int = 1):
-    """A training curve; ``smooth`` > 1 applies a rolling mean per hue group."""
+def line_curve(df: pd.DataFrame, x: str, y: str, hue: str | None = None, title: str = "", smooth: int = 1,
+               xlabel: str | None = None, ylabel: str | None = None):
+    """A training curve; ``smooth`` > 1 applies a rolling mean per hue group; ``xlabel``/``ylabel``
+    name the axes with their units (default: the column names)."""
     data = df.copy()
     if smooth > 1:
         group = data.groupby(hue)[y] if hue else data[y]
         data[y] = group.transform(lambda s: s.rolling(smooth, min_periods=1).mean()) if hue else group.rolling(smooth, min_periods=1).mean()
     fig, ax = plt.subplots(figsize=(7, 3.5))
     sns.lineplot(data=data, x=x, y=y, hue=hue, ax=ax, errorbar=("ci", 95) if hue else None)
+    ax.set_xlabel(xlabel or x)
+    ax.set_ylabel(ylabel or y)
     ax.set_title(title)
     fig.tight_layout()
     return fig
@@ -71,8 +75,8 @@ def auroc_bars(table: pd.DataFrame, title: str = "AUROC of the reward per benchm
         ax.bar(xs, rows["auroc"], width, yerr=err, capsize=2, label=scorer, color=palette[i])
     ax.axhline(0.5, ls="--", c="grey", lw=1)
     ax.set_xticks(range(len(benches)), benches)
-    ax.set_ylim(0.2, 1.0)
-    ax.set_ylabel("AUROC")
+    ax.set_ylim(0.0, 1.05)  # from 0: every bar's length and every CI whisker is whole
+    ax.set_ylabel("AUROC (0.5 = chance)")
     ax.set_title(title)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))  # outside: never over the bars
     fig.tight_layout()
@@ -120,17 +124,20 @@ def savings_panels(df: pd.DataFrame, title: str = "Accuracy against generated to
             ax.scatter(start["tokens"], start["accuracy"], facecolors="none", edgecolors=palette[bench], s=36)
             ax.scatter(end["tokens"], end["accuracy"], color=palette[bench], s=30, label=bench)
         ax.set_title(method)
-        ax.set_xlabel("tokens relative to all samples in full")
-        ax.set_xlim(0, 1.08)
+        low = float(df["tokens"].min())
+        ax.set_xlim(max(0.0, low - 0.05 * (1.02 - low) - 0.01), 1.02)  # the span the points cover
     axes[0][0].set_ylabel("majority-vote accuracy")
     axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.supxlabel("tokens generated, as a share of every sample in full", fontsize=11)
     fig.suptitle(title)
     fig.tight_layout()
     return fig
 
 
-def partial_auroc_curves(df: pd.DataFrame, title: str = "AUROC of partial generations (95% CI)"):
-    """AUROC against the response percentile, one line per RM and signal, with CI bands."""
+def partial_auroc_curves(df: pd.DataFrame, benchmark: str | None = None, title: str | None = None):
+    """AUROC against the response percentile, one line per RM and signal, with CI bands; the title
+    names the ``benchmark``."""
+    title = title or f"AUROC of partial generations{f' on {benchmark}' if benchmark else ''} (95% CI)"
     fig, ax = plt.subplots(figsize=(7, 3.8))
     for (rm, signal), g in df.groupby(["rm", "signal"]):
         g = g.sort_values("percentile")
@@ -138,7 +145,7 @@ def partial_auroc_curves(df: pd.DataFrame, title: str = "AUROC of partial genera
         ax.fill_between(g["percentile"], g["ci_low"], g["ci_high"], alpha=0.15)
     ax.axhline(0.5, ls="--", c="grey", lw=1)
     ax.set_xlabel("fraction of the response seen")
-    ax.set_ylabel("AUROC")
+    ax.set_ylabel("AUROC (0.5 = chance)")
     ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -230,12 +237,53 @@ def sweep_curve(df: pd.DataFrame, key: str, title: str = ""):
             xs = [categories.index(v) + offset for v in g["x"]]
             ax.errorbar(xs, g["value"], yerr=[g["value"] - g["ci_low"], g["ci_high"] - g["value"]], fmt="o", ms=5,
                         capsize=3, color=palette[i], label=name)
-    if not numeric:
-        ax.set_xticks(range(len(categories)), [str(c) for c in categories])
+    if not numeric:  # category names slanted, so long ones never overlap
+        ax.set_xticks(range(len(categories)), [str(c) for c in categories], rotation=25, ha="right")
     ax.axhline(0.5, ls="--", c="grey", lw=1)
     ax.set_xlabel(key)
-    ax.set_ylabel("AUROC")
+    ax.set_ylabel("AUROC (0.5 = chance)")
     ax.set_title(title)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    return fig
+
+
+def first_error_profile_frame(profile) -> pd.DataFrame:
+    """A recorded ``evaluation.first_error_profile`` (``{rm: {seed: {offsets, mean_q, n}}}``, plus
+    ``benchmark`` and ``window``) as tidy rows (rm, rm_seed, offset, mean_q), undefined offsets left out."""
+    import math
+
+    rows = []
+    for rm, seeds in profile.items():
+        if not isinstance(seeds, dict):
+            continue
+        for seed, prof in seeds.items():
+            if not isinstance(prof, dict):
+                continue
+            for offset, q in zip(prof.get("offsets") or [], prof.get("mean_q") or []):
+                if isinstance(q, (int, float)) and math.isfinite(q):
+                    rows.append({"rm": rm, "rm_seed": int(seed), "offset": int(offset), "mean_q": float(q)})
+    return pd.DataFrame(rows, columns=["rm", "rm_seed", "offset", "mean_q"])
+
+
+def first_error_profiles(profile, title: str = "Q along incorrect solutions, around the first error (0 = first wrong token)"):
+    """One panel per RM: the mean Q of the incorrect solutions at each token offset from their first
+    wrong token (0, the dashed line), a line per RM seed, from a recorded profile
+    (:func:`first_error_profile_frame`)."""
+    df = first_error_profile_frame(profile)
+    rms = list(dict.fromkeys(df["rm"]))
+    seeds = sorted(df["rm_seed"].unique())
+    palette = dict(zip(seeds, sns.color_palette("deep", len(seeds))))
+    fig, axes = plt.subplots(1, len(rms), figsize=(4.8 * len(rms), 3.4), sharey=True, squeeze=False)
+    for ax, rm in zip(axes[0], rms):
+        for s in seeds:
+            g = df[(df["rm"] == rm) & (df["rm_seed"] == s)].sort_values("offset")
+            ax.plot(g["offset"], g["mean_q"], marker="o", ms=3, lw=1.2, color=palette[s], label=f"seed {s}")
+        ax.axvline(0, ls="--", c="grey", lw=1)
+        ax.set_title(f"{rm} RM")
+        ax.set_xlabel("tokens from the first error")
+    axes[0][0].set_ylabel("mean Q (cosine to the goal state)")
+    axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.suptitle(title)
     fig.tight_layout()
     return fig

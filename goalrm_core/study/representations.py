@@ -11,6 +11,7 @@ from goalrm_core.data.rundir import RunDir
 from goalrm_core.evaluation import metrics
 from goalrm_core.evaluation.tables import question_ids
 from goalrm_core.inference.goal_state import goal_state_from_pairs, q_values
+from goalrm_core.study import formatting as fmt
 from goalrm_core.study.artifacts import load_rm, preference_pairs
 from goalrm_core.tasks.toymath.pipeline import TEMPLATE
 
@@ -49,3 +50,24 @@ def goal_ablation_table(states: dict[str, np.ndarray], goals: dict[str, dict[str
             res = metrics.bootstrap_auroc(q_values(states[rm], goal).numpy(), labels, seed=seed, clusters=clusters)
             records.append({"rm": rm, "goal": method, "separation_auroc": res.auroc, "ci_low": res.ci_low, "ci_high": res.ci_high})
     return pd.DataFrame(records)
+
+
+def goal_ablation_reading(ablation: pd.DataFrame) -> str:
+    """The goal ablation in words, from its numbers: which goal separates best for each RM, and what
+    an AUROC below 0.5 means (the cosine ranks incorrect solutions closer to that goal: the same
+    information with the sign flipped, 1 − AUROC)."""
+    lines = []
+    for rm, g in ablation.groupby("rm", sort=False):
+        g = g[g["separation_auroc"].notna()]
+        if g.empty:
+            continue
+        best = g.loc[g["separation_auroc"].idxmax()]
+        lines.append(f"For the {rm} RM the `{best['goal']}` goal separates best "
+                     f"({fmt.ci(best['separation_auroc'], best['ci_low'], best['ci_high'])}).")
+        flipped = g[g["ci_high"] < 0.5]
+        if not flipped.empty:
+            lines.append(f"Its {', '.join(f'`{m}`' for m in flipped['goal'])} goal"
+                         f"{'s' if len(flipped) > 1 else ''} score below 0.5 with the whole CI: the cosine to "
+                         "such a goal puts *incorrect* solutions closer, so it separates as well as 1 − AUROC "
+                         "with the sign flipped.")
+    return " ".join(lines)

@@ -92,6 +92,7 @@ class RMRecipe:
     bf16: bool = _sets("bf16")
     flash_attn: bool = _sets("flash_attn")
     gradient_checkpointing: bool = _sets("gradient_checkpointing")
+    group_by_length: bool = _sets("group_by_length")
     value_head_strategy: str = _sets("value_head_strategy")
     contrastive_strategy: str = _sets("contrastive_strategy")
     source_state_percentile: float = _sets("source_state_percentile")

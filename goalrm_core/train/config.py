@@ -17,7 +17,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from goalrm_core.choices import CONTRASTIVE_STRATEGY_OPTIONS, ENCODINGS, PAIR_FORMS, PERCENTILE_WINDOWS, VALUE_HEAD_STRATEGIES
+from goalrm_core.choices import (CHECKPOINT_FORMATS, CONTRASTIVE_STRATEGY_OPTIONS, ENCODINGS, MLP_HEADS, PAIR_FORMS, PERCENTILE_WINDOWS,
+                                 VALUE_HEAD_STRATEGIES)
 from goalrm_core.flags import Range, check_choice
 from goalrm_core.data.preferences import HH_FORMATS
 from goalrm_core.model.templates import TEMPLATES
@@ -76,6 +77,9 @@ class TrainRMConfig:
     max_len: int = _help("Maximum tokens of prompt + response (see --encoding for what is cut).", 2048, range=Range(int, ">= 1"))
     max_samples: int = _help("Use at most this many training pairs (0 = all).", 0, range=Range(int, ">= 0", note="0 = all"))
     save_path: str = _help("Where the final RM is saved (HF layout + goalrm.json).", "./ckpt/reward_model")
+    save_format: str = _help("Layout of the saved RM: goalrm (a linear head named score, as AutoModelForSequenceClassification "
+                             "reads it; reward_mean/reward_std) or official (the official code's loader: value_head, mean/std, "
+                             "_value_head_strategy). goalrm reads both.", "goalrm", choices=CHECKPOINT_FORMATS)
     overwrite: bool = _help("Let --save_path replace a folder that holds other files than an earlier RM (never an input "
                             "or the working folder).", False)
     ckpt_path: str = _help("DeepSpeed checkpoints (default: <save_path>.checkpoints, beside the RM dir, which a final save replaces).", "")
@@ -127,6 +131,9 @@ class TrainRMConfig:
                                    "token's value is a logit of 'no error yet', 1 before the rejected response's first error "
                                    "(the pairs' optional first_error_char) and 0 from it on; 0 = off.", 0.0, range=Range(float, ">= 0"))
     value_head_strategy: str = _help("linear (HF-compatible) or mlp value head.", "linear", choices=VALUE_HEAD_STRATEGIES)
+    mlp_head: str = _help("The mlp head's form: goalrm (a bias on every layer, PyTorch's default init) or official (the last "
+                          "layer bias-free, weights drawn from N(0, 1/(h+1)) and N(0, 1/(h/2+1)) as the official code does; "
+                          "needed for --save_format official).", "goalrm", choices=MLP_HEADS)
     loss: str = _help("Preference loss: sigmoid (-log σ) or logexp.", "sigmoid", choices=LOSS_TYPES)
     margin: float = _help("Margin subtracted from r_chosen - r_rejected in the sigmoid loss.", 0.0, range=Range(float))
     normalize_reward: bool = _help("Apply the stored reward mean/std at inference.", False)
@@ -148,8 +155,11 @@ class TrainRMConfig:
         if self.contrastive_loss:
             self.reward_model_strategy = "contrastive"
         for name in ("reward_model_strategy", "contrastive_strategy", "contrastive_window", "contrastive_pairs", "value_head_strategy",
-                     "template", "encoding", "loss", "eval_source", "hh_format"):
+                     "mlp_head", "save_format", "template", "encoding", "loss", "eval_source", "hh_format"):
             check_choice(name, getattr(self, name), _field(name).metadata.get("choices"))
+        if self.save_format == "official" and self.value_head_strategy == "mlp" and self.mlp_head != "official":
+            raise ValueError("--save_format official with --value_head_strategy mlp needs --mlp_head official "
+                             "(the official MLP head's last layer has no bias)")
         if self.zero_stage not in (0, 1, 2, 3):
             raise ValueError(f"zero_stage must be 0, 1, 2 or 3, got {self.zero_stage}")
         for f in dataclasses.fields(self):

@@ -145,6 +145,64 @@ def quiet_deepspeed_logs() -> None:
     deepspeed.utils.logger.setLevel(logging.WARNING)
 
 
+#: how long a process waits for the other processes of its group (torch's default is 30 minutes)
+RENDEZVOUS_TIMEOUT_S = 60.0
+LAUNCHER_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+def _launcher_settings() -> str:
+    return " ".join(f"{k}={os.environ[k]}" for k in LAUNCHER_VARIABLES if k in os.environ)
+
+
+_UNSET = f"in a plain shell, `unset {' '.join(LAUNCHER_VARIABLES)}` (variables a launcher left behind)"
+
+
+def launcher_world() -> int:
+    """The world size the environment asks for (1 without a launcher). ``WORLD_SIZE`` and ``RANK``
+    must be integers with ``0 <= RANK < WORLD_SIZE``, and a group of several processes needs
+    ``MASTER_ADDR`` and ``MASTER_PORT``; anything else is refused in one line naming the variables."""
+    if "WORLD_SIZE" not in os.environ:
+        return 1
+    try:
+        world, rank = int(os.environ["WORLD_SIZE"]), int(os.environ.get("RANK", "0"))
+    except ValueError:
+        raise ValueError(f"launcher variables {_launcher_settings()}: WORLD_SIZE and RANK must be integers; {_UNSET}") from None
+    if world < 1 or not 0 <= rank < world:
+        raise ValueError(f"launcher variables {_launcher_settings()}: need WORLD_SIZE >= 1 and 0 <= RANK < WORLD_SIZE; {_UNSET}")
+    missing = [k for k in ("MASTER_ADDR", "MASTER_PORT") if world > 1 and not os.environ.get(k)]
+    if missing:
+        raise ValueError(f"launcher variables {_launcher_settings()} ask for a group of {world} processes, but "
+                         f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set: start the command with "
+                         f"torchrun or deepspeed, or, {_UNSET}")
+    return world
+
+
+def join_process_group(init, backend: str | None = None, timeout_s: float | None = None) -> None:
+    """``init(backend, timeout=...)`` (``dist.init_process_group`` or ``deepspeed.init_distributed``)
+    with a rendezvous of ``timeout_s`` (default :data:`RENDEZVOUS_TIMEOUT_S`) instead of torch's 30
+    minutes: when the other processes never come (a shell that still exports a launcher's
+    ``WORLD_SIZE=2``), one line names the variables instead of a silent wait."""
+    import datetime
+
+    world = launcher_world()
+    timeout_s = RENDEZVOUS_TIMEOUT_S if timeout_s is None else timeout_s
+    settings = _launcher_settings()
+    try:
+        if backend is None:
+            init(timeout=datetime.timedelta(seconds=timeout_s))
+        else:
+            init(backend, timeout=datetime.timedelta(seconds=timeout_s))
+    except (RuntimeError, ValueError) as e:  # DistStoreError (a timeout) and DistNetworkError are RuntimeErrors
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(f"no process group: {settings} ask for {world} processes, and they did not all join within "
+                         f"{timeout_s:.0f} s ({first}); start every process with torchrun or deepspeed, or, {_UNSET}") from None
+    # the short timeout was for joining; collectives (a barrier while another rank saves) get torch's default back
+    from torch.distributed import distributed_c10d as c10d
+
+    c10d._set_pg_timeout(c10d.default_pg_timeout)
+    c10d._get_default_store().set_timeout(c10d.default_pg_timeout)
+
+
 def init_distributed() -> tuple[int, int, int]:
     """(rank, local rank, world size), creating a one-process group when no launcher set one up."""
     import deepspeed  # lazy: importing it costs seconds and pulls in its accelerator detection
@@ -154,7 +212,7 @@ def init_distributed() -> tuple[int, int, int]:
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ["MASTER_PORT"] = str(free_port())
     if not dist.is_initialized():
-        deepspeed.init_distributed(verbose=False)
+        join_process_group(lambda timeout: deepspeed.init_distributed(verbose=False, timeout=timeout))
     return dist.get_rank(), int(os.environ.get("LOCAL_RANK", "0")), dist.get_world_size()
 
 
@@ -208,7 +266,7 @@ def build_model(cfg: TrainRMConfig, ds_config: dict) -> RewardModel:
     backbone = AutoModel.from_pretrained(cfg.pretrain, dtype=dtype, attn_implementation=attn)
     backbone.config.use_cache = False
     torch.manual_seed(cfg.seed)
-    model = RewardModel(backbone, cfg.value_head_strategy)
+    model = RewardModel(backbone, cfg.value_head_strategy, cfg.mlp_head)
     model.head.to(dtype)
     model._hf_deepspeed_config = hf_ds_config  # keep it alive as long as the model
     if cfg.gradient_checkpointing:

@@ -22,6 +22,18 @@ def _wandb_online(timeout: float = 3.0) -> bool:
         return False
 
 
+def is_metrics_log(path: Path) -> bool:
+    """Whether ``path`` is empty or a metrics JSONL that train-rm wrote (its first rows are objects with
+    ``step`` and ``split``): the only files a new run may empty."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [line for line, _ in zip(f, range(5)) if line.strip()]
+        rows = [json.loads(line) for line in lines]
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return all(isinstance(row, dict) and "step" in row and "split" in row for row in rows)
+
+
 class MetricSinks:
     """The metrics JSONL plus optional tensorboard and wandb, on rank 0 only."""
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 import os
 import runpy
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,7 +50,7 @@ from tqdm.auto import tqdm
 from transformers import AutoTokenizer
 
 from goalrm_core.model.encoding import PreferenceCollator
-from goalrm_core.data.io import atomic_write_json, check_replaceable
+from goalrm_core.data.io import ArtifactError, atomic_write_json, check_not_an_input, check_output_dir, check_replaceable
 from goalrm_core.data.rundir import rm_checkpoint_dir, rm_metrics_path, train_summary_path
 from goalrm_core.model.objective import BatchLoss, reward_model_loss
 from goalrm_core.model.reward_model import (
@@ -62,7 +63,7 @@ from goalrm_core.train.distributed import (
     checkpoint_tag, launched_world_size, load_checkpoint_file, quiet_deepspeed_logs, rng_states, set_cpu_threads, set_rng_states,
     teardown,
 )
-from goalrm_core.train.sinks import MetricSinks
+from goalrm_core.train.sinks import MetricSinks, is_metrics_log
 
 # The loss terms whose non-finite value stops a run, in the order its error names them.
 CHECKED_TERMS = ("preference_loss", "contrastive_loss", "loss")
@@ -97,6 +98,19 @@ def preflight(cfg: TrainRMConfig) -> None:
     inputs = [("--pretrain", cfg.pretrain), *((flag, part) for flag, value in (("--dataset", cfg.dataset),
               ("--eval_dataset", cfg.eval_dataset)) for part in value.split(",") if part)]
     check_replaceable(cfg.save_path, "--save_path", inputs=inputs, marks=(GOALRM_JSON,), overwrite=cfg.overwrite)
+    ckpt, metrics = default_paths(cfg)
+    ours = [*inputs, ("--save_path", cfg.save_path)]
+    for flag, path, kind in (("--ckpt_path", ckpt, "folder"), ("--metrics_path", metrics, "file")):
+        check_output_dir(path if kind == "folder" else path.parent, flag if kind == "folder" else f"the folder of {flag}")
+        check_not_an_input(path, flag, ours + ([("--metrics_path", metrics)] if kind == "folder" else [("--ckpt_path", ckpt)]))
+        if Path(cfg.save_path).resolve() in path.resolve().parents:
+            raise ArtifactError(f"{flag} {path} lies inside --save_path {cfg.save_path}, which the final save replaces whole; "
+                                f"put it beside the RM folder (the default)")
+    if metrics.is_dir():
+        raise ArtifactError(f"--metrics_path {metrics} is a folder: give the path of the JSONL to write")
+    if metrics.is_file() and not cfg.load_checkpoint and not cfg.overwrite and not is_metrics_log(metrics):
+        raise ArtifactError(f"--metrics_path {metrics} holds a file that is no train-rm metrics log: a run would empty it; "
+                            f"give another --metrics_path, or add --overwrite to replace it")
     if cfg.use_tensorboard:
         try:
             import tensorboard  # noqa: F401  (optional; torch.utils.tensorboard needs it)
@@ -255,8 +269,18 @@ class Trainer:
                 "train_pairs": len(self.train_items), "world_size": self.world, "seed": self.cfg.seed,
             },
         }
-        self.engine.save_checkpoint(str(self.ckpt_dir), tag=f"global_step{self.step}", client_state=client)
-        self.say(f"checkpoint: {self.ckpt_dir / f'global_step{self.step}'}")
+        tag = f"global_step{self.step}"
+        try:
+            self.engine.save_checkpoint(str(self.ckpt_dir), tag=tag, client_state=client)
+        except (OSError, RuntimeError) as e:  # a full disk or a folder gone read-only: torch's writer raises RuntimeError
+            good = self._last_good_checkpoint()
+            if self.rank == 0 and (self.ckpt_dir / tag).is_dir() and not good.endswith(tag):
+                shutil.rmtree(self.ckpt_dir / tag, ignore_errors=True)  # the half-written step folder resumes nothing
+            detail = " ".join(str(e).split())[:200] or type(e).__name__
+            raise TrainingError(f"{self.ckpt_dir / tag}: the checkpoint of step {self.step} could not be written ({detail}); "
+                                f"free space in {self.ckpt_dir} (or give another --ckpt_path) and resume with --load_checkpoint "
+                                f"from the last good checkpoint: {good}") from None
+        self.say(f"checkpoint: {self.ckpt_dir / tag}")
 
     def _last_good_checkpoint(self) -> str:
         latest = (self.ckpt_dir / "latest").read_text().strip() if (self.ckpt_dir / "latest").is_file() else None
@@ -484,7 +508,8 @@ class Trainer:
             raise TrainingError(f"NaN or inf weights after training ({describe_tensors(bad) if bad else 'found on rank 0'}); "
                                 f"nothing was saved to {cfg.save_path}. Lower --learning_rate / --head_learning_rate.")
         if rank == 0:
-            save_reward_model(engine.module, cfg.save_path, self.tokenizer, training_args=cfg.to_dict(), state_dict=state_dict)
+            save_reward_model(engine.module, cfg.save_path, self.tokenizer, training_args=cfg.to_dict(), state_dict=state_dict,
+                              save_format=cfg.save_format)
         dist.barrier()
 
 

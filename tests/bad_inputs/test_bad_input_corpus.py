@@ -25,7 +25,16 @@ folder of its own, ``{in}``, which its ``inputs`` steps fill (paths relative to 
 * ``delete: path``;
 * ``truncate: [file, fraction]``: keep the first ``fraction`` of the file's bytes;
 * ``npy: [dest, fill, columns]``: a (1, columns) array of ``zeros``, ``ones`` or ``nan``;
-* ``weights: [rm folder, value]``: every value-head weight of a copied RM set to ``value`` (nan, 3e38 …).
+* ``weights: [rm folder, value]``: every value-head weight of a copied RM set to ``value`` (nan, 3e38 …);
+* ``rawset: [file, line, field, text]``: set a field on one JSONL line to the raw JSON text ``text``
+  (``1e400``, a 400-digit integer, ``NaN``: what a JSON writer of another program may put there);
+* ``dupkey: [file, line, field, text]``: give ``field`` a second time on one line, with the raw value ``text``;
+* ``gzip: [file, dest]``: ``dest``, the gzip of a copied ``file``;
+* ``jset: [file, key, value]`` / ``jdel: [file, key]``: set or remove a key of a JSON file (``config.json``, ``goalrm.json``);
+* ``swap_tokens: rm folder``: a tokenizer of the same size whose ids of two letters are swapped;
+* ``lock: dest``: a writer's lock held by a live process (the test's own), as a running goalrm command leaves it.
+
+``npy`` fills: ``zeros``, ``ones``, ``nan``, ``tiny`` (1e-29), ``complex`` (1+1j) and ``strings``.
 
 Nothing left behind: ``{out}`` (where a case's command would write) must hold nothing afterwards
 (but its ``leaves``), and ``{in}`` must hold exactly what it held before the command ran.
@@ -36,15 +45,18 @@ the imports once (see ``forkserver.py``), which keeps the corpus to a minute or 
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 import torch
 import yaml
@@ -185,7 +197,40 @@ def build_inputs(steps: list[dict], folder: Path, shared: dict[str, Path]) -> No
         elif op == "npy":
             dest, fill, columns = folder / args[0], args[1], args[2]
             dest.parent.mkdir(parents=True, exist_ok=True)
-            np.save(dest, np.full((1, columns), {"zeros": 0.0, "ones": 1.0, "nan": np.nan}[fill], dtype=np.float32))
+            if fill == "strings":
+                np.save(dest, np.full((1, columns), "x"))
+            elif fill == "complex":
+                np.save(dest, np.full((1, columns), 1 + 1j, dtype=np.complex64))
+            else:
+                np.save(dest, np.full((1, columns), {"zeros": 0.0, "ones": 1.0, "nan": np.nan, "tiny": 1e-29}[fill], dtype=np.float32))
+        elif op in ("rawset", "dupkey"):
+            path, line, key, text = folder / args[0], args[1], args[2], str(args[3])
+            lines = path.read_text().splitlines()
+            row = json.loads(lines[line - 1])
+            if op == "rawset":
+                row[key] = "@@RAW@@"
+                lines[line - 1] = json.dumps(row).replace('"@@RAW@@"', text)
+            else:
+                lines[line - 1] = json.dumps(row)[:-1] + f", {json.dumps(key)}: {text}}}"
+            path.write_text("".join(f"{x}\n" for x in lines))
+        elif op == "gzip":
+            (folder / args[1]).write_bytes(gzip.compress((folder / args[0]).read_bytes() if (folder / args[0]).exists()
+                                                         else shared[args[0]].read_bytes()))
+        elif op in ("jset", "jdel"):
+            path = folder / args[0]
+            data = json.loads(path.read_text())
+            data.pop(args[1]) if op == "jdel" else data.__setitem__(args[1], args[2])
+            path.write_text(json.dumps(data, indent=2))
+        elif op == "swap_tokens":
+            path = folder / args / "tokenizer.json"
+            data = json.loads(path.read_text())
+            vocab = data["model"]["vocab"]
+            vocab["a"], vocab["b"] = vocab["b"], vocab["a"]
+            path.write_text(json.dumps(data))
+        elif op == "lock":
+            me = psutil.Process()
+            (folder / args).write_text(json.dumps({"pid": me.pid, "started": me.create_time(), "host": socket.gethostname(),
+                                                   "command": "goalrm (the corpus's own process)"}) + "\n")
         elif op == "weights":
             _set_head_weights(folder / args[0], float(args[1]))
         else:

@@ -15,7 +15,7 @@ from transformers import LlamaModel
 
 from goalrm_core import cli
 from goalrm_core.data import manifest
-from goalrm_core.data.io import read_jsonl, write_jsonl
+from goalrm_core.data.io import lock_path, read_jsonl, write_jsonl
 from goalrm_core.model.reward_model import RewardModel, save_reward_model
 
 TREE = Path(__file__).resolve().parents[2]
@@ -67,11 +67,15 @@ def test_killed_eval_rm_is_refused_and_a_rerun_equals_an_uninterrupted_run(setup
     if n > GREEDY_ROWS or earlier_run:  # it had started writing: the folder says it is unfinished
         assert (save_dir / "rm" / manifest.IN_PROGRESS).exists() and not (save_dir / "rm" / manifest.MANIFEST).exists()
         assert "eval-rm output folder is incomplete (an interrupted or running `goalrm eval-rm" in err
-    else:  # killed before its first file: nothing was written at all
-        assert not save_dir.exists()
+    else:  # killed before its first file: nothing was written but the writer's lock, which SIGKILL leaves
+        assert sorted(p.name for p in save_dir.iterdir()) == [lock_path(save_dir / "rm").name]
         assert "is missing" in err
+    assert lock_path(save_dir / "rm").is_file()  # stale now: its PID is gone
 
-    assert cli.main(["eval-rm", *args, "--save_dir", str(save_dir)]) == 0
+    capsys.readouterr()
+    assert cli.main(["eval-rm", *args, "--save_dir", str(save_dir)]) == 0  # the rerun takes the stale lock over
+    assert "a stale lock of a run that is gone" in capsys.readouterr().err
+    assert not lock_path(save_dir / "rm").exists()
     assert metrics(save_dir, capsys)[0] == 0
     rerun = save_dir / "rm"
     assert json.loads((rerun / manifest.MANIFEST).read_text())["outputs"].keys() == \

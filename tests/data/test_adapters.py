@@ -311,6 +311,15 @@ def test_paper_profiles_load_and_build_their_command_lines():
 
     cfg = parse_args(cmd[cmd.index("goalrm_core.train.trainer") + 1:])
     assert cfg.contrastive and cfg.zero_stage == 3 and cfg.bf16 and cfg.flash_attn
+    assert not cfg.group_by_length and "--no-group_by_length" in hh  # the official data order in both paper profiles
+
+    # scoring and the goal state in the checkpoint's bf16 with flash-attn, and the official figures, as the official scripts
+    from goalrm_core.cli.eval_rm import build_parser as eval_rm_parser
+    from goalrm_core.cli.metrics import build_parser as metrics_parser
+
+    scoring = eval_rm_parser().parse_args(steps["eval-rm-contrastive"][4:])
+    assert scoring.bf16 and scoring.flash_attn and scoring.max_len == 0 and {"--bf16", "--flash_attn"} <= set(steps["get-representation"])
+    assert metrics_parser().parse_args(steps["metrics-contrastive-official"][4:]).official
 
 
 def test_gpu_check_profile_is_about_1b_and_its_command_uses_zero3_bf16_flash(tmp_path):

@@ -7,6 +7,7 @@ import torch
 from transformers import AutoModel
 
 from goalrm_core.data.io import ArtifactError, read_jsonl, write_jsonl
+from goalrm_core.model.templates import apply_template
 from goalrm_core.model.reward_model import RewardModel, save_reward_model
 from goalrm_core.inference.goal_state import GOAL_METHODS, check_goal_state, goal_state_from_pairs
 from goalrm_core.cli.get_representation import main as get_representation_main
@@ -97,3 +98,48 @@ def test_cli_in_the_seed_layout(tmp_path, rm, tokenizer):
     np.save(bad_goal, np.ones((1, 7)))
     with pytest.raises(ValueError, match="hidden size"):
         eval_rm_main(args + ["--goal_state_path", str(bad_goal)])
+
+
+def test_goal_rows_mean_averages_the_rows_as_the_official_eval_rm(tmp_path, rm, tokenizer):
+    rows = np.array([[1.0, 2.0, 0.0, -4.0], [3.0, 0.0, 0.0, 2.0]], dtype=np.float32)
+    with pytest.raises(ValueError, match=r"2 rows \(2, 4\).*--goal_rows mean"):
+        check_goal_state(rows, 4)  # the default: one goal per file
+    assert check_goal_state(rows, 4, rows="mean").tolist() == [2.0, 1.0, 0.0, -1.0]  # (row 0 + row 1) / 2 by hand
+    # through eval-rm: a two-row file averaged gives the Q-values of a one-row file holding that mean
+    rm_path = save_reward_model(rm, tmp_path / "rm", tokenizer)
+    write_jsonl(tmp_path / "gens" / "toy-id" / "greedy.jsonl", ROWS)
+    h = rm.config.hidden_size
+    two = np.stack([np.linspace(-1, 1, h), np.linspace(2, 0, h)]).astype(np.float32)
+    np.save(tmp_path / "two.npy", two)
+    np.save(tmp_path / "mean.npy", ((two[0] + two[1]) / 2)[None])
+    base = ["--completions_data_path", str(tmp_path / "gens"), "--reward_model_path", str(rm_path), "--benchmarks", "toy-id",
+            "--template", "toymath"]
+    assert eval_rm_main(base + ["--save_dir", str(tmp_path / "a"), "--goal_state_path", str(tmp_path / "two.npy"), "--goal_rows", "mean"]) == 0
+    assert eval_rm_main(base + ["--save_dir", str(tmp_path / "b"), "--goal_state_path", str(tmp_path / "mean.npy")]) == 0
+    a, b = (read_jsonl(tmp_path / d / "rm" / "toy-id" / "greedy" / "output-metrics-dense.jsonl") for d in "ab")
+    for x, y in zip(a, b):
+        np.testing.assert_allclose(x["cosine_sim"], y["cosine_sim"], atol=1e-6)
+    assert json.loads((tmp_path / "a" / "rm" / "eval_rm.json").read_text())["goal_rows"] == "mean"
+    with pytest.raises(ValueError, match="--goal_rows mean"):
+        eval_rm_main(base + ["--save_dir", str(tmp_path / "c"), "--goal_state_path", str(tmp_path / "two.npy")])
+
+
+def test_max_len_0_reads_every_generation_whole(tmp_path, rm, tokenizer):
+    long_row = {"question": "1 +1", "generated_solution": "1+1=2\n" * 20 + "#2", "is_correct": True}
+    rm_path = save_reward_model(rm, tmp_path / "rm", tokenizer)
+    write_jsonl(tmp_path / "gens" / "toy-id" / "greedy.jsonl", [long_row])
+    base = ["--completions_data_path", str(tmp_path / "gens"), "--reward_model_path", str(rm_path), "--benchmarks", "toy-id",
+            "--template", "toymath", "--vanilla"]
+    read = lambda d: read_jsonl(tmp_path / d / "rm" / "toy-id" / "greedy" / "output-metrics-dense.jsonl")[0]  # noqa: E731
+    # by hand: the official scoring reads prompt + response in one tokenizer call (BOS first), one token per character here
+    whole = len(tokenizer("1 +1\n" + long_row["generated_solution"])["input_ids"])
+    assert eval_rm_main(base + ["--save_dir", str(tmp_path / "whole"), "--max_len", "0"]) == 0
+    assert eval_rm_main(base + ["--save_dir", str(tmp_path / "wide"), "--max_len", str(whole)]) == 0
+    assert eval_rm_main(base + ["--save_dir", str(tmp_path / "cut"), "--max_len", "40"]) == 0
+    assert read("whole")["num_actions"] == read("wide")["num_actions"] == len(long_row["generated_solution"]) == 122
+    assert read("whole")["reward"] == read("wide")["reward"]
+    # cut from the right: the response's values end at the cut, and only response tokens count (issue 23: the
+    # official code's last 40 positions would include the prompt's); the row says it was cut
+    prompt_len = len(tokenizer(apply_template("toymath", "1 +1"))["input_ids"])
+    assert read("cut")["num_actions"] == 40 - prompt_len and read("cut")["truncated"] and not read("whole")["truncated"]
+    assert json.loads((tmp_path / "whole" / "rm" / "eval_rm.json").read_text())["max_len"] == 0

@@ -227,3 +227,25 @@ def test_an_older_file_with_the_seed0_delta_under_mean_compares_the_same():
     assert compare.compare_runs(old, new) == compare.compare_runs(new, new)
     figures = by_name(compare.compare_runs(old, old))
     assert figures["evaluation.delta_auroc.toy-id"]["a"]["value"] == pytest.approx(0.01)
+
+
+def test_the_gates_well_formed_condition_and_first_error_are_compared():
+    """The gate's second condition (RMs beat length by the margin on well-formed errors) and the
+    first-error check at well-formed errors are conclusions of their own: a run where the RMs only
+    spot malformed text disagrees with one where they verify."""
+    def with_well_formed(state, wf_delta):
+        m = schema2()
+        primary = m["evaluation"]["primary"]
+        primary["gate"]["well_formed"] = {"state": state, "reason": None, "required_margin": 0.15,
+                                          "margin_over_length": {rm: across_seeds((0.3, 0.35, 0.4) if state == "passed" else (0.0, 0.05, 0.02),
+                                                                                   null=0.15) for rm in RMS}}
+        primary["first_error_delta_q_well_formed"] = {rm: across_seeds(wf_delta, expect="less") for rm in RMS}
+        return m
+
+    r = compare.compare_runs(with_well_formed("passed", (-0.3, -0.25, -0.2)), with_well_formed("failed", (0.1, -0.2, 0.3)))
+    conclusions = by_name(r, "conclusions", "id")
+    gate = conclusions["gate.well_formed@seeds"]
+    assert (gate["a"], gate["b"], gate["holds_in_both"]) == ("passed", "failed", False)
+    q = conclusions["first_error_well_formed.goal-conditioned@seeds"]
+    assert (q["a"], q["b"], q["holds_in_both"]) == ("holds", "does not hold", False)
+    assert conclusions["gate@seeds"]["holds_in_both"] is True  # the first condition is unchanged

@@ -128,7 +128,8 @@ def test_schema2_states_every_primary_finding_across_seeds():
     gate, delta, q_base, q_goal, f_base, f_goal, pruning = findings
     assert "Length gate on toy-id" in gate and "above 0 in 5 of 5 seeds" in gate and "Gate passed" in gate
     assert "Reward comparison on toy-id (primary)" in delta and "positive in 3 of 5 seeds" in delta
-    assert delta.endswith("no detectable difference.") and "ranks better" not in delta
+    assert "no detectable difference." in delta and "ranks better" not in delta
+    assert delta.endswith("the other 3 benchmarks are 3 exploratory comparisons, Holm-corrected (below).")  # k comparisons
     # the Q result whichever way it falls
     assert "Q of the baseline RM" in q_base and "falls in 0 of 5 seeds" in q_base and "Q rises" in q_base
     assert "not shown that Q falls" in q_base
@@ -216,3 +217,64 @@ def test_the_gates_second_condition_says_what_the_rms_detect():
     primary["gate"]["well_formed"]["state"] = "passed"
     primary["gate"]["well_formed"]["margin_over_length"] = {rm: across_seeds([0.3, 0.25, 0.28, 0.3, 0.27], null=0.15) for rm in RMS}
     assert "Holds: both reward models beat length there by more than 0.15; they verify." in _items(frontpage.primary_findings(tree))[0]
+
+
+# ------------------------------------------------- the whole story: savings, decoding, first error, companion
+
+
+def story_tree() -> dict:
+    tree = metrics_tree(0.01, 0.07)
+    for bench, saved in (("toy-id", 10.0), ("toy-zero", 12.0)):
+        tree["evaluation"]["goal-conditioned"][bench]["filter"] = {
+            "accuracy": 0.90, "accuracy_unfiltered": 0.95, "tokens_saved_pct": saved, "threshold": 0.0}
+    tree["data"]["benchmarks"] = {b: {"n_questions": 300} for b in ("toy-id", "toy-zero")}
+    tree["decoding"] = {
+        "pruning": {"toy-id": {"threshold": -1.0, "tokens_generated": 100.0, "tokens_generated_unpruned": 100.0, "accuracy": 0.9,
+                               "accuracy_unpruned": 0.9, "tokens_saved_pct": 0.0, "samples_stopped_pct": 0.0},
+                    "toy-zero": {"threshold": -0.5, "tokens_generated": 70.0, "tokens_generated_unpruned": 100.0, "accuracy": 0.5,
+                                 "accuracy_unpruned": 0.6, "tokens_saved_pct": 30.0, "samples_stopped_pct": 20.0}},
+        "methods": {b: {"greedy": {"accuracy": 0.75, "tokens": 30.0, "n": 1, "n_questions": 32},
+                        "q_guided_beam_search": {"accuracy": 0.5, "tokens": 200.0, "n": 1, "n_questions": 32}}
+                    for b in ("toy-id", "toy-zero")},
+    }
+    tree["timings"] = {"decoding": {"pruning": {"toy-id": {"wall_s": 1.3, "wall_s_unpruned": 0.6},
+                                                "toy-zero": {"wall_s": 2.0, "wall_s_unpruned": 1.0}}}}
+    return tree
+
+
+def test_savings_say_where_pruning_was_off_and_what_it_cost_in_wall_time():
+    page = frontpage.result_sections(story_tree())
+    assert "chose no pruning on 1 of 2 benchmarks (toy-id)" in page
+    assert "toy-zero 2.00 s against 1.00 s" in page  # pruning ran there and was slower
+    assert "no pruning (≤ −1)" in page and "95.0% [" in page  # accuracy with its interval over 300 questions
+
+
+def test_decoding_has_intervals_and_says_what_it_shows():
+    page = frontpage.result_sections(story_tree())
+    assert "75.0% [57.9, 86.7] (30 tok, N=1)" in page
+    assert "Greedy decoding (30–30 tokens per question) is level with or above Q-guided beam search (200–200 tokens) on 2 of 2" in page
+    assert "over 32 questions" in page
+
+
+def test_first_error_figure_per_seed_or_what_is_missing():
+    tree = story_tree()
+    tree["evaluation"]["primary"] = {"rm_seeds": [0, 1], "first_error_delta_q": {
+        rm: {**across_seeds([-0.2, -0.3], expect="less"), "per_seed": [-0.2, -0.3]} for rm in RMS}}
+    missing = frontpage.first_error_section(tree)
+    assert "Not drawn" in missing and "seed 1 -0.30" in missing
+    tree["evaluation"]["first_error_profile"] = {"benchmark": "toy-id", "window": 1, **{
+        rm: {str(s): {"offsets": [-1, 0, 1], "mean_q": [0.5, 0.2, None], "n": [3, 3, 0]} for s in (0, 1)} for rm in RMS}}
+    drawn = frontpage.first_error_section(tree)
+    assert "data:image/png;base64," in drawn and "Not drawn" not in drawn
+    assert len(frontpage.plots.first_error_profile_frame(tree["evaluation"]["first_error_profile"])) == 2 * 2 * 2  # None left out
+
+
+def test_companion_reports_link_each_other_only_where_both_exist(tmp_path):
+    demo, confident = tmp_path / "demo", tmp_path / "confident"
+    demo.mkdir()
+    assert "confident/index.html" not in render_index("demo", "now", [], {}, demo)
+    confident.mkdir()
+    (confident / "index.html").write_text("<html></html>")
+    assert 'href="../confident/index.html"' in render_index("demo", "now", [], {}, demo)
+    (demo / "index.html").write_text("<html></html>")
+    assert 'href="../demo/index.html"' in render_index("confident", "now", [], {}, confident)

@@ -30,6 +30,19 @@ def test_a_notebook_run_by_hand_records_its_stage_and_threads(tmp_path, monkeypa
     assert stage_is_current(tmp_path / "run", "01_data", {**notebook_keys, "profile": "demo"})
 
 
+def test_a_stage_started_by_hand_drops_its_old_record_until_it_finishes(tmp_path, monkeypatch):
+    monkeypatch.delenv(BATCH_VAR, raising=False)
+    record = tmp_path / "run" / "stages" / "01_data.json"
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"stage": "01_data", "finished": "earlier", "parameters": {"seed": 0}}))
+    InteractiveShell.instance()
+    try:
+        Stage.start("data", tmp_path / "run", tmp_path / "report", torch_threads=1)
+        assert not record.exists()  # a stage stopped now leaves no earlier run's record vouching for its files
+    finally:
+        InteractiveShell.clear_instance()
+
+
 def test_under_the_runner_the_stage_leaves_the_record_to_it(tmp_path, monkeypatch):
     monkeypatch.setenv(BATCH_VAR, "1")
     Stage.start("data", tmp_path / "run", tmp_path / "report", torch_threads=1).record({})

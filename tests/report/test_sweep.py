@@ -145,17 +145,34 @@ def _write_sweep(root: Path, scores: dict, default="base"):
     return plan
 
 
-def test_the_verdict_names_the_best_point_and_whether_its_ci_separates_it(tmp_path):
+def _paired(root: Path, point: str, delta: float, low: float, high: float, p: float) -> None:
+    (root / point / "paired_vs_base.json").write_text(json.dumps(
+        {"base_point": "base", "rm": "goal-conditioned", "benchmark": "toy-id", "delta": delta, "ci_low": low, "ci_high": high,
+         "p_value": p}))
+
+
+def test_the_verdict_judges_by_the_paired_delta_against_the_base_point_with_holm(tmp_path):
     from goalrm_core.report.sweep_page import point_rows
 
-    separated = _write_sweep(tmp_path / "a", {"base": (0.70, (0.66, 0.74)), "contrastive_beta=0.1": (0.80, (0.76, 0.84)),
-                                              "contrastive_beta=1": (0.60, (0.55, 0.65))})
-    text = verdict(separated, point_rows(separated, tmp_path / "a"))
-    assert "best at contrastive_beta=0.1: AUROC 0.80 [0.76, 0.84]" in text and "lies above the default's" in text
-    overlap = _write_sweep(tmp_path / "b", {"base": (0.70, (0.60, 0.80)), "contrastive_beta=0.1": (0.72, (0.62, 0.82))})
-    assert "cannot tell it from the default" in verdict(overlap, point_rows(overlap, tmp_path / "b"))
-    itself = _write_sweep(tmp_path / "c", {"base": (0.90, (0.85, 0.95)), "contrastive_beta=0.1": (0.72, (0.62, 0.82))})
-    assert "That is the default point itself" in verdict(itself, point_rows(itself, tmp_path / "c"))
+    scores = {"base": (0.70, (0.66, 0.74)), "contrastive_beta=0.1": (0.80, (0.76, 0.84)), "contrastive_beta=1": (0.80, (0.75, 0.85))}
+    unpaired = _write_sweep(tmp_path / "a", scores)
+    text = verdict(unpaired, point_rows(unpaired, tmp_path / "a"))
+    assert "highest, 0.80, at contrastive_beta=0.1, contrastive_beta=1 (tied at two decimals)" in text  # both tied points named
+    assert "No paired Δ against the base point is recorded" in text and "compares no points" in text
+    assert "The base point “base” (the demo profile's values; 6 RM steps, 1 RM seed) scores 0.70 [0.66, 0.74]" in text
+    paired = _write_sweep(tmp_path / "b", scores)
+    _paired(tmp_path / "b", "contrastive_beta=0.1", 0.10, 0.05, 0.15, 0.002)
+    _paired(tmp_path / "b", "contrastive_beta=1", 0.10, -0.01, 0.20, 0.04)
+    text = verdict(paired, point_rows(paired, tmp_path / "b"))
+    assert "2 comparisons, p-values Holm-corrected over the 2" in text
+    # 0.002 * 2 = 0.004 survives; 0.04 (the larger, times 1) does not reach 0.05 either way: both survive here
+    assert "contrastive_beta=0.1 +0.10 [+0.05, +0.15] (Holm p 0.004)" in text
+    _paired(tmp_path / "b", "contrastive_beta=1", 0.02, -0.01, 0.05, 0.30)
+    text = verdict(paired, point_rows(paired, tmp_path / "b"))
+    assert "no detectable difference at the other 1" in text
+    page = render_comparison(paired, tmp_path / "b")
+    assert page.index("<h2>Results</h2>") < page.index("<h2>Configuration of each point</h2>")  # results first
+    assert "(base point)" in page and "(default)" not in page
 
 
 def test_the_comparison_page_links_only_files_that_are_there(tmp_path):
@@ -243,4 +260,5 @@ def test_smoke_sweep_runs_resumes_after_a_kill_and_reproduces_the_report(tmp_pat
     page = (reports / "index.html").read_text()
     assert f'href="{first}/index.html"' in page and f'href="{second}/metrics.json"' in page
     assert "<h3>contrastive_beta</h3>" in page and "<h3>goal_method</h3>" not in page  # one value: no figure
-    assert "(default)" in page and "2 of 2 points complete" in page
+    assert "(base point)" in page and "2 of 2 points complete" in page
+    assert (reports / first / "paired_vs_base.json").exists()  # the paired Δ against the base point (beta 0.5)

@@ -94,7 +94,8 @@ def test_compare_at_matched_budget_reads_the_scored_samples_of_the_decoded_quest
     curves = comparison.curves
     assert set(curves["benchmark"]) == {"toy-id"} and curves.query("method == 'majority vote'")["n"].tolist() == [1, 2, 4]
     table = dec.matched_table(comparison)
-    assert table.loc[dec.BEAM_METHOD, "toy-id"] == "0.50 (20 tok, N=1)"
+    cell = table.set_index("method").loc[dec.BEAM_METHOD, "toy-id"]  # the method is a column, not a pandas index
+    assert cell.startswith("50.0% [") and cell.endswith("] (20 tok, N=1)")  # with its Wilson interval over the 2 questions
     assert "Q-guided beam search reaches 0.50" in dec.methods_reading(comparison)
 
 
@@ -188,6 +189,12 @@ def test_steering_summary():
     assert out == {"attribute_rate": 1.0, "attribute_rate_unguided": 0.0, "accuracy": 0.5, "accuracy_unguided": 1.0, "n_questions": 2}
     examples = dec.steering_examples(dec.SteeringResult(out, guided, unguided), k=1)
     assert examples.to_dict("records") == [{"question": "9 *7", "steered": "9*7=63 multiply\n#63", "unguided": "9*7=63\n#63"}]
+    shown = dec.examples_frame(examples.to_dict("records"), {"question": "question", "steered": "steered"})
+    assert shown.to_dict("records") == [{"question": "9 *7", "steered": "9*7=63 multiply | #63"}]  # one line, readable
+    table = dec.steering_frame(dec.SteeringResult(out, guided, unguided))
+    assert table.to_dict("records") == [  # one unit per column: every cell a percentage
+        {"measure": "verbose style (% of solutions)", "steered toward the verbose goal": "100.0%", "unguided sample": "0.0%"},
+        {"measure": "accuracy (% of questions)", "steered toward the verbose goal": "50.0%", "unguided sample": "100.0%"}]
 
 
 def test_decoding_metrics_keep_their_keys():
@@ -196,8 +203,9 @@ def test_decoding_metrics_keep_their_keys():
            "accuracy": 1.0, "accuracy_unpruned": 1.0, "samples_stopped_pct": 37.5, "tokens_saved_pct": 18.75}
     pruning = dec.PruningResult(pd.DataFrame.from_dict({"toy-id": row}, orient="index"), {"toy-id": {"wall_s": 1.0, "wall_s_unpruned": 0.5}})
     out = dec.decoding_metrics(comparison, pruning, dec.SteeringResult({"attribute_rate": 0.5}, [], []))
-    assert out["methods"] == {"toy-id": {"greedy": {"accuracy": 0.25, "tokens": 12.0, "n": 1},
-                                         "q_guided_beam_search": {"accuracy": 0.75, "tokens": 23.6, "n": 1}}}
+    n = comparison.n_questions  # each accuracy's question count: its Wilson interval on the front page
+    assert out["methods"] == {"toy-id": {"greedy": {"accuracy": 0.25, "tokens": 12.0, "n": 1, "n_questions": n},
+                                         "q_guided_beam_search": {"accuracy": 0.75, "tokens": 23.6, "n": 1, "n_questions": n}}}
     assert out["pruning"]["toy-id"] == {k: float(row[k]) for k in ("threshold", "tokens_generated", "tokens_generated_unpruned", "accuracy",
                                                                    "accuracy_unpruned", "samples_stopped_pct", "tokens_saved_pct")}
     assert out["steering"] == {"attribute_rate": 0.5}

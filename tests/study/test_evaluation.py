@@ -56,3 +56,27 @@ def test_seed_spread_is_mean_and_t_interval_over_seeds():
     assert (spread["auroc_min"], spread["auroc_max"], spread["n_seeds"]) == (0.78, 0.82, 3)
     assert ev.seed_metrics(ev.seed_spread(per_seed))["baseline"]["toy-id"]["n_seeds"] == 3
     assert np.isnan(ev.seed_spread(per_seed.iloc[:1]).iloc[0]["ci_low"])  # one seed: no spread to estimate
+
+
+def test_first_error_profile_averages_q_by_offset_from_the_first_wrong_token():
+    from goalrm_core.study.evaluation import first_error_profile
+
+    rows = [{"is_correct": False, "first_error_char": 2, "num_actions": 5, "cosine_sim": [0.9, 0.8, 0.1, 0.0, -0.1]},
+            {"is_correct": False, "first_error_char": 1, "num_actions": 3, "cosine_sim": [0.7, 0.2, 0.1]},
+            {"is_correct": True, "first_error_char": None, "num_actions": 3, "cosine_sim": [5.0, 5.0, 5.0]},  # no error: left out
+            {"is_correct": False, "first_error_char": None, "num_actions": 2, "cosine_sim": [9.0, 9.0]}]  # error unknown: left out
+    prof = first_error_profile(rows, window=2)
+    assert prof["offsets"] == [-2, -1, 0, 1, 2]
+    assert prof["n"] == [1, 2, 2, 2, 1]
+    assert prof["mean_q"] == pytest.approx([0.9, 0.75, 0.15, 0.05, -0.1])
+    assert first_error_profile([], window=1)["mean_q"] == [None, None, None]  # no incorrect solution: undefined, not 0
+
+
+def test_goal_ablation_reading_names_the_best_goal_and_explains_below_chance():
+    from goalrm_core.study.representations import goal_ablation_reading
+
+    ablation = pd.DataFrame([{"rm": "baseline", "goal": "mean_last", "separation_auroc": 0.82, "ci_low": 0.76, "ci_high": 0.88},
+                             {"rm": "baseline", "goal": "random_token", "separation_auroc": 0.18, "ci_low": 0.16, "ci_high": 0.20}])
+    text = goal_ablation_reading(ablation)
+    assert "`mean_last` goal separates best (0.82 [0.76, 0.88])" in text
+    assert "`random_token` goal score below 0.5" in text and "1 − AUROC" in text

@@ -124,6 +124,24 @@ def test_single_process_run_saves_a_loadable_rm_with_metrics_and_summary(uninter
     assert "tokenised train: 38 rows: 0 truncated" in log
 
 
+def test_save_format_official_is_what_the_official_loader_reads(base_args, tmp_path):
+    from official_layout import OfficialRM  # the official reward model, built by hand from its source
+
+    args = {**base_args, "save_path": str(tmp_path / "rm-vhs-mlp"), "reward_model_strategy": "vanilla", "max_steps": 2,
+            "save_steps": -1, "eval_steps": 2, "value_head_strategy": "mlp", "mlp_head": "official", "save_format": "official"}
+    run(args, tmp_path / "train.log")
+    folder = tmp_path / "rm-vhs-mlp"
+    fields = json.loads((folder / "config.json").read_text())
+    assert fields["_value_head_strategy"] == "mlp" and {"mean", "std", "normalize_reward"} <= fields.keys()
+    assert json.loads((folder / "goalrm.json").read_text())["checkpoint_format"] == "official"
+    ids = torch.tensor([[5, 6, 7, 8, 2], [9, 10, 2, 0, 0]])
+    mask = (torch.arange(5) < torch.tensor([[5], [3]])).long()
+    with torch.no_grad():
+        theirs = OfficialRM.from_folder(folder)(ids, mask)
+        ours = load_reward_model(folder)(ids, mask).reward
+    torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=1e-6)
+
+
 def test_stop_and_resume_ends_with_the_weights_of_an_uninterrupted_run(uninterrupted, tmp_path):
     out, args, _ = uninterrupted
     resumed = {**args, "save_path": str(tmp_path / "rm")}

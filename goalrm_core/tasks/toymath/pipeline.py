@@ -47,6 +47,68 @@ def configs_from_profile(p: Mapping[str, Any]) -> tuple[toymath.ToyMathConfig, P
     return task, policy
 
 
+def config_table(task: toymath.ToyMathConfig, policy: PolicyConfig) -> pd.DataFrame:
+    """The task's and the base policy's settings as one two-column table (what the notebook shows
+    instead of the configs' reprs)."""
+    rows = [("chain steps", f"{task.min_steps}-{task.max_steps}"), ("operands", f"{task.operand_min}-{task.operand_max}"),
+            ("operations", " ".join(task.operations)), ("results", f"mod {task.modulus}" if task.modulus else "exact"),
+            ("facts held out of training", f"{task.heldout_facts}"),
+            ("policy", f"{policy.num_layers} layers, hidden size {policy.hidden_size}"),
+            ("SFT", f"{policy.steps} steps, batch {policy.batch_size}, learning rate {policy.learning_rate:g}, seed {policy.seed}")]
+    return pd.DataFrame(rows, columns=["setting", "value"])
+
+
+def length_table(samples: pd.DataFrame) -> pd.DataFrame:
+    """Per benchmark, the mean length (characters) of correct and incorrect samples and their
+    difference with a 95% Welch interval: the numbers behind "are wrong solutions longer?"."""
+    from scipy import stats
+
+    rows = []
+    for bench, g in samples.groupby("benchmark", sort=False):
+        right, wrong = g.loc[g["is_correct"], "length"], g.loc[~g["is_correct"], "length"]
+        row = {"benchmark": bench, "correct_len_mean": right.mean(), "incorrect_len_mean": wrong.mean(),
+               "n_correct": len(right), "n_incorrect": len(wrong)}
+        if len(right) > 1 and len(wrong) > 1:
+            ci = stats.ttest_ind(wrong, right, equal_var=False).confidence_interval()
+            row.update(length_difference=wrong.mean() - right.mean(), length_difference_ci_low=ci.low,
+                       length_difference_ci_high=ci.high)
+        else:
+            row.update(length_difference=None, length_difference_ci_low=None, length_difference_ci_high=None)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def length_sentence(lengths: pd.DataFrame) -> str:
+    """Which benchmarks' incorrect samples are longer, shorter or not distinguishable in length, read
+    from the intervals of ``length_table``."""
+    def side(r):
+        if pd.isna(r["length_difference_ci_low"]):
+            return "undetermined"
+        return "longer" if r["length_difference_ci_low"] > 0 else "shorter" if r["length_difference_ci_high"] < 0 else "no different"
+    groups: dict[str, list] = {}
+    for _, r in lengths.iterrows():
+        groups.setdefault(side(r), []).append(r)
+    parts = []
+    for how, rows in groups.items():
+        names = ", ".join(r["benchmark"] for r in rows)
+        if how in ("longer", "shorter"):
+            sizes = sorted(abs(r["length_difference"]) for r in rows)
+            by = f"{sizes[0]:.1f}" if len(sizes) == 1 else f"{sizes[0]:.1f} to {sizes[-1]:.1f}"
+            parts.append(f"{names}: incorrect samples are {how}, by {by} characters on average")
+        elif how == "no different":
+            parts.append(f"{names}: no length difference resolved (the 95% interval covers 0)")
+        else:
+            parts.append(f"{names}: too few samples of one outcome to compare")
+    return "; ".join(parts) + "."
+
+
+def pair_sentence(stats: Mapping[str, Any]) -> str:
+    """What ``build_preference_data`` did, in a sentence."""
+    return (f"{stats['n_sampled_questions']:,} training questions sampled, {stats['sample_accuracy']:.1%} of the samples "
+            f"correct; {stats['n_questions']:,} questions had both a correct and an incorrect sample and gave "
+            f"{stats['n_pairs']:,} pairs ({stats['n_train']:,} to train, {stats['n_eval']:,} held out, split by question).")
+
+
 def data_metrics(task: toymath.ToyMathConfig, policy: PolicyConfig, accuracy: pd.DataFrame, sft_history: list[dict],
                  pair_stats: Mapping[str, Any]) -> dict:
     """The ``data`` section of metrics.json: each benchmark's accuracy (``benchmark_table``), the
@@ -216,7 +278,7 @@ def benchmark_config_table(train_cfg: toymath.ToyMathConfig) -> pd.DataFrame:
              "operands": f"{c.operand_min}-{c.operand_max}", "operations": c.operations,
              "results": f"mod {c.modulus}" if c.modulus else "exact"}
             for name, c in toymath.benchmark_configs(train_cfg).items()]
-    return pd.DataFrame(rows).set_index("benchmark")
+    return pd.DataFrame(rows)
 
 
 def example_table(run_dir, bench: str = "toy-id", n: int = 6, seed: int = 0) -> pd.DataFrame:
@@ -225,7 +287,11 @@ def example_table(run_dir, bench: str = "toy-id", n: int = 6, seed: int = 0) -> 
     picks = pd.concat([g.sample(min(len(g), n // 2), random_state=seed) for _, g in df.groupby("outcome")])
     modulus = task_config(run_dir).modulus
     picks["reference"] = [toymath.problem_from_question(q, modulus).solution() for q in picks["question"]]
-    return picks[["question", "generated_solution", "reference", "outcome", "first_error_step"]].reset_index(drop=True)
+    picks = picks[["question", "generated_solution", "reference", "outcome", "first_error_step"]].reset_index(drop=True)
+    for col in ("generated_solution", "reference"):  # one solution line per step, shown on one table line
+        picks[col] = picks[col].str.replace("\n", " ⏎ ", regex=False)
+    picks["first_error_step"] = ["" if pd.isna(s) else f"line {int(s) + 1}" for s in picks["first_error_step"]]
+    return picks.rename(columns={"generated_solution": "sampled solution", "first_error_step": "first error"})
 
 
 def preference_table(run_dir) -> pd.DataFrame:
@@ -240,4 +306,4 @@ def preference_table(run_dir) -> pd.DataFrame:
             "correct_len_mean": pairs["correct"].str.len().mean(),
             "incorrect_len_mean": pairs["incorrect"].str.len().mean(),
         })
-    return pd.DataFrame(rows).set_index("split")
+    return pd.DataFrame(rows)
