@@ -16,6 +16,17 @@ ONCE = {
     "SKIP_FIRST": "goalrm_core/evaluation/voting.py",
     "TRAIN_SUMMARY": "goalrm_core/data/rundir.py",
     "STRATEGY": "goalrm_core/study/rms.py",
+    # the named choices of flags and profile keys (imported without torch)
+    "ENCODINGS": "goalrm_core/choices.py",
+    "READOUTS": "goalrm_core/choices.py",
+    "GOAL_METHODS": "goalrm_core/choices.py",
+    "VALUE_HEAD_STRATEGIES": "goalrm_core/choices.py",
+    "PERCENTILE_WINDOWS": "goalrm_core/choices.py",
+    "PAIR_FORMS": "goalrm_core/choices.py",
+    "CONTRASTIVE_STRATEGY_OPTIONS": "goalrm_core/choices.py",
+    "PRUNING_OFF": "goalrm_core/inference/pruning.py",
+    "PLAN_FILE": "goalrm_core/report/sweep.py",
+    "POINT_MANIFEST": "goalrm_core/report/sweep.py",
 }
 # file names and suffixes of a trained RM, spelled once (data.rundir)
 PATH_LITERALS = ("train_summary.json", ".metrics.jsonl", ".checkpoints")

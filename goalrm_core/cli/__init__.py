@@ -2,6 +2,12 @@
 
 The package holds the command lines of the core: ``train_rm``, ``get_representation``, ``eval_rm``
 and ``metrics`` parse their flags and call the library; nothing in the core imports them.
+
+Every command answers ``--help`` and a bad flag or profile at once: a command module declares its
+flags from light modules (:mod:`goalrm_core.choices`, :mod:`goalrm_core.flags`, the config
+dataclasses) and imports what loads torch, transformers, deepspeed, scipy or pandas only once its
+flags parse (``tests/report/test_cli_startup.py`` holds every command to it; the times are
+``benchmarks/cli_startup.py``'s).
 """
 
 from __future__ import annotations

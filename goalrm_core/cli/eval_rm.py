@@ -7,11 +7,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from goalrm_core.choices import GOAL_ROWS
+from goalrm_core.cli.reading import add_reading_arguments
 from goalrm_core.data import manifest
 from goalrm_core.flags import finite_float, non_negative_int, path_part, positive_int, run_command
-from goalrm_core.inference.forward import add_reading_arguments
-from goalrm_core.inference.goal_state import GOAL_ROWS
-from goalrm_core.inference.scoring import eval_rm
 from goalrm_core.model.templates import TEMPLATES
 
 
@@ -44,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     parser.add_argument("--local_rank", type=int, default=-1, help=argparse.SUPPRESS)  # set by the deepspeed launcher
     args = parser.parse_args(argv)
+    from goalrm_core.inference.scoring import eval_rm  # torch and the model, once the flags parse
+
     counts = eval_rm(args.completions_data_path, args.reward_model_path, args.save_dir, args.benchmarks,
                      args.goal_state_path, args.vanilla, template=args.template, batch_size=args.batch_size,
                      max_len=args.max_len, max_samples=args.max_samples, filter_threshold=args.filter_threshold, encoding=args.encoding, readout=args.readout, bf16=args.bf16,

@@ -6,16 +6,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import numpy as np
-
+from goalrm_core.choices import GOAL_METHODS
+from goalrm_core.cli.reading import add_reading_arguments
 from goalrm_core.data import manifest
 from goalrm_core.data.io import atomic_path, check_not_an_input, check_output_dir, writer_lock
 from goalrm_core.data.preferences import load_source_rows
 from goalrm_core.data.rundir import rm_name
 from goalrm_core.flags import non_negative_int, positive_int
-from goalrm_core.inference.forward import add_reading_arguments, load_for_reading
-from goalrm_core.inference.goal_state import GOAL_METHODS, goal_state_from_pairs
-from goalrm_core.model.reward_model import load_rm_tokenizer
 from goalrm_core.model.templates import TEMPLATES
 
 
@@ -41,6 +38,13 @@ def main(argv: list[str] | None = None) -> int:
     check_output_dir(args.save_dir, "--save-dir")
     check_not_an_input(args.save_dir, "--save-dir", [("--dataset-path", args.dataset_path), ("--reward-model-path", args.reward_model_path)],
                        here=False)
+    # numpy, torch and transformers, once the flags parse and the output folder is usable
+    import numpy as np
+
+    from goalrm_core.inference.forward import load_for_reading
+    from goalrm_core.inference.goal_state import goal_state_from_pairs
+    from goalrm_core.model.reward_model import load_rm_tokenizer
+
     command = manifest.command_line("goalrm get-representation", argv)
     with writer_lock(args.save_dir, "--save-dir", command):  # one writer at a time
         model = load_for_reading(args.reward_model_path, args.bf16, args.flash_attn, args.device)

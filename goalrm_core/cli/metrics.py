@@ -8,10 +8,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from goalrm_core.data.questions import group_by_question
-from goalrm_core.evaluation import metrics
-from goalrm_core.evaluation.official_metrics import OFFICIAL_DATASET_LEN, official_printout
-from goalrm_core.evaluation.tables import check_scored_folder, fmt_ci, fmt_p, labels, partial_auroc_table, read_scored, scored_files
+from goalrm_core.choices import OFFICIAL_DATASET_LEN
+from goalrm_core.evaluation.auroc import DEFAULT_PERCENTILES
+from goalrm_core.evaluation.voting import SKIP_FIRST
 from goalrm_core.flags import Range, finite_float, non_negative_int, path_part, positive_int
 
 
@@ -21,11 +20,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval_results_dir", required=True, help="--save_dir of goalrm eval-rm: <dir>/<model_name>/<bench>/{greedy,all}/*.jsonl (as the official metrics.py reads).")
     p.add_argument("--filter_threshold", type=finite_float, default=0.0, help="Q-value threshold of the filtered majority vote.")
     p.add_argument("--benchmarks", nargs="+", required=True, type=path_part, help="Benchmarks to report.")
-    p.add_argument("--percentiles", nargs="*", type=Range(float, "[0, 1]"), default=list(metrics.DEFAULT_PERCENTILES),
+    p.add_argument("--percentiles", nargs="*", type=Range(float, "[0, 1]"), default=list(DEFAULT_PERCENTILES),
                    help="Response percentiles of the partial AUROC (fractions of the response).")
     p.add_argument("--vanilla", action="store_true", help="Baseline RM: no Q-values, so no filtering.")
     p.add_argument("--n_boot", type=positive_int, default=1000, help="Bootstrap resamples for the CIs.")
-    p.add_argument("--skip_first", type=non_negative_int, default=metrics.SKIP_FIRST, help="Response tokens never filtered.")
+    p.add_argument("--skip_first", type=non_negative_int, default=SKIP_FIRST, help="Response tokens never filtered.")
     p.add_argument("--official", action="store_true",
                    help="Print what the official metrics.py prints, computed as it does: voting for gsm8k and math only, over the "
                         "greedy output plus the samples, questions grouped by position; no CIs.")
@@ -37,6 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # the tables (pandas, scipy, scikit-learn) load once the flags parse
+    from goalrm_core.data.questions import group_by_question
+    from goalrm_core.evaluation import metrics
+    from goalrm_core.evaluation.official_metrics import official_printout
+    from goalrm_core.evaluation.tables import check_scored_folder, fmt_ci, fmt_p, labels, partial_auroc_table, read_scored, scored_files
+
     root = Path(args.eval_results_dir)
     if (root / args.model_name).is_dir():
         root = root / args.model_name

@@ -7,10 +7,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from goalrm_core.evaluation.stats import check_alpha, percentile_interval
 
@@ -341,4 +343,6 @@ def partial_auroc(
             }
         )
     columns = ["percentile", "auroc", "ci_low", "ci_high", "n", "n_positive", "undefined_reason"]
+    import pandas as pd  # here: a command that only declares its flags loads no pandas
+
     return pd.DataFrame(rows, columns=columns)

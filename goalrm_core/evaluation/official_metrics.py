@@ -26,12 +26,11 @@ import numpy as np
 from scipy import stats
 from sklearn.metrics import roc_auc_score
 
+from goalrm_core.choices import OFFICIAL_DATASET_LEN  # noqa: F401  (re-exported: defined in choices, which flags read without scipy)
 from goalrm_core.data.io import ArtifactError
 from goalrm_core.evaluation.tables import read_scored, scored_files
 from goalrm_core.evaluation.voting import SKIP_FIRST, official_per_question
 
-# metrics.py's hard-coded question counts of the two benchmarks it votes on
-OFFICIAL_DATASET_LEN = {"gsm8k": 1319, "math": 5000}
 
 
 def official_auroc(rows: Sequence[dict]) -> float:

@@ -1,5 +1,6 @@
 """Small uncertainty helpers shared by the metrics: t and Wilson intervals, percentile
-intervals of a bootstrap, and a paired t-test that says why it is undefined."""
+intervals of a bootstrap, and a paired t-test that says why it is undefined. scipy is imported by
+the functions that compute with it, so that a command line that only declares its flags loads none of it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import warnings
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
 
 
 
@@ -27,6 +27,8 @@ def mean_ci(values: Sequence[float] | np.ndarray, alpha: float = 0.05) -> tuple[
     mean = float(x.mean())
     if x.size == 1:
         return mean, math.nan, math.nan
+    from scipy import stats
+
     half = stats.t.ppf(1 - alpha / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
     return mean, float(mean - half), float(mean + half)
 
@@ -40,6 +42,8 @@ def wilson_interval(n_success: int, n: int, alpha: float = 0.05) -> tuple[float,
     check_alpha(alpha)
     if n <= 0:
         return math.nan, math.nan
+    from scipy import stats
+
     z = stats.norm.ppf(1 - alpha / 2)
     p = n_success / n
     denom = 1 + z * z / n
@@ -68,6 +72,8 @@ def paired_t_pvalue(after: np.ndarray, before: np.ndarray, what: str) -> tuple[f
         return math.nan, f"fewer than 2 {what}: paired t-test undefined"
     if np.all(d == 0):
         return math.nan, f"no difference on any of the {d.size} {what}: paired t-test undefined"
+    from scipy import stats
+
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
         p = float(stats.ttest_rel(after, before).pvalue)
@@ -108,6 +114,8 @@ def across_seeds(values: Sequence[float | None], null: float = 0.0, expect: str 
         return out
     out["holds"] = bool(side(low) and side(high))
     if defined.size > 1 and float(defined.std(ddof=1)) > 0:
+        from scipy import stats
+
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore", RuntimeWarning)
             out["p_value"] = float(stats.ttest_1samp(defined, null).pvalue)

@@ -12,9 +12,12 @@ reported accuracy is tuned on itself.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: What ``outcome(threshold)`` must report: integer counts, so ties are exact.
 OUTCOME_KEYS = ("threshold", "n_correct", "tokens")
@@ -34,6 +37,8 @@ def choose_threshold(candidates: Sequence[float] | np.ndarray, outcome: Callable
     cands = np.asarray(candidates, dtype=np.float64).ravel()
     if cands.size == 0:
         raise ValueError("no candidate thresholds")
+    import pandas as pd  # here: a command that only declares its flags loads no pandas
+
     table = pd.DataFrame([dict(outcome(float(t))) for t in cands])
     missing = [k for k in OUTCOME_KEYS if k not in table.columns]
     if missing:

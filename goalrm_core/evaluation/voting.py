@@ -6,11 +6,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
-from scipy import stats
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from goalrm_core.data.io import parse_label
 from goalrm_core.evaluation.thresholds import choose_threshold
@@ -505,6 +506,8 @@ def official_per_question(questions: Sequence[Sequence[Any]], threshold: float =
 def official_filter_figures(questions: Sequence[Sequence[Any]], threshold: float = 0.0, skip_first: int = SKIP_FIRST,
                             num_samples: int | None = None) -> OfficialFilterFigures:
     """The official code's Q-filtered voting figures for ``questions`` (lists of scored generations)."""
+    from scipy import stats  # loaded when the figures are computed: `goalrm metrics --help` reads SKIP_FIRST from here
+
     per = official_per_question(questions, threshold, skip_first, num_samples)
     p_value = float(stats.ttest_ind(per.proportion_correct_filtered, per.proportion_correct).pvalue) if len(questions) > 1 else math.nan
     return OfficialFilterFigures(

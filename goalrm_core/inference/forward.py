@@ -18,12 +18,12 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from goalrm_core.model.encoding import ENCODINGS, encode_prompt_response, left_pad
+from goalrm_core.choices import READOUTS
+from goalrm_core.model.encoding import encode_prompt_response, left_pad
 from goalrm_core.model.reward_model import RewardModel, load_reward_model
 from goalrm_core.flags import check_choice
 
 
-READOUTS = ("eos", "last_token")
 UNTRUNCATED = 2**62  # the token limit ``max_len`` 0 stands for: no sequence is cut
 
 
@@ -44,18 +44,6 @@ def resolve_device(device: str = "auto") -> torch.device:
         if resolved.index is not None and resolved.index >= count:
             raise ValueError(f"--device {device}: this machine has {count} CUDA GPU(s), cuda:0 to cuda:{count - 1}")
     return resolved
-
-
-def add_reading_arguments(p, script: str) -> None:
-    """The flags of how an RM reads text and where it runs, shared by ``eval-rm`` and
-    ``get-representation`` (``script``: the official script whose behaviour the defaults follow)."""
-    p.add_argument("--encoding", default="official", choices=ENCODINGS,
-                   help="official: template + response tokenised in one call (the tokenizer's BOS); split: apart.")
-    p.add_argument("--readout", default="last_token", choices=READOUTS,
-                   help=f"last_token: at the response's last token (the official {script}); eos: at an EOS after response + ' ' (the training input).")
-    p.add_argument("--bf16", action="store_true", help=f"Run the RM in bfloat16 (as the official {script} does on its GPU).")
-    p.add_argument("--flash_attn", action="store_true", help="Use flash-attn 2 (CUDA + the flash-attn package).")
-    p.add_argument("--device", default="auto", help="auto (the GPU when there is one), cpu, cuda, cuda:N.")
 
 
 def load_for_reading(path, bf16: bool = False, flash_attn: bool = False, device: str = "auto") -> RewardModel:

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from goalrm_core.choices import GOAL_METHODS, GOAL_ROWS
 from goalrm_core.data import manifest
 from goalrm_core.data.adapters import HELPSTEER_ATTRIBUTES
 from goalrm_core.data.io import ArtifactError, load_npy, parse_label
@@ -29,11 +30,6 @@ from goalrm_core.flags import check_choice
 
 #: a goal state's norm below this times sqrt(hidden size) is refused (see check_goal_state)
 GOAL_NORM_FLOOR = 1e-6
-
-GOAL_METHODS = ("mean_last", "random_response", "random_token", "mean_all_tokens")
-# A goal state file of several rows: refused (``one``, the default: one goal per file, as
-# get-representation writes it) or averaged over its rows (``mean``, the official eval_rm.py).
-GOAL_ROWS = ("one", "mean")
 
 
 def check_goal_state(goal: np.ndarray, hidden_size: int, source: str = "goal state", rows: str = "one") -> torch.Tensor:

@@ -30,6 +30,10 @@ from goalrm_core.evaluation import metrics
 from goalrm_core.evaluation.thresholds import choose_threshold
 from goalrm_core.evaluation.voting import SKIP_FIRST
 
+#: Q is a cosine clamped to [-1, 1]: a threshold at or below this stops no sample, so pruning is off
+#: and the sampler runs the policy alone, with no RM call at all (``PruneConfig.off``).
+PRUNING_OFF = -1.0
+
 
 @dataclass
 class PruneConfig:
@@ -44,6 +48,11 @@ class PruneConfig:
             raise ValueError(f"skip_first must be >= 0, got {self.skip_first}")
         if not isinstance(self.threshold, numbers.Real) or math.isnan(self.threshold):
             raise ValueError(f"threshold must be a number, got {self.threshold!r}")
+
+    @property
+    def off(self) -> bool:
+        """The threshold stops nothing (at or below :data:`PRUNING_OFF`): pruning is off."""
+        return self.threshold <= PRUNING_OFF
 
 
 def stop_now(q: torch.Tensor, positions: torch.Tensor, question: torch.Tensor, alive: dict[int, int], rule: PruneConfig) -> torch.Tensor:

@@ -19,8 +19,9 @@ token log-probabilities under the untempered policy, which the evaluation's refe
 
 ``sample`` draws noise for every row of a batch at every step, whether the row is still running or
 not, so the noise a sample sees does not depend on which other samples were stopped: pruning with
-threshold -1 (a Q-value is never below -1) reproduces unpruned sampling exactly, and a kept sample of
-a pruned run is the unpruned one (up to float effects of a smaller batch on near-ties).
+threshold -1 (a Q-value is never below -1) reproduces unpruned sampling exactly (it runs as pruning
+off, without the RM), and a kept sample of a pruned run is the unpruned one (up to float effects of a
+smaller batch on near-ties).
 """
 
 from __future__ import annotations
@@ -279,7 +280,9 @@ def sample(
     token of ``stop_texts`` (kept in the response) or after ``max_new_tokens``. With ``rm`` and
     ``goal`` the RM follows every sample with its own KV cache and records the Q-value at every
     response position (``Sample.q_values``, the offline ``cosine_sim``); with ``prune`` a sample
-    stops by the rule of ``pruning.PruneConfig``. Batches hold whole questions, so ``batch_size`` is
+    stops by the rule of ``pruning.PruneConfig``. A ``prune`` whose threshold stops nothing
+    (``PruneConfig.off``: at or below -1) is pruning off: the policy runs alone, the RM is never
+    called and no Q-value is recorded, and the samples are the unpruned ones. Batches hold whole questions, so ``batch_size`` is
     rounded down to a multiple of ``n``. ``prompt_token_ids`` replaces ``prompts`` with token ids.
     """
     if n < 1:
@@ -291,6 +294,8 @@ def sample(
     goal_t = check_decoding_inputs(policy, rm, tokenizer, goal)
     policy.eval()
     online = None
+    if prune is not None and prune.off:  # no Q can be below the threshold: the RM's forward would buy nothing
+        rm = goal_t = prune = None
     if rm is not None and goal_t is not None:
         rm.eval()
         online = _OnlineQ(rm, goal_t, prune, _token_id(tokenizer, " "))

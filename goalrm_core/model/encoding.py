@@ -20,6 +20,7 @@ from typing import Iterable, Sequence
 
 import torch
 
+from goalrm_core.choices import ENCODINGS
 from goalrm_core.model.templates import apply_template
 from goalrm_core.flags import check_choice
 
@@ -43,8 +44,6 @@ class EncodingStats:
     def summary(self) -> str:
         return f"{self.n_rows} rows: {self.n_truncated} truncated (prompt cut from the left), {self.n_dropped} dropped (response alone longer than max_len)"
 
-
-ENCODINGS = ("official", "split")
 
 
 def encode_prompt_response(tokenizer, prompt: str, response: str, max_len: int, append_eos: bool = True,

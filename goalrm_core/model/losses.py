@@ -12,12 +12,8 @@ from typing import Any, Callable, Mapping
 import torch
 import torch.nn.functional as F
 
+from goalrm_core.choices import CONTRASTIVE_STRATEGY_OPTIONS, PAIR_FORMS, PERCENTILE_WINDOWS
 from goalrm_core.flags import check_choice
-
-#: where a percentile draws contrastive positions from (the official code: ``earliest``)
-PERCENTILE_WINDOWS = ("earliest", "latest")
-#: which (source, goal) pairs the contrastive term averages over (the official code: ``all``)
-PAIR_FORMS = ("all", "matched")
 
 
 def pairwise_loss(chosen_reward: torch.Tensor, rejected_reward: torch.Tensor, margin: torch.Tensor | float | None = None) -> torch.Tensor:
@@ -119,11 +115,12 @@ class ContrastiveStrategy:
     options: tuple[str, ...] = ()
 
 
-#: ``--contrastive_strategy``'s choices: the config, the profiles and the objective read them from here
+_SCORES: dict[str, Callable[..., torch.Tensor]] = {"cosine": _cosine, "cosine_avg": _cosine_avg}
+
+#: ``--contrastive_strategy``'s choices (named, with their options, in ``goalrm_core.choices``) and
+#: how each scores: the objective reads them from here
 CONTRASTIVE_STRATEGIES: dict[str, ContrastiveStrategy] = {
-    "cosine": ContrastiveStrategy(_cosine),          # every sampled goal state on its own
-    "cosine_avg": ContrastiveStrategy(_cosine_avg),  # each row's sampled goal states averaged into one first
-}
+    name: ContrastiveStrategy(_SCORES[name], options) for name, options in CONTRASTIVE_STRATEGY_OPTIONS.items()}
 
 
 def contrastive_goal_loss(

@@ -31,14 +31,10 @@ from torch import nn
 from transformers import AutoConfig, AutoModel, LlamaConfig, PretrainedConfig
 from transformers.models.auto.modeling_auto import MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES
 
+from goalrm_core.choices import CHECKPOINT_FORMATS, MLP_HEADS, VALUE_HEAD_STRATEGIES
 from goalrm_core.data.io import UMASK, ArtifactError, atomic_write_json
 from goalrm_core.flags import check_choice
 
-VALUE_HEAD_STRATEGIES = ("linear", "mlp")
-# The MLP head: goalrm's (every layer with a bias, PyTorch's default init) or the official code's
-# (the last layer bias-free; weights drawn from N(0, 1/(h+1)), N(0, 1/(h/2+1)) twice, N(0, 1/(h+1))).
-MLP_HEADS = ("goalrm", "official")
-CHECKPOINT_FORMATS = ("goalrm", "official")
 GOALRM_JSON = "goalrm.json"
 OFFICIAL_HEAD = "value_head"  # the official code's name for the head, whatever its strategy
 

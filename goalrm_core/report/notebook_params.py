@@ -55,6 +55,27 @@ def declared_keys(source: str, path: Path) -> list[str]:
     return keys
 
 
+def declared_parameters(path: Path) -> dict[str, dict[str, Any]]:
+    """A notebook's parameters as ``papermill.inspect_notebook`` reports them (``name``,
+    ``inferred_type_name``, ``default`` as source text, ``help``), read from the file itself: a
+    parameters cell here is ``name = literal`` lines (:func:`declared_keys` holds it to that), so
+    there is no annotation to infer from, and a sweep's or a report's checks need not import
+    papermill (seconds) before they refuse a bad value."""
+    path = Path(path)
+    try:
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: not a readable notebook ({e})") from None
+    cell = _parameters_cell(notebook, path)
+    source = "".join(cell["source"]) if isinstance(cell.get("source"), list) else str(cell.get("source", ""))
+    declared_keys(source, path)  # every statement is `name = literal`
+    out = {}
+    for node in ast.parse(source).body:
+        name = node.targets[0].id
+        out[name] = {"name": name, "inferred_type_name": "None", "default": ast.get_source_segment(source, node.value), "help": ""}
+    return out
+
+
 def _literal(value: Any) -> str:
     """A flat profile value as Python source, strings in double quotes as people write them."""
     if isinstance(value, str):

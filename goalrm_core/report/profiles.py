@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
+from goalrm_core.choices import CONTRASTIVE_STRATEGY_OPTIONS
 from goalrm_core.flags import Range, safe_path_part
 from goalrm_core.paths import project_root
 from goalrm_core.study.rms import HEADLINE_SETS
@@ -358,21 +359,6 @@ class Choice:
             raise ValueError(f"unknown {name} {value!r}; valid: {', '.join(map(str, self.options))}")
 
 
-class RegisteredChoice(Choice):
-    """A key whose value is a name in a registry of the library (``attribute`` of ``module``), read
-    when a value is first checked: a registry grows by one entry where it is defined, and checking a
-    profile that leaves the key out imports no model code."""
-
-    def __init__(self, module: str, attribute: str):
-        self.module, self.attribute = module, attribute
-
-    @property
-    def options(self) -> tuple:
-        import importlib
-
-        return tuple(getattr(importlib.import_module(self.module), self.attribute))
-
-
 class ListOf:
     """A key whose value is a list of numbers each in ``item`` (at least ``min_len``; ``distinct``: no repeats)."""
 
@@ -475,7 +461,7 @@ PROFILE_RULES: dict[str, Any] = {
     "rm_parallel": _COUNT,
     "contrastive_window": Choice(*CONTRASTIVE_WINDOW_CHOICES),
     "contrastive_pairs": Choice(*CONTRASTIVE_PAIRS_CHOICES),
-    "contrastive_strategy": RegisteredChoice("goalrm_core.model.losses", "CONTRASTIVE_STRATEGIES"),
+    "contrastive_strategy": Choice(*CONTRASTIVE_STRATEGY_OPTIONS),
     "source_state_percentile": Range(float, "[0, 1)"),
     "goal_state_percentile": Range(float, "[0, 1)"),
     "value_head_strategy": Choice(*VALUE_HEAD_CHOICES),

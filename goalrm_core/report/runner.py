@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 from goalrm_core.data.io import ArtifactError, atomic_path, atomic_write_json, atomic_write_text, writer_lock
 from goalrm_core.data.rundir import RunDir
 from goalrm_core.flags import debugging, path_part
-from goalrm_core.report.notebook_params import missing_keys
+from goalrm_core.report.notebook_params import declared_parameters, missing_keys
 from goalrm_core.report.records import read_json_object, record_provenance, record_stage
 from goalrm_core.report.pages import export_html, refresh_navigation
 from goalrm_core.report.profiles import (check_settings, check_value, coerce_to_declared, load_profile,
@@ -595,13 +595,12 @@ class ReportInterrupted(KeyboardInterrupt):
 
 
 def inspect_stages(stages: list[Path]) -> dict[str, dict]:
-    """Each stage's declared parameters, so a bad profile fails before any kernel starts."""
-    import papermill as pm
-
+    """Each stage's declared parameters, so a bad profile fails before any kernel starts (read from
+    the notebook's parameters cell, as papermill reports them, without importing papermill)."""
     declared = {}
     for path in stages:
         try:
-            declared[path.stem] = pm.inspect_notebook(str(path))
+            declared[path.stem] = declared_parameters(path)
         except Exception as e:
             raise ValueError(f"{path}: cannot read its parameters cell ({e})") from e
     return declared

@@ -25,13 +25,11 @@ from goalrm_core.data.io import atomic_write_text
 from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.report.index_page import PAGE_CSS
 from goalrm_core.report.provenance import _now
+from goalrm_core.report.sweep import PAIRED_FILE, PLAN_FILE, POINT_MANIFEST, format_value
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study import plots
 from goalrm_core.study.rms import GOAL_CONDITIONED, ID_BENCH, RMS
 
-PLAN_FILE = "sweep.json"
-POINT_MANIFEST = "point.json"
-PAIRED_FILE = "paired_vs_base.json"  # a point's paired Δ against the base point (sweep.record_paired_deltas)
 SIGNIFICANCE = 0.05  # a paired Δ is called a difference where its Holm-corrected p-value is below this
 Z95 = 1.959963984540054
 
@@ -67,20 +65,6 @@ def wilson(p: float, n: int) -> tuple[float, float]:
     centre = (p + Z95 ** 2 / (2 * n)) / (1 + Z95 ** 2 / n)
     half = Z95 * math.sqrt(p * (1 - p) / n + Z95 ** 2 / (4 * n ** 2)) / (1 + Z95 ** 2 / n)
     return centre - half, centre + half
-
-
-def format_value(value: Any) -> str:
-    """A swept value as it appears in a point's name and on the page: short, the same for 0.5 and 0.50.
-
-    >>> [format_value(v) for v in (0.0, 0.1, 1e-05, True, "cosine_avg")]
-    ['0', '0.1', '1e-05', 'true', 'cosine_avg']
-    """
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        short = f"{value:g}"
-        return short if float(short) == value else repr(value)
-    return str(value)
 
 
 def point_status(report_dir: Path, point: str) -> str:

@@ -10,17 +10,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from transformers import AutoModelForCausalLM, AutoTokenizer
-
 from goalrm_core.flags import Range, finite_float, non_negative_int, positive_int
 from goalrm_core.data.io import ArtifactError, check_not_an_input, check_output_dir, load_npy, read_jsonl, write_jsonl
-from goalrm_core.inference.goal_state import check_goal_state_owner
-from goalrm_core.inference.beam_search import DecodeConfig, q_guided_decode
-from goalrm_core.inference.pruning import SKIP_FIRST, PruneConfig
-from goalrm_core.inference.sampler import check_decoding_inputs, sample
-from goalrm_core.model.reward_model import check_weights_folder, load_reward_model, load_rm_tokenizer
+from goalrm_core.evaluation.voting import SKIP_FIRST
 from goalrm_core.model.templates import TEMPLATES, apply_template
-from goalrm_core.tasks.toymath.verdicts import judge
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,6 +46,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # the models (torch, transformers) load once the flags parse
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from goalrm_core.inference.beam_search import DecodeConfig, q_guided_decode
+    from goalrm_core.inference.goal_state import check_goal_state_owner
+    from goalrm_core.inference.pruning import PruneConfig
+    from goalrm_core.inference.sampler import check_decoding_inputs, sample
+    from goalrm_core.model.reward_model import check_weights_folder, load_reward_model, load_rm_tokenizer
+    from goalrm_core.tasks.toymath.verdicts import judge
+
     if Path(args.save_path).is_dir():
         raise ArtifactError(f"--save_path {args.save_path} is a folder: give the path of the jsonl to write")
     check_output_dir(Path(args.save_path).parent, "the folder of --save_path")  # before any model is loaded

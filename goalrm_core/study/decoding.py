@@ -40,7 +40,7 @@ from goalrm_core.evaluation import metrics, stats
 from goalrm_core.evaluation.tables import read_scored
 from goalrm_core.inference.beam_search import DecodeConfig, q_guided_decode
 from goalrm_core.inference.goal_state import goal_state, last_token_states, q_values
-from goalrm_core.inference.pruning import PruneConfig, choose_online_threshold
+from goalrm_core.inference.pruning import PRUNING_OFF, PruneConfig, choose_online_threshold
 from goalrm_core.inference.sampler import Sample, check_decoding_inputs, sample
 from goalrm_core.model.reward_model import RewardModel
 from goalrm_core.model.templates import apply_template
@@ -359,24 +359,21 @@ class PruningResult:
         return self.table[cols].join(pd.DataFrame.from_dict(self.timings, orient="index"))
 
 
-# Q is a cosine: a threshold at or below -1 stops no sample ("pruning off"), so the RM is not run.
-PRUNING_OFF = -1.0
-
-
 def _warm_up(setup: DecodingSetup) -> None:
-    """One tiny run, so the first timed run does not pay for lazy initialisation."""
-    sample(setup.policy, setup.tokenizer, ["1 +1\n"], n=2, max_new_tokens=8, rm=setup.rm, goal=setup.goal, prune=PruneConfig(threshold=-1.0))
+    """One tiny run of the policy and the RM, so the first timed run does not pay for lazy initialisation."""
+    sample(setup.policy, setup.tokenizer, ["1 +1\n"], n=2, max_new_tokens=8, rm=setup.rm, goal=setup.goal)
 
 
 def sample_solutions(setup: DecodingSetup, questions: Sequence[str], cfg: PruningSetup, threshold: float | None = None) -> SampledRun:
     """``cfg.n_samples`` samples per question with the KV-cache sampler: the policy alone when
     ``threshold`` is None, else with the RM following every sample and ``cfg.rule`` stopping it at
-    ``threshold``. The same seed either way, so a kept sample is the unpruned one."""
+    ``threshold`` (at or below -1, ``PRUNING_OFF``, the sampler runs the policy alone: no RM call).
+    The same seed either way, so a kept sample is the unpruned one."""
     check_decoding_inputs(setup.policy, setup.rm, setup.tokenizer, setup.goal)
     prompts = [apply_template(TEMPLATE, q) for q in questions]
     _warm_up(setup)
     kw = dict(n=cfg.n_samples, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, seed=cfg.seed, batch_size=cfg.batch_size)
-    if threshold is not None and threshold > PRUNING_OFF:  # at or below -1 no Q can stop a sample: no RM calls at all
+    if threshold is not None:
         kw |= dict(rm=setup.rm, goal=setup.goal, prune=PruneConfig(threshold, cfg.rule.skip_first, cfg.rule.keep_last))
     t0 = time.perf_counter()
     samples = sample(setup.policy, setup.tokenizer, prompts, **kw)

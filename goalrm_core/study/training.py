@@ -22,18 +22,18 @@ import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from goalrm_core.data.io import atomic_write_json, read_jsonl
 from goalrm_core.data.rundir import RunDir, rm_checkpoint_dir, rm_metrics_path, train_summary_path
-from goalrm_core.evaluation import metrics
+from goalrm_core.evaluation.stats import mean_ci
 from goalrm_core.study.rms import STRATEGY as RM_STRATEGIES
-from goalrm_core.tasks.toymath.pipeline import TEMPLATE
 from goalrm_core.train.config import TrainRMConfig
 from goalrm_core.study.live import tail_view
 from goalrm_core.train.launch import run_streaming, train_command
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _TRAINER_FIELDS = {f.name: f for f in dataclasses.fields(TrainRMConfig)}
 
@@ -143,6 +143,8 @@ def rm_config(recipe: RMRecipe, run_dir, rm: str, seed: int, out_root=None, **ov
     """The config of one RM of the embedded task and one seed: initialised from the base policy,
     trained on the run's preference pairs; saved to the run's model folder or, given ``out_root``,
     to ``out_root/<rm>-seed<k>``. ``overrides`` are trainer flags that win over the recipe."""
+    from goalrm_core.tasks.toymath.pipeline import TEMPLATE  # the embedded task (its data stage loads transformers)
+
     run = RunDir(run_dir)
     out = run.model(rm, seed) if out_root is None else Path(out_root) / RunDir.model_name(rm, seed)
     return recipe.config(**{
@@ -260,11 +262,15 @@ def train_rms(run_dir, rms: Sequence[str], seeds: Sequence[int], recipe: RMRecip
 
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         rows = list(pool.map(train, jobs))
+    import pandas as pd
+
     return pd.DataFrame(rows)
 
 
 def training_curves(run_dir, rms: Sequence[str], seeds: Sequence[int]) -> pd.DataFrame:
     """Every run's metrics rows (train and eval), with its ``rm`` and ``seed``."""
+    import pandas as pd
+
     run = RunDir(run_dir)
     frames = [pd.DataFrame(read_jsonl(rm_metrics_path(run.model(rm, seed)))).assign(rm=rm, seed=seed)
               for rm in rms for seed in seeds]
@@ -273,9 +279,11 @@ def training_curves(run_dir, rms: Sequence[str], seeds: Sequence[int]) -> pd.Dat
 
 def seed_summary(runs: pd.DataFrame, value: str = "eval_accuracy") -> pd.DataFrame:
     """Mean and 95% t-interval over seeds, per RM."""
+    import pandas as pd
+
     out = {}
     for rm, g in runs.groupby("rm", sort=False):
-        mean, low, high = metrics.mean_ci(g[value].to_numpy())
+        mean, low, high = mean_ci(g[value].to_numpy())
         out[rm] = {f"{value}": mean, f"{value}_ci_low": low, f"{value}_ci_high": high, "n_seeds": len(g)}
     return pd.DataFrame.from_dict(out, orient="index")
 

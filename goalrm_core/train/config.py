@@ -17,11 +17,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from goalrm_core.choices import (CHECKPOINT_FORMATS, CONTRASTIVE_STRATEGY_OPTIONS, ENCODINGS, MLP_HEADS, PAIR_FORMS, PERCENTILE_WINDOWS,
+                                 VALUE_HEAD_STRATEGIES)
 from goalrm_core.flags import Range, check_choice
-from goalrm_core.model.encoding import ENCODINGS
 from goalrm_core.data.preferences import HH_FORMATS
-from goalrm_core.model.losses import CONTRASTIVE_STRATEGIES, PAIR_FORMS, PERCENTILE_WINDOWS
-from goalrm_core.model.reward_model import CHECKPOINT_FORMATS, MLP_HEADS, VALUE_HEAD_STRATEGIES
 from goalrm_core.model.templates import TEMPLATES
 
 EVAL_SOURCES = ("test_split", "holdout")
@@ -46,7 +45,7 @@ OUTPUT_FIELDS = ("save_path", "overwrite", "ckpt_path", "metrics_path", "use_wan
 # random state: the vanilla objective never draws from the contrastive sampler).
 CONTRASTIVE_FIELDS = ("contrastive_loss", "contrastive_strategy", "contrastive_loss_beta", "sim_samples", "unsim_samples",
                       "source_state_percentile", "goal_state_percentile", "contrastive_window", "contrastive_pairs",
-                      *dict.fromkeys(name for strategy in CONTRASTIVE_STRATEGIES.values() for name in strategy.options))
+                      *dict.fromkeys(name for options in CONTRASTIVE_STRATEGY_OPTIONS.values() for name in options))
 
 
 def _help(text: str, default: Any, **meta: Any) -> Any:
@@ -116,7 +115,7 @@ class TrainRMConfig:
     # method
     reward_model_strategy: str = _help("vanilla: pairwise loss only; contrastive: + the goal-conditioned term.", "vanilla", choices=REWARD_MODEL_STRATEGIES)
     contrastive_loss: bool = _help("Shorthand for --reward_model_strategy contrastive (the official code's HH script).", False)
-    contrastive_strategy: str = _help("cosine: pairwise cosines; cosine_avg: average the goal states first.", "cosine", choices=tuple(CONTRASTIVE_STRATEGIES))
+    contrastive_strategy: str = _help("cosine: pairwise cosines; cosine_avg: average the goal states first.", "cosine", choices=tuple(CONTRASTIVE_STRATEGY_OPTIONS))
     contrastive_loss_beta: float = _help("Weight β of the contrastive term.", 0.5, range=Range(float, ">= 0"))
     sim_samples: int = _help("Positive (source, later goal) pairs drawn per preferred response.", 16, range=Range(int, ">= 1"))
     unsim_samples: int = _help("Negative (preferred source, dispreferred goal) pairs per row.", 16, range=Range(int, ">= 1"))

@@ -33,7 +33,6 @@ from typing import Callable, Mapping, Sequence
 
 from goalrm_core.paths import relative_paths
 from goalrm_core.train.config import TrainRMConfig
-from goalrm_core.train.distributed import free_port
 
 TRAIN_MODULE = "goalrm_core.train.trainer"
 
@@ -91,6 +90,8 @@ def train_command(
             cmd += ["--num_nodes", str(num_nodes)]
     cmd += ["--num_gpus", str(num_processes)]
     if master_port is None and hostfile is None:
+        from goalrm_core.train.distributed import free_port  # torch: only when a launch is built
+
         master_port = free_port()
     if master_port is not None:
         cmd += ["--master_port", str(master_port)]

@@ -44,14 +44,34 @@ def test_both_entry_points_return_samples_with_the_policys_logprobs(tiny_lm, tok
     assert hf.min_logprob <= hf.mean_logprob <= 0 and hf.num_tokens == 6
 
 
-def test_threshold_minus_one_reproduces_unpruned_sampling(tiny_lm, tiny_rm, tokenizer, tiny_goal):
+def rm_calls(rm, run) -> int:
+    """How many forward passes of ``rm``'s backbone ``run()`` makes (a forward hook on the real model)."""
+    calls = []
+    handle = rm.backbone.register_forward_hook(lambda *_: calls.append(1))
+    try:
+        run()
+    finally:
+        handle.remove()
+    return len(calls)
+
+
+@pytest.mark.parametrize("threshold", [-1.0, -1.5])
+def test_threshold_at_or_below_minus_one_is_pruning_off(tiny_lm, tiny_rm, tokenizer, tiny_goal, threshold):
+    """A threshold no Q can fall below runs as pruning off: not one RM forward, and the samples are
+    the unpruned ones, token for token. A threshold above -1 does call the RM (the hook counts)."""
     kw = dict(n=4, temperature=1.0, max_new_tokens=16, seed=7)
     plain = sample(tiny_lm, tokenizer, PROMPTS, **kw)
-    pruned = sample(tiny_lm, tokenizer, PROMPTS, rm=tiny_rm, goal=tiny_goal, prune=PruneConfig(threshold=-1.0), **kw)
+    out = []
+    assert rm_calls(tiny_rm, lambda: out.append(sample(tiny_lm, tokenizer, PROMPTS, rm=tiny_rm, goal=tiny_goal,
+                                                       prune=PruneConfig(threshold=threshold), **kw))) == 0
+    pruned = out[0]
+    assert PruneConfig(threshold=threshold).off
     assert texts(plain) == texts(pruned)
     for g, h in zip(plain, pruned):
         for s, t in zip(g, h):
-            assert s.token_ids == t.token_ids and s.logprobs == t.logprobs and not t.pruned
+            assert s.token_ids == t.token_ids and s.logprobs == t.logprobs and not t.pruned and t.q_values == []
+    assert rm_calls(tiny_rm, lambda: sample(tiny_lm, tokenizer, PROMPTS, rm=tiny_rm, goal=tiny_goal,
+                                            prune=PruneConfig(threshold=-0.99), **kw)) > 0
 
 
 def test_online_q_matches_offline_scoring(tiny_lm, tiny_rm, tokenizer, tiny_goal):

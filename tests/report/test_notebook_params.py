@@ -56,3 +56,17 @@ def test_a_cell_that_is_not_flat_literals_is_refused(tmp_path):
         nbp.declared_keys("x, y = 1, 2\n", tmp_path / "n.ipynb")
     with pytest.raises(ValueError, match="not Python"):
         nbp.declared_keys("x = (\n", tmp_path / "n.ipynb")
+
+
+def test_declared_parameters_are_what_papermill_reports():
+    """The checks before a kernel starts read each notebook's parameters without papermill; they read
+    what papermill's own inspection reports (name, annotation, default text)."""
+    import papermill as pm
+
+    from goalrm_core.report.notebook_params import declared_parameters
+
+    fields = ("name", "inferred_type_name", "default")
+    for path in sorted((project_root() / "notebooks").glob("0[0-9]_*.ipynb")):
+        ours, theirs = declared_parameters(path), pm.inspect_notebook(str(path))
+        assert list(ours) == list(theirs), path.name
+        assert {k: [v[f] for f in fields] for k, v in ours.items()} == {k: [v[f] for f in fields] for k, v in theirs.items()}, path.name
