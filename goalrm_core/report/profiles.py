@@ -23,7 +23,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
-from goalrm_core.choices import CONTRASTIVE_STRATEGY_OPTIONS
+from goalrm_core.choices import (CONTRASTIVE_STRATEGY_OPTIONS, ENCODINGS, GOAL_METHODS, PAIR_FORMS, PERCENTILE_WINDOWS, READOUTS,
+                                  VALUE_HEAD_STRATEGIES)
 from goalrm_core.flags import Range, safe_path_part
 from goalrm_core.paths import project_root
 from goalrm_core.study.rms import HEADLINE_SETS
@@ -395,15 +396,9 @@ class Letters:
             raise ValueError(f"{name} must be {self}, got {value!r}")
 
 
-# The choices of the keys below are the library's own (a test holds them equal): they are written out
-# here so that checking a profile imports no model code.
-GOAL_METHOD_CHOICES = ("mean_last", "random_response", "random_token", "mean_all_tokens")  # inference.goal_state.GOAL_METHODS
-ENCODING_CHOICES = ("official", "split")               # model.encoding.ENCODINGS
-READOUT_CHOICES = ("eos", "last_token")                # inference.forward.READOUTS
+# The choices of the model's keys come from goalrm_core.choices (torch-free, so checking a profile
+# imports no model code); those of the task are written out here (a test holds them equal).
 HEADLINE_CHOICES = tuple(HEADLINE_SETS)
-CONTRASTIVE_WINDOW_CHOICES = ("earliest", "latest")    # model.losses.PERCENTILE_WINDOWS
-CONTRASTIVE_PAIRS_CHOICES = ("all", "matched")         # model.losses.PAIR_FORMS
-VALUE_HEAD_CHOICES = ("linear", "mlp")                 # model.reward_model.VALUE_HEAD_STRATEGIES
 TOYMATH_OPERATORS = "+-*"                              # tasks.toymath.problems.OPERATORS
 PAIR_SOURCE_CHOICES = ("policy", "slips")              # tasks.toymath.pipeline.PREFERENCE_SOURCES
 
@@ -459,17 +454,17 @@ PROFILE_RULES: dict[str, Any] = {
     "rm_zero_stage": Choice(0, 1, 2, 3),
     "rm_processes": _COUNT,
     "rm_parallel": _COUNT,
-    "contrastive_window": Choice(*CONTRASTIVE_WINDOW_CHOICES),
-    "contrastive_pairs": Choice(*CONTRASTIVE_PAIRS_CHOICES),
+    "contrastive_window": Choice(*PERCENTILE_WINDOWS),
+    "contrastive_pairs": Choice(*PAIR_FORMS),
     "contrastive_strategy": Choice(*CONTRASTIVE_STRATEGY_OPTIONS),
     "source_state_percentile": Range(float, "[0, 1)"),
     "goal_state_percentile": Range(float, "[0, 1)"),
-    "value_head_strategy": Choice(*VALUE_HEAD_CHOICES),
+    "value_head_strategy": Choice(*VALUE_HEAD_STRATEGIES),
     "rm_store": None,
-    "encoding": Choice(*ENCODING_CHOICES),
+    "encoding": Choice(*ENCODINGS),
     # 03_representations, 04_evaluation, 05_decoding
-    "readout": Choice(*READOUT_CHOICES),
-    "goal_method": Choice(*GOAL_METHOD_CHOICES),
+    "readout": Choice(*READOUTS),
+    "goal_method": Choice(*GOAL_METHODS),
     "headline": Choice(*HEADLINE_CHOICES),
     "n_boot": _COUNT,
     "filter_threshold": Range(float),
