@@ -97,7 +97,7 @@ def main(argv=None) -> int:
     ev.score_all(dst, [GOAL_CONDITIONED], args.seeds, max_len=rm_max_len(data["max_new_tokens"]),
                  goal_method=evaluation["goal_method"], encoding=evaluation["encoding"], readout=evaluation["readout"],
                  progress=False)
-    return filter_rules.main(["--run_dir", str(dst), "--name", args.name, "--rm", GOAL_CONDITIONED,
+    return filter_rules.main(["--run_dir", args.out, "--name", args.name, "--rm", GOAL_CONDITIONED,
                               "--seeds", *map(str, args.seeds), *rest])
 
 

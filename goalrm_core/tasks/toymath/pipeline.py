@@ -239,6 +239,19 @@ def read_generations(run_dir, bench: str, mode: str) -> list[dict]:
     return read_jsonl(folder / bench / f"{mode}.jsonl", required=GENERATION_FIELDS)
 
 
+def _write_pair_splits(run_dir, pairs: list[dict], eval_fraction: float, seed: int) -> dict[str, int]:
+    """Split ``pairs`` into train and eval by question, write both to the run's preference folder, and
+    count them."""
+    questions = sorted({p["question"] for p in pairs})
+    eval_questions = held_out_questions(questions, eval_fraction, seed)
+    train = [p for p in pairs if p["question"] not in eval_questions]
+    held = [p for p in pairs if p["question"] in eval_questions]
+    out = data_dir(run_dir) / "preference"
+    write_jsonl(out / "train.jsonl", train)
+    write_jsonl(out / "eval.jsonl", held)
+    return {"n_pairs": len(pairs), "n_train": len(train), "n_eval": len(held), "n_questions": len(questions)}
+
+
 def build_preference_data(run_dir, model, tokenizer, problems: list[toymath.Problem], samples_per_question: int,
                           temperature: float, pairs_per_question: int, eval_fraction: float, seed: int = 0,
                           max_new_tokens: int = 96, progress: bool = True) -> dict[str, int]:
@@ -251,15 +264,7 @@ def build_preference_data(run_dir, model, tokenizer, problems: list[toymath.Prob
                for p, comps in zip(problems, completions) for i, c in enumerate(comps)]
     # Correct ToyMath solutions of one question are often the same text: pair each incorrect one once.
     pairs = preference_pairs(samples, pairs_per_question, seed, pairing="each_incorrect", carry=("first_error_char",))
-    questions = sorted({p["question"] for p in pairs})
-    eval_questions = held_out_questions(questions, eval_fraction, seed)
-    train = [p for p in pairs if p["question"] not in eval_questions]
-    held = [p for p in pairs if p["question"] in eval_questions]
-    out = data_dir(run_dir) / "preference"
-    write_jsonl(out / "train.jsonl", train)
-    write_jsonl(out / "eval.jsonl", held)
-    return {"n_pairs": len(pairs), "n_train": len(train), "n_eval": len(held), "n_questions": len(questions),
-            "n_sampled_questions": len(problems),
+    return {**_write_pair_splits(run_dir, pairs, eval_fraction, seed), "n_sampled_questions": len(problems),
             "sample_accuracy": sum(s["is_correct"] for s in samples) / max(1, len(samples))}
 
 
@@ -276,15 +281,7 @@ def build_slip_preference_data(run_dir, problems: list[toymath.Problem], slips_p
     by question like :func:`build_preference_data`. Synthetic pairs are free: ``slips_per_question``
     scales them."""
     pairs = slip_pairs(problems, slips_per_question, task_config(run_dir).modulus, seed)
-    questions = sorted({p["question"] for p in pairs})
-    eval_questions = held_out_questions(questions, eval_fraction, seed)
-    train = [p for p in pairs if p["question"] not in eval_questions]
-    held = [p for p in pairs if p["question"] in eval_questions]
-    out = data_dir(run_dir) / "preference"
-    write_jsonl(out / "train.jsonl", train)
-    write_jsonl(out / "eval.jsonl", held)
-    return {"n_pairs": len(pairs), "n_train": len(train), "n_eval": len(held), "n_questions": len(questions),
-            "n_sampled_questions": len(problems), "source": "slips"}
+    return {**_write_pair_splits(run_dir, pairs, eval_fraction, seed), "n_sampled_questions": len(problems), "source": "slips"}
 
 
 def benchmark_table(run_dir) -> pd.DataFrame:
