@@ -219,10 +219,12 @@ def confident_policy_table(df: pd.DataFrame) -> str:
         logprob = r.logprob_auroc["auroc"]
         rows.append({
             "policy": r.name, "mis-taught facts": r.task["mistaught_facts"],
-            "SFT steps": r.policy_steps if not isinstance(getattr(r, "policy_of", None), str) else f"{r.policy_steps} (policy of {r.policy_of})",
-            "size": f"h{r.policy_hidden_size}×{r.policy_layers}", "T": r.temperature,
-            "samples": f"{r.n_questions}×{r.samples}", "accuracy": f"{r.accuracy:.1%}",
-            "errors on mis-taught facts": f"{r.errors_on_mistaught}/{r.n_errors}",
+            # the table's rows are of two kinds, so pandas stores these counts as floats: shown as ints
+            "SFT steps": int(r.policy_steps) if not isinstance(getattr(r, "policy_of", None), str)
+            else f"{int(r.policy_steps)} (policy of {r.policy_of})",
+            "size": f"h{int(r.policy_hidden_size)}×{int(r.policy_layers)}", "T": r.temperature,
+            "samples": f"{int(r.n_questions)}×{int(r.samples)}", "accuracy": f"{r.accuracy:.1%}",
+            "errors on mis-taught facts": f"{int(r.errors_on_mistaught)}/{int(r.n_errors)}",
             "well-formed errors": f"{r.share_errors_well_formed:.0%}",
             "length AUROC [CI]": _with_ci(r.length_auroc), "log-prob AUROC [CI]": _with_ci(r.logprob_auroc),
             "targets met": "yes" if 0.40 <= r.accuracy <= 0.80 and logprob is not None and logprob <= 0.70 else "no",
