@@ -71,6 +71,26 @@ CHECKED_TERMS = ("preference_loss", "contrastive_loss", "loss")
 ROW_TERMS = ("loss", "preference_loss", "contrastive_loss", "dense_loss", "accuracy", "chosen_reward", "rejected_reward")
 
 
+
+# What Trainer.checkpoint writes beside DeepSpeed's state, and resume reads back.
+CLIENT_KEYS = ("step", "rng", "schedule")
+SCHEDULE_KEYS = ("train_batch_size", "total_steps", "train_pairs", "world_size")
+
+
+def _missing_client_keys(client) -> list[str]:
+    """The keys of a checkpoint's client state that :meth:`Trainer.resume` needs and it lacks."""
+    if not isinstance(client, dict):
+        return list(CLIENT_KEYS)
+    missing = [k for k in CLIENT_KEYS if k not in client]
+    schedule = client.get("schedule")
+    if isinstance(schedule, dict):
+        missing += [f"schedule.{k}" for k in SCHEDULE_KEYS if k not in schedule]
+    elif "schedule" in client:
+        missing.append("schedule (not a mapping)")
+    if "rng" in client and not (isinstance(client["rng"], list) and client["rng"]):
+        missing.append("rng (no state per rank)")
+    return missing
+
 class TrainingError(RuntimeError):
     """Training cannot continue (a non-finite loss, a checkpoint that does not match the run)."""
 
@@ -240,6 +260,10 @@ class Trainer:
         path, client = self.engine.load_checkpoint(str(ckpt_dir), tag=tag, load_optimizer_states=True, load_lr_scheduler_states=True)
         if path is None:
             raise TrainingError(f"{ckpt_dir}: the latest checkpoint could not be loaded")
+        missing = _missing_client_keys(client)
+        if missing:
+            raise TrainingError(f"{path}: not a goalrm training checkpoint (its client state lacks {', '.join(missing)}); "
+                                f"resume only from a --ckpt_path this trainer wrote, or start without --load_checkpoint")
         expected = {"train_batch_size": cfg.train_batch_size, "total_steps": self.total_steps, "train_pairs": len(self.train_items)}
         saved = {k: client["schedule"].get(k) for k in expected}
         if saved != expected:
