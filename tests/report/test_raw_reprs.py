@@ -56,12 +56,7 @@ def test_wide_puts_benchmarks_in_report_order():
     assert list(grid.columns) == ["scorer", "toy-id", "toy-zero", "toy-times", "toy-unseen"]
 
 
-# The committed 01 page was executed before notebook 01 showed its tables without the pandas index
-# (the data stage takes the longest; it was kept when 02-05 were regenerated): it fails until the next
-# full run, and says so. Every other committed page is held to the check.
-STALE = {"01_data.html"}
-COMMITTED = [pytest.param(p, marks=pytest.mark.xfail(reason="executed before fmt.show; clean on the next full run", strict=True))
-             if p.name in STALE else p for p in sorted(resolve_path("reports/demo").glob("*.html"))]
+COMMITTED = sorted(resolve_path("reports/demo").glob("*.html"))
 
 
 @pytest.mark.parametrize("page", COMMITTED, ids=lambda p: p.name)
