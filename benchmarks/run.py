@@ -1,23 +1,33 @@
-"""Performance harness: every figure is a ratio measured side by side in one run.
+"""Performance harness on the demo's configuration: every figure is a ratio measured side by side in one run.
 
-    python benchmarks/run.py            # full run, writes benchmarks/results.json and prints a table
-    python benchmarks/run.py --quick    # tiny sizes, one repetition: CI runs this so the harness cannot rot
+    python benchmarks/run.py                  # writes benchmarks/results.json and prints a table
+    python benchmarks/run.py --quick          # tiny sizes, one repetition: the test suite runs this so it cannot rot
+    python benchmarks/run.py --profile confident
 
-Comparisons (same tiny Llama, same data, same batch shapes, CPU):
-  1. RM training throughput: goalrm's DeepSpeed trainer (vanilla) / TRL's RewardTrainer, tokens/s
-  2. contrastive overhead: step time with the contrastive term / vanilla step, same batch
-  3. dense scoring: sequences/s of the bucketed batched scorer / a batch-size-1 loop (and max |diff|)
-  4. online pruning: tokens and wall time with Q-pruning / without (when the decoding module is there)
-  5. end to end: wall time of each stage of the executed reports (smoke, demo)
+The shapes are read from ``params/<profile>.yaml``, not restated: the policy's width and depth (the RMs start
+from it), notebook 02's RM recipe (batch, max_len, sim/unsim samples, contrastive settings) and the
+sampler's settings (samples per question, temperature, new-token budget). The training text is the
+profile's own task (its digit chains, one-fact slips of reference solutions as the rejected side), so the
+sequence lengths are the demo's.
+
+Comparisons (CPU, the profile's torch threads):
+  1. RM training: goalrm's trainer (a subprocess, as notebook 02 runs it) / TRL's RewardTrainer, tokens/s
+  2. contrastive overhead: the goal-conditioned trainer / the baseline trainer, tokens/s, one process at a
+     time, alternating; the same on one optimiser step in-process; and a profile of one step of each
+  3. the RM trainer's fraction of this machine's fp32 matmul peak (FLOPs per token from the model's shapes)
+  4. dense scoring: sequences/s of the bucketed batched scorer / a batch-size-1 loop (and max |diff|)
+  5. online Q: sampling with the RM following every sample (a threshold that is evaluated but stops nothing)
+     / the policy alone, and pruning off (threshold <= -1: no RM call) / the policy alone
+  6. from the committed reports: Q-pruned / unpruned tokens and wall time, and each stage's wall time
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
+import dataclasses
 import json
+import os
 import platform
-import random
 import statistics
 import subprocess
 import sys
@@ -26,149 +36,297 @@ import time
 from pathlib import Path
 
 import torch
-from transformers import AutoModel, LlamaForCausalLM
+from transformers import AutoModel, AutoTokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from goalrm_core.tasks.toymath import problems as toymath  # noqa: E402
-from goalrm_core.train.config import TrainRMConfig  # noqa: E402
-from goalrm_core.model.encoding import PreferenceCollator, encode_preference_rows  # noqa: E402
 from goalrm_core.data.io import atomic_write_json, write_jsonl  # noqa: E402
-from goalrm_core.train.launch import train_command  # noqa: E402
-from goalrm_core.model.reward_model import RewardModel, tiny_llama_config  # noqa: E402
-from goalrm_core.model.objective import reward_model_loss  # noqa: E402
+from goalrm_core.inference.pruning import PRUNING_OFF, PruneConfig  # noqa: E402
+from goalrm_core.inference.sampler import sample  # noqa: E402
 from goalrm_core.inference.scoring import score_generations  # noqa: E402
+from goalrm_core.model.encoding import PreferenceCollator, encode_preference_rows  # noqa: E402
+from goalrm_core.model.objective import reward_model_loss  # noqa: E402
+from goalrm_core.model.reward_model import RewardModel  # noqa: E402
 from goalrm_core.model.tokenization import build_char_tokenizer  # noqa: E402
+from goalrm_core.model.templates import apply_template  # noqa: E402
+from goalrm_core.report.profiles import load_profile  # noqa: E402
+from goalrm_core.study.training import notebook_recipe  # noqa: E402
+from goalrm_core.tasks.toymath import problems as toymath  # noqa: E402
+from goalrm_core.tasks.toymath.pipeline import TEMPLATE, configs_from_profile  # noqa: E402
+from goalrm_core.tasks.toymath.policy import build_policy  # noqa: E402
+from goalrm_core.tasks.toymath.verify_data import slip_pairs  # noqa: E402
+from goalrm_core.train.launch import train_command  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results.json"
 
 
 def spread(values: list[float]) -> dict:
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 
 
-def synthetic_pairs(n: int, seed: int = 0) -> list[dict]:
-    """ToyMath pairs of varied length (1-6 steps): the reference vs the same solution with one slip."""
-    rng = random.Random(seed)
-    cfg = toymath.ToyMathConfig(min_steps=1, max_steps=6, operand_max=20)
-    pairs = []
-    for p in toymath.generate_problems(cfg, n, seed):
-        good = p.solution()
-        lines = good.split("\n")
-        k = rng.randrange(len(lines) - 1) if len(lines) > 1 else 0
-        lines[k] = lines[k] + "1"
-        pairs.append({"question": p.question, "correct": good, "incorrect": "\n".join(lines)})
-    return pairs
+@dataclasses.dataclass
+class Setup:
+    """What the profile fixes, and what this run sizes (``--quick`` shrinks the steps and repetitions)."""
+
+    profile: str
+    values: dict
+    steps: int  # optimiser steps per timed training run
+    reps: int  # repetitions of each side-by-side comparison
+    n_score: int  # sequences scored
+    n_questions: int  # questions sampled (x the profile's samples per question)
+
+    def config(self, **flags):
+        """Notebook 02's trainer config of the profile (``flags``: trainer flags that win over it)."""
+        return notebook_recipe(self.values).config(**{"pretrain": "unused", **flags})
+
+    @property
+    def recipe(self):
+        return self.config()
+
+    def shapes(self) -> dict:
+        v, r = self.values, self.recipe
+        return {"hidden_size": v["policy_hidden_size"], "layers": v["policy_layers"], "batch_pairs": r.train_batch_size,
+                "micro_batch_pairs": r.micro_train_batch_size, "max_len": r.max_len, "sim_samples": r.sim_samples,
+                "unsim_samples": r.unsim_samples, "contrastive_beta": r.contrastive_loss_beta, "encoding": r.encoding,
+                "n_samples": v["n_samples"], "temperature": v["sampling_temperature"], "max_new_tokens": v["max_new_tokens"],
+                "torch_threads": v["torch_threads"], "steps_per_timed_run": self.steps, "reps": self.reps}
 
 
-def tiny_model_dir(tmp: Path, hidden: int, layers: int) -> Path:
+def task_pairs(setup: Setup, n: int) -> list[dict]:
+    """``n`` preference pairs of the profile's task: a reference solution against the same solution
+    with one step's result changed (the demo's lengths; its pairs differ only in who made the slip)."""
+    task, _ = configs_from_profile(setup.values)
+    problems = toymath.generate_problems(task, n, 12345)
+    return slip_pairs(problems, 1, task.modulus, seed=0)[:n]
+
+
+def policy_dir(setup: Setup, tmp: Path) -> Path:
+    """An untrained policy of the profile's shape (the RMs start from the policy; timing needs no training)."""
+    _, policy_cfg = configs_from_profile(setup.values)
     tokenizer = build_char_tokenizer()
-    torch.manual_seed(0)
-    config = tiny_llama_config(len(tokenizer), hidden, layers, 4, 512)
-    LlamaForCausalLM(config).save_pretrained(tmp / "policy")
+    build_policy(tokenizer, policy_cfg).save_pretrained(tmp / "policy")
     tokenizer.save_pretrained(tmp / "policy")
     return tmp / "policy"
 
 
-def real_tokens(pairs: list[dict], tokenizer, steps: int, batch: int) -> int:
-    items, _ = encode_preference_rows(tokenizer, pairs, "toymath", 512)
-    return sum(len(it["chosen_ids"]) + len(it["rejected_ids"]) for it in items[: steps * batch])
-
-
-# 1 -------------------------------------------------------------------------------------------
-def bench_goalrm_training(policy: Path, data: Path, tmp: Path, steps: int, batch: int) -> float:
-    """Training seconds of goalrm's trainer (DeepSpeed engine, one process), from its summary."""
-    out = tmp / f"goalrm-rm-{time.time_ns()}"
-    cfg = TrainRMConfig(pretrain=str(policy), dataset=str(data), save_path=str(out), template="toymath",
-                        train_batch_size=batch, micro_train_batch_size=batch, max_steps=steps, max_epochs=100,
-                        learning_rate=1e-4, zero_stage=0, eval_split=0.0, logging_steps=steps, max_len=512)
+# 1, 2 ----------------------------------------------------------------------------------------
+def train_once(setup: Setup, policy: Path, data: Path, tmp: Path, strategy: str) -> dict:
+    """One RM training of notebook 02's recipe for ``setup.steps`` steps, in its own process as the
+    notebook runs it; its summary's training seconds and tokens/s (start-up and saving excluded)."""
+    out = tmp / f"rm-{strategy}-{time.time_ns()}"
+    cfg = setup.config(pretrain=str(policy), dataset=str(data), save_path=str(out), template=TEMPLATE,
+                              reward_model_strategy=strategy, max_steps=setup.steps, eval_split=0.0, eval_steps=-1,
+                              logging_steps=setup.steps)
+    started = time.perf_counter()
     subprocess.run(train_command(cfg), check=True, capture_output=True, cwd=ROOT)
-    return json.loads((out / "train_summary.json").read_text())["train_s"]
+    process_s = time.perf_counter() - started
+    summary = json.loads((out / "train_summary.json").read_text())
+    return {"train_s": summary["train_s"], "tokens_per_s": summary["tokens_per_s"], "process_s": process_s}
 
 
-def bench_trl_training(policy: Path, pairs: list[dict], tmp: Path, steps: int, batch: int) -> float | None:
-    """Training seconds of TRL's RewardTrainer on the same model, data order and batch size."""
+def bench_trl(setup: Setup, policy: Path, pairs: list[dict], tmp: Path) -> float | None:
+    """Training seconds of TRL's RewardTrainer on the same model, pairs and batch size."""
     try:
         from datasets import Dataset
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        from transformers import AutoModelForSequenceClassification
         from trl import RewardConfig, RewardTrainer
     except ImportError:
         return None
     tokenizer = AutoTokenizer.from_pretrained(policy)
     model = AutoModelForSequenceClassification.from_pretrained(policy, num_labels=1)
     model.config.pad_token_id = tokenizer.pad_token_id
-    rows = [{"prompt": p["question"] + "\n", "chosen": p["correct"] + " " + tokenizer.eos_token,
-             "rejected": p["incorrect"] + " " + tokenizer.eos_token} for p in pairs[: steps * batch]]
-    args = RewardConfig(output_dir=str(tmp / "trl"), per_device_train_batch_size=batch, max_steps=steps,
-                        learning_rate=1e-4, logging_steps=steps, save_strategy="no", report_to=[], use_cpu=True,
-                        dataloader_num_workers=0, max_length=512, disable_tqdm=True, seed=0)
+    batch = setup.recipe.train_batch_size
+    rows = [{"prompt": apply_template(TEMPLATE, p["question"]), "chosen": p["correct"] + " " + tokenizer.eos_token,
+             "rejected": p["incorrect"] + " " + tokenizer.eos_token} for p in pairs[: setup.steps * batch]]
+    args = RewardConfig(output_dir=str(tmp / "trl"), per_device_train_batch_size=batch, max_steps=setup.steps,
+                        learning_rate=setup.recipe.learning_rate, logging_steps=setup.steps, save_strategy="no", report_to=[],
+                        use_cpu=True, dataloader_num_workers=0, max_length=setup.recipe.max_len, disable_tqdm=True, seed=0)
     trainer = RewardTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
     return trainer.train().metrics["train_runtime"]
 
 
-# 2 -------------------------------------------------------------------------------------------
-def bench_contrastive_overhead(pairs: list[dict], hidden: int, layers: int, batch: int, reps: int) -> dict:
-    tokenizer = build_char_tokenizer()
-    torch.manual_seed(0)
-    model = RewardModel(AutoModel.from_config(tiny_llama_config(len(tokenizer), hidden, layers, 4, 512))).train()
-    items, _ = encode_preference_rows(tokenizer, pairs[:batch], "toymath", 512)
-    batch_tensors = PreferenceCollator(tokenizer.pad_token_id)(items)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
-    times = {"vanilla": [], "contrastive": []}
-    for rep in range(reps + 1):
+def bench_training(setup: Setup, policy: Path, pairs: list[dict], tmp: Path) -> tuple[dict, dict]:
+    """Comparisons 1 and 2 (trainer level): baseline, goal-conditioned and TRL runs, one at a time, in
+    turn within each repetition, so that a change of load hits all three alike."""
+    data = tmp / "pairs.jsonl"
+    write_jsonl(data, pairs[: setup.steps * setup.recipe.train_batch_size])
+    runs: dict[str, list[dict]] = {"vanilla": [], "contrastive": []}
+    trl: list[float] = []
+    for _ in range(setup.reps):
         for strategy in ("vanilla", "contrastive"):
-            cfg = TrainRMConfig(pretrain="x", reward_model_strategy=strategy)
+            runs[strategy].append(train_once(setup, policy, data, tmp, strategy))
+        seconds = bench_trl(setup, policy, pairs, tmp)
+        if seconds is not None:
+            trl.append(seconds)
+    base = runs["vanilla"]
+    training = {"goalrm_tokens_per_s": statistics.median(r["tokens_per_s"] for r in base),
+                "train_s_goalrm": spread([r["train_s"] for r in base]),
+                "process_s_goalrm": spread([r["process_s"] for r in base])}
+    if trl:
+        # TRL reports its own runtime only: compare seconds for the same pairs and steps
+        training.update(train_s_trl=spread(trl), ratio=spread([t / r["train_s"] for t, r in zip(trl, base)]))
+    else:
+        training.update(ratio=None, note="trl not installed: pip install -e '.[bench]'")
+    overhead = {"trainer_ratio": spread([c["tokens_per_s"] / v["tokens_per_s"] for c, v in zip(runs["contrastive"], base)]),
+                "baseline_tokens_per_s": training["goalrm_tokens_per_s"],
+                "goal_conditioned_tokens_per_s": statistics.median(r["tokens_per_s"] for r in runs["contrastive"])}
+    return training, overhead
+
+
+def one_step_model(setup: Setup, pairs: list[dict]):
+    """The RM of the profile's shape, one training batch of its recipe, and an optimiser."""
+    tokenizer = build_char_tokenizer()
+    _, policy_cfg = configs_from_profile(setup.values)
+    model = RewardModel(AutoModel.from_config(build_policy(tokenizer, policy_cfg).config)).train()
+    recipe = setup.recipe
+    items, _ = encode_preference_rows(tokenizer, pairs[: recipe.train_batch_size], TEMPLATE, recipe.max_len, encoding=recipe.encoding)
+    batch = PreferenceCollator(tokenizer.pad_token_id)(items)
+    return model, batch, torch.optim.AdamW(model.parameters(), lr=recipe.learning_rate)
+
+
+def bench_step(setup: Setup, pairs: list[dict]) -> dict:
+    """Comparison 2, in-process: one optimiser step of each objective on the same batch, alternating;
+    and a profile of one step of each (the operators that take the time)."""
+    model, batch, optimizer = one_step_model(setup, pairs)
+    configs = {s: setup.config(reward_model_strategy=s) for s in ("vanilla", "contrastive")}
+
+    def step(strategy: str, rep: int) -> None:
+        loss = reward_model_loss(model, batch, configs[strategy], torch.Generator().manual_seed(rep)).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    times = {"vanilla": [], "contrastive": []}
+    for rep in range(setup.reps * 5 + 1):
+        for strategy in times:
             t0 = time.perf_counter()
-            loss = reward_model_loss(model, batch_tensors, cfg, torch.Generator().manual_seed(rep)).loss
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
+            step(strategy, rep)
             if rep:  # the first repetition warms up
                 times[strategy].append(time.perf_counter() - t0)
-    ratios = [c / v for c, v in zip(times["contrastive"], times["vanilla"])]
-    tokens = int(batch_tensors["attention_mask"].sum())
-    return {"ratio": spread(ratios), "vanilla_tokens_per_s": tokens / statistics.median(times["vanilla"]),
-            "contrastive_tokens_per_s": tokens / statistics.median(times["contrastive"])}
+    profiles = {}
+    for strategy in times:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            step(strategy, 0)
+        ops = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+        total = sum(e.self_cpu_time_total for e in ops)
+        profiles[strategy] = {"total_ms": total / 1e3,
+                              "top": [{"op": e.key, "self_ms": round(e.self_cpu_time_total / 1e3, 2), "calls": e.count} for e in ops[:8]]}
+    tokens = int(batch["attention_mask"].sum())
+    return {"ratio": spread([c / v for c, v in zip(times["contrastive"], times["vanilla"])]),
+            "vanilla_tokens_per_s": tokens / statistics.median(times["vanilla"]),
+            "contrastive_tokens_per_s": tokens / statistics.median(times["contrastive"]),
+            "padded_tokens_per_step": int(batch["attention_mask"].numel()), "real_tokens_per_step": tokens, "profile": profiles}
 
 
 # 3 -------------------------------------------------------------------------------------------
-def bench_scoring(pairs: list[dict], hidden: int, layers: int, n: int, reps: int) -> dict:
-    tokenizer = build_char_tokenizer()
-    torch.manual_seed(0)
-    model = RewardModel(AutoModel.from_config(tiny_llama_config(len(tokenizer), hidden, layers, 4, 512))).eval()
-    rows = [{"question": p["question"], "generated_solution": s} for p in pairs[: n // 2] for s in (p["correct"], p["incorrect"])]
-    goal = torch.randn(hidden)
-    ratios, diffs, batched_rate = [], [], []
-    for _ in range(reps):
+def matmul_peak(n: int, reps: int) -> float:
+    """This machine's fp32 matmul rate (GFLOP/s) on n x n matrices, the best of ``reps`` timings."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    best = float("inf")
+    for _ in range(reps + 1):
         t0 = time.perf_counter()
-        batched = score_generations(model, tokenizer, rows, "toymath", goal, batch_size=64, progress=False, encoding="split", readout="eos")
-        t1 = time.perf_counter()
-        single = score_generations(model, tokenizer, rows, "toymath", goal, batch_size=1, bucket=False, progress=False, encoding="split", readout="eos")
-        t2 = time.perf_counter()
-        ratios.append((t2 - t1) / (t1 - t0))
-        batched_rate.append(len(rows) / (t1 - t0))
-        diffs.append(max(max(abs(a - b) for a, b in zip(x["cosine_sim"] + x["partial_rewards"], y["cosine_sim"] + y["partial_rewards"]))
-                         for x, y in zip(batched, single)))
-    return {"ratio": spread(ratios), "batched_sequences_per_s": statistics.median(batched_rate), "max_abs_diff": max(diffs), "n_sequences": len(rows)}
+        for _ in range(10):
+            torch.mm(a, b)
+        best = min(best, (time.perf_counter() - t0) / 10)
+    return 2 * n**3 / best / 1e9
 
 
-# 5 -------------------------------------------------------------------------------------------
-def stage_times(reports_root: Path) -> dict:
-    """Wall time of each executed notebook, from papermill's metadata."""
-    out = {}
-    if not reports_root.is_dir():
-        return out
-    for profile_dir in sorted(p for p in reports_root.iterdir() if p.is_dir()):
-        stages = {}
-        for nb in sorted(profile_dir.glob("[0-9][0-9]_*.ipynb")):
-            meta = json.loads(nb.read_text()).get("metadata", {}).get("papermill", {})
-            if meta.get("duration") is not None:
-                stages[nb.stem] = round(meta["duration"], 1)
-        if stages:
-            out[profile_dir.name] = {"stages_s": stages, "total_s": round(sum(stages.values()), 1)}
-    return out
+def train_flops_per_token(setup: Setup, seq_len: float) -> float:
+    """Forward + backward FLOPs per token of the RM (``6 x matmul weights`` plus attention's
+    ``12 x layers x seq_len x hidden``; the embedding is a lookup, the value head one dot product)."""
+    h, layers = setup.values["policy_hidden_size"], setup.values["policy_layers"]
+    inter = 8 * h // 3  # tiny_llama_config's SwiGLU width
+    weights = layers * (4 * h * h + 3 * h * inter) + h
+    return 6 * weights + 12 * layers * seq_len * h
+
+
+def bench_peak_fraction(setup: Setup, step: dict, training: dict, overhead: dict) -> dict:
+    peak = matmul_peak(256 if setup.reps == 1 else 1024, setup.reps)
+    seq_len = step["padded_tokens_per_step"] / (2 * setup.recipe.train_batch_size)
+    flops = train_flops_per_token(setup, seq_len)
+    return {"matmul_peak_gflops": peak, "train_flops_per_token": flops, "mean_padded_len": seq_len,
+            "baseline_fraction_of_peak": training["goalrm_tokens_per_s"] * flops / 1e9 / peak,
+            "goal_conditioned_fraction_of_peak": overhead["goal_conditioned_tokens_per_s"] * flops / 1e9 / peak,
+            "note": "tokens/s counts real (unpadded) tokens; FLOPs per token use the mean padded length"}
 
 
 # 4 -------------------------------------------------------------------------------------------
+def bench_scoring(setup: Setup, pairs: list[dict]) -> dict:
+    tokenizer = build_char_tokenizer()
+    model, _, _ = one_step_model(setup, pairs)
+    model.eval()
+    rows = [{"question": p["question"], "generated_solution": s} for p in pairs[: setup.n_score // 2] for s in (p["correct"], p["incorrect"])]
+    goal = torch.randn(setup.values["policy_hidden_size"])
+    kw = dict(progress=False, encoding="split", readout="eos", max_len=setup.recipe.max_len)
+    ratios, diffs, rate = [], [], []
+    for _ in range(setup.reps):
+        t0 = time.perf_counter()
+        batched = score_generations(model, tokenizer, rows, TEMPLATE, goal, batch_size=64, **kw)
+        t1 = time.perf_counter()
+        single = score_generations(model, tokenizer, rows, TEMPLATE, goal, batch_size=1, bucket=False, **kw)
+        t2 = time.perf_counter()
+        ratios.append((t2 - t1) / (t1 - t0))
+        rate.append(len(rows) / (t1 - t0))
+        diffs.append(max(max(abs(a - b) for a, b in zip(x["cosine_sim"] + x["partial_rewards"], y["cosine_sim"] + y["partial_rewards"]))
+                         for x, y in zip(batched, single)))
+    return {"ratio": spread(ratios), "batched_sequences_per_s": statistics.median(rate), "max_abs_diff": max(diffs), "n_sequences": len(rows)}
+
+
+# 5 -------------------------------------------------------------------------------------------
+def bench_online_q(setup: Setup, pairs: list[dict]) -> dict:
+    """The sampler at the profile's settings: the policy alone, with the RM following every sample at
+    the lowest threshold that is evaluated (-0.999: Q is computed at every token and stops nothing,
+    so both runs make the same tokens), and with pruning off (-1: the RM is never called)."""
+    tokenizer = build_char_tokenizer()
+    _, policy_cfg = configs_from_profile(setup.values)
+    policy = build_policy(tokenizer, policy_cfg).eval()
+    rm, _, _ = one_step_model(setup, pairs)
+    rm.eval()
+    goal = torch.randn(setup.values["policy_hidden_size"])
+    prompts = [apply_template(TEMPLATE, p["question"]) for p in pairs[: setup.n_questions]]
+    kw = dict(n=setup.values["n_samples"], temperature=setup.values["sampling_temperature"],
+              max_new_tokens=setup.values["max_new_tokens"], seed=0, stop_texts=())
+
+    def timed(**extra) -> tuple[float, int]:
+        t0 = time.perf_counter()
+        out = sample(policy, tokenizer, prompts, **kw, **extra)
+        return time.perf_counter() - t0, sum(len(s.token_ids) for group in out for s in group)
+
+    evaluated, off, tokens = [], [], {}
+    timed(rm=rm, goal=goal, prune=PruneConfig(threshold=PRUNING_OFF + 1e-3))  # warm-up of both models
+    for _ in range(setup.reps):
+        alone, tokens["alone"] = timed()
+        with_q, tokens["evaluated"] = timed(rm=rm, goal=goal, prune=PruneConfig(threshold=PRUNING_OFF + 1e-3))
+        pruning_off, tokens["off"] = timed(rm=rm, goal=goal, prune=PruneConfig(threshold=PRUNING_OFF))
+        evaluated.append(with_q / alone)
+        off.append(pruning_off / alone)
+    return {"evaluated_wall_ratio": spread(evaluated), "off_wall_ratio": spread(off), "tokens": tokens,
+            "n_questions": len(prompts), "threshold_evaluated": PRUNING_OFF + 1e-3}
+
+
+# 6 -------------------------------------------------------------------------------------------
+def stage_times(reports_root: Path) -> dict:
+    """Each executed stage's wall time (``status.json``), its training's seconds per RM seed, and the
+    cores' load when it ran where the report recorded it."""
+    out = {}
+    for status_path in sorted(reports_root.glob("*/status.json")) if reports_root.is_dir() else []:
+        status = json.loads(status_path.read_text())
+        stages = {s["name"]: s["duration_s"] for s in status.get("stages", []) if s.get("duration_s") is not None}
+        if not stages:
+            continue
+        entry = {"stages_s": stages, "total_s": round(sum(stages.values()), 1)}
+        metrics_path = status_path.parent / "metrics.json"
+        if metrics_path.exists():
+            m = json.loads(metrics_path.read_text())
+            n_seeds = m.get("training", {}).get("baseline", {}).get("n_seeds")
+            if n_seeds and "02_training" in stages:
+                entry["training_s_per_seed"] = round(stages["02_training"] / n_seeds, 1)
+                entry["n_seeds"] = n_seeds
+        out[status_path.parent.name] = entry
+    return out
+
+
 def pruning_ratios(reports_root: Path) -> dict:
     """Q-pruned / unpruned tokens and wall time, measured side by side on the same questions and seeds
     by the decoding notebook of each executed report (threshold tuned on held-out questions)."""
@@ -177,48 +335,51 @@ def pruning_ratios(reports_root: Path) -> dict:
         m = json.loads(metrics_path.read_text())
         pruning = m.get("decoding", {}).get("pruning", {})
         walls = m.get("timings", {}).get("decoding", {}).get("pruning", {})
-        out[metrics_path.parent.name] = {
-            bench: {"threshold": row.get("threshold"),
-                    "tokens_ratio": row["tokens_generated"] / row["tokens_generated_unpruned"],
-                    "wall_ratio": walls[bench]["wall_s"] / walls[bench]["wall_s_unpruned"] if bench in walls else None,
-                    "accuracy": row["accuracy"], "accuracy_unpruned": row["accuracy_unpruned"]}
-            for bench, row in pruning.items() if row.get("tokens_generated_unpruned")}
+        rows = {bench: {"threshold": row.get("threshold"), "pruning_off": (row.get("threshold") or 0.0) <= PRUNING_OFF,
+                        "tokens_ratio": row["tokens_generated"] / row["tokens_generated_unpruned"],
+                        "wall_ratio": walls[bench]["wall_s"] / walls[bench]["wall_s_unpruned"] if bench in walls else None,
+                        "accuracy": row["accuracy"], "accuracy_unpruned": row["accuracy_unpruned"]}
+                for bench, row in pruning.items() if row.get("tokens_generated_unpruned")}
+        if rows:
+            out[metrics_path.parent.name] = rows
     return out
+
+
+def load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="Tiny sizes and one repetition (CI).")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results.json"), help="Where the results JSON goes.")
+    parser.add_argument("--quick", action="store_true", help="Tiny step counts and one repetition (the test suite runs this).")
+    parser.add_argument("--profile", default="demo", help="The profile whose shapes are measured (params/<profile>.yaml).")
+    parser.add_argument("--out", default=str(RESULTS), help="Where the results JSON goes.")
     args = parser.parse_args(argv)
-    torch.set_num_threads(2)
-    size = dict(hidden=32, layers=2, steps=4, batch=8, reps=1, n_score=32) if args.quick else \
-        dict(hidden=128, layers=4, steps=40, batch=32, reps=3, n_score=512)
-    pairs = synthetic_pairs(max(size["steps"] * size["batch"], size["n_score"]) + 8)
-    results: dict = {"machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads, {platform.python_version()}, torch {torch.__version__}",
-                     "quick": args.quick, "sizes": size}
+    values = load_profile(args.profile)
+    if args.quick:  # the demo's shapes are cheap enough; only the amounts shrink
+        setup = Setup(args.profile, values, steps=2, reps=1, n_score=16, n_questions=2)
+    else:
+        setup = Setup(args.profile, values, steps=150, reps=3, n_score=512, n_questions=32)
+    torch.set_num_threads(values["torch_threads"] or os.cpu_count() or 1)
+    pairs = task_pairs(setup, max(setup.steps * setup.recipe.train_batch_size, setup.n_score) + 8)
+    results: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads, "
+                                f"{platform.python_version()}, torch {torch.__version__}",
+                     "profile": args.profile, "quick": args.quick, "shapes": setup.shapes(), "load_average_before": load_average()}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        policy = tiny_model_dir(tmp, size["hidden"], size["layers"])
-        write_jsonl(tmp / "pairs.jsonl", pairs[: size["steps"] * size["batch"]])
-        tokens = real_tokens(pairs, build_char_tokenizer(), size["steps"], size["batch"])
-        ours, theirs = [], []
-        for _ in range(size["reps"]):
-            ours.append(bench_goalrm_training(policy, tmp / "pairs.jsonl", tmp, size["steps"], size["batch"]))
-            trl_s = bench_trl_training(policy, pairs, tmp, size["steps"], size["batch"])
-            if trl_s is not None:
-                theirs.append(trl_s)
-        results["training"] = {"goalrm_tokens_per_s": tokens / statistics.median(ours), "train_s_goalrm": spread(ours)}
-        if theirs:
-            results["training"].update(trl_tokens_per_s=tokens / statistics.median(theirs), train_s_trl=spread(theirs),
-                                       ratio=spread([tokens / o / (tokens / t) for o, t in zip(ours, theirs)]))
-        else:
-            results["training"]["ratio"] = None
-            results["training"]["note"] = "trl not installed: pip install -e '.[bench]'"
-    results["contrastive_overhead"] = bench_contrastive_overhead(pairs, size["hidden"], size["layers"], size["batch"], size["reps"] * 5)
-    results["scoring"] = bench_scoring(pairs, size["hidden"], size["layers"], size["n_score"], size["reps"])
+        policy = policy_dir(setup, tmp)
+        results["training"], trainer_overhead = bench_training(setup, policy, pairs, tmp)
+    step = bench_step(setup, pairs)
+    results["contrastive_overhead"] = {**trainer_overhead, "step": step}
+    results["peak_fraction"] = bench_peak_fraction(setup, step, results["training"], trainer_overhead)
+    results["scoring"] = bench_scoring(setup, pairs)
+    results["online_q"] = bench_online_q(setup, pairs)
     results["pruning"] = pruning_ratios(ROOT / "reports")
     results["end_to_end"] = stage_times(ROOT / "reports")
+    results["load_average_after"] = load_average()
     atomic_write_json(args.out, results)
     print(format_table(results))
     return 0
@@ -228,20 +389,30 @@ def format_table(r: dict) -> str:
     def ratio(x):
         return "n/a" if not x else f"{x['median']:.2f} (range {x['min']:.2f}-{x['max']:.2f}, n={x['n']})"
 
-    lines = [f"machine: {r['machine']}", "| comparison | ratio (median, range) | goal | detail |", "|---|---|---|---|",
-             f"| RM training tokens/s, goalrm / TRL RewardTrainer | {ratio(r['training'].get('ratio'))} | >= 1.2 | "
-             f"goalrm {r['training']['goalrm_tokens_per_s']:.0f} tok/s, TRL {r['training'].get('trl_tokens_per_s', float('nan')):.0f} tok/s |",
-             f"| contrastive step / vanilla step | {ratio(r['contrastive_overhead']['ratio'])} | <= 1.05 | "
-             f"{r['contrastive_overhead']['vanilla_tokens_per_s']:.0f} vs {r['contrastive_overhead']['contrastive_tokens_per_s']:.0f} tok/s |",
+    o, peak, q = r["contrastive_overhead"], r["peak_fraction"], r["online_q"]
+    lines = [f"machine: {r['machine']}; profile {r['profile']}; load average before {r['load_average_before']}, after {r['load_average_after']}",
+             "| comparison | ratio (median, range) | goal | detail |", "|---|---|---|---|",
+             f"| RM training seconds, TRL RewardTrainer / goalrm | {ratio(r['training'].get('ratio'))} | >= 1.2 | "
+             f"goalrm {r['training']['goalrm_tokens_per_s']:.0f} tok/s |",
+             f"| goal-conditioned / baseline trainer tokens/s | {ratio(o['trainer_ratio'])} | >= 0.95 | "
+             f"{o['goal_conditioned_tokens_per_s']:.0f} vs {o['baseline_tokens_per_s']:.0f} tok/s |",
+             f"| contrastive step / vanilla step (seconds) | {ratio(o['step']['ratio'])} | <= 1.05 | "
+             f"{o['step']['contrastive_tokens_per_s']:.0f} vs {o['step']['vanilla_tokens_per_s']:.0f} tok/s |",
+             f"| RM trainer / fp32 matmul peak | {peak['baseline_fraction_of_peak']:.2f} (goal-conditioned {peak['goal_conditioned_fraction_of_peak']:.2f}) | "
+             f"- | peak {peak['matmul_peak_gflops']:.0f} GFLOP/s, {peak['train_flops_per_token'] / 1e6:.1f} MFLOP/token |",
              f"| scoring seq/s, bucketed batch / batch-1 loop | {ratio(r['scoring']['ratio'])} | >= 10 | "
-             f"max abs diff {r['scoring']['max_abs_diff']:.1e} over {r['scoring']['n_sequences']} sequences |"]
+             f"max abs diff {r['scoring']['max_abs_diff']:.1e} over {r['scoring']['n_sequences']} sequences |",
+             f"| sampling wall, RM following every token / policy alone | {ratio(q['evaluated_wall_ratio'])} | - | same tokens {q['tokens']} |",
+             f"| sampling wall, pruning off / policy alone | {ratio(q['off_wall_ratio'])} | 1.0 | no RM call |"]
     for profile, benches in r["pruning"].items():
         for bench, p in benches.items():
             wall = f"{p['wall_ratio']:.2f}" if p["wall_ratio"] is not None else "n/a"
-            lines.append(f"| Q-pruning / unpruned tokens, {profile} {bench} (threshold {p['threshold']}) | {p['tokens_ratio']:.2f} (wall {wall}) | "
+            rule = "pruning off" if p["pruning_off"] else f"threshold {p['threshold']:.3g}"
+            lines.append(f"| Q-pruned / unpruned tokens, {profile} {bench} ({rule}) | {p['tokens_ratio']:.2f} (wall {wall}) | "
                          f"<= 0.6 | accuracy {p['accuracy']:.3f} vs {p['accuracy_unpruned']:.3f} |")
     for profile, e in r["end_to_end"].items():
-        lines.append(f"| end to end, {profile} | {e['total_s']:.0f} s | demo <= 1200 s (aim 720) | {e['stages_s']} |")
+        per_seed = f", training {e['training_s_per_seed']:.0f} s per seed ({e['n_seeds']} seeds)" if "training_s_per_seed" in e else ""
+        lines.append(f"| end to end, {profile} | {e['total_s']:.0f} s | demo <= 900 s (aim 600) | {e['stages_s']}{per_seed} |")
     return "\n".join(lines)
 
 

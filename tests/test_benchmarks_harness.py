@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from goalrm_core.report.profiles import load_profile
+
 pytestmark = pytest.mark.slow
 HARNESS = Path(__file__).resolve().parents[1] / "benchmarks" / "run.py"
 
@@ -18,7 +20,14 @@ def test_quick_harness_writes_every_comparison(tmp_path):
     out = tmp_path / "results.json"
     assert module.main(["--quick", "--out", str(out)]) == 0
     results = json.loads(out.read_text())
-    assert {"training", "contrastive_overhead", "scoring", "end_to_end"} <= set(results)
+    assert {"training", "contrastive_overhead", "peak_fraction", "scoring", "online_q", "end_to_end"} <= set(results)
     assert results["training"]["goalrm_tokens_per_s"] > 0
     assert results["scoring"]["max_abs_diff"] < 1e-5  # bucketed and batch-1 scoring agree
-    assert results["contrastive_overhead"]["ratio"]["n"] >= 1
+    overhead = results["contrastive_overhead"]
+    assert overhead["trainer_ratio"]["n"] >= 1 and overhead["step"]["ratio"]["n"] >= 1
+    assert set(overhead["step"]["profile"]) == {"vanilla", "contrastive"}
+    # the shapes are the profile's, read from params/demo.yaml
+    assert results["shapes"]["hidden_size"] == load_profile("demo")["policy_hidden_size"]
+    # a threshold that is evaluated stops nothing here, so both runs make the same tokens
+    tokens = results["online_q"]["tokens"]
+    assert tokens["alone"] == tokens["evaluated"] == tokens["off"]

@@ -11,6 +11,7 @@ from typing import Any, Mapping
 from goalrm_core.report.frontpage import gate_state, result_sections
 from goalrm_core.report.provenance import PROVENANCE_KEY, provenance_html
 from goalrm_core.report.records import TIMINGS_KEY
+from goalrm_core.report.regimes import regimes_html
 from goalrm_core.report.reproduction import dropped, primary_rows, reruns_of, verdicts
 from goalrm_core.study import formatting as fmt
 
@@ -30,6 +31,7 @@ body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2r
 h1 { font-size: 1.6rem; margin-bottom: .2rem; } h2 { font-size: 1.2rem; margin-top: 2rem; }
 .meta { color: #666; margin-top: 0; }
 table { border-collapse: collapse; width: 100%; font-size: .92rem; }
+.scroll { overflow-x: auto; }
 th, td { text-align: left; padding: .35rem .6rem; border-bottom: 1px solid #e3e3e3; vertical-align: top; }
 th { background: #f5f5f5; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .status { font-weight: 600; padding: .1rem .45rem; border-radius: .3rem; white-space: nowrap; }
@@ -258,6 +260,10 @@ def render_index(profile: str, generated: str, stages: list[dict], metrics: Mapp
         results += reproduction_html(metrics, out_dir)
     except Exception as exc:
         results += f'<p class="error">The reproduction section could not be drawn: {e(type(exc).__name__)}: {e(str(exc))}</p>'
+    try:
+        results += regimes_html(profile, out_dir)
+    except Exception as exc:
+        results += f'<p class="error">The side-by-side section could not be drawn: {e(type(exc).__name__)}: {e(str(exc))}</p>'
     try:
         gate = _gate(metrics)
     except Exception as exc:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from goalrm_core.evaluation.auroc import delta_of
+from goalrm_core.report import regimes
 from goalrm_core.report.reproduction import VERDICT, primary_rows, reruns_of, verdicts
 
 BEGIN = "<!-- begin: generated from reports/demo by `python -m goalrm_core.report.readme`; do not edit by hand -->"
@@ -123,6 +124,10 @@ def findings(report: Path = REPORT, reruns: Path = RERUNS) -> str:
         d = ev.get("delta_auroc", {})
         out.append("| Δ goal-conditioned − baseline | " + " | ".join(
             _ci(delta_of(d[b]), d[b]["ci_low"], d[b]["ci_high"], signed=True) for b in benches) + " |")
+    both = regimes.read_reports(report.parent)
+    if report.name in both and len(both) > 1:
+        out += ["", "The paper's claims in both embedded designs (each report's primary conclusions; see "
+                    "\"Two designs\" below):", "", regimes.markdown(both).rstrip("\n")]
     stages = status.get("stages", [])
     if stages:
         total = sum(s.get("duration_s") or 0 for s in stages)

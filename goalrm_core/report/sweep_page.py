@@ -339,7 +339,6 @@ def key_figures(plan: Mapping, rows: list[dict]) -> str:
 
 SWEEP_CSS = """
 body { max-width: 86rem; }
-.scroll { overflow-x: auto; }
 table { font-size: .86rem; }
 td { white-space: nowrap; }
 """

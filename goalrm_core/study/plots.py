@@ -44,12 +44,13 @@ def accuracy_bars(table: pd.DataFrame, title: str = "Policy accuracy per benchma
 
 
 def distribution(df: pd.DataFrame, x: str, hue: str, col: str | None = None, title: str = "", bins: int = 30,
-                 stat: str = "density", discrete: bool = False):
+                 stat: str = "density", discrete: bool = False, xlabel: str | None = None):
     """Histograms of ``x`` split by ``hue`` (for example correct vs incorrect), one panel per ``col``;
-    ``discrete`` draws side-by-side bars for integer values."""
+    ``discrete`` draws side-by-side bars for integer values. ``xlabel`` names the x axis (default: ``x``)."""
     shape = dict(discrete=True, multiple="dodge", shrink=0.8) if discrete else dict(bins=bins, element="step")
     grid = sns.displot(data=df, x=x, hue=hue, col=col, stat=stat, common_norm=False,
                        height=3, aspect=1.2, col_wrap=4 if col else None, **shape)
+    grid.set_axis_labels(xlabel or x, stat)
     grid.figure.suptitle(title, y=1.03)
     return grid.figure
 

@@ -1,0 +1,129 @@
+"""The paper's claims in the two embedded designs, side by side.
+
+The ``demo`` design samples a policy at T = 1.7, so its errors are its own unlikely tokens and the policy's
+log-prob is a near-perfect verifier; the ``confident`` design teaches a few facts wrong, samples at
+T = 1.0 and trains the RMs on a second generator's slips, as the paper's setting does (issue 26, Part 2).
+This module puts each primary conclusion of both committed reports in one table (the same rows as
+``reproduction.primary_rows``, plus steering and the free scorers), for both front pages and the
+README. Every cell is read from the reports' ``metrics.json``; a design whose report is absent is left out.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+from goalrm_core.report.reproduction import VERDICT, primary_rows
+
+#: The designs, in the order the table shows them, with what sets each apart.
+DESIGNS: dict[str, str] = {
+    "demo": "T = 1.7 slips; pairs from the policy's own samples",
+    "confident": "12 facts taught wrong, T = 1.0; pairs from a second generator's slips",
+}
+
+
+def _num(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
+
+
+def _f(x: Any, signed: bool, scale: float, digits: int = 2) -> str:
+    v = _num(x)
+    if v is None:
+        return "undefined"
+    text = f"{v * scale:+.{digits}f}" if signed else f"{v * scale:.{digits}f}"
+    return (text.lstrip("+-") if text.lstrip("+-") == f"{0:.{digits}f}" else text).replace("-", "−")
+
+
+def across_cell(s: Mapping, signed: bool, scale: float) -> str:
+    """``mean [low, high], k of n, verdict`` of one across-seeds figure."""
+    if _num(s.get("mean")) is None:
+        return f"undefined ({s.get('reason') or 'no seed defined'})"
+    interval = f" [{_f(s.get('ci_low'), signed, scale)}, {_f(s.get('ci_high'), signed, scale)}]" if _num(s.get("ci_low")) is not None else ""
+    return f"{_f(s['mean'], signed, scale)}{interval}, {s.get('k')} of {s.get('n_seeds')} seeds: {VERDICT[s.get('holds')]}"
+
+
+def _free_scorer_rows(metrics: Mapping) -> list[tuple[str, str, str]]:
+    """Seed 0's AUROC of the free scorers on the primary benchmark: what an RM has to beat."""
+    ev = metrics.get("evaluation", {})
+    bench = ev.get("primary", {}).get("benchmark", "toy-id")
+    rows = []
+    for scorer in ("length only", "policy mean logprob"):
+        cell = ev.get(scorer, {}).get(bench)
+        if isinstance(cell, Mapping):
+            rows.append((f"free scorer: {scorer} AUROC on {bench} (seed-0 generations)", "-",
+                         f"{_f(cell.get('auroc'), False, 1.0)} [{_f(cell.get('auroc_ci_low'), False, 1.0)}, {_f(cell.get('auroc_ci_high'), False, 1.0)}]"))
+    accuracy = metrics.get("data", {}).get("benchmarks", {}).get(bench, {}).get("sample_accuracy")
+    if _num(accuracy) is not None:
+        rows.insert(0, (f"policy sampled accuracy on {bench}", "-", f"{100 * accuracy:.1f}%"))
+    return rows
+
+
+def _steering_rows(metrics: Mapping) -> list[tuple[str, str, str]]:
+    s = metrics.get("decoding", {}).get("steering")
+    if not isinstance(s, Mapping) or _num(s.get("attribute_rate")) is None:
+        return []
+    n = s.get("n_questions")
+    return [("steering (seed 0, detail): style rate steered / unguided", "goal-conditioned",
+             f"{100 * s['attribute_rate']:.0f}% / {100 * (_num(s.get('attribute_rate_unguided')) or 0):.0f}% of {n}")]
+
+
+def claim_cells(metrics: Mapping) -> dict[tuple[str, str], str]:
+    """``{(claim, RM): cell}`` of one report, in its order."""
+    cells = {(label, rm): v for label, rm, v in _free_scorer_rows(metrics)}
+    cells.update({(label, rm): across_cell(s, signed, scale) for label, rm, s, scale, signed in primary_rows(metrics)})
+    cells.update({(label, rm): v for label, rm, v in _steering_rows(metrics)})
+    return cells
+
+
+def read_reports(root: Path) -> dict[str, dict]:
+    """The committed reports of :data:`DESIGNS` under ``root`` (``<root>/<design>/metrics.json``), by design."""
+    out = {}
+    for name in DESIGNS:
+        path = Path(root) / name / "metrics.json"
+        if path.is_file():
+            out[name] = json.loads(path.read_text(encoding="utf-8"))
+    return out
+
+
+def side_by_side(reports: Mapping[str, Mapping]) -> tuple[list[str], list[tuple[str, str, list[str]]]]:
+    """The designs shown and one row per claim: (claim, RM, one cell per design; "absent" where a
+    design's report has no such figure)."""
+    designs = [d for d in DESIGNS if d in reports] + [d for d in reports if d not in DESIGNS]
+    cells = {d: claim_cells(reports[d]) for d in designs}
+    keys: list[tuple[str, str]] = []
+    for d in designs:
+        keys += [k for k in cells[d] if k not in keys]
+    return designs, [(claim, rm, [cells[d].get((claim, rm), "absent") for d in designs]) for claim, rm in keys]
+
+
+def markdown(reports: Mapping[str, Mapping], link_prefix: str = "reports/") -> str:
+    """The side-by-side table as Markdown (the README's); empty unless both designs are present."""
+    if len(reports) < 2:
+        return ""
+    designs, rows = side_by_side(reports)
+    head = " | ".join(f"[`{d}`]({link_prefix}{d}/index.html)" for d in designs)
+    out = ["| claim | RM | " + head + " |", "|---|---|" + "---|" * len(designs),
+           "| design | | " + " | ".join(DESIGNS.get(d, "") for d in designs) + " |"]
+    out += [f"| {claim} | {rm} | " + " | ".join(values) + " |" for claim, rm, values in rows]
+    return "\n".join(out) + "\n"
+
+
+def regimes_html(profile: str, out_dir: Path) -> str:
+    """The side-by-side section of a front page: this report (``out_dir``) and its companion
+    beside it (``out_dir.parent``); empty unless both are there."""
+    reports = read_reports(Path(out_dir).parent)
+    if profile not in reports or len(reports) < 2:
+        return ""
+    e = html.escape
+    designs, rows = side_by_side(reports)
+    head = "".join(f"<th>{e(d)}{' (this report)' if d == profile else ''}<br><small>{e(DESIGNS.get(d, ''))}</small></th>" for d in designs)
+    body = "\n".join(f"<tr><td>{e(claim)}</td><td>{e(rm)}</td>" + "".join(f"<td>{e(v)}</td>" for v in values) + "</tr>"
+                     for claim, rm, values in rows)
+    return ("<h2>The paper's claims in both designs</h2>\n"
+            "<p>Each primary conclusion of this report beside the same conclusion of the other design's committed report "
+            "(mean over RM seeds [95% t-interval], the seeds that point the expected way, and the verdict). In the demo the "
+            "policy's log-prob is a near-perfect verifier; in the confident design it is not, as in the paper.</p>\n"
+            f'<div class="scroll"><table><tr><th>claim</th><th>RM</th>{head}</tr>\n{body}\n</table></div>')
