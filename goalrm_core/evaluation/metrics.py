@@ -7,8 +7,8 @@ The paper judges a reward model (RM) by what it says about the policy's own gene
 * AUROC of *partial* generations: the per-token reward or Q-value at the end of the first
   ``pct`` of each response (``prefix_index``, ``partial_auroc``);
 * majority voting that drops a generation as soon as its Q-value falls below a threshold, which
-  saves the tokens it would still have produced (``q_filtered_majority_vote``,
-  ``choose_filter_threshold``);
+  saves the tokens it would still have produced (``q_filtered_majority_vote``, a sweep over
+  thresholds ``q_filtered_majority_votes``, ``tokens_saved_interval``, ``choose_filter_threshold``);
 * how Q-values relate to the final reward (``q_reward_correlation``) and whether they fall once
   a solution has made its first error (``first_error_q_stats``, ``prefix_error_auroc``);
 * plain majority voting and best-of-n selection, for decoding comparisons.
@@ -27,7 +27,7 @@ from goalrm_core.evaluation.stats import mean_ci, wilson_interval
 from goalrm_core.evaluation.auroc import AurocResult, DEFAULT_PERCENTILES, bootstrap_auroc, delta_of, paired_bootstrap_delta, partial_auroc, prefix_index
 from goalrm_core.evaluation.voting import (AccuracyResult, DEFAULT_FILTER_THRESHOLDS, FilterResult, OfficialFilterFigures, SKIP_FIRST, best_of_n_accuracy,
                                           choose_filter_threshold, majority_vote_accuracy, official_filter_figures, q_filtered_majority_vote,
-                                          tokens_saved_interval)
+                                          q_filtered_majority_votes, tokens_saved_interval)
 from goalrm_core.evaluation.q_analysis import first_error_q_stats, prefix_error_auroc, q_reward_correlation
 
 __all__ = [
@@ -51,6 +51,7 @@ __all__ = [
     "prefix_error_auroc",
     "prefix_index",
     "q_filtered_majority_vote",
+    "q_filtered_majority_votes",
     "tokens_saved_interval",
     "q_reward_correlation",
     "wilson_interval",

@@ -4,6 +4,7 @@ the functions that compute with it, so that a command line that only declares it
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Sequence
@@ -42,14 +43,21 @@ def wilson_interval(n_success: int, n: int, alpha: float = 0.05) -> tuple[float,
     check_alpha(alpha)
     if n <= 0:
         return math.nan, math.nan
-    from scipy import stats
-
-    z = stats.norm.ppf(1 - alpha / 2)
+    z = _normal_quantile(1 - alpha / 2)
     p = n_success / n
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
     return max(0.0, float(centre - half)), min(1.0, float(centre + half))
+
+
+@functools.lru_cache(maxsize=16)
+def _normal_quantile(q: float) -> float:
+    """The standard normal's ``q`` quantile, computed once per ``q`` (a sweep of filter thresholds
+    asks for the same one hundreds of times)."""
+    from scipy import stats
+
+    return stats.norm.ppf(q)
 
 
 def check_alpha(alpha: float) -> None:

@@ -83,21 +83,42 @@ def _field(gen: Any, key: str, default: Any = _MISSING) -> Any:
     return default
 
 
-def _record_lows(q: np.ndarray, skip_first: int) -> tuple[np.ndarray, np.ndarray]:
-    """Positions (>= ``skip_first``) and values where ``q`` reaches a new running minimum.
+def _record_lows(qs: Sequence[np.ndarray], skip_first: int, block_cells: int = 1 << 22) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Generation, position (>= ``skip_first``) and value of every point where a generation's Q
+    reaches a new running minimum, ordered by generation and then by position.
 
     For any threshold t, the first token at index >= skip_first with Q < t is one of these
-    records, and records have strictly decreasing values, so it is simply the first record
-    below t. Precomputing them once lets a sweep over many thresholds run without a Python loop
-    per generation. NaN Q-values never trigger a drop.
+    records, and a generation's records have strictly decreasing values, so it is simply the first
+    record below t. Precomputing them once lets a sweep over many thresholds run without a Python
+    loop per generation. NaN Q-values never trigger a drop (they read as +inf).
+
+    The generations go through in blocks, each padded with +inf to its longest one (padding never
+    makes a record) and scanned as one array; ``block_cells`` bounds a block's size.
     """
-    tail = q[skip_first:]
-    if tail.size == 0:
-        return np.empty(0, dtype=np.int64), np.empty(0)
-    tail = np.where(np.isnan(tail), np.inf, tail)
-    running_min = np.minimum.accumulate(tail)
-    where = np.flatnonzero(np.r_[True, running_min[1:] < running_min[:-1]])
-    return where + skip_first, tail[where]
+    tails = [q[skip_first:] for q in qs]
+    gens, positions, values = [], [], []
+    start = 0
+    while start < len(tails):
+        stop, width = start + 1, max(tails[start].size, 1)  # grow the block while it stays within block_cells
+        while stop < len(tails) and (stop + 1 - start) * max(width, tails[stop].size) <= block_cells:
+            width = max(width, tails[stop].size)
+            stop += 1
+        lengths = np.asarray([t.size for t in tails[start:stop]])
+        padded = np.full((stop - start, width), np.inf)
+        padded[np.arange(width) < lengths[:, None]] = np.concatenate(tails[start:stop])
+        padded[np.isnan(padded)] = np.inf
+        running_min = np.minimum.accumulate(padded, axis=1)
+        is_record = np.ones(padded.shape, dtype=bool)
+        is_record[:, 1:] = running_min[:, 1:] < running_min[:, :-1]
+        is_record &= np.arange(width) < lengths[:, None]  # a generation without a tail has none
+        g, pos = np.nonzero(is_record)  # row-major: by generation, then by position
+        gens.append(g + start)
+        positions.append(pos + skip_first)
+        values.append(padded[g, pos])
+        start = stop
+    if not gens:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), np.empty(0)
+    return (np.concatenate(gens).astype(np.int64), np.concatenate(positions).astype(np.int64), np.concatenate(values))
 
 
 @dataclass
@@ -123,8 +144,7 @@ def _vote_table(questions: Sequence[Sequence[Any]], skip_first: int = 0, with_q:
         raise ValueError(f"skip_first must be a non-negative integer, got {skip_first}")
     question_of, correct, answered, wrong_key, n_tokens = [], [], [], [], []
     wrong_key_question: list[int] = []
-    rec_gen, rec_pos, rec_val = [], [], []
-    g = 0
+    qs: list[np.ndarray] = []
     for qi, generations in enumerate(questions):
         if len(generations) == 0:
             raise ValueError(f"question {qi} has no generations")
@@ -152,14 +172,11 @@ def _vote_table(questions: Sequence[Sequence[Any]], skip_first: int = 0, with_q:
                         f"question {qi}: a generation has num_actions={n} but {q.size} Q-values; "
                         "cosine_sim must hold one Q-value per response token"
                     )
-                pos, val = _record_lows(q, int(skip_first))
-                rec_gen.append(np.full(pos.size, g, dtype=np.int64))
-                rec_pos.append(pos)
-                rec_val.append(val)
+                qs.append(q)
                 n_tokens.append(n)
             else:
                 n_tokens.append(0)
-            g += 1
+    rec_gen, rec_pos, rec_val = _record_lows(qs, int(skip_first))
     return _VoteTable(
         n_questions=len(questions),
         question_of=np.asarray(question_of, dtype=np.int64),
@@ -168,9 +185,9 @@ def _vote_table(questions: Sequence[Sequence[Any]], skip_first: int = 0, with_q:
         wrong_key=np.asarray(wrong_key, dtype=np.int64),
         wrong_key_question=np.asarray(wrong_key_question, dtype=np.int64),
         n_tokens=np.asarray(n_tokens, dtype=np.int64),
-        rec_gen=np.concatenate(rec_gen) if rec_gen else np.empty(0, dtype=np.int64),
-        rec_pos=np.concatenate(rec_pos) if rec_pos else np.empty(0, dtype=np.int64),
-        rec_val=np.concatenate(rec_val) if rec_val else np.empty(0),
+        rec_gen=rec_gen,
+        rec_pos=rec_pos,
+        rec_val=rec_val,
     )
 
 
@@ -313,10 +330,19 @@ def q_filtered_majority_vote(
     generations), and ``p_value`` of a paired t-test (``scipy.stats.ttest_rel``) of per-question
     correctness filtered vs unfiltered (NaN with ``p_value_reason`` when nothing changed).
     """
-    if not math.isfinite(threshold):
-        raise ValueError(f"filter threshold must be a finite number, got {threshold}")
+    return q_filtered_majority_votes(questions, [threshold], skip_first)[0]
+
+
+def q_filtered_majority_votes(
+    questions: Sequence[Sequence[Any]], thresholds: Sequence[float] | np.ndarray, skip_first: int = SKIP_FIRST
+) -> list[FilterResult]:
+    """:func:`q_filtered_majority_vote` at each of ``thresholds`` (a sweep: accuracy against tokens
+    saved), the same results in the same order, reading ``questions`` once for all of them."""
+    for threshold in thresholds:
+        if not math.isfinite(threshold):
+            raise ValueError(f"filter threshold must be a finite number, got {threshold}")
     table = _vote_table(questions, skip_first)
-    return _filter_with_table(table, threshold, skip_first)
+    return [_filter_with_table(table, threshold, skip_first) for threshold in thresholds]
 
 
 def tokens_saved_interval(

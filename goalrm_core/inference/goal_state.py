@@ -124,31 +124,72 @@ def goal_state(
     """A (1, hidden) goal state from preferred responses (already templated prompts); ``encoding`` and
     ``readout`` as in ``inference.forward`` (the official get_representation.py: ``official``,
     ``last_token``)."""
-    check_choice("goal method", method, GOAL_METHODS)
+    return goal_states(model, tokenizer, prompts, responses, [method], seed, max_len, batch_size, progress,
+                       encoding=encoding, readout=readout)[method]
+
+
+#: Goal methods that read one response, drawn at random (the same one for both)
+ONE_RESPONSE = ("random_response", "random_token")
+
+
+def goal_states(
+    model: RewardModel,
+    tokenizer,
+    prompts: Sequence[str],
+    responses: Sequence[str],
+    methods: Sequence[str] = GOAL_METHODS,
+    seed: int = 0,
+    max_len: int = 2048,
+    batch_size: int = 32,
+    progress: bool = False,
+    *,
+    encoding: str,
+    readout: str,
+) -> dict[str, np.ndarray]:
+    """:func:`goal_state` of each of ``methods``, the same arrays, from one pass of the RM over the
+    responses for the methods that read them all, and one over the response the others draw."""
+    for method in methods:
+        check_choice("goal method", method, GOAL_METHODS)
     if not responses:
         raise ValueError("no preferred responses to build a goal state from")
     rng = random.Random(seed)
-    if method in ("random_response", "random_token"):
-        pick = rng.randrange(len(responses))
-        prompts, responses = [prompts[pick]], [responses[pick]]
-    total = torch.zeros(model.config.hidden_size, dtype=torch.float64)
-    count = 0
+    pick = rng.randrange(len(responses))  # the one-response methods' response; random_token then draws its token with rng
+    one = [m for m in methods if m in ONE_RESPONSE]
+    every = [m for m in methods if m not in ONE_RESPONSE]
+    goals = {}
+    if one:
+        goals |= _mean_states(model, tokenizer, [prompts[pick]], [responses[pick]], one, rng, max_len, batch_size, progress, encoding, readout)
+    if every:
+        goals |= _mean_states(model, tokenizer, prompts, responses, every, rng, max_len, batch_size, progress, encoding, readout)
+    return {method: goals[method] for method in methods}
+
+
+def _mean_states(model, tokenizer, prompts, responses, methods, rng, max_len, batch_size, progress, encoding, readout) -> dict[str, np.ndarray]:
+    """Each method's mean of hidden states over one pass of the RM: every response token's
+    (``mean_all_tokens``), one token's per response drawn with ``rng`` (``random_token``), or the
+    last token's (the others)."""
+    size = model.config.hidden_size
+    totals = {m: torch.zeros(size, dtype=torch.float64) for m in methods}
+    counts = dict.fromkeys(methods, 0)
     for _, s in iter_scored(model, tokenizer, prompts, responses, max_len, batch_size, progress=progress, desc="goal state",
                             encoding=encoding, readout=readout):
-        if method == "mean_all_tokens":
-            total += s.response_hidden.double().sum(0)
-            count += s.num_actions
-        elif method == "random_token":
-            total += s.response_hidden[rng.randrange(s.num_actions)].double()
-            count += 1
-        else:
-            total += s.response_hidden[-1].double()
-            count += 1
-    if count == 0:
-        raise ValueError("no response was scored, so there is no goal state")
-    goal = (total / count).float().numpy()[None, :]
-    check_goal_state(goal, model.config.hidden_size, source="the computed goal state")
-    return goal
+        for method in methods:
+            if method == "mean_all_tokens":
+                totals[method] += s.response_hidden.double().sum(0)
+                counts[method] += s.num_actions
+            elif method == "random_token":
+                totals[method] += s.response_hidden[rng.randrange(s.num_actions)].double()
+                counts[method] += 1
+            else:
+                totals[method] += s.response_hidden[-1].double()
+                counts[method] += 1
+    goals = {}
+    for method in methods:
+        if counts[method] == 0:
+            raise ValueError("no response was scored, so there is no goal state")
+        goals[method] = (totals[method] / counts[method]).float().numpy()[None, :]
+        check_goal_state(goals[method], size, source="the computed goal state")
+    return goals
 
 
 def attribute_goal_states(
@@ -171,8 +212,14 @@ def attribute_goal_states(
 def goal_state_from_pairs(model, tokenizer, pairs: Sequence[dict], template: str, method: str = "mean_last", **kw) -> np.ndarray:
     """Goal state from the ``correct`` side of question/correct/incorrect pairs (an empty or
     non-string response is an error naming its file and line, as in training)."""
+    return goal_states_from_pairs(model, tokenizer, pairs, template, [method], **kw)[method]
+
+
+def goal_states_from_pairs(model, tokenizer, pairs: Sequence[dict], template: str, methods: Sequence[str] = GOAL_METHODS,
+                           **kw) -> dict[str, np.ndarray]:
+    """:func:`goal_state_from_pairs` of each of ``methods``, the RM reading the responses once for all (:func:`goal_states`)."""
     prompts = [apply_template(template, require_text(p, "question", i)) for i, p in enumerate(pairs)]
-    return goal_state(model, tokenizer, prompts, [require_text(p, "correct", i) for i, p in enumerate(pairs)], method=method, **kw)
+    return goal_states(model, tokenizer, prompts, [require_text(p, "correct", i) for i, p in enumerate(pairs)], methods, **kw)
 
 
 def last_token_states(model: RewardModel, tokenizer, rows: Sequence[dict], template: str,

@@ -100,12 +100,16 @@ def _candidates(questions: list[list[dict]]) -> np.ndarray:
     return np.unique(np.r_[-math.inf, np.quantile(values, QUANTILES)])
 
 
-def _report(test: list[list[dict]], threshold: float, skip_first: int, seed: int, n_boot: int) -> dict:
+def _votes(test: list[list[dict]], thresholds: Sequence[float], skip_first: int) -> list[metrics.FilterResult]:
+    """The filter's vote on ``test`` at each threshold (-inf, a rule that drops nothing: a threshold below any value)."""
+    return metrics.q_filtered_majority_votes(test, [t if math.isfinite(t) else -1e300 for t in thresholds], skip_first=skip_first)
+
+
+def _report(test: list[list[dict]], threshold: float, res: metrics.FilterResult, skip_first: int, seed: int, n_boot: int) -> dict:
+    """The outcome of ``threshold`` on ``test``, given its vote ``res`` there, with bootstrap intervals."""
     if not math.isfinite(threshold):  # the rule chose to drop nothing
-        res = metrics.q_filtered_majority_vote(test, threshold=-1e300, skip_first=skip_first)
         low = high = 0.0
     else:
-        res = metrics.q_filtered_majority_vote(test, threshold=threshold, skip_first=skip_first)
         low, high = metrics.tokens_saved_interval(test, threshold=threshold, skip_first=skip_first, n_boot=n_boot, seed=seed)
     diff = res.question_correct.astype(float) - res.question_correct_unfiltered.astype(float)
     picks = np.random.default_rng(seed).integers(0, diff.size, size=(n_boot, diff.size))
@@ -125,7 +129,8 @@ def rule_table(rows: Sequence[dict], rules: Sequence[str] = RULES, skip_first: i
     test_rows, val_rows = split_by_question(list(rows), val_fraction, seed)
     if not test_rows or not val_rows:
         raise ValueError("the rule comparison needs both validation and test questions")
-    oracle = _report(_with_signal(test_rows, oracle_signal), 0.0, 0, seed, n_boot)
+    oracle_test = _with_signal(test_rows, oracle_signal)
+    oracle = _report(oracle_test, 0.0, _votes(oracle_test, [0.0], 0)[0], 0, seed, n_boot)
     baseline = type_baseline(val_rows)
     chosen, frontier = [], []
     for rule in rules:
@@ -135,11 +140,11 @@ def rule_table(rows: Sequence[dict], rules: Sequence[str] = RULES, skip_first: i
         test = _with_signal(test_rows, lambda r: signal(rule, r, baseline))
         candidates = _candidates(val)
         threshold, _ = metrics.choose_filter_threshold(val, candidates=candidates, skip_first=skip_first)
-        out = _report(test, threshold, skip_first, seed, n_boot)
+        votes = _votes(test, candidates, skip_first)  # every candidate's test outcome: the frontier, and the chosen one's report
+        out = _report(test, threshold, votes[int(np.flatnonzero(candidates == threshold)[0])], skip_first, seed, n_boot)
         chosen.append({"rule": rule, "q_based": rule in Q_RULES, **out,
                        "share_of_oracle": out["tokens_saved_pct"] / oracle["tokens_saved_pct"] if oracle["tokens_saved_pct"] else math.nan})
-        for t in candidates:
-            res = metrics.q_filtered_majority_vote(test, threshold=t if math.isfinite(t) else -1e300, skip_first=skip_first)
+        for t, res in zip(candidates, votes):
             frontier.append({"rule": rule, "threshold": t, "accuracy": res.accuracy, "tokens_saved_pct": res.tokens_saved_pct,
                              "chosen": t == threshold})
     chosen.append({"rule": "oracle (first error)", "q_based": False, **oracle, "share_of_oracle": 1.0})

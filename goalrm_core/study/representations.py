@@ -10,7 +10,7 @@ from goalrm_core.data.io import save_npy
 from goalrm_core.data.rundir import RunDir
 from goalrm_core.evaluation import metrics
 from goalrm_core.evaluation.tables import question_ids
-from goalrm_core.inference.goal_state import goal_state_from_pairs, q_values
+from goalrm_core.inference.goal_state import goal_states_from_pairs, q_values
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study.artifacts import load_rm, preference_pairs
 from goalrm_core.tasks.toymath.pipeline import TEMPLATE
@@ -22,11 +22,10 @@ def save_goal_states(run_dir, rm: str, methods, seed: int = 0, rm_seed: int = 0,
     the way the RM was trained (``encoding``, ``readout``: the profile's)."""
     model, tokenizer = load_rm(run_dir, rm, rm_seed)
     pairs = preference_pairs(run_dir, "train")
-    goals = {}
-    for method in methods:
-        goals[method] = goal_state_from_pairs(model, tokenizer, pairs, TEMPLATE, method, seed=seed, max_len=max_len, batch_size=64,
-                                               encoding=encoding, readout=readout)
-        save_npy(RunDir(run_dir).goal_state(rm, rm_seed, method), goals[method])
+    goals = goal_states_from_pairs(model, tokenizer, pairs, TEMPLATE, methods, seed=seed, max_len=max_len, batch_size=64,
+                                   encoding=encoding, readout=readout)  # one pass of the RM for all methods
+    for method, goal in goals.items():
+        save_npy(RunDir(run_dir).goal_state(rm, rm_seed, method), goal)
     return goals
 
 

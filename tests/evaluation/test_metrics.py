@@ -24,6 +24,7 @@ from goalrm_core.evaluation.metrics import (
     prefix_error_auroc,
     prefix_index,
     q_filtered_majority_vote,
+    q_filtered_majority_votes,
     q_reward_correlation,
     wilson_interval,
 )
@@ -293,6 +294,73 @@ def test_filter_result_as_dict_is_json_ready():
     json.dumps(summary)
     assert "question_correct" not in summary and summary["n_questions"] == 1
     assert res.as_dict(details=True)["generation_drop_token"] == [-1, 6]
+
+
+def _reference_vote(questions, threshold, skip_first):
+    """The filter's rule written out one generation at a time: (drop token per generation, -1 if
+    kept; tokens saved; question voted correct), for the sweep to be checked against."""
+    drops, saved, voted = [], 0, []
+    for gens in questions:
+        first = []
+        for g in gens:
+            below = [k for k, v in enumerate(g["cosine_sim"]) if k >= skip_first and v < threshold]  # NaN < t is False
+            first.append(below[0] if below else -1)
+        if all(k >= 0 for k in first):  # all dropped: plain voting, nothing saved
+            first = [-1] * len(gens)
+        drops += first
+        saved += sum(g["num_actions"] - k - 1 for g, k in zip(gens, first) if k >= 0)
+        kept = [g for g, k in zip(gens, first) if k < 0 and g["predicted_answer"] is not None]
+        right = sum(g["is_correct"] for g in kept)
+        wrong: dict = {}
+        for g in kept:
+            if not g["is_correct"]:
+                wrong[str(g["predicted_answer"])] = wrong.get(str(g["predicted_answer"]), 0) + 1
+        voted.append(right > 0 and right >= max(wrong.values(), default=0))
+    return drops, saved, voted
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_threshold_sweep_matches_a_loop_over_generations(seed):
+    rng = np.random.default_rng(seed)
+    questions = []
+    for _ in range(rng.integers(1, 12)):
+        gens = []
+        for _ in range(rng.integers(1, 6)):
+            q = rng.normal(0.2, 0.5, rng.integers(0, 15))
+            q[rng.random(q.size) < 0.2] = np.nan
+            ok = bool(rng.random() < 0.5)
+            gens.append(gen(None if rng.random() < 0.1 else ("c" if ok else str(rng.integers(3))), ok, q.tolist()))
+        questions.append(gens)
+    skip_first = int(rng.integers(0, 4))
+    thresholds = [-5.0, -0.3, 0.0, 0.1, 0.4, 2.0]
+    sweep = q_filtered_majority_votes(questions, thresholds, skip_first=skip_first)
+    assert [r.threshold for r in sweep] == thresholds
+    for t, res in zip(thresholds, sweep):
+        drops, saved, voted = _reference_vote(questions, t, skip_first)
+        assert res.generation_drop_token.tolist() == drops
+        assert res.tokens_saved == saved and res.question_correct.tolist() == voted
+        one = q_filtered_majority_vote(questions, threshold=t, skip_first=skip_first)
+        assert repr(one.as_dict(details=True)) == repr(res.as_dict(details=True))  # the same numbers, NaN included
+    with pytest.raises(ValueError, match="finite"):
+        q_filtered_majority_votes(questions, [0.0, -math.inf])
+
+
+def test_running_minimum_records_do_not_depend_on_the_block_size():
+    from goalrm_core.evaluation.voting import _record_lows
+
+    rng = np.random.default_rng(0)
+    qs = [rng.normal(size=rng.integers(0, 20)) for _ in range(50)]
+    qs[3][:2] = np.nan
+    whole = _record_lows(qs, 2)
+    for block_cells in (1, 7, 40):  # blocks of one generation up to a few
+        parts = _record_lows(qs, 2, block_cells=block_cells)
+        assert all(np.array_equal(a, b) for a, b in zip(whole, parts))
+    gen_of, pos, val = whole
+    for g, q in enumerate(qs):  # each record: a new running minimum of the tail (NaN reads +inf)
+        tail = np.where(np.isnan(q[2:]), np.inf, q[2:])
+        expected = [k for k in range(tail.size) if k == 0 or tail[k] < tail[:k].min()]
+        assert pos[gen_of == g].tolist() == [k + 2 for k in expected]
+        assert val[gen_of == g].tolist() == tail[expected].tolist()
 
 
 def test_mismatched_num_actions_raises():

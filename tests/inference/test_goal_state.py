@@ -62,3 +62,29 @@ def test_every_reader_gets_q_values(tiny_rm, tokenizer, tiny_goal, states):
 def test_q_stays_within_minus_one_and_one():
     x = torch.tensor([[1e-3, 2e-3, 3e-3]])
     assert q_values(x, x).item() <= 1.0 and q_values(-x, x).item() >= -1.0
+
+
+def test_goal_states_of_several_methods_are_each_methods_own(tiny_rm, tokenizer):
+    """One pass for all methods gives each method's goal bit for bit, and each is the mean it names:
+    the random methods read one drawn response (the same one), random_token one drawn token of it."""
+    import random
+
+    from goalrm_core.choices import GOAL_METHODS
+    from goalrm_core.inference.goal_state import goal_state, goal_states
+
+    prompts = [apply_template("toymath", r["question"]) for r in ROWS]
+    responses = [r["generated_solution"] for r in ROWS]
+    kw = dict(seed=3, batch_size=2, encoding="split", readout="eos")
+    together = goal_states(tiny_rm, tokenizer, prompts, responses, GOAL_METHODS, **kw)
+    assert list(together) == list(GOAL_METHODS)
+    for method in GOAL_METHODS:
+        assert np.array_equal(together[method], goal_state(tiny_rm, tokenizer, prompts, responses, method, **kw)), method
+    by_index = dict(iter_scored(tiny_rm, tokenizer, prompts, responses, batch_size=2))
+    hidden = [by_index[i].response_hidden.double() for i in range(len(ROWS))]
+    rng = random.Random(3)
+    pick = rng.randrange(len(ROWS))
+    token = rng.randrange(len(hidden[pick]))
+    expected = {"mean_last": sum(h[-1] for h in hidden) / len(hidden), "mean_all_tokens": torch.cat(hidden).mean(0),
+                "random_response": hidden[pick][-1], "random_token": hidden[pick][token]}
+    for method, goal in expected.items():
+        assert np.allclose(together[method][0], goal.float().numpy(), atol=1e-5), method
