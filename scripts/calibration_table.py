@@ -246,7 +246,7 @@ def confident_rm_table(df: pd.DataFrame) -> str:
             "recipe": name, "rm": strategy, "policy": Path(run_dir).name,
             "pairs": f"{data['source']} ({data['n_pairs']:,})" if data["source"] != "policy" else f"the run's slips ({data['n_pairs']:,})",
             "steps": recipe.get("max_steps"), "lr": recipe.get("learning_rate"), "other": extra,
-            "seeds": len(g), "held-out pair acc": _spread(g["eval_accuracy"]), "AUROC": _spread(g["auroc"]),
+            "scored on": f"{int(first['n_eval_rows']):,} samples", "seeds": len(g), "held-out pair acc": _spread(g["eval_accuracy"]), "AUROC": _spread(g["auroc"]),
             "seed-0 AUROC [95% CI]": f"{first['auroc']:.3f} [{first['auroc_ci'][0]:.3f}, {first['auroc_ci'][1]:.3f}]",
             "length": f"{length:.3f}", "log-prob": f"{logprob:.3f}", "errors": int(first["n_incorrect"]),
             "target met": ("yes" if met else "no") + ("" if len(g) >= 3 else " (1 seed)" if len(g) == 1 else f" ({len(g)} seeds)")

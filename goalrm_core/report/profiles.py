@@ -447,6 +447,7 @@ PROFILE_RULES: dict[str, Any] = {
     "rm_learning_rate": _RATE,
     "rm_head_learning_rate": Range(float, ">= 0", note="0 = same as rm_learning_rate"),
     "rm_warmup_ratio": Range(float, "[0, 1]"),
+    "rm_dense_loss_coef": Range(float, ">= 0", note="0 = off (not in the paper)"),
     "rm_eval_steps": Range(int, ">= 1", also=(-1,), note="-1 = at the end only"),
     "contrastive_beta": Range(float, ">= 0"),
     "sim_samples": _COUNT,

@@ -67,6 +67,7 @@ class RMRecipe:
     rm_learning_rate: float = _sets("learning_rate")
     rm_head_learning_rate: float = _sets("head_learning_rate")
     rm_warmup_ratio: float = _sets("lr_warmup_ratio")
+    rm_dense_loss_coef: float = _sets("dense_loss_coef")
     rm_eval_steps: int = _sets("eval_steps")
     rm_zero_stage: int = _sets("zero_stage")
     contrastive_beta: float = _sets("contrastive_loss_beta")
