@@ -1,6 +1,6 @@
 """The reader's check (``pages.raw_outputs``): it finds each kind of raw repr on a page built the way
 nbconvert builds one, passes a clean page, and (marked xfail until the committed demo is regenerated
-from the current notebooks) finds none on ``reports/demo/*.html``."""
+from the current notebooks) finds none on the committed reports' pages (``reports/demo``, ``reports/confident``)."""
 
 import html
 
@@ -56,11 +56,11 @@ def test_wide_puts_benchmarks_in_report_order():
     assert list(grid.columns) == ["scorer", "toy-id", "toy-zero", "toy-times", "toy-unseen"]
 
 
-COMMITTED = sorted(resolve_path("reports/demo").glob("*.html"))
+COMMITTED = sorted(resolve_path("reports/demo").glob("*.html")) + sorted(resolve_path("reports/confident").glob("*.html"))
 
 
-@pytest.mark.parametrize("page", COMMITTED, ids=lambda p: p.name)
-def test_committed_demo_pages_show_no_raw_reprs(page):
+@pytest.mark.parametrize("page", COMMITTED, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_committed_report_pages_show_no_raw_reprs(page):
     found = raw_outputs(page.read_text(encoding="utf-8"))
     assert not found, "\n".join(found[:20])
 
