@@ -13,10 +13,15 @@ pytestmark = pytest.mark.slow
 HARNESS = Path(__file__).resolve().parents[1] / "benchmarks" / "run.py"
 
 
-def test_quick_harness_writes_every_comparison(tmp_path):
+def _harness():
     spec = importlib.util.spec_from_file_location("bench_run", HARNESS)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_quick_harness_writes_every_comparison(tmp_path):
+    module = _harness()
     out = tmp_path / "results.json"
     assert module.main(["--quick", "--out", str(out)]) == 0
     results = json.loads(out.read_text())
@@ -31,3 +36,10 @@ def test_quick_harness_writes_every_comparison(tmp_path):
     # a threshold that is evaluated stops nothing here, so both runs make the same tokens
     tokens = results["online_q"]["tokens"]
     assert tokens["alone"] == tokens["evaluated"] == tokens["off"]
+
+
+def test_readme_table_is_the_committed_results():
+    """README.md's performance table is generated from benchmarks/results.json (`run.py --readme`)."""
+    module = _harness()
+    committed = json.loads(module.RESULTS.read_text())
+    assert module.readme_block(committed) in module.README.read_text(encoding="utf-8"), "run: python benchmarks/run.py --readme"
