@@ -48,15 +48,27 @@ def primary_rows(metrics: Mapping[str, Any]) -> list[tuple[str, str, Mapping, fl
     return rows
 
 
+def _profile_name(metrics: Mapping[str, Any]) -> str | None:
+    return metrics.get("provenance", {}).get("profile", {}).get("name")
+
+
 def reruns_of(report_dir: Path) -> dict[str, dict]:
-    """The reruns' metrics beside a report: ``<report_dir>/../reproducibility/*/metrics.json``, by name."""
+    """The reruns of a report, by name: ``<report_dir>/../reproducibility/*/metrics.json`` whose profile is
+    the report's own (a rerun of the demo is no rerun of another design's report beside it)."""
     root = Path(report_dir).parent / REPRODUCIBILITY
+    own = Path(report_dir) / "metrics.json"
+    try:
+        profile = _profile_name(json.loads(own.read_text(encoding="utf-8"))) if own.is_file() else None
+    except (OSError, json.JSONDecodeError):
+        profile = None
     out = {}
     for p in sorted(root.glob("*/metrics.json")) if root.is_dir() else []:
         try:
-            out[p.parent.name] = json.loads(p.read_text(encoding="utf-8"))
+            metrics = json.loads(p.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError):
             continue
+        if profile is None or _profile_name(metrics) in (None, profile):
+            out[p.parent.name] = metrics
     return out
 
 

@@ -50,3 +50,18 @@ def test_markdown_and_html_need_both_designs(two_reports, tmp_path):
     (alone / "demo").mkdir(parents=True)
     (alone / "demo" / "metrics.json").write_text(DEMO.read_text())
     assert regimes.regimes_html("demo", alone / "demo") == ""
+
+
+def test_reruns_belong_to_their_own_profile(tmp_path):
+    """The demo's reruns under reports/reproducibility/ are not reruns of the confident report beside it."""
+    from goalrm_core.report.reproduction import reruns_of
+
+    def write(path, profile):
+        path.mkdir(parents=True)
+        (path / "metrics.json").write_text(json.dumps({"provenance": {"profile": {"name": profile}}}))
+
+    write(tmp_path / "demo", "demo")
+    write(tmp_path / "confident", "confident")
+    write(tmp_path / "reproducibility" / "demo-seed1", "demo")
+    assert list(reruns_of(tmp_path / "demo")) == ["demo-seed1"]
+    assert reruns_of(tmp_path / "confident") == {}
