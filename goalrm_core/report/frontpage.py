@@ -182,8 +182,10 @@ def summary(metrics: Mapping) -> str:
         detail.append(f"{'/'.join(map(str, sorted(seeds)))} seed{'s' if max(seeds) > 1 else ''} each")
     if steps:
         detail.append(f"{'/'.join(map(str, sorted(steps)))} steps")
-    on = (f" on {int(pairs):,} preference pairs of the policy's own {task} solutions" if not fmt.is_undefined(pairs)
-          else f" on {task}")
+    source = _get(metrics, "provenance", "profile", "parameters", "pair_source")
+    whose = (f"from a second generator, not the evaluated policy (reference {task} solutions against one-fact slips)"
+             if source == "slips" else f"of the policy's own {task} solutions")
+    on = f" on {int(pairs):,} preference pairs {whose}" if not fmt.is_undefined(pairs) else f" on {task}"
     acc = {rm: _get(training, rm, "eval_accuracy") for rm in RMS}
     if all(isinstance(_get(training, rm), Mapping) and "eval_accuracy" in training[rm] for rm in RMS):
         detail.append(f"held-out pairwise accuracy {fmt.pct(acc['baseline'])} and {fmt.pct(acc['goal-conditioned'])}")
