@@ -1,6 +1,6 @@
 """The reader's check (``pages.raw_outputs``): it finds each kind of raw repr on a page built the way
-nbconvert builds one, passes a clean page, and (marked xfail until the committed demo is regenerated
-from the current notebooks) finds none on the committed reports' pages (``reports/demo``, ``reports/confident``)."""
+nbconvert builds one, passes a clean page, and finds none on the committed reports' pages (``reports/demo``,
+``reports/confident``)."""
 
 import html
 
