@@ -1,4 +1,4 @@
-"""Policy calibration of the ``confident`` design (issue 26, Part 2): the paper's regime in the toy.
+"""Policy calibration of the ``confident`` design: the paper's regime in the toy.
 
 The policy is SFT-trained with ``--mistaught_facts`` facts taught wrong in every solution, then sampled
 at a normal temperature on the toy-id questions. One row goes to the committed table

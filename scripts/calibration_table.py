@@ -191,7 +191,7 @@ def rules_table(df: pd.DataFrame) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-CONFIDENT_INTRO = """The paper's regime in the toy (issue 26, Part 2; profile `confident`). The policy is taught a
+CONFIDENT_INTRO = """The paper's regime in the toy (profile `confident`). The policy is taught a
 few facts WRONG in every SFT solution (`mistaught_facts`, a fixed draw disjoint from the held-out facts; the
 later steps chain from the taught result) and sampled at a normal temperature, so its errors are likely under
 its own log-prob. The RMs learn from a second generator, not from the evaluated policy: reference solutions

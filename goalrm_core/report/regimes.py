@@ -2,7 +2,7 @@
 
 The ``demo`` design samples a policy at T = 1.7, so its errors are its own unlikely tokens and the policy's
 log-prob is a near-perfect verifier; the ``confident`` design teaches a few facts wrong, samples at
-T = 1.0 and trains the RMs on a second generator's slips, as the paper's setting does (issue 26, Part 2).
+T = 1.0 and trains the RMs on a second generator's slips, as the paper's setting does.
 This module puts each primary conclusion of both committed reports in one table (the same rows as
 ``reproduction.primary_rows``, plus steering and the free scorers), for both front pages and the
 README. Every cell is read from the reports' ``metrics.json``; a design whose report is absent is left out.
