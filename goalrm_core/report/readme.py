@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from goalrm_core.evaluation.auroc import delta_of
-from goalrm_core.report import regimes
 from goalrm_core.report.reproduction import VERDICT, primary_rows, reruns_of, verdicts
 
 BEGIN = "<!-- begin: generated from reports/demo by `python -m goalrm_core.report.readme`; do not edit by hand -->"
@@ -124,6 +123,8 @@ def findings(report: Path = REPORT, reruns: Path = RERUNS) -> str:
         d = ev.get("delta_auroc", {})
         out.append("| Δ goal-conditioned − baseline | " + " | ".join(
             _ci(delta_of(d[b]), d[b]["ci_low"], d[b]["ci_high"], signed=True) for b in benches) + " |")
+    from goalrm_core.report import regimes  # it formats with this module's helpers
+
     both = regimes.read_reports(report.parent)
     if report.name in both and len(both) > 1:
         out += ["", "The paper's claims in both embedded designs (each report's primary conclusions; see "

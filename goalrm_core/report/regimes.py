@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import html
 import json
-import math
 from pathlib import Path
 from typing import Any, Mapping
 
+from goalrm_core.report.readme import _across, _ci, _num
 from goalrm_core.report.reproduction import VERDICT, primary_rows
 
 #: The designs, in the order the table shows them, with what sets each apart.
@@ -25,24 +25,10 @@ DESIGNS: dict[str, str] = {
 }
 
 
-def _num(x: Any) -> float | None:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
-
-
-def _f(x: Any, signed: bool, scale: float, digits: int = 2) -> str:
-    v = _num(x)
-    if v is None:
-        return "undefined"
-    text = f"{v * scale:+.{digits}f}" if signed else f"{v * scale:.{digits}f}"
-    return (text.lstrip("+-") if text.lstrip("+-") == f"{0:.{digits}f}" else text).replace("-", "−")
-
-
 def across_cell(s: Mapping, signed: bool, scale: float) -> str:
-    """``mean [low, high], k of n, verdict`` of one across-seeds figure."""
-    if _num(s.get("mean")) is None:
-        return f"undefined ({s.get('reason') or 'no seed defined'})"
-    interval = f" [{_f(s.get('ci_low'), signed, scale)}, {_f(s.get('ci_high'), signed, scale)}]" if _num(s.get("ci_low")) is not None else ""
-    return f"{_f(s['mean'], signed, scale)}{interval}, {s.get('k')} of {s.get('n_seeds')} seeds: {VERDICT[s.get('holds')]}"
+    """``mean [low, high], k of n seeds: verdict`` of one across-seeds figure (the README's wording)."""
+    text = _across(s, signed, scale)
+    return text if _num(s.get("mean")) is None else f"{text}, {s.get('k')} of {s.get('n_seeds')} seeds: {VERDICT[s.get('holds')]}"
 
 
 def _free_scorer_rows(metrics: Mapping) -> list[tuple[str, str, str]]:
@@ -54,7 +40,7 @@ def _free_scorer_rows(metrics: Mapping) -> list[tuple[str, str, str]]:
         cell = ev.get(scorer, {}).get(bench)
         if isinstance(cell, Mapping):
             rows.append((f"free scorer: {scorer} AUROC on {bench} (seed-0 generations)", "-",
-                         f"{_f(cell.get('auroc'), False, 1.0)} [{_f(cell.get('auroc_ci_low'), False, 1.0)}, {_f(cell.get('auroc_ci_high'), False, 1.0)}]"))
+                         _ci(cell.get("auroc"), cell.get("auroc_ci_low"), cell.get("auroc_ci_high"))))
     accuracy = metrics.get("data", {}).get("benchmarks", {}).get(bench, {}).get("sample_accuracy")
     if _num(accuracy) is not None:
         rows.insert(0, (f"policy sampled accuracy on {bench}", "-", f"{100 * accuracy:.1f}%"))
