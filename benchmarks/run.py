@@ -37,6 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 from transformers import AutoModel, AutoTokenizer
 
@@ -45,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 from goalrm_core.data.io import atomic_write_json, write_jsonl  # noqa: E402
 from goalrm_core.inference.pruning import PRUNING_OFF, PruneConfig  # noqa: E402
-from goalrm_core.inference.sampler import sample  # noqa: E402
+from goalrm_core.inference.sampler import RM_EVERY, sample  # noqa: E402
 from goalrm_core.inference.scoring import score_generations  # noqa: E402
 from goalrm_core.model.encoding import PreferenceCollator, encode_preference_rows  # noqa: E402
 from goalrm_core.model.objective import reward_model_loss  # noqa: E402
@@ -279,10 +280,16 @@ def bench_scoring(setup: Setup, pairs: list[dict]) -> dict:
 
 
 # 5 -------------------------------------------------------------------------------------------
-def bench_online_q(setup: Setup, pairs: list[dict]) -> dict:
-    """The sampler at the profile's settings: the policy alone, with the RM following every sample at
-    the lowest threshold that is evaluated (-0.999: Q is computed at every token and stops nothing,
-    so both runs make the same tokens), and with pruning off (-1: the RM is never called)."""
+def bench_online_q(setup: Setup, pairs: list[dict], rm_every: int = RM_EVERY) -> dict:
+    """The sampler at the profile's settings, each run against the policy alone, alternating:
+
+    * the RM following every sample at the lowest threshold that is evaluated (-0.999: Q is computed at
+      every token and stops nothing, so both runs make the same tokens), reading the policy's tokens
+      one step at a time (``rm_every=1``) and ``rm_every`` steps at a time (default: the sampler's);
+    * pruning off (-1: the RM is never called);
+    * pruning that stops samples: the threshold is the median of the Q-values the evaluated run
+      recorded past ``skip_first``, so many samples stop; its wall ratio is set beside its token ratio.
+    """
     tokenizer = build_char_tokenizer()
     _, policy_cfg = configs_from_profile(setup.values)
     policy = build_policy(tokenizer, policy_cfg).eval()
@@ -292,22 +299,47 @@ def bench_online_q(setup: Setup, pairs: list[dict]) -> dict:
     prompts = [apply_template(TEMPLATE, p["question"]) for p in pairs[: setup.n_questions]]
     kw = dict(n=setup.values["n_samples"], temperature=setup.values["sampling_temperature"],
               max_new_tokens=setup.values["max_new_tokens"], seed=0, stop_texts=())
+    evaluated = PruneConfig(threshold=PRUNING_OFF + 1e-3)
 
-    def timed(**extra) -> tuple[float, int]:
+    def timed(**extra) -> tuple[float, int, list]:
         t0 = time.perf_counter()
         out = sample(policy, tokenizer, prompts, **kw, **extra)
-        return time.perf_counter() - t0, sum(len(s.token_ids) for group in out for s in group)
+        return time.perf_counter() - t0, sum(len(s.token_ids) + s.overrun for group in out for s in group), out
 
-    evaluated, off, tokens = [], [], {}
-    timed(rm=rm, goal=goal, prune=PruneConfig(threshold=PRUNING_OFF + 1e-3))  # warm-up of both models
+    _, _, recorded = timed(rm=rm, goal=goal, prune=evaluated)  # also the warm-up of both models
+    q = [v for group in recorded for s in group for v in s.q_values[evaluated.skip_first:]]
+    stopping = PruneConfig(threshold=float(np.median(q)))
+    runs = {"per_token": dict(rm=rm, goal=goal, prune=evaluated, rm_every=1),
+            "chunked": dict(rm=rm, goal=goal, prune=evaluated, rm_every=rm_every),
+            "off": dict(rm=rm, goal=goal, prune=PruneConfig(threshold=PRUNING_OFF)),
+            "stopping": dict(rm=rm, goal=goal, prune=stopping, rm_every=rm_every)}
+    walls: dict[str, list[float]] = {name: [] for name in runs}
+    tokens: dict[str, int] = {}
     for _ in range(setup.reps):
-        alone, tokens["alone"] = timed()
-        with_q, tokens["evaluated"] = timed(rm=rm, goal=goal, prune=PruneConfig(threshold=PRUNING_OFF + 1e-3))
-        pruning_off, tokens["off"] = timed(rm=rm, goal=goal, prune=PruneConfig(threshold=PRUNING_OFF))
-        evaluated.append(with_q / alone)
-        off.append(pruning_off / alone)
-    return {"evaluated_wall_ratio": spread(evaluated), "off_wall_ratio": spread(off), "tokens": tokens,
-            "n_questions": len(prompts), "threshold_evaluated": PRUNING_OFF + 1e-3}
+        alone, tokens["alone"], _ = timed()
+        for name, extra in runs.items():
+            wall, tokens[name], _ = timed(**extra)
+            walls[name].append(wall / alone)
+    return {"evaluated_wall_ratio": spread(walls["chunked"]), "evaluated_per_token_wall_ratio": spread(walls["per_token"]),
+            "rm_every": rm_every, "off_wall_ratio": spread(walls["off"]), "stopping_wall_ratio": spread(walls["stopping"]),
+            "stopping_tokens_ratio": tokens["stopping"] / tokens["alone"], "stopping_threshold": stopping.threshold,
+            "tokens": tokens, "n_questions": len(prompts), "threshold_evaluated": evaluated.threshold,
+            "note": "tokens count every token the policy drew, those cut after a stop (Sample.overrun) included"}
+
+
+RM_EVERY_SCAN = (1, 4, 8, 16, 48)
+
+
+def rm_every_scan(setup: Setup, pairs: list[dict]) -> list[dict]:
+    """How the sampler's ``rm_every`` (how many policy steps the RM reads in one forward) trades the RM's
+    cost against the tokens drawn past a stop: :func:`bench_online_q` at each value. The sampler's
+    default, ``RM_EVERY``, is chosen from this table."""
+    rows = []
+    for every in RM_EVERY_SCAN:
+        r = bench_online_q(setup, pairs, rm_every=every)
+        rows.append({"rm_every": every, "evaluated_wall_ratio": r["evaluated_wall_ratio"]["median"],
+                     "stopping_wall_ratio": r["stopping_wall_ratio"]["median"], "stopping_tokens_ratio": r["stopping_tokens_ratio"]})
+    return rows
 
 
 # 6 -------------------------------------------------------------------------------------------
@@ -363,6 +395,8 @@ def main(argv=None) -> int:
     parser.add_argument("--profile", default="demo", help="The profile whose shapes are measured (params/<profile>.yaml).")
     parser.add_argument("--out", default=str(RESULTS), help="Where the results JSON goes.")
     parser.add_argument("--readme", action="store_true", help="Measure nothing: rewrite README.md's table from --out.")
+    parser.add_argument("--only-online-q", action="store_true",
+                        help="Measure only the sampler figures (comparison 5b) and update them in --out.")
     parser.add_argument("--reports-only", action="store_true",
                         help="Measure nothing: re-read the committed reports' figures (comparison 6) into --out.")
     args = parser.parse_args(argv)
@@ -382,6 +416,15 @@ def main(argv=None) -> int:
         setup = Setup(args.profile, values, steps=150, reps=3, n_score=512, n_questions=32)
     torch.set_num_threads(values["torch_threads"] or os.cpu_count() or 1)
     pairs = task_pairs(setup, max(setup.steps * setup.recipe.train_batch_size, setup.n_score) + 8)
+    if args.only_online_q:
+        results = json.loads(Path(args.out).read_text())
+        before = load_average()
+        results["online_q"] = bench_online_q(setup, pairs)
+        results["online_q_rm_every"] = rm_every_scan(setup, pairs)
+        results["online_q"] |= {"load_average_before": before, "load_average_after": load_average()}
+        atomic_write_json(args.out, results)
+        print(format_table(results))
+        return 0
     results: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads, "
                                 f"{platform.python_version()}, torch {torch.__version__}",
                      "profile": args.profile, "quick": args.quick, "shapes": setup.shapes(), "load_average_before": load_average()}
@@ -394,6 +437,7 @@ def main(argv=None) -> int:
     results["peak_fraction"] = bench_peak_fraction(setup, step, results["training"], trainer_overhead)
     results["scoring"] = bench_scoring(setup, pairs)
     results["online_q"] = bench_online_q(setup, pairs)
+    results["online_q_rm_every"] = rm_every_scan(setup, pairs)
     results["pruning"] = pruning_ratios(ROOT / "reports")
     results["end_to_end"] = stage_times(ROOT / "reports")
     results["load_average_after"] = load_average()
@@ -420,8 +464,15 @@ def format_table(r: dict) -> str:
              f"- | peak {peak['matmul_peak_gflops']:.0f} GFLOP/s, {peak['train_flops_per_token'] / 1e6:.1f} MFLOP/token |",
              f"| scoring seq/s, bucketed batch / batch-1 loop | {ratio(r['scoring']['ratio'])} | >= 10 | "
              f"max abs diff {r['scoring']['max_abs_diff']:.1e} over {r['scoring']['n_sequences']} sequences |",
-             f"| sampling wall, RM following every token / policy alone | {ratio(q['evaluated_wall_ratio'])} | - | same tokens {q['tokens']} |",
-             f"| sampling wall, pruning off / policy alone | {ratio(q['off_wall_ratio'])} | 1.0 | no RM call |"]
+             f"| sampling wall, RM following every token (read {q['rm_every']} at a time) / policy alone | {ratio(q['evaluated_wall_ratio'])} | - | "
+             f"one at a time: {ratio(q['evaluated_per_token_wall_ratio'])}; same tokens |",
+             f"| sampling wall, pruning off / policy alone | {ratio(q['off_wall_ratio'])} | 1.0 | no RM call |",
+             f"| sampling wall, pruning that stops samples / policy alone | {ratio(q['stopping_wall_ratio'])} | within 0.1 of tokens | "
+             f"tokens {q['stopping_tokens_ratio']:.2f} (threshold {q['stopping_threshold']:.3f}, the median Q) |"]
+    if r.get("online_q_rm_every"):
+        scan = "; ".join(f"{x['rm_every']}: {x['evaluated_wall_ratio']:.2f}, stopping {x['stopping_wall_ratio']:.2f} at tokens "
+                         f"{x['stopping_tokens_ratio']:.2f}" for x in r["online_q_rm_every"])
+        lines.append(f"| sampling wall / policy alone by tokens the RM reads per forward | see detail | - | {scan} |")
     for profile, benches in r["pruning"].items():
         for bench, p in benches.items():
             wall = f"{p['wall_ratio']:.2f}" if p["wall_ratio"] is not None else "n/a"

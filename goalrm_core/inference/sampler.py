@@ -3,8 +3,9 @@
 * ``sample`` draws token by token with a KV cache and Gumbel-max noise from its own generator. With
   an RM and a goal state, the RM follows every sample with its own KV cache and records the Q-value
   at every response position, exactly as the offline scorer defines it (``forward.iter_scored``:
-  response + " " + EOS); with a ``pruning.PruneConfig`` a sample stops as soon as its Q falls below
-  the threshold. The beam search's line proposals, online pruning, steering and ``goalrm decode``
+  response + " " + EOS), reading the policy's tokens a few steps at a time in one forward
+  (``rm_every``); with a ``pruning.PruneConfig`` a sample stops at the first position where its Q
+  falls below the threshold. The beam search's line proposals, online pruning, steering and ``goalrm decode``
   use it.
 * ``sample_completions`` samples with Hugging Face ``generate`` (multinomial draws from the global
   torch RNG). The data stage drew the policy's benchmark generations and its preference pairs with
@@ -54,6 +55,7 @@ class Sample:
     finished: bool  # ended with EOS
     stopped_at: int | None = None  # response position where Q fell below the pruning threshold
     q_values: list[float] = field(default_factory=list)
+    overrun: int = 0  # tokens the policy drew past ``stopped_at`` before the RM read them (``sample``'s ``rm_every``), then cut
 
     @property
     def num_tokens(self) -> int:
@@ -135,6 +137,10 @@ def _token_id(tokenizer, text: str) -> int:
 # The KV-cache sampler, with online Q-values and pruning
 # ----------------------------------------------------------------------------------------------
 
+#: How many of the policy's tokens the RM reads in one forward while it follows a sample
+#: (``sample``'s ``rm_every``; benchmarks/ measures the choice).
+RM_EVERY = 8
+
 
 class _KVStream:
     """One model run incrementally over a left-padded batch whose rows can be dropped.
@@ -162,6 +168,17 @@ class _KVStream:
         self.last = self._forward(tokens[:, None], self.pos[:, None])
         return self.last
 
+    def extend(self, tokens: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+        """Read a (rows, width) chunk in one forward; ``real`` marks each row's tokens (a row's real
+        tokens come first, padding after). Returns the backbone's hidden state at every column
+        (``lm=False``); padded columns are masked out of the cache for every later token."""
+        real = real.to(self.mask.dtype)
+        positions = self.pos[:, None] + real.cumsum(1)
+        self.mask = torch.cat([self.mask, real], dim=1)
+        self.pos = positions[:, -1]
+        out = self.model(input_ids=tokens, attention_mask=self.mask, position_ids=positions, cache=self.cache, use_cache=True)
+        return out.last_hidden_state.float()
+
     def keep(self, keep: torch.Tensor) -> None:
         """Keep the current rows where ``keep`` is True (in order)."""
         if bool(keep.all()):
@@ -173,11 +190,12 @@ class _KVStream:
 
 
 @dataclass
-class _OnlineQ:
+class _OnlineQ:  # what the RM needs to follow a batch
     rm: RewardModel
     goal: torch.Tensor
     prune: PruneConfig | None
     space_id: int
+    eos_id: int
 
 
 def _gumbel(generator: torch.Generator, shape: tuple[int, int]) -> torch.Tensor:
@@ -188,29 +206,30 @@ def _gumbel(generator: torch.Generator, shape: tuple[int, int]) -> torch.Tensor:
 @torch.inference_mode()
 def _sample_batch(policy, prompt_ids: list[list[int]], question: list[int], *, temperature: float, max_new_tokens: int,
                   seed: int, stop_ids: set[int], eos_id: int, pad_id: int, online: _OnlineQ | None,
-                  banned_ids: Sequence[int] = ()) -> list[Sample]:
-    """The sampling loop for one batch (rows of one question are contiguous)."""
+                  banned_ids: Sequence[int] = (), rm_every: int = 1) -> list[Sample]:
+    """The sampling loop for one batch (rows of one question are contiguous).
+
+    The policy draws one token per step for every running row. The RM (``online``) is fed the same
+    tokens, one per row per step, but reads them ``rm_every`` steps at a time in one forward
+    (``_RMChunk``); the pruning rule then runs over the chunk's positions in order, exactly as it
+    would have run step by step, and a row it stops inside the chunk is cut back to its stop.
+    """
     n = len(prompt_ids)
     generator = torch.Generator().manual_seed(seed)
     ids, mask = left_pad(prompt_ids, pad_id)
     pol = _KVStream(policy, ids, mask, lm=True)
-    rm = _KVStream(online.rm.backbone, ids, mask, lm=False) if online else None
+    reader = _RMChunk(_KVStream(online.rm.backbone, ids, mask, lm=False), online, question, pad_id) if online else None
     tokens: list[list[int]] = [[] for _ in range(n)]
     logprobs: list[list[float]] = [[] for _ in range(n)]
-    qs: list[list[float]] = [[] for _ in range(n)]
-    finished, stopped_at = [False] * n, [None] * n
-    pending: dict[int, list[int]] = {}  # rows the policy is done with; tokens the RM still reads
-    qids = torch.tensor(question)
-    alive = {q: question.count(q) for q in set(question)}
+    finished = [False] * n
+    overrun = [0] * n
     stop_tensor = torch.tensor(sorted(stop_ids))
     banned = torch.tensor(sorted(banned_ids), dtype=torch.long)
     vocab = pol.last.shape[-1]
     for _ in range(max_new_tokens + 2):
-        if not pol.rows.numel() and (rm is None or not rm.rows.numel()):
+        if not pol.rows.numel() and (reader is None or not reader.unread()):
             break
         noise = _gumbel(generator, (n, vocab)) if temperature > 0 else None  # every row, every step
-        feed: dict[int, int] = {}
-        done_now = torch.zeros(0, dtype=torch.bool)
         if pol.rows.numel():
             logits = pol.last
             allowed = logits.index_fill(-1, banned, -math.inf) if banned.numel() else logits
@@ -219,41 +238,103 @@ def _sample_batch(policy, prompt_ids: list[list[int]], question: list[int], *, t
             for r, t, p in zip(pol.rows.tolist(), choice.tolist(), lp.tolist()):
                 tokens[r].append(t)
                 logprobs[r].append(p)
-            done_now = torch.isin(choice, stop_tensor) | torch.tensor([len(tokens[r]) >= max_new_tokens for r in pol.rows.tolist()])
-            for r, t, d in zip(pol.rows.tolist(), choice.tolist(), done_now.tolist()):
                 finished[r] = t == eos_id
-                if online is None:
-                    continue
-                # the RM reads the response as the offline scorer does: text + " " + EOS
-                feed[r] = online.space_id if t == eos_id else t
-                if d:
-                    pending[r] = [eos_id] if t == eos_id else [online.space_id, eos_id]
-        if rm is not None:
-            for r in rm.rows.tolist():
-                if r not in feed:
-                    feed[r] = pending[r].pop(0)
-            h = rm.step(torch.tensor([feed[r] for r in rm.rows.tolist()]))
-            q = q_values(h, online.goal)
-            positions = torch.tensor([len(qs[r]) for r in rm.rows.tolist()])
-            for r, v in zip(rm.rows.tolist(), q.tolist()):
-                qs[r].append(v)
-            stop = torch.zeros_like(q, dtype=torch.bool)
-            if online.prune is not None:
-                stop = stop_now(q, positions, qids[rm.rows], alive, online.prune)
-                for r in rm.rows[stop].tolist():
-                    stopped_at[r] = len(qs[r]) - 1
-            keep_rm = ~stop & torch.tensor([not (r in pending and not pending[r]) for r in rm.rows.tolist()])
-            stopped_rows = set(rm.rows[stop].tolist())
-            rm.keep(keep_rm)
-        else:
-            stopped_rows = set()
-        if pol.rows.numel():
-            keep_pol = ~done_now & torch.tensor([r not in stopped_rows for r in pol.rows.tolist()])
+            done_now = torch.isin(choice, stop_tensor) | torch.tensor([len(tokens[r]) >= max_new_tokens for r in pol.rows.tolist()])
+            if reader is not None:
+                reader.feed(pol.rows.tolist(), choice.tolist(), done_now.tolist())
+            keep_pol = ~done_now
             next_tokens = choice[keep_pol]
             pol.keep(keep_pol)
-            if pol.rows.numel():
-                pol.step(next_tokens)
-    return [Sample(tokens[r], logprobs[r], "", finished[r], stopped_at[r], qs[r]) for r in range(n)]
+        elif reader is not None:
+            reader.feed([], [], [])
+        if reader is not None and (reader.width() >= rm_every or not pol.rows.numel()):
+            stopped = reader.read()
+            for r, at in stopped.items():  # the policy drew past the stop inside the chunk: cut back
+                overrun[r] = max(0, len(tokens[r]) - (at + 1))
+                del tokens[r][at + 1:], logprobs[r][at + 1:]
+                finished[r] = bool(tokens[r]) and tokens[r][-1] == eos_id
+            if stopped and pol.rows.numel():
+                keep = torch.tensor([r not in stopped for r in pol.rows.tolist()])
+                next_tokens = next_tokens[keep]
+                pol.keep(keep)
+        if pol.rows.numel():
+            pol.step(next_tokens)
+    if reader is not None:
+        reader.read()
+    qs = reader.qs if reader is not None else [[] for _ in range(n)]
+    stopped_at = reader.stopped_at if reader is not None else [None] * n
+    return [Sample(tokens[r], logprobs[r], "", finished[r], stopped_at[r], qs[r], overrun[r]) for r in range(n)]
+
+
+class _RMChunk:
+    """The RM following a batch: what each row has been fed but not read, read in one forward.
+
+    A row is fed one token per step: the policy's token while it runs, then the rest of the offline
+    scorer's view of the response (text + " " + EOS: EOS is read as " ", then EOS follows). Every row
+    the RM still follows is fed at every step until its view is complete, so a chunk's column j is
+    the same response position for every row that has a token there, and rows are read in lockstep.
+    """
+
+    def __init__(self, stream: _KVStream, online: _OnlineQ, question: list[int], pad_id: int):
+        self.stream, self.online, self.pad_id = stream, online, pad_id
+        n = len(question)
+        self.qs: list[list[float]] = [[] for _ in range(n)]
+        self.stopped_at: list[int | None] = [None] * n
+        self.qids = torch.tensor(question)
+        self.alive = {q: question.count(q) for q in set(question)}
+        self.tail: dict[int, list[int]] = {}  # rows the policy is done with: the tokens of the view still to feed
+        self.stopped: set[int] = set()
+        self.chunk: list[dict[int, int]] = []  # per step: row -> token fed
+
+    def unread(self) -> bool:
+        """Whether any row followed has tokens still to be fed or read."""
+        return bool(self.chunk) or any(self._fed_next(r) for r in self.stream.rows.tolist())
+
+    def _fed_next(self, r: int) -> bool:
+        return r not in self.stopped and (r not in self.tail or bool(self.tail[r]))
+
+    def width(self) -> int:
+        return len(self.chunk)
+
+    def feed(self, rows: list[int], chosen: list[int], done: list[bool]) -> None:
+        eos, space = self.online.eos_id, self.online.space_id
+        step: dict[int, int] = {}
+        for r, t, d in zip(rows, chosen, done):
+            step[r] = space if t == eos else t
+            if d:
+                self.tail[r] = [eos] if t == eos else [space, eos]
+        for r in self.stream.rows.tolist():
+            if r not in step and r in self.tail and self.tail[r] and r not in self.stopped:
+                step[r] = self.tail[r].pop(0)
+        self.chunk.append(step)
+
+    def read(self) -> dict[int, int]:
+        """Read the chunk; apply the pruning rule position by position. Returns the rows stopped in it
+        and their stop positions."""
+        if not self.chunk:
+            return {}
+        rows = self.stream.rows.tolist()
+        toks = torch.tensor([[step.get(r, self.pad_id) for step in self.chunk] for r in rows])
+        real = torch.tensor([[r in step for step in self.chunk] for r in rows])
+        q = q_values(self.stream.extend(toks, real), self.online.goal)  # (rows, width)
+        stopped: dict[int, int] = {}
+        for j, step in enumerate(self.chunk):
+            at = [i for i, r in enumerate(rows) if r in step and r not in stopped]
+            if not at:
+                continue
+            idx = torch.tensor(at)
+            for i, v in zip(at, q[idx, j].tolist()):
+                self.qs[rows[i]].append(v)
+            if self.online.prune is None:
+                continue
+            positions = torch.tensor([len(self.qs[rows[i]]) - 1 for i in at])
+            stop = stop_now(q[idx, j], positions, self.qids[[rows[i] for i in at]], self.alive, self.online.prune)
+            for i in idx[stop].tolist():
+                stopped[rows[i]] = self.stopped_at[rows[i]] = len(self.qs[rows[i]]) - 1
+        self.chunk = []
+        self.stopped |= set(stopped)
+        self.stream.keep(torch.tensor([self._fed_next(r) for r in rows]))
+        return stopped
 
 
 def sample(
@@ -272,6 +353,7 @@ def sample(
     progress: bool = False,
     desc: str = "sample",
     prompt_token_ids: Sequence[Sequence[int]] | None = None,
+    rm_every: int = RM_EVERY,
 ) -> list[list[Sample]]:
     """``n`` samples per prompt, token by token with a KV cache; deterministic given ``seed``.
 
@@ -284,11 +366,19 @@ def sample(
     (``PruneConfig.off``: at or below -1) is pruning off: the policy runs alone, the RM is never
     called and no Q-value is recorded, and the samples are the unpruned ones. Batches hold whole questions, so ``batch_size`` is
     rounded down to a multiple of ``n``. ``prompt_token_ids`` replaces ``prompts`` with token ids.
+
+    ``rm_every``: the RM reads the tokens the policy has drawn ``rm_every`` steps at a time, in one
+    forward, instead of one forward per token. The Q-values are the same (up to float rounding), and
+    the pruning rule still runs at every position, in order, so it stops a sample where it would have
+    stopped step by step; the policy's tokens drawn past that stop before the RM read them are cut
+    (counted in ``Sample.overrun``). 1 reads every token as it is drawn.
     """
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if isinstance(rm_every, bool) or not isinstance(rm_every, int) or rm_every < 1:
+        raise ValueError(f"rm_every must be an integer >= 1, got {rm_every!r}")
     if prune is not None and (rm is None or goal is None):
         raise ValueError("pruning needs both rm and goal")
     goal_t = check_decoding_inputs(policy, rm, tokenizer, goal)
@@ -296,10 +386,10 @@ def sample(
     online = None
     if prune is not None and prune.off:  # no Q can be below the threshold: the RM's forward would buy nothing
         rm = goal_t = prune = None
+    eos = tokenizer.eos_token_id
     if rm is not None and goal_t is not None:
         rm.eval()
-        online = _OnlineQ(rm, goal_t, prune, _token_id(tokenizer, " "))
-    eos = tokenizer.eos_token_id
+        online = _OnlineQ(rm, goal_t, prune, _token_id(tokenizer, " "), eos)
     stop_ids = {eos} | {_token_id(tokenizer, s) for s in stop_texts}
     # special tokens other than EOS never appear in a response: the text would not re-tokenize to them
     banned = sorted(set(tokenizer.all_special_ids) - {eos})
@@ -311,7 +401,7 @@ def sample(
         chunk = flat[start:start + per_batch]
         out += _sample_batch(policy, [ids for _, ids in chunk], [q for q, _ in chunk], temperature=temperature,
                              max_new_tokens=max_new_tokens, seed=batch_seed, stop_ids=stop_ids,
-                             eos_id=eos, pad_id=tokenizer.pad_token_id, online=online, banned_ids=banned)
+                             eos_id=eos, pad_id=tokenizer.pad_token_id, online=online, banned_ids=banned, rm_every=rm_every)
     for s in out:
         s.text = tokenizer.decode(s.token_ids, skip_special_tokens=True)
     return _per_prompt(out, n)

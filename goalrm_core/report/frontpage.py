@@ -555,7 +555,8 @@ def savings_text(metrics: Mapping) -> str:
                     "there no sample is stopped and no RM runs, so the pruned and unpruned runs generate the same tokens "
                     "and any wall-time difference is timing noise.")
     if slower:
-        said.append("Where pruning ran, it took longer than sampling without it (the RM follows every sample): "
+        said.append("Where pruning ran, it took longer than sampling without it (the RM, a second model of the policy's size, "
+                    "reads every sampled token, and a batch runs until its longest sample stops): "
                     + "; ".join(slower) + ".")
     elif len(pruned) > len(off):
         said.append("Where pruning ran, it was not slower than sampling without it.")

@@ -397,7 +397,9 @@ def tune_threshold(setup: DecodingSetup, bench: str, exclude: Sequence[str], cfg
 
 
 def pruning_outcome(unpruned: SampledRun, pruned: SampledRun, modulus: int = 0) -> dict:
-    """Tokens and majority-vote accuracy of a pruned run against the unpruned one (same questions)."""
+    """Tokens and majority-vote accuracy of a pruned run against the unpruned one (same questions).
+    Tokens are those the policy drew: a pruned sample's tokens drawn past its stop before the RM read
+    them (``Sample.overrun``) count, though they are cut from its text."""
     if unpruned.questions != pruned.questions:
         raise ValueError("the pruned and the unpruned run must sample the same questions")
     questions, n = pruned.questions, len(pruned.samples[0]) if pruned.samples else 0
@@ -407,7 +409,7 @@ def pruning_outcome(unpruned: SampledRun, pruned: SampledRun, modulus: int = 0) 
         "threshold": pruned.threshold,
         "n_questions": len(questions),
         "n_samples": n,
-        "tokens_generated": sum(s.num_tokens for g in pruned.samples for s in g),
+        "tokens_generated": sum(s.num_tokens + s.overrun for g in pruned.samples for s in g),
         "tokens_generated_unpruned": sum(s.num_tokens for g in unpruned.samples for s in g),
         "accuracy": metrics.majority_vote_accuracy(rows_pruned).accuracy,
         "accuracy_unpruned": metrics.majority_vote_accuracy(rows_plain).accuracy,

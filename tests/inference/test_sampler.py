@@ -140,3 +140,30 @@ def test_policy_tokenizer_that_differs_fails_before_generation(tiny_lm, tiny_rm,
     digits_only = build_char_tokenizer("0123456789+-*=#\n ")
     with pytest.raises(ValueError, match="tokenizer"):
         beam_search.q_guided_decode(tiny_lm, tiny_rm, tokenizer, tiny_goal, ["3 +4"], policy_tokenizer=digits_only)
+
+
+def test_rm_reading_in_chunks_stops_where_reading_every_token_does(tiny_lm, tiny_rm, tokenizer, tiny_goal):
+    """The RM reading the policy's tokens several steps at a time (``rm_every``) records the same
+    Q-values and stops the same samples at the same positions as reading each token as it is drawn;
+    only the tokens drawn past a stop before the RM read them differ, and they are cut and counted.
+    The threshold sits in the widest gap between the recorded Q-values, far from any float tie."""
+    kw = dict(n=4, temperature=1.0, max_new_tokens=16, seed=5, rm=tiny_rm, goal=tiny_goal)
+    recorded = sample(tiny_lm, tokenizer, PROMPTS, rm_every=1, **kw)
+    q = np.sort(np.concatenate([s.q_values[3:] for g in recorded for s in g]))
+    middle = q[len(q) // 4: 3 * len(q) // 4]
+    gap = int(np.argmax(np.diff(middle)))
+    assert middle[gap + 1] - middle[gap] > 1e-4
+    rule = PruneConfig(float(middle[gap] + middle[gap + 1]) / 2, skip_first=3, keep_last=True)
+    step = sample(tiny_lm, tokenizer, PROMPTS, rm_every=1, prune=rule, **kw)
+    assert any(s.pruned for g in step for s in g) and all(s.overrun == 0 for g in step for s in g)
+    for every in (3, 8):
+        chunked = sample(tiny_lm, tokenizer, PROMPTS, rm_every=every, prune=rule, **kw)
+        for g, h in zip(step, chunked):
+            for s, t in zip(g, h):
+                assert (t.token_ids, t.stopped_at, t.finished, t.text) == (s.token_ids, s.stopped_at, s.finished, s.text)
+                np.testing.assert_allclose(t.q_values, s.q_values, atol=1e-5)
+                np.testing.assert_allclose(t.logprobs, s.logprobs, atol=1e-5)
+                assert 0 <= t.overrun < every and (t.overrun == 0 or t.pruned)
+        assert sum(t.overrun for h in chunked for t in h) > 0  # the policy did draw past some stop
+    with pytest.raises(ValueError, match="rm_every"):
+        sample(tiny_lm, tokenizer, PROMPTS, rm_every=0, **kw)
