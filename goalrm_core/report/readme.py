@@ -68,6 +68,15 @@ def _deterministic(metrics: Mapping) -> dict:
     return {k: ({kk: vv for kk, vv in v.items() if kk != "threads"} if isinstance(v, dict) else v) for k, v in out.items()}
 
 
+def _commit(metrics: dict) -> str:
+    """The short commit a run's code was at (from its provenance), marked where it had local changes."""
+    git = metrics.get("provenance", {}).get("git", {})
+    commit = git.get("commit")
+    if not isinstance(commit, str) or not commit:
+        return "unknown"
+    return f"`{commit[:7]}`" + (" with local changes" if git.get("dirty") else "")
+
+
 def findings(report: Path = REPORT, reruns: Path = RERUNS) -> str:
     """The README's "What the demo shows" numbers, as Markdown."""
     metrics, status = _read(report / "metrics.json"), _read(report / "status.json")
@@ -94,12 +103,14 @@ def findings(report: Path = REPORT, reruns: Path = RERUNS) -> str:
         gate = primary.get("gate", {})
         out += ["", f"Gate: **{gate.get('state', 'undefined')}**" + (f" ({gate['reason']})" if gate.get("reason") else "") + "."]
         if rerun_runs:
-            out.append(f"Reruns compared (`goalrm compare`, committed beside them): {', '.join(f'`{n}`' for n in rerun_runs)}.")
+            out.append(f"Reruns compared (`goalrm compare`, committed beside them): {', '.join(f'`{n}`' for n in rerun_runs)}; "
+                       f"the committed report ran code {_commit(metrics)}. A verdict is \"absent\" where a rerun's code did not "
+                       "compute that conclusion, and a rerun on other code differs by that code as well as by its overrides.")
             for name, m in rerun_runs.items():
                 same = _deterministic(m) == _deterministic(metrics)
                 threads = sorted({v["threads"] for v in m.values() if isinstance(v, dict) and isinstance(v.get("threads"), int)})
                 out.append(f"`{name}` ({', '.join(f'{k}: {v}' for k, v in m.get('provenance', {}).get('profile', {}).get('overrides', {}).items()) or 'no overrides'}; "
-                           f"threads {', '.join(map(str, threads))}): its metrics are "
+                           f"threads {', '.join(map(str, threads))}; code {_commit(m)}): its metrics are "
                            f"{'**bit-identical** to the committed report' if same else 'not identical to the committed report'}, "
                            f"timings, provenance and thread counts aside.")
     exploratory = ev.get("exploratory", {}).get("delta_auroc", {})

@@ -28,3 +28,25 @@ def test_update_refuses_a_readme_without_the_block(tmp_path):
         assert "no generated block" in str(e)
     else:
         raise AssertionError("expected a ValueError")
+
+
+def test_each_rerun_names_the_code_it_ran(tmp_path):
+    """A rerun on other code differs by that code too: the block names every run's commit."""
+    import json
+    import shutil
+
+    report = tmp_path / "demo"
+    report.mkdir()
+    committed = project_root() / readme.REPORT
+    for name in ("metrics.json", "status.json"):
+        shutil.copyfile(committed / name, report / name)
+    metrics = json.loads((report / "metrics.json").read_text())
+    metrics["provenance"]["git"] = {"commit": "a" * 40, "dirty": False}
+    (report / "metrics.json").write_text(json.dumps(metrics))
+    rerun = tmp_path / "reproducibility" / "other"
+    rerun.mkdir(parents=True)
+    metrics["provenance"]["git"] = {"commit": "b" * 40, "dirty": True}
+    (rerun / "metrics.json").write_text(json.dumps(metrics))
+    text = readme.findings(report, tmp_path / "reproducibility")
+    assert "the committed report ran code `aaaaaaa`" in text
+    assert "code `bbbbbbb` with local changes)" in text
