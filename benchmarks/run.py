@@ -59,6 +59,7 @@ from goalrm_core.tasks.toymath import problems as toymath  # noqa: E402
 from goalrm_core.tasks.toymath.pipeline import TEMPLATE, configs_from_profile  # noqa: E402
 from goalrm_core.tasks.toymath.policy import build_policy  # noqa: E402
 from goalrm_core.tasks.toymath.verify_data import slip_pairs  # noqa: E402
+from goalrm_core.threads import matmul_gflops  # noqa: E402
 from goalrm_core.train.launch import train_command  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results.json"
@@ -227,15 +228,9 @@ def bench_step(setup: Setup, pairs: list[dict]) -> dict:
 
 # 3 -------------------------------------------------------------------------------------------
 def matmul_peak(n: int, reps: int) -> float:
-    """This machine's fp32 matmul rate (GFLOP/s) on n x n matrices, the best of ``reps`` timings."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    best = float("inf")
-    for _ in range(reps + 1):
-        t0 = time.perf_counter()
-        for _ in range(10):
-            torch.mm(a, b)
-        best = min(best, (time.perf_counter() - t0) / 10)
-    return 2 * n**3 / best / 1e9
+    """This machine's fp32 matmul rate (GFLOP/s) on n x n matrices at the harness's thread count
+    (the same measure every report records in its provenance)."""
+    return matmul_gflops(torch.get_num_threads(), n=n, reps=max(1, reps))
 
 
 def train_flops_per_token(setup: Setup, seq_len: float) -> float:

@@ -45,3 +45,25 @@ def set_torch_threads(threads: int = 0) -> int:
     torch.set_num_threads(n)
     os.environ["OMP_NUM_THREADS"] = str(n)
     return n
+
+
+def matmul_gflops(threads: int, n: int = 1024, reps: int = 3) -> float:
+    """This machine's fp32 matmul rate (GFLOP/s) on ``n`` x ``n`` matrices with ``threads`` threads,
+    the best of ``reps`` timings of 10 products. Timings only mean something beside it: the same
+    CPU model has run the demo at speeds 3x apart."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, threads))
+    try:
+        a, b = torch.randn(n, n), torch.randn(n, n)
+        torch.mm(a, b)  # warm-up: the first product allocates and picks a kernel
+        best = float("inf")
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            for _ in range(10):
+                torch.mm(a, b)
+            best = min(best, (time.perf_counter() - t0) / 10)
+    finally:
+        torch.set_num_threads(before)
+    return 2 * n**3 / best / 1e9

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from goalrm_core.report.profiles import resolve_path
-from goalrm_core.threads import idle_cores
+from goalrm_core.threads import idle_cores, matmul_gflops
 
 PROVENANCE_KEY = "provenance"
 
@@ -74,6 +74,9 @@ def collect_provenance(profile: str, settings: Mapping[str, Any], root: Path | N
     # the report folders are outputs, rewritten by the run itself: a change there does not make the code dirty
     status = _git("status", "--porcelain", "--", ".", ":(exclude)reports", cwd=root) if commit is not None else None
     gpu = None
+    requested = settings.get("torch_threads", 0)
+    requested = requested if isinstance(requested, int) and not isinstance(requested, bool) else 0
+    used = requested if requested > 0 else idle_cores()
     try:
         import torch
 
@@ -81,17 +84,28 @@ def collect_provenance(profile: str, settings: Mapping[str, Any], root: Path | N
             gpu = {"name": torch.cuda.get_device_name(0), "count": torch.cuda.device_count()}
     except Exception:  # no torch or a broken driver: the report still runs, without a GPU line
         gpu = None
-    requested = settings.get("torch_threads", 0)
-    requested = requested if isinstance(requested, int) and not isinstance(requested, bool) else 0
+    try:  # how fast this machine multiplies, so the report's seconds can be read on another one
+        speed = {"matmul_gflops": round(matmul_gflops(used), 1), "threads": used, "n": 1024}
+    except Exception:  # no torch: the report still runs, without a speed
+        speed = None
     return {
         "git": {"commit": commit, "dirty": None if status is None else bool(status), "dirty_excludes": "reports/"},
         "profile": {"name": profile, "parameters": dict(settings)},
         "versions": {"python": platform.python_version(), **{p: _package_version(p) for p in PROVENANCE_PACKAGES}},
-        "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(), "gpu": gpu},
-        "threads": {"torch_threads": requested, "used": requested if requested > 0 else idle_cores(),
+        "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(), "gpu": gpu, "speed": speed},
+        "threads": {"torch_threads": requested, "used": used,
                     "rule": "as set" if requested > 0 else "idle cores at the start of the run"},
         "date": _now(),
     }
+
+
+def speed_text(machine: Mapping[str, Any]) -> str:
+    """``"; fp32 matmul 67 GFLOP/s at 2 threads"`` from a provenance ``machine``, or ``""``
+    for a report recorded before the speed was measured."""
+    speed = machine.get("speed") if isinstance(machine, Mapping) else None
+    if not isinstance(speed, Mapping) or not isinstance(speed.get("matmul_gflops"), (int, float)):
+        return ""
+    return f"; fp32 matmul {speed['matmul_gflops']:.0f} GFLOP/s at {speed.get('threads', '?')} threads"
 
 
 def provenance_html(metrics: Mapping[str, Any]) -> str:
@@ -120,7 +134,8 @@ def provenance_html(metrics: Mapping[str, Any]) -> str:
         ("profile", f"{e(str(profile.get('name', '')))}"
                     f"<details><summary>{len(parameters)} parameters</summary><code>{params}</code></details>"),
         ("versions", e(", ".join(f"{k} {v if v is not None else 'absent'}" for k, v in versions.items()))),
-        ("machine", e(f"{machine.get('cpu') or 'unknown CPU'}, {machine.get('cores', '?')} cores; GPU: {gpu_text}")),
+        ("machine", e(f"{machine.get('cpu') or 'unknown CPU'}, {machine.get('cores', '?')} cores; GPU: {gpu_text}"
+                      f"{speed_text(machine)}")),
         ("threads", e(f"{threads.get('used', '?')} (torch_threads={threads.get('torch_threads', '?')}: {threads.get('rule', '')})")),
         ("date", e(str(prov.get("date", "")))),
     ]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from goalrm_core.evaluation.auroc import delta_of
+from goalrm_core.report.provenance import speed_text
 from goalrm_core.report.reproduction import VERDICT, primary_rows, reruns_of, verdicts
 
 BEGIN = "<!-- begin: generated from reports/demo by `python -m goalrm_core.report.readme`; do not edit by hand -->"
@@ -145,7 +146,8 @@ def findings(report: Path = REPORT, reruns: Path = RERUNS) -> str:
         total = sum(s.get("duration_s") or 0 for s in stages)
         parts = ", ".join(f"{s['name'].split('_', 1)[1]} {s.get('duration_s') or 0:.0f}" for s in stages)
         out += ["", f"Wall time of the committed run (s, `status.json`): {parts}; **{total:,.0f} s in all** "
-                    f"({'one uninterrupted run' if all(s.get('status') == 'ok' for s in stages) else 'resumed: some stages kept'})."]
+                    f"({'one uninterrupted run' if all(s.get('status') == 'ok' for s in stages) else 'resumed: some stages kept'}"
+                    f"{speed_text(metrics.get('provenance', {}).get('machine', {}))})."]
     return "\n".join(out) + "\n"
 
 

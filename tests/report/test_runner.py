@@ -310,7 +310,9 @@ def test_stage_logs_and_provenance_are_recorded(project):
     assert prov["profile"] == {"name": "tiny", "parameters": {"seed": 3, "lr": 1, "fail": False, "torch_threads": 1}}
     assert prov["threads"] == {"torch_threads": 1, "used": 1, "rule": "as set"}
     assert {"torch", "transformers", "deepspeed", "papermill"} <= set(prov["versions"])
-    assert set(prov["machine"]) == {"cpu", "cores", "gpu"} and prov["date"]
+    assert set(prov["machine"]) == {"cpu", "cores", "gpu", "speed"} and prov["date"]
+    # the machine's speed is measured with the threads the run used, so its seconds can be compared
+    assert prov["machine"]["speed"]["threads"] == 1 and prov["machine"]["speed"]["matmul_gflops"] > 0
 
 
 def test_provenance_without_git(tmp_path, monkeypatch):
@@ -329,12 +331,15 @@ def test_provenance_html_is_escaped_and_empty_when_absent():
     assert provenance_html({}) == "" and provenance_html({"provenance": None}) == ""
     prov = {"git": {"commit": "0123456789abcdef", "dirty": True},
             "profile": {"name": "<b>p</b>", "parameters": {"note": "<script>alert(1)</script>", "n": 2}},
-            "versions": {"torch": "2.13.0", "deepspeed": None}, "machine": {"cpu": "CPU & co", "cores": 2, "gpu": None},
+            "versions": {"torch": "2.13.0", "deepspeed": None}, "machine": {"cpu": "CPU & co", "cores": 2, "gpu": None,
+                                                                             "speed": {"matmul_gflops": 66.6, "threads": 2}},
             "threads": {"torch_threads": 0, "used": 1, "rule": "idle cores"}, "date": "2026-01-01T00:00:00+00:00"}
     text = provenance_html({"provenance": prov})
     assert "<script>" not in text and "&lt;script&gt;" in text and "&lt;b&gt;p&lt;/b&gt;" in text
     assert "0123456789ab" in text and "dirty" in text and "CPU &amp; co" in text and "deepspeed absent" in text
-    assert text.startswith("<table") and "2026-01-01" in text
+    assert text.startswith("<table") and "2026-01-01" in text and "fp32 matmul 67 GFLOP/s at 2 threads" in text
+    del prov["machine"]["speed"]  # a report recorded before the speed was measured
+    assert "GFLOP" not in provenance_html({"provenance": prov})
 
 
 def test_navigation_is_replaced_not_repeated_and_pages_are_rewritten_only_on_change(tmp_path):
