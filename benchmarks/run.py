@@ -275,16 +275,24 @@ def bench_scoring(setup: Setup, pairs: list[dict]) -> dict:
 
 
 # 5 -------------------------------------------------------------------------------------------
-def bench_online_q(setup: Setup, pairs: list[dict], rm_every: int = RM_EVERY) -> dict:
-    """The sampler at the profile's settings, each run against the policy alone, alternating:
+RM_EVERY_SCAN = (1, 4, RM_EVERY, 16, 48)
 
-    * the RM following every sample at the lowest threshold that is evaluated (-0.999: Q is computed at
-      every token and stops nothing, so both runs make the same tokens), reading the policy's tokens
-      one step at a time (``rm_every=1``) and ``rm_every`` steps at a time (default: the sampler's);
+
+def bench_online_q(setup: Setup, pairs: list[dict], scan: tuple[int, ...] = RM_EVERY_SCAN) -> tuple[dict, list[dict]]:
+    """The sampler at the profile's settings, each run against the policy alone, alternating in one
+    loop over the same models and prompts:
+
     * pruning off (-1: the RM is never called);
-    * pruning that stops samples: the threshold is the median of the Q-values the evaluated run
+    * for each ``rm_every`` of ``scan`` (how many policy steps the RM reads in one forward; 1 reads every
+      token as it is drawn): the RM following every sample at the lowest threshold that is evaluated
+      (-0.999: Q is computed at every token and stops nothing, so the runs make the same tokens), and
+      pruning that stops samples: the threshold is the median of the Q-values the evaluated run
       recorded past ``skip_first``, so many samples stop; its wall ratio is set beside its token ratio.
+
+    Returns the sampler's default (``RM_EVERY``, chosen from the scan) against reading every token,
+    and the scan's rows.
     """
+    scan = tuple(sorted(set(scan) | {1, RM_EVERY}))
     tokenizer = build_char_tokenizer()
     _, policy_cfg = configs_from_profile(setup.values)
     policy = build_policy(tokenizer, policy_cfg).eval()
@@ -304,10 +312,10 @@ def bench_online_q(setup: Setup, pairs: list[dict], rm_every: int = RM_EVERY) ->
     _, _, recorded = timed(rm=rm, goal=goal, prune=evaluated)  # also the warm-up of both models
     q = [v for group in recorded for s in group for v in s.q_values[evaluated.skip_first:]]
     stopping = PruneConfig(threshold=float(np.median(q)))
-    runs = {"per_token": dict(rm=rm, goal=goal, prune=evaluated, rm_every=1),
-            "chunked": dict(rm=rm, goal=goal, prune=evaluated, rm_every=rm_every),
-            "off": dict(rm=rm, goal=goal, prune=PruneConfig(threshold=PRUNING_OFF)),
-            "stopping": dict(rm=rm, goal=goal, prune=stopping, rm_every=rm_every)}
+    runs = {"off": dict(rm=rm, goal=goal, prune=PruneConfig(threshold=PRUNING_OFF))}
+    for every in scan:
+        runs[f"evaluated_{every}"] = dict(rm=rm, goal=goal, prune=evaluated, rm_every=every)
+        runs[f"stopping_{every}"] = dict(rm=rm, goal=goal, prune=stopping, rm_every=every)
     walls: dict[str, list[float]] = {name: [] for name in runs}
     tokens: dict[str, int] = {}
     for _ in range(setup.reps):
@@ -315,32 +323,25 @@ def bench_online_q(setup: Setup, pairs: list[dict], rm_every: int = RM_EVERY) ->
         for name, extra in runs.items():
             wall, tokens[name], _ = timed(**extra)
             walls[name].append(wall / alone)
-    return {"evaluated_wall_ratio": spread(walls["chunked"]), "evaluated_per_token_wall_ratio": spread(walls["per_token"]),
-            "rm_every": rm_every, "off_wall_ratio": spread(walls["off"]), "stopping_wall_ratio": spread(walls["stopping"]),
-            "stopping_tokens_ratio": tokens["stopping"] / tokens["alone"], "stopping_threshold": stopping.threshold,
-            "tokens": tokens, "n_questions": len(prompts), "threshold_evaluated": evaluated.threshold,
-            "note": "tokens count every token the policy drew, those cut after a stop (Sample.overrun) included"}
-
-
-RM_EVERY_SCAN = (1, 4, 8, 16, 48)
-
-
-def rm_every_scan(setup: Setup, pairs: list[dict]) -> list[dict]:
-    """How the sampler's ``rm_every`` (how many policy steps the RM reads in one forward) trades the RM's
-    cost against the tokens drawn past a stop: :func:`bench_online_q` at each value. The sampler's
-    default, ``RM_EVERY``, is chosen from this table."""
-    rows = []
-    for every in RM_EVERY_SCAN:
-        r = bench_online_q(setup, pairs, rm_every=every)
-        rows.append({"rm_every": every, "evaluated_wall_ratio": r["evaluated_wall_ratio"]["median"],
-                     "stopping_wall_ratio": r["stopping_wall_ratio"]["median"], "stopping_tokens_ratio": r["stopping_tokens_ratio"]})
-    return rows
+    rows = [{"rm_every": every, "evaluated_wall_ratio": spread(walls[f"evaluated_{every}"])["median"],
+             "stopping_wall_ratio": spread(walls[f"stopping_{every}"])["median"],
+             "stopping_tokens_ratio": tokens[f"stopping_{every}"] / tokens["alone"]} for every in scan]
+    main = {"evaluated_wall_ratio": spread(walls[f"evaluated_{RM_EVERY}"]), "evaluated_per_token_wall_ratio": spread(walls["evaluated_1"]),
+            "rm_every": RM_EVERY, "off_wall_ratio": spread(walls["off"]), "stopping_wall_ratio": spread(walls[f"stopping_{RM_EVERY}"]),
+            "stopping_tokens_ratio": tokens[f"stopping_{RM_EVERY}"] / tokens["alone"], "stopping_threshold": stopping.threshold,
+            "tokens": {"alone": tokens["alone"], "per_token": tokens["evaluated_1"], "chunked": tokens[f"evaluated_{RM_EVERY}"],
+                       "off": tokens["off"], "stopping": tokens[f"stopping_{RM_EVERY}"]},
+            "n_questions": len(prompts), "threshold_evaluated": evaluated.threshold,
+            "note": "tokens count every token the policy drew, those cut after a stop (Sample.overrun) included; "
+                    "the rm_every scan ran in the same loop, on the same models"}
+    return main, rows
 
 
 # 6 -------------------------------------------------------------------------------------------
 def stage_times(reports_root: Path) -> dict:
     """Each executed stage's wall time (``status.json``), its training's seconds per RM seed, and the
-    cores' load when it ran where the report recorded it."""
+    machine's fp32 matmul speed where the report recorded it (its provenance): the same CPU model has
+    run the demo at speeds 3x apart, so a time is read beside the speed it ran at."""
     out = {}
     for status_path in sorted(reports_root.glob("*/status.json")) if reports_root.is_dir() else []:
         status = json.loads(status_path.read_text())
@@ -355,6 +356,9 @@ def stage_times(reports_root: Path) -> dict:
             if n_seeds and "02_training" in stages:
                 entry["training_s_per_seed"] = round(stages["02_training"] / n_seeds, 1)
                 entry["n_seeds"] = n_seeds
+            speed = (m.get("provenance", {}).get("machine", {}).get("speed") or {}).get("matmul_gflops")
+            if speed is not None:
+                entry["matmul_gflops"] = speed
         out[status_path.parent.name] = entry
     return out
 
@@ -414,8 +418,7 @@ def main(argv=None) -> int:
     if args.only_online_q:
         results = json.loads(Path(args.out).read_text())
         before = load_average()
-        results["online_q"] = bench_online_q(setup, pairs)
-        results["online_q_rm_every"] = rm_every_scan(setup, pairs)
+        results["online_q"], results["online_q_rm_every"] = bench_online_q(setup, pairs)
         results["online_q"] |= {"load_average_before": before, "load_average_after": load_average()}
         atomic_write_json(args.out, results)
         print(format_table(results))
@@ -431,8 +434,7 @@ def main(argv=None) -> int:
     results["contrastive_overhead"] = {**trainer_overhead, "step": step}
     results["peak_fraction"] = bench_peak_fraction(setup, step, results["training"], trainer_overhead)
     results["scoring"] = bench_scoring(setup, pairs)
-    results["online_q"] = bench_online_q(setup, pairs)
-    results["online_q_rm_every"] = rm_every_scan(setup, pairs)
+    results["online_q"], results["online_q_rm_every"] = bench_online_q(setup, pairs)
     results["pruning"] = pruning_ratios(ROOT / "reports")
     results["end_to_end"] = stage_times(ROOT / "reports")
     results["load_average_after"] = load_average()
@@ -477,7 +479,9 @@ def format_table(r: dict) -> str:
     for profile, e in r["end_to_end"].items():
         per_seed = f", training {e['training_s_per_seed']:.0f} s per seed ({e['n_seeds']} seeds)" if "training_s_per_seed" in e else ""
         goal = "<= 900 s with >= 5 seeds (aim 600)" if profile == "demo" else "-"
-        lines.append(f"| end to end, {profile} | {e['total_s']:.0f} s | {goal} | {e['stages_s']}{per_seed} |")
+        stages = ", ".join(f"{name.split('_', 1)[-1]} {seconds:.0f}" for name, seconds in e["stages_s"].items())
+        speed = f"; fp32 matmul {e['matmul_gflops']:.0f} GFLOP/s when it ran" if "matmul_gflops" in e else ""
+        lines.append(f"| end to end, {profile} | {e['total_s']:.0f} s | {goal} | {stages} s{per_seed}{speed} |")
     return "\n".join(lines)
 
 

@@ -39,6 +39,9 @@ def test_quick_harness_writes_every_comparison(tmp_path):
     tokens = results["online_q"]["tokens"]
     assert tokens["alone"] == tokens["per_token"] == tokens["chunked"] == tokens["off"]
     assert tokens["stopping"] <= tokens["alone"]  # the median Q stops samples; cut tokens still count
+    # the rm_every scan covers reading every token and the sampler's default, in the same loop
+    scan = {row["rm_every"]: row for row in results["online_q_rm_every"]}
+    assert {1, module.RM_EVERY} <= set(scan) and all(0 < row["stopping_tokens_ratio"] <= 1 for row in scan.values())
 
 
 def test_readme_table_is_the_committed_results():

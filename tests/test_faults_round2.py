@@ -133,7 +133,7 @@ def test_yaml_keys_given_twice_and_sweep_values_of_the_wrong_kind(tmp_path):
 
 
 def test_a_report_folder_has_one_writer_and_a_killed_runs_leftovers_are_cleared(tmp_path):
-    from goalrm_core.report.runner import _killed_run_cleared, run_report
+    from goalrm_core.report.runner import killed_run_cleared, run_report
 
     out = tmp_path / "reports" / "demo"
     out.mkdir(parents=True)
@@ -142,7 +142,7 @@ def test_a_report_folder_has_one_writer_and_a_killed_runs_leftovers_are_cleared(
             run_report("demo", reports_root=tmp_path / "reports", only=["01_data"])
     assert sorted(p.name for p in out.iterdir()) == []  # refused before it wrote anything
     (out / ".01_data.abc.tmp.ipynb").write_text("{}")
-    previous = _killed_run_cleared(out, {"01_data": {"name": "01_data", "status": "running"},
+    previous = killed_run_cleared(out, {"01_data": {"name": "01_data", "status": "running"},
                                          "02_training": {"name": "02_training", "status": "ok"}})
     assert previous["01_data"]["status"] == "interrupted" and previous["02_training"]["status"] == "ok"
     assert not (out / ".01_data.abc.tmp.ipynb").exists()

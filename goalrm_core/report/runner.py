@@ -12,403 +12,32 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import html
-import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from goalrm_core.data.io import ArtifactError, atomic_path, atomic_write_json, atomic_write_text, writer_lock
+from goalrm_core.data.io import ArtifactError, writer_lock
 from goalrm_core.data.rundir import RunDir
 from goalrm_core.flags import debugging, path_part
 from goalrm_core.report.notebook_params import declared_parameters, missing_keys
-from goalrm_core.report.records import read_json_object, record_provenance, record_stage
+from goalrm_core.report.records import record_provenance, record_stage
 from goalrm_core.report.pages import export_html, refresh_navigation
 from goalrm_core.report.profiles import (check_settings, check_value, coerce_to_declared, load_profile,
                                          parse_set_flags, profile_path, resolve_path, shown_path, unknown_key_message)
+from goalrm_core.report.execute import error_info, discover_stages, execute_stage, match_stage, project_relative
 from goalrm_core.report.provenance import _now, collect_provenance
-from goalrm_core.paths import project_root, relative_paths
-from goalrm_core.report.batch_run import batch_environment
+from goalrm_core.report.signals import Terminated, interrupts_deferred, sigterm_as_interrupt
+from goalrm_core.report.status import (index_error_of, killed_run_cleared, load_previous, rebuild_index, status_entry,
+                                       write_status)
+from goalrm_core.paths import relative_paths
 
-STAGE_PATTERN = re.compile(r"^\d{2}_[A-Za-z0-9_\-]+\.ipynb$")
 SUCCEEDED = ("ok", "kept")
 # the exit code of a run stopped by Ctrl-C (128 + SIGINT), as a shell reports it
 INTERRUPTED_EXIT = 130
 TERMINATED_EXIT = 143  # 128 + SIGTERM
 
-
-# ---------------------------------------------------------------------------------------- stages
-
-
-def discover_stages(notebooks_dir: Path) -> list[Path]:
-    """The ``NN_topic.ipynb`` notebooks in run order; whichever exist are the stages."""
-    if not notebooks_dir.is_dir():
-        return []
-    return sorted(p for p in notebooks_dir.iterdir() if STAGE_PATTERN.match(p.name))
-
-
-def match_stage(selector: str, names: list[str]) -> str:
-    """The stage named by ``selector``: its ``NN`` prefix, its full name, or its file name."""
-    wanted = selector.strip()
-    if wanted.endswith(".ipynb"):
-        wanted = wanted[: -len(".ipynb")]
-    for name in names:
-        if wanted == name or wanted == name.split("_", 1)[0]:
-            return name
-    raise ValueError(f"unknown stage {selector!r}: stages are {', '.join(names) or 'none'}")
-
-
-def _error_info(exc: BaseException) -> dict:
-    """What the index shows about a failure: papermill's cell error when there is one."""
-    ename = getattr(exc, "ename", None) or type(exc).__name__
-    evalue = getattr(exc, "evalue", None)
-    if evalue is None:
-        evalue = str(exc)
-    return {
-        "ename": str(ename),
-        "evalue": str(evalue),
-        "cell_index": getattr(exc, "cell_index", None),
-        "exec_count": getattr(exc, "exec_count", None),
-    }
-
-
-class _NothingWritten(Exception):
-    """Raised inside ``atomic_path`` to abandon an empty output instead of renaming it."""
-
-
-@contextlib.contextmanager
-def _environment(values: Mapping[str, str]):
-    """``os.environ`` with ``values`` set for the block (a kernel started inside inherits them)."""
-    saved = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, old in saved.items():
-            if old is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = old
-
-
-@contextlib.contextmanager
-def _papermill_logging_to(stream):
-    """papermill's log records (cell starts, kernel messages) into ``stream`` instead of the terminal."""
-    import logging
-
-    logger = logging.getLogger("papermill")
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    saved = (logger.level, logger.propagate)
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(saved[0])
-        logger.propagate = saved[1]
-
-
-def execute_stage(
-    notebook: Path, output: Path, parameters: dict, kernel_name: str, cwd: Path, log_path: Path | None = None
-) -> tuple[BaseException | None, bool]:
-    """Run one notebook into ``output`` atomically; return (its exception or None, whether it was written).
-
-    papermill keeps writing the output while cells run, so it goes to a temporary file that is
-    renamed when execution ends, whether it succeeded or not: a failed notebook, with its traceback,
-    is exactly what the reader needs. Only when papermill wrote nothing (the kernel never started)
-    is the temporary file dropped.
-
-    The kernel runs as a batch run (:func:`goalrm_core.report.batch_run.batch_environment`, and the
-    ``goalrm_core.report.batch_run`` IPython extension): no progress bars, warnings or library log records
-    in the cells. Those, papermill's own progress bar and log, and a transcript of every cell's
-    printed output go to ``log_path`` (created afresh) when it is given.
-    """
-    import papermill as pm
-
-    error: BaseException | None = None
-    written = False
-    if log_path is not None:
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_path.write_text(f"# {notebook.name} -> {output}, started {_now()}\n", encoding="utf-8")
-    # append mode: the kernel appends its held-back warnings to the same file
-    log = open(log_path, "a", encoding="utf-8") if log_path is not None else open(os.devnull, "w")
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(log)
-        stack.enter_context(_papermill_logging_to(log))
-        stack.enter_context(_environment(batch_environment(log_path)))
-        stack.enter_context(contextlib.suppress(_NothingWritten))
-        tmp = stack.enter_context(atomic_path(output, suffix=".ipynb"))
-        before = _child_pids()
-        try:
-            pm.execute_notebook(
-                str(notebook),
-                str(tmp),
-                parameters=parameters,
-                kernel_name=kernel_name,
-                cwd=str(cwd),
-                # TQDM_DISABLE is set for the kernel, not for this bar: keep it on, in the log
-                progress_bar={"file": log, "disable": False, "mininterval": 5.0},
-                stdout_file=log,
-                stderr_file=log,
-                # the extension quiets the kernel; its own start-up chatter (e.g. "running over TCP
-                # without encryption") would otherwise land on the terminal between the stage lines
-                extra_arguments=["--IPKernelApp.extra_extensions=goalrm_core.report.batch_run", "--IPKernelApp.log_level=ERROR"],
-                # and what the kernel process itself writes (native libraries, the errors of a kernel
-                # shut down by Ctrl-C) goes to the log as well
-                kernel_manager_class=_kernel_manager_writing_to(log),
-                execution_timeout=None,
-                start_timeout=120,
-            )
-        except Exception as exc:  # any failure is reported in the index, not raised
-            error = exc
-        except KeyboardInterrupt:
-            # the kernel runs in a session of its own: Ctrl-C reached this process only. Stop the
-            # kernel and whatever it started (an RM training) instead of leaving them to finish.
-            with _interrupts_deferred():
-                _stop_new_children(before)
-            raise
-        if tmp.stat().st_size == 0:
-            raise _NothingWritten
-        with contextlib.suppress(json.JSONDecodeError, OSError):
-            _relative_papermill_paths(tmp, notebook, output)
-        written = True
-    return error, written
-
-
-def _kernel_manager_writing_to(stream):
-    """jupyter_client's kernel manager, with the kernel process's own stdout and stderr on ``stream``
-    instead of this process's terminal."""
-    from jupyter_client import AsyncKernelManager
-
-    class StageKernelManager(AsyncKernelManager):
-        async def _async_launch_kernel(self, kernel_cmd, **kw):  # jupyter_client's override point
-            kw.setdefault("stdout", stream)
-            kw.setdefault("stderr", stream)
-            return await super()._async_launch_kernel(kernel_cmd, **kw)
-
-    return StageKernelManager
-
-
-def _child_pids() -> set[int]:
-    """The pids of this process's descendants now (empty where psutil is missing)."""
-    try:
-        import psutil
-
-        return {p.pid for p in psutil.Process().children(recursive=True)}
-    except Exception:
-        return set()
-
-
-def _stop_new_children(before: set[int], timeout: float = 5.0) -> None:
-    """Stop this process's descendants that were not in ``before``: the processes a stage started.
-    What the kernel started (an RM training) is terminated first, and killed if it has not exited
-    within ``timeout``; then the kernel itself is killed (terminated, it would print the traceback
-    of the reply it can no longer send onto this terminal)."""
-    try:
-        import psutil
-
-        me = psutil.Process()
-        procs = [p for p in me.children(recursive=True) if p.pid not in before]
-        kernels = [p for p in procs if p.ppid() == me.pid]
-    except Exception:
-        return
-    for group, polite in ((([p for p in procs if p not in kernels]), True), (kernels, False)):
-        for proc in group:
-            with contextlib.suppress(Exception):
-                proc.terminate() if polite else proc.kill()
-        with contextlib.suppress(Exception):
-            _, alive = psutil.wait_procs(group, timeout=timeout)
-            for proc in alive:
-                with contextlib.suppress(Exception):
-                    proc.kill()
-
-
-# ------------------------------------------------------------------------------------ status/index
-
-
-def _status_entry(name: str, status: str, **fields: Any) -> dict:
-    entry = {
-        "name": name,
-        "status": status,
-        "started": None,
-        "duration_s": None,
-        "notebook": f"{name}.ipynb",
-        "html": f"{name}.html",
-        "error": None,
-    }
-    entry.update(fields)
-    return entry
-
-
-def _killed_run_cleared(out_dir: Path, previous: dict[str, dict]) -> dict[str, dict]:
-    """With the folder's lock held, no other run is writing it: the temp files of a run killed
-    outright (``.NN_*.tmp.ipynb``) go, and a stage its status still calls ``running`` was interrupted."""
-    for leftover in out_dir.glob(".*.tmp*"):
-        leftover.unlink(missing_ok=True)
-    return {name: ({**entry, "status": "interrupted"} if entry.get("status") == "running" else entry)
-            for name, entry in previous.items()}
-
-
-def _load_previous(status_path: Path) -> dict[str, dict]:
-    """Last run's stage entries by name; a corrupt status file counts as no earlier run."""
-    try:
-        stages = read_json_object(status_path).get("stages", [])
-    except ArtifactError:
-        return {}
-    return {s["name"]: s for s in stages if isinstance(s, dict) and "name" in s}
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (``kill``, ``timeout``, a batch scheduler), raised like Ctrl-C so that a run it stops
-    says so in ``status.json`` and the index (:func:`sigterm_as_interrupt`)."""
-
-
-_DEFERRED_SIGNALS = ("SIGINT", "SIGTERM")
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt():
-    """Within the block, SIGTERM raises :class:`Terminated` (in the main thread; elsewhere nothing changes)."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def terminated(signum, frame):
-        raise Terminated()
-
-    previous = signal.signal(signal.SIGTERM, terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextlib.contextmanager
-def _interrupts_deferred():
-    """Hold Ctrl-C (and SIGTERM) back until the block is done, then act on it as the handler in place
-    would have, so that files written together are written together. Outside the main thread, where
-    no signal handler can be set, a plain block."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-    previous = {}
-    for name in _DEFERRED_SIGNALS:
-        number = getattr(signal, name)
-        previous[number] = signal.signal(number, lambda signum, frame: caught.append(signum))
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler if handler is not None else signal.SIG_DFL)
-        for number in dict.fromkeys(caught):
-            handler = previous[number]
-            if callable(handler):
-                handler(number, None)  # raises KeyboardInterrupt (SIGINT) or Terminated (SIGTERM)
-            elif handler == signal.SIG_DFL:
-                signal.raise_signal(number)
-
-
-def _fallback_index(profile: str, generated: str, stages: list[dict], error: Mapping[str, Any], out_dir: Path) -> str:
-    """The page written when :func:`render_index` fails: the stage table and the error, built from
-    nothing but ``html.escape``, so that it cannot fail the same way (``goalrm report --index-only``
-    draws the full page again once the cause is fixed)."""
-    e = lambda v: html.escape("" if v is None else str(v))  # noqa: E731
-    rows = []
-    for stage in stages:
-        stage = stage if isinstance(stage, Mapping) else {"name": stage, "status": "?"}
-        name, link = stage.get("name"), stage.get("html")
-        cell = e(name)
-        if isinstance(link, str) and link and (out_dir / link).exists():
-            cell = f'<a href="{e(link)}">{cell}</a>'
-        duration = stage.get("duration_s")
-        shown = f"{duration:.1f} s" if isinstance(duration, (int, float)) and not isinstance(duration, bool) else ""
-        problem = stage.get("error") if isinstance(stage.get("error"), Mapping) else {}
-        excerpt = f"{problem.get('ename', '')}: {problem.get('evalue', '')}" if problem else ""
-        rows.append(f"<tr><td>{cell}</td><td>{e(stage.get('status'))}</td><td>{e(shown)}</td>"
-                    f"<td>{e(stage.get('started'))}</td><td>{e(excerpt[:400])}</td></tr>")
-    table = "\n".join(rows)
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>goalrm report: {e(profile)}</title></head>
-<body>
-<h1>goalrm report: profile {e(profile)}</h1>
-<p>Generated {e(generated)}</p>
-<p class="error"><b>The full index could not be drawn</b> ({e(error.get("ename"))}: {e(error.get("evalue"))}).
-This page lists the stages only; status.json and metrics.json are complete. Once the cause is fixed,
-<code>goalrm report --profile {e(profile)} --index-only</code> draws the full page.</p>
-<table><tr><th>stage</th><th>status</th><th>duration</th><th>started</th><th>error</th></tr>
-{table}
-</table>
-</body></html>
-"""
-
-
-def _render(profile: str, generated: str, stages: list[dict], out_dir: Path) -> tuple[str, dict | None]:
-    """The index page and, when the full page could not be drawn, why (the page is then the fallback)."""
-    try:
-        metrics = read_json_object(out_dir / "metrics.json")
-    except ArtifactError as e:
-        metrics = {"metrics.json": f"unreadable: {e}"}
-    try:
-        return render_index(profile, generated, stages, metrics, out_dir), None
-    except Exception as exc:  # the page is a view of status.json: it must never stop the run
-        error = {"ename": type(exc).__name__, "evalue": str(exc)}
-        return _fallback_index(profile, generated, stages, error, out_dir), error
-
-
-def write_status(out_dir: Path, profile: str, stages: list[dict]) -> dict | None:
-    """Refresh ``status.json`` and ``index.html`` together, so they never disagree, and return the
-    rendering error (``None`` when the full page was drawn).
-
-    The page is drawn first: when :func:`render_index` raises, a fallback page (the stage table and
-    the error) is written instead and ``status.json`` records the failure as ``index_error``. Both
-    files are then written with Ctrl-C held back, so one is never left behind the other.
-    """
-    generated = _now()
-    page, index_error = _render(profile, generated, stages, out_dir)
-    status = {"profile": profile, "generated": generated, "stages": stages, "index_error": index_error}
-    with _interrupts_deferred():
-        atomic_write_json(out_dir / "status.json", status)
-        atomic_write_text(out_dir / "index.html", page)
-    return index_error
-
-
-def rebuild_index(out_dir: Path) -> Path:
-    """Re-render ``index.html`` from the ``status.json`` and ``metrics.json`` already there, running
-    nothing (``goalrm report --index-only``): for a page whose rendering code changed after the run.
-    When the full page cannot be drawn the fallback page is written; ``status.json`` is rewritten only
-    when its ``index_error`` changes (so that it always says which page is there)."""
-    status_path = out_dir / "status.json"
-    status = read_json_object(status_path)
-    if not isinstance(status.get("stages"), list):
-        raise ArtifactError(f"{status_path} has no stage list: run the report first")
-    page, index_error = _render(str(status.get("profile", out_dir.name)), str(status.get("generated", "")), status["stages"], out_dir)
-    with _interrupts_deferred():
-        if status.get("index_error") != index_error:
-            atomic_write_json(status_path, {**status, "index_error": index_error})
-        atomic_write_text(out_dir / "index.html", page)
-    return out_dir / "index.html"
-
-
-def index_error_of(out_dir: Path) -> dict | None:
-    """The ``index_error`` that ``status.json`` records (``None``: the full index is there)."""
-    try:
-        error = read_json_object(out_dir / "status.json").get("index_error")
-    except ArtifactError:
-        return None
-    return error if isinstance(error, dict) else None
 
 
 # ------------------------------------------------------------------------------------------ runner
@@ -442,7 +71,7 @@ def _carried_over(name: str, previous: dict[str, dict]) -> dict:
     """The entry of a stage not executed this time: its last result, marked kept if it succeeded."""
     old = previous.get(name)
     if old is None:
-        return _status_entry(name, "not run")
+        return status_entry(name, "not run")
     entry = dict(old)
     if entry.get("status") in SUCCEEDED:
         entry["status"] = "kept"
@@ -458,32 +87,13 @@ def stage_parameters(profile_name: str, profile: Mapping[str, Any], declared: Ma
     params = {k: v for k, v in profile.items() if k in declared}
     params["profile"] = profile_name
     if "reports_dir" in declared:
-        params["reports_dir"] = _project_relative(out_dir)
+        params["reports_dir"] = project_relative(out_dir)
     return params
 
 
 def run_dir_of(profile_name: str, profile: Mapping[str, Any]) -> Path:
     """The profile's run directory (``run_dir``, by default ``runs/<profile>``)."""
     return resolve_path(str(profile.get("run_dir") or f"runs/{profile_name}"))
-
-
-def _project_relative(path: Path) -> str:
-    """``path`` relative to the project root when it lies inside it (executed notebooks then name
-    no folder of the machine), else as it is."""
-    try:
-        return str(Path(path).resolve().relative_to(project_root()))
-    except ValueError:
-        return str(path)
-
-
-def _relative_papermill_paths(notebook_path: Path, source: Path, output: Path) -> None:
-    """papermill records absolute input/output paths (the output's a temporary name) in the executed
-    notebook's metadata: record the project-relative source and final output instead."""
-    data = json.loads(notebook_path.read_text(encoding="utf-8"))
-    meta = data.get("metadata", {}).get("papermill")
-    if isinstance(meta, dict):
-        meta["input_path"], meta["output_path"] = _project_relative(source), _project_relative(output)
-        notebook_path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def _clock(seconds: float) -> str:
@@ -533,11 +143,11 @@ def _run_one(
     executed = out_dir / f"{name}.ipynb"
     error, written = execute_stage(path, executed, params, kernel_name, resolve_path("."), log_path)
     duration = round(time.monotonic() - t0, 2)
-    entry = _status_entry(name, "failed" if error else "ok", started=started, duration_s=duration)
+    entry = status_entry(name, "failed" if error else "ok", started=started, duration_s=duration)
     if log_path is not None:
         entry["log"] = relative_paths(str(log_path))
     if error is not None:
-        entry["error"] = _error_info(error)
+        entry["error"] = error_info(error)
     if not written:  # an older run's output would pass for this run's: drop it
         _drop_outputs(out_dir, name)
     if executed.exists():
@@ -689,7 +299,7 @@ def run_report(
     out_dir.mkdir(parents=True, exist_ok=True)
     # one run per report folder at a time; a run killed outright (SIGKILL, a power cut) is found here
     with writer_lock(out_dir, "goalrm report: the report folder", f"goalrm report --profile {profile}"):
-        previous = _killed_run_cleared(out_dir, _load_previous(out_dir / "status.json"))
+        previous = killed_run_cleared(out_dir, load_previous(out_dir / "status.json"))
         if from_stage is not None:
             _check_resumable(names, from_stage, previous, profile)
         selected = _select(names, from_stage, only)
@@ -700,7 +310,7 @@ def run_report(
         try:
             for k, name in enumerate(progress.todo, 1):
                 if progress.failed:
-                    progress.entries[name] = _status_entry(name, "not run")
+                    progress.entries[name] = status_entry(name, "not run")
                     continue
                 params = stage_parameters(profile, settings, declared[name], out_dir)
                 progress.run_stage(k, name, notebooks[name], params, logs / f"{name}.log", kernel_name)
@@ -746,7 +356,7 @@ class _Progress:
     def __init__(self, profile: str, out_dir: Path, names: list[str], selected: list[str], previous: dict[str, dict],
                  log: Callable[[str], Any]):
         self.profile, self.out_dir, self.names, self.log = profile, out_dir, names, log
-        self.entries = {n: _carried_over(n, previous) if n not in selected else _status_entry(n, "pending") for n in names}
+        self.entries = {n: _carried_over(n, previous) if n not in selected else status_entry(n, "pending") for n in names}
         self.todo = [n for n in names if n in selected]
         self.durations = last_durations(previous)
         self.failed = False
@@ -767,7 +377,7 @@ class _Progress:
         """Run stage ``name`` (the ``k``-th to do); note it in its run directory when it succeeds."""
         run_dir = resolve_path(params["run_dir"]) if params.get("run_dir") else None
         self.current, self.t0 = name, time.monotonic()
-        self.entries[name] = _status_entry(name, "running", started=_now(), log=relative_paths(str(log_path)))
+        self.entries[name] = status_entry(name, "running", started=_now(), log=relative_paths(str(log_path)))
         if run_dir is not None:  # until it succeeds again, the stage's artifacts are not current
             RunDir(run_dir).stage_record(name).unlink(missing_ok=True)
         self.refresh()
@@ -789,7 +399,7 @@ class _Progress:
         """Ctrl-C or SIGTERM: the running stage becomes ``interrupted`` (its pages dropped), the later
         ones ``not run``; then :class:`ReportInterrupted` says where to resume."""
         how = "SIGTERM" if isinstance(stop, Terminated) else "Ctrl-C"
-        with _interrupts_deferred():
+        with interrupts_deferred():
             elapsed = None
             if self.current is not None:
                 elapsed = round(time.monotonic() - self.t0, 2)
@@ -799,20 +409,13 @@ class _Progress:
                 _drop_outputs(self.out_dir, self.current)  # an older run's pages would pass for this run's
             for name in self.todo:
                 if self.entries[name]["status"] in ("pending", "running"):
-                    self.entries[name] = _status_entry(name, "not run")
+                    self.entries[name] = status_entry(name, "not run")
             with contextlib.suppress(Exception):
                 refresh_navigation(self.out_dir, self.names)
             write_status(self.out_dir, self.profile, list(self.entries.values()))
         resume_from = next((n for n in self.todo if self.entries[n]["status"] not in SUCCEEDED), None)
         raise ReportInterrupted(self.profile, self.current, elapsed, resume_from, after=self.last_done, how=how) from None
 
-
-def render_index(*args, **kwargs) -> str:
-    """:func:`goalrm_core.report.index_page.render_index`, imported when a page is drawn: the front
-    page's statistics load scipy, which ``goalrm report --help`` and an argument error do without."""
-    from goalrm_core.report.index_page import render_index as render
-
-    return render(*args, **kwargs)
 
 
 def build_parser() -> argparse.ArgumentParser:

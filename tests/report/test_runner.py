@@ -379,16 +379,16 @@ def test_index_only_rerenders_the_page_and_runs_nothing(project, tmp_path):
 
 def test_executed_notebooks_record_project_relative_paths(tmp_path):
     from goalrm_core.report.profiles import project_root
-    from goalrm_core.report.runner import _project_relative, _relative_papermill_paths
+    from goalrm_core.report.execute import project_relative, relative_papermill_paths
 
     root = project_root()
     nb = tmp_path / "x.ipynb"
     nb.write_text(json.dumps({"metadata": {"papermill": {"input_path": str(root / "notebooks" / "01_data.ipynb"),
                                                          "output_path": str(root / "reports" / "demo" / ".01.tmp.ipynb")}}}))
-    _relative_papermill_paths(nb, root / "notebooks" / "01_data.ipynb", root / "reports" / "demo" / "01_data.ipynb")
+    relative_papermill_paths(nb, root / "notebooks" / "01_data.ipynb", root / "reports" / "demo" / "01_data.ipynb")
     meta = json.loads(nb.read_text())["metadata"]["papermill"]
     assert meta == {"input_path": "notebooks/01_data.ipynb", "output_path": "reports/demo/01_data.ipynb"}
-    assert _project_relative(tmp_path / "elsewhere") == str(tmp_path / "elsewhere")  # outside: as it is
+    assert project_relative(tmp_path / "elsewhere") == str(tmp_path / "elsewhere")  # outside: as it is
 
 
 def test_overrides_a_report_name_and_stage_records(tmp_path):

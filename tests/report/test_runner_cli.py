@@ -19,7 +19,7 @@ import nbformat
 import pytest
 import yaml
 
-from goalrm_core.report import records, runner
+from goalrm_core.report import records, runner, signals, status as report_status
 from goalrm_core.report.profiles import (PROFILE_RULES, RELATIONS, check_ranges, check_settings, load_profile, parse_set_flags,
                                          resolve_path)
 from goalrm_core.report.runner import main, run_report
@@ -101,7 +101,7 @@ def _fallback_states(page: str) -> dict:
 @pytest.mark.notebook
 def test_index_and_status_agree_when_the_index_fails(tmp_path, monkeypatch, capsys):
     p = _project(tmp_path)
-    monkeypatch.setattr(runner, "render_index", _fragile_index(runner.render_index))
+    monkeypatch.setattr(report_status, "render_index", _fragile_index(report_status.render_index))
     lines: list[str] = []
     assert run_report("tiny", log=lines.append, **p["kwargs"]) == 0  # the stages all ran
     status = _status(p["out"])
@@ -140,7 +140,7 @@ def test_index_and_status_agree_when_the_index_fails(tmp_path, monkeypatch, caps
 def test_the_fallback_page_escapes_everything(tmp_path):
     stages = [{"name": "01_<x>", "status": "failed", "duration_s": 1.5, "started": "<t>", "html": "01.html",
                "error": {"ename": "E<", "evalue": "<script>alert(1)</script>"}}, "garbage"]
-    page = runner._fallback_index("<p>", "now", stages, {"ename": "X", "evalue": "<i>"}, tmp_path)
+    page = report_status._fallback_index("<p>", "now", stages, {"ename": "X", "evalue": "<i>"}, tmp_path)
     assert "<script>" not in page and "&lt;script&gt;" in page and "&lt;i&gt;" in page and "01_&lt;x&gt;" in page
     assert "1.5 s" in page and "garbage" in page and "<a href" not in page  # 01.html does not exist
 
@@ -210,7 +210,7 @@ def test_a_signal_during_a_paired_write_waits_for_the_end_of_it():
 
     done = []
     with pytest.raises(KeyboardInterrupt):
-        with runner._interrupts_deferred():
+        with signals.interrupts_deferred():
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.01)
             done.append("both files")

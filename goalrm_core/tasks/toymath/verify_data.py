@@ -4,7 +4,7 @@ The policy's own incorrect samples at a high temperature are mostly malformed (`
 RM can learn to reject by their shape alone. Two kinds of pairs whose rejected side is well-formed:
 
 - ``policy_well_formed``: the policy's pairs, keeping only those whose incorrect solution is
-  well-formed (:func:`~goalrm_core.tasks.toymath.problems.is_well_formed`);
+  well-formed (:func:`~goalrm_core.tasks.toymath.grading.is_well_formed`);
 - ``slips``: synthetic pairs, free to make in any number: the reference solution against the same
   solution with one step's result changed and the change carried through the later steps, so the
   rejected side holds exactly one wrong fact and is otherwise consistent.
