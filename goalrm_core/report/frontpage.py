@@ -597,6 +597,17 @@ def savings_figure(metrics: Mapping) -> str:
             + _png(plots.savings_panels(pd.DataFrame(rows))) + savings_text(metrics))
 
 
+# decoding methods as notebook 05 names them (metrics.json keeps them as snake_case keys)
+METHOD_NAMES = {"greedy": "greedy", "majority_vote": "majority vote", "q_guided_beam_search": "Q-guided beam search",
+                "best_of_n_baseline_reward": "best-of-N baseline reward",
+                "best_of_n_goal_conditioned_reward": "best-of-N goal-conditioned reward", "best_of_n_final_q": "best-of-N final Q"}
+
+
+def method_name(key: str) -> str:
+    """A decoding method's name for a reader: :data:`METHOD_NAMES`, else the key with spaces."""
+    return METHOD_NAMES.get(key, key.replace("_", " "))
+
+
 def budget_mismatches(methods: Mapping[str, Mapping]) -> list[str]:
     """One sentence per benchmark whose matched-budget methods (all but greedy) generate token counts
     more than 10% apart; greedy is the one-sample reference, outside the budget."""
@@ -608,8 +619,8 @@ def budget_mismatches(methods: Mapping[str, Mapping]) -> list[str]:
             continue
         low, high = min(tokens, key=tokens.get), max(tokens, key=tokens.get)
         if tokens[low] > 0 and tokens[high] > (1 + BUDGET_TOLERANCE) * tokens[low]:
-            out.append(f"Budget mismatch on {bench}: {low.replace('_', ' ')} generates {tokens[low]:.0f} tokens per question, "
-                       f"{high.replace('_', ' ')} {tokens[high]:.0f} ({100 * (tokens[high] / tokens[low] - 1):.0f}% more), "
+            out.append(f"Budget mismatch on {bench}: {method_name(low)} generates {tokens[low]:.0f} tokens per question, "
+                       f"{method_name(high)} {tokens[high]:.0f} ({100 * (tokens[high] / tokens[low] - 1):.0f}% more), "
                        "so the budgets there are not matched within 10%.")
     return out
 
@@ -654,7 +665,7 @@ def decoding_table(metrics: Mapping) -> str:
     names = list(dict.fromkeys(m for b in benches for m in methods[b]))
     rows = []
     for name in names:
-        row = {"method": name.replace("_", " ")}
+        row = {"method": method_name(name)}
         for b in benches:
             r = methods[b].get(name)
             row[b] = ("not run" if not isinstance(r, Mapping)

@@ -216,7 +216,7 @@ def reproduction_html(metrics: Mapping[str, Any], out_dir: Path) -> str:
     return (f"<h2>Reproduced?</h2>\n<p>The same report rerun as {', '.join(e(n) for n in reruns)} "
             f"(<code>reports/reproducibility/</code>; <code>goalrm compare</code> compares them figure by figure). "
             f"A conclusion is stated only where every run reaches the same verdict. {e(said)}</p>\n"
-            f"<table><tr><th>primary conclusion</th><th>RM</th>{head}<th></th></tr>\n" + "\n".join(body) + "\n</table>")
+            f"<table><tr><th>primary conclusion</th><th>RM</th>{head}<th>across the runs</th></tr>\n" + "\n".join(body) + "\n</table>")
 
 
 # Profile reports that present the same study under two designs: each front page links the other

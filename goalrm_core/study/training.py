@@ -13,6 +13,7 @@ the paper recipes (:mod:`goalrm_core.recipes.paper`) build their training config
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fcntl
 import hashlib
@@ -198,23 +199,56 @@ def _link(link: Path, target: Path) -> None:
     link.symlink_to(os.path.relpath(target, link.parent))
 
 
-def _from_store(cfg: TrainRMConfig, store: Path, train) -> tuple[TrainRMConfig, bool]:
-    """The stored RM of ``cfg`` (training it into the store first if it is not there) and whether it
-    was already there. Another process training the same RM holds its lock until it is done; the
-    leftovers of a killed training (a folder without its key file) are removed and trained again."""
+@contextlib.contextmanager
+def _store_slot(cfg: TrainRMConfig, store: Path):
+    """The store's place for ``cfg`` (its config there, with the log beside the folder), held under
+    the key's lock; yields ``(stored config, log, whether it is complete)``. Whoever fills an
+    incomplete slot writes :func:`_mark_stored` last. The leftovers of a killed fill (a folder
+    without its key file) are removed first."""
     key = rm_key(cfg)
     stored = store / key
     stored_cfg = dataclasses.replace(cfg, save_path=str(stored), metrics_path=str(rm_metrics_path(stored)), ckpt_path="")
     store.mkdir(parents=True, exist_ok=True)
     with open(store / f"{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if (stored / STORED_KEY).exists():
-            return stored_cfg, True
-        for leftover in (stored, rm_checkpoint_dir(stored)):
-            shutil.rmtree(leftover, ignore_errors=True)
-        train(stored_cfg, Path(str(stored) + ".log"))
-        atomic_write_json(stored / STORED_KEY, {"key": key, "training_fields": cfg.training_fields()})
-    return stored_cfg, False
+        complete = (stored / STORED_KEY).exists()
+        if not complete:
+            for leftover in (stored, rm_checkpoint_dir(stored)):
+                shutil.rmtree(leftover, ignore_errors=True)
+        yield stored_cfg, Path(str(stored) + ".log"), complete
+
+
+def _mark_stored(cfg: TrainRMConfig, stored_cfg: TrainRMConfig) -> None:
+    atomic_write_json(Path(stored_cfg.save_path) / STORED_KEY, {"key": rm_key(cfg), "training_fields": cfg.training_fields()})
+
+
+def _from_store(cfg: TrainRMConfig, store: Path, train) -> tuple[TrainRMConfig, bool]:
+    """The stored RM of ``cfg`` (training it into the store first if it is not there) and whether it
+    was already there. Another process training the same RM holds its lock until it is done."""
+    with _store_slot(cfg, store) as (stored_cfg, log, complete):
+        if not complete:
+            train(stored_cfg, log)
+            _mark_stored(cfg, stored_cfg)
+    return stored_cfg, complete
+
+
+def store_trained_rm(cfg: TrainRMConfig, store, log=None) -> tuple[str, bool]:
+    """Put the RM already trained at ``cfg.save_path`` (with its metrics log and, when given, its
+    training ``log``) into ``store`` under :func:`rm_key`, as if the store had trained it; returns
+    the key and whether it was already there. A rerun whose data stage writes byte-identical inputs
+    then takes it from the store instead of training it again (``rm_store``)."""
+    source = Path(cfg.save_path)
+    if not (source / "config.json").is_file():
+        raise FileNotFoundError(f"{source}: no trained RM there (run its training first)")
+    with _store_slot(cfg, Path(store)) as (stored_cfg, stored_log, complete):
+        if not complete:
+            shutil.copytree(source.resolve(), stored_cfg.save_path)
+            metrics = Path(cfg.metrics_path) if cfg.metrics_path else rm_metrics_path(source)
+            for extra, target in ((metrics, Path(stored_cfg.metrics_path)), (Path(log) if log else None, stored_log)):
+                if extra is not None and extra.exists():
+                    shutil.copyfile(extra.resolve(), target)
+            _mark_stored(cfg, stored_cfg)
+    return rm_key(cfg), complete
 
 
 def train_rms(run_dir, rms: Sequence[str], seeds: Sequence[int], recipe: RMRecipe, num_processes: int = 1, parallel: int = 1,

@@ -149,7 +149,7 @@ def test_schema2_states_every_primary_finding_across_seeds():
     assert ex.index("toy-zero") < ex.index("toy-times") < ex.index("toy-unseen")  # one benchmark order
     # seed-0 tables stay, labelled as detail; a budget mismatch is named
     assert page.count("seed 0 (detail)") >= 4 and "Steering — seed 0 (detail)" in page
-    assert "Budget mismatch on toy-id" in page and "q guided beam search" in page
+    assert "Budget mismatch on toy-id: Q-guided beam search generates 171 tokens per question, majority vote 207" in page
     summary = frontpage.summary(schema2_tree())
     assert "primary findings" in summary and "better on" not in summary  # the seed-0 Δ is no verdict here
 

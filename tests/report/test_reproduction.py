@@ -30,6 +30,8 @@ def test_a_conclusion_the_reruns_disagree_on_is_dropped(tmp_path):
     assert [(label.startswith("Q after"), rm, seen) for label, rm, seen in lost] == [(True, "goal-conditioned", ["holds", "holds", "not shown"])]
     page = reproduction_html(metrics([-0.3, -0.31, -0.29]), report)
     assert "Reproduced?" in page and "2 of 3 primary conclusions" in page and "dropped: the runs disagree" in page
+    # every column is named, the verdict across the runs included
+    assert "<th>across the runs</th>" in page and "<th></th>" not in page
 
 
 def test_no_reruns_no_section(tmp_path):

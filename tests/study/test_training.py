@@ -165,3 +165,33 @@ def test_an_rm_whose_config_did_not_change_is_not_trained_again(tmp_path, tiny_p
         assert (run.model("baseline") / "goalrm.json").exists()
         assert Path(str(run.model("goal-conditioned")) + ".metrics.jsonl").exists() and run.training_log("baseline").exists()
     assert len([p for p in store.iterdir() if p.is_dir() and not p.name.endswith(".checkpoints")]) == 3
+
+
+def test_an_rm_trained_without_the_store_can_be_put_in_it_and_is_then_reused(tmp_path, tiny_policy_dir):
+    """A finished run's RM, stored under its key (scripts/prefill_rm_store.py), is what a rerun on
+    byte-identical inputs takes instead of training: the same files, its metrics and log beside it."""
+    base = tmp_path / "base"
+    shutil.copytree(tiny_policy_dir, base / "data" / "policy")
+    pairs = [{"question": f"{a} +{b}", "correct": f"{a}+{b}={(a + b) % 10}\n#{(a + b) % 10}",
+              "incorrect": f"{a}+{b}={(a + b + 1) % 10}\n#{(a + b + 1) % 10}"} for a in range(1, 9) for b in range(1, 4)]
+    write_jsonl(base / "data" / "preference" / "train.jsonl", pairs[:20])
+    write_jsonl(base / "data" / "preference" / "eval.jsonl", pairs[20:])
+    recipe = RMRecipe(rm_steps=2, rm_batch_size=4, rm_micro_batch_size=4, rm_eval_steps=-1, rm_zero_stage=0, max_len=64,
+                      max_epochs=10, sim_samples=2, unsim_samples=2, logging_steps=5)
+    store = tmp_path / "store"
+    with pytest.raises(FileNotFoundError, match="no trained RM"):
+        tr.store_trained_rm(tr.rm_config(recipe, base, "baseline", 0), store)
+    tr.train_rms(base, ["baseline"], [0], recipe)  # trained without a store
+    cfg = tr.rm_config(recipe, base, "baseline", 0)
+    key, already = tr.store_trained_rm(cfg, store, log=RunDir(base).training_log("baseline", 0))
+    assert not already and key == rm_key(cfg) and tr.store_trained_rm(cfg, store) == (key, True)
+    assert (store / key / tr.STORED_KEY).exists() and Path(str(store / key) + ".log").exists()
+    rerun = tmp_path / "rerun"
+    rerun.mkdir()
+    (rerun / "data").symlink_to(base / "data")
+    assert tr.train_rms(rerun, ["baseline"], [0], recipe, store=store)["reused"].all()
+    stored, original = RunDir(rerun).model("baseline").resolve(), RunDir(base).model("baseline")
+    assert stored == (store / key).resolve()
+    files = lambda root: {f.relative_to(root): f.read_bytes() for f in root.rglob("*") if f.is_file()}  # noqa: E731
+    assert {k: v for k, v in files(stored).items() if k.name != tr.STORED_KEY} == files(original)
+    assert Path(str(RunDir(rerun).model("baseline")) + ".metrics.jsonl").exists()
