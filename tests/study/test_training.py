@@ -99,16 +99,26 @@ def test_rm_config_places_the_rm_in_the_run_directory(tmp_path):
         tr.rm_config(recipe, tmp_path, "baseline", 0, rm_steps=9)
 
 
-def test_train_rms_side_by_side_trains_every_rm_and_seed(tmp_path, tiny_policy_dir):
-    """The demo trains its six RMs two at a time: each run must end with its own saved RM and log."""
-    run = tmp_path / "run"
-    shutil.copytree(tiny_policy_dir, run / "data" / "policy")
+def _tiny_run(base: Path, policy_dir) -> Path:
+    """A run folder with the tiny policy and 24 digit-chain preference pairs (20 train, 4 eval)."""
+    shutil.copytree(policy_dir, base / "data" / "policy")
     pairs = [{"question": f"{a} +{b}", "correct": f"{a}+{b}={(a + b) % 10}\n#{(a + b) % 10}",
               "incorrect": f"{a}+{b}={(a + b + 1) % 10}\n#{(a + b + 1) % 10}"} for a in range(1, 9) for b in range(1, 4)]
-    write_jsonl(run / "data" / "preference" / "train.jsonl", pairs[:20])
-    write_jsonl(run / "data" / "preference" / "eval.jsonl", pairs[20:])
-    recipe = RMRecipe(rm_steps=2, rm_batch_size=4, rm_micro_batch_size=4, rm_eval_steps=-1, rm_zero_stage=0, max_len=64,
-                      max_epochs=10, sim_samples=2, unsim_samples=2, logging_steps=5)
+    write_jsonl(base / "data" / "preference" / "train.jsonl", pairs[:20])
+    write_jsonl(base / "data" / "preference" / "eval.jsonl", pairs[20:])
+    return base
+
+
+def _tiny_recipe(**overrides) -> RMRecipe:
+    """Two optimiser steps of a tiny RM: enough to write every file a trained RM has."""
+    return RMRecipe(rm_steps=2, rm_batch_size=4, rm_micro_batch_size=4, rm_eval_steps=-1, rm_zero_stage=0, max_len=64,
+                    max_epochs=10, sim_samples=2, unsim_samples=2, logging_steps=5, **overrides)
+
+
+def test_train_rms_side_by_side_trains_every_rm_and_seed(tmp_path, tiny_policy_dir):
+    """The demo trains its six RMs two at a time: each run must end with its own saved RM and log."""
+    run = _tiny_run(tmp_path / "run", tiny_policy_dir)
+    recipe = _tiny_recipe()
     runs = tr.train_rms(run, ["baseline", "goal-conditioned"], [0], recipe, parallel=2)
     assert list(runs["rm"]) == ["baseline", "goal-conditioned"] and list(runs["steps"]) == [2, 2]
     for rm in ("baseline", "goal-conditioned"):
@@ -141,20 +151,14 @@ def test_rm_key_ignores_paths_and_a_baselines_contrastive_settings(tmp_path):
 
 def test_an_rm_whose_config_did_not_change_is_not_trained_again(tmp_path, tiny_policy_dir):
     """Two sweep points that differ in beta share the baseline: the second links to the first's."""
-    base = tmp_path / "base"
-    shutil.copytree(tiny_policy_dir, base / "data" / "policy")
-    pairs = [{"question": f"{a} +{b}", "correct": f"{a}+{b}={(a + b) % 10}\n#{(a + b) % 10}",
-              "incorrect": f"{a}+{b}={(a + b + 1) % 10}\n#{(a + b + 1) % 10}"} for a in range(1, 9) for b in range(1, 4)]
-    write_jsonl(base / "data" / "preference" / "train.jsonl", pairs[:20])
-    write_jsonl(base / "data" / "preference" / "eval.jsonl", pairs[20:])
+    base = _tiny_run(tmp_path / "base", tiny_policy_dir)
     store = RunDir(base).rm_store
     runs = {}
     for beta in (0.1, 1.0):
         point = tmp_path / f"beta{beta}"
         point.mkdir()
         (point / "data").symlink_to(base / "data")
-        recipe = RMRecipe(rm_steps=2, rm_batch_size=4, rm_micro_batch_size=4, rm_eval_steps=-1, rm_zero_stage=0, max_len=64,
-                          max_epochs=10, sim_samples=2, unsim_samples=2, logging_steps=5, contrastive_beta=beta)
+        recipe = _tiny_recipe(contrastive_beta=beta)
         runs[beta] = tr.train_rms(point, ["baseline", "goal-conditioned"], [0], recipe, store=store).set_index("rm")
     assert not runs[0.1]["reused"].any()
     assert runs[1.0].loc["baseline", "reused"] and not runs[1.0].loc["goal-conditioned", "reused"]
@@ -170,14 +174,8 @@ def test_an_rm_whose_config_did_not_change_is_not_trained_again(tmp_path, tiny_p
 def test_an_rm_trained_without_the_store_can_be_put_in_it_and_is_then_reused(tmp_path, tiny_policy_dir):
     """A finished run's RM, stored under its key (scripts/prefill_rm_store.py), is what a rerun on
     byte-identical inputs takes instead of training: the same files, its metrics and log beside it."""
-    base = tmp_path / "base"
-    shutil.copytree(tiny_policy_dir, base / "data" / "policy")
-    pairs = [{"question": f"{a} +{b}", "correct": f"{a}+{b}={(a + b) % 10}\n#{(a + b) % 10}",
-              "incorrect": f"{a}+{b}={(a + b + 1) % 10}\n#{(a + b + 1) % 10}"} for a in range(1, 9) for b in range(1, 4)]
-    write_jsonl(base / "data" / "preference" / "train.jsonl", pairs[:20])
-    write_jsonl(base / "data" / "preference" / "eval.jsonl", pairs[20:])
-    recipe = RMRecipe(rm_steps=2, rm_batch_size=4, rm_micro_batch_size=4, rm_eval_steps=-1, rm_zero_stage=0, max_len=64,
-                      max_epochs=10, sim_samples=2, unsim_samples=2, logging_steps=5)
+    base = _tiny_run(tmp_path / "base", tiny_policy_dir)
+    recipe = _tiny_recipe()
     store = tmp_path / "store"
     with pytest.raises(FileNotFoundError, match="no trained RM"):
         tr.store_trained_rm(tr.rm_config(recipe, base, "baseline", 0), store)
