@@ -202,7 +202,7 @@ def _link(link: Path, target: Path) -> None:
 @contextlib.contextmanager
 def _store_slot(cfg: TrainRMConfig, store: Path):
     """The store's place for ``cfg`` (its config there, with the log beside the folder), held under
-    the key's lock; yields ``(stored config, log, whether it is complete)``. Whoever fills an
+    the key's lock; yields ``(key, stored config, log, whether it is complete)``. Whoever fills an
     incomplete slot writes :func:`_mark_stored` last. The leftovers of a killed fill (a folder
     without its key file) are removed first."""
     key = rm_key(cfg)
@@ -215,20 +215,20 @@ def _store_slot(cfg: TrainRMConfig, store: Path):
         if not complete:
             for leftover in (stored, rm_checkpoint_dir(stored)):
                 shutil.rmtree(leftover, ignore_errors=True)
-        yield stored_cfg, Path(str(stored) + ".log"), complete
+        yield key, stored_cfg, Path(str(stored) + ".log"), complete
 
 
-def _mark_stored(cfg: TrainRMConfig, stored_cfg: TrainRMConfig) -> None:
-    atomic_write_json(Path(stored_cfg.save_path) / STORED_KEY, {"key": rm_key(cfg), "training_fields": cfg.training_fields()})
+def _mark_stored(key: str, cfg: TrainRMConfig, stored_cfg: TrainRMConfig) -> None:
+    atomic_write_json(Path(stored_cfg.save_path) / STORED_KEY, {"key": key, "training_fields": cfg.training_fields()})
 
 
 def _from_store(cfg: TrainRMConfig, store: Path, train) -> tuple[TrainRMConfig, bool]:
     """The stored RM of ``cfg`` (training it into the store first if it is not there) and whether it
     was already there. Another process training the same RM holds its lock until it is done."""
-    with _store_slot(cfg, store) as (stored_cfg, log, complete):
+    with _store_slot(cfg, store) as (key, stored_cfg, log, complete):
         if not complete:
             train(stored_cfg, log)
-            _mark_stored(cfg, stored_cfg)
+            _mark_stored(key, cfg, stored_cfg)
     return stored_cfg, complete
 
 
@@ -240,15 +240,15 @@ def store_trained_rm(cfg: TrainRMConfig, store, log=None) -> tuple[str, bool]:
     source = Path(cfg.save_path)
     if not (source / "config.json").is_file():
         raise FileNotFoundError(f"{source}: no trained RM there (run its training first)")
-    with _store_slot(cfg, Path(store)) as (stored_cfg, stored_log, complete):
+    with _store_slot(cfg, Path(store)) as (key, stored_cfg, stored_log, complete):
         if not complete:
             shutil.copytree(source.resolve(), stored_cfg.save_path)
             metrics = Path(cfg.metrics_path) if cfg.metrics_path else rm_metrics_path(source)
             for extra, target in ((metrics, Path(stored_cfg.metrics_path)), (Path(log) if log else None, stored_log)):
                 if extra is not None and extra.exists():
                     shutil.copyfile(extra.resolve(), target)
-            _mark_stored(cfg, stored_cfg)
-    return rm_key(cfg), complete
+            _mark_stored(key, cfg, stored_cfg)
+    return key, complete
 
 
 def train_rms(run_dir, rms: Sequence[str], seeds: Sequence[int], recipe: RMRecipe, num_processes: int = 1, parallel: int = 1,
