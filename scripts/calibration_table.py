@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from goalrm_core.tasks.toymath import smoke_margin
+import smoke_margin  # scripts/smoke_margin.py: this folder is first on sys.path when run as a script
 
 ROOT = Path(__file__).resolve().parents[1]
 DIR = ROOT / "reports" / "calibration"

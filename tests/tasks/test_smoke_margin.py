@@ -1,10 +1,16 @@
 """The smoke-margin script's counting and tables on hand-made rows (no training), and the records
 committed under reports/calibration/ still describe params/smoke.yaml."""
 
+import importlib.util
+
 import pytest
 
+from goalrm_core.paths import project_root
 from goalrm_core.report.profiles import load_profile
-from goalrm_core.tasks.toymath import smoke_margin as sm
+
+_spec = importlib.util.spec_from_file_location("smoke_margin", project_root() / "scripts" / "smoke_margin.py")
+sm = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(sm)
 
 
 def _record(seed, threads, headline, acc=0.5, wall=10.0, **profile):
@@ -83,7 +89,7 @@ def test_committed_records_describe_the_smoke_profile():
     """reports/calibration/smoke-margin.jsonl was made with params/smoke.yaml's data-stage values, over
     seeds 0-4 and 1 and 2 threads: change the profile and rerun the script, or this fails."""
     records = sm.read_records(sm.RECORDS)
-    assert sm.stale_keys(load_profile("smoke"), records) == {}, "rerun python -m goalrm_core.tasks.toymath.smoke_margin"
+    assert sm.stale_keys(load_profile("smoke"), records) == {}, "rerun python scripts/smoke_margin.py"
     assert {(r["seed"], r["threads"]) for r in records} == {(s, t) for s in sm.SEEDS for t in sm.THREADS}
     assert sm.min_minority(records, [sm.TESTED]) >= 5  # the margin the smoke tests rely on
     assert sm.BEGIN in sm.README.read_text() and sm.section(records) in sm.README.read_text()

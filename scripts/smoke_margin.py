@@ -7,8 +7,8 @@ run directory) under several seeds and CPU thread counts, since the same pins gi
 another machine, and records, per run, how many headline solutions are correct and incorrect on
 each benchmark:
 
-    python -m goalrm_core.tasks.toymath.smoke_margin            # seeds 0-4 x threads 1, 2 (minutes)
-    python -m goalrm_core.tasks.toymath.smoke_margin --table    # re-render from the records only
+    python scripts/smoke_margin.py            # seeds 0-4 x threads 1, 2 (minutes)
+    python scripts/smoke_margin.py --table    # re-render from the records only
 
 On a machine whose cores other work shares, set ``OMP_WAIT_POLICY=PASSIVE``: otherwise the 2-thread
 runs busy-wait for a descheduled partner thread (15x slower here); it changes no number.
@@ -30,10 +30,10 @@ import time
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "reports" / "calibration" / "smoke-margin.jsonl"
 README = ROOT / "reports" / "calibration" / "README.md"
-BEGIN = "<!-- smoke-margin:begin (written by python -m goalrm_core.tasks.toymath.smoke_margin) -->"
+BEGIN = "<!-- smoke-margin:begin (written by python scripts/smoke_margin.py) -->"
 END = "<!-- smoke-margin:end -->"
 SEEDS = (0, 1, 2, 3, 4)
 THREADS = (1, 2)
@@ -182,7 +182,7 @@ def section(records: Sequence[Mapping]) -> str:
         f"(notebook 01's code, `params/smoke.yaml`: {', '.join(f'`{k}: {values[k]}`' for k in shown if k in values)}) "
         f"was run under seeds {', '.join(map(str, seeds))} and {' and '.join(map(str, threads))} torch threads "
         "(floats differ with the thread count and the CPU). Records: `smoke-margin.jsonl`; regenerate with "
-        "`python -m goalrm_core.tasks.toymath.smoke_margin`." + threads_note,
+        "`python scripts/smoke_margin.py`." + threads_note,
         "",
         f"**Smallest minority class seen on `{TESTED}`: {min_minority(records, [TESTED])}**, on any benchmark: "
         f"{min_minority(records)} (of {values.get('n_benchmark_questions', '?')} headline solutions per benchmark, "
