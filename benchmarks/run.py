@@ -4,7 +4,7 @@
     python benchmarks/run.py --quick          # tiny sizes, one repetition: the test suite runs this so it cannot rot
     python benchmarks/run.py --profile confident
     python benchmarks/run.py --reports-only   # re-reads the committed reports' figures into results.json (no run)
-    python benchmarks/run.py --readme         # rewrites README.md's performance table from results.json (no run)
+    python benchmarks/run.py --doc            # rewrites docs/performance.md's table from results.json (no run)
 
 The shapes are read from ``params/<profile>.yaml``, not restated: the policy's width and depth (the RMs start
 from it), notebook 02's RM recipe (batch, max_len, sim/unsim samples, contrastive settings) and the
@@ -63,8 +63,8 @@ from goalrm_core.threads import matmul_gflops  # noqa: E402
 from goalrm_core.train.launch import train_command  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results.json"
-README = ROOT / "README.md"
-BEGIN = "<!-- begin: generated from benchmarks/results.json by `python benchmarks/run.py --readme`; do not edit by hand -->"
+TABLE_DOC = ROOT / "docs" / "performance.md"
+BEGIN = "<!-- begin: generated from benchmarks/results.json by `python benchmarks/run.py --doc`; do not edit by hand -->"
 END = "<!-- end: generated from benchmarks/results.json -->"
 
 
@@ -393,14 +393,14 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="Tiny step counts and one repetition (the test suite runs this).")
     parser.add_argument("--profile", default="demo", help="The profile whose shapes are measured (params/<profile>.yaml).")
     parser.add_argument("--out", default=str(RESULTS), help="Where the results JSON goes.")
-    parser.add_argument("--readme", action="store_true", help="Measure nothing: rewrite README.md's table from --out.")
+    parser.add_argument("--doc", action="store_true", help="Measure nothing: rewrite docs/performance.md's table from --out.")
     parser.add_argument("--only-online-q", action="store_true",
                         help="Measure only the sampler figures (comparison 5b) and update them in --out.")
     parser.add_argument("--reports-only", action="store_true",
                         help="Measure nothing: re-read the committed reports' figures (comparison 6) into --out.")
     args = parser.parse_args(argv)
-    if args.readme:
-        write_readme(json.loads(Path(args.out).read_text()))
+    if args.doc:
+        write_doc(json.loads(Path(args.out).read_text()))
         return 0
     if args.reports_only:
         results = json.loads(Path(args.out).read_text())
@@ -485,16 +485,16 @@ def format_table(r: dict) -> str:
     return "\n".join(lines)
 
 
-def readme_block(r: dict) -> str:
-    """The README's performance table: :func:`format_table` of the committed results."""
+def table_block(r: dict) -> str:
+    """docs/performance.md's table: :func:`format_table` of the committed results."""
     return f"{BEGIN}\n{format_table(r)}\n{END}"
 
 
-def write_readme(r: dict, readme: Path = README) -> None:
-    text = readme.read_text(encoding="utf-8")
+def write_doc(r: dict, doc: Path = TABLE_DOC) -> None:
+    text = doc.read_text(encoding="utf-8")
     head, rest = text.split(BEGIN, 1)
     tail = rest.split(END, 1)[1]
-    readme.write_text(head + readme_block(r) + tail, encoding="utf-8")
+    doc.write_text(head + table_block(r) + tail, encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""``python -m goalrm_core.paper ...``: the README's command lines. The recipes
+"""``python -m goalrm_core.paper ...``: the paper's command lines (docs/migration.md). The recipes
 themselves are :mod:`goalrm_core.recipes.paper`."""
 
 import runpy

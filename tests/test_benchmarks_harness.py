@@ -44,8 +44,8 @@ def test_quick_harness_writes_every_comparison(tmp_path):
     assert {1, module.RM_EVERY} <= set(scan) and all(0 < row["stopping_tokens_ratio"] <= 1 for row in scan.values())
 
 
-def test_readme_table_is_the_committed_results():
-    """README.md's performance table is generated from benchmarks/results.json (`run.py --readme`)."""
+def test_performance_table_is_the_committed_results():
+    """docs/performance.md's table is generated from benchmarks/results.json (`run.py --doc`)."""
     module = _harness()
     committed = json.loads(module.RESULTS.read_text())
-    assert module.readme_block(committed) in module.README.read_text(encoding="utf-8"), "run: python benchmarks/run.py --readme"
+    assert module.table_block(committed) in module.TABLE_DOC.read_text(encoding="utf-8"), "run: python benchmarks/run.py --doc"

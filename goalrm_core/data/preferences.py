@@ -367,7 +367,7 @@ def parse_probs(probs: str, n_sources: int) -> list[float]:
 def blend_counts(sizes: list[int], probs: list[float], max_samples: int = 0) -> list[int]:
     """How many rows each source contributes: the blend stops when the first source runs out
     (``datasets.interleave_datasets``' default, ``first_exhausted``; the official ``train_rm.py``
-    passes ``all_exhausted``, which repeats the smaller sources: a departure the README lists),
+    passes ``all_exhausted``, which repeats the smaller sources: a departure docs/migration.md lists),
     capped at ``max_samples`` when > 0.
 
     >>> blend_counts([100, 10], [0.5, 0.5])

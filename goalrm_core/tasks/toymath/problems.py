@@ -22,8 +22,8 @@ the answer. The "verbose" style appends one explanation word per operation line
 **Digit chains** (``modulus=10``, the demo's default) keep the notation but use single-digit operands
 and reduce every result mod 10 (``3 +5 -7 +9`` -> ``3+5=8``, ``8-7=1``, ``1+9=0``, ``#0``). Every fact a
 solution asserts is then one of a few hundred single-digit entries, which a small reward model can
-learn to check from a few thousand preference pairs; with multi-digit operands it could not (README,
-"multi-digit ToyMath"). ``heldout_facts`` withholds some ``a op b`` facts from training so that a
+learn to check from a few thousand preference pairs; with multi-digit operands it could not (docs/toymath.md,
+"Multi-digit ToyMath"). ``heldout_facts`` withholds some ``a op b`` facts from training so that a
 benchmark can ask for them.
 
 Everything here is pure Python and deterministic: generators take a seed and build their own
