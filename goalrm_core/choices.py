@@ -1,7 +1,8 @@
 """The named choices of the library's flags and profile keys, defined here once in a module that
 imports nothing, so a command declares and checks its flags, and a profile is checked, without
 loading torch. The modules that act on a choice import it from here (``model.encoding.ENCODINGS`` is
-this ``ENCODINGS``)."""
+this ``ENCODINGS``). The contrastive strategies are registered apart, with their scoring functions
+(``model.strategies``, also torch-free at import)."""
 
 from __future__ import annotations
 
@@ -25,13 +26,6 @@ CHECKPOINT_FORMATS = ("goalrm", "official")
 PERCENTILE_WINDOWS = ("earliest", "latest")
 #: which (source, goal) pairs the contrastive term averages over (the official code: ``all``)
 PAIR_FORMS = ("all", "matched")
-#: ``--contrastive_strategy``'s choices, each with the :class:`~goalrm_core.train.config.TrainRMConfig`
-#: fields it reads (its hyperparameters). ``model.losses.CONTRASTIVE_STRATEGIES`` gives each its
-#: scoring function; a strategy is added in both, and a name without a function fails at import.
-CONTRASTIVE_STRATEGY_OPTIONS: dict[str, tuple[str, ...]] = {
-    "cosine": (),      # every sampled goal state on its own
-    "cosine_avg": (),  # each row's sampled goal states averaged into one first
-}
 #: the official metrics.py's hard-coded question counts of the two benchmarks it votes on
 #: (``goalrm metrics --official --dataset_len 0``)
 OFFICIAL_DATASET_LEN: dict[str, int] = {"gsm8k": 1319, "math": 5000}

@@ -23,7 +23,7 @@ ONCE = {
     "VALUE_HEAD_STRATEGIES": "goalrm_core/choices.py",
     "PERCENTILE_WINDOWS": "goalrm_core/choices.py",
     "PAIR_FORMS": "goalrm_core/choices.py",
-    "CONTRASTIVE_STRATEGY_OPTIONS": "goalrm_core/choices.py",
+    "CONTRASTIVE_STRATEGIES": "goalrm_core/model/strategies.py",
     "PRUNING_OFF": "goalrm_core/inference/pruning.py",
     "PLAN_FILE": "goalrm_core/report/sweep.py",
     "POINT_MANIFEST": "goalrm_core/report/sweep.py",

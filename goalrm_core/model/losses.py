@@ -6,14 +6,15 @@ last position; ``num_actions`` is each response's length in tokens (including it
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import torch
 import torch.nn.functional as F
 
-from goalrm_core.choices import CONTRASTIVE_STRATEGY_OPTIONS, PAIR_FORMS, PERCENTILE_WINDOWS
+from goalrm_core.choices import PAIR_FORMS, PERCENTILE_WINDOWS
 from goalrm_core.flags import check_choice
+# the strategies' registry (``model.strategies``), re-exported: the objective reads it from here
+from goalrm_core.model.strategies import CONTRASTIVE_STRATEGIES, ContrastiveStrategy  # noqa: F401
 
 
 def pairwise_loss(chosen_reward: torch.Tensor, rejected_reward: torch.Tensor, margin: torch.Tensor | float | None = None) -> torch.Tensor:
@@ -86,43 +87,6 @@ def _gather(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     return hidden.gather(1, index)
 
 
-def _mean_sigmoid_cosine(source: torch.Tensor, goal: torch.Tensor, pairs: str) -> torch.Tensor:
-    """Mean σ(cos) over (source, goal) pairs: the k-th with the k-th (``matched``), or every source
-    with every goal (``all``). A single (averaged) goal is compared with every source either way."""
-    source, goal = source.float(), goal.float()
-    if pairs == "all" or goal.shape[1] == 1:
-        return torch.sigmoid(F.cosine_similarity(source.unsqueeze(2), goal.unsqueeze(1), dim=-1)).mean()
-    return torch.sigmoid(F.cosine_similarity(source, goal, dim=-1)).mean()
-
-
-def _cosine(source: torch.Tensor, goal: torch.Tensor, pairs: str) -> torch.Tensor:
-    return _mean_sigmoid_cosine(source, goal, pairs)
-
-
-def _cosine_avg(source: torch.Tensor, goal: torch.Tensor, pairs: str) -> torch.Tensor:
-    return _mean_sigmoid_cosine(source, goal.mean(dim=1, keepdim=True), pairs)
-
-
-@dataclass(frozen=True)
-class ContrastiveStrategy:
-    """How the contrastive term scores sampled states: ``score(source, goal, pairs, **options)``
-    takes (batch, k, hidden) source and goal states and the pair form, and returns the mean
-    similarity in (0, 1) over the (source, goal) pairs. ``options`` names the
-    :class:`~goalrm_core.train.config.TrainRMConfig` fields it reads (its hyperparameters): the
-    objective passes them by name."""
-
-    score: Callable[..., torch.Tensor]
-    options: tuple[str, ...] = ()
-
-
-_SCORES: dict[str, Callable[..., torch.Tensor]] = {"cosine": _cosine, "cosine_avg": _cosine_avg}
-
-#: ``--contrastive_strategy``'s choices (named, with their options, in ``goalrm_core.choices``) and
-#: how each scores: the objective reads them from here
-CONTRASTIVE_STRATEGIES: dict[str, ContrastiveStrategy] = {
-    name: ContrastiveStrategy(_SCORES[name], options) for name, options in CONTRASTIVE_STRATEGY_OPTIONS.items()}
-
-
 def contrastive_goal_loss(
     chosen_hidden: torch.Tensor,
     rejected_hidden: torch.Tensor,
@@ -146,7 +110,7 @@ def contrastive_goal_loss(
     draws are ordered so the source never comes after the goal). Negative pairs: a source state in
     the preferred response and a goal state in the dispreferred one. Each pair scores ``σ(cos)``;
     the loss is ``β·[−log mean σ(cos_pos) − log(1 − mean σ(cos_neg))]``. ``strategy`` names the
-    scoring in `CONTRASTIVE_STRATEGIES` (with ``cosine_avg`` the sampled goal states of each row
+    scoring in `CONTRASTIVE_STRATEGIES` (``model.strategies``; with ``cosine_avg`` the sampled goal states of each row
     are averaged into one goal before comparing); ``options`` are its hyperparameters.
 
     Two choices the official code makes, each with the project's earlier form as an option:

@@ -2,9 +2,11 @@
 
 A notebook opened in JupyterLab runs with the defaults in its ``parameters`` cell, so those defaults
 must be the profile the report is named after, or an interactive run is another experiment under the
-demo's name. Each notebook declares which keys it reads (the names assigned in that cell); this
-module writes their values from the profile, and ``goalrm sync-notebooks --check`` (a test runs it)
-fails when a cell has drifted.
+demo's name. This module writes each cell whole, names and values, from the resolved demo profile:
+a notebook keeps the keys it declares, and a key the profile sets that no notebook declares yet is
+added to the notebook that reads its kind (a trainer setting to notebook 02, :data:`TRAINING_STAGE`).
+Comment lines written in a cell stay above the key they precede. ``goalrm sync-notebooks --check``
+(a test runs it) fails when a cell has drifted.
 
 Three keys are the runner's to set, and their notebook defaults are deliberately *not* the profile's:
 ``profile``, ``run_dir`` and ``reports_dir``. An interactive run writes under ``runs/interactive/``
@@ -24,6 +26,8 @@ from typing import Any, Mapping
 SOURCE_PROFILE = "demo"
 INTERACTIVE_ROOT = "runs/interactive"
 RUNNER_KEYS = ("profile", "run_dir", "reports_dir")
+#: the notebook that trains the RMs: it declares every trainer setting the profile gives
+TRAINING_STAGE = "02_training"
 _HEADER = (f"# generated from params/{SOURCE_PROFILE}.yaml by `goalrm sync-notebooks` (edit the profile, not this cell);\n"
            f"# run by hand, this notebook writes under {INTERACTIVE_ROOT}/, never into reports/\n")
 
@@ -85,25 +89,70 @@ def _literal(value: Any) -> str:
     return repr(value)
 
 
-def cell_source(keys: list[str], profile: Mapping[str, Any], profile_name: str = SOURCE_PROFILE) -> str:
+def _cell_comments(source: str) -> dict[str | None, list[str]]:
+    """The comment lines of a cell, by the key they stand above (``None``: after the last key); the
+    generated header is not a comment of the cell's own."""
+    lines = source.splitlines()
+    header = len(_HEADER.splitlines()) if source.startswith(_HEADER) else 0
+    starts = {}
+    try:
+        starts = {node.lineno: node.targets[0].id for node in ast.parse(source).body
+                  if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)}
+    except SyntaxError:
+        pass
+    out: dict[str | None, list[str]] = {}
+    pending: list[str] = []
+    for number, line in enumerate(lines[header:], header + 1):
+        if number in starts:
+            if pending:
+                out[starts[number]] = pending
+            pending = []
+        elif line.lstrip().startswith("#"):
+            pending.append(line)
+    if pending:
+        out[None] = pending
+    return out
+
+
+def cell_source(keys: list[str], profile: Mapping[str, Any], profile_name: str = SOURCE_PROFILE,
+                comments: Mapping[str | None, list[str]] | None = None) -> str:
     """The parameters cell for ``keys``: the runner's three first, then the profile's values in the
-    profile's own order."""
+    profile's own order, each under the comment lines ``comments`` holds for it."""
     runner = interactive_defaults(profile_name)
     missing = [k for k in keys if k not in runner and k not in profile]
     if missing:
         raise ValueError(f"params/{profile_name}.yaml sets no value for {', '.join(map(repr, missing))}, "
                          f"which the notebook declares")
+    comments = comments or {}
     ordered = [k for k in RUNNER_KEYS if k in keys] + [k for k in profile if k in keys and k not in RUNNER_KEYS]
-    lines = [f"{k} = {_literal(runner[k] if k in runner else profile[k])}" for k in ordered]
-    return _HEADER + "\n".join(lines) + "\n"
+    lines = [line for k in ordered for line in [*comments.get(k, []), f"{k} = {_literal(runner[k] if k in runner else profile[k])}"]]
+    return _HEADER + "\n".join([*lines, *comments.get(None, [])]) + "\n"
 
 
-def sync_notebook(path: Path, profile: Mapping[str, Any], write: bool) -> bool:
-    """Rewrite ``path``'s parameters cell from ``profile``; return whether it differed."""
+def _cell_of(path: Path) -> tuple[dict, dict, str]:
     notebook = json.loads(path.read_text(encoding="utf-8"))
     cell = _parameters_cell(notebook, path)
-    source = "".join(cell["source"])
-    wanted = cell_source(declared_keys(source, path), profile)
+    return notebook, cell, "".join(cell["source"])
+
+
+def notebook_keys(paths: list[Path], profile: Mapping[str, Any]) -> dict[Path, list[str]]:
+    """The keys each notebook's cell holds: those it declares now and, for the training notebook,
+    every trainer setting the profile gives that no notebook declares yet."""
+    from goalrm_core.study.recipe import profile_flags
+
+    keys = {path: declared_keys(_cell_of(path)[2], path) for path in paths}
+    declared = {k for ks in keys.values() for k in ks}
+    for path in paths:
+        if path.stem == TRAINING_STAGE:
+            keys[path] += [k for k in profile if k in profile_flags() and k not in declared]
+    return keys
+
+
+def sync_notebook(path: Path, profile: Mapping[str, Any], write: bool, keys: list[str] | None = None) -> bool:
+    """Rewrite ``path``'s parameters cell from ``profile`` (its ``keys``: by default those it declares);
+    return whether it differed."""
+    notebook, cell, source = _cell_of(path)
+    wanted = cell_source(keys if keys is not None else declared_keys(source, path), profile, comments=_cell_comments(source))
     if source == wanted:
         return False
     if write:
@@ -116,7 +165,9 @@ def sync_notebook(path: Path, profile: Mapping[str, Any], write: bool) -> bool:
 
 def sync_notebooks(notebooks_dir: Path, profile: Mapping[str, Any], write: bool) -> list[Path]:
     """Every stage notebook whose parameters cell differs from ``profile`` (rewritten when ``write``)."""
-    return [p for p in sorted(notebooks_dir.glob("[0-9][0-9]_*.ipynb")) if sync_notebook(p, profile, write)]
+    paths = sorted(notebooks_dir.glob("[0-9][0-9]_*.ipynb"))
+    keys = notebook_keys(paths, profile)
+    return [p for p in paths if sync_notebook(p, profile, write, keys[p])]
 
 
 def missing_keys(profile: Mapping[str, Any], declared: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -130,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     from goalrm_core.report.profiles import load_profile, resolve_path
 
     parser = argparse.ArgumentParser(prog="goalrm sync-notebooks",
-                                     description=f"Write the notebooks' parameters cells from params/{SOURCE_PROFILE}.yaml.")
+                                     description=f"Write the notebooks' parameters cells (names and values) from the resolved "
+                                                 f"params/{SOURCE_PROFILE}.yaml.")
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 when a cell differs")
     parser.add_argument("--notebooks-dir", default="notebooks")
     parser.add_argument("--params-dir", default="params")

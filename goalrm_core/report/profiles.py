@@ -7,7 +7,8 @@ catch the two mistakes that would otherwise pass silently: a key no notebook rea
 value whose type differs from the notebook's default (``"1e-5"`` as a string, ``2`` for a list).
 
 :data:`PROFILE_RULES` adds what a type cannot say: each notebook key's valid range or choices
-(``sampling_temperature > 0``, ``encoding`` in ``split``/``official`` …), and :data:`RELATIONS` the
+(``sampling_temperature > 0``, ``encoding`` in ``split``/``official`` …; a trainer setting's are the
+trainer's own), and :data:`RELATIONS` the
 constraints between keys. :func:`check_settings` applies all of it, to a profile file's values and to
 ``--set`` values alike (``goalrm report`` and ``goalrm sweep`` share it), before any kernel starts.
 """
@@ -23,10 +24,10 @@ from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
-from goalrm_core.choices import (CONTRASTIVE_STRATEGY_OPTIONS, ENCODINGS, GOAL_METHODS, PAIR_FORMS, PERCENTILE_WINDOWS, READOUTS,
-                                  VALUE_HEAD_STRATEGIES)
+from goalrm_core.choices import GOAL_METHODS, READOUTS
 from goalrm_core.flags import Range, safe_path_part
 from goalrm_core.paths import project_root
+from goalrm_core.study.recipe import profile_rules
 from goalrm_core.study.rms import HEADLINE_SETS
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -152,9 +153,12 @@ def check_value(source: str, key: str, value: Any) -> None:
     )
 
 
-def load_profile(name: str, params_dir: str | os.PathLike | None = None) -> dict:
-    """Read and validate profile ``name``: a flat mapping of string keys to scalars or scalar lists."""
-    path = profile_path(name, params_dir)
+#: the key a profile names its base profile with: it states only what differs from the base
+BASE_KEY = "base"
+
+
+def _profile_file(path: Path) -> dict:
+    """One profile file's own mapping (its ``base`` key included), checked to be flat."""
     data = read_yaml(path)
     if data is None:
         return {}
@@ -165,6 +169,39 @@ def load_profile(name: str, params_dir: str | os.PathLike | None = None) -> dict
             raise ValueError(f"{path}: key {key!r} must be a string, got {type(key).__name__}")
         check_value(str(path), key, value)
     return data
+
+
+def load_profile(name: str, params_dir: str | os.PathLike | None = None) -> dict:
+    """Read and validate profile ``name``: a flat mapping of string keys to scalars or scalar lists.
+
+    A profile may name another as its ``base`` (``base: demo``) and state only what differs: its
+    values are the base's (resolved the same way, so bases chain), with its own on top, in the base's
+    key order and then its own new keys. A base that is missing, a sweep spec, or leads back to the
+    profile is a one-line error naming the file, the ``base`` field and its value."""
+    chain: list[str] = []
+    layers: list[dict] = []
+    current, path = name, profile_path(name, params_dir)
+    while True:
+        chain.append(current)
+        data = _profile_file(path)
+        layers.append(data)
+        if BASE_KEY not in data:
+            break
+        base = data[BASE_KEY]
+        where = f"{shown_path(path)}: field {BASE_KEY!r}"
+        if not isinstance(base, str) or not base:
+            raise ValueError(f"{where} must name a profile, got {base!r}")
+        if base in chain:
+            raise ValueError(f"{where} is {base!r}, which makes a cycle: {' -> '.join([*chain, base])}")
+        try:
+            base_path = profile_path(base, params_dir)
+        except ValueError as e:
+            raise ValueError(f"{where} is {base!r}: {e}") from None
+        current, path = base, base_path
+    resolved: dict = {}
+    for data in reversed(layers):
+        resolved.update((k, v) for k, v in data.items() if k != BASE_KEY)
+    return resolved
 
 
 def declared_type(param: Mapping[str, Any]) -> type | None:
@@ -396,8 +433,9 @@ class Letters:
             raise ValueError(f"{name} must be {self}, got {value!r}")
 
 
-# The choices of the model's keys come from goalrm_core.choices (torch-free, so checking a profile
-# imports no model code); those of the task are written out here (a test holds them equal).
+# The choices of the model's keys come from goalrm_core.choices and the trainer's config (torch-free,
+# so checking a profile imports no model code); those of the task are written out here (a test holds
+# them equal).
 HEADLINE_CHOICES = tuple(HEADLINE_SETS)
 TOYMATH_OPERATORS = "+-*"                              # tasks.toymath.problems.OPERATORS
 PAIR_SOURCE_CHOICES = ("policy", "slips")              # tasks.toymath.pipeline.PREFERENCE_SOURCES
@@ -406,12 +444,12 @@ _COUNT = Range(int, ">= 1")
 _FRACTION = Range(float, "(0, 1)")
 _RATE = Range(float, "> 0")
 
-# The valid values of every key of a notebook profile (params/demo.yaml sets them all; a test holds
-# this table to it). ``None``: any value of the type the notebook's default has. The RM keys' ranges
-# are the trainer's flags' (``train.config.TrainRMConfig``; a test holds them equal).
+# The valid values of every key of a notebook profile (params/demo.yaml sets every key written out
+# here; a test holds it to that). ``None``: any value of the type the notebook's default has. The
+# trainer's settings are not written here: their ranges and choices are the trainer's own
+# (``TrainRMConfig``'s fields), under the profile's names (``study.recipe``).
 PROFILE_RULES: dict[str, Any] = {
     "run_dir": None,
-    "seed": Range(int, ">= 0"),
     "torch_threads": Range(int, ">= 1", note="pinned: floats depend on it"),
     # 01_data: the task
     "min_chain_steps": _COUNT,
@@ -439,30 +477,13 @@ PROFILE_RULES: dict[str, Any] = {
     "eval_fraction": _FRACTION,
     "pair_source": Choice(*PAIR_SOURCE_CHOICES),
     "slips_per_question": _COUNT,
-    # 02_training
+    # 02_training: how many RMs, where, and how many at once (the trainer's settings follow below)
     "rm_seeds": ListOf(Range(int, ">= 0"), distinct=True),
-    "rm_steps": Range(int, ">= 0", note="0 = the epochs"),
-    "rm_batch_size": _COUNT,
-    "rm_micro_batch_size": _COUNT,
-    "rm_learning_rate": _RATE,
-    "rm_head_learning_rate": Range(float, ">= 0", note="0 = same as rm_learning_rate"),
-    "rm_warmup_ratio": Range(float, "[0, 1]"),
-    "rm_dense_loss_coef": Range(float, ">= 0", note="0 = off (not in the paper)"),
-    "rm_eval_steps": Range(int, ">= 1", also=(-1,), note="-1 = at the end only"),
-    "contrastive_beta": Range(float, ">= 0"),
-    "sim_samples": _COUNT,
-    "unsim_samples": _COUNT,
-    "rm_zero_stage": Choice(0, 1, 2, 3),
     "rm_processes": _COUNT,
     "rm_parallel": _COUNT,
-    "contrastive_window": Choice(*PERCENTILE_WINDOWS),
-    "contrastive_pairs": Choice(*PAIR_FORMS),
-    "contrastive_strategy": Choice(*CONTRASTIVE_STRATEGY_OPTIONS),
-    "source_state_percentile": Range(float, "[0, 1)"),
-    "goal_state_percentile": Range(float, "[0, 1)"),
-    "value_head_strategy": Choice(*VALUE_HEAD_STRATEGIES),
     "rm_store": None,
-    "encoding": Choice(*ENCODINGS),
+    # the trainer's settings (``seed`` among them), from TrainRMConfig
+    **{key: Choice(*rule) if isinstance(rule, tuple) else rule for key, rule in profile_rules().items()},
     # 03_representations, 04_evaluation, 05_decoding
     "readout": Choice(*READOUTS),
     "goal_method": Choice(*GOAL_METHODS),

@@ -17,10 +17,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from goalrm_core.choices import (CHECKPOINT_FORMATS, CONTRASTIVE_STRATEGY_OPTIONS, ENCODINGS, MLP_HEADS, PAIR_FORMS, PERCENTILE_WINDOWS,
-                                 VALUE_HEAD_STRATEGIES)
+from goalrm_core.choices import CHECKPOINT_FORMATS, ENCODINGS, MLP_HEADS, PAIR_FORMS, PERCENTILE_WINDOWS, VALUE_HEAD_STRATEGIES
 from goalrm_core.flags import Range, check_choice
 from goalrm_core.data.preferences import HH_FORMATS
+from goalrm_core.model.strategies import CONTRASTIVE_STRATEGIES, strategies_help, strategy_options
 from goalrm_core.model.templates import TEMPLATES
 
 EVAL_SOURCES = ("test_split", "holdout")
@@ -45,12 +45,14 @@ OUTPUT_FIELDS = ("save_path", "overwrite", "ckpt_path", "metrics_path", "use_wan
 # random state: the vanilla objective never draws from the contrastive sampler).
 CONTRASTIVE_FIELDS = ("contrastive_loss", "contrastive_strategy", "contrastive_loss_beta", "sim_samples", "unsim_samples",
                       "source_state_percentile", "goal_state_percentile", "contrastive_window", "contrastive_pairs",
-                      *dict.fromkeys(name for options in CONTRASTIVE_STRATEGY_OPTIONS.values() for name in options))
+                      *strategy_options())
 
 
 def _help(text: str, default: Any, **meta: Any) -> Any:
-    """A dataclass field with help text, and optional argparse ``choices``/``required`` or, for a
-    number, its valid ``range`` (a :class:`goalrm_core.flags.Range`, checked before any work)."""
+    """A setting: a dataclass field (its annotation is the type) with help text, and optional
+    ``choices``/``required`` or, for a number, its valid ``range`` (a :class:`goalrm_core.flags.Range`).
+    This metadata is the setting's one definition: the command line's flags, the checks of a config
+    built in Python, and the profiles' keys and rules (``study.recipe``) all read it."""
     return field(default=default, metadata={"help": text, **meta})
 
 
@@ -115,7 +117,7 @@ class TrainRMConfig:
     # method
     reward_model_strategy: str = _help("vanilla: pairwise loss only; contrastive: + the goal-conditioned term.", "vanilla", choices=REWARD_MODEL_STRATEGIES)
     contrastive_loss: bool = _help("Shorthand for --reward_model_strategy contrastive (the official code's HH script).", False)
-    contrastive_strategy: str = _help("cosine: pairwise cosines; cosine_avg: average the goal states first.", "cosine", choices=tuple(CONTRASTIVE_STRATEGY_OPTIONS))
+    contrastive_strategy: str = _help(strategies_help(), "cosine", choices=tuple(CONTRASTIVE_STRATEGIES))
     contrastive_loss_beta: float = _help("Weight β of the contrastive term.", 0.5, range=Range(float, ">= 0"))
     sim_samples: int = _help("Positive (source, later goal) pairs drawn per preferred response.", 16, range=Range(int, ">= 1"))
     unsim_samples: int = _help("Negative (preferred source, dispreferred goal) pairs per row.", 16, range=Range(int, ">= 1"))
@@ -154,17 +156,14 @@ class TrainRMConfig:
     def __post_init__(self) -> None:
         if self.contrastive_loss:
             self.reward_model_strategy = "contrastive"
-        for name in ("reward_model_strategy", "contrastive_strategy", "contrastive_window", "contrastive_pairs", "value_head_strategy",
-                     "mlp_head", "save_format", "template", "encoding", "loss", "eval_source", "hh_format"):
-            check_choice(name, getattr(self, name), _field(name).metadata.get("choices"))
+        for f in dataclasses.fields(self):
+            if "choices" in f.metadata:
+                check_choice(f.name, getattr(self, f.name), f.metadata["choices"])
+            if "range" in f.metadata:
+                f.metadata["range"].check(getattr(self, f.name), f"--{f.name}")
         if self.save_format == "official" and self.value_head_strategy == "mlp" and self.mlp_head != "official":
             raise ValueError("--save_format official with --value_head_strategy mlp needs --mlp_head official "
                              "(the official MLP head's last layer has no bias)")
-        if self.zero_stage not in (0, 1, 2, 3):
-            raise ValueError(f"zero_stage must be 0, 1, 2 or 3, got {self.zero_stage}")
-        for f in dataclasses.fields(self):
-            if "range" in f.metadata:
-                f.metadata["range"].check(getattr(self, f.name), f"--{f.name}")
 
     @property
     def contrastive(self) -> bool:
@@ -226,10 +225,6 @@ class TrainRMConfig:
         and the range (exit code 2), as every goalrm command does."""
         args = build_parser(cls, description, prog).parse_args(argv)  # each number's declared range is its argparse type
         return cls(**vars(args))
-
-
-def _field(name: str) -> dataclasses.Field:
-    return next(f for f in dataclasses.fields(TrainRMConfig) if f.name == name)
 
 
 def build_parser(cls=TrainRMConfig, description: str | None = None, prog: str | None = None) -> argparse.ArgumentParser:

@@ -105,7 +105,8 @@ def test_bad_inputs_raise_clear_errors():
 
 # ---------------------------------------------------------------- the official code's sampling forms
 
-from goalrm_core.model.losses import _mean_sigmoid_cosine, earliest_window_positions  # noqa: E402
+from goalrm_core.model.losses import earliest_window_positions  # noqa: E402
+from goalrm_core.model.strategies import _mean_sigmoid_cosine  # noqa: E402
 
 
 def test_earliest_window_positions_follow_the_official_formula():

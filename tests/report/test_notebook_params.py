@@ -70,3 +70,23 @@ def test_declared_parameters_are_what_papermill_reports():
         ours, theirs = declared_parameters(path), pm.inspect_notebook(str(path))
         assert list(ours) == list(theirs), path.name
         assert {k: [v[f] for f in fields] for k, v in ours.items()} == {k: [v[f] for f in fields] for k, v in theirs.items()}, path.name
+
+
+def test_sync_writes_names_a_new_trainer_setting_reaches_notebook_02_and_comments_stay(tmp_path):
+    """A trainer setting the profile gives that no notebook declares is added to the training
+    notebook's cell (by name); a comment written in a cell stays above its key; a key no notebook
+    reads and the trainer does not know is added nowhere."""
+    copy = tmp_path / "notebooks"
+    shutil.copytree(NOTEBOOKS, copy)
+    path = copy / "02_training.ipynb"
+    notebook = json.loads(path.read_text())
+    cell = nbp._parameters_cell(notebook, path)
+    cell["source"] = "".join(cell["source"]).replace("rm_steps = ", "# the step budget\nrm_steps = ").splitlines(keepends=True)
+    path.write_text(json.dumps(notebook))
+    profile = dict(load_profile("demo"), l2=0.25, not_a_setting=1)
+    assert [p.name for p in nbp.sync_notebooks(copy, profile, write=True)] == ["02_training.ipynb"]
+    source = "".join(nbp._parameters_cell(json.loads(path.read_text()), path)["source"])
+    assert source.endswith("l2 = 0.25\n") and "not_a_setting" not in source
+    assert "# the step budget\nrm_steps = 400\n" in source
+    assert nbp.sync_notebooks(copy, profile, write=False) == []
+    assert all("not_a_setting" not in p.read_text() for p in copy.glob("*.ipynb"))
