@@ -1,0 +1,125 @@
+"""A new contrastive strategy with one hyperparameter is four hand-edited files: its scoring function
+(``model/strategies.py``), its hyperparameter (``train/config.py``), the demo profile's value
+(``params/demo.yaml``) and its test. Everything else (the trainer's flags and checks, the profile rules
+and the profile <-> flag mapping, notebook 02's parameters through ``goalrm sync-notebooks``) follows.
+
+The test does exactly that in a copy of the project and then trains one step of a tiny RM with the new
+strategy along the path a report takes: a profile on the demo resolves and passes the checks, notebook
+02's parameters carry the value into its recipe, and ``goalrm train-rm`` runs the config's flags; the
+new scoring function records the hyperparameter it was handed.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+from goalrm_core.data.io import write_jsonl
+from goalrm_core.paths import project_root
+
+ROOT = project_root()
+# The hand edits, as a contributor would write them.
+STRATEGY = '''
+
+@contrastive_strategy("cosine_scaled", "sigma(scale * cos)", options=("contrastive_scale",))
+def _cosine_scaled(source, goal, pairs, contrastive_scale):
+    import os
+
+    import torch
+    import torch.nn.functional as F
+
+    if os.environ.get("SCALE_SEEN"):  # this test's probe: the value the objective handed over
+        with open(os.environ["SCALE_SEEN"], "a") as seen:
+            seen.write(f"{contrastive_scale}\\n")
+    return torch.sigmoid(contrastive_scale * F.cosine_similarity(source.float(), goal.float(), dim=-1)).mean()
+'''
+FIELD = '    contrastive_scale: float = _help("cosine_scaled: the factor on each cosine.", 1.0, range=Range(float, "> 0"))\n'
+DEMO_VALUE = "contrastive_scale: 2.0\n"
+HAND_EDITED = ("goalrm_core/model/strategies.py", "goalrm_core/train/config.py", "params/demo.yaml", "tests/test_extension.py")
+
+# Run in the copy: generate, resolve, check, build the config as notebook 02 does, train through the command line.
+SCRIPT = r'''
+import json, sys
+from pathlib import Path
+
+import goalrm_core
+assert Path(goalrm_core.__file__).resolve().is_relative_to(Path.cwd().resolve()), goalrm_core.__file__
+from goalrm_core.cli import main
+from goalrm_core.report.notebook_params import declared_parameters
+from goalrm_core.report.profiles import check_settings, load_profile
+from goalrm_core.report.runner import discover_stages, inspect_stages
+from goalrm_core.study.training import notebook_recipe, rm_config
+
+assert main(["sync-notebooks"]) == 0                                       # generated, not hand-edited
+assert declared_parameters(Path("notebooks/02_training.ipynb"))["contrastive_scale"]["default"] == "2.0"
+assert main(["sync-notebooks", "--check"]) == 0
+
+declared = inspect_stages(discover_stages(Path("notebooks")))
+settings = load_profile("scaled")                                          # base: demo + the new strategy
+assert settings["contrastive_scale"] == 3.0 and settings["n_samples"] == load_profile("demo")["n_samples"]
+assert check_settings(settings, declared, "params/scaled.yaml") == []     # a known key, no warning
+try:
+    check_settings({**settings, "contrastive_scale": 0.0}, declared, "params/scaled.yaml")
+except ValueError as e:
+    assert "contrastive_scale must be a finite number > 0, got 0.0" in str(e), e
+else:
+    raise AssertionError("a scale out of range passed")
+
+params = {k: settings[k] for k in declared["02_training"] if k in settings}  # what papermill hands notebook 02
+cfg = rm_config(notebook_recipe(params), sys.argv[1], "goal-conditioned", 0)
+assert (cfg.contrastive_strategy, cfg.contrastive_scale) == ("cosine_scaled", 3.0)
+argv = cfg.to_argv()
+assert argv[argv.index("--contrastive_scale") + 1] == "3.0"
+assert main(["train-rm", *argv]) == 0
+print(json.dumps(json.loads(Path(cfg.save_path, "train_summary.json").read_text())))
+'''
+
+
+def _copy_project(to):
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for folder in ("goalrm_core", "params", "notebooks"):
+        shutil.copytree(ROOT / folder, to / folder, ignore=ignore)
+    shutil.copy(ROOT / "pyproject.toml", to / "pyproject.toml")
+
+
+def _edit(path, anchor, text, after=True):
+    source = path.read_text()
+    assert source.count(anchor) == 1, f"{path}: the anchor {anchor!r} moved; update this test"
+    path.write_text(source.replace(anchor, anchor + text if after else text + anchor))
+
+
+def _tiny_run(run, policy_dir):
+    shutil.copytree(policy_dir, run / "data" / "policy")
+    pairs = [{"question": f"{a} +{b}", "correct": f"{a}+{b}={(a + b) % 10}\n#{(a + b) % 10}",
+              "incorrect": f"{a}+{b}={(a + b + 1) % 10}\n#{(a + b + 1) % 10}"} for a in range(1, 5) for b in range(1, 3)]
+    write_jsonl(run / "data" / "preference" / "train.jsonl", pairs[:6])
+    write_jsonl(run / "data" / "preference" / "eval.jsonl", pairs[6:])
+
+
+def test_a_new_strategy_with_a_hyperparameter_is_four_files_and_trains(tmp_path, tiny_policy_dir):
+    project = tmp_path / "project"
+    _copy_project(project)
+    # the three edits besides this test
+    (project / HAND_EDITED[0]).write_text((project / HAND_EDITED[0]).read_text() + STRATEGY)
+    config = project / HAND_EDITED[1]
+    _edit(config, next(line + "\n" for line in config.read_text().splitlines() if line.startswith("    contrastive_loss_beta:")), FIELD)
+    (project / HAND_EDITED[2]).write_text((project / HAND_EDITED[2]).read_text() + DEMO_VALUE)
+    # a profile that uses it (not one of the files to edit: any profile may now choose it)
+    (project / "params" / "scaled.yaml").write_text(
+        "base: demo\ncontrastive_strategy: cosine_scaled\ncontrastive_scale: 3.0\n"
+        "rm_steps: 1\nrm_batch_size: 2\nrm_micro_batch_size: 2\nrm_eval_steps: -1\nsim_samples: 2\nunsim_samples: 2\n")
+    run = tmp_path / "run"
+    _tiny_run(run, tiny_policy_dir)
+    seen = tmp_path / "seen.txt"
+    env = {**os.environ, "PYTHONPATH": str(project), "OMP_NUM_THREADS": "1", "SCALE_SEEN": str(seen)}
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(run)], cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["steps"] == 1 and summary["strategy"] == "contrastive"
+    assert set(seen.read_text().split()) == {"3.0"}  # the scoring function got the profile's value
+    # the other files a strategy used to need are untouched, the notebooks only regenerated
+    for name in ("goalrm_core/choices.py", "goalrm_core/model/losses.py", "goalrm_core/study/recipe.py",
+                 "goalrm_core/report/profiles.py", "params/smoke.yaml"):
+        assert (project / name).read_text() == (ROOT / name).read_text(), name
+    assert "contrastive_scale = 2.0" in (project / "notebooks" / "02_training.ipynb").read_text()
