@@ -3,7 +3,7 @@ the same bytes takes them from the store instead of training them again.
 
     python scripts/prefill_rm_store.py --profile demo --store runs/demo-threads1/rm-store
 
-The rerun must set ``rm_store`` to the same folder. An RM's key (``study.training.rm_key``) is its
+The rerun must set ``rm_store`` to the same folder. An RM's key (``train.store.rm_key``) is its
 training config with the policy and the preference pairs by content, so the rerun reuses an RM only
 where its own data stage wrote byte-identical policy and pairs; anything else is trained as usual.
 The reuse is sound only where the rerun's training would be the same computation: each training
@@ -19,7 +19,8 @@ import sys
 from goalrm_core.data.rundir import RunDir
 from goalrm_core.report.profiles import load_profile
 from goalrm_core.study.rms import RMS
-from goalrm_core.study.training import notebook_recipe, rm_config, store_trained_rm
+from goalrm_core.study.training import notebook_recipe, rm_config
+from goalrm_core.train.store import store_trained_rm
 
 
 def main(argv=None) -> int:

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from goalrm_core.choices import GOAL_METHODS, GOAL_ROWS
 from goalrm_core.data import manifest
 from goalrm_core.data.adapters import HELPSTEER_ATTRIBUTES
-from goalrm_core.data.io import ArtifactError, load_npy, parse_label
+from goalrm_core.data.io import ArtifactError, load_npy
 from goalrm_core.inference.forward import iter_scored
 from goalrm_core.model.encoding import require_text
 from goalrm_core.model.reward_model import RewardModel
@@ -232,15 +232,3 @@ def last_token_states(model: RewardModel, tokenizer, rows: Sequence[dict], templ
                             encoding=encoding, readout=readout):
         states[i] = s.response_hidden[-1].numpy()
     return states
-
-
-def last_token_frame(states: np.ndarray, rows: Sequence[dict], q) -> "pd.DataFrame":
-    """Per generation: correctness, the Q of its last-token state (``q``, from :func:`q_values`;
-    the ``cosine_to_goal`` column), and a 2-D PCA of the states."""
-    import pandas as pd
-
-    centred = states - states.mean(0)
-    _, _, vt = np.linalg.svd(centred, full_matrices=False)
-    pcs = centred @ vt[:2].T
-    correct = [parse_label(r["is_correct"], where=f"row {i}") for i, r in enumerate(rows)]
-    return pd.DataFrame({"is_correct": correct, "cosine_to_goal": np.asarray(q, dtype=np.float32), "pc1": pcs[:, 0], "pc2": pcs[:, 1]})

@@ -3,10 +3,12 @@ from incorrect generations."""
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 import pandas as pd
 
-from goalrm_core.data.io import save_npy
+from goalrm_core.data.io import parse_label, save_npy
 from goalrm_core.data.rundir import RunDir
 from goalrm_core.evaluation import metrics
 from goalrm_core.evaluation.tables import question_ids
@@ -27,6 +29,17 @@ def save_goal_states(run_dir, rm: str, methods, seed: int = 0, rm_seed: int = 0,
     for method, goal in goals.items():
         save_npy(RunDir(run_dir).goal_state(rm, rm_seed, method), goal)
     return goals
+
+
+def last_token_frame(states: np.ndarray, rows: Sequence[dict], q) -> pd.DataFrame:
+    """Per generation: correctness, the Q of its last-token state (``q``, from
+    :func:`~goalrm_core.inference.goal_state.q_values`; the ``cosine_to_goal`` column), and a 2-D PCA
+    of the states."""
+    centred = states - states.mean(0)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    pcs = centred @ vt[:2].T
+    correct = [parse_label(r["is_correct"], where=f"row {i}") for i, r in enumerate(rows)]
+    return pd.DataFrame({"is_correct": correct, "cosine_to_goal": np.asarray(q, dtype=np.float32), "pc1": pcs[:, 0], "pc2": pcs[:, 1]})
 
 
 def separation_summary(frames: dict[str, pd.DataFrame], rows, seed: int = 0) -> pd.DataFrame:

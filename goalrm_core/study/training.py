@@ -13,25 +13,22 @@ the paper recipes (:mod:`goalrm_core.recipes.paper`) build their training config
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import fcntl
-import hashlib
 import json
 import os
-import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from goalrm_core.data.io import atomic_write_json, read_jsonl
-from goalrm_core.data.rundir import RunDir, rm_checkpoint_dir, rm_metrics_path, train_summary_path
+from goalrm_core.data.io import read_jsonl
+from goalrm_core.data.rundir import RunDir, rm_metrics_path, train_summary_path
 from goalrm_core.evaluation.stats import mean_ci
 from goalrm_core.study.rms import STRATEGY as RM_STRATEGIES
 from goalrm_core.train.config import TrainRMConfig
 from goalrm_core.study.live import tail_view
 from goalrm_core.train.launch import run_streaming, train_command
+from goalrm_core.train.store import from_store, link_stored
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -156,101 +153,6 @@ def rm_config(recipe: RMRecipe, run_dir, rm: str, seed: int, out_root=None, **ov
     })
 
 
-# ------------------------------------------------------------------------ a store of trained RMs
-
-# Written last into a stored RM's folder: the RM is complete, and this is the config it was trained with.
-STORED_KEY = "rm_key.json"
-
-
-def _digest(path: str) -> str:
-    """sha256 of a local file, or of every file under a local folder (names and contents); the
-    string itself for anything else (a Hub name)."""
-    p = Path(path)
-    h = hashlib.sha256()
-    if p.is_file():
-        h.update(p.read_bytes())
-    elif p.is_dir():
-        for f in sorted(q for q in p.rglob("*") if q.is_file()):
-            h.update(f.relative_to(p).as_posix().encode() + b"\0" + f.read_bytes())
-    else:
-        h.update(f"not a local path: {path}".encode())
-    return h.hexdigest()
-
-
-def rm_key(cfg: TrainRMConfig) -> str:
-    """A short hash of what decides a trained RM: the config's training fields
-    (:meth:`TrainRMConfig.training_fields`, so not where it is saved nor, for a baseline, β), with
-    the backbone and the datasets by content rather than by path (a sweep point's data is a link).
-    """
-    fields = cfg.training_fields()
-    for key in ("pretrain", "dataset", "eval_dataset"):
-        if fields.get(key):
-            fields[key] = ",".join(_digest(part) for part in str(fields[key]).split(","))
-    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _link(link: Path, target: Path) -> None:
-    """``link`` -> ``target`` (relative, so the run folders can move together), replacing what was there."""
-    link.parent.mkdir(parents=True, exist_ok=True)
-    if link.is_symlink() or link.is_file():
-        link.unlink()
-    elif link.is_dir():
-        shutil.rmtree(link)
-    link.symlink_to(os.path.relpath(target, link.parent))
-
-
-@contextlib.contextmanager
-def _store_slot(cfg: TrainRMConfig, store: Path):
-    """The store's place for ``cfg`` (its config there, with the log beside the folder), held under
-    the key's lock; yields ``(key, stored config, log, whether it is complete)``. Whoever fills an
-    incomplete slot writes :func:`_mark_stored` last. The leftovers of a killed fill (a folder
-    without its key file) are removed first."""
-    key = rm_key(cfg)
-    stored = store / key
-    stored_cfg = dataclasses.replace(cfg, save_path=str(stored), metrics_path=str(rm_metrics_path(stored)), ckpt_path="")
-    store.mkdir(parents=True, exist_ok=True)
-    with open(store / f"{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        complete = (stored / STORED_KEY).exists()
-        if not complete:
-            for leftover in (stored, rm_checkpoint_dir(stored)):
-                shutil.rmtree(leftover, ignore_errors=True)
-        yield key, stored_cfg, Path(str(stored) + ".log"), complete
-
-
-def _mark_stored(key: str, cfg: TrainRMConfig, stored_cfg: TrainRMConfig) -> None:
-    atomic_write_json(Path(stored_cfg.save_path) / STORED_KEY, {"key": key, "training_fields": cfg.training_fields()})
-
-
-def _from_store(cfg: TrainRMConfig, store: Path, train) -> tuple[TrainRMConfig, bool]:
-    """The stored RM of ``cfg`` (training it into the store first if it is not there) and whether it
-    was already there. Another process training the same RM holds its lock until it is done."""
-    with _store_slot(cfg, store) as (key, stored_cfg, log, complete):
-        if not complete:
-            train(stored_cfg, log)
-            _mark_stored(key, cfg, stored_cfg)
-    return stored_cfg, complete
-
-
-def store_trained_rm(cfg: TrainRMConfig, store, log=None) -> tuple[str, bool]:
-    """Put the RM already trained at ``cfg.save_path`` (with its metrics log and, when given, its
-    training ``log``) into ``store`` under :func:`rm_key`, as if the store had trained it; returns
-    the key and whether it was already there. A rerun whose data stage writes byte-identical inputs
-    then takes it from the store instead of training it again (``rm_store``)."""
-    source = Path(cfg.save_path)
-    if not (source / "config.json").is_file():
-        raise FileNotFoundError(f"{source}: no trained RM there (run its training first)")
-    with _store_slot(cfg, Path(store)) as (key, stored_cfg, stored_log, complete):
-        if not complete:
-            shutil.copytree(source.resolve(), stored_cfg.save_path)
-            metrics = Path(cfg.metrics_path) if cfg.metrics_path else rm_metrics_path(source)
-            for extra, target in ((metrics, Path(stored_cfg.metrics_path)), (Path(log) if log else None, stored_log)):
-                if extra is not None and extra.exists():
-                    shutil.copyfile(extra.resolve(), target)
-            _mark_stored(key, cfg, stored_cfg)
-    return key, complete
-
-
 def train_rms(run_dir, rms: Sequence[str], seeds: Sequence[int], recipe: RMRecipe, num_processes: int = 1, parallel: int = 1,
               out_root=None, store=None, threads: int | None = None, **overrides: Any) -> pd.DataFrame:
     """Train every RM for every seed in a subprocess (DeepSpeed never runs in the kernel); returns
@@ -264,7 +166,7 @@ def train_rms(run_dir, rms: Sequence[str], seeds: Sequence[int], recipe: RMRecip
     models use one core poorly at a time, so independent runs side by side finish sooner. Their
     live output is then one line per finished run; the full logs are in ``logs/``.
 
-    ``store`` (a folder, e.g. ``RunDir.rm_store``) keeps every RM by :func:`rm_key`: an RM whose
+    ``store`` (a folder, e.g. ``RunDir.rm_store``) keeps every RM by :func:`~goalrm_core.train.store.rm_key`: an RM whose
     training config and inputs are already there is not trained again. The run's model folder, its
     metrics and its log then link to the stored ones, and the row says ``reused``."""
     if parallel < 1:
@@ -285,10 +187,8 @@ def train_rms(run_dir, rms: Sequence[str], seeds: Sequence[int], recipe: RMRecip
         if store is None:
             run_training(cfg, log, f"{rm} seed {seed}")
         else:
-            stored, reused = _from_store(cfg, Path(store), lambda c, lg: run_training(c, lg, f"{rm} seed {seed}"))
-            _link(Path(cfg.save_path), Path(stored.save_path))
-            _link(Path(cfg.metrics_path) if cfg.metrics_path else rm_metrics_path(cfg.save_path), Path(stored.metrics_path))
-            _link(log, Path(stored.save_path + ".log"))
+            stored, reused = from_store(cfg, Path(store), lambda c, lg: run_training(c, lg, f"{rm} seed {seed}"))
+            link_stored(cfg, stored, log)
         summary = json.loads(train_summary_path(cfg.save_path).read_text())
         if parallel > 1 or reused:
             done = "reused from the store" if reused else f"{summary.get('steps')} steps"

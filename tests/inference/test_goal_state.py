@@ -7,9 +7,10 @@ import torch
 import torch.nn.functional as F
 
 from goalrm_core.inference.forward import iter_scored
-from goalrm_core.inference.goal_state import last_token_frame, last_token_states, q_values
+from goalrm_core.inference.goal_state import last_token_states, q_values
 from goalrm_core.inference.scoring import score_generations
 from goalrm_core.model.templates import apply_template
+from goalrm_core.study.representations import last_token_frame
 
 ROWS = [{"question": "3 +4", "generated_solution": "3+4=7\n#7", "is_correct": True},
         {"question": "9 *2 -1", "generated_solution": "9*2=18\n18-1=16\n#16", "is_correct": False},

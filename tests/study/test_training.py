@@ -14,8 +14,9 @@ from goalrm_core.data.rundir import RunDir
 from goalrm_core.model.reward_model import load_reward_model
 from goalrm_core.report.profiles import available_profiles, load_profile, resolve_path
 from goalrm_core.study import training as tr
-from goalrm_core.study.training import RMRecipe, rm_key, rm_max_len
+from goalrm_core.study.training import RMRecipe, rm_max_len
 from goalrm_core.train.config import TrainRMConfig
+from goalrm_core.train.store import STORED_KEY, store_trained_rm
 
 NOTEBOOKS = resolve_path("notebooks")
 # Parameters of notebook 02 that are not about how one RM trains: where it runs, how many at once, which seeds.
@@ -131,24 +132,6 @@ def test_train_rms_side_by_side_trains_every_rm_and_seed(tmp_path, tiny_policy_d
         tr.train_rms(run, ["baseline"], [0], recipe, parallel=0)
 
 
-def test_rm_key_ignores_paths_and_a_baselines_contrastive_settings(tmp_path):
-    data = tmp_path / "pairs.jsonl"
-    data.write_text('{"question": "1 +1", "correct": "#2", "incorrect": "#3"}\n')
-    copy = tmp_path / "elsewhere" / "pairs.jsonl"
-    copy.parent.mkdir()
-    shutil.copy(data, copy)
-
-    def key(strategy, beta, dataset=data, save="a"):
-        return rm_key(RMRecipe(contrastive_beta=beta).config(pretrain="tiny", dataset=str(dataset), save_path=save,
-                                                             reward_model_strategy=strategy))
-
-    assert key("vanilla", 0.1) == key("vanilla", 1.0, dataset=copy, save="b")
-    assert key("contrastive", 0.1) != key("contrastive", 1.0)
-    assert key("contrastive", 0.1) == key("contrastive", 0.1, dataset=copy, save="b")
-    copy.write_text('{"question": "1 +1", "correct": "#2", "incorrect": "#4"}\n')
-    assert key("vanilla", 0.1) != key("vanilla", 0.1, dataset=copy)
-
-
 def test_an_rm_whose_config_did_not_change_is_not_trained_again(tmp_path, tiny_policy_dir):
     """Two sweep points that differ in beta share the baseline: the second links to the first's."""
     base = _tiny_run(tmp_path / "base", tiny_policy_dir)
@@ -173,17 +156,15 @@ def test_an_rm_whose_config_did_not_change_is_not_trained_again(tmp_path, tiny_p
 
 def test_an_rm_trained_without_the_store_can_be_put_in_it_and_is_then_reused(tmp_path, tiny_policy_dir):
     """A finished run's RM, stored under its key (scripts/prefill_rm_store.py), is what a rerun on
-    byte-identical inputs takes instead of training: the same files, its metrics and log beside it."""
+    byte-identical inputs takes instead of training: the same files, its metrics and log beside it
+    (the store's own bookkeeping: tests/train/test_store.py)."""
     base = _tiny_run(tmp_path / "base", tiny_policy_dir)
     recipe = _tiny_recipe()
     store = tmp_path / "store"
-    with pytest.raises(FileNotFoundError, match="no trained RM"):
-        tr.store_trained_rm(tr.rm_config(recipe, base, "baseline", 0), store)
     tr.train_rms(base, ["baseline"], [0], recipe)  # trained without a store
     cfg = tr.rm_config(recipe, base, "baseline", 0)
-    key, already = tr.store_trained_rm(cfg, store, log=RunDir(base).training_log("baseline", 0))
-    assert not already and key == rm_key(cfg) and tr.store_trained_rm(cfg, store) == (key, True)
-    assert (store / key / tr.STORED_KEY).exists() and Path(str(store / key) + ".log").exists()
+    key, already = store_trained_rm(cfg, store, log=RunDir(base).training_log("baseline", 0))
+    assert not already
     rerun = tmp_path / "rerun"
     rerun.mkdir()
     (rerun / "data").symlink_to(base / "data")
@@ -191,5 +172,5 @@ def test_an_rm_trained_without_the_store_can_be_put_in_it_and_is_then_reused(tmp
     stored, original = RunDir(rerun).model("baseline").resolve(), RunDir(base).model("baseline")
     assert stored == (store / key).resolve()
     files = lambda root: {f.relative_to(root): f.read_bytes() for f in root.rglob("*") if f.is_file()}  # noqa: E731
-    assert {k: v for k, v in files(stored).items() if k.name != tr.STORED_KEY} == files(original)
+    assert {k: v for k, v in files(stored).items() if k.name != STORED_KEY} == files(original)
     assert Path(str(RunDir(rerun).model("baseline")) + ".metrics.jsonl").exists()
