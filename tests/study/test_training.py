@@ -85,7 +85,7 @@ def test_max_len_comes_from_one_function():
         assert "rm_max_len(max_new_tokens)" in code or "tr.notebook_recipe(globals())" in code, name
         assert "* max_new_tokens" not in code, f"{name} derives max_len itself"
     study = resolve_path("goalrm_core") / "study"
-    assert not [p.name for p in study.glob("*.py") if "* max_new_tokens" in p.read_text() and p.name != "training.py"]
+    assert not [p.name for p in study.glob("*.py") if "* max_new_tokens" in p.read_text() and p.name != "recipe.py"]
 
 
 def test_rm_config_places_the_rm_in_the_run_directory(tmp_path):
@@ -120,7 +120,12 @@ def test_train_rms_side_by_side_trains_every_rm_and_seed(tmp_path, tiny_policy_d
     """The demo trains its six RMs two at a time: each run must end with its own saved RM and log."""
     run = _tiny_run(tmp_path / "run", tiny_policy_dir)
     recipe = _tiny_recipe()
-    runs = tr.train_rms(run, ["baseline", "goal-conditioned"], [0], recipe, parallel=2)
+    # notebook 02's order: one RM through the one call, then the multi-seed helper, which does not train it again
+    first = tr.train_rm(tr.rm_config(recipe, run, "goal-conditioned", 0), RunDir(run).training_log("goal-conditioned", 0), live=False)
+    model = RunDir(run).model("goal-conditioned", 0)
+    trained_at = (model / "config.json").stat().st_mtime_ns
+    runs = tr.train_rms(run, ["baseline", "goal-conditioned"], [0], recipe, parallel=2, done={("goal-conditioned", 0): first})
+    assert (model / "config.json").stat().st_mtime_ns == trained_at
     assert list(runs["rm"]) == ["baseline", "goal-conditioned"] and list(runs["steps"]) == [2, 2]
     for rm in ("baseline", "goal-conditioned"):
         load_reward_model(RunDir(run).model(rm, 0))
