@@ -5,6 +5,7 @@ and ``deepspeed --module`` either of them run this module."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import warnings
@@ -17,7 +18,49 @@ from goalrm_core.flags import run_command
 from goalrm_core.train.config import TrainRMConfig
 
 
+# The official train_rm.py's flags that goalrm has no setting for, each with why: one given stops the run with
+# that line (exit 2) rather than argparse's "unrecognized arguments". A flag that becomes a TrainRMConfig field is
+# parsed as that field instead.
+UNSUPPORTED_OFFICIAL_FLAGS = {
+    "max_ckpt_num": "checkpoint rotation by count is not implemented in goalrm",
+    "max_ckpt_mem": "checkpoint rotation by size is not implemented in goalrm",
+    "zpg": "ZeRO++ partition groups are not exposed by goalrm's DeepSpeed config",
+    "adam_offload": "optimizer offload is not exposed by goalrm's DeepSpeed config",
+    "grad_accum_dtype": "the gradient accumulation dtype is not exposed by goalrm's DeepSpeed config",
+    "disable_trace_cache": "the ZeRO-3 trace cache setting is not exposed by goalrm's DeepSpeed config",
+    "compute_fp32_loss": "an fp32 preference loss is not implemented in goalrm",
+    "margin_loss": "a per-row margin from the data is not implemented (goalrm has one constant --margin)",
+    "aux_loss_coef": "the mixture-of-experts auxiliary loss is not implemented in goalrm",
+    "load_in_4bit": "4-bit loading (bitsandbytes) is not implemented in goalrm",
+    "lora_rank": "LoRA is not implemented in goalrm (the whole backbone is trained)",
+    "lora_alpha": "LoRA is not implemented in goalrm (the whole backbone is trained)",
+    "target_modules": "LoRA is not implemented in goalrm (the whole backbone is trained)",
+    "input_template": "goalrm names its prompt templates: use --template (nemo is the official default input template)",
+    "gradient_checkpointing_use_reentrant": "the reentrant form of gradient checkpointing is not exposed by goalrm",
+    "bos_token": "special-token overrides are not implemented in goalrm (the tokenizer's own are used)",
+    "eos_token": "special-token overrides are not implemented in goalrm (the tokenizer's own are used)",
+    "pad_token": "special-token overrides are not implemented in goalrm (the tokenizer's own are used)",
+    "unk_token": "special-token overrides are not implemented in goalrm (the tokenizer's own are used)",
+    "prompt_key": "the data's keys are not configurable in goalrm (question/correct/incorrect, prompt/chosen/rejected or chosen/rejected)",
+    "chosen_key": "the data's keys are not configurable in goalrm (question/correct/incorrect, prompt/chosen/rejected or chosen/rejected)",
+    "rejected_key": "the data's keys are not configurable in goalrm (question/correct/incorrect, prompt/chosen/rejected or chosen/rejected)",
+    "apply_chat_template": "chat templates are not implemented in goalrm (--template hh keeps the prompt as it is)",
+    "wandb_run_name": "wandb run names are not implemented in goalrm (wandb names the run)",
+}
+
+
+def refuse_unsupported_official_flags(argv: Sequence[str]) -> None:
+    """A ``ValueError`` (one line, exit 2) for the first official flag of :data:`UNSUPPORTED_OFFICIAL_FLAGS` in ``argv``
+    that is no config field."""
+    fields = {f.name for f in dataclasses.fields(TrainRMConfig)}
+    for arg in argv:
+        name = arg[2:].split("=", 1)[0] if arg.startswith("--") else ""
+        if name in UNSUPPORTED_OFFICIAL_FLAGS and name not in fields:
+            raise ValueError(f"--{name} (an official train_rm.py flag) cannot run here: {UNSUPPORTED_OFFICIAL_FLAGS[name]}; drop it")
+
+
 def parse_args(argv: Sequence[str] | None = None) -> TrainRMConfig:
+    refuse_unsupported_official_flags(sys.argv[1:] if argv is None else argv)
     return TrainRMConfig.from_argv(argv, description="Train a (goal-conditioned) reward model with DeepSpeed.", prog="goalrm train-rm")
 
 
@@ -29,6 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     preflight(cfg)
     first = os.environ.get("RANK", "0").strip() in ("0", "")  # the launcher's first process holds the lock
+    if cfg.s3_save_path and first:
+        print(f"goalrm train-rm: --s3_save_path {cfg.s3_save_path}: not uploaded (goalrm saves to --save_path {cfg.save_path} only; "
+              f"copy it yourself, e.g. aws s3 cp --recursive)", file=sys.stderr)
     with writer_lock(cfg.save_path, "--save_path", command_line("goalrm train-rm", argv)) if first else nullcontext():
         try:
             Trainer(cfg).fit()

@@ -85,7 +85,8 @@ def official_printout(eval_dir: str | Path, model_name: str, benchmarks: Sequenc
     lines = [f"Model: {model_name}"]
     lines += [f"{bench}: {official_auroc(greedy[bench])}" for bench in benchmarks]
     for bench in benchmarks:
-        for percentile in percentiles:
+        # a --vanilla folder has no Q-values, so no partial AUROC (the official metrics.py stops there)
+        for percentile in () if vanilla else percentiles:
             auroc = official_partial_auroc(greedy[bench], percentile, str(root / bench / "greedy"))
             lines.append(f"{bench} @ percentile {percentile}: {auroc}")
     if vanilla:

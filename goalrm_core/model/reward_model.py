@@ -62,17 +62,22 @@ def build_value_head(hidden_size: int, strategy: str, mlp_head: str = "goalrm") 
     return head
 
 
+class FeatureUnavailable(RuntimeError):
+    """An asked-for feature this machine cannot run (flash-attn without the package or a GPU): the
+    commands print its one line and exit 2."""
+
+
 def attention_implementation(flash_attn: bool) -> str:
     """flash-attn when asked for and usable, else PyTorch SDPA; asking for it without it is an error."""
     if not flash_attn:
         return "sdpa"
     if importlib.util.find_spec("flash_attn") is None:
-        raise RuntimeError(
+        raise FeatureUnavailable(
             "--flash_attn was given but the flash-attn package is not installed. "
             "On a CUDA machine: pip install 'goalrm[flash]'; otherwise drop --flash_attn (SDPA is used)."
         )
     if not torch.cuda.is_available():
-        raise RuntimeError("--flash_attn needs a CUDA GPU; none is visible. Drop --flash_attn to use SDPA.")
+        raise FeatureUnavailable("--flash_attn needs a CUDA GPU; none is visible. Drop --flash_attn to use SDPA.")
     return "flash_attention_2"
 
 
