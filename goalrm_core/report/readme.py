@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any, Mapping
 
 from goalrm_core.evaluation.auroc import delta_of
+from goalrm_core.report import regimes
+from goalrm_core.report.formats import across, ci, fixed, num
 from goalrm_core.report.provenance import speed_text
 from goalrm_core.report.reproduction import VERDICT, primary_rows, reruns_of, verdicts
 
@@ -29,33 +30,6 @@ BENCH_ORDER = ("toy-id", "toy-zero", "toy-times", "toy-unseen")
 
 def _read(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-
-
-def _num(x: Any) -> float | None:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
-
-
-def _f(x: Any, digits: int = 2, signed: bool = False, scale: float = 1.0) -> str:
-    v = _num(x)
-    if v is None:
-        return "undefined"
-    text = f"{v * scale:+.{digits}f}" if signed else f"{v * scale:.{digits}f}"
-    zero = f"{0:.{digits}f}"
-    return zero if text.lstrip("+-") == zero else text.replace("-", "−")
-
-
-def _ci(mean, low, high, digits: int = 2, signed: bool = False, scale: float = 1.0) -> str:
-    if _num(mean) is None:
-        return "undefined"
-    return f"{_f(mean, digits, signed, scale)} [{_f(low, digits, signed, scale)}, {_f(high, digits, signed, scale)}]"
-
-
-def _across(s: Mapping, signed: bool = True, scale: float = 1.0) -> str:
-    if _num(s.get("mean")) is None:
-        return f"undefined ({s.get('reason') or 'no seed defined'})"
-    if _num(s.get("ci_low")) is None:
-        return f"{_f(s['mean'], signed=signed, scale=scale)} (no interval: {s.get('reason') or 'undefined'})"
-    return _ci(s["mean"], s.get("ci_low"), s.get("ci_high"), signed=signed, scale=scale)
 
 
 def _benches(ev: Mapping) -> list[str]:
@@ -97,7 +71,7 @@ def findings(report: Path = REPORT, reruns: Path = RERUNS) -> str:
             header += f" same verdict in all {len(runs)} runs |"
         out += [header, "|" + "---|" * (header.count("|") - 1)]
         for label, rm, s, scale, signed in rows:
-            line = f"| {label} | {rm} | {_across(s, signed, scale)} | {s['k']} of {s['n_seeds']} | {VERDICT[s['holds']]} |"
+            line = f"| {label} | {rm} | {across(s, signed, scale)} | {s['k']} of {s['n_seeds']} | {VERDICT[s['holds']]} |"
             seen = verdicts(label, rm, runs)
             same = "yes" if len(set(seen)) == 1 else "no: " + " / ".join(seen)
             out.append(line + (f" {same} |" if rerun_runs else ""))
@@ -120,7 +94,7 @@ def findings(report: Path = REPORT, reruns: Path = RERUNS) -> str:
                 "| benchmark | ΔAUROC over seeds [95% CI] | higher in | p (Holm) |", "|---|---|---|---|"]
         for bench in [b for b in BENCH_ORDER if b in exploratory] + [b for b in exploratory if b not in BENCH_ORDER]:
             s = exploratory[bench]
-            out.append(f"| {bench} | {_across(s)} | {s['k']} of {s['n_seeds']} seeds | {_f(s.get('p_holm'), 3)} |")
+            out.append(f"| {bench} | {across(s)} | {s['k']} of {s['n_seeds']} seeds | {fixed(s.get('p_holm'), 3)} |")
     benches = _benches(ev)
     if benches:
         out += ["", "Seed 0 (detail; 95% bootstrap CIs over questions):", "",
@@ -129,14 +103,12 @@ def findings(report: Path = REPORT, reruns: Path = RERUNS) -> str:
         out.append(f"| policy sampled accuracy (T = {params.get('sampling_temperature', '?')}) | " + " | ".join(acc) + " |")
         for scorer in ("baseline", "goal-conditioned", "length only", "policy mean logprob"):
             if scorer in ev:
-                cells = [_ci(ev[scorer][b].get("auroc"), ev[scorer][b].get("auroc_ci_low"), ev[scorer][b].get("auroc_ci_high"))
+                cells = [ci(ev[scorer][b].get("auroc"), ev[scorer][b].get("auroc_ci_low"), ev[scorer][b].get("auroc_ci_high"))
                          if b in ev[scorer] else "" for b in benches]
                 out.append(f"| {scorer} | " + " | ".join(cells) + " |")
         d = ev.get("delta_auroc", {})
         out.append("| Δ goal-conditioned − baseline | " + " | ".join(
-            _ci(delta_of(d[b]), d[b]["ci_low"], d[b]["ci_high"], signed=True) for b in benches) + " |")
-    from goalrm_core.report import regimes  # it formats with this module's helpers
-
+            ci(delta_of(d[b]), d[b]["ci_low"], d[b]["ci_high"], signed=True) for b in benches) + " |")
     both = regimes.read_reports(report.parent)
     if report.name in both and len(both) > 1:
         out += ["", "The paper's claims in both embedded designs (each report's primary conclusions; see "

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from goalrm_core.report.readme import _across, _ci, _num
+from goalrm_core.report.formats import across, ci, num
 from goalrm_core.report.reproduction import VERDICT, primary_rows
 
 #: The designs, in the order the table shows them, with what sets each apart.
@@ -27,8 +27,8 @@ DESIGNS: dict[str, str] = {
 
 def across_cell(s: Mapping, signed: bool, scale: float) -> str:
     """``mean [low, high], k of n seeds: verdict`` of one across-seeds figure (the README's wording)."""
-    text = _across(s, signed, scale)
-    return text if _num(s.get("mean")) is None else f"{text}, {s.get('k')} of {s.get('n_seeds')} seeds: {VERDICT[s.get('holds')]}"
+    text = across(s, signed, scale)
+    return text if num(s.get("mean")) is None else f"{text}, {s.get('k')} of {s.get('n_seeds')} seeds: {VERDICT[s.get('holds')]}"
 
 
 def _free_scorer_rows(metrics: Mapping) -> list[tuple[str, str, str]]:
@@ -40,20 +40,20 @@ def _free_scorer_rows(metrics: Mapping) -> list[tuple[str, str, str]]:
         cell = ev.get(scorer, {}).get(bench)
         if isinstance(cell, Mapping):
             rows.append((f"free scorer: {scorer} AUROC on {bench} (seed-0 generations)", "-",
-                         _ci(cell.get("auroc"), cell.get("auroc_ci_low"), cell.get("auroc_ci_high"))))
+                         ci(cell.get("auroc"), cell.get("auroc_ci_low"), cell.get("auroc_ci_high"))))
     accuracy = metrics.get("data", {}).get("benchmarks", {}).get(bench, {}).get("sample_accuracy")
-    if _num(accuracy) is not None:
+    if num(accuracy) is not None:
         rows.insert(0, (f"policy sampled accuracy on {bench}", "-", f"{100 * accuracy:.1f}%"))
     return rows
 
 
 def _steering_rows(metrics: Mapping) -> list[tuple[str, str, str]]:
     s = metrics.get("decoding", {}).get("steering")
-    if not isinstance(s, Mapping) or _num(s.get("attribute_rate")) is None:
+    if not isinstance(s, Mapping) or num(s.get("attribute_rate")) is None:
         return []
     n = s.get("n_questions")
     return [("steering (seed 0, detail): style rate steered / unguided", "goal-conditioned",
-             f"{100 * s['attribute_rate']:.0f}% / {100 * (_num(s.get('attribute_rate_unguided')) or 0):.0f}% of {n}")]
+             f"{100 * s['attribute_rate']:.0f}% / {100 * (num(s.get('attribute_rate_unguided')) or 0):.0f}% of {n}")]
 
 
 def claim_cells(metrics: Mapping) -> dict[tuple[str, str], str]:

@@ -44,6 +44,7 @@ from goalrm_core.report.profiles import (check_profile_against_notebooks, check_
                                          unknown_key_message)
 from goalrm_core.report.provenance import _now
 from goalrm_core.report.records import stage_is_current
+from goalrm_core.report.sweep_layout import PAIRED_FILE, PLAN_FILE, POINT_MANIFEST, format_value
 from goalrm_core.report.runner import discover_stages, inspect_stages, match_stage, run_dir_of, run_report, stage_parameters
 from goalrm_core.study.training import RMRecipe
 
@@ -51,26 +52,9 @@ from goalrm_core.study.training import RMRecipe
 SET_BY_SWEEP = ("profile", "run_dir", "reports_dir", "rm_store")
 BASE_POINT = "base"
 SPEC_KEYS = ("profile", "name", "grid", "one_at_a_time", "stages", "seeds", "set")
-PLAN_FILE = "sweep.json"  # reports/<sweep>/sweep.json: the plan
-POINT_MANIFEST = "point.json"  # reports/<sweep>/<point>/point.json, written last: the point is complete
-PAIRED_FILE = "paired_vs_base.json"  # reports/<sweep>/<point>/paired_vs_base.json: its paired Δ against the base point
 
 
 # ------------------------------------------------------------------------------- values and names
-
-def format_value(value: Any) -> str:
-    """A swept value as it appears in a point's name and on the page: short, the same for 0.5 and 0.50.
-
-    >>> [format_value(v) for v in (0.0, 0.1, 1e-05, True, "cosine_avg")]
-    ['0', '0.1', '1e-05', 'true', 'cosine_avg']
-    """
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        short = f"{value:g}"
-        return short if float(short) == value else repr(value)
-    return str(value)
-
 
 def write_comparison(report_dir: Path, report_links: bool = True) -> Path:
     """:func:`goalrm_core.report.sweep_page.write_comparison`, imported when the page is drawn: the

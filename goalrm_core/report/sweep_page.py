@@ -25,7 +25,7 @@ from goalrm_core.data.io import atomic_write_text
 from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.report.index_page import PAGE_CSS
 from goalrm_core.report.provenance import _now
-from goalrm_core.report.sweep import PAIRED_FILE, PLAN_FILE, POINT_MANIFEST, format_value
+from goalrm_core.report.sweep_layout import PAIRED_FILE, PLAN_FILE, POINT_MANIFEST, format_value
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study import plots
 from goalrm_core.study.rms import GOAL_CONDITIONED, ID_BENCH, RMS
