@@ -1,6 +1,8 @@
 """The package's layers: the core (``model``, ``train``, ``inference``, ``evaluation``, ``data``)
 never imports the layers above it (``cli``, ``study``, ``report``, ``recipes``, ``tasks``), not even
-through the top-level helper modules it uses, and holds no command line of its own."""
+through the top-level helper modules it uses, and holds no command line of its own; the task package
+never imports the study or the report; and no two modules import each other, directly or around a
+circle (an import under ``if TYPE_CHECKING:`` does not count: it never runs)."""
 
 import ast
 from pathlib import Path
@@ -20,12 +22,26 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
 
 
-def imported(name: str) -> set[str]:
-    """Every ``goalrm_core`` module that ``name`` imports anywhere in its source (functions included)."""
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """The nodes under an ``if TYPE_CHECKING:`` block: imports for annotations, never run."""
+    skipped = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING":
+            skipped |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    return skipped
+
+
+def imported(name: str, runtime_only: bool = False) -> set[str]:
+    """Every ``goalrm_core`` module that ``name`` imports anywhere in its source (functions included);
+    with ``runtime_only``, not those under ``if TYPE_CHECKING:``."""
     path = MODULES[name]
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = _type_checking_only(tree) if runtime_only else set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -85,3 +101,60 @@ def test_the_core_holds_no_command_line(name):
                and node.func.attr == "ArgumentParser"]
     assert "main" not in defined, f"{name} defines main: the command line belongs in goalrm_core.cli"
     assert not parsers or name in PARSER_OWNERS, f"{name} builds an ArgumentParser: the command line belongs in goalrm_core.cli"
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def runtime_graph() -> dict[str, set[str]]:
+    """module -> the project modules it imports when run; a package's ``__init__`` importing its own
+    modules is how a package is built, not a circle."""
+    graph = {}
+    for name, path in MODULES.items():
+        children = name + "." if path.name == "__init__.py" else None
+        graph[name] = {m for m in imported(name, runtime_only=True) if m != name and not (children and m.startswith(children))}
+    return graph
+
+
+def test_the_circle_finder_finds_a_circle():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circles():
+    circles = _circles(runtime_graph())
+    assert not circles, "modules that import each other (directly or around a circle): " + "; ".join(" <-> ".join(c) for c in circles)
+
+
+def test_the_task_package_never_imports_the_study_or_the_report():
+    for name in (n for n in MODULES if layer(n) == "tasks"):
+        above = {m for m in reached_from(name) if layer(m) in ("study", "report", "recipes", "cli")}
+        assert not above, f"{name} loads {sorted(above)}: calibration scripts belong in scripts/"
