@@ -1,12 +1,12 @@
-"""The bad-input corpus (issue 16): every case in ``cases.yaml`` runs through the real command line
+"""The bad-input corpus: every case in ``cases.yaml`` runs through the real command line
 in a subprocess, and must exit with its code, say its message on stderr, and leave nothing behind.
 
 A case names its command (``argv``), how its input is built (``inputs``: a list of steps, below),
 its expected exit code (``exit``, 2 unless given) and a fragment of its stderr (``stderr``);
 optionally ``stdout`` (what it may print: "" for nothing), ``env`` (extra environment), ``fault``
 (``[name, value]``: a fault of ``tests/faults.py`` put in the command's process), ``leaves``
-(files a failed run may leave under ``{out}``, such as its log) and ``issue`` (the point of issue 16
-it covers). The stderr fragment is matched with runs of whitespace as one space.
+(files a failed run may leave under ``{out}``, such as its log) and ``topic`` (the subject of its
+section of ``cases.yaml``). The stderr fragment is matched with runs of whitespace as one space.
 
 Inputs. The shared artifacts are built once per session from the tiny models of ``conftest.py``
 and never written to by a case: ``{rm}`` (a tiny RM), ``{other_rm}`` (the same architecture,
@@ -71,7 +71,8 @@ from goalrm_core.model.reward_model import RewardModel, save_reward_model
 HERE = Path(__file__).resolve().parent
 TREE = HERE.parents[1]  # the checkout under test: subprocesses import goalrm_core from here
 CASES = yaml.safe_load((HERE / "cases.yaml").read_text())
-ISSUE_POINTS = {1, 2, 3, 4, 5, 6, 7, 8}  # point 9 (file modes) is not a refusal: tests/data/test_damaged_files.py
+TOPICS = {"labels", "counts", "non-finite", "finished-or-absent", "corrupt-scores", "ranges", "output-paths", "messages"}
+# (file modes are not a refusal: tests/data/test_damaged_files.py)
 
 PAIRS = [
     {"question": "1 +2", "correct": "1+2=3\n#3", "incorrect": "1+2=4\n#4"},
@@ -249,12 +250,12 @@ def expand(value: str, places: dict[str, str]) -> str:
     return value
 
 
-def test_the_corpus_covers_the_issue():
+def test_the_corpus_covers_every_topic():
     ids = [case["id"] for case in CASES]
     assert len(ids) >= 40 and len(set(ids)) == len(ids)
-    assert {case.get("issue") for case in CASES} >= ISSUE_POINTS
+    assert {case.get("topic") for case in CASES} - {None} == TOPICS
     for case in CASES:
-        assert set(case) <= {"id", "issue", "argv", "inputs", "exit", "stderr", "stdout", "env", "fault", "leaves"}, case["id"]
+        assert set(case) <= {"id", "topic", "argv", "inputs", "exit", "stderr", "stdout", "env", "fault", "leaves"}, case["id"]
         assert case["argv"][0] in ("train-rm", "get-representation", "eval-rm", "metrics", "decode"), case["id"]
         assert case["stderr"], case["id"]
 

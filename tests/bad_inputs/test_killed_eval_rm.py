@@ -1,5 +1,5 @@
 """eval-rm killed at random points (SIGKILL after N generations): its folder is never read as
-finished, and a re-run completes with the numbers of an uninterrupted run (issue 16)."""
+finished, and a re-run completes with the numbers of an uninterrupted run."""
 
 import json
 import os
