@@ -1,5 +1,6 @@
 """Shared fixtures: a tiny Llama and the character tokenizer, built locally (nothing is downloaded),
-and one smoke-profile report shared by every test that reads a rendered report."""
+one smoke-profile report shared by every test that reads a rendered report, and the tiny stage
+notebooks the runner tests build (:func:`write_notebook`)."""
 
 from pathlib import Path
 
@@ -92,3 +93,19 @@ def pytest_sessionfinish(session, exitstatus):
     for leftover in leftovers:
         if str(leftover) not in mapped:
             leftover.unlink(missing_ok=True)
+
+
+def write_notebook(path, params_src: str, *body: str, tags: tuple[str, ...] = (), head=None) -> None:
+    """A tiny stage notebook for the runner's tests: ``head`` (default: a cell importing
+    ``record_metrics``), the ``parameters`` cell ``params_src``, then one code cell per ``body``
+    source, each tagged ``tags``; run by the ``python3`` kernel."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
+    nb.cells = [
+        head if head is not None else nbformat.v4.new_code_cell("from goalrm_core.report.records import record_metrics"),
+        nbformat.v4.new_code_cell(params_src, metadata={"tags": ["parameters"]}),
+        *(nbformat.v4.new_code_cell(src, metadata={"tags": list(tags)} if tags else {}) for src in body),
+    ]
+    nbformat.write(nb, str(path))

@@ -20,6 +20,7 @@ from goalrm_core.report.profiles import project_root
 from goalrm_core.report.runner import run_report
 from goalrm_core.paths import relative_paths
 from goalrm_core.report.batch_run import batch_environment
+from conftest import write_notebook
 
 KERNEL = "python3"
 
@@ -39,18 +40,8 @@ NOISY_CELLS = [
     'run_streaming([sys.executable, "-c", child], log_dir + "/child.log", desc="child", show=tail_view(5, "child"))',
     'print("VISIBLE_LINE", total)',
 ]
+HEADINGS = nbformat.v4.new_markdown_cell("# A noisy stage\n\n## First section\ntext\n\n### A subsection\n\n## Second section")
 FAILING_CELLS = ['import json\njson.loads("{not json")']
-
-
-def _notebook(path, params: str, cells: list[str]) -> None:
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": KERNEL, "language": "python", "display_name": "Python 3"}
-    nb.cells = [
-        nbformat.v4.new_markdown_cell("# A noisy stage\n\n## First section\ntext\n\n### A subsection\n\n## Second section"),
-        nbformat.v4.new_code_cell(params, metadata={"tags": ["parameters"]}),
-        *(nbformat.v4.new_code_cell(src) for src in cells),
-    ]
-    nbformat.write(nb, str(path))
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +49,8 @@ def batch(tmp_path_factory):
     root = tmp_path_factory.mktemp("batch")
     nbs, params = root / "notebooks", root / "params"
     nbs.mkdir(), params.mkdir()
-    _notebook(nbs / "01_noisy.ipynb", 'log_dir = "."', NOISY_CELLS)
-    _notebook(nbs / "02_broken.ipynb", 'log_dir = "."', FAILING_CELLS)
+    for name, cells in (("01_noisy.ipynb", NOISY_CELLS), ("02_broken.ipynb", FAILING_CELLS)):
+        write_notebook(nbs / name, 'log_dir = "."', *cells, head=HEADINGS)
     (params / "quiet.yaml").write_text(f"log_dir: {json.dumps(str(root / 'logs'))}\ntorch_threads: 1\n", encoding="utf-8")
     lines: list[str] = []
     code = run_report("quiet", notebooks_dir=nbs, params_dir=params, reports_root=root / "reports",

@@ -11,28 +11,17 @@ import json
 import shutil
 import warnings
 
-import nbformat
 import pytest
 
 from goalrm_core import cli
 from goalrm_core.report.profiles import check_profile_against_notebooks, load_profile
 from goalrm_core.report.records import record_metrics
 from goalrm_core.report.runner import main, run_report
+from conftest import write_notebook
 
 pytestmark = pytest.mark.notebook
 
 KERNEL = "python3"
-
-
-def _notebook(path, params_src: str, *body: str, tags: tuple[str, ...] = ()) -> None:
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": KERNEL, "language": "python", "display_name": "Python 3"}
-    nb.cells = [
-        nbformat.v4.new_code_cell("from goalrm_core.report.records import record_metrics"),
-        nbformat.v4.new_code_cell(params_src, metadata={"tags": ["parameters"]}),
-        *(nbformat.v4.new_code_cell(src, metadata={"tags": list(tags)}) for src in body),
-    ]
-    nbformat.write(nb, str(path))
 
 
 def _write_profile(params_dir, name: str, text: str) -> None:
@@ -45,19 +34,19 @@ def project(tmp_path_factory):
     root = tmp_path_factory.mktemp("report")
     nbs = root / "notebooks"
     nbs.mkdir()
-    _notebook(
+    write_notebook(
         nbs / "01_alpha.ipynb",
         'profile = "demo"\nreports_dir = "reports/demo"\nseed = 0\nlr = 0.5',
         'HIDDEN_CODE_MARKER = seed\nprint("VISIBLE_" + "OUTPUT", HIDDEN_CODE_MARKER)',
         'record_metrics("alpha", {"auroc": 0.75, "seed": seed, "lr": lr}, reports_dir, timings={"wall_s": 0.1})',
     )
-    _notebook(
+    write_notebook(
         nbs / "02_beta.ipynb",
         'reports_dir = "reports/demo"\nfail = False',
         'if fail:\n    raise RuntimeError("beta exploded on purpose")',
         'record_metrics("beta", {"accuracy": 0.5}, reports_dir)',
     )
-    _notebook(nbs / "03_gamma.ipynb", 'profile = "demo"', 'print("gamma done")')
+    write_notebook(nbs / "03_gamma.ipynb", 'profile = "demo"', 'print("gamma done")')
     params = root / "params"
     _write_profile(params, "tiny", "seed: 3\nlr: 1\nfail: true\nunused_knob: 7\nlrr: 2\ntorch_threads: 1\n")
     _write_profile(params, "other", "seed: 1\n")
@@ -398,8 +387,8 @@ def test_overrides_a_report_name_and_stage_records(tmp_path):
 
     nbs = tmp_path / "notebooks"
     nbs.mkdir()
-    _notebook(nbs / "01_alpha.ipynb", 'profile = "demo"\nreports_dir = "reports/demo"\nrun_dir = "runs/demo"\nlr = 0.5',
-              'record_metrics("alpha", {"lr": lr}, reports_dir)')
+    write_notebook(nbs / "01_alpha.ipynb", 'profile = "demo"\nreports_dir = "reports/demo"\nrun_dir = "runs/demo"\nlr = 0.5',
+                   'record_metrics("alpha", {"lr": lr}, reports_dir)')
     run = tmp_path / "run"
     _write_profile(tmp_path / "params", "tiny", f"run_dir: {json.dumps(str(run))}\nlr: 1.0\ntorch_threads: 1\n")
     kwargs = dict(notebooks_dir=nbs, params_dir=tmp_path / "params", reports_root=tmp_path / "reports", kernel_name=KERNEL,

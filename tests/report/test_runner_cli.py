@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 
-import nbformat
 import pytest
 import yaml
 
@@ -23,20 +22,10 @@ from goalrm_core.report import records, runner, signals, status as report_status
 from goalrm_core.report.profiles import (PROFILE_RULES, RELATIONS, check_ranges, check_settings, load_profile, parse_set_flags,
                                          resolve_path)
 from goalrm_core.report.runner import main, run_report
+from conftest import write_notebook
 
 KERNEL = "python3"
 PROFILE = {"seed": 3, "torch_threads": 1, "sampling_temperature": 1.5, "encoding": "split", "n_samples": 4}
-
-
-def _notebook(path, params_src: str, *body: str) -> None:
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": KERNEL, "language": "python", "display_name": "Python 3"}
-    nb.cells = [
-        nbformat.v4.new_code_cell("from goalrm_core.report.records import record_metrics"),
-        nbformat.v4.new_code_cell(params_src, metadata={"tags": ["parameters"]}),
-        *(nbformat.v4.new_code_cell(src) for src in body),
-    ]
-    nbformat.write(nb, str(path))
 
 
 def _project(root, profile: dict | None = None, body02: tuple[str, ...] = ()) -> dict:
@@ -45,11 +34,11 @@ def _project(root, profile: dict | None = None, body02: tuple[str, ...] = ()) ->
     nbs, params = root / "notebooks", root / "params"
     nbs.mkdir(parents=True)
     params.mkdir()
-    _notebook(nbs / "01_alpha.ipynb", 'reports_dir = "reports/demo"\nseed = 0\nn_samples = 8',
-              'record_metrics("alpha", {"seed": seed, "explode": True}, reports_dir)')
-    _notebook(nbs / "02_beta.ipynb", 'run_dir = "runs/demo"\nsampling_temperature = 1.7\nencoding = "split"\npid_file = ""',
-              *(body02 or ('print("beta", sampling_temperature)',)))
-    _notebook(nbs / "03_gamma.ipynb", 'profile = "demo"', 'print("gamma done")')
+    write_notebook(nbs / "01_alpha.ipynb", 'reports_dir = "reports/demo"\nseed = 0\nn_samples = 8',
+                   'record_metrics("alpha", {"seed": seed, "explode": True}, reports_dir)')
+    write_notebook(nbs / "02_beta.ipynb", 'run_dir = "runs/demo"\nsampling_temperature = 1.7\nencoding = "split"\npid_file = ""',
+                   *(body02 or ('print("beta", sampling_temperature)',)))
+    write_notebook(nbs / "03_gamma.ipynb", 'profile = "demo"', 'print("gamma done")')
     values = {**PROFILE, "run_dir": str(root / "run"), "pid_file": str(root / "kernel.pid"), **(profile or {})}
     (params / "tiny.yaml").write_text(yaml.safe_dump(values), encoding="utf-8")
     flags = ["--profile", "tiny", "--kernel", KERNEL, "--notebooks-dir", str(nbs), "--params-dir", str(params),
