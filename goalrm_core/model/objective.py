@@ -8,6 +8,7 @@ exactly the same thing.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -17,6 +18,13 @@ from goalrm_core.model.reward_model import RewardModel
 
 @dataclass
 class BatchLoss:
+    """One batch's objective (``loss``), its terms and how well it ranks the pairs."""
+
+    #: the objective and its parts, as a metrics row averages them over batches
+    LOSS_TERMS: ClassVar[tuple[str, ...]] = ("loss", "preference_loss", "contrastive_loss", "dense_loss")
+    #: everything a metrics row reports of a batch, train and eval alike, in the row's order
+    TERMS: ClassVar[tuple[str, ...]] = LOSS_TERMS + ("accuracy", "chosen_reward", "rejected_reward")
+
     loss: torch.Tensor
     preference_loss: torch.Tensor
     contrastive_loss: torch.Tensor
@@ -25,16 +33,20 @@ class BatchLoss:
     rejected_reward: torch.Tensor
     dense_loss: torch.Tensor | None = None  # the auxiliary per-token term, weighted; None when off
 
-    def scalars(self) -> dict[str, float]:
+    def terms(self) -> dict[str, torch.Tensor]:
+        """:data:`TERMS` as detached 0-d tensors: ``dense_loss`` 0 when off, the rewards as batch means."""
         return {
-            "loss": self.loss.item(),
-            "preference_loss": self.preference_loss.item(),
-            "contrastive_loss": self.contrastive_loss.item(),
-            "dense_loss": 0.0 if self.dense_loss is None else self.dense_loss.item(),
-            "accuracy": self.accuracy.item(),
-            "chosen_reward": self.chosen_reward.mean().item(),
-            "rejected_reward": self.rejected_reward.mean().item(),
+            "loss": self.loss.detach(),
+            "preference_loss": self.preference_loss,
+            "contrastive_loss": self.contrastive_loss,
+            "dense_loss": torch.zeros((), device=self.loss.device) if self.dense_loss is None else self.dense_loss,
+            "accuracy": self.accuracy,
+            "chosen_reward": self.chosen_reward.float().mean(),
+            "rejected_reward": self.rejected_reward.float().mean(),
         }
+
+    def scalars(self) -> dict[str, float]:
+        return {name: value.item() for name, value in self.terms().items()}
 
 
 def reward_model_loss(model: RewardModel, batch: dict[str, torch.Tensor], cfg, generator: torch.Generator | None = None) -> BatchLoss:

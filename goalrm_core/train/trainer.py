@@ -67,8 +67,8 @@ from goalrm_core.train.sinks import MetricSinks, is_metrics_log
 
 # The loss terms whose non-finite value stops a run, in the order its error names them.
 CHECKED_TERMS = ("preference_loss", "contrastive_loss", "loss")
-# What a metrics row reports, train and eval alike.
-ROW_TERMS = ("loss", "preference_loss", "contrastive_loss", "dense_loss", "accuracy", "chosen_reward", "rejected_reward")
+# What a metrics row reports, train and eval alike: the objective's own list.
+ROW_TERMS = BatchLoss.TERMS
 
 
 
@@ -328,13 +328,8 @@ class Trainer:
             out = self.compute_loss(batch)
             self._check_finite(out)
             engine.backward(out.loss)
-            self.window.add_tensors({
-                "loss": out.loss.detach(), "preference_loss": out.preference_loss, "contrastive_loss": out.contrastive_loss,
-                "dense_loss": out.dense_loss if out.dense_loss is not None else torch.zeros((), device=engine.device),
-                "accuracy": out.accuracy, "chosen_reward": out.chosen_reward.float().mean(),
-                "rejected_reward": out.rejected_reward.float().mean(), "micro_batches": torch.ones((), device=engine.device),
-                "tokens": batch["attention_mask"].sum(),
-            })
+            self.window.add_tensors({**out.terms(), "micro_batches": torch.ones((), device=engine.device),
+                                     "tokens": batch["attention_mask"].sum()})
             if engine.is_gradient_accumulation_boundary():
                 self._stop_on_non_finite_loss(epoch)
                 self.lr = engine.get_lr()[0]
@@ -440,8 +435,7 @@ class Trainer:
         mine = items[rank::world]
         n_batches = math.ceil(math.ceil(len(items) / world) / micro)
         generator = torch.Generator().manual_seed(cfg.seed + 7919 * (rank + 1))  # fixed: eval never moves training RNG
-        meter = Meter(("loss", "preference_loss", "contrastive_loss", "dense_loss", "batches", "correct", "pairs",
-                       "chosen_sum", "rejected_sum", "reward_sum", "reward_sq_sum"))
+        meter = Meter(BatchLoss.LOSS_TERMS + ("batches", "correct", "pairs", "chosen_sum", "rejected_sum", "reward_sum", "reward_sq_sum"))
         for b in range(n_batches):
             chunk = mine[b * micro:(b + 1) * micro]
             out = reward_model_loss(engine, to_device(self.collate(chunk or items[:1]), engine.device), cfg, generator)
@@ -449,10 +443,9 @@ class Trainer:
                 continue
             chosen, rejected = out.chosen_reward.double().cpu(), out.rejected_reward.double().cpu()
             rewards = torch.cat([chosen, rejected])
+            losses = out.terms()
             meter.add({
-                "loss": out.loss.item(), "preference_loss": out.preference_loss.item(),
-                "contrastive_loss": out.contrastive_loss.item(), "batches": 1.0,
-                "dense_loss": 0.0 if out.dense_loss is None else out.dense_loss.item(),
+                **{term: losses[term].item() for term in BatchLoss.LOSS_TERMS}, "batches": 1.0,
                 "correct": float((chosen > rejected).sum().item()), "pairs": float(len(chunk)),
                 "chosen_sum": chosen.sum().item(), "rejected_sum": rejected.sum().item(),
                 "reward_sum": rewards.sum().item(), "reward_sq_sum": (rewards ** 2).sum().item(),
@@ -463,10 +456,7 @@ class Trainer:
         mean = sums["reward_sum"] / (2 * n_pairs)
         var = max(sums["reward_sq_sum"] / (2 * n_pairs) - mean ** 2, 0.0)
         return {
-            "loss": sums["loss"] / n_b,
-            "preference_loss": sums["preference_loss"] / n_b,
-            "contrastive_loss": sums["contrastive_loss"] / n_b,
-            "dense_loss": sums["dense_loss"] / n_b,
+            **{term: sums[term] / n_b for term in BatchLoss.LOSS_TERMS},
             "accuracy": sums["correct"] / n_pairs,
             "chosen_reward": sums["chosen_sum"] / n_pairs,
             "rejected_reward": sums["rejected_sum"] / n_pairs,
