@@ -76,6 +76,9 @@ def main(argv=None) -> int:
     p.add_argument("--max_new_tokens", type=int, default=48)
     p.add_argument("--n_boot", type=int, default=1000)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--benchmark_seed", type=int, default=None,
+                   help="Seed of the benchmark questions (default: --seed). A seed no reported run uses (e.g. 1000) gives a "
+                        "validation draw: recipes chosen on it are not chosen on a reported benchmark.")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--table", type=Path, default=TABLE)
     p.add_argument("--reuse_policy", metavar="NAME", default=None,
@@ -87,7 +90,8 @@ def main(argv=None) -> int:
     run = ROOT / "runs" / "calibration" / "confident" / args.name
     cfg = toymath.ToyMathConfig(min_steps=3, max_steps=6, operand_min=1, operand_max=9, operations="+-", modulus=10,
                                 heldout_facts=args.heldout_facts, mistaught_facts=args.mistaught_facts)
-    tp.write_benchmarks(run, cfg, args.n_questions, args.seed)
+    benchmark_seed = args.seed if args.benchmark_seed is None else args.benchmark_seed
+    tp.write_benchmarks(run, cfg, args.n_questions, benchmark_seed)
     policy_cfg = PolicyConfig(hidden_size=args.policy_hidden_size, num_layers=args.policy_layers, steps=args.policy_steps,
                               seed=args.seed)
     started = time.perf_counter()
@@ -120,7 +124,7 @@ def main(argv=None) -> int:
         "kind": "policy", "name": args.name, "task": {"mistaught_facts": args.mistaught_facts, "heldout_facts": args.heldout_facts},
         "policy_steps": args.policy_steps, "policy_hidden_size": args.policy_hidden_size, "policy_layers": args.policy_layers,
         "n_train_questions": args.n_train_questions, "seed": args.seed, "temperature": args.temperature,
-        "bench": BENCH, "n_questions": len(questions), "samples": args.samples, "n": len(records),
+        "benchmark_seed": benchmark_seed, "bench": BENCH, "n_questions": len(questions), "samples": args.samples, "n": len(records),
         **sft, "threads": threads,
         "accuracy": round(1 - len(errors) / len(records), 4),
         "n_errors": len(errors), "errors_on_mistaught": on_mistaught,

@@ -100,9 +100,12 @@ def main(argv=None) -> int:
     p.add_argument("--table", type=Path, default=TABLE)
     p.add_argument("--data", default="policy", choices=verify_data.PAIR_SOURCES,
                    help="training pairs: the policy's (notebook 01's), those with a well-formed rejected side, synthetic "
-                        "one-fact slips of reference solutions, or the policy's and the slips together")
+                        "one-fact slips of reference solutions, the policy's and the slips together, a confidently wrong "
+                        "second generator's solutions against the references (confident), or those and the slips")
     p.add_argument("--n_slip_questions", type=int, default=6000, help="fresh training questions for --data slips")
     p.add_argument("--slips_per_question", type=int, default=1)
+    p.add_argument("--generator_extra_facts", type=int, default=12,
+                   help="--data confident: the second generator is taught wrong every fact the policy is, and this many more")
     p.add_argument("--score_set", default="sample0", choices=("sample0", "samples"),
                    help="generations each RM is scored on: the headline set, or every sample (clustered by question)")
     args = p.parse_args(own)
@@ -111,7 +114,8 @@ def main(argv=None) -> int:
     run = Path(args.run_dir)
     overrides = parse_overrides(extra)
     out_root = run / "calibration" / args.name
-    data = training_pairs(run, out_root, args.data, args.n_slip_questions, args.slips_per_question, seed=min(args.seeds))
+    data = training_pairs(run, out_root, args.data, args.n_slip_questions, args.slips_per_question, seed=min(args.seeds),
+                          generator_extra_facts=args.generator_extra_facts)
     if data["path"] is not None:
         overrides.setdefault("dataset", str(data["path"]))
     base = profile_recipe(args.profile)
@@ -168,7 +172,8 @@ def _round(x) -> float | None:
     return round(x, 4) if math.isfinite(x) else None
 
 
-def training_pairs(run: Path, out_root: Path, source: str, n_slip_questions: int, slips_per_question: int, seed: int) -> dict:
+def training_pairs(run: Path, out_root: Path, source: str, n_slip_questions: int, slips_per_question: int, seed: int,
+                   generator_extra_facts: int = 12) -> dict:
     """The training pairs of ``source`` (``verify_data.PAIR_SOURCES``), written under ``out_root/data``
     unless they are the run's own; returns their path (None: the run's) and a summary for the table."""
     own = read_jsonl(RunDir(run).preference_pairs("train"))
@@ -179,13 +184,22 @@ def training_pairs(run: Path, out_root: Path, source: str, n_slip_questions: int
         kept = own if source == "policy+slips" else verify_data.policy_well_formed(own)
         pairs += kept
         summary["n_policy_pairs"] = len(kept)
-    if source in ("slips", "policy+slips"):
+    if source in ("slips", "policy+slips", "confident+slips"):
         cfg = task_config(run)
         held = {r["question"] for r in read_jsonl(RunDir(run).preference_pairs("eval"))}
         problems = [q for q in training_problems(run, cfg, n_slip_questions, seed=10_000 + seed) if q.question not in held]
         slips = verify_data.slip_pairs(problems, slips_per_question, cfg.modulus, seed=seed)
         pairs += slips
         summary.update(n_slip_pairs=len(slips), n_slip_questions=len(problems), slips_per_question=slips_per_question)
+    if source in ("confident", "confident+slips"):
+        cfg = task_config(run)
+        held = {r["question"] for r in read_jsonl(RunDir(run).preference_pairs("eval"))}
+        problems = [q for q in training_problems(run, cfg, n_slip_questions, seed=20_000 + seed) if q.question not in held]
+        table = verify_data.covering_fact_table(cfg, generator_extra_facts, seed=seed)
+        wrong = verify_data.confident_pairs(problems, table, cfg.modulus)
+        pairs += wrong
+        summary.update(n_confident_pairs=len(wrong), n_confident_questions=len(problems), generator_facts=len(table),
+                       generator_extra_facts=generator_extra_facts)
     summary["n_pairs"] = len(pairs)
     path = out_root / "data" / "train.jsonl"
     write_jsonl(path, random.Random(seed).sample(pairs, len(pairs)))

@@ -232,7 +232,30 @@ def confident_policy_table(df: pd.DataFrame) -> str:
     return markdown(pd.DataFrame(rows), index=False) + "\n"
 
 
-def confident_rm_table(df: pd.DataFrame) -> str:
+# The stability target of a confident RM recipe: its toy-id AUROC's SD over >= 6 validation RM seeds.
+STABLE_SD, STABLE_MIN_SEEDS = 0.03, 6
+
+
+def sd_with_upper(values, level: float = 0.8) -> tuple[float, float]:
+    """Sample SD (ddof 1) of ``values`` and its one-sided ``level`` upper confidence bound under normality,
+    SD * sqrt((n - 1) / chi2_{1 - level}(n - 1)); NaN for both with fewer than 2 values."""
+    v = np.asarray([x for x in values if x is not None and np.isfinite(x)], dtype=float)
+    if v.size < 2:
+        return float("nan"), float("nan")
+    sd = float(v.std(ddof=1))
+    return sd, sd * float(np.sqrt((v.size - 1) / stats.chi2.ppf(1 - level, v.size - 1)))
+
+
+def _margin(values, reference: float) -> str:
+    """Mean of ``values`` - ``reference`` with its 95% t-interval over seeds (one seed: no interval)."""
+    v = np.asarray(values, dtype=float) - reference
+    if v.size < 2:
+        return f"{v.mean():+.3f}"
+    half = stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size)
+    return f"{v.mean():+.3f} [{v.mean() - half:+.3f}, {v.mean() + half:+.3f}]"
+
+
+def confident_rm_table(df: pd.DataFrame, benchmark_seeds: dict | None = None) -> str:
     if df.empty:
         return "_No confident-RM calibration recorded._\n"
     rows = []
@@ -249,6 +272,9 @@ def confident_rm_table(df: pd.DataFrame) -> str:
             "scored on": f"{int(first['n_eval_rows']):,} samples", "seeds": len(g), "held-out pair acc": _spread(g["eval_accuracy"]), "AUROC": _spread(g["auroc"]),
             "seed-0 AUROC [95% CI]": f"{first['auroc']:.3f} [{first['auroc_ci'][0]:.3f}, {first['auroc_ci'][1]:.3f}]",
             "length": f"{length:.3f}", "log-prob": f"{logprob:.3f}", "errors": int(first["n_incorrect"]),
+            "AUROC SD (80% upper)": _sd_cell(g["auroc"]),
+            "over length [95% CI]": _margin(g["auroc"], length), "over log-prob [95% CI]": _margin(g["auroc"], logprob),
+            "questions": ("validation" if (benchmark_seeds or {}).get(Path(run_dir).name, 0) != 0 else "reported (seed 0)"),
             "target met": ("yes" if met else "no") + ("" if len(g) >= 3 else " (1 seed)" if len(g) == 1 else f" ({len(g)} seeds)")
             if strategy == "baseline" else "(baseline's target)",
             "train s / RM": f"{np.mean(g['train_s']):.0f}",
@@ -256,11 +282,23 @@ def confident_rm_table(df: pd.DataFrame) -> str:
     return markdown(pd.DataFrame(rows), index=False) + "\n"
 
 
+def _sd_cell(values) -> str:
+    sd, upper = sd_with_upper(list(values))
+    if not np.isfinite(sd):
+        return "(1 seed)"
+    n = len(values)
+    stable = "stable" if n >= STABLE_MIN_SEEDS and sd <= STABLE_SD else f"< {STABLE_MIN_SEEDS} seeds" if n < STABLE_MIN_SEEDS else "unstable"
+    return f"{sd:.3f} ({upper:.3f}), {stable}"
+
+
 def confident_section(df: pd.DataFrame) -> str:
     is_policy = df["kind"].eq("policy") if "kind" in df else pd.Series(False, index=df.index)
+    # a policy row's benchmark seed (absent: 0, the reported draw) marks its run's RM rows validation or not
+    benchmark_seeds = {Path(r["run_dir"]).name: (0 if pd.isna(r.get("benchmark_seed", 0)) else int(r.get("benchmark_seed", 0)))
+                       for _, r in df[is_policy].iterrows()} if "run_dir" in df else {}
     return ("\n## The confident design: the paper's regime\n\n" + CONFIDENT_INTRO
             + "\n**Policy** (`toy-id`, sampled)\n\n" + confident_policy_table(df[is_policy])
-            + "\n**Reward models** (scored on the policy's own `toy-id` samples)\n\n" + confident_rm_table(df[~is_policy])
+            + "\n**Reward models** (scored on the policy's own `toy-id` samples)\n\n" + confident_rm_table(df[~is_policy], benchmark_seeds)
             + (CONFIDENT_PROSE.read_text() if CONFIDENT_PROSE.exists() else ""))
 
 

@@ -75,3 +75,45 @@ def test_policy_well_formed_keeps_only_well_formed_rejections():
     pairs = [{"question": "3 +5", "correct": "3+5=8\n#8", "incorrect": "3+5=9\n#9"},
              {"question": "3 +5", "correct": "3+5=8\n#8", "incorrect": "3+5>#9"}]
     assert verify_data.policy_well_formed(pairs) == pairs[:1]
+
+
+def _confident_cfg(mistaught=12):
+    return ToyMathConfig(min_steps=3, max_steps=6, operand_min=1, operand_max=9, operations="+-", modulus=10,
+                         heldout_facts=12, mistaught_facts=mistaught)
+
+
+def test_covering_fact_table_holds_the_policys_facts_and_is_seeded():
+    from goalrm_core.tasks.toymath.problems import heldout_fact_set, mistaught_fact_table
+    cfg = _confident_cfg()
+    table = verify_data.covering_fact_table(cfg, extra=12, seed=3)
+    policy = mistaught_fact_table(cfg)
+    assert len(table) == len(policy) + 12
+    assert all(table[f] == v for f, v in policy.items())  # the policy's wrong values, kept
+    assert all(table[f] != apply_op(*f, 10) for f in table)  # every fact in it is wrong
+    assert not set(table) & set(heldout_fact_set(cfg))
+    assert verify_data.covering_fact_table(cfg, extra=12, seed=3) == table
+    assert verify_data.covering_fact_table(cfg, extra=0) == policy
+    with pytest.raises(ValueError, match="extra"):
+        verify_data.covering_fact_table(cfg, extra=-1)
+
+
+def test_confident_pairs_reject_the_generators_chain_and_skip_what_it_gets_right():
+    cfg = _confident_cfg()
+    table = verify_data.covering_fact_table(cfg, extra=4, seed=0)
+    problems = generate_problems(cfg, 300, seed=5)
+    pairs = verify_data.confident_pairs(problems, table, 10)
+    by_q = {p.question: p for p in problems}
+    assert 0 < len(pairs) < len(problems)
+    for pair in pairs:
+        problem = by_q[pair["question"]]
+        assert pair["correct"] == problem.solution()
+        assert is_well_formed(pair["incorrect"]) and pair["incorrect"] != pair["correct"]
+        k = pair["first_error_char"]
+        assert pair["incorrect"][:k] == pair["correct"][:k] and pair["incorrect"][k] != pair["correct"][k]
+        err = first_error(problem, pair["incorrect"])
+        a, op, b, _ = problem.steps[err.step_index]
+        assert (a, op, b) in table  # the first error is one of the generator's facts
+    paired = {p["question"] for p in pairs}
+    for problem in problems:  # a problem without a pair never meets one of the generator's facts
+        if problem.question not in paired:
+            assert verify_data.confident_steps(problem, table, 10) == list(problem.steps)

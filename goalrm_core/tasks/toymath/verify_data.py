@@ -7,7 +7,10 @@ RM can learn to reject by their shape alone. Two kinds of pairs whose rejected s
   well-formed (:func:`~goalrm_core.tasks.toymath.grading.is_well_formed`);
 - ``slips``: synthetic pairs, free to make in any number: the reference solution against the same
   solution with one step's result changed and the change carried through the later steps, so the
-  rejected side holds exactly one wrong fact and is otherwise consistent.
+  rejected side holds exactly one wrong fact and is otherwise consistent;
+- ``confident``: a second generator taught wrong every fact the policy is taught wrong, and a few more
+  (:func:`covering_fact_table`), so its errors are confident ones on the policy's own facts: the
+  reference solution against that generator's chain (:func:`confident_pairs`), where they differ.
 
 >>> from goalrm_core.tasks.toymath.problems import Problem, chain_steps
 >>> p = Problem.from_steps(chain_steps(3, [("+", 5), ("-", 7)], modulus=10))
@@ -24,7 +27,7 @@ from collections.abc import Sequence
 from goalrm_core.tasks.toymath import problems as toymath
 
 # The training sets a calibration run can draw its pairs from (scripts/calibrate_rm.py --data).
-PAIR_SOURCES = ("policy", "policy_well_formed", "slips", "policy+slips")
+PAIR_SOURCES = ("policy", "policy_well_formed", "slips", "policy+slips", "confident", "confident+slips")
 
 
 def slip(problem: toymath.Problem, step: int, delta: int, modulus: int) -> tuple[str, int]:
@@ -59,6 +62,49 @@ def slip_pairs(problems: Sequence[toymath.Problem], per_question: int, modulus: 
         for _ in range(per_question):
             text, first = slip(problem, rng.randrange(len(problem.steps)), rng.randrange(1, modulus), modulus)
             pairs.append({"question": problem.question, "correct": problem.solution(), "incorrect": text, "first_error_char": first})
+    return pairs
+
+
+def covering_fact_table(cfg: toymath.ToyMathConfig, extra: int, seed: int = 0) -> dict[tuple[int, str, int], int]:
+    """The mis-taught facts of a second, confidently wrong generator: every fact the policy is taught
+    wrong (``toymath.mistaught_fact_table(cfg)``, with its wrong result) and ``extra`` more '+'/'-' facts
+    (neither held out nor already in the table), each given a seeded wrong result."""
+    if extra < 0:
+        raise ValueError(f"extra must be >= 0, got {extra}")
+    table = dict(toymath.mistaught_fact_table(cfg))
+    held = set(toymath.heldout_fact_set(cfg)) if cfg.heldout_facts else set()
+    free = [f for f in toymath._fact_space(cfg.modulus) if f not in table and f not in held]
+    if extra > len(free):
+        raise ValueError(f"extra ({extra}) exceeds the {len(free)} facts neither held out nor mis-taught")
+    rng = random.Random(seed)
+    for f in rng.sample(free, extra):
+        table[f] = (toymath.apply_op(*f, cfg.modulus) + rng.randrange(1, cfg.modulus)) % cfg.modulus
+    return table
+
+
+def confident_steps(problem: toymath.Problem, table: dict, modulus: int) -> list:
+    """The chain a generator taught ``table`` writes for ``problem``: every step asserting a fact of
+    ``table`` gives its wrong result, and the later steps chain from it."""
+    steps, acc = [], problem.steps[0][0]
+    for _, op, b, _ in problem.steps:
+        result = table.get((acc, op, b), toymath.apply_op(acc, op, b, modulus))
+        steps.append((acc, op, b, result))
+        acc = result
+    return steps
+
+
+def confident_pairs(problems: Sequence[toymath.Problem], table: dict, modulus: int) -> list[dict]:
+    """Preference pairs of a confidently wrong generator: for each problem whose chain meets a fact of
+    ``table``, the reference solution against the generator's solution (:func:`confident_steps`);
+    problems it gets right give no pair."""
+    pairs = []
+    for problem in problems:
+        text = toymath.format_solution(confident_steps(problem, table, modulus))
+        reference = problem.solution()
+        if text == reference:
+            continue
+        first = next(i for i, (x, y) in enumerate(zip(text, reference)) if x != y)
+        pairs.append({"question": problem.question, "correct": reference, "incorrect": text, "first_error_char": first})
     return pairs
 
 
