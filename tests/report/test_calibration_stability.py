@@ -1,0 +1,39 @@
+"""The calibration table's stability column: an RM recipe's AUROC SD over seeds and its 80% upper bound."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def table():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import calibration_table
+    return calibration_table
+
+
+def test_sd_upper_bound_lies_above_the_sd_and_shrinks_with_more_seeds(table):
+    rng = np.random.default_rng(0)
+    values = list(0.7 + 0.02 * rng.standard_normal(12))
+    sd6, up6 = table.sd_with_upper(values[:6])
+    sd12, up12 = table.sd_with_upper(values)
+    assert sd6 == pytest.approx(np.std(values[:6], ddof=1))
+    assert up6 > sd6 and up12 > sd12
+    assert up12 / sd12 < up6 / sd6  # more seeds: a tighter bound relative to the SD
+    assert table.sd_with_upper(values[:6], level=0.9)[1] > up6
+
+
+def test_sd_is_undefined_below_two_seeds_and_ignores_undefined_aurocs(table):
+    assert all(np.isnan(x) for x in table.sd_with_upper([0.7]))
+    assert table.sd_with_upper([0.7, None, 0.72, float("nan")])[0] == pytest.approx(np.std([0.7, 0.72], ddof=1))
+
+
+def test_the_stability_cell_needs_enough_seeds_and_a_small_sd(table):
+    assert table._sd_cell([0.7]) == "(1 seed)"
+    assert table._sd_cell([0.70, 0.71, 0.70]).endswith(f"< {table.STABLE_MIN_SEEDS} seeds")
+    assert table._sd_cell([0.70, 0.71, 0.70, 0.71, 0.70, 0.71]).endswith(", stable")
+    assert table._sd_cell([0.60, 0.75, 0.62, 0.77, 0.58, 0.70]).endswith(", unstable")
