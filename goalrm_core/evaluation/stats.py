@@ -127,6 +127,11 @@ def across_seeds(values: Sequence[float | None], null: float = 0.0, expect: str 
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore", RuntimeWarning)
             out["p_value"] = float(stats.ttest_1samp(defined, null).pvalue)
+        # the t-interval's standard error, and the effect it would detect with 80% power:
+        # (t_{n-1, 1-alpha/2} + t_{n-1, 0.8}) * s / sqrt(n)
+        df = defined.size - 1
+        out["se"] = float(defined.std(ddof=1)) / math.sqrt(defined.size)
+        out["mde"] = float((stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(0.8, df)) * out["se"])
     else:
         out["p_value"] = math.nan
     return out

@@ -374,6 +374,26 @@ def tokens_saved_interval(
     return float(low), float(high)
 
 
+def filter_per_question(questions: Sequence[Sequence[Any]], threshold: float, skip_first: int = SKIP_FIRST) -> dict[str, np.ndarray]:
+    """:func:`q_filtered_majority_vote` question by question, for a bootstrap over questions:
+    ``tokens_saved`` and ``tokens_total`` (response tokens), ``correct`` (the filtered vote) and
+    ``correct_unfiltered``, one entry per question in input order. ``tokens_saved.sum() /
+    tokens_total.sum()`` is the vote's ``tokens_saved_pct`` / 100."""
+    t = _vote_table(questions, skip_first)
+    res = _filter_with_table(t, threshold, skip_first)
+    drop = res.generation_drop_token
+    saved = np.where(drop >= 0, t.n_tokens - drop - 1, 0)
+    return {"tokens_saved": np.bincount(t.question_of, weights=saved, minlength=t.n_questions),
+            "tokens_total": np.bincount(t.question_of, weights=t.n_tokens, minlength=t.n_questions),
+            "correct": res.question_correct.astype(bool), "correct_unfiltered": res.question_correct_unfiltered.astype(bool)}
+
+
+def majority_vote_per_question(questions: Sequence[Sequence[Any]]) -> np.ndarray:
+    """Plain majority voting, question by question: does the correct answer win (or tie)?"""
+    table = _vote_table(questions, with_q=False)
+    return _vote_outcome(table, np.ones(table.question_of.size, dtype=bool)).astype(bool)
+
+
 def choose_filter_threshold(
     val_questions: Sequence[Sequence[Any]],
     candidates: Sequence[float] | np.ndarray = DEFAULT_FILTER_THRESHOLDS,

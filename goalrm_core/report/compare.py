@@ -13,8 +13,11 @@ normal approximation, se = (high − low) / (2·1.96) on each side. Each row say
 A figure that is undefined (null, NaN) on either side is "undefined", never an error.
 
 **Conclusions.** Each conclusion has a verdict in each run (passed/failed, better/worse/no difference,
-holds/does not hold, or undefined); it *holds in both* when both runs reach the same defined verdict.
-Across-seed conclusions (schema 2) read ``holds`` of the ``across_seeds`` figure; seed-0 conclusions
+holds/reversed/not shown/not tested, or undefined); it *holds in both* when both runs reach the same
+defined verdict (a "not tested" one, whose mechanism was switched off, is no finding either way).
+Across-seed conclusions (schema 2) are two-sided (`evaluation.verdicts`: a difference significant the
+unexpected way is "reversed", never "not shown"; a "not shown" carries the effect the run would have
+seen with 80% power, where it recorded one); seed-0 conclusions
 (both schemas) read the bootstrap interval (does it exclude 0, and on which side) or the point
 estimates where no interval is recorded (filtering and pruning).
 
@@ -40,6 +43,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
+from goalrm_core.evaluation import verdicts
 from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.flags import run_command
 from goalrm_core.study.rms import ID_BENCH
@@ -259,9 +263,23 @@ def compare_figure(a: dict, b: dict) -> dict:
 # ----------------------------------------------------------------------------------- conclusions
 
 
-def _holds(across: Mapping) -> str:
-    h = across.get("holds")
-    return "holds" if h is True else "does not hold" if h is False else "undefined"
+def _holds(across: Mapping, switched_off: bool = False) -> str:
+    """An across-seeds conclusion's two-sided verdict (`evaluation.verdicts`): holds, reversed (the
+    interval wholly on the unexpected side), not shown, not tested (the mechanism switched off), or
+    undefined."""
+    return verdicts.state(across, switched_off)
+
+
+def _note(across: Mapping, switched_off: bool = False) -> str | None:
+    """What a verdict needs beside it: the reason it is undefined or not tested, or the effect a "not
+    shown" would have seen with 80% power (where the run recorded one)."""
+    state = verdicts.state(across, switched_off)
+    if state in (verdicts.UNDEFINED, verdicts.NOT_TESTED):
+        return verdicts.reason(across, switched_off)
+    m = verdicts.mde(across)
+    if state == verdicts.NOT_SHOWN and m is not None:
+        return f"an effect of {m:.3g} would have been seen with 80% power"
+    return None
 
 
 def _delta_verdict(low, high) -> str:
@@ -269,6 +287,12 @@ def _delta_verdict(low, high) -> str:
     if low is None or high is None:
         return "undefined"
     return "better" if low > 0 else "worse" if high < 0 else "no difference"
+
+
+def _across_delta_verdict(d: Mapping) -> str:
+    """ΔAUROC over seeds: better / worse / no difference (two-sided by nature), undefined where it is."""
+    state = verdicts.state(d)
+    return {verdicts.HOLDS: "better", verdicts.REVERSED: "worse", verdicts.NOT_SHOWN: "no difference"}.get(state, state)
 
 
 def _conclusion(label: str, basis: str, verdict: str, note: str | None = None) -> dict:
@@ -298,30 +322,34 @@ def collect_conclusions(m: Mapping) -> dict[str, dict]:
     if _is_across(primary.get("delta_auroc")):
         d = primary["delta_auroc"]
         out[f"delta_auroc.{bench}@seeds"] = _conclusion(f"ΔAUROC goal-conditioned − baseline ({bench}, primary)", seeds,
-                                                       "undefined" if d.get("holds") is None else _delta_verdict(d.get("ci_low"), d.get("ci_high")), d.get("reason"))
+                                                       _across_delta_verdict(d), _note(d))
     for b, d in _dict(_dict(ev.get("exploratory")).get("delta_auroc")).items():
         if _is_across(d):
             out[f"delta_auroc.{b}@seeds"] = _conclusion(f"ΔAUROC goal-conditioned − baseline ({b}, exploratory)", seeds,
-                                                       "undefined" if d.get("holds") is None else _delta_verdict(d.get("ci_low"), d.get("ci_high")), d.get("reason"))
+                                                       _across_delta_verdict(d), _note(d))
     for rm, d in _dict(primary.get("first_error_delta_q")).items():
         if _is_across(d):
-            out[f"first_error.{rm}@seeds"] = _conclusion(f"Q falls at the first error ({rm})", seeds, _holds(d), d.get("reason"))
+            out[f"first_error.{rm}@seeds"] = _conclusion(f"Q falls at the first error ({rm})", seeds, _holds(d), _note(d))
     for rm, d in _dict(primary.get("first_error_delta_q_well_formed")).items():
         if _is_across(d):
             out[f"first_error_well_formed.{rm}@seeds"] = _conclusion(f"Q falls at the first error, well-formed errors only ({rm})",
-                                                                    seeds, _holds(d), d.get("reason"))
+                                                                    seeds, _holds(d), _note(d))
     for rm, f in _dict(primary.get("filter")).items():
         f = _dict(f)
         if _is_across(f.get("tokens_saved_pct")):
-            out[f"filter.{rm}.saves_tokens@seeds"] = _conclusion(f"filter saves tokens ({rm}, {bench})", seeds, _holds(f["tokens_saved_pct"]), f["tokens_saved_pct"].get("reason"))
+            out[f"filter.{rm}.saves_tokens@seeds"] = _conclusion(f"filter saves tokens ({rm}, {bench})", seeds, _holds(f["tokens_saved_pct"]), _note(f["tokens_saved_pct"]))
         if _is_across(f.get("accuracy_change")):
-            out[f"filter.{rm}.costs_accuracy@seeds"] = _conclusion(f"filter costs accuracy ({rm}, {bench})", seeds, _holds(f["accuracy_change"]), f["accuracy_change"].get("reason"))
+            out[f"filter.{rm}.costs_accuracy@seeds"] = _conclusion(f"filter costs accuracy ({rm}, {bench})", seeds, _holds(f["accuracy_change"]), _note(f["accuracy_change"]))
     pruning = _dict(_dict(dec.get("primary")).get("pruning"))
     pbench = pruning.get("benchmark", ID_BENCH)
+    why = verdicts.pruning_switched_off(pruning)  # every seed's tuning chose pruning off: nothing was tested
+    if why:
+        pruning = {**pruning, **{k: verdicts.mark_not_tested(pruning[k], why) for k in ("tokens_ratio", "accuracy_change") if k in pruning}}
+    off = False
     if _is_across(pruning.get("tokens_ratio")):
-        out["pruning.saves_tokens@seeds"] = _conclusion(f"pruning saves tokens ({pbench})", seeds, _holds(pruning["tokens_ratio"]), pruning["tokens_ratio"].get("reason"))
+        out["pruning.saves_tokens@seeds"] = _conclusion(f"pruning saves tokens ({pbench})", seeds, _holds(pruning["tokens_ratio"], off), _note(pruning["tokens_ratio"], off))
     if _is_across(pruning.get("accuracy_change")):
-        out["pruning.costs_accuracy@seeds"] = _conclusion(f"pruning costs accuracy ({pbench})", seeds, _holds(pruning["accuracy_change"]), pruning["accuracy_change"].get("reason"))
+        out["pruning.costs_accuracy@seeds"] = _conclusion(f"pruning costs accuracy ({pbench})", seeds, _holds(pruning["accuracy_change"], off), _note(pruning["accuracy_change"], off))
 
     # -- seed 0 (both schemas)
     gate = ev.get("gate")
@@ -425,7 +453,7 @@ def compare_runs(a: Mapping, b: Mapping) -> dict:
     for cid, x in ca.items():
         if cid in cb:
             y = cb[cid]
-            defined = "undefined" not in (x["verdict"], y["verdict"])
+            defined = not {"undefined", "not tested"} & {x["verdict"], y["verdict"]}  # a switched-off mechanism is no finding
             conclusions.append({"id": cid, "label": x["label"], "basis": x["basis"], "a": x["verdict"], "b": y["verdict"],
                                 "holds_in_both": (x["verdict"] == y["verdict"]) if defined else None,
                                 "note_a": x["note"], "note_b": y["note"]})
@@ -515,8 +543,8 @@ def render_markdown(result: Mapping, name_a: str = "A", name_b: str = "B") -> st
               "| conclusion | basis | A | B | holds in both? |", "|---|---|---|---|---|"]
     for c in result["conclusions"]:
         both = "undefined" if c["holds_in_both"] is None else "yes" if c["holds_in_both"] else "**no**"
-        va = c["a"] + (f" ({_esc(c['note_a'])})" if c["a"] == "undefined" and c.get("note_a") else "")
-        vb = c["b"] + (f" ({_esc(c['note_b'])})" if c["b"] == "undefined" and c.get("note_b") else "")
+        va = c["a"] + (f" ({_esc(c['note_a'])})" if c.get("note_a") else "")
+        vb = c["b"] + (f" ({_esc(c['note_b'])})" if c.get("note_b") else "")
         lines.append(f"| {_esc(c['label'])} | {c['basis']} | {va} | {vb} | {both} |")
     if not result["conclusions"]:
         lines.append("| (no conclusion both runs record) | | | | |")

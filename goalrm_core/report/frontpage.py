@@ -12,9 +12,10 @@ tokens, accuracy with Wilson intervals, wall time, where tuning chose no pruning
 comparison (Wilson intervals, what the numbers show, budgets that do not match) and steering. Figures are embedded PNGs, so the page works as a single file. Every section is
 left out when the metrics it needs are absent (a run that stopped early).
 
-A conclusion is stated only where the across-seeds summary ``holds`` (its interval lies wholly on the
-expected side); otherwise "not shown" / "no detectable difference", and "cannot be judged: <reason>"
-where it is undefined. An undefined number reads ``undefined``, never "nan".
+A conclusion is stated only where the across-seeds summary holds (its interval lies wholly on the
+expected side); "reversed" where the interval lies wholly on the other side; otherwise "not shown", with
+the effect the run would have seen with 80% power where it recorded one; "not tested" where the
+mechanism was switched off; and "cannot be judged: <reason>" where it is undefined. An undefined number reads ``undefined``, never "nan".
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from goalrm_core.evaluation.auroc import delta_of
+from goalrm_core.evaluation import verdicts
 from goalrm_core.evaluation.tables import REFERENCE_SCORERS
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study.rms import HEADLINE_SETS, ID_BENCH, RMS
@@ -94,25 +96,20 @@ def _seeds(s: Mapping, what: str) -> str:
     return text
 
 
-def _wholly_opposite(s: Mapping) -> bool:
-    """The interval lies wholly on the other side of the null from the expected one."""
-    low, high, null = s.get("ci_low"), s.get("ci_high"), s.get("null", 0.0)
-    if any(fmt.is_undefined(v) for v in (low, high, null)):
-        return False
-    return high < null if s.get("expect", "greater") == "greater" else low > null
-
-
-def judge(s: Any, shown: str, not_shown: str = "not shown", opposite: str | None = None) -> str:
-    """The words for one across-seeds summary: ``shown`` only where it ``holds``; ``not_shown`` where it
-    does not (plus ``opposite`` when the interval lies wholly the other way); "cannot be judged: <reason>"
-    where ``holds`` is None (too few defined seeds)."""
-    if not isinstance(s, Mapping) or s.get("holds") is None:
-        return f"cannot be judged: {fmt.reason_of(s) or 'undefined'}"
-    if s["holds"]:
-        return shown
-    if opposite and _wholly_opposite(s):
-        return f"{not_shown}; {opposite}"
-    return not_shown
+def judge(s: Any, shown: str, not_shown: str = "not shown", opposite: str | None = None, *,
+          switched_off: bool = False, scale: float = 1.0, unit: str = "") -> str:
+    """The words for one across-seeds summary, two-sided (`evaluation.verdicts`): ``shown`` where it
+    holds; "reversed" (with ``opposite``, what the other side means) where the interval lies wholly the
+    unexpected way; ``not_shown`` where it contains the null, with the effect the run would have seen
+    with 80% power where it recorded one; "not tested: <reason>" where the mechanism was off
+    (``switched_off``); "cannot be judged: <reason>" where it is undefined."""
+    state = verdicts.state(s, switched_off)
+    if state == verdicts.UNDEFINED:
+        return f"cannot be judged: {fmt.reason_of(s) or (verdicts.reason(s) if isinstance(s, Mapping) and s.get('holds') is not None else 'undefined')}"
+    if state == verdicts.NOT_TESTED:
+        return f"not tested: {verdicts.reason(s, switched_off)}"
+    return verdicts.words(s, holds=shown, reversed_=f"reversed: {opposite}" if opposite else "reversed", not_shown=not_shown,
+                          scale=scale, unit=unit)
 
 
 def _figure(s: Any, what: str, **kw) -> str:
@@ -287,8 +284,8 @@ def _delta_sentence(primary: Mapping, n_exploratory: int = 0) -> str:
                    f"other {k} benchmark{'s' if k != 1 else ''} are {k} exploratory comparison{'s' if k != 1 else ''}, "
                    "Holm-corrected (below)." if k else " It is the one reward comparison fixed before the run.")
     return (f"Reward comparison on {bench} (primary): goal-conditioned minus baseline AUROC {_figure(d, 'positive')}: "
-            + judge(d, "the goal-conditioned RM ranks better (the interval lies above 0)", "no detectable difference",
-                    opposite="the interval lies wholly below 0") + "." + comparisons)
+            + judge(d, "the goal-conditioned RM ranks better (the interval lies above 0)", "a difference is not shown",
+                    opposite="the baseline RM ranks better (the interval lies wholly below 0)") + "." + comparisons)
 
 
 def _first_error_sentences(primary: Mapping) -> list[str]:
@@ -308,7 +305,7 @@ def _first_error_sentences_of(figures: Mapping, where: str) -> list[str]:
         out.append(f"Q of the {rm} RM at {where} (mean Q after minus before): " + (f"Q {seeds}: " if seeds else "")
                    + f"Δ {fmt.across({k: v for k, v in s.items() if k != 'reason'})}: "
                    + judge(s, "Q falls at the first error", "not shown that Q falls",
-                           opposite="the interval lies wholly above 0: Q rises") + ".")
+                           opposite="Q rises (the interval lies wholly above 0)") + ".")
     return out
 
 
@@ -323,10 +320,10 @@ def _filter_sentences(primary: Mapping) -> list[str]:
         tokens, change = f.get("tokens_saved_pct"), f.get("accuracy_change")
         out.append(f"Q-filtered majority voting at {at} ({rm} Q, {bench}): tokens saved "
                    f"{_figure(tokens, 'more than 0', digits=1, signed=False, suffix=' %')} ("
-                   + judge(tokens, "a saving", "no detectable saving") + "); accuracy change "
+                   + judge(tokens, "a saving", "a saving is not shown", opposite="the filter adds tokens", unit=" %") + "); accuracy change "
                    f"{_figure(change, 'lower', digits=1, scale=100, suffix=' points')}: "
-                   + judge(change, "the filter costs accuracy", "no detectable accuracy cost",
-                           opposite="the interval lies wholly above 0: accuracy rises") + ".")
+                   + judge(change, "the filter costs accuracy", "a cost is not shown",
+                           opposite="accuracy rises (the interval lies wholly above 0)", scale=100, unit=" points") + ".")
     return out
 
 
@@ -337,25 +334,35 @@ def _pruning_sentence(metrics: Mapping) -> str:
     bench = p.get("benchmark", ID_BENCH)
     seeds = p.get("rm_seeds") if isinstance(p.get("rm_seeds"), list) else []
     n = len(seeds) or fmt.count(_get(p, "tokens_ratio", "n_seeds")) or 0
+    why_off = verdicts.pruning_switched_off(p)  # every seed's tuning chose pruning off: nothing was tested
+    p = {**p, **{k: verdicts.mark_not_tested(p.get(k), why_off) for k in ("tokens_ratio", "accuracy_change") if k in p}}
     text = (f"Online pruning by Q on {bench} (threshold chosen per seed): tokens generated relative to no pruning "
             f"{_figure(p.get('tokens_ratio'), 'below 1', signed=False)}: "
-            + judge(p.get("tokens_ratio"), "pruning saves tokens", "no detectable saving")
+            + judge(p.get("tokens_ratio"), "pruning saves tokens", "a saving is not shown", opposite="pruning adds tokens")
             + f"; accuracy change {_figure(p.get('accuracy_change'), 'lower', digits=1, scale=100, suffix=' points')}: "
-            + judge(p.get("accuracy_change"), "pruning costs accuracy", "no detectable accuracy cost",
-                    opposite="the interval lies wholly above 0: accuracy rises"))
-    wall = _get(metrics, "timings", "decoding", "pruning_across_seeds", "wall_ratio")
+            + judge(p.get("accuracy_change"), "pruning costs accuracy", "a cost is not shown",
+                    opposite="accuracy rises (the interval lies wholly above 0)", scale=100, unit=" points"))
+    wall = verdicts.mark_not_tested(_get(metrics, "timings", "decoding", "pruning_across_seeds", "wall_ratio"), why_off)
     if isinstance(wall, Mapping):
         threads = fmt.count(_get(metrics, "decoding", "threads"))
         text += (f"; wall time relative to no pruning {_figure(wall, 'below 1', signed=False)}"
                  + (f" ({threads} thread{'s' if threads != 1 else ''})" if threads else "") + ": "
-                 + judge(wall, "pruning saves wall time", "no detectable wall-time saving",
-                         opposite="the interval lies wholly above 1: pruning is slower"))
+                 + judge(wall, "pruning saves wall time", "a wall-time saving is not shown",
+                         opposite="pruning is slower (the interval lies wholly above 1)"))
     text += "."
     off = fmt.count(p.get("pruning_off"))
     if off is not None and n:
         text += (f" {off} of {n} seeds chose pruning off (threshold ≤ −1: no sample stopped, no RM calls)"
-                 + (": every seed's tuning turned pruning off, so nothing was pruned." if off == n else "."))
+                 + (": every seed's tuning turned pruning off, so nothing was pruned and nothing about pruning was tested."
+                    if off == n else "."))
     return text
+
+
+def _interval_covers_questions(primary: Mapping) -> bool:
+    """Whether the run's primary intervals include question variance (newer runs record it per figure)."""
+    d = primary.get("delta_auroc") if isinstance(primary, Mapping) else None
+    figures = [d] + list((_get(primary, "gate", "margin_over_length") or {}).values())
+    return any(isinstance(f, Mapping) and f.get("interval") == "seeds and questions" for f in figures)
 
 
 def primary_findings(metrics: Mapping) -> str:
@@ -371,10 +378,16 @@ def primary_findings(metrics: Mapping) -> str:
         return ""
     n = _n_seeds(primary) or fmt.count(_get(metrics, "decoding", "primary", "pruning", "tokens_ratio", "n_seeds"))
     which = HEADLINE_SETS.get(primary.get("headline"), "")
-    head = ("<p>Fixed before the run and computed once per RM seed (" + (f"{n} seeds" if n else "seeds")
+    scope = verdicts.policy_scope(primary.get("policy_seeds") or [_get(metrics, "provenance", "profile", "parameters", "seed")])
+    over_questions = _interval_covers_questions(primary)
+    head = ("<p>Computed once per RM seed (" + (f"{n} seeds" if n else "seeds")
             + (f"; the reward comparisons on {html.escape(which)}" if which else "")
-            + "): the mean across seeds with its 95% t-interval, and in how many seeds the figure points the "
-              "expected way. A conclusion is stated only where the interval lies wholly on the expected side.</p>")
+            + f"), all {html.escape(scope)}: the mean across seeds with its 95% "
+            + ("interval over RM seeds and questions (a two-level bootstrap)" if over_questions
+               else "t-interval over RM seeds (the questions held fixed)")
+            + ", and in how many seeds the figure points the expected way. A conclusion holds only where the "
+              "interval lies wholly on the expected side, and reads \"reversed\" where it lies wholly on the other; "
+              "\"not tested\" where the mechanism was switched off.</p>")
     return head + "<ul>\n" + "\n".join(f"<li>{html.escape(s)}</li>" for s in items) + "\n</ul>"
 
 
@@ -399,7 +412,7 @@ def exploratory_section(metrics: Mapping) -> str:
              "Δ AUROC across seeds [95% t-interval]": fmt.across(d),
              "positive in": _seeds(d, "").strip() or fmt.UNDEFINED,
              "p-value (Holm)": fmt.p_value(d.get("p_holm")),
-             "reading": judge(d, "interval above 0 (a lead)", "no detectable difference",
+             "reading": judge(d, "interval above 0 (a lead)", "a difference is not shown",
                               opposite="interval wholly below 0 (a lead)")}
             for b, d in ((b, deltas[b]) for b in order)]
     note = _get(ex, "note")

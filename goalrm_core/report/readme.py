@@ -19,7 +19,8 @@ from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.report import regimes
 from goalrm_core.report.formats import across, ci, fixed, num
 from goalrm_core.report.provenance import speed_text
-from goalrm_core.report.reproduction import VERDICT, primary_rows, reruns_of, verdicts
+from goalrm_core.evaluation.verdicts import policy_scope
+from goalrm_core.report.reproduction import primary_rows, reruns_of, verdict_text, verdicts
 
 BEGIN = "<!-- begin: generated from reports/demo by `python -m goalrm_core.report.readme`; do not edit by hand -->"
 END = "<!-- end: generated from reports/demo -->"
@@ -66,12 +67,16 @@ def findings(report: Path = REPORT, reruns: Path = RERUNS) -> str:
     rows = primary_rows(metrics)
     if rows:
         runs = [metrics, *rerun_runs.values()]
-        header = "| primary conclusion | RM | mean over seeds [95% t-interval] | seeds the expected way | verdict |"
+        interval = primary.get("interval") or "RM seeds only (a t-interval; the questions held fixed)"
+        out += [f"Every conclusion below is {policy_scope(primary.get('policy_seeds') or [params.get('seed')])}; "
+                f"its 95% interval is over {interval}. A verdict is two-sided: \"reversed\" where the interval lies "
+                "wholly on the unexpected side; \"not tested\" where the mechanism was switched off.", ""]
+        header = "| primary conclusion | RM | mean over seeds [95% interval] | seeds the expected way | verdict |"
         if rerun_runs:
             header += f" same verdict in all {len(runs)} runs |"
         out += [header, "|" + "---|" * (header.count("|") - 1)]
         for label, rm, s, scale, signed in rows:
-            line = f"| {label} | {rm} | {across(s, signed, scale)} | {s['k']} of {s['n_seeds']} | {VERDICT[s['holds']]} |"
+            line = f"| {label} | {rm} | {across(s, signed, scale)} | {s['k']} of {s['n_seeds']} | {verdict_text(s, full=True, scale=scale, unit=' points' if scale == 100.0 else '')} |"
             seen = verdicts(label, rm, runs)
             same = "yes" if len(set(seen)) == 1 else "no: " + " / ".join(seen)
             out.append(line + (f" {same} |" if rerun_runs else ""))

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from goalrm_core.report.formats import across, ci, num
-from goalrm_core.report.reproduction import VERDICT, primary_rows
+from goalrm_core.report.reproduction import primary_rows, verdict_text
 
 #: The designs, in the order the table shows them, with what sets each apart.
 DESIGNS: dict[str, str] = {
@@ -28,7 +28,7 @@ DESIGNS: dict[str, str] = {
 def across_cell(s: Mapping, signed: bool, scale: float) -> str:
     """``mean [low, high], k of n seeds: verdict`` of one across-seeds figure (the README's wording)."""
     text = across(s, signed, scale)
-    return text if num(s.get("mean")) is None else f"{text}, {s.get('k')} of {s.get('n_seeds')} seeds: {VERDICT[s.get('holds')]}"
+    return text if num(s.get("mean")) is None else f"{text}, {s.get('k')} of {s.get('n_seeds')} seeds: {verdict_text(s)}"
 
 
 def _free_scorer_rows(metrics: Mapping) -> list[tuple[str, str, str]]:

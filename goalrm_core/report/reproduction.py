@@ -3,7 +3,9 @@
 A report folder ``reports/<name>/`` may have reruns of itself under ``reports/reproducibility/<rerun>/``
 (their ``metrics.json``: another policy seed, another thread count; ``goalrm compare`` compares them
 figure by figure). A primary conclusion is *stated* only where every run reaches the same verdict;
-the others are listed as dropped, with each run's verdict.
+the others are listed as dropped, with each run's verdict. Verdicts are two-sided (holds, reversed,
+not shown, not tested, cannot be judged: `evaluation.verdicts`), so a run that finds the difference the
+other way does not read the same as one that finds none.
 """
 
 from __future__ import annotations
@@ -12,8 +14,24 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from goalrm_core.evaluation import verdicts as states
+
 REPRODUCIBILITY = "reproducibility"
+#: ``holds`` of a summary as words, for readers that have nothing else (prefer :func:`verdict_text`).
 VERDICT = {True: "holds", False: "not shown", None: "cannot be judged"}
+
+
+def verdict_text(s: Any, full: bool = False, scale: float = 1.0, unit: str = "") -> str:
+    """One primary conclusion's two-sided verdict (`evaluation.verdicts`): holds, reversed, not shown,
+    not tested, or "cannot be judged" where undefined. ``full``: a "not shown" with the effect the run
+    would have seen with 80% power (shown times ``scale``, then ``unit``), a "not tested" or
+    "cannot be judged" with its reason."""
+    state = states.state(s)
+    if state == states.UNDEFINED:
+        return f"cannot be judged ({states.reason(s)})" if full else "cannot be judged"
+    if full and state in (states.NOT_SHOWN, states.NOT_TESTED):
+        return states.words(s, scale=scale, unit=unit)
+    return state
 
 
 def primary_rows(metrics: Mapping[str, Any]) -> list[tuple[str, str, Mapping, float, bool]]:
@@ -40,11 +58,16 @@ def primary_rows(metrics: Mapping[str, Any]) -> list[tuple[str, str, Mapping, fl
         rows.append((f"{name}: accuracy change, points (< 0: costs accuracy)", rm, f["accuracy_change"], 100.0, True))
     pruning = metrics.get("decoding", {}).get("primary", {}).get("pruning")
     if pruning:
-        rows.append(("online pruning: tokens pruned / unpruned (< 1)", "goal-conditioned", pruning["tokens_ratio"], 1.0, False))
-        rows.append(("online pruning: accuracy change, points (< 0: costs accuracy)", "goal-conditioned", pruning["accuracy_change"], 100.0, True))
+        # every seed's tuning turned pruning off: nothing was pruned, so nothing was tested (older
+        # files record only the count beside the figures)
+        why = states.pruning_switched_off(pruning)
+        untested = lambda s: states.mark_not_tested(s, why)  # noqa: E731
+        rows.append(("online pruning: tokens pruned / unpruned (< 1)", "goal-conditioned", untested(pruning["tokens_ratio"]), 1.0, False))
+        rows.append(("online pruning: accuracy change, points (< 0: costs accuracy)", "goal-conditioned",
+                     untested(pruning["accuracy_change"]), 100.0, True))
         wall = metrics.get("timings", {}).get("decoding", {}).get("pruning_across_seeds", {}).get("wall_ratio")
         if wall:
-            rows.append(("online pruning: wall time pruned / unpruned (< 1)", "goal-conditioned", wall, 1.0, False))
+            rows.append(("online pruning: wall time pruned / unpruned (< 1)", "goal-conditioned", untested(wall), 1.0, False))
     return rows
 
 
@@ -77,7 +100,7 @@ def verdicts(label: str, rm: str, runs: Sequence[Mapping]) -> list[str]:
     out = []
     for m in runs:
         match = [s for lab, r, s, _, _ in primary_rows(m) if lab == label and r == rm]
-        out.append(VERDICT[match[0]["holds"]] if match else "absent")
+        out.append(verdict_text(match[0]) if match else "absent")
     return out
 
 

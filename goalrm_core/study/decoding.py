@@ -36,7 +36,8 @@ from transformers import AutoTokenizer, LlamaForCausalLM
 from goalrm_core.data.questions import group_by_question
 from goalrm_core.data.io import atomic_write_json
 from goalrm_core.data.rundir import RunDir
-from goalrm_core.evaluation import metrics, stats
+from goalrm_core.evaluation import hierarchical, metrics, stats, verdicts
+from goalrm_core.evaluation.voting import majority_vote_per_question
 from goalrm_core.evaluation.tables import read_scored
 from goalrm_core.inference.beam_search import DecodeConfig, q_guided_decode
 from goalrm_core.inference.goal_state import goal_state, last_token_states, q_values
@@ -426,30 +427,67 @@ def pruning_results(setup: DecodingSetup, unpruned: dict[str, SampledRun], prune
     return PruningResult(pd.DataFrame.from_dict(rows, orient="index"), timings)
 
 
+def pruning_per_question(unpruned: SampledRun, pruned: SampledRun, modulus: int = 0) -> dict[str, np.ndarray]:
+    """:func:`pruning_outcome` question by question (for the bootstrap over questions): tokens the
+    policy drew with and without pruning, and whether the majority vote is right with and without."""
+    if unpruned.questions != pruned.questions:
+        raise ValueError("the pruned and the unpruned run must sample the same questions")
+    questions = pruned.questions
+    return {"tokens": np.asarray([sum(s.num_tokens + s.overrun for s in g) for g in pruned.samples], dtype=float),
+            "tokens_unpruned": np.asarray([sum(s.num_tokens for s in g) for g in unpruned.samples], dtype=float),
+            "correct": majority_vote_per_question(sample_rows(questions, pruned.samples, modulus)),
+            "correct_unpruned": majority_vote_per_question(sample_rows(questions, unpruned.samples, modulus))}
+
+
 def pruning_across_seeds(setup: DecodingSetup, rm_seeds: Sequence[int], questions: Sequence[str], unpruned: SampledRun,
-                         cfg: PruningSetup, bench: str = "toy-id") -> tuple[dict, dict]:
+                         cfg: PruningSetup, bench: str = "toy-id", n_boot: int = 1000) -> tuple[dict, dict]:
     """Online pruning on ``bench`` with each seed's goal-conditioned RM (its own goal state and its own
-    tuned threshold) against the one unpruned run of the same questions: a primary conclusion, so it
-    is judged over training seeds (`stats.across_seeds`). Returns the ``decoding.primary.pruning``
-    section of metrics.json and its wall-time part (for ``timings``)."""
-    outcomes, walls, thresholds = [], [], []
+    tuned threshold) against the one unpruned run of the same questions: a primary conclusion, so its
+    interval covers RM-seed and question variance (`hierarchical.across_seeds_and_questions`); where
+    every seed's tuning chose pruning off, nothing was pruned and both figures are ``not tested``.
+    Returns the ``decoding.primary.pruning`` section of metrics.json and its wall-time part (for
+    ``timings``; wall time has no per-question part, so its interval is over seeds)."""
+    outcomes, walls, thresholds, per_question = [], [], [], []
     for rm_seed in rm_seeds:
         rm, _ = load_rm(setup.run, GOAL_RM, rm_seed)
         seeded = dataclasses.replace(setup, rm=rm, goal=read_goal_state(setup.run, GOAL_RM, seed=rm_seed), rm_seed=rm_seed)
         choice = tune_threshold(seeded, bench, questions, cfg)
         pruned = sample_solutions(seeded, questions, cfg, choice.threshold)
         outcomes.append(pruning_outcome(unpruned, pruned, setup.task.modulus))
+        per_question.append(pruning_per_question(unpruned, pruned, setup.task.modulus))
         walls.append(pruned.wall_s / unpruned.wall_s if unpruned.wall_s > 0 else float("nan"))
         thresholds.append(float(choice.threshold))
+    return pruning_section(bench, rm_seeds, thresholds, outcomes, per_question, n_boot), \
+        {"wall_ratio": stats.across_seeds(walls, null=1.0, expect="less"), "wall_s_unpruned": unpruned.wall_s}
+
+
+def pruning_section(bench: str, rm_seeds: Sequence[int], thresholds: Sequence[float], outcomes: Sequence[dict],
+                    per_question: Sequence[dict], n_boot: int = 1000, seed: int = 0) -> dict:
+    """The ``decoding.primary.pruning`` section from each seed's :func:`pruning_outcome` and
+    :func:`pruning_per_question`."""
+    n_q = len(per_question[0]["tokens"]) if per_question else 0
+    c = np.arange(n_q)
+
+    def over(values, stat, **kw):
+        boot = hierarchical.hierarchical_bootstrap([stat(p) for p in per_question], n_q, n_boot, seed=seed) \
+            if n_boot and n_q and len(per_question) >= 2 else None
+        return hierarchical.across_seeds_and_questions(values, boot, **kw)
+
+    off = sum(t <= PRUNING_OFF for t in thresholds)
     section = {
-        "benchmark": bench, "rm_seeds": list(rm_seeds), "threshold": thresholds,
-        "pruning_off": sum(t <= PRUNING_OFF for t in thresholds),
-        "tokens_ratio": stats.across_seeds([o["tokens_generated"] / max(1, o["tokens_generated_unpruned"]) for o in outcomes],
-                                           null=1.0, expect="less"),
+        "benchmark": bench, "rm_seeds": list(rm_seeds), "threshold": list(thresholds), "pruning_off": off,
+        "tokens_ratio": over([o["tokens_generated"] / max(1, o["tokens_generated_unpruned"]) for o in outcomes],
+                             lambda p: hierarchical.ratio_statistic(p["tokens"], p["tokens_unpruned"], c), null=1.0, expect="less"),
         # expect "less": `holds` means pruning costs accuracy
-        "accuracy_change": stats.across_seeds([o["accuracy"] - o["accuracy_unpruned"] for o in outcomes], expect="less"),
+        "accuracy_change": over([o["accuracy"] - o["accuracy_unpruned"] for o in outcomes],
+                                lambda p: hierarchical.mean_statistic(p["correct"].astype(float) - p["correct_unpruned"].astype(float), c),
+                                expect="less"),
     }
-    return section, {"wall_ratio": stats.across_seeds(walls, null=1.0, expect="less"), "wall_s_unpruned": unpruned.wall_s}
+    if rm_seeds and off == len(rm_seeds):
+        why = verdicts.pruning_switched_off(section)
+        for key in ("tokens_ratio", "accuracy_change"):
+            section[key] = hierarchical.not_tested(section[key], why)
+    return section
 
 
 # ----------------------------------------------------------------------------------------------
@@ -626,7 +664,8 @@ def pruning_seeds_frame(section: dict, wall: dict) -> pd.DataFrame:
                            ("wall time pruned / unpruned (< 1)", wall["wall_ratio"], 1.0)):
         rows.append({"figure": name, "mean over seeds [95% CI]": seed_interval(s, scale, signed=scale != 1.0),
                      "seeds the expected way": f"{s['k']} of {s['n_seeds']}",
-                     "conclusion": {True: "holds", False: "not shown", None: "cannot be judged"}[s["holds"]]})
+                     "conclusion": verdicts.words(verdicts.mark_not_tested(s, verdicts.pruning_switched_off(section)),
+                                                  scale=scale, unit=" points" if scale != 1.0 else "")})
     rows.append({"figure": "seeds whose tuned threshold is 'pruning off' (≤ −1)", "mean over seeds [95% CI]": "",
                  "seeds the expected way": f"{section['pruning_off']} of {len(section['rm_seeds'])}", "conclusion": ""})
     return pd.DataFrame(rows)

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from goalrm_core.data.io import require_artifact
 from goalrm_core.data.rundir import RunDir
 from goalrm_core.data.questions import group_by_question
-from goalrm_core.evaluation import metrics, q_analysis, stats, tables
+from goalrm_core.evaluation import hierarchical, metrics, q_analysis, stats, tables, verdicts
+from goalrm_core.evaluation import voting as metrics_voting
 from goalrm_core.inference.scoring import eval_rm
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study.artifacts import headline_rows, subset_rows, well_formed_only
@@ -227,11 +229,13 @@ def first_error_frame(summaries: dict[str, dict]) -> pd.DataFrame:
 
 # ------------------------------------------------------------------ conclusions over training seeds
 #
-# The primary conclusions, fixed before any run: the length gate, toy-id's ΔAUROC, the first-error ΔQ
-# and the threshold-0 filter here, online pruning in notebook 05. Each is computed once per RM seed and
-# summarised with `stats.across_seeds` (mean ± t·s/√n over seeds, and in how many seeds it points the
-# expected way): the bootstrap over questions of one seed leaves out the training variance that decides
-# a conclusion. Every other comparison is exploratory, with Holm-corrected p-values.
+# The primary conclusions: the length gate, toy-id's ΔAUROC, the first-error ΔQ and the threshold-0
+# filter here, online pruning in notebook 05 (the well-formed rows were added after the first runs).
+# Each is computed once per RM seed; its interval covers RM-seed and question variance
+# (`hierarchical.across_seeds_and_questions`: a two-level bootstrap, seeds then questions with all the
+# samples of a question together), and it is judged two-sided (holds / reversed / not shown with its
+# minimum detectable effect / undefined). All of it is for the one policy the run trained. Every other
+# comparison is exploratory, with Holm-corrected p-values.
 
 PRIMARY_BENCH = "toy-id"
 # The gate's second condition: on correct against well-formed incorrect generations, each RM's AUROC
@@ -313,38 +317,121 @@ def seed_figures(run_dir, rms, rm_seed: int, headline: str, filter_threshold: fl
     return out
 
 
-def primary_metrics(run_dir, rms, rm_seeds, headline: str, filter_threshold: float, skip_first: int) -> dict:
+def _first_error_deltas(rows: list[dict]) -> tuple[list[float], list[str]]:
+    """Per incorrect solution with a known first error ``e > 0``: mean Q after it minus mean Q before
+    it (``first_error_q_stats``' pairs, skip_first 0), and the question of each."""
+    deltas, questions = [], []
+    for row in rows:
+        if row["is_correct"] or row.get("first_error_char") is None:
+            continue
+        e = tables.first_error_token(row)
+        q = [float(v) for v in row["cosine_sim"]]
+        if e is None or e <= 0 or e >= len(q):
+            continue
+        deltas.append(sum(q[e:]) / len(q[e:]) - sum(q[:e]) / e)
+        questions.append(row["question"])
+    return deltas, questions
+
+
+def seed_statistics(run_dir, rms, rm_seed: int, headline: str, filter_threshold: float, skip_first: int,
+                    index: dict[str, dict[str, int]]) -> dict:
+    """One RM seed's primary figures as functions of question multiplicities (the second level of the
+    hierarchical bootstrap, `evaluation.hierarchical`), keyed as :func:`seed_figures` keys its values.
+    ``index[bench]`` numbers the questions, shared by every seed (extended here as questions appear)."""
+    run = RunDir(run_dir)
+    out = {"auroc": {}, "auroc_well_formed": {}, "first_error_delta_q": {}, "first_error_delta_q_well_formed": {}, "filter": {}}
+
+    def ids(bench, questions):
+        ix = index.setdefault(bench, {})
+        return np.asarray([ix.setdefault(q, len(ix)) for q in questions], dtype=np.int64)
+
+    def scorers(scored):
+        any_rows = next(iter(scored.values()))
+        c = ids(bench, [r["question"] for r in any_rows])
+        y = tables.labels(any_rows)
+        stat = {rm: hierarchical.auroc_statistic([r["reward"] for r in rows], y, c) for rm, rows in scored.items()}
+        for name in ("length only", "policy mean logprob"):
+            key, sign = tables.REFERENCE_SCORERS[name]
+            if all(r.get(key) is not None for r in any_rows):
+                stat[name] = hierarchical.auroc_statistic([sign * r[key] for r in any_rows], y, c)
+        return stat
+
+    for bench in benchmark_names(run_dir):
+        scored = {rm: headline_rows(run_dir, rm, bench, headline, rm_seed) for rm in rms}
+        out["auroc"][bench] = scorers(scored)
+        out["auroc_well_formed"][bench] = scorers({rm: well_formed_only(rows) for rm, rows in scored.items()})
+        if bench != PRIMARY_BENCH:
+            continue
+        for rm, rows in scored.items():
+            for key, subset in (("first_error_delta_q", rows), ("first_error_delta_q_well_formed", well_formed_only(rows))):
+                deltas, questions = _first_error_deltas(subset)
+                out[key][rm] = hierarchical.mean_statistic(deltas, ids(bench, questions))
+        for rm in rms:
+            groups = group_by_question(tables.read_scored(run.eval(rm, rm_seed), bench, "all"))
+            per_q = metrics_voting.filter_per_question(list(groups.values()), filter_threshold, skip_first)
+            c = ids(bench, list(groups))
+            change = per_q["correct"].astype(float) - per_q["correct_unfiltered"].astype(float)
+            out["filter"][rm] = {"tokens_saved_pct": hierarchical.ratio_statistic(per_q["tokens_saved"], per_q["tokens_total"], c, 100.0),
+                                 "accuracy_change": hierarchical.mean_statistic(change, c)}
+    return out
+
+
+def primary_metrics(run_dir, rms, rm_seeds, headline: str, filter_threshold: float, skip_first: int,
+                    n_boot: int = 1000, boot_seed: int = 0, policy_seeds=None) -> dict:
     """The ``evaluation.primary`` and ``evaluation.exploratory`` sections of metrics.json (schema 2):
-    each figure per seed and across seeds (`stats.across_seeds`)."""
+    each figure per seed and across seeds, its interval over RM seeds and questions
+    (`hierarchical.across_seeds_and_questions`, ``n_boot`` replicates; ``n_boot=0``: seeds only,
+    `stats.across_seeds`) and its two-sided verdict. ``policy_seeds``: the policies the generations
+    came from (one for a report: every conclusion is then for this policy)."""
     per_seed = [seed_figures(run_dir, rms, s, headline, filter_threshold, skip_first) for s in rm_seeds]
+    index: dict[str, dict[str, int]] = {}
+    per_seed_stats = [seed_statistics(run_dir, rms, s, headline, filter_threshold, skip_first, index) for s in rm_seeds] if n_boot else []
     bench = PRIMARY_BENCH
 
-    def over(get, **kw):
-        return stats.across_seeds([get(f) for f in per_seed], **kw)
+    def over(get, stat=None, stat_bench=bench, **kw):
+        values = [get(f) for f in per_seed]
+        boot = None
+        if stat is not None and per_seed_stats:
+            defined = [stat(st) for st, v in zip(per_seed_stats, values) if v is not None and math.isfinite(float(v))]
+            if len(defined) >= 2 and index.get(stat_bench):
+                boot = hierarchical.hierarchical_bootstrap(defined, len(index[stat_bench]), n_boot, seed=boot_seed)
+        return hierarchical.across_seeds_and_questions(values, boot, **kw)
+
+    def margin(key, b, name):
+        return lambda st: hierarchical.difference(st[key][b][name], st[key][b]["length only"])
 
     def gate(key, null):
-        margins = {rm: over(lambda f, rm=rm: f[key][bench][rm] - f[key][bench]["length only"], null=null) for rm in rms}
+        margins = {rm: over(lambda f, rm=rm: f[key][bench][rm] - f[key][bench]["length only"], margin(key, bench, rm), null=null)
+                   for rm in rms}
         undefined = [f"{rm}: {m['reason']}" for rm, m in margins.items() if m["holds"] is None]
         state = "undefined" if undefined else "passed" if all(m["holds"] for m in margins.values()) else "failed"
         return {"state": state, "reason": "; ".join(undefined) or None, "margin_over_length": margins}
 
     primary = {
         "benchmark": bench, "rm_seeds": list(rm_seeds), "n_seeds": len(rm_seeds), "headline": headline,
+        **({"policy_seeds": [int(x) for x in policy_seeds]} if policy_seeds is not None else {}),
+        "interval": "RM seeds and questions (hierarchical bootstrap)" if n_boot else "RM seeds (t-interval)",
         # the gate's first condition: both RMs beat response length on all generations; its second:
         # both beat it by WELL_FORMED_MARGIN on correct vs well-formed incorrect ones (they verify)
         "gate": {**gate("auroc", 0.0), "well_formed": {**gate("auroc_well_formed", WELL_FORMED_MARGIN),
                                                        "required_margin": WELL_FORMED_MARGIN}},
-        "first_error_delta_q": {rm: over(lambda f, rm=rm: f["first_error_delta_q"][rm], expect="less") for rm in rms},
-        "first_error_delta_q_well_formed": {rm: over(lambda f, rm=rm: f["first_error_delta_q_well_formed"][rm], expect="less")
+        "first_error_delta_q": {rm: over(lambda f, rm=rm: f["first_error_delta_q"][rm],
+                                         lambda st, rm=rm: st["first_error_delta_q"][rm], expect="less") for rm in rms},
+        "first_error_delta_q_well_formed": {rm: over(lambda f, rm=rm: f["first_error_delta_q_well_formed"][rm],
+                                                     lambda st, rm=rm: st["first_error_delta_q_well_formed"][rm], expect="less")
                                             for rm in rms},
         # accuracy_change: expect "less", so `holds` means the filter costs accuracy
         "filter": {rm: {"threshold": filter_threshold,
-                        "tokens_saved_pct": over(lambda f, rm=rm: f["filter"][rm]["tokens_saved_pct"]),
-                        "accuracy_change": over(lambda f, rm=rm: f["filter"][rm]["accuracy_change"], expect="less")} for rm in rms},
+                        "tokens_saved_pct": over(lambda f, rm=rm: f["filter"][rm]["tokens_saved_pct"],
+                                                 lambda st, rm=rm: st["filter"][rm]["tokens_saved_pct"]),
+                        "accuracy_change": over(lambda f, rm=rm: f["filter"][rm]["accuracy_change"],
+                                                lambda st, rm=rm: st["filter"][rm]["accuracy_change"], expect="less")} for rm in rms},
     }
     exploratory: dict = {"delta_auroc": {}}
     if {BASELINE, GOAL_CONDITIONED} <= set(rms):
-        deltas = {b: over(lambda f, b=b: f["auroc"][b][GOAL_CONDITIONED] - f["auroc"][b][BASELINE]) for b in benchmark_names(run_dir)}
+        deltas = {b: over(lambda f, b=b: f["auroc"][b][GOAL_CONDITIONED] - f["auroc"][b][BASELINE],
+                          lambda st, b=b: hierarchical.difference(st["auroc"][b][GOAL_CONDITIONED], st["auroc"][b][BASELINE]),
+                          stat_bench=b) for b in benchmark_names(run_dir)}
         primary["delta_auroc"] = deltas.pop(bench)
         others = list(deltas)
         for b, p in zip(others, stats.holm([deltas[b].get("p_value", float("nan")) for b in others])):
@@ -371,15 +458,23 @@ def seed_interval(s: dict, scale: float = 1.0, signed: bool = True) -> str:
     return f"{show(s['mean'])} [{show(s.get('ci_low'))}, {show(s.get('ci_high'))}]"
 
 
+def _said(s: dict, holds: str, reversed_: str, not_shown: str = "not shown", scale: float = 1.0, unit: str = "") -> str:
+    """One summary's verdict in words (`evaluation.verdicts`); an undefined one "cannot be judged (reason)"."""
+    if verdicts.state(s) == verdicts.UNDEFINED:
+        return f"cannot be judged ({verdicts.reason(s)})"
+    return verdicts.words(s, holds=holds, reversed_=reversed_, not_shown=not_shown, scale=scale, unit=unit)
+
+
 def primary_frame(primary: dict) -> pd.DataFrame:
-    """The primary figures as one table: figure, RM, mean over seeds [95% t-interval], seeds pointing
-    the expected way, and whether the conclusion holds."""
+    """The primary figures as one table: figure, RM, mean over seeds [95% interval over RM seeds and
+    questions], seeds pointing the expected way, and the two-sided verdict (a "not shown" with the
+    effect the run would have seen with 80% power)."""
     rows = []
 
-    def add(figure, rm, s, scale=1.0, signed=True):
-        verdict = {True: "holds", False: "not shown", None: "cannot be judged"}[s["holds"]]
+    def add(figure, rm, s, scale=1.0, signed=True, unit=""):
         rows.append({"figure": figure, "rm": rm, "mean over seeds [95% CI]": seed_interval(s, scale, signed),
-                     "seeds the expected way": f"{s['k']} of {s['n_seeds']}", "conclusion": verdict})
+                     "seeds the expected way": f"{s['k']} of {s['n_seeds']}",
+                     "conclusion": _said(s, "holds", "reversed", scale=scale, unit=unit)})
 
     for rm, s in primary["gate"]["margin_over_length"].items():
         add("AUROC − length-only AUROC (> 0)", rm, s)
@@ -393,16 +488,22 @@ def primary_frame(primary: dict) -> pd.DataFrame:
     for rm, s in primary.get("first_error_delta_q_well_formed", {}).items():
         add("the same on well-formed errors only (< 0)", rm, s)
     for rm, f in primary["filter"].items():
-        add(f"tokens saved by the threshold-{f['threshold']:g} filter, % (> 0)", rm, f["tokens_saved_pct"])
-        add("its accuracy change, points (< 0 = costs accuracy)", rm, f["accuracy_change"], scale=100.0)
+        add(f"tokens saved by the threshold-{f['threshold']:g} filter, % (> 0)", rm, f["tokens_saved_pct"], unit=" %")
+        add("its accuracy change, points (< 0 = costs accuracy)", rm, f["accuracy_change"], scale=100.0, unit=" points")
     return pd.DataFrame(rows)
 
 
-def primary_reading(primary: dict) -> str:
-    """The primary conclusions in words, generated from the across-seed numbers."""
+def primary_reading(primary: dict, policy_seeds=None) -> str:
+    """The primary conclusions in words, generated from the across-seed numbers, each two-sided
+    (holds / reversed / not shown with its minimum detectable effect / cannot be judged), all of them
+    for the one policy the run trained unless ``policy_seeds`` names two or more."""
     n, bench = primary["n_seeds"], primary["benchmark"]
     gate = primary["gate"]
-    lines = [{"passed": f"Both RMs beat the length-only scorer on {bench} over {n} seeds.",
+    scope = verdicts.policy_scope(policy_seeds if policy_seeds is not None else primary.get("policy_seeds"))
+    interval = "RM seeds and questions" if any(
+        isinstance(s, dict) and s.get("interval") == "seeds and questions" for s in gate["margin_over_length"].values()) else "RM seeds"
+    lines = [f"All conclusions are {scope}; each interval is over {interval}.",
+             {"passed": f"Both RMs beat the length-only scorer on {bench} over {n} seeds.",
               "failed": f"Not every RM beats the length-only scorer on {bench} over {n} seeds: the comparisons below measure little.",
               "undefined": f"The length gate cannot be judged: {gate['reason']}."}[gate["state"]]]
     if "well_formed" in gate:
@@ -414,17 +515,16 @@ def primary_reading(primary: dict) -> str:
                       "undefined": f"On well-formed errors only the gate cannot be judged: {wf['reason']}."}[wf["state"]])
     if "delta_auroc" in primary:
         d = primary["delta_auroc"]
-        said = {True: "the goal-conditioned RM ranks generations better", False: "no detectable difference between the RMs",
-                None: f"the difference cannot be judged ({d['reason']})"}[d["holds"]]
+        said = _said(d, "the goal-conditioned RM ranks generations better",
+                     "reversed: the baseline RM ranks generations better", "a difference between the RMs is not shown")
         lines.append(f"ΔAUROC on {bench}: {seed_interval(d)}, higher in {d['k']} of {d['n_seeds']} seeds: {said}.")
     for rm, s in primary["first_error_delta_q"].items():
-        said = {True: "Q falls at the first error", False: "a fall of Q at the first error is not shown",
-                None: f"cannot be judged ({s['reason']})"}[s["holds"]]
+        said = _said(s, "Q falls at the first error", "reversed: Q rises at the first error", "a fall of Q at the first error is not shown")
         lines.append(f"{rm}: {said}; Δ {seed_interval(s)}, a fall in {s['k']} of {s['n_seeds']} seeds.")
         w = primary.get("first_error_delta_q_well_formed", {}).get(rm)
         if w is not None:
-            lines.append(f"At well-formed errors only: Δ {seed_interval(w)}, a fall in {w['k']} of {w['n_seeds']} seeds"
-                         + {True: ".", False: " (not shown).", None: f" ({w['reason']})."}[w["holds"]])
+            lines.append(f"At well-formed errors only: Δ {seed_interval(w)}, a fall in {w['k']} of {w['n_seeds']} seeds ("
+                         + _said(w, "Q falls", "reversed: Q rises", "not shown") + ").")
     return " ".join(lines)
 
 

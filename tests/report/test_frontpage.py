@@ -128,19 +128,20 @@ def test_schema2_states_every_primary_finding_across_seeds():
     gate, delta, q_base, q_goal, f_base, f_goal, pruning = findings
     assert "Length gate on toy-id" in gate and "above 0 in 5 of 5 seeds" in gate and "Gate passed" in gate
     assert "Reward comparison on toy-id (primary)" in delta and "positive in 3 of 5 seeds" in delta
-    assert "no detectable difference." in delta and "ranks better" not in delta
+    assert "a difference is not shown (an effect of" in delta and "would have been seen with 80% power" in delta
+    assert "ranks better" not in delta
     assert delta.endswith("the other 3 benchmarks are 3 exploratory comparisons, Holm-corrected (below).")  # k comparisons
     # the Q result whichever way it falls
     assert "Q of the baseline RM" in q_base and "falls in 0 of 5 seeds" in q_base and "Q rises" in q_base
-    assert "not shown that Q falls" in q_base
+    assert "reversed: Q rises" in q_base and "not shown" not in q_base  # wholly the other way: reversed, never "not shown"
     assert "falls in 4 of 5 seeds" in q_goal and "not shown that Q falls" in q_goal  # one seed against: the interval spans 0
     assert re.search(r"Δ -?\d\.\d\d \[-?\d\.\d\d, [-+]?\d\.\d\d\]", q_goal)
     assert "threshold 0.00 (baseline Q, toy-id)" in f_base and "more than 0 in 5 of 5 seeds (a saving)" in f_base
     assert "lower in 5 of 5 seeds: the filter costs accuracy" in f_base and " %" in f_base and "points" in f_base
     assert "goal-conditioned Q" in f_goal
-    assert "Online pruning" in pruning and "below 1 in 2 of 5 seeds" in pruning and "no detectable saving" in pruning
+    assert "Online pruning" in pruning and "below 1 in 2 of 5 seeds" in pruning and "a saving is not shown (an effect of" in pruning
     assert "wall time relative to no pruning" in pruning and "below 1 in 0 of 5 seeds" in pruning
-    assert "(2 threads)" in pruning and "pruning is slower" in pruning
+    assert "(2 threads)" in pruning and "reversed: pruning is slower" in pruning
     assert "3 of 5 seeds chose pruning off" in pruning
     # exploratory: labelled, k comparisons, Holm; a conclusion only where it holds
     ex = page[page.index("<h2>Exploratory benchmarks</h2>"):page.index("<h2>Reward models")]
@@ -166,7 +167,7 @@ def test_schema2_conclusions_only_where_they_hold():
     gate, delta, _, q_goal, f_base, *_ = _items(frontpage.primary_findings(tree))
     assert "positive in 5 of 5 seeds" in delta and "the goal-conditioned RM ranks better" in delta
     assert "falls in 5 of 5 seeds" in q_goal and q_goal.endswith("Q falls at the first error.")
-    assert "no detectable accuracy cost" in f_base
+    assert "a cost is not shown (an effect of" in f_base
     assert "Gate cannot be judged: baseline: 1 of 5 seeds defined" in gate and "(4 undefined)" in gate
     notice = gate_html(primary["gate"], benchmark="toy-id", n_seeds=5)
     assert "cannot be judged" in notice and "#2e7d32" not in notice and "#c62828" not in notice

@@ -234,3 +234,28 @@ def test_cli_beam_and_sample(tmp_path, tiny_lm, tiny_rm, tokenizer, tiny_goal):
     np.save(tmp_path / "bad.npy", bad)
     with pytest.raises(ValueError, match="hidden size"):
         decode_cli.main(["beam", *common[:4], "--goal_state_path", str(tmp_path / "bad.npy"), *common[6:], "--save_path", str(tmp_path / "x.jsonl")])
+
+
+def test_pruning_section_covers_questions_and_says_when_nothing_was_tested():
+    import numpy as np
+
+    from goalrm_core.study.decoding import pruning_section
+
+    rng = np.random.default_rng(0)
+
+    def seed_data(ratio):
+        unpruned = rng.integers(50, 100, 20).astype(float)
+        correct_u = rng.random(20) < 0.6
+        return ({"tokens_generated": float((unpruned * ratio).sum()), "tokens_generated_unpruned": float(unpruned.sum()),
+                 "accuracy": float(correct_u.mean()), "accuracy_unpruned": float(correct_u.mean())},
+                {"tokens": unpruned * ratio, "tokens_unpruned": unpruned, "correct": correct_u, "correct_unpruned": correct_u})
+
+    pruned = [seed_data(r) for r in (0.8, 0.7, 0.75)]
+    section = pruning_section("toy-id", [0, 1, 2], [0.1, 0.2, 0.1], [o for o, _ in pruned], [p for _, p in pruned], n_boot=200)
+    assert section["pruning_off"] == 0 and section["tokens_ratio"]["interval"] == "seeds and questions"
+    assert section["tokens_ratio"]["verdict"] == "holds"
+    off = [seed_data(1.0) for _ in range(3)]
+    section = pruning_section("toy-id", [0, 1, 2], [-1.0] * 3, [o for o, _ in off], [p for _, p in off], n_boot=200)
+    assert section["pruning_off"] == 3
+    for key in ("tokens_ratio", "accuracy_change"):
+        assert section[key]["verdict"] == "not tested" and section[key]["holds"] is None and "pruning off" in section[key]["reason"]

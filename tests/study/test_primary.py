@@ -92,3 +92,37 @@ def test_an_rm_that_verifies_passes_both_conditions(tmp_path, monkeypatch):
     margins = gate["well_formed"]["margin_over_length"]
     assert all(m["mean"] > ev.WELL_FORMED_MARGIN for m in margins.values())
     assert gate["well_formed"]["state"] in ("passed", "failed")  # judged, whatever the t-interval says
+
+
+def test_primary_intervals_cover_seeds_and_questions(run):
+    out = ev.primary_metrics(run, list(RMS), [0, 1, 2], "sample0", 0.0, 0, n_boot=200, policy_seeds=[0])
+    primary = out["primary"]
+    assert primary["policy_seeds"] == [0] and "questions" in primary["interval"]
+    for s in [primary["delta_auroc"], *primary["first_error_delta_q"].values(),
+              *(f[k] for f in primary["filter"].values() for k in ("tokens_saved_pct", "accuracy_change"))]:
+        assert s["verdict"] in ("holds", "reversed", "not shown", "undefined")
+        assert s["holds"] is (s["verdict"] == "holds") or s["verdict"] == "undefined"
+        if s["verdict"] != "undefined":
+            assert s["interval"] == "seeds and questions" and s["n_questions"] == 4
+            assert s["se"] >= s["se_seeds"] and s["ci_low"] <= s["mean"] <= s["ci_high"]
+    # the per-seed values are the ones the seeds-only summary has, and the run is deterministic
+    seeds_only = ev.primary_metrics(run, list(RMS), [0, 1, 2], "sample0", 0.0, 0, n_boot=0)["primary"]
+    assert seeds_only["delta_auroc"]["per_seed"] == primary["delta_auroc"]["per_seed"]
+    assert seeds_only["delta_auroc"]["interval"] == "seeds"
+    again = ev.primary_metrics(run, list(RMS), [0, 1, 2], "sample0", 0.0, 0, n_boot=200, policy_seeds=[0])["primary"]
+    assert again["delta_auroc"] == primary["delta_auroc"]
+    assert "for this policy (policy seed 0)" in ev.primary_reading(primary)
+
+
+def test_seed_statistics_reproduce_the_seed_figures(run):
+    import numpy as np
+
+    index: dict = {}
+    stats_ = ev.seed_statistics(run, list(RMS), 1, "sample0", 0.0, 0, index)
+    figures = ev.seed_figures(run, list(RMS), 1, "sample0", 0.0, 0)
+    ones = lambda b: np.ones((1, len(index[b])), dtype=np.int64)  # noqa: E731
+    for rm in RMS:
+        assert stats_["auroc"]["toy-id"][rm](ones("toy-id"))[0] == pytest.approx(figures["auroc"]["toy-id"][rm])
+        assert stats_["first_error_delta_q"][rm](ones("toy-id"))[0] == pytest.approx(figures["first_error_delta_q"][rm])
+        for key in ("tokens_saved_pct", "accuracy_change"):
+            assert stats_["filter"][rm][key](ones("toy-id"))[0] == pytest.approx(figures["filter"][rm][key])

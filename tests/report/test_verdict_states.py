@@ -1,0 +1,162 @@
+"""Every verdict state (holds, reversed, not shown with its minimum detectable effect, not tested,
+undefined) through each piece of code that words verdicts: the verdict module, the report's primary
+findings and tables, the README's rows, the reproduction column and `goalrm compare`."""
+
+import copy
+import html
+
+import pytest
+
+from goalrm_core.evaluation import hierarchical, verdicts
+from goalrm_core.evaluation.stats import across_seeds
+from goalrm_core.report import compare, frontpage, readme, reproduction
+from goalrm_core.study import evaluation as ev
+from goalrm_core.study.decoding import pruning_seeds_frame
+from goalrm_core.study.rms import RMS
+
+
+def summary(state: str) -> dict:
+    """A recorded across-seeds-and-questions summary in ``state`` (expect "greater", null 0)."""
+    base = {"per_seed": [0.1] * 5, "n_seeds": 5, "n": 5, "k": 5, "null": 0.0, "expect": "greater", "reason": None,
+            "interval": "seeds and questions", "se": 0.01, "se_seeds": 0.006, "se_questions": 0.008, "df": 30.0}
+    shapes = {"holds": (0.05, 0.03, 0.07, True), "reversed": (-0.05, -0.07, -0.03, False),
+              "not shown": (0.01, -0.01, 0.03, False)}
+    if state in shapes:
+        mean, low, high, holds = shapes[state]
+        return {**base, "mean": mean, "ci_low": low, "ci_high": high, "holds": holds, "verdict": state, "mde": 0.0523}
+    if state == "not tested":
+        return hierarchical.not_tested({**base, "mean": 0.0, "ci_low": 0.0, "ci_high": 0.0, "holds": False},
+                                       "every seed's tuning chose pruning off: nothing was pruned")
+    return {**base, "per_seed": [0.1, None, None, None, None], "n": 1, "mean": 0.1, "ci_low": None, "ci_high": None,
+            "holds": None, "verdict": "undefined", "reason": "1 of 5 seeds defined: no spread over seeds to judge by"}
+
+
+STATES = ("holds", "reversed", "not shown", "not tested", "undefined")
+
+
+@pytest.mark.parametrize("state", STATES)
+def test_the_verdict_module_words_each_state(state):
+    s = summary(state)
+    assert verdicts.state(s) == state
+    text = verdicts.words(s)
+    assert text.startswith(state)
+    if state == "not shown":
+        assert text == "not shown (an effect of 0.05 would have been seen with 80% power)"
+    if state in ("not tested", "undefined"):
+        assert verdicts.reason(s) in text
+
+
+def test_older_summaries_get_the_same_states_from_their_interval():
+    # no `verdict`, no `mde`: the states follow from `holds` and the interval, never a crash
+    assert verdicts.state(across_seeds([0.2, 0.25, 0.22])) == "holds"
+    assert verdicts.state(across_seeds([-0.03, -0.02, -0.025, -0.028])) == "reversed"
+    assert verdicts.state(across_seeds([0.01, -0.02, 0.03])) == "not shown"
+    assert verdicts.state(across_seeds([0.1, None])) == "undefined"
+    assert verdicts.state(across_seeds([-0.0067] * 5, expect="less")) == "undefined"  # zero width over seeds alone
+    assert verdicts.state(across_seeds([1.0] * 3, null=1.0, expect="less"), switched_off=True) == "not tested"
+    old = {k: v for k, v in across_seeds([0.01, -0.02, 0.03]).items() if k not in ("mde", "se")}
+    assert "would have been seen with 80% power" in verdicts.words(old)  # from its own t-interval
+    assert verdicts.words({"holds": False, "ci_low": -1, "ci_high": 1}) == "not shown"  # nothing to derive it from
+    for broken in (None, {}, {"holds": True}, {"verdict": "no such state", "holds": None}):
+        assert verdicts.state(broken) == "undefined"
+
+
+def primary_with(state: str) -> dict:
+    s = summary(state)
+    less = {**s, "expect": "less", "mean": -s["mean"] if isinstance(s["mean"], float) else s["mean"],
+            "ci_low": -s["ci_high"] if s["ci_high"] is not None else None,
+            "ci_high": -s["ci_low"] if s["ci_low"] is not None else None}
+    return {"benchmark": "toy-id", "rm_seeds": [0, 1, 2, 3, 4], "n_seeds": 5, "headline": "sample0", "policy_seeds": [0],
+            "gate": {"state": "passed", "reason": None, "margin_over_length": {rm: summary("holds") for rm in RMS}},
+            "delta_auroc": s,
+            "first_error_delta_q": {rm: less for rm in RMS},
+            "filter": {rm: {"threshold": 0.0, "tokens_saved_pct": s, "accuracy_change": less} for rm in RMS}}
+
+
+EXPECTED_WORDS = {  # what the report's sentences say for each state
+    "holds": ("the goal-conditioned RM ranks better", "Q falls at the first error", "the filter costs accuracy"),
+    "reversed": ("reversed: the baseline RM ranks better", "reversed: Q rises", "reversed: accuracy rises"),
+    "not shown": ("a difference is not shown (an effect of 0.05 would have been seen with 80% power)",
+                  "not shown that Q falls (an effect of 0.05", "a cost is not shown (an effect of 5.23 points"),
+    "not tested": ("not tested: every seed's tuning chose pruning off",) * 3,
+    "undefined": ("cannot be judged: 1 of 5 seeds defined",) * 3,
+}
+
+
+@pytest.mark.parametrize("state", STATES)
+def test_the_report_words_each_state(state):
+    primary = primary_with(state)
+    metrics = {"schema_version": 2, "evaluation": {"primary": primary}}
+    findings = html.unescape(frontpage.primary_findings(metrics))
+    delta_words, q_words, filter_words = EXPECTED_WORDS[state]
+    assert delta_words in findings and q_words in findings and filter_words in findings
+    assert "for this policy (policy seed 0)" in findings
+    if state != "not shown":
+        assert "not shown" not in findings.split("<ul>")[1].split("Reward comparison")[1].split("It is the one")[0]
+    # the notebook's table and reading
+    frame = ev.primary_frame(primary)
+    row = frame[frame["figure"].str.startswith("ΔAUROC")].iloc[0]
+    assert row["conclusion"].startswith({"undefined": "cannot be judged"}.get(state, state))
+    reading = ev.primary_reading(primary)
+    assert "for this policy (policy seed 0)" in reading
+    assert {"holds": "ranks generations better", "reversed": "reversed: the baseline RM ranks",
+            "not shown": "is not shown (an effect of 0.05", "not tested": "not tested (",
+            "undefined": "cannot be judged ("}[state] in reading
+
+
+@pytest.mark.parametrize("state", STATES)
+def test_the_readme_rows_and_the_reproduction_column_word_each_state(state, tmp_path):
+    primary = primary_with(state)
+    metrics = {"schema_version": 2, "evaluation": {"primary": primary},
+               "provenance": {"profile": {"name": "demo", "parameters": {"seed": 0}}}}
+    rows = {(label, rm): s for label, rm, s, _, _ in reproduction.primary_rows(metrics)}
+    s = rows[("ΔAUROC goal-conditioned − baseline on toy-id (> 0)", "both")]
+    short = {"undefined": "cannot be judged"}.get(state, state)
+    assert reproduction.verdict_text(s) == short
+    assert reproduction.verdict_text(s, full=True).startswith(short)
+    report = tmp_path / "reports" / "demo"
+    report.mkdir(parents=True)
+    (report / "metrics.json").write_text(__import__("json").dumps(metrics))
+    other = copy.deepcopy(metrics)
+    other["evaluation"]["primary"]["delta_auroc"] = summary("reversed" if state != "reversed" else "holds")
+    rerun = tmp_path / "reports" / "reproducibility" / "demo-seed1"
+    rerun.mkdir(parents=True)
+    (rerun / "metrics.json").write_text(__import__("json").dumps(other))
+    block = readme.findings(report, tmp_path / "reports" / "reproducibility")
+    line = next(l for l in block.splitlines() if l.startswith("| ΔAUROC"))
+    assert f"| {short}" in line and "| no: " in line  # the rerun's verdict differs, whichever way
+    assert "for this policy (policy seed 0)" in block
+    seen = reproduction.verdicts("ΔAUROC goal-conditioned − baseline on toy-id (> 0)", "both", [metrics, other])
+    assert seen[0] == short and seen[1] in ("reversed", "holds")
+
+
+@pytest.mark.parametrize("state", STATES)
+def test_compare_words_each_state(state):
+    metrics = {"schema_version": 2, "evaluation": {"primary": primary_with(state)}}
+    c = compare.collect_conclusions(metrics)
+    q = c[f"first_error.{RMS[0]}@seeds"]
+    assert q["verdict"] == state
+    assert c["delta_auroc.toy-id@seeds"]["verdict"] == {"holds": "better", "reversed": "worse", "not shown": "no difference"}.get(state, state)
+    if state == "not shown":
+        assert "would have been seen with 80% power" in q["note"]
+    result = compare.compare_runs(metrics, metrics)
+    row = next(r for r in result["conclusions"] if r["id"] == f"first_error.{RMS[0]}@seeds")
+    assert row["holds_in_both"] is (None if state in ("not tested", "undefined") else True)
+    page = compare.render_markdown(result)
+    assert f"| {state}" in page
+
+
+def test_compare_reads_pruning_switched_off_in_every_seed_as_not_tested():
+    pruning = {"benchmark": "toy-id", "rm_seeds": [0, 1, 2], "pruning_off": 3, "threshold": [-1.0] * 3,
+               "tokens_ratio": across_seeds([1.0] * 3, null=1.0, expect="less"),
+               "accuracy_change": across_seeds([0.0] * 3, expect="less")}
+    metrics = {"schema_version": 2, "decoding": {"primary": {"pruning": pruning}}}
+    c = compare.collect_conclusions(metrics)
+    assert c["pruning.saves_tokens@seeds"]["verdict"] == "not tested"
+    assert "pruning off" in c["pruning.saves_tokens@seeds"]["note"]
+    sentence = html.unescape(frontpage.primary_findings(metrics))
+    assert "not tested: every seed" in sentence and "a saving is not shown" not in sentence
+    rows = reproduction.primary_rows(metrics)
+    assert all(reproduction.verdict_text(s) == "not tested" for *_, s, _, _ in rows)
+    frame = pruning_seeds_frame(pruning, {"wall_ratio": across_seeds([1.0, 1.02, 0.98], null=1.0, expect="less")})
+    assert all(c.startswith("not tested") for c in frame["conclusion"][:3])
