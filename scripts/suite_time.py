@@ -32,6 +32,8 @@ README = ROOT / "README.md"
 BEGIN = ("<!-- begin: generated from benchmarks/suite.json and reports/demo by `python scripts/suite_time.py --readme`; "
          "do not edit by hand -->")
 END = "<!-- end: generated from benchmarks/suite.json and reports/demo -->"
+# pytest's arguments in the Makefile's `test` target: two workers, the smoke report's readers kept in one
+MAKE_TEST = ["-q", "-n", "2", "--dist", "loadgroup"]
 
 
 def _read(path: Path) -> dict:
@@ -71,7 +73,7 @@ def _git(*args: str) -> str:
 
 
 def record(pytest_args: list[str], out: Path = RECORD) -> int:
-    """Run the suite as `make test` does (``python -m pytest -q``), time it and write ``out``."""
+    """Run the suite as `make test` does (``python -m pytest`` with ``MAKE_TEST``), time it and write ``out``."""
     from goalrm_core.threads import matmul_gflops
 
     threads = int(os.environ.get("OMP_NUM_THREADS") or 0) or (os.cpu_count() or 1)
@@ -79,10 +81,10 @@ def record(pytest_args: list[str], out: Path = RECORD) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         xml = Path(tmp) / "junit.xml"
         start = time.monotonic()
-        code = subprocess.call([sys.executable, "-m", "pytest", "-q", f"--junitxml={xml}", *pytest_args], cwd=ROOT)
+        code = subprocess.call([sys.executable, "-m", "pytest", *MAKE_TEST, f"--junitxml={xml}", *pytest_args], cwd=ROOT)
         seconds = time.monotonic() - start
         counts = junit_counts(xml) if xml.is_file() else {}
-    rec = {"recorded_by": "python scripts/suite_time.py --record", "command": ["python", "-m", "pytest", "-q", *pytest_args],
+    rec = {"recorded_by": "python scripts/suite_time.py --record", "command": ["python", "-m", "pytest", *MAKE_TEST, *pytest_args],
            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "commit": _git("rev-parse", "HEAD")[:7],
            "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")), "exit_code": code,
            "seconds": round(seconds, 1), **counts, "load_average_1_5_15_before_after": [before, [round(x, 2) for x in os.getloadavg()]],
@@ -132,7 +134,7 @@ def update(readme: Path, new_block: str, write: bool) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python scripts/suite_time.py", description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--record", action="store_true", help="run the suite (`python -m pytest -q`), write benchmarks/suite.json")
+    mode.add_argument("--record", action="store_true", help="run the suite as `make test` does, write benchmarks/suite.json")
     mode.add_argument("--readme", action="store_true", help="rewrite the README's timing table from the committed records")
     mode.add_argument("--check", action="store_true", help="change nothing; exit 1 when the README's table differs")
     args, pytest_args = parser.parse_known_args(argv)

@@ -102,3 +102,10 @@ def test_update_refuses_a_readme_without_the_timing_block(tmp_path):
     plain.write_text("# nothing generated here\n")
     with pytest.raises(ValueError, match="no generated timing block"):
         _suite_time().update(plain, "x", write=False)
+
+
+def test_the_recorded_suite_runs_pytest_as_make_test_does():
+    """`suite_time.py --record` times the suite with the Makefile's own pytest arguments."""
+    recipe = (ROOT / "Makefile").read_text(encoding="utf-8").split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    line = next(line for line in recipe.splitlines() if "-m pytest" in line)
+    assert line.split("-m pytest", 1)[1].split("$(PYTEST_ARGS)")[0].split() == _suite_time().MAKE_TEST

@@ -12,7 +12,8 @@ import pytest
 from conftest import smoke_run
 from goalrm_core.report.profiles import load_profile, project_root, resolve_path
 
-pytestmark = pytest.mark.notebook
+# one worker builds the shared smoke report and runs every test that reads it (make test runs two workers)
+pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("smoke")]
 BENCHES = {"toy-id", "toy-zero", "toy-times", "toy-unseen"}  # the smoke profile is a digit chain
 
 

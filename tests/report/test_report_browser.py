@@ -21,7 +21,8 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-pytestmark = pytest.mark.notebook
+# in the worker that builds the shared smoke report (tests/test_notebooks.py)
+pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("smoke")]
 
 LOAD_TIMEOUT_S = 90.0  # the machine may be busy: generous, but a hung page still fails
 

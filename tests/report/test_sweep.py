@@ -219,6 +219,7 @@ def _kill_tree(pid: int) -> None:
 
 
 @pytest.mark.notebook
+@pytest.mark.xdist_group("smoke")  # compares with the shared smoke report: built once, in one worker
 def test_smoke_sweep_runs_resumes_after_a_kill_and_reproduces_the_report(tmp_path, smoke_report, capsys):
     params = smoke_params(tmp_path)
     argv = ["sweep", "--profile", "smoke", "--params-dir", str(params), "--reports-dir", str(tmp_path / "reports"),
