@@ -25,8 +25,8 @@ ONCE = {
     "PAIR_FORMS": "goalrm_core/choices.py",
     "CONTRASTIVE_STRATEGIES": "goalrm_core/model/strategies.py",
     "PRUNING_OFF": "goalrm_core/inference/pruning.py",
-    "PLAN_FILE": "goalrm_core/report/sweep.py",
-    "POINT_MANIFEST": "goalrm_core/report/sweep.py",
+    "PLAN_FILE": "goalrm_core/report/sweep_layout.py",
+    "POINT_MANIFEST": "goalrm_core/report/sweep_layout.py",
 }
 # file names and suffixes of a trained RM, spelled once (data.rundir)
 PATH_LITERALS = ("train_summary.json", ".metrics.jsonl", ".checkpoints")

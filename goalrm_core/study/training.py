@@ -42,6 +42,28 @@ def rm_config(recipe: RMRecipe, run_dir, rm: str, seed: int, out_root=None, **ov
     })
 
 
+def config_table(cfg: TrainRMConfig, run_dir) -> pd.DataFrame:
+    """One RM's configuration as a reader's table: every setting that differs from the trainer's
+    default (``goalrm train-rm --help``), in the config's field order, paths shown relative to the run
+    folder (``run/...``) so no machine path reaches a page."""
+    import dataclasses
+
+    import pandas as pd
+
+    root = os.fspath(RunDir(run_dir).root)
+    default = TrainRMConfig()
+    rows = []
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if value == getattr(default, f.name):
+            continue
+        text = str(value)
+        if isinstance(value, str) and text.startswith(root):
+            text = "run" + text[len(root):]
+        rows.append({"setting": f.name, "value": text})
+    return pd.DataFrame(rows, columns=["setting", "value"])
+
+
 def threads_per_training(threads: int | None, parallel: int = 1, num_processes: int = 1) -> int:
     """Each training process's share of the stage's pinned ``threads`` (default: this machine's cores)
     when ``parallel`` trainings of ``num_processes`` processes run at once; at least 1."""

@@ -25,6 +25,21 @@ from goalrm_core.report.runner import main, run_report
 from conftest import write_notebook
 
 KERNEL = "python3"
+
+
+@pytest.fixture(autouse=True)
+def python_s_own_signal_handlers():
+    """Each test starts with Python's own SIGINT and SIGTERM handling, whatever a test run before it in
+    the same process (one pytest-xdist worker runs many) left behind; a child process inherits an ignored
+    signal, so the command-line runs below need this too."""
+    import signal
+
+    before = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    for number, handler in before.items():
+        signal.signal(number, handler if handler is not None else signal.SIG_DFL)
 PROFILE = {"seed": 3, "torch_threads": 1, "sampling_temperature": 1.5, "encoding": "split", "n_samples": 4}
 
 
