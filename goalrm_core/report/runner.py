@@ -15,6 +15,7 @@ import functools
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -462,6 +463,9 @@ def main(argv: list[str] | None = None) -> int:
     when only the fallback index could be drawn), 2 on a usage error, 130 when Ctrl-C stopped it
     (143 for SIGTERM), after one line saying where and how to resume."""
     args = build_parser().parse_args(argv)
+    # A signal can land while nbclient has made a coroutine it has not yet awaited; the run stops
+    # there on purpose, so Python's "never awaited" warning at exit would only be noise after the one line.
+    warnings.filterwarnings("ignore", message=r"coroutine 'NotebookClient\.\w+' was never awaited", category=RuntimeWarning)
     try:
         with sigterm_as_interrupt():
             return _main(args)
