@@ -18,6 +18,7 @@ import pandas as pd
 from goalrm_core.data.adapters import benchmark_dir
 from goalrm_core.data.questions import group_by_question, split_by_question
 from goalrm_core.evaluation import metrics
+from goalrm_core.evaluation.numeric import num
 from goalrm_core.data import manifest
 from goalrm_core.data.io import ArtifactError, parse_label, read_jsonl
 
@@ -63,17 +64,13 @@ def read_scored(eval_dir: str | Path, bench: str, split: str = "greedy", made: M
     return [row for f in files for row in read_jsonl(f, required=("question", "is_correct", "reward", "num_actions"), check=check_scored_row)]
 
 
-def _finite_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def check_scored_row(row: dict) -> None:
     """One scored row: a boolean label, a finite reward, and one finite partial reward (and Q-value)
     per response token. Raises ``ValueError``; ``read_jsonl`` adds the file and the line. The official
     eval_rm.py writes the partial rewards of the whole sequence, prompt included: they are cut to the
     response's last ``num_actions`` here, as the official metrics.py cuts them."""
     row["is_correct"] = parse_label(row["is_correct"])
-    if not _finite_number(row["reward"]):
+    if num(row["reward"]) is None:
         raise ValueError(f"field 'reward' must be a finite number, got {row['reward']!r}")
     n = row["num_actions"]
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
@@ -87,7 +84,7 @@ def check_scored_row(row: dict) -> None:
         if not isinstance(values, list) or len(values) != n:
             got = f"{len(values)} values" if isinstance(values, list) else repr(values)
             raise ValueError(f"field {key!r} must hold num_actions={n} values (one per response token), got {got}")
-        if not all(_finite_number(v) for v in values):
+        if not all(num(v) is not None for v in values):
             raise ValueError(f"field {key!r} holds a value that is not a finite number")
 
 

@@ -27,16 +27,12 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from goalrm_core.evaluation.numeric import num
+
 HOLDS, REVERSED, NOT_SHOWN, NOT_TESTED, UNDEFINED = "holds", "reversed", "not shown", "not tested", "undefined"
 STATES = (HOLDS, REVERSED, NOT_SHOWN, NOT_TESTED, UNDEFINED)
 #: The power the minimum detectable effect is stated at.
 POWER = 0.8
-
-
-def _num(x: Any) -> float | None:
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return None
-    return float(x) if math.isfinite(x) else None
 
 
 def judge_interval(low: Any, high: Any, null: float = 0.0, expect: str = "greater") -> str:
@@ -48,7 +44,7 @@ def judge_interval(low: Any, high: Any, null: float = 0.0, expect: str = "greate
     >>> judge_interval(-0.05, -0.01, expect="less"), judge_interval(None, 0.1)
     ('holds', 'undefined')
     """
-    lo, hi = _num(low), _num(high)
+    lo, hi = num(low), num(high)
     if lo is None or hi is None:
         return UNDEFINED
     above, below = lo > null, hi < null
@@ -78,10 +74,10 @@ def state(summary: Any, switched_off: bool = False) -> str:
         return recorded
     if summary.get("holds") is None:
         return UNDEFINED
-    low, high = _num(summary.get("ci_low")), _num(summary.get("ci_high"))
+    low, high = num(summary.get("ci_low")), num(summary.get("ci_high"))
     if low is not None and high is not None and low == high and "se_questions" not in summary:
         return UNDEFINED  # zero width from seeds alone: every seed the same, question variance not recorded
-    null = _num(summary.get("null"))
+    null = num(summary.get("null"))
     return judge_interval(low, high, 0.0 if null is None else null, summary.get("expect", "greater"))
 
 
@@ -131,10 +127,10 @@ def mde(summary: Any, alpha: float = 0.05) -> float | None:
     """
     if not isinstance(summary, Mapping):
         return None
-    recorded = _num(summary.get("mde"))
+    recorded = num(summary.get("mde"))
     if recorded is not None or "mde" in summary:
         return recorded
-    values = [v for v in (_num(x) for x in summary.get("per_seed") or []) if v is not None]
+    values = [v for v in (num(x) for x in summary.get("per_seed") or []) if v is not None]
     n = len(values)
     if n < 2:
         return None
@@ -193,7 +189,7 @@ def policy_scope(policy_seeds: Any) -> str:
     >>> policy_scope([0]), policy_scope([0, 1]), policy_scope(None)
     ('for this policy (policy seed 0)', 'over 2 policy seeds', 'for this policy')
     """
-    seeds = [s for s in policy_seeds if _num(s) is not None] if isinstance(policy_seeds, (list, tuple)) else []
+    seeds = [s for s in policy_seeds if num(s) is not None] if isinstance(policy_seeds, (list, tuple)) else []
     if len(seeds) >= 2:
         return f"over {len(seeds)} policy seeds"
     return f"for this policy (policy seed {int(seeds[0])})" if seeds else "for this policy"

@@ -38,13 +38,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import numbers
 import sys
 from pathlib import Path
 from typing import Any, Mapping
 
 from goalrm_core.evaluation import verdicts
 from goalrm_core.evaluation.auroc import delta_of
+from goalrm_core.evaluation.numeric import num
 from goalrm_core.flags import run_command
 from goalrm_core.study.rms import ID_BENCH
 
@@ -97,14 +97,6 @@ def schema_version(m: Mapping) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
-def _num(x: Any) -> float | None:
-    """A finite number, or None (null, NaN, inf, a string, a bool: undefined)."""
-    if isinstance(x, bool) or not isinstance(x, numbers.Real):
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else None
-
-
 def _dict(x: Any) -> Mapping:
     return x if isinstance(x, Mapping) else {}
 
@@ -116,12 +108,12 @@ def _is_across(x: Any) -> bool:
 def _summary(kind: str, value, low=None, high=None, *, per_seed=None, n=None) -> dict:
     """One run's figure: ``kind`` is ``per_seed`` (values per seed), ``t_interval`` (mean and its
     t-interval over ``n`` seeds) or ``interval`` (point estimate and 95% CI)."""
-    out = {"kind": kind, "value": _num(value), "ci_low": _num(low), "ci_high": _num(high)}
+    out = {"kind": kind, "value": num(value), "ci_low": num(low), "ci_high": num(high)}
     if kind == "per_seed":
-        out["per_seed"] = [_num(v) for v in per_seed] if isinstance(per_seed, (list, tuple)) else []
+        out["per_seed"] = [num(v) for v in per_seed] if isinstance(per_seed, (list, tuple)) else []
         out["n"] = sum(v is not None for v in out["per_seed"])
     elif kind == "t_interval":
-        out["n"] = int(n) if _num(n) is not None else None
+        out["n"] = int(n) if num(n) is not None else None
     return out
 
 
@@ -283,7 +275,7 @@ def _note(across: Mapping, switched_off: bool = False) -> str | None:
 
 
 def _delta_verdict(low, high) -> str:
-    low, high = _num(low), _num(high)
+    low, high = num(low), num(high)
     if low is None or high is None:
         return "undefined"
     return "better" if low > 0 else "worse" if high < 0 else "no difference"
@@ -363,7 +355,7 @@ def collect_conclusions(m: Mapping) -> dict[str, dict]:
     for rm, fe in _dict(ev.get("first_error")).items():
         fe = _dict(fe)
         if "mean_delta" in fe:
-            low, high = _num(fe.get("delta_ci_low")), _num(fe.get("delta_ci_high"))
+            low, high = num(fe.get("delta_ci_low")), num(fe.get("delta_ci_high"))
             verdict = "undefined" if low is None or high is None else "holds" if high < 0 else "does not hold"
             out[f"first_error.{rm}@seed0"] = _conclusion(f"Q falls at the first error ({rm})", "seed 0 (bootstrap CI)", verdict)
     for rm, benches in ev.items():
@@ -373,11 +365,11 @@ def collect_conclusions(m: Mapping) -> dict[str, dict]:
             f = _dict(_dict(fig).get("filter"))
             if not f:
                 continue
-            saved = _num(f.get("tokens_saved_pct"))
+            saved = num(f.get("tokens_saved_pct"))
             out[f"filter.{rm}.{b}.saves_tokens@seed0"] = _conclusion(
                 f"filter saves tokens ({rm}, {b})", "seed 0 (point estimate)",
                 "undefined" if saved is None else "holds" if saved > 0 else "does not hold")
-            acc, unf, p = _num(f.get("accuracy")), _num(f.get("accuracy_unfiltered")), _num(f.get("p_value"))
+            acc, unf, p = num(f.get("accuracy")), num(f.get("accuracy_unfiltered")), num(f.get("p_value"))
             if acc is None or unf is None:
                 verdict = "undefined"
             elif acc >= unf:
@@ -389,10 +381,10 @@ def collect_conclusions(m: Mapping) -> dict[str, dict]:
         pr = _dict(pr)
         if not pr:
             continue
-        saved = _num(pr.get("tokens_saved_pct"))
+        saved = num(pr.get("tokens_saved_pct"))
         out[f"pruning.{b}.saves_tokens@seed0"] = _conclusion(f"pruning saves tokens ({b})", "seed 0 (point estimate)",
                                                              "undefined" if saved is None else "holds" if saved > 0 else "does not hold")
-        acc, unp = _num(pr.get("accuracy")), _num(pr.get("accuracy_unpruned"))
+        acc, unp = num(pr.get("accuracy")), num(pr.get("accuracy_unpruned"))
         out[f"pruning.{b}.costs_accuracy@seed0"] = _conclusion(f"pruning costs accuracy ({b})", "seed 0 (point estimate)",
                                                                "undefined" if acc is None or unp is None else "holds" if acc < unp else "does not hold")
     return out

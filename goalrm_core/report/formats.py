@@ -13,13 +13,9 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any, Mapping
 
-
-def num(x: Any) -> float | None:
-    """``x`` as a float when it is a finite number (not a bool), else None."""
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
+from goalrm_core.evaluation.numeric import num
 
 
 def fixed(x: Any, digits: int = 2, signed: bool = False, scale: float = 1.0) -> str:

@@ -15,7 +15,8 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from goalrm_core.report.formats import across, ci, num
+from goalrm_core.evaluation.numeric import num
+from goalrm_core.report.formats import across, ci
 from goalrm_core.report.reproduction import primary_rows, verdict_text
 
 #: The designs, in the order the table shows them, with what sets each apart.
