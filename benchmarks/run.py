@@ -53,6 +53,7 @@ from goalrm_core.model.objective import reward_model_loss  # noqa: E402
 from goalrm_core.model.reward_model import RewardModel  # noqa: E402
 from goalrm_core.model.tokenization import build_char_tokenizer  # noqa: E402
 from goalrm_core.model.templates import apply_template  # noqa: E402
+from goalrm_core.report.generated_block import update_file  # noqa: E402
 from goalrm_core.report.profiles import load_profile  # noqa: E402
 from goalrm_core.study.training import notebook_recipe  # noqa: E402
 from goalrm_core.tasks.toymath import problems as toymath  # noqa: E402
@@ -491,10 +492,7 @@ def table_block(r: dict) -> str:
 
 
 def write_doc(r: dict, doc: Path = TABLE_DOC) -> None:
-    text = doc.read_text(encoding="utf-8")
-    head, rest = text.split(BEGIN, 1)
-    tail = rest.split(END, 1)[1]
-    doc.write_text(head + table_block(r) + tail, encoding="utf-8")
+    update_file(doc, BEGIN, END, table_block(r), write=True)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,10 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from goalrm_core.report.generated_block import replace_block  # noqa: E402
+
 RECORDS = ROOT / "reports" / "calibration" / "smoke-margin.jsonl"
 README = ROOT / "reports" / "calibration" / "README.md"
 BEGIN = "<!-- smoke-margin:begin (written by python scripts/smoke_margin.py) -->"
@@ -202,8 +206,7 @@ def section(records: Sequence[Mapping]) -> str:
 def replace_section(text: str, new_section: str) -> str:
     """``text`` with the marked section replaced by ``new_section`` (appended when there is none)."""
     if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        return head + new_section.rstrip("\n") + rest.split(END, 1)[1]
+        return replace_block(text, BEGIN, END, new_section.rstrip("\n"))
     return text.rstrip("\n") + "\n\n" + new_section
 
 

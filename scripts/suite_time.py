@@ -26,6 +26,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from goalrm_core.report.generated_block import update_file  # noqa: E402
+
 RECORD = ROOT / "benchmarks" / "suite.json"
 REPORT = ROOT / "reports" / "demo"
 README = ROOT / "README.md"
@@ -121,14 +125,7 @@ def block(root: Path = ROOT) -> str:
 
 def update(readme: Path, new_block: str, write: bool) -> bool:
     """Put ``new_block`` where the README's block is; return whether it differed."""
-    content = readme.read_text(encoding="utf-8")
-    if BEGIN not in content or END not in content:
-        raise ValueError(f"{readme}: no generated timing block (the lines {BEGIN!r} … {END!r})")
-    head, rest = content.split(BEGIN, 1)
-    new = head + new_block + rest.split(END, 1)[1]
-    if write and new != content:
-        readme.write_text(new, encoding="utf-8")
-    return new != content
+    return update_file(readme, BEGIN, END, new_block, write, what="generated timing block")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,7 @@ from typing import Any, Mapping
 from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.report import regimes
 from goalrm_core.report.formats import across, ci, fixed
+from goalrm_core.report.generated_block import update_file
 from goalrm_core.report.provenance import speed_text
 from goalrm_core.evaluation.verdicts import policy_scope
 from goalrm_core.report.reproduction import primary_rows, reruns_of, verdict_text, verdicts
@@ -130,15 +131,7 @@ def findings(report: Path = REPORT, reruns: Path = RERUNS) -> str:
 
 def update(readme: Path, text: str, write: bool) -> bool:
     """Put ``text`` between the markers of ``readme``; return whether it differed."""
-    content = readme.read_text(encoding="utf-8")
-    if BEGIN not in content or END not in content:
-        raise ValueError(f"{readme}: no generated block (the lines {BEGIN!r} … {END!r})")
-    head, rest = content.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    new = f"{head}{BEGIN}\n{text}{END}{tail}"
-    if new != content and write:
-        readme.write_text(new, encoding="utf-8")
-    return new != content
+    return update_file(readme, BEGIN, END, f"{BEGIN}\n{text}{END}", write)
 
 
 def main(argv: list[str] | None = None) -> int:
