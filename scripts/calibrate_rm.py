@@ -106,6 +106,9 @@ def main(argv=None) -> int:
     p.add_argument("--slips_per_question", type=int, default=1)
     p.add_argument("--generator_extra_facts", type=int, default=12,
                    help="--data confident: the second generator is taught wrong every fact the policy is, and this many more")
+    p.add_argument("--data_seed", type=int, default=None,
+                   help="seed of the generated training pairs (default: the smallest of --seeds); give it to train "
+                        "seeds in several calls on the same pairs")
     p.add_argument("--score_set", default="sample0", choices=("sample0", "samples"),
                    help="generations each RM is scored on: the headline set, or every sample (clustered by question)")
     args = p.parse_args(own)
@@ -114,7 +117,7 @@ def main(argv=None) -> int:
     run = Path(args.run_dir)
     overrides = parse_overrides(extra)
     out_root = run / "calibration" / args.name
-    data = training_pairs(run, out_root, args.data, args.n_slip_questions, args.slips_per_question, seed=min(args.seeds),
+    data = training_pairs(run, out_root, args.data, args.n_slip_questions, args.slips_per_question, seed=min(args.seeds) if args.data_seed is None else args.data_seed,
                           generator_extra_facts=args.generator_extra_facts)
     if data["path"] is not None:
         overrides.setdefault("dataset", str(data["path"]))
@@ -200,7 +203,7 @@ def training_pairs(run: Path, out_root: Path, source: str, n_slip_questions: int
         pairs += wrong
         summary.update(n_confident_pairs=len(wrong), n_confident_questions=len(problems), generator_facts=len(table),
                        generator_extra_facts=generator_extra_facts)
-    summary["n_pairs"] = len(pairs)
+    summary.update(n_pairs=len(pairs), data_seed=seed)
     path = out_root / "data" / "train.jsonl"
     write_jsonl(path, random.Random(seed).sample(pairs, len(pairs)))
     return {"path": path, "summary": summary}
