@@ -6,7 +6,7 @@ import pytest
 from scipy import stats
 
 from goalrm_core.evaluation.stats import wilson_interval
-from goalrm_core.report.compare import _welch
+from goalrm_core.report.compare_figures import _welch
 from goalrm_core.report.sweep_page import wilson
 
 

@@ -1,0 +1,218 @@
+"""The figures ``goalrm compare`` sets side by side: reading a report's ``metrics.json``, collecting every
+figure of one run with its interval (across seeds, seed 0's bootstrap, or a mean over seeds), and the
+95% interval of one figure's difference B − A (Welch's t, or a normal approximation from each run's
+interval). The module docstring of :mod:`goalrm_core.report.compare` says which method applies when.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+from goalrm_core.evaluation.auroc import delta_of
+from goalrm_core.evaluation.numeric import num
+
+Z95 = 1.959963984540054  # the normal 97.5% quantile
+ALPHA = 0.05
+
+# Top-level sections that are not stages.
+NOT_STAGES = ("provenance", "timings", "schema_version")
+# Keys of the evaluation section that are not scorers (``evaluation.<scorer>.<bench>.auroc``).
+NOT_SCORERS = ("delta_auroc", "first_error", "gate", "seeds", "primary", "exploratory", "headline", "threads")
+
+# Figure groups, in the order the report shows them.
+GROUPS = {
+    "across_seeds": "Primary figures (across RM seeds)",
+    "seed0": "Seed-0 detail figures (bootstrap 95% CIs)",
+    "over_seeds": "Figures over seeds (mean and t-interval)",
+}
+METHODS = {
+    "welch_values": "Welch t (per-seed values)",
+    "welch_summary": "Welch t (from each run's t-interval over seeds)",
+    "normal": "normal approx. (from each run's 95% CI)",
+}
+
+
+# ------------------------------------------------------------------------------------- reading
+
+
+def load_metrics(path: str | Path) -> dict:
+    """The metrics of a report: ``path`` is a report folder (its ``metrics.json``) or the file.
+    A missing file is a ``FileNotFoundError``, a malformed one a ``ValueError``, each naming it."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "metrics.json"
+    if not p.is_file():
+        raise FileNotFoundError(f"{p}: no such metrics.json (give a report folder or its metrics.json)")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError(f"{p}: malformed metrics.json (not UTF-8 text)") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{p}: malformed metrics.json ({e.msg}, line {e.lineno})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{p}: malformed metrics.json (expected a JSON object, got {type(data).__name__})")
+    return data
+
+
+def schema_version(m: Mapping) -> int | None:
+    """1 when the file has no ``schema_version`` (the first schema), else the recorded integer."""
+    v = m.get("schema_version", 1)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def as_mapping(x: Any) -> Mapping:
+    return x if isinstance(x, Mapping) else {}
+
+
+def is_across(x: Any) -> bool:
+    return isinstance(x, Mapping) and "per_seed" in x and "mean" in x
+
+
+def _summary(kind: str, value, low=None, high=None, *, per_seed=None, n=None) -> dict:
+    """One run's figure: ``kind`` is ``per_seed`` (values per seed), ``t_interval`` (mean and its
+    t-interval over ``n`` seeds) or ``interval`` (point estimate and 95% CI)."""
+    out = {"kind": kind, "value": num(value), "ci_low": num(low), "ci_high": num(high)}
+    if kind == "per_seed":
+        out["per_seed"] = [num(v) for v in per_seed] if isinstance(per_seed, (list, tuple)) else []
+        out["n"] = sum(v is not None for v in out["per_seed"])
+    elif kind == "t_interval":
+        out["n"] = int(n) if num(n) is not None else None
+    return out
+
+
+def _across_summary(a: Mapping) -> dict:
+    return _summary("per_seed", a.get("mean"), a.get("ci_low"), a.get("ci_high"), per_seed=a.get("per_seed"))
+
+
+# ------------------------------------------------------------------------------------- figures
+
+
+def collect_figures(m: Mapping) -> dict[str, dict]:
+    """Every comparable figure of one run, ``{dotted path: summary + group}``, in report order:
+    the across-seed figures (any ``across_seeds`` dict), then the seed-0 bootstrap figures, then the
+    means over seeds."""
+    out: dict[str, dict] = {}
+
+    def walk(node: Any, path: tuple[str, ...]) -> None:
+        if is_across(node):
+            out[".".join(path)] = {**_across_summary(node), "group": "across_seeds"}
+            return
+        if isinstance(node, Mapping):
+            for k, v in node.items():
+                walk(v, path + (str(k),))
+
+    for section, node in m.items():
+        if section not in NOT_STAGES:
+            walk(node, (str(section),))
+
+    def add(path: str, group: str, summary: dict) -> None:
+        out.setdefault(path, {**summary, "group": group})
+
+    ev = as_mapping(m.get("evaluation"))
+    for scorer, benches in ev.items():
+        if scorer in NOT_SCORERS:
+            continue
+        for bench, fig in as_mapping(benches).items():
+            fig = as_mapping(fig)
+            if "auroc" in fig and not is_across(fig):
+                add(f"evaluation.{scorer}.{bench}.auroc", "seed0", _summary("interval", fig["auroc"], fig.get("auroc_ci_low"), fig.get("auroc_ci_high")))
+            fv = as_mapping(fig.get("filter_validation"))
+            if "tokens_saved_pct" in fv and "tokens_saved_ci_low" in fv:
+                add(f"evaluation.{scorer}.{bench}.filter_validation.tokens_saved_pct", "seed0",
+                    _summary("interval", fv["tokens_saved_pct"], fv.get("tokens_saved_ci_low"), fv.get("tokens_saved_ci_high")))
+    for bench, d in as_mapping(ev.get("delta_auroc")).items():
+        if isinstance(d, Mapping) and not is_across(d) and delta_of(d) is not None:
+            add(f"evaluation.delta_auroc.{bench}", "seed0", _summary("interval", delta_of(d), d.get("ci_low"), d.get("ci_high")))
+    for rm, fe in as_mapping(ev.get("first_error")).items():
+        fe = as_mapping(fe)
+        if "mean_delta" in fe:
+            add(f"evaluation.first_error.{rm}.mean_delta", "seed0", _summary("interval", fe["mean_delta"], fe.get("delta_ci_low"), fe.get("delta_ci_high")))
+        if "prefix_error_auroc" in fe:
+            add(f"evaluation.first_error.{rm}.prefix_error_auroc", "seed0",
+                _summary("interval", fe["prefix_error_auroc"], fe.get("prefix_error_auroc_ci_low"), fe.get("prefix_error_auroc_ci_high")))
+    for rm, rep in as_mapping(m.get("representations")).items():
+        rep = as_mapping(rep)
+        if "separation_auroc" in rep:
+            add(f"representations.{rm}.separation_auroc", "seed0",
+                _summary("interval", rep["separation_auroc"], rep.get("separation_auroc_ci_low"), rep.get("separation_auroc_ci_high")))
+
+    for rm, tr in as_mapping(m.get("training")).items():
+        tr = as_mapping(tr)
+        if "eval_accuracy" in tr:
+            ci = tr.get("eval_accuracy_ci")
+            low, high = (ci[0], ci[1]) if isinstance(ci, (list, tuple)) and len(ci) == 2 else (tr.get("eval_accuracy_ci_low"), tr.get("eval_accuracy_ci_high"))
+            add(f"training.{rm}.eval_accuracy", "over_seeds", _summary("t_interval", tr["eval_accuracy"], low, high, n=tr.get("n_seeds")))
+    for rm, benches in as_mapping(ev.get("seeds")).items():
+        for bench, s in as_mapping(benches).items():
+            s = as_mapping(s)
+            if "auroc_mean" in s:
+                add(f"evaluation.seeds.{rm}.{bench}.auroc_mean", "over_seeds",
+                    _summary("t_interval", s["auroc_mean"], s.get("ci_low"), s.get("ci_high"), n=s.get("n_seeds")))
+    return out
+
+
+def _t_quantile(df: float) -> float:
+    from scipy import stats  # lazily: the module stays light to import
+
+    return float(stats.t.ppf(1 - ALPHA / 2, df))
+
+
+def _welch(mean_a: float, var_a: float, n_a: int, mean_b: float, var_b: float, n_b: int) -> tuple[float, float, float]:
+    """Welch's 95% t interval of mean_b − mean_a, from each side's sample variance and size."""
+    d = mean_b - mean_a
+    va, vb = var_a / n_a, var_b / n_b
+    se2 = va + vb
+    if se2 <= 0:
+        return d, d, d  # no spread on either side: the difference is exact
+    df = se2 ** 2 / (va ** 2 / (n_a - 1) + vb ** 2 / (n_b - 1))
+    half = _t_quantile(df) * math.sqrt(se2)
+    return d, d - half, d + half
+
+
+def _sample(s: dict) -> tuple[float, float, int] | None:
+    """(mean, sample variance, n) of a per-seed or t-interval summary, or None when it has no spread."""
+    if s["kind"] == "per_seed":
+        values = [v for v in s["per_seed"] if v is not None]
+        if len(values) < 2:
+            return None
+        mean = sum(values) / len(values)
+        return mean, sum((v - mean) ** 2 for v in values) / (len(values) - 1), len(values)
+    if s["kind"] == "t_interval":
+        n, low, high = s.get("n"), s["ci_low"], s["ci_high"]
+        if s["value"] is None or low is None or high is None or not n or n < 2:
+            return None
+        sem = (high - low) / (2 * _t_quantile(n - 1))
+        return s["value"], sem * sem * n, n
+    return None
+
+
+def compare_figure(a: dict, b: dict) -> dict:
+    """The difference B − A of one figure with its 95% interval, the method, and whether they agree
+    (``agree``: True/False, or None with ``reason`` when either side is undefined)."""
+    out = {"difference": None, "ci_low": None, "ci_high": None, "method": None, "agree": None, "reason": None}
+    undefined = [side for side, s in (("A", a), ("B", b)) if s["value"] is None]
+    if undefined:
+        out["reason"] = f"undefined in run {' and '.join(undefined)}"
+        return out
+    sa, sb = _sample(a), _sample(b)
+    if a["kind"] in ("per_seed", "t_interval") and b["kind"] in ("per_seed", "t_interval") and sa and sb:
+        both_values = a["kind"] == b["kind"] == "per_seed"
+        d, low, high = _welch(*sa, *sb)
+        out["method"] = "welch_values" if both_values else "welch_summary"
+    else:
+        no_ci = [side for side, s in (("A", a), ("B", b)) if s["ci_low"] is None or s["ci_high"] is None]
+        if no_ci:
+            few = all(s["kind"] == "per_seed" and s["n"] < 2 for side, s in (("A", a), ("B", b)) if side in no_ci)
+            out["reason"] = (f"fewer than 2 seeds defined in run {' and '.join(no_ci)}" if few
+                             else f"no interval in run {' and '.join(no_ci)}")
+            return out
+        se_a, se_b = ((s["ci_high"] - s["ci_low"]) / (2 * Z95) for s in (a, b))
+        d = b["value"] - a["value"]
+        half = Z95 * math.hypot(se_a, se_b)
+        low, high = d - half, d + half
+        out["method"] = "normal"
+    out.update(difference=d, ci_low=low, ci_high=high, agree=bool(low <= 0 <= high))
+    return out
