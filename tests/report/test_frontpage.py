@@ -6,6 +6,7 @@ import pandas as pd
 
 from goalrm_core.evaluation.stats import across_seeds
 from goalrm_core.study import formatting as fmt
+from goalrm_core.study import plots
 from goalrm_core.report import frontpage
 from goalrm_core.report.index_page import gate_html, render_index
 
@@ -16,7 +17,7 @@ def metrics_tree(delta_low: float, delta_high: float) -> dict:
 
     return {
         "data": {"preference": {"n_train": 6783}, "task": {"name": "digit-chain ToyMath"}},
-        "training": {rm: {"eval_accuracy": 0.8, "n_seeds": 3, "steps": 400} for rm in frontpage.RMS},
+        "training": {rm: {"eval_accuracy": 0.8, "n_seeds": 3, "steps": 400} for rm in RMS},
         "evaluation": {
             "headline": "sample0",
             "baseline": scorer(0.80), "goal-conditioned": scorer(0.84), "length only": scorer(0.55),
@@ -267,7 +268,7 @@ def test_first_error_figure_per_seed_or_what_is_missing():
         rm: {str(s): {"offsets": [-1, 0, 1], "mean_q": [0.5, 0.2, None], "n": [3, 3, 0]} for s in (0, 1)} for rm in RMS}}
     drawn = frontpage.first_error_section(tree)
     assert "data:image/png;base64," in drawn and "Not drawn" not in drawn
-    assert len(frontpage.plots.first_error_profile_frame(tree["evaluation"]["first_error_profile"])) == 2 * 2 * 2  # None left out
+    assert len(plots.first_error_profile_frame(tree["evaluation"]["first_error_profile"])) == 2 * 2 * 2  # None left out
 
 
 def test_companion_reports_link_each_other_only_where_both_exist(tmp_path):

@@ -1,0 +1,350 @@
+"""The result sections of a report's ``index.html`` that state findings in words: the summary generated
+from the numbers, the primary findings across RM seeds (schema 2; one sentence each with its mean, 95%
+t-interval, "in k of n seeds" and its two-sided verdict), and the exploratory benchmarks with
+Holm-corrected p-values. The verdict words are described in :mod:`goalrm_core.report.frontpage`.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+from typing import Any
+
+from goalrm_core.evaluation import verdicts
+from goalrm_core.evaluation.auroc import delta_of
+from goalrm_core.report.page_parts import auroc_of, auroc_text, benchmarks_in, get_path, html_table, primary_of
+from goalrm_core.study import formatting as fmt
+from goalrm_core.study.rms import HEADLINE_SETS, ID_BENCH, RMS
+
+
+# --------------------------------------------------------------------------- judging across seeds
+
+
+def _seeds(s: Mapping, what: str) -> str:
+    """``"positive in 4 of 5 seeds"`` (with the undefined seeds counted apart); empty without counts."""
+    k, total, n = fmt.count(s.get("k")), fmt.count(s.get("n_seeds")), fmt.count(s.get("n"))
+    if k is None or not total:
+        return ""
+    text = f"{what} in {k} of {total} seed{'s' if total != 1 else ''}"
+    if n is not None and n < total:
+        text += f" ({total - n} undefined)"
+    return text
+
+
+def judge(s: Any, shown: str, not_shown: str = "not shown", opposite: str | None = None, *,
+          switched_off: bool = False, scale: float = 1.0, unit: str = "") -> str:
+    """The words for one across-seeds summary, two-sided (`evaluation.verdicts`): ``shown`` where it
+    holds; "reversed" (with ``opposite``, what the other side means) where the interval lies wholly the
+    unexpected way; ``not_shown`` where it contains the null, with the effect the run would have seen
+    with 80% power where it recorded one; "not tested: <reason>" where the mechanism was off
+    (``switched_off``); "cannot be judged: <reason>" where it is undefined."""
+    state = verdicts.state(s, switched_off)
+    if state == verdicts.UNDEFINED:
+        return f"cannot be judged: {fmt.reason_of(s) or (verdicts.reason(s) if isinstance(s, Mapping) and s.get('holds') is not None else 'undefined')}"
+    if state == verdicts.NOT_TESTED:
+        return f"not tested: {verdicts.reason(s, switched_off)}"
+    return verdicts.words(s, holds=shown, reversed_=f"reversed: {opposite}" if opposite else "reversed", not_shown=not_shown,
+                          scale=scale, unit=unit)
+
+
+def _figure(s: Any, what: str, **kw) -> str:
+    """``"+0.03 [-0.01, +0.07], positive in 4 of 5 seeds"``; an undefined mean is plain ``undefined``
+    (the verdict that follows, :func:`judge`, says why)."""
+    s = s if isinstance(s, Mapping) else {}
+    seeds = _seeds(s, what)
+    return fmt.across({k: v for k, v in s.items() if k != "reason"}, **kw) + (f", {seeds}" if seeds else "")
+
+
+def gate_state(gate: Mapping) -> tuple[str, str | None]:
+    """(``"passed"`` | ``"failed"`` | ``"undefined"``, reason): the state a gate records (schema 2), or
+    the one its seed-0 AUROCs support (schema 1), where an undefined AUROC (one class: null or NaN)
+    makes it ``undefined``, never failed."""
+    if "state" in gate:
+        state = gate.get("state") if gate.get("state") in ("passed", "failed", "undefined") else "undefined"
+        margins = gate.get("margin_over_length") or {}
+        if state == "undefined":
+            reason = gate.get("reason") or "; ".join(
+                f"{rm}: {fmt.reason_of(m) or 'undefined'}" for rm, m in margins.items()
+                if not isinstance(m, Mapping) or m.get("holds") is None) or "no state recorded"
+            return state, reason
+        missing = [rm for rm, m in margins.items() if not isinstance(m, Mapping) or m.get("holds") is None]
+        if state == "passed" and missing:  # a pass needs every margin judged
+            return "undefined", "; ".join(f"{rm}: {fmt.reason_of(margins.get(rm)) or 'undefined'}" for rm in missing)
+        return state, gate.get("reason")
+    entries = {("length only" if k == "length_only" else k): v for k, v in gate.items()
+               if k not in ("benchmark", "passed", "reason")}
+    undefined = [f"{name} AUROC {fmt.undefined(fmt.reason_of(v, 'auroc'))}" for name, v in entries.items()
+                 if not isinstance(v, Mapping) or fmt.is_undefined(v.get("auroc"))]
+    if undefined or gate.get("passed") is None:
+        return "undefined", gate.get("reason") or "; ".join(undefined) or "no verdict recorded"
+    return ("passed" if gate["passed"] else "failed"), None
+
+
+# ------------------------------------------------------------------------------------- summary
+
+
+def _n_seeds(primary: Mapping) -> int | None:
+    seeds = primary.get("rm_seeds")
+    return fmt.count(primary.get("n_seeds")) or (len(seeds) if isinstance(seeds, list) and seeds else None)
+
+
+def summary(metrics: Mapping) -> str:
+    """3-5 sentences from the numbers: what was trained, how the seed-0 RMs rank generations against
+    the free scorers and (schema 1) whether the goal-conditioned RM beat the baseline (paired Δ with
+    CI). With schema 2 the verdicts are the primary findings across seeds (:func:`primary_findings`)."""
+    ev, training, data = metrics.get("evaluation", {}), metrics.get("training", {}), metrics.get("data", {})
+    ev = ev if isinstance(ev, Mapping) else {}
+    primary = primary_of(metrics)
+    if not all(rm in ev for rm in RMS) and not primary:
+        return ""
+    e = html.escape
+    sentences = []
+    task = get_path(data, "task", "name", default="ToyMath")
+    seeds = {int(v) for v in (get_path(training, rm, "n_seeds") for rm in RMS) if not fmt.is_undefined(v)}
+    steps = {int(v) for v in (get_path(training, rm, "steps") for rm in RMS) if not fmt.is_undefined(v)}
+    pairs = get_path(data, "preference", "n_train")
+    trained = "Two reward models, a baseline (pairwise loss) and a goal-conditioned one (pairwise + contrastive term),"
+    detail = []
+    if seeds:
+        detail.append(f"{'/'.join(map(str, sorted(seeds)))} seed{'s' if max(seeds) > 1 else ''} each")
+    if steps:
+        detail.append(f"{'/'.join(map(str, sorted(steps)))} steps")
+    source = get_path(metrics, "provenance", "profile", "parameters", "pair_source")
+    whose = (f"from a second generator, not the evaluated policy (reference {task} solutions against one-fact slips)"
+             if source == "slips" else f"of the policy's own {task} solutions")
+    on = f" on {int(pairs):,} preference pairs {whose}" if not fmt.is_undefined(pairs) else f" on {task}"
+    acc = {rm: get_path(training, rm, "eval_accuracy") for rm in RMS}
+    if all(isinstance(get_path(training, rm), Mapping) and "eval_accuracy" in training[rm] for rm in RMS):
+        detail.append(f"held-out pairwise accuracy {fmt.pct(acc['baseline'])} and {fmt.pct(acc['goal-conditioned'])}")
+    sentences.append(f"{trained} were trained{on}" + (f" ({'; '.join(detail)})." if detail else "."))
+    benches = benchmarks_in(ev)
+    bench = ID_BENCH if ID_BENCH in benches else (benches or [None])[0]
+    if bench and all(rm in ev for rm in RMS):
+        which = HEADLINE_SETS.get(ev.get("headline"), "the headline generations")
+        base, goal = (auroc_text(ev, rm, bench) for rm in RMS)
+        text = (f"On {bench} ({which}), the seed-0 baseline RM ranks correct above incorrect solutions with AUROC "
+                f"{base} and the goal-conditioned RM with {goal}")
+        if "length only" in ev:
+            text += f"; response length alone scores {auroc_text(ev, 'length only', bench)}"
+        sentences.append(text + ".")
+        logprob = auroc_of(ev, "policy mean logprob", bench)[0]
+        best_rm = max((v for v in (auroc_of(ev, rm, bench)[0] for rm in RMS) if not fmt.is_undefined(v)), default=None)
+        if not fmt.is_undefined(logprob) and best_rm is not None and logprob > best_rm:
+            sentences.append(f"The policy's own mean log-prob does better than either RM ({auroc_text(ev, 'policy mean logprob', bench)}): "
+                             "its slips are its own unlikely tokens, so on this task it is a ceiling, not a competitor.")
+    deltas = {b: d for b, d in (ev.get("delta_auroc") or {}).items() if isinstance(d, Mapping)}
+    if primary:
+        n = _n_seeds(primary)
+        sentences.append(f"The verdicts are the primary findings below, each over the {n or 'recorded'} RM seeds; "
+                         "the seed-0 tables further down are detail.")
+    elif deltas:
+        sentences.append(_seed0_delta_sentence(deltas))
+    return "<p>" + " ".join(e(s) for s in sentences) + "</p>"
+
+
+def _seed0_delta_sentence(deltas: Mapping[str, Mapping]) -> str:
+    order = fmt.order_benchmarks(deltas)
+    judged = [b for b in order if not (fmt.is_undefined(deltas[b].get("ci_low")) or fmt.is_undefined(deltas[b].get("ci_high")))]
+    unjudged = [b for b in order if b not in judged]
+    better = [b for b in judged if deltas[b]["ci_low"] > 0]
+    worse = [b for b in judged if deltas[b]["ci_high"] < 0]
+    per_bench = ", ".join(f"{b} {fmt.signed_ci(delta_of(d), d.get('ci_low'), d.get('ci_high'), reason=fmt.reason_of(d, 'delta'))}"
+                          for b, d in ((b, deltas[b]) for b in order))
+    head = f"Goal-conditioned minus baseline AUROC (paired, 95% CI): {per_bench}; "
+    if not judged:
+        return head + f"cannot be judged: the interval is undefined on all {len(order)} benchmarks."
+    if not better and not worse:
+        verdict = f"the CI includes 0 on all {len(judged)} benchmarks"
+        verdict += (f" with an interval: no detectable difference; cannot be judged on {', '.join(unjudged)} (interval undefined)."
+                    if unjudged else ": no detectable difference.")
+        return head + verdict
+    parts = []
+    if better:
+        parts.append(f"better on {', '.join(better)}")
+    if worse:
+        parts.append(f"worse on {', '.join(worse)}")
+    rest = len(judged) - len(better) - len(worse)
+    verdict = (f"the CI excludes 0 on {len(better) + len(worse)} of {len(order)} benchmarks: the goal-conditioned RM is "
+               f"{' and '.join(parts)}" + (f", indistinguishable on the other {rest}" if rest else ""))
+    if unjudged:
+        verdict += f"; cannot be judged on {', '.join(unjudged)} (interval undefined)"
+    return head + verdict + "."
+
+
+# ---------------------------------------------------------------------- primary findings (schema 2)
+
+
+def _gate_sentence(primary: Mapping) -> str:
+    gate = primary.get("gate")
+    if not isinstance(gate, Mapping):
+        return ""
+    bench = primary.get("benchmark", ID_BENCH)
+    state, reason = gate_state(gate)
+    margins = {rm: m for rm, m in (gate.get("margin_over_length") or {}).items()}
+    per_rm = "; ".join(f"{rm} {_figure(m, 'above 0')}" for rm, m in margins.items())
+    failing = [rm for rm, m in margins.items() if isinstance(m, Mapping) and m.get("holds") is False]
+    verdict = {"passed": "passed: both reward models beat response length",
+               "failed": "failed: not shown that every reward model beats response length"
+                         + (f" (not shown for {', '.join(failing)})" if failing else ""),
+               "undefined": f"cannot be judged: {reason}"}[state]
+    sentence = (f"Length gate on {bench}, AUROC of the RM minus AUROC of response length"
+                + (f": {per_rm}" if per_rm else "") + f". Gate {verdict}.")
+    second = gate.get("well_formed")
+    if isinstance(second, Mapping):
+        state, reason = gate_state(second)
+        margin = fmt.num(second.get("required_margin"), 2)
+        per_rm = "; ".join(f"{rm} {_figure(m, f'above {margin}')}" for rm, m in (second.get("margin_over_length") or {}).items())
+        sentence += (f" Its second condition, on correct against well-formed incorrect solutions only (every line "
+                     f"'a op b = c', then '#answer': the errors a scorer must check the arithmetic to see)"
+                     + (f": {per_rm}" if per_rm else "") + ". "
+                     + {"passed": f"Holds: both reward models beat length there by more than {margin}; they verify.",
+                        "failed": f"Does not hold: not shown that every reward model beats length there by more than {margin}; "
+                                  "what the reward models detect is mostly malformed output.",
+                        "undefined": f"Cannot be judged: {reason}."}[state])
+    return sentence
+
+
+def _delta_sentence(primary: Mapping, n_exploratory: int = 0) -> str:
+    d = primary.get("delta_auroc")
+    if not isinstance(d, Mapping):
+        return ""
+    bench = primary.get("benchmark", ID_BENCH)
+    k = n_exploratory
+    comparisons = (f" It is the one reward comparison fixed before the run, so its interval needs no correction; the "
+                   f"other {k} benchmark{'s' if k != 1 else ''} are {k} exploratory comparison{'s' if k != 1 else ''}, "
+                   "Holm-corrected (below)." if k else " It is the one reward comparison fixed before the run.")
+    return (f"Reward comparison on {bench} (primary): goal-conditioned minus baseline AUROC {_figure(d, 'positive')}: "
+            + judge(d, "the goal-conditioned RM ranks better (the interval lies above 0)", "a difference is not shown",
+                    opposite="the baseline RM ranks better (the interval lies wholly below 0)") + "." + comparisons)
+
+
+def _first_error_sentences(primary: Mapping) -> list[str]:
+    out = []
+    for key, where in (("first_error_delta_q", "the first error"),
+                       ("first_error_delta_q_well_formed", "the first error of well-formed incorrect solutions")):
+        out += _first_error_sentences_of(primary.get(key) or {}, where)
+    return out
+
+
+def _first_error_sentences_of(figures: Mapping, where: str) -> list[str]:
+    out = []
+    for rm, s in figures.items():
+        if not isinstance(s, Mapping):
+            continue
+        seeds = _seeds(s, "falls")
+        out.append(f"Q of the {rm} RM at {where} (mean Q after minus before): " + (f"Q {seeds}: " if seeds else "")
+                   + f"Δ {fmt.across({k: v for k, v in s.items() if k != 'reason'})}: "
+                   + judge(s, "Q falls at the first error", "not shown that Q falls",
+                           opposite="Q rises (the interval lies wholly above 0)") + ".")
+    return out
+
+
+def _filter_sentences(primary: Mapping) -> list[str]:
+    out = []
+    bench = primary.get("benchmark", ID_BENCH)
+    for rm, f in (primary.get("filter") or {}).items():
+        if not isinstance(f, Mapping):
+            continue
+        threshold = f.get("threshold")
+        at = f"threshold {fmt.num(threshold, 2)}" if not fmt.is_undefined(threshold) else "its threshold"
+        tokens, change = f.get("tokens_saved_pct"), f.get("accuracy_change")
+        out.append(f"Q-filtered majority voting at {at} ({rm} Q, {bench}): tokens saved "
+                   f"{_figure(tokens, 'more than 0', digits=1, signed=False, suffix=' %')} ("
+                   + judge(tokens, "a saving", "a saving is not shown", opposite="the filter adds tokens", unit=" %") + "); accuracy change "
+                   f"{_figure(change, 'lower', digits=1, scale=100, suffix=' points')}: "
+                   + judge(change, "the filter costs accuracy", "a cost is not shown",
+                           opposite="accuracy rises (the interval lies wholly above 0)", scale=100, unit=" points") + ".")
+    return out
+
+
+def _pruning_sentence(metrics: Mapping) -> str:
+    p = get_path(metrics, "decoding", "primary", "pruning")
+    if not isinstance(p, Mapping):
+        return ""
+    bench = p.get("benchmark", ID_BENCH)
+    seeds = p.get("rm_seeds") if isinstance(p.get("rm_seeds"), list) else []
+    n = len(seeds) or fmt.count(get_path(p, "tokens_ratio", "n_seeds")) or 0
+    why_off = verdicts.pruning_switched_off(p)  # every seed's tuning chose pruning off: nothing was tested
+    p = {**p, **{k: verdicts.mark_not_tested(p.get(k), why_off) for k in ("tokens_ratio", "accuracy_change") if k in p}}
+    text = (f"Online pruning by Q on {bench} (threshold chosen per seed): tokens generated relative to no pruning "
+            f"{_figure(p.get('tokens_ratio'), 'below 1', signed=False)}: "
+            + judge(p.get("tokens_ratio"), "pruning saves tokens", "a saving is not shown", opposite="pruning adds tokens")
+            + f"; accuracy change {_figure(p.get('accuracy_change'), 'lower', digits=1, scale=100, suffix=' points')}: "
+            + judge(p.get("accuracy_change"), "pruning costs accuracy", "a cost is not shown",
+                    opposite="accuracy rises (the interval lies wholly above 0)", scale=100, unit=" points"))
+    wall = verdicts.mark_not_tested(get_path(metrics, "timings", "decoding", "pruning_across_seeds", "wall_ratio"), why_off)
+    if isinstance(wall, Mapping):
+        threads = fmt.count(get_path(metrics, "decoding", "threads"))
+        text += (f"; wall time relative to no pruning {_figure(wall, 'below 1', signed=False)}"
+                 + (f" ({threads} thread{'s' if threads != 1 else ''})" if threads else "") + ": "
+                 + judge(wall, "pruning saves wall time", "a wall-time saving is not shown",
+                         opposite="pruning is slower (the interval lies wholly above 1)"))
+    text += "."
+    off = fmt.count(p.get("pruning_off"))
+    if off is not None and n:
+        text += (f" {off} of {n} seeds chose pruning off (threshold ≤ −1: no sample stopped, no RM calls)"
+                 + (": every seed's tuning turned pruning off, so nothing was pruned and nothing about pruning was tested."
+                    if off == n else "."))
+    return text
+
+
+def _interval_covers_questions(primary: Mapping) -> bool:
+    """Whether the run's primary intervals include question variance (newer runs record it per figure)."""
+    d = primary.get("delta_auroc") if isinstance(primary, Mapping) else None
+    figures = [d] + list((get_path(primary, "gate", "margin_over_length") or {}).values())
+    return any(isinstance(f, Mapping) and f.get("interval") == "seeds and questions" for f in figures)
+
+
+def primary_findings(metrics: Mapping) -> str:
+    """Schema 2: each primary finding in one sentence generated from the across-seeds numbers (mean,
+    95% t-interval, in k of n seeds), a conclusion only where it holds; empty for schema 1."""
+    primary = primary_of(metrics)
+    n_exploratory = len([d for d in (get_path(metrics, "evaluation", "exploratory", "delta_auroc") or {}).values()
+                         if isinstance(d, Mapping)])
+    items = [_gate_sentence(primary), _delta_sentence(primary, n_exploratory), *_first_error_sentences(primary),
+             *_filter_sentences(primary), _pruning_sentence(metrics)] if primary else [_pruning_sentence(metrics)]
+    items = [s for s in items if s]
+    if not items:
+        return ""
+    n = _n_seeds(primary) or fmt.count(get_path(metrics, "decoding", "primary", "pruning", "tokens_ratio", "n_seeds"))
+    which = HEADLINE_SETS.get(primary.get("headline"), "")
+    scope = verdicts.policy_scope(primary.get("policy_seeds") or [get_path(metrics, "provenance", "profile", "parameters", "seed")])
+    over_questions = _interval_covers_questions(primary)
+    head = ("<p>Computed once per RM seed (" + (f"{n} seeds" if n else "seeds")
+            + (f"; the reward comparisons on {html.escape(which)}" if which else "")
+            + f"), all {html.escape(scope)}: the mean across seeds with its 95% "
+            + ("interval over RM seeds and questions (a two-level bootstrap)" if over_questions
+               else "t-interval over RM seeds (the questions held fixed)")
+            + ", and in how many seeds the figure points the expected way. A conclusion holds only where the "
+              "interval lies wholly on the expected side, and reads \"reversed\" where it lies wholly on the other; "
+              "\"not tested\" where the mechanism was switched off.</p>")
+    return head + "<ul>\n" + "\n".join(f"<li>{html.escape(s)}</li>" for s in items) + "\n</ul>"
+
+
+def exploratory_section(metrics: Mapping) -> str:
+    """The exploratory benchmarks (schema 2): goal-conditioned − baseline AUROC across seeds on every
+    benchmark other than the primary one, with Holm-corrected p-values over those k comparisons."""
+    import pandas as pd
+
+    ex = get_path(metrics, "evaluation", "exploratory")
+    deltas = {b: d for b, d in ((get_path(ex, "delta_auroc") or {}).items()) if isinstance(d, Mapping)}
+    if not deltas:
+        return ""
+    order = fmt.order_benchmarks(deltas)
+    k = len(order)
+    sentence = (f"Exploratory, not primary: goal-conditioned minus baseline AUROC on {k} other benchmark"
+                f"{'s' if k != 1 else ''}, {k} comparison{'s' if k != 1 else ''} with Holm-corrected p-values; "
+                "these are leads, not findings: "
+                + "; ".join(f"{b} {_figure(deltas[b], 'positive')}, Holm p = {fmt.p_value(deltas[b].get('p_holm'))}"
+                            + ("" if deltas[b].get("holds") is not None else f" ({judge(deltas[b], '', '')})")
+                            for b in order) + ".")
+    rows = [{"benchmark": b,
+             "Δ AUROC across seeds [95% t-interval]": fmt.across(d),
+             "positive in": _seeds(d, "").strip() or fmt.UNDEFINED,
+             "p-value (Holm)": fmt.p_value(d.get("p_holm")),
+             "reading": judge(d, "interval above 0 (a lead)", "a difference is not shown",
+                              opposite="interval wholly below 0 (a lead)")}
+            for b, d in ((b, deltas[b]) for b in order)]
+    note = get_path(ex, "note")
+    return (f"<p>{html.escape(sentence)}</p>" + (f"<p class=\"meta\">{html.escape(str(note))}</p>" if isinstance(note, str) and note else "")
+            + html_table(pd.DataFrame(rows)))

@@ -1,0 +1,312 @@
+"""The result sections of a report's ``index.html`` that are figures and tables: Q along the incorrect
+solutions around the first error (a line per seed), and the seed-0 detail: AUROC per benchmark for
+every scorer, goal-conditioned − baseline with Holm over its benchmarks, what Q saves (Q-filtered
+voting, online pruning), the decoding comparison at matched budgets, and steering. Figures are
+embedded PNGs; a section is empty when the metrics it needs are absent.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+
+from goalrm_core.evaluation.auroc import delta_of
+from goalrm_core.evaluation.tables import REFERENCE_SCORERS
+from goalrm_core.report.page_parts import auroc_of, auroc_text, benchmarks_in, get_path, html_table, png, primary_of
+from goalrm_core.study import formatting as fmt
+from goalrm_core.study import plots
+from goalrm_core.study.rms import HEADLINE_SETS, ID_BENCH, RMS
+
+REFERENCES = tuple(REFERENCE_SCORERS)
+BUDGET_TOLERANCE = 0.10  # token budgets further apart than this are named as a mismatch
+
+
+def auroc_frame(ev: Mapping):
+    import pandas as pd
+
+    rows = []
+    for scorer in [*RMS, *REFERENCES]:
+        for bench in benchmarks_in(ev):
+            auroc, low, high = auroc_of(ev, scorer, bench)
+            if not fmt.is_undefined(auroc):
+                rows.append({"scorer": scorer, "benchmark": bench, "auroc": auroc,
+                             "ci_low": auroc if fmt.is_undefined(low) else low, "ci_high": auroc if fmt.is_undefined(high) else high})
+    return pd.DataFrame(rows)
+
+
+def _undefined_aurocs(ev: Mapping) -> str:
+    missing = []
+    for scorer in [*RMS, *REFERENCES]:
+        for bench in benchmarks_in(ev):
+            if isinstance(get_path(ev, scorer, bench), Mapping) and fmt.is_undefined(auroc_of(ev, scorer, bench)[0]):
+                reason = fmt.reason_of(get_path(ev, scorer, bench), "auroc")
+                missing.append(f"{scorer} on {bench}" + (f" ({reason})" if reason else ""))
+    return f"<p class=\"meta\">Not drawn, AUROC undefined: {html.escape('; '.join(missing))}.</p>" if missing else ""
+
+
+def auroc_figure(metrics: Mapping) -> str:
+    ev = metrics.get("evaluation", {})
+    if not isinstance(ev, Mapping):
+        return ""
+    frame = auroc_frame(ev)
+    undefined = _undefined_aurocs(ev)
+    if frame.empty:
+        return undefined
+    which = HEADLINE_SETS.get(ev.get("headline"), "headline generations")
+    return ("<p>How well each scorer ranks correct above incorrect solutions (AUROC, 0.5 = chance) on every "
+            f"benchmark, {html.escape(which)}, seed-0 RMs; bars are 95% bootstrap CIs over questions. The free "
+            "reference scorers stand beside the RMs: a reward model is only interesting where it beats response "
+            "length.</p>" + png(plots.auroc_bars(frame, title="AUROC per benchmark (95% CI)")) + undefined)
+
+
+def delta_table(metrics: Mapping) -> str:
+    import pandas as pd
+
+    deltas = get_path(metrics, "evaluation", "delta_auroc", default={})
+    if not isinstance(deltas, Mapping) or not deltas:
+        return ""
+    ev = metrics["evaluation"]
+    from goalrm_core.evaluation.stats import holm
+
+    order = [b for b in fmt.order_benchmarks(deltas) if isinstance(deltas.get(b), Mapping)]
+    if not order:
+        return ""
+    raw = [deltas[b].get("p_value") for b in order]
+    adjusted = holm([float("nan") if fmt.is_undefined(p) else float(p) for p in raw])
+    k = sum(not fmt.is_undefined(p) for p in raw)
+    rows = [{"benchmark": b, "baseline": auroc_text(ev, "baseline", b),
+             "goal-conditioned": auroc_text(ev, "goal-conditioned", b),
+             "Δ AUROC [95% CI]": fmt.signed_ci(delta_of(d), d.get("ci_low"), d.get("ci_high"), reason=fmt.reason_of(d, "delta")),
+             "p-value": fmt.p_value(p, reason=fmt.reason_of(d, "p_value")),
+             f"p-value, Holm over {k}": fmt.p_value(p_holm)}
+            for b, p, p_holm in zip(order, raw, adjusted) if isinstance(d := deltas.get(b), Mapping)]
+    low = [(b, p, q) for b, p, q in zip(order, raw, adjusted) if not fmt.is_undefined(p) and p < 0.05]
+    if low:
+        note = ("Uncorrected p below 0.05 on " + ", ".join(f"{b} (p = {fmt.p_value(p)}, Holm {fmt.p_value(q)})" for b, p, q in low)
+                + f": one of {k} comparisons on one seed, so " + ("it does not survive the correction." if all(q >= 0.05 for _, _, q in low)
+                                                                  else "read the Holm-corrected value."))
+    else:
+        note = f"No uncorrected p below 0.05 among the {k} comparisons."
+    return ("<p>The paired difference on the same generations (goal-conditioned − baseline), seed-0 RMs, bootstrapped "
+            f"over questions; a CI that contains 0 means no detectable difference at this sample size. The {k} benchmarks are "
+            f"{k} comparisons: the last column corrects their p-values for that (Holm). {html.escape(note)} The verdicts are "
+            "the across-seed findings above.</p>" + html_table(pd.DataFrame(rows)))
+
+
+def first_error_section(metrics: Mapping) -> str:
+    """Q along the incorrect solutions around their first error, a line per RM seed
+    (``evaluation.first_error_profile``, notebook 04); where the run did not record it, what is
+    missing and each seed's Δ Q instead."""
+    profile = get_path(metrics, "evaluation", "first_error_profile")
+    primary = primary_of(metrics)
+    deltas = {rm: s.get("per_seed") for rm, s in (primary.get("first_error_delta_q") or {}).items() if isinstance(s, Mapping)}
+    seeds = primary.get("rm_seeds") if isinstance(primary.get("rm_seeds"), list) else []
+    def seed(s) -> str:
+        return f"seed {fmt.undefined() if fmt.count(s) is None else fmt.count(s)}"
+
+    per_seed = "; ".join(f"{rm}: " + ", ".join(f"{seed(s)} {fmt.num(v, 2, signed=True)}" for s, v in zip(seeds or range(len(vals)), vals))
+                         for rm, vals in deltas.items() if isinstance(vals, list))
+    if isinstance(profile, Mapping):
+        if not plots.first_error_profile_frame(profile).empty:
+            bench = profile.get("benchmark", ID_BENCH)
+            return (f"<p>The mean Q (cosine to the goal state) of the incorrect {html.escape(str(bench))} solutions at each token "
+                    f"from {profile.get('window', '')} before to {profile.get('window', '')} after their first wrong token (0), one "
+                    "line per RM seed: a goal state that means \"on track\" makes Q drop at 0. The primary finding above is "
+                    "the mean after minus before, per seed"
+                    + (f" ({html.escape(per_seed)})" if per_seed else "") + ".</p>"
+                    + png(plots.first_error_profiles(profile, title=f"Q around the first error (0 = first wrong token), {bench}, every RM seed")))
+    if not deltas:
+        return ""
+    return ("<p>Not drawn: this run's metrics.json has no per-seed Q profile around the first error "
+            "(<code>evaluation.first_error_profile</code>, recorded by notebook 04 from this version on; regenerate the report "
+            "to draw it). Each seed's mean Q after minus before the first error: " + html.escape(per_seed) + ".</p>")
+
+
+def savings_text(metrics: Mapping) -> str:
+    """The savings in numbers, seed-0 goal-conditioned RM, one row per benchmark in two tables:
+    Q-filtered voting (tokens saved, majority-vote accuracy before and after with Wilson intervals
+    over the questions) and online pruning (its threshold, "no pruning" where tuning chose it, tokens
+    saved, accuracy, wall time); then where pruning was off and what it cost in wall time."""
+    import pandas as pd
+
+    ev, dec = metrics.get("evaluation", {}), metrics.get("decoding", {})
+    params = get_path(metrics, "provenance", "profile", "parameters", default={}) or {}
+    filtered, pruned, off, slower = [], [], [], []
+    for bench in benchmarks_in(ev if isinstance(ev, Mapping) else {}):
+        f = get_path(ev, "goal-conditioned", bench, "filter")
+        if isinstance(f, Mapping):
+            n_votes = get_path(metrics, "data", "benchmarks", bench, "n_questions")
+            filtered.append({"benchmark": bench, "Q threshold": fmt.num(f.get("threshold")),
+                             "tokens saved": fmt.pct(f.get("tokens_saved_pct"), already_percent=True),
+                             "accuracy, all samples [95% CI]": fmt.rate_ci(f.get("accuracy_unfiltered"), n_votes),
+                             "accuracy, filtered [95% CI]": fmt.rate_ci(f.get("accuracy"), n_votes)})
+        p = get_path(dec, "pruning", bench)
+        if isinstance(p, Mapping):
+            n_decoded = get_path(p, "n_questions") or params.get("decode_questions")
+            threshold = p.get("threshold")
+            is_off = not fmt.is_undefined(threshold) and threshold <= -1
+            if is_off:
+                off.append(bench)
+            row = {"benchmark": bench, "Q threshold": "no pruning (≤ −1)" if is_off else fmt.num(threshold),
+                   "tokens saved": fmt.pct(p.get("tokens_saved_pct"), already_percent=True),
+                   "accuracy, unpruned [95% CI]": fmt.rate_ci(p.get("accuracy_unpruned"), n_decoded),
+                   "accuracy, pruned [95% CI]": fmt.rate_ci(p.get("accuracy"), n_decoded)}
+            wall = get_path(metrics, "timings", "decoding", "pruning", bench)
+            if isinstance(wall, Mapping) and _defined(wall.get("wall_s"), wall.get("wall_s_unpruned")):
+                row["wall time, unpruned"] = f"{wall['wall_s_unpruned']:.2f} s"
+                row["wall time, pruned"] = f"{wall['wall_s']:.2f} s"
+                if not is_off and wall["wall_s"] > wall["wall_s_unpruned"]:
+                    slower.append(f"{bench} {wall['wall_s']:.2f} s against {wall['wall_s_unpruned']:.2f} s")
+            pruned.append(row)
+    if not filtered and not pruned:
+        return ""
+    said = []
+    if off:
+        said.append(f"Tuning on validation questions chose no pruning on {len(off)} of {len(pruned)} benchmarks ({', '.join(off)}): "
+                    "there no sample is stopped and no RM runs, so the pruned and unpruned runs generate the same tokens "
+                    "and any wall-time difference is timing noise.")
+    if slower:
+        said.append("Where pruning ran, it took longer than sampling without it (the RM, a second model of the policy's size, "
+                    "reads every sampled token, and a batch runs until its longest sample stops): "
+                    + "; ".join(slower) + ".")
+    elif len(pruned) > len(off):
+        said.append("Where pruning ran, it was not slower than sampling without it.")
+    out = ("<p>The same savings in numbers, seed-0 goal-conditioned RM, accuracy with 95% Wilson intervals over the "
+           "questions voted on; the across-seed intervals for toy-id are the primary findings above.</p>")
+    if filtered:
+        out += "<p>Q-filtered majority voting (samples of notebook 04):</p>" + html_table(pd.DataFrame(filtered))
+    if pruned:
+        out += (f"<p>Online pruning (notebook 05). {html.escape(' '.join(said))}</p>" + html_table(pd.DataFrame(pruned)))
+    return out
+
+
+def _defined(*values) -> bool:
+    return not any(fmt.is_undefined(v) for v in values)
+
+
+def savings_figure(metrics: Mapping) -> str:
+    import pandas as pd
+
+    ev, dec = metrics.get("evaluation", {}), metrics.get("decoding", {})
+    rows = []
+    for bench in benchmarks_in(ev if isinstance(ev, Mapping) else {}):
+        f = get_path(ev, "goal-conditioned", bench, "filter")
+        if isinstance(f, Mapping) and _defined(f.get("accuracy"), f.get("accuracy_unfiltered"), f.get("tokens_saved_pct")):
+            rows.append({"method": "Q-filtered voting", "benchmark": bench, "tokens": 1.0, "accuracy": f["accuracy_unfiltered"], "end": False})
+            rows.append({"method": "Q-filtered voting", "benchmark": bench, "tokens": 1 - f["tokens_saved_pct"] / 100, "accuracy": f["accuracy"], "end": True})
+        p = get_path(dec, "pruning", bench)
+        if (isinstance(p, Mapping) and _defined(p.get("tokens_generated"), p.get("tokens_generated_unpruned"), p.get("accuracy"),
+                                                p.get("accuracy_unpruned")) and p["tokens_generated_unpruned"]):
+            rows.append({"method": "online pruning", "benchmark": bench, "tokens": 1.0, "accuracy": p["accuracy_unpruned"], "end": False})
+            rows.append({"method": "online pruning", "benchmark": bench, "tokens": p["tokens_generated"] / p["tokens_generated_unpruned"],
+                         "accuracy": p["accuracy"], "end": True})
+    if not rows:
+        return ""
+    return ("<p>What the goal-conditioned RM's Q-values save, seed-0 RMs: majority-vote accuracy against the tokens "
+            "generated, as a share of every sample in full (x = 1; the axis spans the points). Each line runs from the "
+            "unfiltered vote (open circle) to the filtered or pruned one (dot); left is cheaper, up is more accurate.</p>"
+            + png(plots.savings_panels(pd.DataFrame(rows))) + savings_text(metrics))
+
+
+# decoding methods as notebook 05 names them (metrics.json keeps them as snake_case keys)
+METHOD_NAMES = {"greedy": "greedy", "majority_vote": "majority vote", "q_guided_beam_search": "Q-guided beam search",
+                "best_of_n_baseline_reward": "best-of-N baseline reward",
+                "best_of_n_goal_conditioned_reward": "best-of-N goal-conditioned reward", "best_of_n_final_q": "best-of-N final Q"}
+
+
+def method_name(key: str) -> str:
+    """A decoding method's name for a reader: :data:`METHOD_NAMES`, else the key with spaces."""
+    return METHOD_NAMES.get(key, key.replace("_", " "))
+
+
+def budget_mismatches(methods: Mapping[str, Mapping]) -> list[str]:
+    """One sentence per benchmark whose matched-budget methods (all but greedy) generate token counts
+    more than 10% apart; greedy is the one-sample reference, outside the budget."""
+    out = []
+    for bench in fmt.order_benchmarks(methods):
+        tokens = {name: r["tokens"] for name, r in (methods[bench] or {}).items()
+                  if name != "greedy" and isinstance(r, Mapping) and _defined(r.get("tokens"))}
+        if len(tokens) < 2:
+            continue
+        low, high = min(tokens, key=tokens.get), max(tokens, key=tokens.get)
+        if tokens[low] > 0 and tokens[high] > (1 + BUDGET_TOLERANCE) * tokens[low]:
+            out.append(f"Budget mismatch on {bench}: {method_name(low)} generates {tokens[low]:.0f} tokens per question, "
+                       f"{method_name(high)} {tokens[high]:.0f} ({100 * (tokens[high] / tokens[low] - 1):.0f}% more), "
+                       "so the budgets there are not matched within 10%.")
+    return out
+
+
+def _decode_questions(metrics: Mapping, row: Mapping) -> int | None:
+    """The questions a decoding accuracy is over: the row's own count, else the profile's ``decode_questions``."""
+    return fmt.count(row.get("n_questions")) or fmt.count(get_path(metrics, "provenance", "profile", "parameters", "decode_questions"))
+
+
+def decoding_reading(metrics: Mapping, methods: Mapping[str, Mapping]) -> str:
+    """What the decoding table shows, from its numbers: Q-guided beam search against greedy decoding
+    and against the best other method at its budget, each with whether their Wilson intervals overlap."""
+    beam_key, greedy_key = "q_guided_beam_search", "greedy"
+    said, level = [], 0
+    benches = [b for b in fmt.order_benchmarks(methods) if isinstance(methods[b].get(beam_key), Mapping)]
+    for bench in benches:
+        m = methods[bench]
+        beam, greedy = m[beam_key], m.get(greedy_key)
+        if isinstance(greedy, Mapping) and _defined(greedy.get("accuracy"), beam.get("accuracy")):
+            level += greedy["accuracy"] >= beam["accuracy"]
+    greedy_tokens = [m[greedy_key]["tokens"] for m in methods.values() if isinstance(m.get(greedy_key), Mapping) and _defined(m[greedy_key].get("tokens"))]
+    beam_tokens = [methods[b][beam_key]["tokens"] for b in benches if _defined(methods[b][beam_key].get("tokens"))]
+    if benches and greedy_tokens and beam_tokens:
+        said.append(f"Greedy decoding ({min(greedy_tokens):.0f}–{max(greedy_tokens):.0f} tokens per question) is level with or "
+                    f"above Q-guided beam search ({min(beam_tokens):.0f}–{max(beam_tokens):.0f} tokens) on {level} of {len(benches)} "
+                    "benchmarks.")
+    n = max((_decode_questions(metrics, r) or 0 for m in methods.values() for r in m.values() if isinstance(r, Mapping)), default=0)
+    if n:
+        said.append(f"Each accuracy is over {n} questions (one question is {100 / n:.1f} points), so its 95% interval is "
+                    "wide: a difference between two methods whose intervals overlap is not shown by this run.")
+    return " ".join(said)
+
+
+def decoding_table(metrics: Mapping) -> str:
+    import pandas as pd
+
+    methods = get_path(metrics, "decoding", "methods", default={})
+    if not isinstance(methods, Mapping) or not methods:
+        return ""
+    methods = {b: m for b, m in methods.items() if isinstance(m, Mapping)}
+    benches = fmt.order_benchmarks(methods)
+    names = list(dict.fromkeys(m for b in benches for m in methods[b]))
+    rows = []
+    for name in names:
+        row = {"method": method_name(name)}
+        for b in benches:
+            r = methods[b].get(name)
+            row[b] = ("not run" if not isinstance(r, Mapping)
+                      else fmt.accuracy_cell(r.get("accuracy"), _decode_questions(metrics, r), r.get("tokens"), r.get("n")))
+        rows.append(row)
+    mismatch = budget_mismatches(methods)
+    return ("<p>Q-guided beam search against greedy decoding, majority voting and best-of-N at the smallest N whose "
+            "token budget reaches the beam search's, seed-0 RMs, one run: accuracy with its 95% Wilson interval over the "
+            "questions (generated tokens per question, N samples per question). "
+            + html.escape(decoding_reading(metrics, methods)) + "</p>"
+            + html_table(pd.DataFrame(rows))
+            + ("<p>" + " ".join(html.escape(s) for s in mismatch) + "</p>" if mismatch else ""))
+
+
+def steering_section(metrics: Mapping) -> str:
+    """Steering toward a style goal, seed 0: one run, so detail, not a conclusion."""
+    s = get_path(metrics, "decoding", "steering")
+    if not isinstance(s, Mapping) or not s:
+        return ""
+    n = fmt.count(s.get("n_questions"))
+    text = (f"Q-guided decoding of the steering policy toward a style goal, seed-0 RM"
+            + (f", {n} questions" if n else "") + " (95% Wilson intervals): the style appears in "
+            f"{fmt.rate_ci(s.get('attribute_rate'), n)} of steered solutions against {fmt.rate_ci(s.get('attribute_rate_unguided'), n)} unguided")
+    if "attribute_rate_correctness_goal" in s:
+        text += f" and {fmt.rate_ci(s.get('attribute_rate_correctness_goal'), n)} when the same search steers toward the correctness goal"
+    text += (f"; accuracy {fmt.rate_ci(s.get('accuracy'), n)} steered, {fmt.rate_ci(s.get('accuracy_unguided'), n)} unguided")
+    if "accuracy_correctness_goal" in s:
+        text += f", {fmt.rate_ci(s.get('accuracy_correctness_goal'), n)} toward the correctness goal"
+    text += "."
+    if "goal_separation_auroc" in s:
+        text += f" The style goal's cosine separates styled from plain solutions with AUROC {fmt.num(s.get('goal_separation_auroc'))}."
+    text += " One seed and one run: a description, not a finding."
+    return f"<p>{html.escape(text)}</p>"
