@@ -1,0 +1,115 @@
+"""The step-verifier bench on ToyMath: every sample's first wrong line is known exactly, so each verifier
+(the goal-conditioned RM's Q, an RM's partial reward, ...) is measured against the truth with
+ProcessBench's first-error F1 (:mod:`goalrm_core.evaluation.step_verifier`).
+
+A *step* is a line of the solution (ToyMath writes one operation per line, then the ``#`` answer line);
+a line's score is the verifier's per-token score at the line's last token (its newline, or the last
+character of the answer line): what the verifier says once it has read the whole step. The embedded
+task's tokenizer has one token per character, so token ``i`` reads character ``i``.
+
+The threshold is chosen on one half of the questions and F1 reported on the other half (a seeded split
+of the questions, the same for every verifier and seed), with an interval over RM seeds and questions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from goalrm_core.evaluation import step_verifier
+from goalrm_core.evaluation.hierarchical import across_seeds_and_questions, difference, hierarchical_bootstrap
+
+#: Per-token score arrays a scored row can carry, by verifier kind.
+SCORE_KEYS = {"Q": "cosine_sim", "partial reward": "partial_rewards"}
+
+
+def line_end_tokens(text: str, num_actions: int) -> list[int]:
+    """Token index of the last token of each line of ``text`` (one token per character), capped at
+    the scored tokens (a truncated response keeps the lines it reached).
+
+    >>> line_end_tokens("1+2=3\\n3+4=7\\n#7", 14)
+    [5, 11, 13]
+    """
+    ends = [i for i, ch in enumerate(text) if ch == "\n"]
+    if not text.endswith("\n"):
+        ends.append(len(text) - 1)
+    return [e for e in ends if e < num_actions] or [num_actions - 1]
+
+
+def first_error_line(row: Mapping) -> int | None:
+    """The exact label: the index of the first wrong line (``first_error_step``), ``None`` for a
+    solution with no wrong line."""
+    step = row.get("first_error_step")
+    return None if step is None else int(step)
+
+
+def line_scores(row: Mapping, key: str) -> list[float]:
+    """The per-token ``row[key]`` read at each line's last token."""
+    values = row[key]
+    return [float(values[i]) for i in line_end_tokens(row["generated_solution"], int(row["num_actions"]))]
+
+
+def labelled(rows: Sequence[Mapping]) -> list[int]:
+    """Indices of the rows the bench can use: a correct solution, or an incorrect one whose first wrong
+    line is known and was scored (a truncated score that stops before its first error has no label)."""
+    keep = []
+    for i, row in enumerate(rows):
+        e = first_error_line(row)
+        if e is None and not row["is_correct"]:
+            continue  # wrong, but no line located: no exact label
+        if e is not None and e >= len(line_end_tokens(row["generated_solution"], int(row["num_actions"]))):
+            continue
+        keep.append(i)
+    return keep
+
+
+def split_questions(rows: Sequence[Mapping], seed: int = 0) -> tuple[set[str], set[str]]:
+    """A seeded half/half split of the questions: (validation, reported)."""
+    questions = sorted({r["question"] for r in rows})
+    order = np.random.default_rng(seed).permutation(len(questions))
+    half = len(questions) // 2
+    return {questions[i] for i in order[:half]}, {questions[i] for i in order[half:]}
+
+
+def verifier_f1(rows: Sequence[Mapping], key: str, validation: set[str]) -> dict[str, Any]:
+    """One verifier on one seed's scored rows: the threshold with the best F1 on the validation
+    questions, and the F1 figures at it on the others (``reported``), with what the bootstrap needs."""
+    keep = [rows[i] for i in labelled(rows)]
+    val = [r for r in keep if r["question"] in validation]
+    rep = [r for r in keep if r["question"] not in validation]
+    threshold, fit = step_verifier.choose_f1_threshold([line_scores(r, key) for r in val], [first_error_line(r) for r in val])
+    scores, truth = [line_scores(r, key) for r in rep], [first_error_line(r) for r in rep]
+    figures = step_verifier.evaluate_at(scores, truth, threshold)
+    return {"threshold": threshold, "validation_f1": fit["f1"], **figures, "n_dropped": len(rows) - len(keep),
+            "_scores": scores, "_truth": truth, "_questions": [r["question"] for r in rep]}
+
+
+def bench_summary(per_seed: Mapping[str, Sequence[dict]], baseline: str | None = None, n_boot: int = 1000,
+                  seed: int = 0) -> dict[str, dict]:
+    """Per verifier, F1 over its seeds (``verifier_f1`` results, seeds in the same order for every
+    verifier) with an interval over seeds and questions; with ``baseline``, each other verifier's F1
+    minus the baseline's, seed by seed on the same question draws."""
+    # one question index for every verifier and seed, so a draw weights the same questions in all of them
+    questions = sorted({q for results in per_seed.values() for r in results for q in r["_questions"]})
+    index = {q: i for i, q in enumerate(questions)}
+
+    def statistic(r):
+        clusters = np.array([index[q] for q in r["_questions"]], dtype=np.int64)
+        return step_verifier.f1_statistic(r["_scores"], r["_truth"], r["threshold"], clusters)
+
+    summary, statistics = {}, {}
+    for name, results in per_seed.items():
+        statistics[name] = [statistic(r) for r in results]
+        boot = hierarchical_bootstrap(statistics[name], n_questions=len(questions), n_boot=n_boot, seed=seed)
+        summary[name] = across_seeds_and_questions([r["f1"] for r in results], boot, null=0.0)
+    if baseline is not None:
+        for name, results in per_seed.items():
+            if name == baseline or len(results) != len(per_seed[baseline]):
+                continue
+            pairs = [difference(a, b) for a, b in zip(statistics[name], statistics[baseline])]
+            boot = hierarchical_bootstrap(pairs, n_questions=len(questions), n_boot=n_boot, seed=seed)
+            deltas = [a["f1"] - b["f1"] for a, b in zip(results, per_seed[baseline])]
+            summary[f"{name} − {baseline}"] = across_seeds_and_questions(deltas, boot, null=0.0)
+    return summary

@@ -1,0 +1,109 @@
+"""The step-verifier bench on RMs a calibration trained: first-error F1 against ToyMath's exact labels.
+
+For each RM (``<run_dir>/calibration/<name>/<strategy>-seed<s>``, as ``scripts/calibrate_rm.py`` leaves
+them) the script forms the goal state from the preferred side of the pairs that RM trained on
+(``<run_dir>/calibration/<name>/data/train.jsonl``, mean last-token state, ``--n_goal_pairs`` drawn
+with a fixed seed), scores every sample of ``--bench`` with it, and reads two verifiers per RM at each
+line's last token: Q (the cosine to the goal) and the partial reward. ``goalrm_core.study.step_bench``
+chooses each verifier's threshold on half the questions and reports F1 on the other half. One row per
+verifier and seed, then one summary row per verifier (and per difference against ``--reference``),
+go to ``reports/calibration/step-verifier.jsonl``::
+
+    python scripts/step_verifier_bench.py --run_dir runs/calibration/confident/val1000-reported \\
+        --name valA-pairwise --seeds 0 1 --profile confident
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from transformers import AutoTokenizer  # noqa: E402
+
+from goalrm_core.data.io import read_jsonl  # noqa: E402
+from goalrm_core.inference.goal_state import goal_state_from_pairs  # noqa: E402
+from goalrm_core.inference.scoring import score_generations  # noqa: E402
+from goalrm_core.model.reward_model import load_reward_model  # noqa: E402
+from goalrm_core.report.profiles import load_profile  # noqa: E402
+from goalrm_core.study import step_bench  # noqa: E402
+from goalrm_core.study.recipe import rm_max_len  # noqa: E402
+from goalrm_core.study.rms import BASELINE, GOAL_CONDITIONED, STRATEGY  # noqa: E402
+from goalrm_core.tasks.toymath.pipeline import TEMPLATE, read_generations  # noqa: E402
+
+TABLE = ROOT / "reports" / "calibration" / "step-verifier.jsonl"
+
+
+def _clean(x):
+    return None if isinstance(x, float) and not math.isfinite(x) else (round(x, 4) if isinstance(x, float) else x)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--run_dir", required=True)
+    p.add_argument("--name", required=True, help="the calibration whose RMs are read (<run_dir>/calibration/<name>/)")
+    p.add_argument("--strategies", nargs="+", default=[BASELINE, GOAL_CONDITIONED], choices=list(STRATEGY))
+    p.add_argument("--seeds", type=int, nargs="+", required=True)
+    p.add_argument("--profile", default="confident", help="the profile whose max_new_tokens sets the scoring length")
+    p.add_argument("--bench", default="toy-id")
+    p.add_argument("--n_goal_pairs", type=int, default=2000)
+    p.add_argument("--split_seed", type=int, default=0, help="seed of the validation/reported split of the questions")
+    p.add_argument("--reference", default=f"{BASELINE} partial reward", help="the verifier the others are compared with")
+    p.add_argument("--n_boot", type=int, default=1000)
+    p.add_argument("--table", type=Path, default=TABLE)
+    args = p.parse_args(argv)
+
+    run = Path(args.run_dir)
+    root = run / "calibration" / args.name
+    max_len = rm_max_len(load_profile(args.profile)["max_new_tokens"])
+    rows = read_generations(run, args.bench, "samples")
+    validation, _ = step_bench.split_questions(rows, args.split_seed)
+    pairs = read_jsonl(root / "data" / "train.jsonl")
+    goal_pairs = random.Random(0).sample(pairs, min(args.n_goal_pairs, len(pairs)))
+    per_seed: dict[str, list[dict]] = {}
+    records = []
+    for strategy in args.strategies:
+        for seed in args.seeds:
+            path = root / f"{strategy}-seed{seed}"
+            started = time.perf_counter()
+            model, tokenizer = load_reward_model(path), AutoTokenizer.from_pretrained(path)
+            goal = goal_state_from_pairs(model, tokenizer, goal_pairs, TEMPLATE, max_len=max_len, batch_size=128,
+                                         encoding="split", readout="eos")
+            import torch
+
+            scored = score_generations(model, tokenizer, rows, TEMPLATE, goal=torch.as_tensor(goal), max_len=max_len,
+                                       batch_size=128, progress=False, encoding="split", readout="eos")
+            for kind, key in step_bench.SCORE_KEYS.items():
+                verifier = f"{strategy} {kind}"
+                result = step_bench.verifier_f1(scored, key, validation)
+                per_seed.setdefault(verifier, []).append(result)
+                records.append({"kind": "seed", "name": args.name, "run_dir": str(run), "bench": args.bench, "verifier": verifier,
+                                "seed": seed, "split_seed": args.split_seed, "n_goal_pairs": len(goal_pairs),
+                                **{k: _clean(v) for k, v in result.items() if not k.startswith("_")},
+                                "score_s": round(time.perf_counter() - started, 1)})
+                r = records[-1]
+                print(f"{verifier} seed {seed}: F1 {r['f1']} (erroneous {r['acc_erroneous']}, correct {r['acc_correct']}; "
+                      f"threshold {r['threshold']} chosen at validation F1 {r['validation_f1']})", flush=True)
+    reference = args.reference if args.reference in per_seed else None
+    for verifier, summary in step_bench.bench_summary(per_seed, baseline=reference, n_boot=args.n_boot).items():
+        keep = {k: _clean(v) for k, v in summary.items() if k in ("mean", "per_seed", "ci_low", "ci_high", "verdict", "mde",
+                                                               "interval", "n_questions", "se_seeds", "se_questions")}
+        records.append({"kind": "summary", "name": args.name, "run_dir": str(run), "bench": args.bench, "verifier": verifier,
+                        "seeds": args.seeds, "split_seed": args.split_seed, **keep})
+        print(f"{verifier}: F1 {keep.get('mean')} [{keep.get('ci_low')}, {keep.get('ci_high')}] ({keep.get('verdict')})")
+    args.table.parent.mkdir(parents=True, exist_ok=True)
+    with open(args.table, "a") as f:
+        for record in records:
+            f.write(json.dumps(record) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

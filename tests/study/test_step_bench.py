@@ -1,0 +1,79 @@
+"""The step-verifier bench's reading of scored rows: lines, exact labels, the split, the summary."""
+
+import numpy as np
+import pytest
+
+from goalrm_core.study import step_bench
+
+SOLUTION = "1+2=3\n3+4=7\n7+1=8\n#8"  # 4 lines, last tokens at 5, 11, 17, 19
+
+
+def _row(question, first_error, scores, truncate=None):
+    n = len(SOLUTION) if truncate is None else truncate
+    return {"question": question, "generated_solution": SOLUTION, "num_actions": n, "is_correct": first_error is None,
+            "first_error_step": first_error, "cosine_sim": scores[:n], "partial_rewards": scores[:n]}
+
+
+def _per_token(line_values):
+    """Per-token scores that hold each line's value over the line's characters."""
+    out, ends = [], step_bench.line_end_tokens(SOLUTION, len(SOLUTION))
+    start = 0
+    for end, v in zip(ends, line_values):
+        out += [v] * (end + 1 - start)
+        start = end + 1
+    return out
+
+
+def _bench(rng, n_questions=40, noise=0.0):
+    rows = []
+    for q in range(n_questions):
+        for _ in range(3):
+            e = None if rng.random() < 0.5 else int(rng.integers(0, 4))
+            values = [1.0 if e is None or k < e else 0.0 for k in range(4)]
+            rows.append(_row(f"q{q}", e, _per_token(np.add(values, noise * rng.standard_normal(4)).tolist())))
+    return rows
+
+
+def test_line_scores_read_each_line_at_its_last_token():
+    row = _row("q", None, list(range(len(SOLUTION))))
+    assert step_bench.line_end_tokens(SOLUTION, len(SOLUTION)) == [5, 11, 17, 19]
+    assert step_bench.line_scores(row, "cosine_sim") == [5.0, 11.0, 17.0, 19.0]
+    assert step_bench.line_end_tokens(SOLUTION, 12) == [5, 11]  # truncated: the lines it reached
+
+
+def test_rows_without_an_exact_label_are_left_out():
+    rows = [_row("a", None, [0.0] * 20), _row("b", 1, [0.0] * 20),
+            {**_row("c", None, [0.0] * 20), "is_correct": False},  # wrong, first line unknown
+            _row("d", 3, [0.0] * 20, truncate=12)]  # its first error was never scored
+    assert step_bench.labelled(rows) == [0, 1]
+
+
+def test_a_verifier_that_drops_exactly_at_the_first_error_scores_one():
+    rows = _bench(np.random.default_rng(0))
+    validation, reported = step_bench.split_questions(rows, seed=0)
+    assert validation.isdisjoint(reported) and len(validation | reported) == 40
+    result = step_bench.verifier_f1(rows, "cosine_sim", validation)
+    assert result["f1"] == 1.0 and result["validation_f1"] == 1.0
+    assert set(result["_questions"]) <= reported
+
+
+def test_summary_has_an_interval_per_verifier_and_a_paired_difference():
+    rng = np.random.default_rng(1)
+    per_seed = {"sharp": [], "noisy": []}
+    for seed in range(3):
+        rows = _bench(np.random.default_rng(10 + seed))
+        validation, _ = step_bench.split_questions(rows, seed=0)
+        per_seed["sharp"].append(step_bench.verifier_f1(rows, "cosine_sim", validation))
+        noisy = [dict(r, partial_rewards=(np.asarray(r["partial_rewards"]) + rng.standard_normal(len(SOLUTION))).tolist())
+                 for r in rows]
+        per_seed["noisy"].append(step_bench.verifier_f1(noisy, "partial_rewards", validation))
+    summary = step_bench.bench_summary(per_seed, baseline="noisy", n_boot=200)
+    assert set(summary) == {"sharp", "noisy", "sharp − noisy"}
+    for s in summary.values():
+        assert s["interval"] == "seeds and questions"
+    assert summary["sharp"]["mean"] == pytest.approx(1.0)
+    diff = summary["sharp − noisy"]
+    assert diff["mean"] == pytest.approx(np.mean([a["f1"] - b["f1"] for a, b in zip(per_seed["sharp"], per_seed["noisy"])]))
+    assert diff["ci_low"] <= diff["mean"] <= diff["ci_high"]
+    again = step_bench.bench_summary(per_seed, baseline="noisy", n_boot=200)
+    assert again["sharp − noisy"]["ci_low"] == diff["ci_low"]  # same seed, same draws
