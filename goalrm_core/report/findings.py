@@ -80,6 +80,53 @@ def gate_state(gate: Mapping) -> tuple[str, str | None]:
     return ("passed" if gate["passed"] else "failed"), None
 
 
+# ------------------------------------------------------------------------------------- the answer
+
+
+def answer(metrics: Mapping) -> str:
+    """The page's first paragraph: does goal-conditioning help here (the primary ΔAUROC with its
+    interval and two-sided verdict, a "not shown" with the effect the run would have seen), and what
+    this design can and cannot test, read from its gates. Empty before notebook 04 recorded primary
+    findings (schema 2)."""
+    primary = primary_of(metrics)
+    d = primary.get("delta_auroc") if primary else None
+    if not isinstance(d, Mapping):
+        return ""
+    bench = primary.get("benchmark", ID_BENCH)
+    scope = verdicts.policy_scope(primary.get("policy_seeds") or [get_path(metrics, "provenance", "profile", "parameters", "seed")])
+    verdict = judge(d, "yes, the goal-conditioned RM ranks them better", "not shown",
+                    opposite="no, the baseline RM ranks them better")
+    first = (f"Does goal-conditioning help here? Goal-conditioned minus baseline AUROC on {bench} is "
+             f"{_figure(d, 'positive')}, {scope}: {verdict}.")
+    return f'<p class="answer"><b>{html.escape(first)}</b> {html.escape(_design_scope(primary))}</p>'
+
+
+def _design_scope(primary: Mapping) -> str:
+    """What the design can and cannot test, from the length gate and its well-formed condition."""
+    gate = primary.get("gate") if isinstance(primary.get("gate"), Mapping) else None
+    if gate is None:
+        return "What the design can test is not recorded (no length gate)."
+    state, reason = gate_state(gate)
+    if state == "undefined":
+        return f"Whether the reward models beat response length cannot be judged ({reason}), so neither can what this design tests."
+    if state == "failed":
+        return ("This design cannot test the question: the reward models are not shown to beat response length, so a "
+                "difference between them is a difference between two scorers no better than length.")
+    second = gate.get("well_formed")
+    if not isinstance(second, Mapping):
+        return ("The reward models beat response length; whether they check the arithmetic or only the shape of a "
+                "solution is not measured, so this design tests ranking, not verification.")
+    state, reason = gate_state(second)
+    if state == "passed":
+        return ("The reward models beat length on well-formed errors too: they check the arithmetic, so this design "
+                "tests whether goal-conditioning helps a reward model verify.")
+    if state == "failed":
+        return ("This design can test whether goal-conditioning helps a reward model spot malformed output; it cannot test "
+                "whether it helps one verify arithmetic: on well-formed errors the reward models are not shown to beat "
+                "length by the margin required.")
+    return f"Whether the reward models check the arithmetic cannot be judged ({reason})."
+
+
 # ------------------------------------------------------------------------------------- summary
 
 

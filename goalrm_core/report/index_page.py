@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from goalrm_core.report.frontpage import gate_state, result_sections
+from goalrm_core.report.frontpage import answer, gate_state, result_sections
 from goalrm_core.report.provenance import PROVENANCE_KEY, provenance_html
 from goalrm_core.report.records import TIMINGS_KEY
 from goalrm_core.report.regimes import regimes_html
@@ -39,6 +39,7 @@ th { background: #f5f5f5; } td.num { text-align: right; font-variant-numeric: ta
 .failed { background: #fbe4e4; color: #9b1c1c; } .not-run, .pending { background: #eee; color: #666; }
 .running, .interrupted { background: #fff4d6; color: #8a5a00; }
 .error { font-family: ui-monospace, monospace; font-size: .85rem; color: #9b1c1c; white-space: pre-wrap; }
+.answer { font-size: 1.05rem; background: #f3f6fb; padding: .6rem 1rem; border-radius: .3rem; }
 img { max-width: 100%; } details summary { cursor: pointer; color: #27508f; margin: .4rem 0; }
 """
 
@@ -194,8 +195,8 @@ def well_formed_gate_html(gate: Mapping, bench: str) -> str:
 
 def reproduction_html(metrics: Mapping[str, Any], out_dir: Path) -> str:
     """Do the reruns beside this report (``reports/reproducibility/*``) reach the same verdict on each
-    primary conclusion? A conclusion is stated only where they all do; the others are listed as
-    dropped, with each run's verdict. Empty when there are no reruns or no primary conclusions."""
+    primary conclusion? A conclusion is stated only where they all do; the others are tabled as
+    dropped, with each run's verdict (the agreed ones are not listed again). Empty when there are no reruns or no primary conclusions."""
     e = html.escape
     reruns = reruns_of(out_dir)
     rows = primary_rows(metrics)
@@ -204,11 +205,12 @@ def reproduction_html(metrics: Mapping[str, Any], out_dir: Path) -> str:
     runs = [metrics, *reruns.values()]
     names = ["this report", *reruns]
     head = "".join(f"<th>{e(n)}</th>" for n in names)
-    body = []
+    body = []  # only the conclusions the runs disagree on: the others are stated once, in the primary findings
     for label, rm, *_ in rows:
         seen = verdicts(label, rm, runs)
-        state = "stated" if len(set(seen)) == 1 else "dropped: the runs disagree"
-        body.append(f"<tr><td>{e(label)}</td><td>{e(rm)}</td>" + "".join(f"<td>{e(v)}</td>" for v in seen) + f"<td>{e(state)}</td></tr>")
+        if len(set(seen)) > 1:
+            body.append(f"<tr><td>{e(label)}</td><td>{e(rm)}</td>" + "".join(f"<td>{e(v)}</td>" for v in seen)
+                        + "<td>dropped: the runs disagree</td></tr>")
     lost = dropped(metrics, reruns)
     said = (f"{len(rows) - len(lost)} of {len(rows)} primary conclusions reach the same verdict in all {len(runs)} runs; "
             + (f"{len(lost)} {'is' if len(lost) == 1 else 'are'} dropped (the runs' verdicts differ): "
@@ -216,7 +218,8 @@ def reproduction_html(metrics: Mapping[str, Any], out_dir: Path) -> str:
     return (f"<h2>Reproduced?</h2>\n<p>The same report rerun as {', '.join(e(n) for n in reruns)} "
             f"(<code>reports/reproducibility/</code>; <code>goalrm compare</code> compares them figure by figure). "
             f"A conclusion is stated only where every run reaches the same verdict. {e(said)}</p>\n"
-            f"<table><tr><th>primary conclusion</th><th>RM</th>{head}<th>across the runs</th></tr>\n" + "\n".join(body) + "\n</table>")
+            + (f"<table><tr><th>primary conclusion</th><th>RM</th>{head}<th>across the runs</th></tr>\n" + "\n".join(body)
+               + "\n</table>" if body else ""))
 
 
 # Profile reports that present the same study under two designs: each front page links the other
@@ -238,7 +241,7 @@ def companion_html(profile: str, out_dir: Path) -> str:
 
 
 def render_index(profile: str, generated: str, stages: list[dict], metrics: Mapping[str, Any], out_dir: Path) -> str:
-    """A self-contained page, in reading order: the length gate, a summary generated from the numbers,
+    """A self-contained page, in reading order: the answer (``findings.answer``), the length gate, a summary generated from the numbers,
     the key figures and tables (``frontpage``), the stage table with links and failures, then every
     metric in a collapsible section."""
     e = html.escape
@@ -268,6 +271,10 @@ def render_index(profile: str, generated: str, stages: list[dict], metrics: Mapp
         gate = _gate(metrics)
     except Exception as exc:
         gate = f'<p class="error">The length gate could not be drawn: {e(type(exc).__name__)}: {e(str(exc))}</p>'
+    try:
+        lead = answer(metrics)
+    except Exception as exc:
+        lead = f'<p class="error">The answer could not be drawn: {e(type(exc).__name__)}: {e(str(exc))}</p>'
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>goalrm report: {e(profile)}</title>
@@ -276,6 +283,7 @@ def render_index(profile: str, generated: str, stages: list[dict], metrics: Mapp
 <h1>Goal-conditioned reward models: profile {e(profile)}</h1>
 <p class="meta">Generated {e(generated)}</p>
 {companion_html(profile, out_dir)}
+{lead}
 {gate}
 {results}
 <h2>Stages</h2>

@@ -160,3 +160,30 @@ def test_compare_reads_pruning_switched_off_in_every_seed_as_not_tested():
     assert all(reproduction.verdict_text(s) == "not tested" for *_, s, _, _ in rows)
     frame = pruning_seeds_frame(pruning, {"wall_ratio": across_seeds([1.0, 1.02, 0.98], null=1.0, expect="less")})
     assert all(c.startswith("not tested") for c in frame["conclusion"][:3])
+
+
+def _gate(state: str, well_formed: str | None) -> dict:
+    margin = summary("holds" if state == "passed" else "not shown")
+    gate = {"state": state, "reason": None, "margin_over_length": {rm: margin for rm in RMS}}
+    if well_formed is not None:
+        gate["well_formed"] = {"state": well_formed, "reason": None, "required_margin": 0.15,
+                               "margin_over_length": {rm: summary("holds" if well_formed == "passed" else "not shown") for rm in RMS}}
+    return gate
+
+
+@pytest.mark.parametrize("state", STATES[:3] + STATES[4:])
+@pytest.mark.parametrize("gate, well_formed, says", [
+    ("failed", None, "cannot test the question"),
+    ("passed", "failed", "cannot test whether it helps one verify arithmetic"),
+    ("passed", "passed", "tests whether goal-conditioning helps a reward model verify"),
+    ("passed", None, "tests ranking, not verification")])
+def test_the_page_opens_with_the_answer_and_what_the_design_can_test(state, gate, well_formed, says):
+    metrics = {"schema_version": 2, "evaluation": {"primary": {"benchmark": "toy-id", "policy_seeds": [0],
+                                                               "delta_auroc": summary(state), "gate": _gate(gate, well_formed)}}}
+    page = html.unescape(frontpage.answer(metrics))
+    assert page.startswith('<p class="answer"><b>Does goal-conditioning help here?') and says in page
+    assert "for this policy (policy seed 0)" in page
+    words = {"holds": "yes, the goal-conditioned RM ranks them better", "reversed": "reversed: no, the baseline RM ranks them better",
+             "not shown": "not shown (an effect of 0.05 would have been seen with 80% power)", "undefined": "cannot be judged"}
+    assert words[state] in page
+    assert frontpage.answer({"schema_version": 2, "evaluation": {}}) == ""  # before notebook 04: nothing to answer
