@@ -22,30 +22,10 @@ from goalrm_core.train.config import TrainRMConfig
 # that line (exit 2) rather than argparse's "unrecognized arguments". A flag that becomes a TrainRMConfig field is
 # parsed as that field instead.
 UNSUPPORTED_OFFICIAL_FLAGS = {
-    "max_ckpt_num": "checkpoint rotation by count is not implemented in goalrm",
-    "max_ckpt_mem": "checkpoint rotation by size is not implemented in goalrm",
-    "zpg": "ZeRO++ partition groups are not exposed by goalrm's DeepSpeed config",
-    "adam_offload": "optimizer offload is not exposed by goalrm's DeepSpeed config",
-    "grad_accum_dtype": "the gradient accumulation dtype is not exposed by goalrm's DeepSpeed config",
-    "disable_trace_cache": "the ZeRO-3 trace cache setting is not exposed by goalrm's DeepSpeed config",
-    "compute_fp32_loss": "an fp32 preference loss is not implemented in goalrm",
-    "margin_loss": "a per-row margin from the data is not implemented (goalrm has one constant --margin)",
-    "aux_loss_coef": "the mixture-of-experts auxiliary loss is not implemented in goalrm",
-    "load_in_4bit": "4-bit loading (bitsandbytes) is not implemented in goalrm",
-    "lora_rank": "LoRA is not implemented in goalrm (the whole backbone is trained)",
-    "lora_alpha": "LoRA is not implemented in goalrm (the whole backbone is trained)",
-    "target_modules": "LoRA is not implemented in goalrm (the whole backbone is trained)",
-    "input_template": "goalrm names its prompt templates: use --template (nemo is the official default input template)",
-    "gradient_checkpointing_use_reentrant": "the reentrant form of gradient checkpointing is not exposed by goalrm",
-    "bos_token": "special-token overrides are not implemented in goalrm (the tokenizer's own are used)",
-    "eos_token": "special-token overrides are not implemented in goalrm (the tokenizer's own are used)",
-    "pad_token": "special-token overrides are not implemented in goalrm (the tokenizer's own are used)",
-    "unk_token": "special-token overrides are not implemented in goalrm (the tokenizer's own are used)",
-    "prompt_key": "the data's keys are not configurable in goalrm (question/correct/incorrect, prompt/chosen/rejected or chosen/rejected)",
-    "chosen_key": "the data's keys are not configurable in goalrm (question/correct/incorrect, prompt/chosen/rejected or chosen/rejected)",
-    "rejected_key": "the data's keys are not configurable in goalrm (question/correct/incorrect, prompt/chosen/rejected or chosen/rejected)",
-    "apply_chat_template": "chat templates are not implemented in goalrm (--template hh keeps the prompt as it is)",
-    "wandb_run_name": "wandb run names are not implemented in goalrm (wandb names the run)",
+    "load_in_4bit": "4-bit loading needs bitsandbytes (and CUDA), which goalrm does not depend on; the backbone loads in fp32 or --bf16",
+    "lora_rank": "LoRA needs peft, which goalrm does not depend on; the whole backbone is trained",
+    "lora_alpha": "LoRA needs peft, which goalrm does not depend on; the whole backbone is trained",
+    "target_modules": "LoRA needs peft, which goalrm does not depend on; the whole backbone is trained",
 }
 
 

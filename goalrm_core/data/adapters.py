@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from goalrm_core.data.io import ArtifactError, check_label, parse_label, read_jsonl, write_jsonl
-from goalrm_core.data.preferences import HH_RLHF, OPENMATH_PAIRS, PROMPT_PAIRS, PreferenceDataError, SourceReport, normalise_row, read_source
+from goalrm_core.data.preferences import HH_RLHF, OPENMATH_PAIRS, PROMPT_FORM, PROMPT_PAIRS, PreferenceDataError, SourceReport, normalise_row, read_source
 from goalrm_core.data.questions import group_by_question
 from goalrm_core.data.schema import GENERATION_FIELDS, PAIR_FIELDS
 from goalrm_core.flags import check_choice, safe_path_part
@@ -146,7 +146,7 @@ def _pair_row(fmt: str) -> Callable[[dict, str, SourceReport], list[dict]]:
         # Only this format's keys, so normalise_row applies exactly the format asked for.
         keep = [*FORMATS[fmt].required, *(["first_error_char"] if fmt == OPENMATH_PAIRS and "first_error_char" in row else [])]
         out = normalise_row({k: row[k] for k in keep}, label, report)  # counts the row under its shape, ``fmt``
-        return [] if out is None else [out]
+        return [] if out is None else [{k: v for k, v in out.items() if k != PROMPT_FORM}]  # the trainer's private note
 
     return convert
 

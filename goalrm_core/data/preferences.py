@@ -37,6 +37,7 @@ ASSISTANT_TURN = "\n\nAssistant:"
 OPENMATH_PAIRS = "openmath_pairs"  # question / correct / incorrect
 PROMPT_PAIRS = "prompt_pairs"      # prompt / chosen / rejected
 HH_RLHF = "hh_rlhf"                # chosen / rejected whole HH-RLHF dialogues
+CUSTOM_KEYS = "custom_keys"        # the keys --prompt_key / --chosen_key / --rejected_key name
 ACCEPTED_SHAPES = (
     "question/correct/incorrect (OpenMathInstruct pairs), "
     "prompt/chosen/rejected, or chosen/rejected whole HH-RLHF dialogues"
@@ -275,17 +276,94 @@ def _error_offset(row: dict, label: str, length: int) -> int:
     return value
 
 
-def normalise_row(row: Any, label: str, report: SourceReport | None = None, hh_format: str = "split") -> dict | None:
+# How a normalised row's prompt takes a template (the private key PROMPT_FORM; absent = every template applies):
+# NO_INPUT_TEMPLATE rows take goalrm's --template but not the official --input_template (the official code
+# formats only question/correct/incorrect rows and --prompt_key rows with it); AS_IS rows take none.
+PROMPT_FORM = "_prompt_form"
+NO_INPUT_TEMPLATE, AS_IS = "no_input_template", "as_is"
+
+
+def _margin(row: dict, label: str) -> float:
+    """A pair's optional ``margin`` (what ``--margin_loss`` subtracts), a finite number."""
+    value = row["margin"]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise _shape_error(label, row, f"field 'margin' must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _messages(row: dict, key: str, label: str) -> list:
+    """``row[key]`` as a conversation: a list of {role, content} messages whose last one is the reply."""
+    value = row[key]
+    if (not isinstance(value, list) or not value
+            or not all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in value)):
+        raise _shape_error(label, row, f"with --apply_chat_template, field {key!r} must be a list of {{role, content}} messages, "
+                                       f"got {type(value).__name__}")
+    if value[-1]["role"] != "assistant":
+        raise _shape_error(label, row, f"with --apply_chat_template, the last message of {key!r} must be the assistant's reply, "
+                                       f"got role {value[-1]['role']!r}")
+    return value
+
+
+def chat_splitter(tokenizer):
+    """``split(messages, label) -> (prompt, reply)``: the conversation rendered with the tokenizer's chat
+    template, cut before its last message (the reply): the prompt is the template over the earlier messages
+    with the generation prompt, the reply the rest of the full rendering. For a ``[INST]`` template this is
+    the official code's cut after the last ``[/INST]``. A tokenizer without a chat template is a one-line error."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError(f"--apply_chat_template: the tokenizer of --pretrain ({type(tokenizer).__name__}) has no chat template; "
+                         f"drop --apply_chat_template or use a tokenizer that has one")
+
+    def split(messages: list, label: str) -> tuple[str, str]:
+        full = tokenizer.apply_chat_template(messages, tokenize=False)
+        prompt = tokenizer.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True) if len(messages) > 1 else ""
+        if not full.startswith(prompt):
+            raise PreferenceDataError(f"{label}: the tokenizer's chat template does not render the conversation as its prompt "
+                                      f"followed by the reply, so the reply cannot be cut off; drop --apply_chat_template")
+        return prompt, full[len(prompt):]
+
+    return split
+
+
+def normalise_row(row: Any, label: str, report: SourceReport | None = None, hh_format: str = "split",
+                  keys: tuple[str, str, str] | None = None, chat=None) -> dict | None:
     """One raw row in any accepted shape -> ``{question, correct, incorrect}``, or ``None`` when an
     HH dialogue pair cannot be split (counted in ``report``). Anything else raises, naming the row.
 
     An HH-RLHF row (whole ``chosen`` / ``rejected`` dialogues) becomes, with ``hh_format``:
     ``dialogue`` (the official code): an empty prompt and each whole dialogue as the response, so the
     contrastive positions span the whole dialogue; ``split``: the shared dialogue up to the last
-    ``"\n\nAssistant:"`` as the prompt and the two last replies as the responses."""
+    ``"\n\nAssistant:"`` as the prompt and the two last replies as the responses.
+
+    ``keys`` (``--prompt_key``, ``--chosen_key``, ``--rejected_key``; the prompt key may be empty) read every
+    row by those keys only, as the official code does: without a prompt key the prompt is empty and takes no
+    template. ``chat`` (:func:`chat_splitter`, ``--apply_chat_template``) reads chosen/rejected rows as
+    conversations. A pair's optional ``margin`` is kept (``--margin_loss``)."""
+    out = _normalise_pair(row, label, report, hh_format, keys, chat)
+    if out is not None and row.get("margin") is not None:
+        out["margin"] = _margin(row, label)
+    return out
+
+
+def _normalise_pair(row: Any, label: str, report: SourceReport | None, hh_format: str, keys, chat) -> dict | None:
     check_choice("hh_format", hh_format, HH_FORMATS)
     if not isinstance(row, dict):
         raise _shape_error(label, row, f"expected an object, got {type(row).__name__}")
+    if keys is not None and keys[1] and keys[2]:
+        prompt_key, chosen_key, rejected_key = keys
+        missing = [k for k in (prompt_key, chosen_key, rejected_key) if k and row.get(k) is None]
+        if missing:
+            raise _shape_error(label, row, f"missing key(s) {missing} (named by --prompt_key/--chosen_key/--rejected_key)")
+        _count_shape(report, CUSTOM_KEYS)
+        out = {"question": _text(row, prompt_key, label) if prompt_key else "",
+               "correct": _text(row, chosen_key, label), "incorrect": _text(row, rejected_key, label)}
+        if not prompt_key:
+            out[PROMPT_FORM] = AS_IS
+        return out
+    if chat is not None and {"chosen", "rejected"} <= row.keys() and not {"question", "correct", "incorrect"} <= row.keys():
+        _count_shape(report, PROMPT_PAIRS if "prompt" in row else HH_RLHF)
+        prompt, correct = chat(_messages(row, "chosen", label), label)
+        _, incorrect = chat(_messages(row, "rejected", label), label)
+        return {"question": prompt, "correct": correct, "incorrect": incorrect, PROMPT_FORM: AS_IS}
     if {"question", "correct", "incorrect"} <= row.keys():
         _count_shape(report, OPENMATH_PAIRS)
         out = {key: _text(row, key, label) for key in ("question", "correct", "incorrect")}
@@ -298,12 +376,13 @@ def normalise_row(row: Any, label: str, report: SourceReport | None = None, hh_f
             "question": _text(row, "prompt", label),
             "correct": _text(row, "chosen", label),
             "incorrect": _text(row, "rejected", label),
+            PROMPT_FORM: NO_INPUT_TEMPLATE,
         }
     if {"chosen", "rejected"} <= row.keys():
         _count_shape(report, HH_RLHF)
         chosen, rejected = _text(row, "chosen", label), _text(row, "rejected", label)
         if hh_format == "dialogue":
-            return {"question": "", "correct": chosen, "incorrect": rejected}
+            return {"question": "", "correct": chosen, "incorrect": rejected, PROMPT_FORM: NO_INPUT_TEMPLATE}
         parts = split_dialogue(chosen), split_dialogue(rejected)
         reason = None
         if parts[0] is None or parts[1] is None:
@@ -318,7 +397,7 @@ def normalise_row(row: Any, label: str, report: SourceReport | None = None, hh_f
                 if len(report.skipped_rows) < 20:
                     report.skipped_rows.append(label)
             return None
-        return {"question": parts[0][0], "correct": parts[0][1], "incorrect": parts[1][1]}
+        return {"question": parts[0][0], "correct": parts[0][1], "incorrect": parts[1][1], PROMPT_FORM: NO_INPUT_TEMPLATE}
     present = set(row) & {"question", "correct", "incorrect", "prompt", "chosen", "rejected"}
     raise _shape_error(label, row, f"missing keys (has {sorted(present) or 'none of the pair keys'})")
 
@@ -327,13 +406,15 @@ def normalise_row(row: Any, label: str, report: SourceReport | None = None, hh_f
 SOURCE_KEY = "_source"
 
 
-def load_source_rows(spec: str, split: str = "train", hh_format: str = "split") -> tuple[list[dict], SourceReport]:
-    """All normalised rows of one source plus its report (skips counted, never silent)."""
+def load_source_rows(spec: str, split: str = "train", hh_format: str = "split", keys: tuple[str, str, str] | None = None,
+                     chat=None) -> tuple[list[dict], SourceReport]:
+    """All normalised rows of one source plus its report (skips counted, never silent); ``keys`` and ``chat``
+    as :func:`normalise_row` takes them."""
     report = SourceReport(source=spec)
     rows = []
     for label, raw in read_source(spec, split):
         report.n_read += 1
-        row = normalise_row(raw, label, report, hh_format)
+        row = normalise_row(raw, label, report, hh_format, keys, chat)
         if row is not None:
             row[SOURCE_KEY] = label  # file:line, so a later error names the line, not a shuffled index
             rows.append(row)
@@ -395,6 +476,8 @@ def load_preference_rows(
     split: str = "train",
     reports: list[SourceReport] | None = None,
     hh_format: str = "split",
+    keys: tuple[str, str, str] | None = None,
+    chat=None,
 ) -> list[dict]:
     """Rows of every comma-separated source in ``spec``, blended by ``probs``.
 
@@ -406,7 +489,7 @@ def load_preference_rows(
     if not sources:
         raise ValueError("--dataset is empty: give a .jsonl/.json/.parquet file, a save_to_disk dir or a Hub name")
     weights = parse_probs(probs, len(sources))
-    loaded = [load_source_rows(source, split, hh_format) if w > 0 else ([], SourceReport(source)) for source, w in zip(sources, weights)]
+    loaded = [load_source_rows(source, split, hh_format, keys, chat) if w > 0 else ([], SourceReport(source)) for source, w in zip(sources, weights)]
     counts = blend_counts([len(rows) for rows, _ in loaded], weights, max_samples)
     rng = np.random.default_rng(seed)
     blended = []

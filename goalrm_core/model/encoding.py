@@ -21,6 +21,7 @@ from typing import Iterable, Sequence
 import torch
 
 from goalrm_core.choices import ENCODINGS
+from goalrm_core.data.preferences import AS_IS, NO_INPUT_TEMPLATE, PROMPT_FORM
 from goalrm_core.model.templates import apply_template
 from goalrm_core.flags import check_choice
 
@@ -104,10 +105,23 @@ def require_text(row: dict, key: str, row_index: int) -> str:
     return value
 
 
+def row_prompt(row: dict, question: str, template: str, input_template: str = "") -> str:
+    """The prompt of a normalised row: ``input_template.format(question)`` (the official ``--input_template``)
+    when one is given and the row takes it, else the named ``template``; a row whose prompt form
+    (``PROMPT_FORM``) says so keeps its question as it is."""
+    form = row.get(PROMPT_FORM)
+    if form == AS_IS:
+        return question
+    if input_template:
+        return question if form == NO_INPUT_TEMPLATE else input_template.format(question)
+    return apply_template(template, question)
+
+
 def encode_preference_rows(
-    tokenizer, rows: Sequence[dict], template: str, max_len: int, encoding: str = "split"
+    tokenizer, rows: Sequence[dict], template: str, max_len: int, encoding: str = "split", input_template: str = ""
 ) -> tuple[list[dict], EncodingStats]:
-    """Tokenise pairs in the OpenMathInstruct shape (question / correct / incorrect).
+    """Tokenise pairs in the OpenMathInstruct shape (question / correct / incorrect); the prompt is
+    :func:`row_prompt`'s. A row's optional ``margin`` is kept on its item (0 when absent).
 
     Each output item holds chosen/rejected ids and num_actions. A pair is dropped when either
     response alone exceeds ``max_len``; drops and truncations are counted in the stats. A row whose
@@ -117,7 +131,7 @@ def encode_preference_rows(
     items = []
     for i, row in enumerate(rows):
         stats.n_rows += 1
-        prompt = apply_template(template, require_text(row, "question", i))
+        prompt = row_prompt(row, require_text(row, "question", i), template, input_template)
         correct, incorrect = require_text(row, "correct", i), require_text(row, "incorrect", i)
         if correct == incorrect:
             raise ValueError(f"{_where(row, i)}: fields 'correct' and 'incorrect' hold the same response, "
@@ -134,6 +148,7 @@ def encode_preference_rows(
             "rejected_ids": rejected.input_ids,
             "chosen_num_actions": chosen.num_actions,
             "rejected_num_actions": rejected.num_actions,
+            "margin": float(row.get("margin", 0.0)),
         }
         if row.get("first_error_char") is not None:
             item["rejected_error_action"] = error_action(tokenizer, incorrect, row["first_error_char"], rejected.num_actions)
@@ -191,4 +206,6 @@ class PreferenceCollator:
         # per row, the response tokens before its first error: all of a chosen response's; -1 = unknown
         error_action = [it["chosen_num_actions"] for it in items] + [it.get("rejected_error_action", -1) for it in items]
         return {"input_ids": ids, "attention_mask": mask, "num_actions": torch.tensor(num_actions, dtype=torch.long),
-                "error_action": torch.tensor(error_action, dtype=torch.long)}
+                "error_action": torch.tensor(error_action, dtype=torch.long),
+                # one per pair: the data's margin (--margin_loss), 0 for a pair without one
+                "margin": torch.tensor([float(it.get("margin", 0.0)) for it in items], dtype=torch.float32)}

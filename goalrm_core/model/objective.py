@@ -32,6 +32,7 @@ class BatchLoss:
     chosen_reward: torch.Tensor
     rejected_reward: torch.Tensor
     dense_loss: torch.Tensor | None = None  # the auxiliary per-token term, weighted; None when off
+    aux_loss: torch.Tensor | None = None  # a mixture-of-experts backbone's load-balancing term, weighted (in ``loss``); None when off
 
     def terms(self) -> dict[str, torch.Tensor]:
         """:data:`TERMS` as detached 0-d tensors: ``dense_loss`` 0 when off, the rewards as batch means."""
@@ -49,13 +50,32 @@ class BatchLoss:
         return {name: value.item() for name, value in self.terms().items()}
 
 
+def moe_balancing_loss(router_logits, config, attention_mask: torch.Tensor) -> torch.Tensor:
+    """The load-balancing loss of a mixture-of-experts backbone (Mixtral's auxiliary loss, what the official
+    ``--aux_loss_coef`` weighs) over the tokens ``attention_mask`` keeps, from its per-layer router logits."""
+    from transformers.models.mixtral.modeling_mixtral import load_balancing_loss_func  # the MoE models' shared form
+
+    experts = getattr(config, "num_local_experts", None) or getattr(config, "num_experts", None)
+    top_k = getattr(config, "num_experts_per_tok", 2)
+    return load_balancing_loss_func(tuple(router_logits), experts, top_k, attention_mask)
+
+
 def reward_model_loss(model: RewardModel, batch: dict[str, torch.Tensor], cfg, generator: torch.Generator | None = None) -> BatchLoss:
-    """``batch`` comes from :class:`PreferenceCollator`: chosen rows first, then rejected rows."""
+    """``batch`` comes from :class:`PreferenceCollator`: chosen rows first, then rejected rows.
+
+    As the official code's flags: ``margin_loss`` subtracts each pair's ``batch["margin"]`` in the sigmoid
+    loss (in place of the constant ``margin``), ``compute_fp32_loss`` computes the preference loss on fp32
+    rewards, and ``aux_loss_coef`` adds that weight times a mixture-of-experts backbone's load-balancing
+    loss (nothing for a backbone without router logits)."""
     out = model(batch["input_ids"], batch["attention_mask"])
     half = batch["input_ids"].shape[0] // 2
     chosen, rejected = out.reward[:half], out.reward[half:]
+    if getattr(cfg, "compute_fp32_loss", False):
+        chosen, rejected = chosen.float(), rejected.float()
     if cfg.loss == "logexp":
         preference = log_exp_loss(chosen, rejected)
+    elif getattr(cfg, "margin_loss", False):
+        preference = pairwise_loss(chosen, rejected, batch["margin"].to(chosen.device))
     else:
         preference = pairwise_loss(chosen, rejected, cfg.margin or None)
     contrastive = torch.zeros((), device=preference.device)
@@ -77,8 +97,12 @@ def reward_model_loss(model: RewardModel, batch: dict[str, torch.Tensor], cfg, g
     dense = None
     if getattr(cfg, "dense_loss_coef", 0.0) > 0:
         dense = cfg.dense_loss_coef * dense_value_loss(out.values, batch["num_actions"], batch["error_action"])
+    aux = None
+    if getattr(cfg, "aux_loss_coef", 0.0) > 0 and out.router_logits is not None:
+        aux = cfg.aux_loss_coef * moe_balancing_loss(out.router_logits, getattr(model, "config", None), batch["attention_mask"])
     return BatchLoss(
-        loss=preference + contrastive + (dense if dense is not None else 0.0),
+        loss=preference + contrastive + (dense if dense is not None else 0.0) + (aux if aux is not None else 0.0),
+        aux_loss=None if aux is None else aux.detach(),
         dense_loss=None if dense is None else dense.detach(),
         preference_loss=preference.detach(),
         contrastive_loss=contrastive.detach(),

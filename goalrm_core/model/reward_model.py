@@ -97,6 +97,7 @@ class RewardOutput:
     reward: torch.Tensor  # (batch,) value at the last non-pad token
     values: torch.Tensor  # (batch, seq) value at every token: the "partial rewards"
     hidden: torch.Tensor  # (batch, seq, hidden) last hidden states of the backbone
+    router_logits: tuple | None = None  # a mixture-of-experts backbone's per-layer router logits, when it returns them
 
 
 class RewardModel(nn.Module):
@@ -150,7 +151,7 @@ class RewardModel(nn.Module):
             values = (values - self.config.reward_mean) / self.config.reward_std
         rows = torch.arange(values.shape[0], device=values.device)
         reward = values[rows, last_token_index(attention_mask)]
-        return RewardOutput(reward=reward, values=values, hidden=hidden)
+        return RewardOutput(reward=reward, values=values, hidden=hidden, router_logits=getattr(out, "router_logits", None) or None)
 
     def set_reward_normalization(self, mean: float, std: float, enabled: bool = True) -> None:
         """Store reward statistics in the config; applied at inference when ``enabled``."""

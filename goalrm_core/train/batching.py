@@ -8,25 +8,48 @@ from typing import Callable, Sequence
 import numpy as np
 
 from goalrm_core.model.encoding import encode_preference_rows
-from goalrm_core.data.preferences import HH_RLHF, dataset_sources, held_out_split, load_preference_rows, split_train_eval
-from goalrm_core.train.config import TrainRMConfig
+from goalrm_core.data.preferences import HH_RLHF, chat_splitter, dataset_sources, held_out_split, load_preference_rows, split_train_eval
+from goalrm_core.train.config import SPECIAL_TOKENS, TrainRMConfig
+
+
+def load_tokenizer(cfg: TrainRMConfig):
+    """The tokenizer of ``--pretrain`` with the official special-token overrides (``--bos_token`` …) and a pad
+    token (EOS when it has none). An override must be a token the backbone has an embedding for: one it lacks
+    is a one-line error naming the flag."""
+    from transformers import AutoConfig, AutoTokenizer  # lazy: the flags are checked before transformers loads
+
+    overrides = {name: getattr(cfg, name) for name in SPECIAL_TOKENS if getattr(cfg, name)}
+    tokenizer = AutoTokenizer.from_pretrained(cfg.pretrain, **overrides)
+    if overrides:
+        vocab_size = AutoConfig.from_pretrained(cfg.pretrain).vocab_size
+        for name, token in overrides.items():
+            token_id = tokenizer.convert_tokens_to_ids(token)
+            if token not in tokenizer.get_vocab() or not isinstance(token_id, int) or not 0 <= token_id < vocab_size:
+                raise ValueError(f"--{name} {token!r} is not a token of the tokenizer of --pretrain {cfg.pretrain} that the backbone "
+                                 f"has an embedding for (id {token_id}, vocabulary {vocab_size}); give one of its tokens")
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
 
 
 def load_items(cfg: TrainRMConfig, tokenizer, say: Callable[[str], None]) -> tuple[list[dict], list[dict], dict]:
     """(train items, eval items, counts for the summary) from ``--dataset`` / ``--eval_dataset``.
 
     Rows that are all HH-RLHF dialogues switch a math template (``nemo``, the default, or ``math``) to
-    ``hh`` (``cfg`` is updated, so the saved training args say what ran)."""
+    ``hh`` (``cfg`` is updated, so the saved training args say what ran). ``--prompt_key``/``--chosen_key``/
+    ``--rejected_key``, ``--apply_chat_template`` and ``--input_template`` apply as in the official code."""
     reports: list = []
-    rows = load_preference_rows(cfg.dataset, cfg.dataset_probs, cfg.seed, cfg.max_samples, reports=reports, hh_format=cfg.hh_format)
+    read = dict(hh_format=cfg.hh_format, keys=(cfg.prompt_key, cfg.chosen_key, cfg.rejected_key) if cfg.chosen_key else None,
+                chat=chat_splitter(tokenizer) if cfg.apply_chat_template else None)
+    rows = load_preference_rows(cfg.dataset, cfg.dataset_probs, cfg.seed, cfg.max_samples, reports=reports, **read)
     held_out = [held_out_split(source) for source in dataset_sources(cfg.dataset)] if cfg.eval_source == "test_split" else [None]
     if cfg.eval_dataset:
         train_rows = rows
-        eval_rows = load_preference_rows(cfg.eval_dataset, "", cfg.seed, 0, split="eval", reports=reports, hh_format=cfg.hh_format)
+        eval_rows = load_preference_rows(cfg.eval_dataset, "", cfg.seed, 0, split="eval", reports=reports, **read)
     elif all(held_out):
         say(f"data: evaluating on the sources' own {'/'.join(dict.fromkeys(held_out))} split (--eval_source test_split)")
         train_rows = rows
-        eval_rows = load_preference_rows(cfg.dataset, cfg.dataset_probs, cfg.seed, 0, split="test", reports=reports, hh_format=cfg.hh_format)
+        eval_rows = load_preference_rows(cfg.dataset, cfg.dataset_probs, cfg.seed, 0, split="test", reports=reports, **read)
     else:
         train_rows, eval_rows = split_train_eval(rows, cfg.eval_split, cfg.seed)
     for report in reports:
@@ -35,8 +58,8 @@ def load_items(cfg: TrainRMConfig, tokenizer, say: Callable[[str], None]) -> tup
         # The official code's HH script passes no template: a whole dialogue already holds its prompt.
         cfg.template = "hh"
         say("data: every row is an HH-RLHF dialogue; using --template hh (the dialogue is the prompt)")
-    train_items, train_stats = encode_preference_rows(tokenizer, train_rows, cfg.template, cfg.max_len, cfg.encoding)
-    eval_items, eval_stats = encode_preference_rows(tokenizer, eval_rows, cfg.template, cfg.max_len, cfg.encoding) if eval_rows else ([], None)
+    train_items, train_stats = encode_preference_rows(tokenizer, train_rows, cfg.template, cfg.max_len, cfg.encoding, cfg.input_template)
+    eval_items, eval_stats = encode_preference_rows(tokenizer, eval_rows, cfg.template, cfg.max_len, cfg.encoding, cfg.input_template) if eval_rows else ([], None)
     say(f"tokenised train: {train_stats.summary()}")
     if eval_stats is not None:
         say(f"tokenised eval: {eval_stats.summary()}")

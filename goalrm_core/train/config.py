@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import string
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -26,6 +27,8 @@ from goalrm_core.model.templates import TEMPLATES
 EVAL_SOURCES = ("test_split", "holdout")
 REWARD_MODEL_STRATEGIES = ("vanilla", "contrastive")
 LOSS_TYPES = ("sigmoid", "logexp")
+GRAD_ACCUM_DTYPES = ("", "fp32", "fp16", "bf16")
+SPECIAL_TOKENS = ("bos_token", "eos_token", "pad_token", "unk_token")
 # The flags the official code's train scripts always write (``train_contrastive_rm.sh`` …): :meth:`TrainRMConfig.to_argv`
 # writes them even at their defaults, so a generated command line reads like the official code's. Every
 # other field is written only when it differs from its default.
@@ -39,13 +42,31 @@ OFFICIAL_FLAGS = (
 
 # Fields that say where a run's files go or who watches it: two configs that differ only here train
 # the same RM (see :meth:`TrainRMConfig.training_fields`).
-OUTPUT_FIELDS = ("save_path", "overwrite", "ckpt_path", "metrics_path", "use_wandb", "wandb_project", "wandb_group", "wandb_org",
-                 "use_tensorboard", "s3_save_path", "local_rank")
+OUTPUT_FIELDS = ("save_path", "overwrite", "ckpt_path", "max_ckpt_num", "max_ckpt_mem", "metrics_path", "use_wandb", "wandb_project",
+                 "wandb_group", "wandb_org", "wandb_run_name", "use_tensorboard", "s3_save_path", "local_rank")
 # Fields only the contrastive term reads: a vanilla RM's weights do not depend on them (nor does its
 # random state: the vanilla objective never draws from the contrastive sampler).
 CONTRASTIVE_FIELDS = ("contrastive_loss", "contrastive_strategy", "contrastive_loss_beta", "sim_samples", "unsim_samples",
                       "source_state_percentile", "goal_state_percentile", "contrastive_window", "contrastive_pairs",
                       *strategy_options())
+
+
+def check_input_template(template: str) -> str:
+    """``template`` if it is a format string with exactly one ``{}`` (where the prompt goes); else a one-line error.
+
+    >>> check_input_template("Q: {}\\nA: ")
+    'Q: {}\\nA: '
+    """
+    try:
+        fields = [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+        template.format("prompt")
+    except (ValueError, IndexError, KeyError) as e:
+        raise ValueError(f"--input_template {template!r} is no format string with one {{}} for the prompt ({e}); "
+                         f"double literal braces ({{{{ }}}})") from None
+    if len(fields) != 1 or fields[0] not in ("", "0"):
+        raise ValueError(f"--input_template {template!r} must hold exactly one {{}} (where the prompt goes), "
+                         f"found {len(fields)} fields; double literal braces ({{{{ }}}})")
+    return template
 
 
 def _help(text: str, default: Any, **meta: Any) -> Any:
@@ -76,6 +97,20 @@ class TrainRMConfig:
     encoding: str = _help("official: prompt + response + ' ' + EOS tokenised in one call with the tokenizer's special tokens, cut "
                           "from the right; split: prompt and response tokenised apart, the prompt cut from the left.", "official",
                           choices=ENCODINGS)
+    input_template: str = _help("The official code's prompt format: a string with one {} where the prompt goes (empty = --template's; "
+                                "nemo is the official default). As the official code applies it: to question/correct/incorrect rows "
+                                "and --prompt_key rows; prompt/chosen/rejected and HH rows keep their prompt as it is.", "")
+    apply_chat_template: bool = _help("chosen/rejected rows hold conversations (lists of {role, content} messages, the last one the "
+                                      "reply): each is rendered with the tokenizer's chat template, everything before the last reply "
+                                      "the prompt (the official code's cut at the last [/INST], for any template).", False)
+    prompt_key: str = _help("The data's prompt key (with --chosen_key/--rejected_key; without it the prompt is empty and no template "
+                            "is applied, as in the official code).", "")
+    chosen_key: str = _help("The data's preferred-response key (with --rejected_key: rows are read by these keys only).", "")
+    rejected_key: str = _help("The data's dispreferred-response key (with --chosen_key).", "")
+    bos_token: str = _help("Override the tokenizer's BOS token (a token of its vocabulary; saved with the RM).", "")
+    eos_token: str = _help("Override the tokenizer's EOS token (a token of its vocabulary; saved with the RM).", "")
+    pad_token: str = _help("Override the tokenizer's pad token (a token of its vocabulary; default: its own, else EOS).", "")
+    unk_token: str = _help("Override the tokenizer's unknown token (a token of its vocabulary; saved with the RM).", "")
     max_len: int = _help("Maximum tokens of prompt + response (see --encoding for what is cut).", 2048, range=Range(int, ">= 1"))
     max_samples: int = _help("Use at most this many training pairs (0 = all).", 0, range=Range(int, ">= 0", note="0 = all"))
     save_path: str = _help("Where the final RM is saved (HF layout + goalrm.json).", "./ckpt/reward_model")
@@ -87,6 +122,10 @@ class TrainRMConfig:
     ckpt_path: str = _help("DeepSpeed checkpoints (default: <save_path>.checkpoints, beside the RM dir, which a final save replaces).", "")
     load_checkpoint: bool = _help("Resume from the latest checkpoint in --ckpt_path.", False)
     save_steps: int = _help("Checkpoint every N optimiser steps (-1 = never).", -1, range=Range(int, ">= 1", also=(-1,), note="-1 = never"))
+    max_ckpt_num: int = _help("Keep at most this many checkpoints in --ckpt_path: after each save the oldest step folders go.", 3,
+                              range=Range(int, ">= 1"))
+    max_ckpt_mem: int = _help("GB the older checkpoints of --ckpt_path may hold: after each save the oldest step folders go while "
+                              "they hold more (the newest is always kept).", 1000, range=Range(int, ">= 0"))
     logging_steps: int = _help("Log metrics every N optimiser steps.", 1, range=Range(int, ">= 1"))
     eval_steps: int = _help("Evaluate on held-out pairs every N steps (-1 = at the end only).", -1,
                             range=Range(int, ">= 1", also=(-1,), note="-1 = at the end only"))
@@ -111,6 +150,14 @@ class TrainRMConfig:
     bf16: bool = _help("bfloat16 training where the device supports it.", False)
     flash_attn: bool = _help("Use flash-attn 2 (CUDA + the flash-attn package).", False)
     gradient_checkpointing: bool = _help("Recompute activations in the backward pass to save memory.", False)
+    adam_offload: bool = _help("Keep the optimizer state in CPU memory (ZeRO-Offload; needs --zero_stage 1-3).", False)
+    zpg: int = _help("ZeRO++ hierarchical partition size (zero_hpz_partition_size; 1 = off; ZeRO-3).", 1, range=Range(int, ">= 1"))
+    grad_accum_dtype: str = _help("dtype gradients accumulate in (DeepSpeed's data_types.grad_accum_dtype); empty = fp32 under "
+                                  "ZeRO 1-3 with --bf16, DeepSpeed's own choice otherwise.", "", choices=GRAD_ACCUM_DTYPES)
+    disable_trace_cache: bool = _help("ZeRO-3 without parameter prefetching (prefetch bucket, live parameters and reuse "
+                                      "distance 0).", False)
+    gradient_checkpointing_use_reentrant: bool = _help("With --gradient_checkpointing: torch's reentrant form "
+                                                       "(use_reentrant=True).", False)
     local_rank: int = _help("Set by the deepspeed launcher.", -1,
                             range=Range(int, ">= 0", also=(-1,), note="-1 = not launched by deepspeed"))
 
@@ -138,6 +185,12 @@ class TrainRMConfig:
                           "needed for --save_format official).", "goalrm", choices=MLP_HEADS)
     loss: str = _help("Preference loss: sigmoid (-log σ) or logexp.", "sigmoid", choices=LOSS_TYPES)
     margin: float = _help("Margin subtracted from r_chosen - r_rejected in the sigmoid loss.", 0.0, range=Range(float))
+    margin_loss: bool = _help("Subtract each pair's own margin (the data's optional margin field, 0 when absent) from "
+                              "r_chosen - r_rejected in the sigmoid loss, in place of --margin (logexp ignores it, as the "
+                              "official code's does).", False)
+    compute_fp32_loss: bool = _help("Compute the preference loss on fp32 rewards (matters with --bf16).", False)
+    aux_loss_coef: float = _help("Weight of a mixture-of-experts backbone's load-balancing loss (its router logits, as "
+                                 "Mixtral's); a backbone without router logits adds nothing.", 0.0, range=Range(float, ">= 0"))
     normalize_reward: bool = _help("Apply the stored reward mean/std at inference.", False)
 
     # logging
@@ -145,6 +198,7 @@ class TrainRMConfig:
     wandb_project: str = _help("wandb project.", "goalrm")
     wandb_group: str = _help("wandb group.", "")
     wandb_org: str = _help("wandb entity.", "")
+    wandb_run_name: str = _help("wandb run name (empty = rm_<MMDD>T<HH:MM> at the start, the official code's).", "")
     use_tensorboard: str = _help("Directory for tensorboard logs (empty = off).", "")
     s3_save_path: str = _help("Accepted for the official code's HH script; upload is left to the user.", "")
 
@@ -161,6 +215,15 @@ class TrainRMConfig:
                 check_choice(f.name, getattr(self, f.name), f.metadata["choices"])
             if "range" in f.metadata:
                 f.metadata["range"].check(getattr(self, f.name), f"--{f.name}")
+        if bool(self.chosen_key) != bool(self.rejected_key) or (self.prompt_key and not self.chosen_key):
+            raise ValueError("--chosen_key and --rejected_key go together (and --prompt_key only with them): "
+                             f"got --prompt_key {self.prompt_key!r} --chosen_key {self.chosen_key!r} --rejected_key {self.rejected_key!r}")
+        if self.input_template:
+            check_input_template(self.input_template)
+        if self.margin_loss and self.margin:
+            raise ValueError(f"--margin_loss takes each pair's margin from the data; drop --margin {self.margin}")
+        if self.adam_offload and self.zero_stage == 0:
+            raise ValueError("--adam_offload needs --zero_stage 1, 2 or 3 (ZeRO-Offload moves the optimizer state ZeRO partitions)")
         if self.save_format == "official" and self.value_head_strategy == "mlp" and self.mlp_head != "official":
             raise ValueError("--save_format official with --value_head_strategy mlp needs --mlp_head official "
                              "(the official MLP head's last layer has no bias)")

@@ -107,8 +107,14 @@ def gradient_accumulation_steps(train_batch_size: int, micro_batch_size: int, wo
 
 
 def deepspeed_config(cfg: TrainRMConfig, world_size: int) -> dict:
-    """The DeepSpeed config of a run: ZeRO stage, bf16, clipping and the batch geometry."""
+    """The DeepSpeed config of a run: ZeRO stage, bf16, clipping and the batch geometry, with the official
+    code's engine flags: ``--adam_offload`` (the optimizer state in CPU memory), ``--zpg`` (ZeRO++
+    hierarchical partitions), ``--grad_accum_dtype`` and ``--disable_trace_cache`` (no ZeRO-3 prefetching)."""
     zero: dict[str, Any] = {"stage": cfg.zero_stage}
+    if cfg.adam_offload:
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": torch.cuda.is_available()}  # pinning needs CUDA
+    if cfg.zpg != 1:
+        zero["zero_hpz_partition_size"] = cfg.zpg
     if cfg.zero_stage >= 2:
         zero.update(contiguous_gradients=True, overlap_comm=False, reduce_bucket_size=int(5e8))
     if cfg.zero_stage == 3:
@@ -118,6 +124,8 @@ def deepspeed_config(cfg: TrainRMConfig, world_size: int) -> dict:
             stage3_prefetch_bucket_size=int(5e7),
             stage3_gather_16bit_weights_on_model_save=True,
         )
+        if cfg.disable_trace_cache:
+            zero.update(stage3_prefetch_bucket_size=0, stage3_max_live_parameters=0, stage3_max_reuse_distance=0)
     config = {
         "train_batch_size": cfg.train_batch_size,
         "train_micro_batch_size_per_gpu": cfg.micro_train_batch_size,
@@ -130,7 +138,9 @@ def deepspeed_config(cfg: TrainRMConfig, world_size: int) -> dict:
         "steps_per_print": 10**9,
         "wall_clock_breakdown": False,
     }
-    if cfg.bf16 and cfg.zero_stage >= 1:
+    if cfg.grad_accum_dtype:
+        config["data_types"] = {"grad_accum_dtype": cfg.grad_accum_dtype}
+    elif cfg.bf16 and cfg.zero_stage >= 1:
         # fp32 gradient accumulation (ZeRO's bf16 optimiser keeps fp32 master weights); stage 0
         # supports only matching dtypes.
         config["data_types"] = {"grad_accum_dtype": "fp32"}
@@ -265,13 +275,25 @@ def build_model(cfg: TrainRMConfig, ds_config: dict) -> RewardModel:
         hf_ds_config = HfDeepSpeedConfig(ds_config)  # a weakref is what from_pretrained consults
     backbone = AutoModel.from_pretrained(cfg.pretrain, dtype=dtype, attn_implementation=attn)
     backbone.config.use_cache = False
+    if cfg.aux_loss_coef > 0 and "output_router_logits" in backbone.config.to_dict():
+        backbone.config.output_router_logits = True  # a mixture of experts returns what --aux_loss_coef weighs
     torch.manual_seed(cfg.seed)
     model = RewardModel(backbone, cfg.value_head_strategy, cfg.mlp_head)
     model.head.to(dtype)
     model._hf_deepspeed_config = hf_ds_config  # keep it alive as long as the model
     if cfg.gradient_checkpointing:
-        backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs=gradient_checkpointing_kwargs(cfg))
     return model
+
+
+def gradient_checkpointing_kwargs(cfg: TrainRMConfig) -> dict:
+    """What ``--gradient_checkpointing`` passes to the backbone: the reentrant form with
+    ``--gradient_checkpointing_use_reentrant``, else the non-reentrant one.
+
+    >>> gradient_checkpointing_kwargs(TrainRMConfig(pretrain="p", gradient_checkpointing_use_reentrant=True))
+    {'use_reentrant': True}
+    """
+    return {"use_reentrant": bool(cfg.gradient_checkpointing_use_reentrant)}
 
 
 def build_engine(cfg: TrainRMConfig, ds_config: dict, total_steps: int):

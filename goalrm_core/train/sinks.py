@@ -7,6 +7,7 @@ import math
 import os
 import socket
 import sys
+from datetime import datetime
 from pathlib import Path
 
 from goalrm_core.data.io import atomic_write_text
@@ -32,6 +33,15 @@ def is_metrics_log(path: Path) -> bool:
     except (OSError, UnicodeDecodeError, ValueError):
         return False
     return all(isinstance(row, dict) and "step" in row and "split" in row for row in rows)
+
+
+def wandb_run_name(cfg: TrainRMConfig, now: datetime | None = None) -> str:
+    """``--wandb_run_name``, or the official code's default: ``rm_`` and the start time as ``MMDDTHH:MM``.
+
+    >>> wandb_run_name(TrainRMConfig(pretrain="p"), datetime(2024, 5, 6, 7, 8))
+    'rm_0506T07:08'
+    """
+    return cfg.wandb_run_name or f"rm_{(now or datetime.now()):%m%dT%H:%M}"
 
 
 class MetricSinks:
@@ -66,7 +76,7 @@ class MetricSinks:
             if not offline:
                 wandb.login(key=cfg.use_wandb, relogin=True, timeout=10)
             return wandb.init(
-                project=cfg.wandb_project, group=cfg.wandb_group or None, entity=cfg.wandb_org or None,
+                project=cfg.wandb_project, group=cfg.wandb_group or None, entity=cfg.wandb_org or None, name=wandb_run_name(cfg),
                 config=cfg.to_dict(), mode="offline" if offline else "online",
             )
         except Exception as e:  # wandb must never stop a training run

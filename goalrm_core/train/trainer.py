@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import runpy
 import shutil
 import time
@@ -47,7 +48,6 @@ from typing import Sequence
 import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
-from transformers import AutoTokenizer
 
 from goalrm_core.model.encoding import PreferenceCollator
 from goalrm_core.data.io import ArtifactError, atomic_write_json, check_not_an_input, check_output_dir, check_replaceable
@@ -56,7 +56,7 @@ from goalrm_core.model.objective import BatchLoss, reward_model_loss
 from goalrm_core.model.reward_model import (
     GOALRM_JSON, attention_implementation, check_weights_folder, describe_tensors, nonfinite_tensors, save_reward_model,
 )
-from goalrm_core.train.batching import epoch_batches, item_length, load_items
+from goalrm_core.train.batching import epoch_batches, item_length, load_items, load_tokenizer
 from goalrm_core.train.config import TrainRMConfig
 from goalrm_core.train.distributed import (
     all_reduce, build_engine, deepspeed_config, device_name, gradient_accumulation_steps, init_distributed,
@@ -90,6 +90,26 @@ def _missing_client_keys(client) -> list[str]:
     if "rng" in client and not (isinstance(client["rng"], list) and client["rng"]):
         missing.append("rng (no state per rank)")
     return missing
+
+STEP_FOLDER = re.compile(r"global_step(\d+)")
+
+
+def rotate_checkpoints(ckpt_dir: str | os.PathLike, newest: str, max_num: int, max_mem_gb: float) -> list[Path]:
+    """Checkpoint rotation as the official code does it (``--max_ckpt_num``, ``--max_ckpt_mem``): the oldest
+    step folders of ``ckpt_dir`` go while, with ``newest``, there are more than ``max_num``, or the older ones
+    hold more than ``max_mem_gb`` GB. The official code removes them before a save; here they go after
+    ``newest`` is written, so a failed save still leaves the last good checkpoint. Only step folders
+    (``global_step<N>``, oldest = lowest step) are touched. Returns the folders removed."""
+    older = sorted((p for p in Path(ckpt_dir).iterdir() if p.is_dir() and p.name != newest and STEP_FOLDER.fullmatch(p.name)),
+                   key=lambda p: int(STEP_FOLDER.fullmatch(p.name).group(1)))
+    size = {p: sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) for p in older}
+    removed = []
+    while older and (len(older) + 1 > max_num or sum(size[p] for p in older) > max_mem_gb * 1024 ** 3):
+        victim = older.pop(0)
+        shutil.rmtree(victim)
+        removed.append(victim)
+    return removed
+
 
 class TrainingError(RuntimeError):
     """Training cannot continue (a non-finite loss, a checkpoint that does not match the run)."""
@@ -199,9 +219,7 @@ class Trainer:
         self.cfg = cfg
         self.ckpt_dir, self.metrics_path = default_paths(cfg)
         self.launched_rank = int(os.environ.get("RANK", "0"))
-        self.tokenizer = AutoTokenizer.from_pretrained(cfg.pretrain)
-        if self.tokenizer.pad_token_id is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.tokenizer = load_tokenizer(cfg)
         self.train_items, self.eval_items, self.data_stats = load_items(cfg, self.tokenizer, self.say)
         if len(self.train_items) < cfg.train_batch_size:
             raise ValueError(
@@ -305,6 +323,10 @@ class Trainer:
                                 f"free space in {self.ckpt_dir} (or give another --ckpt_path) and resume with --load_checkpoint "
                                 f"from the last good checkpoint: {good}") from None
         self.say(f"checkpoint: {self.ckpt_dir / tag}")
+        if self.rank == 0:
+            for old in rotate_checkpoints(self.ckpt_dir, tag, self.cfg.max_ckpt_num, self.cfg.max_ckpt_mem):
+                self.say(f"checkpoint rotation (--max_ckpt_num {self.cfg.max_ckpt_num}, --max_ckpt_mem {self.cfg.max_ckpt_mem} GB): "
+                         f"removed {old}")
 
     def _last_good_checkpoint(self) -> str:
         latest = (self.ckpt_dir / "latest").read_text().strip() if (self.ckpt_dir / "latest").is_file() else None

@@ -24,8 +24,8 @@ def write_jsonl(path, rows):
 
 
 def plain(rows):
-    """Rows without the loader's record of where each came from (file:line)."""
-    return [{k: v for k, v in r.items() if k != "_source"} for r in rows]
+    """Rows without the loader's private notes (where each came from, file:line; how its prompt takes a template)."""
+    return [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
 
 
 def pairs(n, tag="p"):
