@@ -23,7 +23,7 @@ from goalrm_core.data.io import ArtifactError, writer_lock
 from goalrm_core.data.rundir import RunDir
 from goalrm_core.flags import debugging, path_part
 from goalrm_core.report.notebook_params import declared_parameters, missing_keys
-from goalrm_core.report.records import record_provenance, record_stage
+from goalrm_core.report.records import TIMINGS_KEY, record_provenance, record_stage
 from goalrm_core.report.pages import export_html, refresh_navigation
 from goalrm_core.report.profiles import (check_settings, check_value, coerce_to_declared, load_profile,
                                          parse_set_flags, profile_path, resolve_path, shown_path, unknown_key_message)
@@ -158,12 +158,32 @@ def _run_one(
             entry["html_error"] = f"{type(exc).__name__}: {exc}"
             log(f"{tag} HTML export failed: {exc}")
     if error is None:
-        log(f"{tag} ok in {duration:.1f} s")
+        parts = _stage_parts(out_dir, name)
+        line = f"{tag} ok in {duration:.1f} s" + (f" ({parts})" if parts else "")
+        log(line)
+        if parts and log_path is not None:
+            with open(log_path, "a", encoding="utf-8") as f:
+                f.write(line + "\n")
     else:
         info = entry["error"]
         where = f" (log: {entry['log']})" if entry.get("log") else ""
         log(f"{tag} FAILED after {duration:.1f} s: {info['ename']}: {info['evalue']}{where}")
     return entry
+
+
+def _stage_parts(out_dir: Path, name: str) -> str:
+    """``"sft 41.2 s, greedy 3.1 s, ..."``: the parts the stage timed (``Stage.part``), read back from the
+    timings it recorded in ``metrics.json`` (stage ``01_data`` records as ``data``); empty if none."""
+    import json
+
+    try:
+        timings = json.loads((out_dir / "metrics.json").read_text(encoding="utf-8")).get(TIMINGS_KEY, {})
+    except (OSError, ValueError, AttributeError):
+        return ""
+    parts = (timings.get(name.split("_", 1)[-1]) or {}).get("parts") if isinstance(timings, dict) else None
+    if not isinstance(parts, dict):
+        return ""
+    return ", ".join(f"{k} {v:.1f} s" for k, v in parts.items() if isinstance(v, (int, float)))
 
 
 def _drop_outputs(out_dir: Path, name: str) -> None:

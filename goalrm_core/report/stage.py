@@ -6,10 +6,11 @@ A notebook reads ``stage = Stage.start("evaluation", run_dir, reports_dir, torch
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -31,6 +32,8 @@ class Stage:
     reports_dir: Path
     threads: int
     started: float
+    #: seconds per named part of the stage (:meth:`part`), recorded with its wall time
+    parts: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def start(cls, name: str, run_dir: str | os.PathLike, reports_dir: str | os.PathLike, torch_threads: int = 0) -> "Stage":
@@ -53,12 +56,24 @@ class Stage:
         notebooks = sorted((project_root() / "notebooks").glob(f"[0-9][0-9]_{self.name}*.ipynb"))
         return notebooks[0] if get_ipython() is not None and len(notebooks) == 1 else None
 
+    @contextlib.contextmanager
+    def part(self, name: str):
+        """Time one named part of the stage (``with stage.part("sft"): ...``): its seconds go to the
+        stage's ``timings`` in ``metrics.json`` (``parts``) and to the run's log line for the stage."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.parts[name] = self.parts.get(name, 0.0) + time.perf_counter() - t0
+
     def record(self, metrics: Mapping[str, Any], **timings: Any) -> None:
         """Write the stage's metrics to ``<reports_dir>/metrics.json``, with the threads it computed
         with (floats depend on them: ``goalrm compare`` flags a mismatch) and its wall time (and any
         other ``timings``) apart from them. Returns nothing, so a notebook's last cell shows no path."""
         record_metrics(self.name, {**metrics, "threads": self.threads}, self.reports_dir,
-                              timings={"wall_s": time.perf_counter() - self.started, **timings})
+                              timings={"wall_s": time.perf_counter() - self.started,
+                                       **({"parts": {k: round(v, 2) for k, v in self.parts.items()}} if self.parts else {}),
+                                       **timings})
         if not os.environ.get(BATCH_VAR):  # by hand: note what produced the run's files, as the runner does
             self._record_interactive_stage()
 

@@ -59,3 +59,28 @@ def test_a_notebook_records_and_shows_the_gate_without_loading_the_runner():
             "print('goalrm_core.report.runner' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_parts_of_a_stage_are_timed_apart_from_its_metrics(tmp_path, monkeypatch):
+    """``stage.part`` times named steps into the stage's timings (never its metrics, which identical runs
+    share), adding up a part entered twice; the runner's line for the stage reads them back."""
+    from goalrm_core.report.runner import _stage_parts
+
+    monkeypatch.setenv(BATCH_VAR, "1")
+    stage = Stage.start("data", tmp_path / "run", tmp_path / "report", torch_threads=1)
+    with stage.part("sft"):
+        pass
+    with stage.part("pairs"):
+        pass
+    with stage.part("sft"):
+        pass
+    stage.parts["greedy"] = 1.25  # what generate_for_benchmarks(timings=stage.parts) adds
+    stage.record({"answer": 42})
+    metrics = json.loads((tmp_path / "report" / "metrics.json").read_text())
+    assert metrics["data"] == {"answer": 42, "threads": 1}
+    parts = metrics["timings"]["data"]["parts"]
+    assert set(parts) == {"sft", "pairs", "greedy"} and all(v >= 0 for v in parts.values())
+    assert parts["greedy"] == 1.25
+    line = _stage_parts(tmp_path / "report", "01_data")
+    assert "greedy 1.2 s" in line and {p.split()[0] for p in line.split(", ")} == {"sft", "pairs", "greedy"}
+    assert _stage_parts(tmp_path / "report", "02_training") == "" and _stage_parts(tmp_path / "nowhere", "01_data") == ""

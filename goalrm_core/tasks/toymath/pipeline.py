@@ -213,14 +213,18 @@ def generation_record(question: str, expected: int, completion: Sample, sample_i
 
 
 def generate_for_benchmarks(run_dir, model, tokenizer, n_samples: int, temperature: float, seed: int = 0,
-                            max_new_tokens: int = 96, progress: bool = True) -> None:
-    """One greedy generation and ``n_samples`` sampled ones per benchmark question."""
+                            max_new_tokens: int = 96, progress: bool = True, timings: dict[str, float] | None = None) -> None:
+    """One greedy generation and ``n_samples`` sampled ones per benchmark question; with ``timings``,
+    the seconds spent on each (``greedy``, ``sampling``) are added to it."""
+    import time
+
     modulus = task_config(run_dir).modulus
     for name in benchmark_names(run_dir):
         rows = read_benchmark(run_dir, name)
         prompts = [apply_template(TEMPLATE, r["question"]) for r in rows]
         out = data_dir(run_dir) / "generations" / name
         for mode, n in (("greedy", 1), ("samples", n_samples)):
+            t0 = time.perf_counter()
             completions = sample_completions(
                 model, tokenizer, prompts, n=n, temperature=temperature, greedy=mode == "greedy",
                 max_new_tokens=max_new_tokens, seed=seed, progress=progress, desc=f"{name} {mode}",
@@ -229,6 +233,9 @@ def generate_for_benchmarks(run_dir, model, tokenizer, n_samples: int, temperatu
                 generation_record(r["question"], r["expected_answer"], c, i, modulus)
                 for r, comps in zip(rows, completions) for i, c in enumerate(comps)
             ))
+            if timings is not None:
+                key = "greedy" if mode == "greedy" else "sampling"
+                timings[key] = timings.get(key, 0.0) + time.perf_counter() - t0
 
 
 def read_generations(run_dir, bench: str, mode: str) -> list[dict]:
