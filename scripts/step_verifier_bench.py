@@ -4,7 +4,8 @@ For each RM (``<run_dir>/calibration/<name>/<strategy>-seed<s>``, as ``scripts/c
 them) the script forms the goal state from the preferred side of the pairs that RM trained on
 (``<run_dir>/calibration/<name>/data/train.jsonl``, mean last-token state, ``--n_goal_pairs`` drawn
 with a fixed seed), scores every sample of ``--bench`` with it, and reads two verifiers per RM at each
-line's last token: Q (the cosine to the goal) and the partial reward. ``goalrm_core.study.step_bench``
+line's last token: Q (the cosine to the goal) and the partial reward; and the policy's own log-prob
+(a line's least likely token). ``goalrm_core.study.step_bench``
 chooses each verifier's threshold on half the questions and reports F1 on the other half. One row per
 verifier and seed, then one summary row per verifier (and per difference against ``--reference``),
 go to ``reports/calibration/step-verifier.jsonl``::
@@ -34,6 +35,7 @@ from goalrm_core.inference.scoring import score_generations  # noqa: E402
 from goalrm_core.model.reward_model import load_reward_model  # noqa: E402
 from goalrm_core.report.profiles import load_profile  # noqa: E402
 from goalrm_core.study import step_bench  # noqa: E402
+from goalrm_core.study.filter_rules import with_policy_logprobs  # noqa: E402
 from goalrm_core.study.recipe import rm_max_len  # noqa: E402
 from goalrm_core.study.rms import BASELINE, GOAL_CONDITIONED, STRATEGY  # noqa: E402
 from goalrm_core.tasks.toymath.pipeline import TEMPLATE, read_generations  # noqa: E402
@@ -69,6 +71,7 @@ def main(argv=None) -> int:
     goal_pairs = random.Random(0).sample(pairs, min(args.n_goal_pairs, len(pairs)))
     per_seed: dict[str, list[dict]] = {}
     records = []
+    logprob_rows = with_policy_logprobs(run, rows)  # the policy's own per-token log-prob: no RM, no seed
     for strategy in args.strategies:
         for seed in args.seeds:
             path = root / f"{strategy}-seed{seed}"
@@ -80,9 +83,12 @@ def main(argv=None) -> int:
 
             scored = score_generations(model, tokenizer, rows, TEMPLATE, goal=torch.as_tensor(goal), max_len=max_len,
                                        batch_size=128, progress=False, encoding="split", readout="eos")
-            for kind, key in step_bench.SCORE_KEYS.items():
-                verifier = f"{strategy} {kind}"
-                result = step_bench.verifier_f1(scored, key, validation)
+            readings = [(f"{strategy} {kind}", key, scored) for kind, key in step_bench.SCORE_KEYS.items()]
+            if strategy == args.strategies[0]:  # once per seed, so it pairs with every RM seed (its seed spread is 0)
+                lines = [dict(r, policy_token_logprobs=lp["policy_token_logprobs"]) for r, lp in zip(scored, logprob_rows)]
+                readings.append(("policy log-prob", "policy_token_logprobs", lines))
+            for verifier, key, source in readings:
+                result = step_bench.verifier_f1(source, key, validation)
                 per_seed.setdefault(verifier, []).append(result)
                 records.append({"kind": "seed", "name": args.name, "run_dir": str(run), "bench": args.bench, "verifier": verifier,
                                 "seed": seed, "split_seed": args.split_seed, "n_goal_pairs": len(goal_pairs),

@@ -21,8 +21,11 @@ import numpy as np
 from goalrm_core.evaluation import step_verifier
 from goalrm_core.evaluation.hierarchical import across_seeds_and_questions, difference, hierarchical_bootstrap
 
-#: Per-token score arrays a scored row can carry, by verifier kind.
+#: Per-token score arrays a scored row can carry, by verifier kind, and how a line is read from them: at
+#: its last token (Q and the partial reward read the whole prefix) or as its least likely token (the
+#: policy's log-prob, ``filter_rules.with_policy_logprobs``, is per token: a slip is one unlikely token).
 SCORE_KEYS = {"Q": "cosine_sim", "partial reward": "partial_rewards"}
+LINE_READING = {"cosine_sim": "end", "partial_rewards": "end", "policy_token_logprobs": "min"}
 
 
 def line_end_tokens(text: str, num_actions: int) -> list[int]:
@@ -46,9 +49,15 @@ def first_error_line(row: Mapping) -> int | None:
 
 
 def line_scores(row: Mapping, key: str) -> list[float]:
-    """The per-token ``row[key]`` read at each line's last token."""
+    """The per-token ``row[key]`` read per line (:data:`LINE_READING`): at the line's last token, or the
+    line's lowest value (NaN entries, tokens the source has no value for, left out)."""
     values = row[key]
-    return [float(values[i]) for i in line_end_tokens(row["generated_solution"], int(row["num_actions"]))]
+    ends = line_end_tokens(row["generated_solution"], int(row["num_actions"]))
+    if LINE_READING.get(key, "end") == "end":
+        return [float(values[i]) for i in ends]
+    starts = [0] + [e + 1 for e in ends[:-1]]
+    lines = [[float(v) for v in values[a:b + 1] if v == v] for a, b in zip(starts, ends)]
+    return [min(line) if line else float("inf") for line in lines]
 
 
 def labelled(rows: Sequence[Mapping]) -> list[int]:

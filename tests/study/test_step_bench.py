@@ -77,3 +77,11 @@ def test_summary_has_an_interval_per_verifier_and_a_paired_difference():
     assert diff["ci_low"] <= diff["mean"] <= diff["ci_high"]
     again = step_bench.bench_summary(per_seed, baseline="noisy", n_boot=200)
     assert again["sharp − noisy"]["ci_low"] == diff["ci_low"]  # same seed, same draws
+
+
+def test_the_policy_log_prob_reads_a_line_as_its_least_likely_token():
+    values = [0.0] * len(SOLUTION)
+    values[8] = -3.0  # a slip on line 1 (characters 6..11)
+    values[18] = float("nan")  # a token the policy has no value for
+    row = dict(_row("q", 1, [0.0] * len(SOLUTION)), policy_token_logprobs=values)
+    assert step_bench.line_scores(row, "policy_token_logprobs") == [0.0, -3.0, 0.0, 0.0]
