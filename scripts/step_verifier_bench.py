@@ -99,11 +99,13 @@ def main(argv=None) -> int:
                       f"threshold {r['threshold']} chosen at validation F1 {r['validation_f1']})", flush=True)
     reference = args.reference if args.reference in per_seed else None
     for verifier, summary in step_bench.bench_summary(per_seed, baseline=reference, n_boot=args.n_boot).items():
-        keep = {k: _clean(v) for k, v in summary.items() if k in ("mean", "per_seed", "ci_low", "ci_high", "verdict", "mde",
-                                                               "interval", "n_questions", "se_seeds", "se_questions")}
+        difference = " − " in verifier  # a verdict means something for a difference; "F1 > 0" for one verifier does not
+        keep = {k: _clean(v) for k, v in summary.items() if k in ("mean", "per_seed", "ci_low", "ci_high", "interval", "n_questions",
+                                                               "se_seeds", "se_questions") + (("verdict", "mde") if difference else ())}
         records.append({"kind": "summary", "name": args.name, "run_dir": str(run), "bench": args.bench, "verifier": verifier,
                         "seeds": args.seeds, "split_seed": args.split_seed, **keep})
-        print(f"{verifier}: F1 {keep.get('mean')} [{keep.get('ci_low')}, {keep.get('ci_high')}] ({keep.get('verdict')})")
+        print(f"{verifier}: F1 {keep.get('mean')} [{keep.get('ci_low')}, {keep.get('ci_high')}]"
+              + (f" ({keep.get('verdict')}, MDE {keep.get('mde')})" if difference else ""))
     args.table.parent.mkdir(parents=True, exist_ok=True)
     with open(args.table, "a") as f:
         for record in records:
