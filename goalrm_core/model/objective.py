@@ -101,7 +101,8 @@ def reward_model_loss(model: RewardModel, batch: dict[str, torch.Tensor], cfg, g
     if getattr(cfg, "aux_loss_coef", 0.0) > 0 and out.router_logits is not None:
         aux = cfg.aux_loss_coef * moe_balancing_loss(out.router_logits, getattr(model, "config", None), batch["attention_mask"])
     return BatchLoss(
-        loss=preference + contrastive + (dense if dense is not None else 0.0) + (aux if aux is not None else 0.0),
+        loss=(getattr(cfg, "preference_loss_coef", 1.0) * preference + contrastive + (dense if dense is not None else 0.0)
+              + (aux if aux is not None else 0.0)),
         aux_loss=None if aux is None else aux.detach(),
         dense_loss=None if dense is None else dense.detach(),
         preference_loss=preference.detach(),

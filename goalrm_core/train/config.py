@@ -179,6 +179,9 @@ class TrainRMConfig:
     dense_loss_coef: float = _help("Weight of an auxiliary per-token loss on the value head (not in the paper): each response "
                                    "token's value is a logit of 'no error yet', 1 before the rejected response's first error "
                                    "(the pairs' optional first_error_char) and 0 from it on; 0 = off.", 0.0, range=Range(float, ">= 0"))
+    preference_loss_coef: float = _help("Weight of the pairwise preference loss (the paper's: 1). 0 with --dense_loss_coef > 0 "
+                                        "trains a process reward model on the per-token labels alone (not in the paper).", 1.0,
+                                        range=Range(float, ">= 0"))
     value_head_strategy: str = _help("linear (HF-compatible) or mlp value head.", "linear", choices=VALUE_HEAD_STRATEGIES)
     mlp_head: str = _help("The mlp head's form: goalrm (a bias on every layer, PyTorch's default init) or official (the last "
                           "layer bias-free, weights drawn from N(0, 1/(h+1)) and N(0, 1/(h/2+1)) as the official code does; "
@@ -220,6 +223,9 @@ class TrainRMConfig:
                              f"got --prompt_key {self.prompt_key!r} --chosen_key {self.chosen_key!r} --rejected_key {self.rejected_key!r}")
         if self.input_template:
             check_input_template(self.input_template)
+        if self.preference_loss_coef == 0 and self.dense_loss_coef == 0:
+            raise ValueError("--preference_loss_coef 0 leaves the reward head no signal: give --dense_loss_coef > 0 "
+                             "(a process reward model on per-token labels) or keep the preference loss")
         if self.margin_loss and self.margin:
             raise ValueError(f"--margin_loss takes each pair's margin from the data; drop --margin {self.margin}")
         if self.adam_offload and self.zero_stage == 0:

@@ -74,3 +74,18 @@ def test_the_objective_adds_the_weighted_term_only_when_asked(tokenizer, tiny_co
     expected = 2.0 * dense_value_loss(out.values, batch["num_actions"], batch["error_action"])
     assert on.dense_loss.item() == pytest.approx(expected.item(), rel=1e-6)
     assert on.loss.item() == pytest.approx(off.loss.item() + expected.item(), rel=1e-5)
+
+
+def test_a_process_reward_model_trains_on_the_per_token_labels_alone(tokenizer, tiny_config):
+    """--preference_loss_coef 0 with --dense_loss_coef: the objective is the dense term alone (the preference
+    loss still reported); both off is one line, since the head would learn nothing."""
+    torch.manual_seed(0)
+    model = RewardModel(AutoModel.from_config(copy.deepcopy(tiny_config)), "linear").eval()
+    rows = [{"question": "3 +5", "correct": "3+5=8\n#8", "incorrect": "3+5=9\n#9", "first_error_char": 4}] * 2
+    batch = PreferenceCollator(tokenizer.pad_token_id)(encode_preference_rows(tokenizer, rows, "toymath", 64)[0])
+    prm = reward_model_loss(model, batch, TrainRMConfig(pretrain="local", preference_loss_coef=0.0, dense_loss_coef=1.0))
+    assert prm.loss.item() == pytest.approx(prm.dense_loss.item(), rel=1e-6) and prm.preference_loss.item() > 0
+    half = reward_model_loss(model, batch, TrainRMConfig(pretrain="local", preference_loss_coef=0.5, dense_loss_coef=1.0))
+    assert half.loss.item() == pytest.approx(0.5 * half.preference_loss.item() + half.dense_loss.item(), rel=1e-5)
+    with pytest.raises(ValueError, match="--preference_loss_coef 0 leaves the reward head no signal"):
+        TrainRMConfig(pretrain="local", preference_loss_coef=0.0)
