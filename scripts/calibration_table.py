@@ -246,6 +246,16 @@ def sd_with_upper(values, level: float = 0.8) -> tuple[float, float]:
     return sd, sd * float(np.sqrt((v.size - 1) / stats.chi2.ppf(1 - level, v.size - 1)))
 
 
+def sd_lower(values, level: float = 0.8) -> float:
+    """The one-sided ``level`` *lower* confidence bound of the SD, SD * sqrt((n - 1) / chi2_{level}(n - 1)):
+    above the stability target, a recipe is unstable with that confidence already, before its sixth seed
+    (the rule that stops a recipe early); NaN with fewer than 2 values."""
+    v = np.asarray([x for x in values if x is not None and np.isfinite(x)], dtype=float)
+    if v.size < 2:
+        return float("nan")
+    return float(v.std(ddof=1)) * float(np.sqrt((v.size - 1) / stats.chi2.ppf(level, v.size - 1)))
+
+
 def _margin(values, reference: float) -> str:
     """Mean of ``values`` - ``reference`` with its 95% t-interval over seeds (one seed: no interval)."""
     v = np.asarray(values, dtype=float) - reference
@@ -264,7 +274,8 @@ def confident_rm_table(df: pd.DataFrame, benchmark_seeds: dict | None = None) ->
         first = g.sort_values("seed").iloc[0]
         auroc, length, logprob = (np.asarray(g[k], dtype=float).mean() for k in ("auroc", "length_auroc", "logprob_auroc"))
         met = auroc >= logprob + 0.10 and auroc >= length + 0.15
-        extra = ", ".join(f"{k}={recipe[k]}" for k in ("dense_loss_coef", "pretrain") if k in recipe)
+        extra = ", ".join(f"{k}={recipe[k]}" for k in ("dense_loss_coef", "preference_loss_coef", "head_learning_rate", "pretrain")
+                          if k in recipe and (k != "head_learning_rate" or recipe[k]))
         rows.append({
             "recipe": name, "rm": strategy, "policy": Path(run_dir).name,
             "pairs": f"{data['source']} ({data['n_pairs']:,})" if data["source"] != "policy" else f"the run's slips ({data['n_pairs']:,})",
@@ -287,7 +298,12 @@ def _sd_cell(values) -> str:
     if not np.isfinite(sd):
         return "(1 seed)"
     n = len(values)
-    stable = "stable" if n >= STABLE_MIN_SEEDS and sd <= STABLE_SD else f"< {STABLE_MIN_SEEDS} seeds" if n < STABLE_MIN_SEEDS else "unstable"
+    lower = sd_lower(list(values))
+    if n < STABLE_MIN_SEEDS:
+        stable = (f"unstable already (80% lower bound {lower:.3f} > {STABLE_SD})" if lower > STABLE_SD
+                  else f"< {STABLE_MIN_SEEDS} seeds")
+    else:
+        stable = "stable" if sd <= STABLE_SD else "unstable"
     return f"{sd:.3f} ({upper:.3f}), {stable}"
 
 

@@ -35,5 +35,8 @@ def test_sd_is_undefined_below_two_seeds_and_ignores_undefined_aurocs(table):
 def test_the_stability_cell_needs_enough_seeds_and_a_small_sd(table):
     assert table._sd_cell([0.7]) == "(1 seed)"
     assert table._sd_cell([0.70, 0.71, 0.70]).endswith(f"< {table.STABLE_MIN_SEEDS} seeds")
+    # two seeds 0.156 apart: the SD's 80% lower bound is above the target already, so the recipe stops early
+    assert table.sd_lower([0.772, 0.616]) > table.STABLE_SD and "unstable already" in table._sd_cell([0.772, 0.616])
+    assert table.sd_lower([0.70, 0.71]) < table.sd_with_upper([0.70, 0.71])[0] < table.sd_with_upper([0.70, 0.71])[1]
     assert table._sd_cell([0.70, 0.71, 0.70, 0.71, 0.70, 0.71]).endswith(", stable")
     assert table._sd_cell([0.60, 0.75, 0.62, 0.77, 0.58, 0.70]).endswith(", unstable")
