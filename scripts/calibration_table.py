@@ -318,6 +318,43 @@ def confident_section(df: pd.DataFrame) -> str:
             + (CONFIDENT_PROSE.read_text() if CONFIDENT_PROSE.exists() else ""))
 
 
+STEP_INTRO = """Every sample's first wrong line is known exactly, so each verifier is scored against the truth with
+ProcessBench's first-error F1 (`scripts/step_verifier_bench.py`, `goalrm_core.evaluation.step_verifier`): it predicts the
+first line whose score falls below a threshold (chosen on half the questions, F1 reported on the other half), F1 is the
+harmonic mean of the accuracy on erroneous solutions (the predicted line is the first error) and on correct ones.
+Per seed, then the mean over seeds with its 95% interval over RM seeds and questions; a difference against the
+reference verifier comes with its two-sided verdict and the effect it would have seen with 80% power (MDE).
+"""
+
+
+def step_table(df: pd.DataFrame) -> str:
+    if df.empty:
+        return "_No step-verifier bench recorded._\n"
+    parts = []
+    for name, g in df.groupby("name", sort=False):
+        seeds = g[g["kind"] == "seed"]
+        summary = g[g["kind"] == "summary"]
+        rows = []
+        for _, r in summary.iterrows():
+            per = seeds[seeds["verifier"] == r["verifier"]]
+            sign = "+" if " − " in r["verifier"] else ""  # a difference is signed, an F1 is not
+            figure = f"{r['mean']:{sign}.3f}" if pd.notna(r.get("mean")) else "undefined"
+            ci = (f" [{r['ci_low']:{sign}.3f}, {r['ci_high']:{sign}.3f}]" if pd.notna(r.get("ci_low")) and pd.notna(r.get("ci_high")) else "")
+            rows.append({
+                "verifier": r["verifier"], "seeds": ", ".join(str(s) for s in r["seeds"]),
+                "F1 per seed": ", ".join(f"{v:.3f}" for v in per["f1"]) if len(per) else "(difference)",
+                "erroneous / correct acc. per seed": ", ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(per["acc_erroneous"], per["acc_correct"]))
+                if len(per) else "",
+                "F1 [95% CI, seeds and questions]": figure + ci,
+                "verdict (MDE)": (f"{r['verdict']} ({r['mde']:.3f})" if pd.notna(r.get("mde")) else str(r["verdict"]))
+                if "verdict" in r and pd.notna(r.get("verdict")) else "",
+            })
+        first = g.iloc[0]
+        parts.append(f"**{name}** (`{Path(first['run_dir']).name}`, {first['bench']}, question split seed {first['split_seed']})\n\n"
+                     + markdown(pd.DataFrame(rows), index=False))
+    return "\n\n".join(parts) + "\n"
+
+
 # Findings written by hand about the recorded rows (the rows themselves are never edited).
 CONFIDENT_PROSE = DIR / "confident-findings.md"
 
@@ -331,7 +368,8 @@ def render() -> str:
             + "\n## Reward models that verify: well-formed errors only\n\n" + VERIFY_INTRO + "\n" + verify_table(verify)
             + "\n## Filtering rules: which signal saves tokens\n\n" + RULES_INTRO + "\n"
             + rules_table(_read(DIR / "filter-rules.jsonl"))
-            + confident_section(_read(DIR / "confident.jsonl")))
+            + confident_section(_read(DIR / "confident.jsonl"))
+            + "\n## Step verifiers against exact labels\n\n" + STEP_INTRO + "\n" + step_table(_read(DIR / "step-verifier.jsonl")))
 
 
 def main() -> int:

@@ -40,3 +40,18 @@ def test_the_stability_cell_needs_enough_seeds_and_a_small_sd(table):
     assert table.sd_lower([0.70, 0.71]) < table.sd_with_upper([0.70, 0.71])[0] < table.sd_with_upper([0.70, 0.71])[1]
     assert table._sd_cell([0.70, 0.71, 0.70, 0.71, 0.70, 0.71]).endswith(", stable")
     assert table._sd_cell([0.60, 0.75, 0.62, 0.77, 0.58, 0.70]).endswith(", unstable")
+
+
+def test_the_step_verifier_table_signs_differences_and_judges_only_them(table):
+    import pandas as pd
+
+    common = {"name": "valA", "run_dir": "runs/x/val", "bench": "toy-id", "split_seed": 0}
+    rows = [{**common, "kind": "seed", "verifier": "baseline Q", "seed": s, "f1": f, "acc_erroneous": 0.5, "acc_correct": 0.9}
+            for s, f in ((0, 0.7), (1, 0.6))]
+    rows += [{**common, "kind": "summary", "verifier": "baseline Q", "seeds": [0, 1], "mean": 0.65, "ci_low": 0.2, "ci_high": 1.1},
+             {**common, "kind": "summary", "verifier": "baseline Q − policy log-prob", "seeds": [0, 1], "mean": 0.3,
+              "ci_low": -0.1, "ci_high": 0.7, "verdict": "not shown", "mde": 0.52}]
+    text = table.step_table(pd.DataFrame(rows))
+    assert "| baseline Q | 0, 1 | 0.700, 0.600 | 0.50/0.90, 0.50/0.90 | 0.650 [0.200, 1.100] |  |" in text
+    assert "| +0.300 [-0.100, +0.700] | not shown (0.520) |" in text
+    assert table.step_table(pd.DataFrame()) == "_No step-verifier bench recorded._\n"
