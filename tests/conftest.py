@@ -70,11 +70,31 @@ def smoke_run(tmp_path_factory, name):
     return code, root / "reports" / "smoke", root / "run"
 
 
+def shared_smoke_run(request, tmp_path_factory, name):
+    """:func:`smoke_run` once per test run. Under pytest-xdist the workers share it: whichever asks first
+    builds it while the others wait on a file lock, then all read it, so the tests that read a smoke
+    report need not run in one worker (and no worker builds it twice)."""
+    import fcntl
+    import json
+
+    if getattr(request.config, "workerinput", None) is None:  # one process: a session fixture is once already
+        return smoke_run(tmp_path_factory, name)
+    shared = tmp_path_factory.getbasetemp().parent  # the run's folder, above every worker's own
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = shared / f"{name}.json"
+        if not done.exists():
+            code, reports, run = smoke_run(tmp_path_factory, name)
+            done.write_text(json.dumps([code, str(reports), str(run)]))
+        code, reports, run = json.loads(done.read_text())
+    return code, Path(reports), Path(run)
+
+
 @pytest.fixture(scope="session")
-def smoke_report(tmp_path_factory):
-    """One smoke report per test session (a few minutes), for tests/test_notebooks.py and the
-    browser test alike."""
-    return smoke_run(tmp_path_factory, "first")
+def smoke_report(request, tmp_path_factory):
+    """One smoke report per test run (a few minutes), for tests/test_notebooks.py, the browser test and
+    the sweep test alike (built once across the xdist workers: :func:`shared_smoke_run`)."""
+    return shared_smoke_run(request, tmp_path_factory, "first")
 
 
 def pytest_sessionfinish(session, exitstatus):

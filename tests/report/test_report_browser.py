@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 # in the worker that builds the shared smoke report (tests/test_notebooks.py)
-pytestmark = [pytest.mark.notebook, pytest.mark.xdist_group("smoke")]
+pytestmark = [pytest.mark.notebook]
 
 LOAD_TIMEOUT_S = 90.0  # the machine may be busy: generous, but a hung page still fails
 

@@ -219,8 +219,7 @@ def _kill_tree(pid: int) -> None:
 
 
 @pytest.mark.notebook
-@pytest.mark.xdist_group("smoke")  # compares with the shared smoke report: built once, in one worker
-def test_smoke_sweep_runs_resumes_after_a_kill_and_reproduces_the_report(tmp_path, smoke_report, capsys):
+def test_smoke_sweep_runs_resumes_after_a_kill_and_reproduces_the_report(tmp_path, request, capsys):
     params = smoke_params(tmp_path)
     argv = ["sweep", "--profile", "smoke", "--params-dir", str(params), "--reports-dir", str(tmp_path / "reports"),
             "--grid", "contrastive_beta=0.1,0.5", "--grid", "goal_method=mean_last", "--name", "t"]
@@ -253,7 +252,7 @@ def test_smoke_sweep_runs_resumes_after_a_kill_and_reproduces_the_report(tmp_pat
     assert points[first].model("goal-conditioned").resolve() != points[second].model("goal-conditioned").resolve()
 
     # beta 0.5 with the paper's goal is the smoke profile itself: the same numbers as the plain report
-    plain = json.loads((smoke_report[1] / "metrics.json").read_text())
+    plain = json.loads((request.getfixturevalue("smoke_report")[1] / "metrics.json").read_text())  # the shared one, asked for last
     swept = json.loads((reports / second / "metrics.json").read_text())
     for section in ("training", "representations", "evaluation"):
         assert swept[section] == plain[section], section
