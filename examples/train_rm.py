@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""The official ``examples/train_rm.py``: ``goalrm train-rm`` with the same flags (docs/migration.md)."""
+"""The official ``examples/train_rm.py``: ``goalrm train-rm --official_defaults`` with the same flags, so every
+default is the official code's (docs/migration.md)."""
 import sys
 from pathlib import Path
 
@@ -7,4 +8,4 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the project's ro
 from goalrm_core.cli import main  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(main(["train-rm", *sys.argv[1:]]))
+    sys.exit(main(["train-rm", "--official_defaults", *sys.argv[1:]]))

@@ -109,3 +109,15 @@ def test_the_recorded_suite_runs_pytest_as_make_test_does():
     recipe = (ROOT / "Makefile").read_text(encoding="utf-8").split("\ntest:", 1)[1].split("\n\n", 1)[0]
     line = next(line for line in recipe.splitlines() if "-m pytest" in line)
     assert line.split("-m pytest", 1)[1].split("$(PYTEST_ARGS)")[0].split() == _suite_time().MAKE_TEST
+
+
+def test_the_official_defaults_table_is_generated_from_the_config():
+    """docs/migration.md's table of the official defaults is OFFICIAL_DEFAULTS, one row per entry."""
+    from goalrm_core.report.generated_block import update_file
+    from goalrm_core.train.config import OFFICIAL_DEFAULTS, OFFICIAL_DEFAULTS_BEGIN, OFFICIAL_DEFAULTS_END, official_defaults_block
+
+    migration = ROOT / "docs" / "migration.md"
+    assert update_file(migration, OFFICIAL_DEFAULTS_BEGIN, OFFICIAL_DEFAULTS_END, official_defaults_block(), write=False) is False, \
+        "run: python -m goalrm_core.train.config --docs"
+    block = migration.read_text(encoding="utf-8").split(OFFICIAL_DEFAULTS_BEGIN, 1)[1].split(OFFICIAL_DEFAULTS_END, 1)[0]
+    assert [line.split("|")[1].strip() for line in block.strip().splitlines()[2:]] == [f"`--{name}`" for name in OFFICIAL_DEFAULTS]

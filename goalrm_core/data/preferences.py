@@ -504,6 +504,30 @@ def load_preference_rows(
     return [blended[i] for i in order]
 
 
+def official_eval_rows(spec: str, hh_format: str = "split", keys: tuple[str, str, str] | None = None,
+                       chat=None) -> tuple[list[dict], list[str]]:
+    """(rows, one note per source): the official code's held-out pairs when no eval set is given. Per source of
+    ``spec``: its own test/validation split when it has one, else its first ``int(1%)`` of rows in file order
+    (``int(0.1%)`` for a ``save_to_disk`` single Dataset, which has no splits), rows that stay in the training
+    data as the official code's do. A source under 100 rows (1,000 for a single Dataset) gives none."""
+    rows: list[dict] = []
+    notes: list[str] = []
+    for source in dataset_sources(spec):
+        split = held_out_split(source)
+        if split:
+            part, _ = load_source_rows(source, "test", hh_format, keys, chat)
+            notes.append(f"{source}: its {split} split ({len(part)} pairs)")
+        else:
+            path = Path(source).expanduser()
+            single = path.is_dir() and (path / "state.json").is_file() and not (path / "dataset_dict.json").is_file()
+            share = 0.001 if single else 0.01
+            part, report = load_source_rows(source, "train", hh_format, keys, chat)
+            part = part[:int(report.n_read * share)]
+            notes.append(f"{source}: its first {share:.1%} of rows ({len(part)} pairs, also trained on)")
+        rows.extend(part)
+    return rows, notes
+
+
 def split_train_eval(rows: list[dict], eval_split: float, seed: int = 42) -> tuple[list[dict], list[dict]]:
     """Hold out a seeded ``eval_split`` fraction (at least one row when > 0, never all of them).
 

@@ -35,8 +35,9 @@ PROFILE_ALIASES: dict[str, str] = {
     "contrastive_beta": "contrastive_loss_beta",
 }
 #: trainer flags a profile does not set: where an RM goes and who watches it (``OUTPUT_FIELDS``), and
-#: what a run decides per RM (which RM it is, a resume, a simulated preemption)
-PER_RUN = (*OUTPUT_FIELDS, "reward_model_strategy", "contrastive_loss", "load_checkpoint", "stop_after_steps")
+#: what a run decides per RM (which RM it is, a resume, a simulated preemption), and official_defaults (how a
+#: command line is read: a profile names each setting itself)
+PER_RUN = (*OUTPUT_FIELDS, "reward_model_strategy", "contrastive_loss", "load_checkpoint", "stop_after_steps", "official_defaults")
 
 _FLAGS = {f.name: f for f in dataclasses.fields(TrainRMConfig)}
 _KEY_OF = {flag: key for key, flag in PROFILE_ALIASES.items()}

@@ -8,7 +8,9 @@ from typing import Callable, Sequence
 import numpy as np
 
 from goalrm_core.model.encoding import encode_preference_rows
-from goalrm_core.data.preferences import HH_RLHF, chat_splitter, dataset_sources, held_out_split, load_preference_rows, split_train_eval
+from goalrm_core.data.preferences import (
+    HH_RLHF, chat_splitter, dataset_sources, held_out_split, load_preference_rows, official_eval_rows, split_train_eval,
+)
 from goalrm_core.train.config import SPECIAL_TOKENS, TrainRMConfig
 
 
@@ -37,7 +39,8 @@ def load_items(cfg: TrainRMConfig, tokenizer, say: Callable[[str], None]) -> tup
 
     Rows that are all HH-RLHF dialogues switch a math template (``nemo``, the default, or ``math``) to
     ``hh`` (``cfg`` is updated, so the saved training args say what ran). ``--prompt_key``/``--chosen_key``/
-    ``--rejected_key``, ``--apply_chat_template`` and ``--input_template`` apply as in the official code."""
+    ``--rejected_key``, ``--apply_chat_template`` and ``--input_template`` apply as in the official code.
+    The held-out pairs: ``--eval_dataset``, else as ``--eval_source`` says."""
     reports: list = []
     read = dict(hh_format=cfg.hh_format, keys=(cfg.prompt_key, cfg.chosen_key, cfg.rejected_key) if cfg.chosen_key else None,
                 chat=chat_splitter(tokenizer) if cfg.apply_chat_template else None)
@@ -46,6 +49,11 @@ def load_items(cfg: TrainRMConfig, tokenizer, say: Callable[[str], None]) -> tup
     if cfg.eval_dataset:
         train_rows = rows
         eval_rows = load_preference_rows(cfg.eval_dataset, "", cfg.seed, 0, split="eval", reports=reports, **read)
+    elif cfg.eval_source == "official":
+        train_rows = rows
+        eval_rows, notes = official_eval_rows(cfg.dataset, **read)
+        eval_rows = eval_rows[:cfg.max_samples] if cfg.max_samples else eval_rows
+        say(f"data: evaluating as the official code does (--eval_source official): {'; '.join(notes)}")
     elif all(held_out):
         say(f"data: evaluating on the sources' own {'/'.join(dict.fromkeys(held_out))} split (--eval_source test_split)")
         train_rows = rows

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import string
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -24,7 +25,8 @@ from goalrm_core.data.preferences import HH_FORMATS
 from goalrm_core.model.strategies import CONTRASTIVE_STRATEGIES, strategies_help, strategy_options
 from goalrm_core.model.templates import TEMPLATES
 
-EVAL_SOURCES = ("test_split", "holdout")
+EVAL_SOURCES = ("test_split", "holdout", "official")
+STEP_UNITS = ("optimizer", "micro_batch")
 REWARD_MODEL_STRATEGIES = ("vanilla", "contrastive")
 LOSS_TYPES = ("sigmoid", "logexp")
 GRAD_ACCUM_DTYPES = ("", "fp32", "fp16", "bf16")
@@ -86,8 +88,10 @@ class TrainRMConfig:
     dataset: str = _help("Comma-separated datasets: jsonl/parquet files, save_to_disk dirs, or Hub names (online only).", "")
     dataset_probs: str = _help("Comma-separated sampling weights for blending --dataset entries.", "1.0")
     eval_dataset: str = _help("Held-out pairs for --eval_steps; empty = see --eval_source.", "")
-    eval_source: str = _help("Without --eval_dataset: test_split (the official code: each source's own test/validation split "
-                             "when every source has one, else a held-out --eval_split) or holdout (always hold out --eval_split).",
+    eval_source: str = _help("Without --eval_dataset: test_split (each source's own test/validation split when every source "
+                             "has one, else a held-out --eval_split, left out of training), holdout (always hold out --eval_split) "
+                             "or official (the official code's: per source its test/validation split, else its first 1% of rows, "
+                             "0.1% of a saved single Dataset, unshuffled and also trained on).",
                              "test_split", choices=EVAL_SOURCES)
     eval_split: float = _help("Fraction of the training data held out for evaluation when no held-out split is used.", 0.02,
                               range=Range(float, "[0, 1)"))
@@ -121,14 +125,18 @@ class TrainRMConfig:
                             "or the working folder).", False)
     ckpt_path: str = _help("DeepSpeed checkpoints (default: <save_path>.checkpoints, beside the RM dir, which a final save replaces).", "")
     load_checkpoint: bool = _help("Resume from the latest checkpoint in --ckpt_path.", False)
-    save_steps: int = _help("Checkpoint every N optimiser steps (-1 = never).", -1, range=Range(int, ">= 1", also=(-1,), note="-1 = never"))
+    save_steps: int = _help("Checkpoint every N steps (see --step_unit; -1 = never).", -1, range=Range(int, ">= 1", also=(-1,), note="-1 = never"))
     max_ckpt_num: int = _help("Keep at most this many checkpoints in --ckpt_path: after each save the oldest step folders go.", 3,
                               range=Range(int, ">= 1"))
     max_ckpt_mem: int = _help("GB the older checkpoints of --ckpt_path may hold: after each save the oldest step folders go while "
                               "they hold more (the newest is always kept).", 1000, range=Range(int, ">= 0"))
-    logging_steps: int = _help("Log metrics every N optimiser steps.", 1, range=Range(int, ">= 1"))
-    eval_steps: int = _help("Evaluate on held-out pairs every N steps (-1 = at the end only).", -1,
+    logging_steps: int = _help("Log metrics every N steps (see --step_unit).", 1, range=Range(int, ">= 1"))
+    eval_steps: int = _help("Evaluate on held-out pairs every N steps (see --step_unit; -1 = at the end only, or at each "
+                            "epoch's end with --step_unit micro_batch, as the official code).", -1,
                             range=Range(int, ">= 1", also=(-1,), note="-1 = at the end only"))
+    step_unit: str = _help("What --eval_steps, --save_steps and --logging_steps count: optimizer (optimiser steps) or micro_batch "
+                           "(the official code: one process's micro-batches; an event falls after the optimiser step whose "
+                           "weights the official code's would see).", "optimizer", choices=STEP_UNITS)
     metrics_path: str = _help("JSONL of per-step metrics (default: <save_path>.metrics.jsonl).", "")
 
     # optimisation
@@ -209,6 +217,9 @@ class TrainRMConfig:
     stop_after_steps: int = _help(
         "Stop after N optimiser steps, writing a checkpoint, without the final save (simulates a "
         "preemption; --max_steps and the epochs still define the schedule). 0 = off.", 0, range=Range(int, ">= 0", note="0 = off"))
+    official_defaults: bool = _help("Read the command line with the official train_rm.py's defaults (OFFICIAL_DEFAULTS: batch, "
+                                    "max_len, learning rate, data order, step unit, held-out split, paths; docs/migration.md); "
+                                    "flags given still win. examples/train_rm.py passes it.", False)
 
     def __post_init__(self) -> None:
         if self.contrastive_loss:
@@ -253,7 +264,7 @@ class TrainRMConfig:
         >>> a.training_fields() == b.training_fields()
         False
         """
-        skip = set(OUTPUT_FIELDS) | (set() if self.contrastive else set(CONTRASTIVE_FIELDS))
+        skip = set(OUTPUT_FIELDS) | {"official_defaults"} | (set() if self.contrastive else set(CONTRASTIVE_FIELDS))
         return {k: v for k, v in self.to_dict().items() if k not in skip}
 
     @classmethod
@@ -276,12 +287,13 @@ class TrainRMConfig:
         (['--pretrain', 'p', '--dataset_probs', '1.0'], True, True, False, False)
         """
         argv: list[str] = []
+        defaults = parser_defaults(self.official_defaults)  # what the command line is read against
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if value == f.default and (f.name not in OFFICIAL_FLAGS or value == ""):
+            if value == defaults[f.name] and (f.name not in OFFICIAL_FLAGS or value == ""):
                 continue
             if isinstance(value, bool):
-                if value != f.default:
+                if value != defaults[f.name]:
                     argv.append(f"--{f.name}" if value else f"--no-{f.name}")
                 continue
             argv += [f"--{f.name}", str(value)]
@@ -289,27 +301,120 @@ class TrainRMConfig:
 
     @classmethod
     def from_argv(cls, argv: Sequence[str] | None = None, description: str | None = None, prog: str | None = None) -> "TrainRMConfig":
-        """Parse a command line (``sys.argv[1:]`` when ``argv`` is None). Bad values, a number outside
+        """Parse a command line (``sys.argv[1:]`` when ``argv`` is None), with the official code's defaults
+        (:data:`OFFICIAL_DEFAULTS`) when it holds ``--official_defaults``. Bad values, a number outside
         its declared range included, stop with argparse's one-line error naming the flag, the value
         and the range (exit code 2), as every goalrm command does."""
-        args = build_parser(cls, description, prog).parse_args(argv)  # each number's declared range is its argparse type
+        argv = list(sys.argv[1:] if argv is None else argv)
+        official = "--official_defaults" in argv  # it changes the other flags' defaults, so it is read first
+        args = build_parser(cls, description, prog, official=official).parse_args(argv)  # each number's range is its argparse type
         return cls(**vars(args))
 
 
-def build_parser(cls=TrainRMConfig, description: str | None = None, prog: str | None = None) -> argparse.ArgumentParser:
-    """An argparse parser with one flag per dataclass field, its help text taken from the field."""
+@dataclass(frozen=True)
+class OfficialDefault:
+    """One default of the official ``examples/train_rm.py`` (or of its trainer) that goalrm's own command line
+    does not share: ``official`` as the official code has it, ``value`` what ``--official_defaults`` (and so
+    the official entry point ``examples/train_rm.py``) sets, and ``why`` where it comes from and, when
+    ``value`` is not ``official``, why it cannot be."""
+
+    official: Any
+    why: str
+    value: Any = None  # None: the official value itself
+
+    @property
+    def applied(self) -> Any:
+        return self.official if self.value is None else self.value
+
+
+# The official code's defaults, defined once: --official_defaults and examples/train_rm.py apply them, the table in
+# docs/migration.md is generated from them (python -m goalrm_core.train.config --docs), and a test keeps both equal.
+# Read from the official examples/train_rm.py (argparse defaults), openrlhf/utils (data loading) and
+# openrlhf/trainer/rm_trainer.py (the step counter).
+OFFICIAL_DEFAULTS: dict[str, OfficialDefault] = {
+    "micro_train_batch_size": OfficialDefault(8, "the official argparse default; goalrm's 1 is what every official script passes"),
+    "max_len": OfficialDefault(512, "the official argparse default; goalrm's 2048 is the paper-math scripts' value"),
+    "learning_rate": OfficialDefault(1e-5, "the official argparse default; goalrm's 9e-6 is the paper-math scripts' value"),
+    "max_samples": OfficialDefault(1000000, "the official code keeps the first 1,000,000 rows of its blend; goalrm keeps all by default (capped, "
+                                                    "its blend's sample of that many)"),
+    "save_path": OfficialDefault(
+        "./ckpt", "the official code writes the RM's files into ./ckpt beside what is there (the README's other RMs); goalrm's "
+        "save replaces its folder whole, so the official-defaults run saves to a folder inside ./ckpt", value="./ckpt/reward_model"),
+    "ckpt_path": OfficialDefault("./ckpt/checkpoints_rm", "the official argparse default: beside the default RM folder, as goalrm needs (a --save_path that holds it, "
+                  "./ckpt itself, is refused with one line: give --ckpt_path)"),
+    "wandb_project": OfficialDefault("openrlhf_train_rm", "the official argparse default"),
+    "group_by_length": OfficialDefault(False, "the official DistributedSampler shuffles with the seed, reshuffled each epoch; "
+                                              "goalrm's seeded permutation per epoch is a shuffle too, not the sampler's own"),
+    "step_unit": OfficialDefault("micro_batch", "the official trainer counts --eval_steps/--save_steps/--logging_steps in one "
+                                                "process's micro-batches; goalrm's own command counts optimiser steps"),
+    "eval_source": OfficialDefault("official", "the official data loader evaluates on a source's test/validation split, else on "
+                                               "its first 1% of rows (0.1% of a saved single Dataset), which it also trains on; "
+                                               "goalrm's own command holds out a seeded 2% and leaves it out of training"),
+}
+
+
+def parser_defaults(official: bool = False) -> dict[str, Any]:
+    """Every field's default on the command line: the dataclass's, or with ``official`` the official code's
+    where :data:`OFFICIAL_DEFAULTS` has one.
+
+    >>> parser_defaults(official=True)["max_len"], parser_defaults()["max_len"]
+    (512, 2048)
+    """
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainRMConfig)}
+    if official:
+        defaults.update({name: entry.applied for name, entry in OFFICIAL_DEFAULTS.items()})
+    return defaults
+
+
+OFFICIAL_DEFAULTS_BEGIN = ("<!-- begin: generated from OFFICIAL_DEFAULTS in goalrm_core/train/config.py by "
+                           "`python -m goalrm_core.train.config --docs` -->")
+OFFICIAL_DEFAULTS_END = "<!-- end: generated from OFFICIAL_DEFAULTS -->"
+
+
+def official_defaults_block() -> str:
+    """The table of docs/migration.md between its markers: one row per :data:`OFFICIAL_DEFAULTS` entry."""
+    def shown(value: Any) -> str:
+        return f"`{str(value).lower() if isinstance(value, bool) else value}`"
+
+    rows = ["| flag | `goalrm train-rm` | the official code | `--official_defaults`, `examples/train_rm.py` | why |",
+            "|---|---|---|---|---|"]
+    goalrm = parser_defaults()
+    for name, entry in OFFICIAL_DEFAULTS.items():
+        ours = shown(goalrm[name]) if goalrm[name] != "" else "(empty: `<save_path>.checkpoints`)"
+        rows.append(f"| `--{name}` | {ours} | {shown(entry.official)} | {shown(entry.applied)} | {entry.why} |")
+    return "\n".join([OFFICIAL_DEFAULTS_BEGIN, *rows, OFFICIAL_DEFAULTS_END])
+
+
+def build_parser(cls=TrainRMConfig, description: str | None = None, prog: str | None = None,
+                 official: bool = False) -> argparse.ArgumentParser:
+    """An argparse parser with one flag per dataclass field, its help text taken from the field; with
+    ``official`` the defaults are :func:`parser_defaults` ``(official=True)``."""
     parser = argparse.ArgumentParser(prog=prog, description=description or cls.__doc__)
+    defaults = parser_defaults(official) if cls is TrainRMConfig else {f.name: f.default for f in dataclasses.fields(cls)}
     for f in dataclasses.fields(cls):
         meta = f.metadata
         flag = f"--{f.name}"
+        default = defaults[f.name]
         if f.type in ("bool", bool):
-            # Flags that default to on can be turned off with --no-<name>.
-            action = argparse.BooleanOptionalAction if f.default else "store_true"
-            parser.add_argument(flag, action=action, default=f.default, help=meta.get("help"))
+            # Flags that default to on (here or with the official defaults) can be turned off with --no-<name>.
+            on = f.default or (cls is TrainRMConfig and OFFICIAL_DEFAULTS.get(f.name, OfficialDefault(False, "")).applied is True)
+            action = argparse.BooleanOptionalAction if on else "store_true"
+            parser.add_argument(flag, action=action, default=default, help=meta.get("help"))
             continue
         py_type = meta.get("range") or {"int": int, "float": float, "str": str}.get(f.type, f.type)
         parser.add_argument(
-            flag, type=py_type, default=f.default, help=meta.get("help"),
+            flag, type=py_type, default=default, help=meta.get("help"),
             choices=meta.get("choices"), required=meta.get("required", False),
         )
     return parser
+
+
+if __name__ == "__main__":  # python -m goalrm_core.train.config --docs: rewrite docs/migration.md's official-defaults table
+    from pathlib import Path
+
+    from goalrm_core.report.generated_block import update_file
+
+    doc = Path(__file__).resolve().parents[2] / "docs" / "migration.md"
+    changed = update_file(doc, OFFICIAL_DEFAULTS_BEGIN, OFFICIAL_DEFAULTS_END, official_defaults_block(), write="--docs" in sys.argv[1:],
+                          what="generated official-defaults table")
+    print(f"{doc}: {'rewritten' if changed and '--docs' in sys.argv[1:] else 'would change' if changed else 'up to date'}")

@@ -111,6 +111,20 @@ def rotate_checkpoints(ckpt_dir: str | os.PathLike, newest: str, max_num: int, m
     return removed
 
 
+def steps_due(step: int, every: int, accumulation: int, total_steps: int, unit: str = "optimizer") -> bool:
+    """Whether an event every ``every`` steps runs after optimiser step ``step`` (see :meth:`Trainer.due`).
+
+    >>> [s for s in range(1, 9) if steps_due(s, 3, 1, 8)], [s for s in range(1, 9) if steps_due(s, 12, 4, 8, "micro_batch")]
+    ([3, 6], [3, 6])
+    >>> [s for s in range(1, 5) if steps_due(s, 3, 4, 4, "micro_batch")]  # of 16: 3 not run, 6, 9, 12 and 15 once
+    [1, 2, 3]
+    """
+    if unit == "optimizer":
+        return step % every == 0
+    first, last = step * accumulation, min(step * accumulation + accumulation - 1, total_steps * accumulation)
+    return (last // every) * every >= first
+
+
 class TrainingError(RuntimeError):
     """Training cannot continue (a non-finite loss, a checkpoint that does not match the run)."""
 
@@ -410,12 +424,13 @@ class Trainer:
                 batches_epoch = epoch
             self.train_step(batches[step_in_epoch * self.gas:(step_in_epoch + 1) * self.gas], epoch)
             bar.update(1)
-            if self.step % max(cfg.logging_steps, 1) == 0 or self.step == self.total_steps:
+            if self.due(max(cfg.logging_steps, 1)) or self.step == self.total_steps:
                 row = self.log_train_row()
                 bar.set_postfix(loss=f"{row['loss']:.4f}", acc=f"{row['accuracy']:.2f}")
-            if cfg.eval_steps > 0 and self.step % cfg.eval_steps == 0:
+            epoch_end = cfg.step_unit == "micro_batch" and cfg.eval_steps == -1 and self.step % self.steps_per_epoch == 0
+            if (cfg.eval_steps > 0 and self.due(cfg.eval_steps)) or epoch_end:
                 last_eval, last_eval_step = self.log_eval_row(), self.step
-            saved = cfg.save_steps > 0 and self.step % cfg.save_steps == 0
+            saved = cfg.save_steps > 0 and self.due(cfg.save_steps)
             if saved:
                 self.checkpoint()
             if cfg.stop_after_steps > 0 and cfg.stop_after_steps <= self.step < self.total_steps:
@@ -429,6 +444,14 @@ class Trainer:
         if last_eval_step != self.step:
             last_eval = self.log_eval_row()
         return self.save(last_eval)
+
+    def due(self, every: int) -> bool:
+        """Whether an event every ``every`` steps (``--step_unit``) falls after the optimiser step just taken.
+        In micro-batches (the official trainer's counter, from 1): micro-batch m sees the weights of optimiser
+        step floor(m / accumulation), so the event at m runs after that step; events the official code runs
+        more than once with the same weights (``every`` < the accumulation) run once, and one due before the
+        first optimiser step is not run."""
+        return steps_due(self.step, every, self.gas, self.total_steps, self.cfg.step_unit)
 
     # ---- evaluation ----------------------------------------------------------------------------
 
