@@ -41,6 +41,45 @@ from goalrm_core.flags import safe_path_part
 SCORED_SPLITS = ("greedy", "all")
 # The file name the official eval_rm.py writes (readers take every *.jsonl of a split folder).
 SCORED_FILE = "output-metrics-dense.jsonl"
+# The official layout of ``all/``: the greedy rows, then the samples one pass at a time (what the official
+# eval_rm.py's glob of a benchmark folder gives, and what its metrics.py groups by position). eval-rm writes
+# it so; each greedy row there carries GREEDY_IN_ALL and each sample SAMPLE_ROW (its place in the input), so
+# goalrm's readers take the samples alone, in their input order (:func:`samples_of_all`).
+GREEDY_IN_ALL = "greedy_copy"
+SAMPLE_ROW = "sample_row"
+
+
+def official_all_rows(greedy: list[dict], samples: list[dict]) -> list[dict]:
+    """The rows of ``all/`` in the official layout: the greedy rows (marked), then the samples in pass order
+    (stably by ``sample_index`` when every sample has one; else as given, as a pass-per-file input already is).
+
+    >>> rows = official_all_rows([{"question": "A"}, {"question": "B"}],
+    ...                          [{"question": q, "sample_index": i} for q in "AB" for i in range(2)])
+    >>> [(r["question"], r.get("sample_index")) for r in rows]
+    [('A', None), ('B', None), ('A', 0), ('B', 0), ('A', 1), ('B', 1)]
+    >>> samples_of_all(rows) == [{"question": q, "sample_index": i} for q in "AB" for i in range(2)]
+    True
+    """
+    marked = [{**row, SAMPLE_ROW: i} for i, row in enumerate(samples)]
+    if marked and all("sample_index" in row for row in marked):
+        marked.sort(key=lambda row: row["sample_index"])
+    return [{**row, GREEDY_IN_ALL: True} for row in greedy] + marked
+
+
+def is_official_all(rows: list[dict]) -> bool:
+    """Whether ``all/`` rows eval-rm wrote hold the greedy rows too (:func:`official_all_rows`)."""
+    return any(row.get(GREEDY_IN_ALL) for row in rows)
+
+
+def samples_of_all(rows: list[dict]) -> list[dict]:
+    """The samples of ``all/`` rows in their input order, without the layout's marks (rows of an older
+    goalrm folder, samples alone, come back as they are)."""
+    if not any(SAMPLE_ROW in row for row in rows) and not is_official_all(rows):
+        return rows
+    kept = sorted((row for row in rows if not row.get(GREEDY_IN_ALL)), key=lambda row: row[SAMPLE_ROW])
+    return [{k: v for k, v in row.items() if k != SAMPLE_ROW} for row in kept]
+
+
 # What eval-rm ran with (RM, goal state, template, --filter_threshold …), at the root of its --save_dir.
 EVAL_SETTINGS = "eval_rm.json"
 # What the trainer writes into an RM's folder beside the weights.

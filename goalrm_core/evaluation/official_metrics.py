@@ -7,9 +7,9 @@ official code does it:
   AUROC at percentile p reads ``partial_rewards[-len(cosine_sim):]`` at ``max(int(len * p) - 1, 0)``;
 * Q-filtered voting for ``gsm8k`` and ``math`` only, over the official set: the greedy output **plus**
   the samples. A folder the official ``eval_rm.py`` wrote (no manifest) already holds that set in
-  ``all/``; for a folder goalrm's eval-rm wrote, whose ``all/`` holds the samples alone, the set is
-  the greedy rows followed by the samples in pass order (stably ordered by ``sample_index``), which
-  is the official file layout: one pass over every question per file;
+  ``all/``, and so does one goalrm's eval-rm writes (the same layout); for an older goalrm folder, whose
+  ``all/`` holds the samples alone, the set is the greedy rows followed by the samples in pass order
+  (stably ordered by ``sample_index``), which is the official file layout: one pass over every question per file;
 * questions grouped by position: row ``i`` belongs to question ``i mod dataset_len``, with the
   official question counts (gsm8k 1319, math 5000) unless ``dataset_len`` is given; two consecutive
   rows with one question text stop it, as the official ``assert`` does;
@@ -28,6 +28,7 @@ from sklearn.metrics import roc_auc_score
 
 from goalrm_core.choices import OFFICIAL_DATASET_LEN  # noqa: F401  (re-exported: defined in choices, which flags read without scipy)
 from goalrm_core.data.io import ArtifactError
+from goalrm_core.data.rundir import is_official_all
 from goalrm_core.evaluation.tables import read_scored, scored_files
 from goalrm_core.evaluation.voting import SKIP_FIRST, official_per_question
 
@@ -56,9 +57,10 @@ def official_partial_auroc(rows: Sequence[dict], percentile: float, source: str)
 
 def official_set(eval_dir: str | Path, bench: str, made: Mapping | None) -> list[dict]:
     """The rows the official code votes over (see the module docstring)."""
-    samples = read_scored(eval_dir, bench, "all", made)
-    if made is None:
-        return samples
+    written = read_scored(eval_dir, bench, "all", made, as_written=True)
+    if made is None or is_official_all(written):  # the official layout: written by the official eval_rm.py, or by eval-rm
+        return written
+    samples = written  # an older goalrm folder: the samples alone
     if all("sample_index" in r for r in samples):
         samples = sorted(samples, key=lambda r: r["sample_index"])  # stable: the questions keep their order in each pass
     return read_scored(eval_dir, bench, "greedy", made) + samples

@@ -21,6 +21,7 @@ from goalrm_core.evaluation import metrics
 from goalrm_core.evaluation.numeric import num
 from goalrm_core.data import manifest
 from goalrm_core.data.io import ArtifactError, parse_label, read_jsonl
+from goalrm_core.data.rundir import samples_of_all
 
 # name -> (field of a scored row, sign): higher score = more likely correct. Used when the field exists.
 REFERENCE_SCORERS: dict[str, tuple[str, int]] = {
@@ -44,8 +45,10 @@ def check_scored_folder(eval_dir: str | Path) -> dict | None:
     return manifest.check(eval_dir, "eval-rm output folder")
 
 
-def read_scored(eval_dir: str | Path, bench: str, split: str = "greedy", made: Mapping | None | str = "check") -> list[dict]:
-    """Every scored row of one benchmark's split. ``made`` is the folder's manifest when the caller
+def read_scored(eval_dir: str | Path, bench: str, split: str = "greedy", made: Mapping | None | str = "check",
+                as_written: bool = False) -> list[dict]:
+    """Every scored row of one benchmark's split: of ``all/`` the samples alone, in their input order, unless
+    ``as_written`` (the official layout eval-rm writes, greedy rows first). ``made`` is the folder's manifest when the caller
     has already checked it (:func:`check_scored_folder`; None for a folder without one); by default
     the folder is checked here. In a folder eval-rm finished, a file its manifest does not list (the
     output of another run or RM, mixed in) is refused."""
@@ -61,7 +64,8 @@ def read_scored(eval_dir: str | Path, bench: str, split: str = "greedy", made: M
             if f.relative_to(eval_dir).as_posix() not in listed:
                 raise ArtifactError(f"{f}: not written by `{made.get('command', '?')}` (the folder's {manifest.MANIFEST} does not list it); "
                                     f"another run's output mixed in? Remove it or re-run eval-rm")
-    return [row for f in files for row in read_jsonl(f, required=("question", "is_correct", "reward", "num_actions"), check=check_scored_row)]
+    rows = [row for f in files for row in read_jsonl(f, required=("question", "is_correct", "reward", "num_actions"), check=check_scored_row)]
+    return rows if split != "all" or as_written else samples_of_all(rows)
 
 
 def check_scored_row(row: dict) -> None:

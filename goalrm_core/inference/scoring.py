@@ -26,7 +26,7 @@ from goalrm_core.data import manifest
 from goalrm_core.data.adapters import benchmark_dir, generation_files
 from goalrm_core.data.io import (atomic_write_json, check_label, check_not_an_input, check_output_dir, read_jsonl, write_jsonl,
                                  writer_lock)
-from goalrm_core.data.rundir import eval_settings_path, rm_name, scored_path
+from goalrm_core.data.rundir import eval_settings_path, official_all_rows, rm_name, scored_path
 from goalrm_core.data.schema import SCORED_GENERATION_FIELDS
 from goalrm_core.flags import safe_path_part
 from goalrm_core.inference.forward import iter_scored, load_for_reading
@@ -146,8 +146,8 @@ def eval_rm(
     goal_rows: str = "one",
 ) -> dict[str, dict[str, int]]:
     """Score every benchmark's greedy and sampled generations into
-    ``save_dir/<rm_name>/<bench>/{greedy,all}/output-metrics-dense.jsonl`` (the official layout;
-    ``rm_name`` is the RM folder's name), and what ran into ``save_dir/<rm_name>/eval_rm.json``.
+    ``save_dir/<rm_name>/<bench>/{greedy,all}/output-metrics-dense.jsonl`` (the official layout: ``all/``
+    holds the greedy rows, then the samples pass by pass; ``rm_name`` is the RM folder's name), and what ran into ``save_dir/<rm_name>/eval_rm.json``.
     ``filter_threshold`` is only recorded there: it is applied by ``goalrm metrics`` (see the module
     docstring). ``encoding`` and ``readout``: see ``inference.forward``; ``device`` ``auto`` is the GPU
     when there is one; ``goal_rows``: see ``inference.goal_state.GOAL_ROWS``.
@@ -249,14 +249,14 @@ def _score_and_write(work: Work, out_dir: Path, command: str, score) -> tuple[di
     before its first file is written (a run stopped before that leaves it as it was)."""
     counts: dict[str, dict[str, int]] = {}
     outputs: dict[str, int | None] = {}
+    greedy: dict[str, list[dict]] = {}
     for bench, split, rows in work:
         if not rows:
             continue
         scored = score(rows, f"{bench}/{split}", True)
         if not outputs:
             manifest.begin(out_dir, command)
-        path = scored_path(out_dir, bench, split)
-        counts.setdefault(bench, {})[split] = outputs[path.relative_to(out_dir).as_posix()] = write_jsonl(path, scored)
+        _write_split(out_dir, bench, split, scored, greedy, counts, outputs)
     if not outputs:
         manifest.begin(out_dir, command)
     return counts, outputs
@@ -279,13 +279,25 @@ def _merge_and_write(work: Work, out_dir: Path, world: int) -> tuple[dict, dict]
     """Rank 0, after every shard is written: each split's shards in input order, then no shards."""
     counts: dict[str, dict[str, int]] = {}
     outputs: dict[str, int | None] = {}
+    greedy: dict[str, list[dict]] = {}
     for bench, split, rows in work:
         if rows:
-            path = scored_path(out_dir, bench, split)
-            scored = _merge_shards(out_dir, bench, split, world, len(rows))
-            counts.setdefault(bench, {})[split] = outputs[path.relative_to(out_dir).as_posix()] = write_jsonl(path, scored)
+            _write_split(out_dir, bench, split, _merge_shards(out_dir, bench, split, world, len(rows)), greedy, counts, outputs)
     shutil.rmtree(out_dir / SHARDS)
     return counts, outputs
+
+
+def _write_split(out_dir: Path, bench: str, split: str, scored: list[dict], greedy: dict[str, list[dict]], counts: dict,
+                 outputs: dict) -> None:
+    """Write one scored split: ``greedy/`` as scored, ``all/`` in the official layout (the greedy rows, then the
+    samples pass by pass: :func:`~goalrm_core.data.rundir.official_all_rows`). ``counts`` gets the rows
+    scored, ``outputs`` (the manifest's) the rows written."""
+    path = scored_path(out_dir, bench, split)
+    if split == "greedy":
+        greedy[bench] = scored
+    written = official_all_rows(greedy.get(bench, []), scored) if split == "all" else scored
+    outputs[path.relative_to(out_dir).as_posix()] = write_jsonl(path, written)
+    counts.setdefault(bench, {})[split] = len(scored)
 
 
 if __name__ == "__main__":  # data-parallel: `torchrun --nproc_per_node N -m goalrm_core.inference.scoring <eval-rm flags>`

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from goalrm_core.data.io import read_jsonl, write_jsonl
+from goalrm_core.data.rundir import samples_of_all
 from goalrm_core.model.reward_model import RewardModel, save_reward_model
 from goalrm_core.train.distributed import free_port
 
@@ -41,7 +42,7 @@ def test_two_processes_score_what_one_does(tmp_path, tiny_config, tokenizer):
              "--batch_size", 4]
     eval_rm(*flags, "--save_dir", "one", processes=1, cwd=tmp_path)
     eval_rm(*flags, "--save_dir", "two", processes=2, cwd=tmp_path)
-    for split, n in (("greedy", 15), ("all", 30)):
+    for split, n in (("greedy", 15), ("all", 45)):  # all/: the greedy rows, then the samples (the official layout)
         one = read_jsonl(tmp_path / "one" / "rm" / "toy" / split / "output-metrics-dense.jsonl")
         two = read_jsonl(tmp_path / "two" / "rm" / "toy" / split / "output-metrics-dense.jsonl")
         assert len(one) == len(two) == n
@@ -52,8 +53,9 @@ def test_two_processes_score_what_one_does(tmp_path, tiny_config, tokenizer):
     assert not (tmp_path / "two" / "rm" / ".shards").exists()  # the shards go once merged
     assert (tmp_path / "two" / "rm" / "manifest.json").exists()
     # an interrupted run resumes: a shard already written is kept, not scored again
+    two = samples_of_all(two)
     kept = [dict(r, reward=123.0) for r in two[1::2]]  # rank 1's rows of the sampled split, marked
     write_jsonl(tmp_path / "again" / "rm" / ".shards" / "toy" / "all" / "rank1-of-2.jsonl", kept)
     eval_rm(*flags, "--save_dir", "again", processes=2, cwd=tmp_path)
-    again = read_jsonl(tmp_path / "again" / "rm" / "toy" / "all" / "output-metrics-dense.jsonl")
+    again = samples_of_all(read_jsonl(tmp_path / "again" / "rm" / "toy" / "all" / "output-metrics-dense.jsonl"))
     assert [r["reward"] for r in again[1::2]] == [123.0] * 15 and [r["reward"] for r in again[::2]] == [r["reward"] for r in two[::2]]

@@ -80,7 +80,7 @@ def test_cli_in_the_seed_layout(tmp_path, rm, tokenizer):
     assert eval_rm_main(args + ["--goal_state_path", str(tmp_path / "rep" / "goal_state.npy")]) == 0
     greedy = read_jsonl(tmp_path / "eval" / "rm" / "toy-id" / "greedy" / "output-metrics-dense.jsonl")
     assert len(greedy) == 5 and "cosine_sim" in greedy[0]
-    assert len(read_jsonl(tmp_path / "eval" / "rm" / "toy-id" / "all" / "output-metrics-dense.jsonl")) == 10
+    assert len(read_jsonl(tmp_path / "eval" / "rm" / "toy-id" / "all" / "output-metrics-dense.jsonl")) == 15  # the official layout: greedy + samples
     # --filter_threshold is the metrics step's (as in the official code's eval_rm.py): recorded, never applied to the scores
     settings = json.loads((tmp_path / "eval" / "rm" / "eval_rm.json").read_text())
     assert settings["filter_threshold"] == 0.0 and "goalrm metrics" in settings["filter_threshold_applied_by"]
