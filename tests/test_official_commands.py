@@ -232,3 +232,24 @@ def test_an_official_flag_goalrm_cannot_run_is_one_line_and_exit_2(flag):
     name = flag.split()[0].split("=")[0]
     assert done.returncode == 2 and done.stderr.strip().count("\n") == 0, done.stderr
     assert f"{name} (an official train_rm.py flag) cannot run here" in done.stderr and "unrecognized" not in done.stderr
+
+
+def test_paper_math_reads_what_data_setup_downloads(tmp_path, monkeypatch):
+    """The paper-math profile's dataset and generations paths are the folders the official data_setup.sh
+    unzips (the zipped save_to_disk preference data, the Nemo-Skills generations), read as they come."""
+    from goalrm_core.data.preferences import load_preference_rows
+    from goalrm_core.report.profiles import load_profile
+
+    root, data = tmp_path / "project", tmp_path / "data"
+    shutil.copytree(ROOT / "examples", root / "examples")
+    write_fixtures(root, data)
+    env = {**os.environ, "OPENMATH_PREDICTIONS_URL": (data / "openmath-test-predictions.zip").as_uri(),
+           "PREFERENCE_RANKING_URL": (data / "preference_ranking_dataset.zip").as_uri()}
+    run("bash examples/run_scripts/data_setup.sh", root, env)
+    profile = load_profile("paper-math")
+    monkeypatch.chdir(root)  # the profile's paths are the official scripts', relative to the project's root
+    reports = []
+    rows = load_preference_rows(profile["dataset"], profile["dataset_probs"], seed=0, reports=reports)
+    assert len(rows) == 64 and [(r.n_used, r.n_skipped) for r in reports] == [(64, 0)]  # the train split, every row used
+    generations = Path(profile["completions_data_path"])
+    assert sorted(p.name for p in generations.iterdir()) == sorted(BENCHMARKS) == sorted(profile["benchmarks"])
