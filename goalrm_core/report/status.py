@@ -4,7 +4,6 @@ says how far it got. When the front page cannot be drawn, a plain fallback page 
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -55,37 +54,14 @@ def render_index(*args, **kwargs) -> str:
 
 
 def _fallback_index(profile: str, generated: str, stages: list[dict], error: Mapping[str, Any], out_dir: Path) -> str:
-    """The page written when :func:`render_index` fails: the stage table and the error, built from
-    nothing but ``html.escape``, so that it cannot fail the same way (``goalrm report --index-only``
-    draws the full page again once the cause is fixed)."""
-    e = lambda v: html.escape("" if v is None else str(v))  # noqa: E731
-    rows = []
-    for stage in stages:
-        stage = stage if isinstance(stage, Mapping) else {"name": stage, "status": "?"}
-        name, link = stage.get("name"), stage.get("html")
-        cell = e(name)
-        if isinstance(link, str) and link and (out_dir / link).exists():
-            cell = f'<a href="{e(link)}">{cell}</a>'
-        duration = stage.get("duration_s")
-        shown = f"{duration:.1f} s" if isinstance(duration, (int, float)) and not isinstance(duration, bool) else ""
-        problem = stage.get("error") if isinstance(stage.get("error"), Mapping) else {}
-        excerpt = f"{problem.get('ename', '')}: {problem.get('evalue', '')}" if problem else ""
-        rows.append(f"<tr><td>{cell}</td><td>{e(stage.get('status'))}</td><td>{e(shown)}</td>"
-                    f"<td>{e(stage.get('started'))}</td><td>{e(excerpt[:400])}</td></tr>")
-    table = "\n".join(rows)
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>goalrm report: {e(profile)}</title></head>
-<body>
-<h1>goalrm report: profile {e(profile)}</h1>
-<p>Generated {e(generated)}</p>
-<p class="error"><b>The full index could not be drawn</b> ({e(error.get("ename"))}: {e(error.get("evalue"))}).
-This page lists the stages only; status.json and metrics.json are complete. Once the cause is fixed,
-<code>goalrm report --profile {e(profile)} --index-only</code> draws the full page.</p>
-<table><tr><th>stage</th><th>status</th><th>duration</th><th>started</th><th>error</th></tr>
-{table}
-</table>
-</body></html>
-"""
+    """The page written when :func:`render_index` fails (``templates/fallback.html.j2``): the stage
+    table and the error, from the status entries alone, so that it cannot fail the same way
+    (``goalrm report --index-only`` draws the full page again once the cause is fixed)."""
+    from goalrm_core.report.templating import render, stage_view
+
+    said = {key: "" if error.get(key) is None else str(error[key]) for key in ("ename", "evalue")}
+    return render("fallback.html.j2", profile=profile, generated=generated, error=said,
+                  stages=[stage_view(s, out_dir) for s in stages])
 
 
 def _render(profile: str, generated: str, stages: list[dict], out_dir: Path) -> tuple[str, dict | None]:

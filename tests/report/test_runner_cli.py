@@ -98,7 +98,7 @@ def _fragile_index(real):
 
 
 def _fallback_states(page: str) -> dict:
-    rows = re.findall(r"<tr><td>(?:<a [^>]*>)?([0-9]{2}_\w+)(?:</a>)?</td><td>([a-z ]+)</td>", page)
+    rows = re.findall(r"<tr><td>(?:<a [^>]*>)?([0-9]{2}_\w+)(?:</a>)?</td><td>(?:<span [^>]*>)?([a-z ]+)(?:</span>)?</td>", page)
     return dict(rows)
 
 

@@ -1,0 +1,43 @@
+"""The report's HTML pages from jinja2 templates (``report/templates``, shipped as package data),
+autoescaped: text is escaped by the template, and the sections already written as HTML are passed
+through ``|safe``. jinja2 is imported on first use, so ``goalrm report --help`` does without it."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+
+@lru_cache(maxsize=None)
+def _environment():
+    import jinja2
+
+    return jinja2.Environment(loader=jinja2.PackageLoader("goalrm_core.report", "templates"), autoescape=True,
+                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                              undefined=jinja2.StrictUndefined)
+
+
+def render(template: str, **context: Any) -> str:
+    """``templates/<template>`` filled with ``context``."""
+    return _environment().get_template(template).render(**context)
+
+
+def stage_view(stage: Any, out_dir: Path) -> dict:
+    """One row of a page's stage table: the stage's name, a link to its page where that page exists,
+    status, duration, start and the error excerpt (its cell, where known). Whatever a damaged
+    ``status.json`` holds reads as text, so the fallback page can draw it too."""
+    stage = stage if isinstance(stage, Mapping) else {"name": stage, "status": "?"}
+    link = stage.get("html")
+    duration = stage.get("duration_s")
+    error = stage.get("error") if isinstance(stage.get("error"), Mapping) else {}
+    excerpt = ""
+    if error:
+        message = f"{error.get('ename', '')}: {error.get('evalue', '')}"
+        excerpt = message if len(message) <= 400 else message[:397] + "..."
+        excerpt += f" (cell {error['cell_index']})" if error.get("cell_index") is not None else ""
+    status = str(stage.get("status", "?"))
+    return {"name": str(stage.get("name", "")), "status": status, "css": status.replace(" ", "-"),
+            "link": link if isinstance(link, str) and link and (out_dir / link).exists() else None,
+            "duration": f"{duration:.1f} s" if isinstance(duration, (int, float)) and not isinstance(duration, bool) else "",
+            "started": "" if stage.get("started") is None else str(stage["started"]), "error": excerpt}
