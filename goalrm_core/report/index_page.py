@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from goalrm_core.report.frontpage import answer, gate_state, result_sections
+from goalrm_core.report.metrics_view import Metrics, entries, value
 from goalrm_core.report.provenance import PROVENANCE_KEY, provenance_html
 from goalrm_core.report.records import TIMINGS_KEY
 from goalrm_core.report.regimes import regimes_html
 from goalrm_core.report.reproduction import dropped, primary_rows, reruns_of, verdicts
+from goalrm_core.report.templating import render, stage_view
 from goalrm_core.study import formatting as fmt
 
 
@@ -23,25 +25,6 @@ def _flatten(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
             rows.extend(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
         return rows
     return [(prefix, obj)]
-
-
-PAGE_CSS = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 64rem;
-       padding: 0 1rem; color: #222; line-height: 1.45; }
-h1 { font-size: 1.6rem; margin-bottom: .2rem; } h2 { font-size: 1.2rem; margin-top: 2rem; }
-.meta { color: #666; margin-top: 0; }
-table { border-collapse: collapse; width: 100%; font-size: .92rem; }
-.scroll { overflow-x: auto; }
-th, td { text-align: left; padding: .35rem .6rem; border-bottom: 1px solid #e3e3e3; vertical-align: top; }
-th { background: #f5f5f5; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
-.status { font-weight: 600; padding: .1rem .45rem; border-radius: .3rem; white-space: nowrap; }
-.ok { background: #e3f5e6; color: #1b6b2c; } .kept { background: #e6eefb; color: #27508f; }
-.failed { background: #fbe4e4; color: #9b1c1c; } .not-run, .pending { background: #eee; color: #666; }
-.running, .interrupted { background: #fff4d6; color: #8a5a00; }
-.error { font-family: ui-monospace, monospace; font-size: .85rem; color: #9b1c1c; white-space: pre-wrap; }
-.answer { font-size: 1.05rem; background: #f3f6fb; padding: .6rem 1rem; border-radius: .3rem; }
-img { max-width: 100%; } details summary { cursor: pointer; color: #27508f; margin: .4rem 0; }
-"""
 
 
 def _format_value(value: Any) -> str:
@@ -72,38 +55,13 @@ def _spell_undefined(value: Any) -> Any:
     return value
 
 
-def _stage_row(stage: dict, out_dir: Path) -> str:
-    e = html.escape
-    name = e(stage["name"])
-    link = stage.get("html")
-    cell = f'<a href="{e(link)}">{name}</a>' if link and (out_dir / link).exists() else name
-    status = stage["status"]
-    duration = stage.get("duration_s")
-    shown = f"{duration:.1f} s" if isinstance(duration, (int, float)) else ""
-    error = stage.get("error") or {}
-    excerpt = ""
-    if error:
-        where = f" (cell {error['cell_index']})" if error.get("cell_index") is not None else ""
-        message = f"{error.get('ename', '')}: {error.get('evalue', '')}"
-        excerpt = message if len(message) <= 400 else message[:397] + "..."
-        excerpt += where
-    return (
-        f"<tr><td>{cell}</td><td><span class=\"status {e(status.replace(' ', '-'))}\">{e(status)}</span></td>"
-        f"<td class=\"num\">{e(shown)}</td><td>{e(stage.get('started') or '')}</td>"
-        f"<td class=\"error\">{e(excerpt)}</td></tr>"
-    )
-
-
 def _gate(metrics: Mapping[str, Any]) -> str:
     """The length gate, first on the page; empty before notebook 04 ran. Across seeds
     (``evaluation.primary.gate``, schema 2) where recorded, else the seed-0 gate (schema 1)."""
-    ev = metrics.get("evaluation")
-    if not isinstance(ev, Mapping):
-        return ""
-    primary = ev.get("primary") if isinstance(ev.get("primary"), Mapping) else {}
+    primary = Metrics(metrics).primary
     if isinstance(primary.get("gate"), Mapping):
         return gate_html(dict(primary["gate"]), benchmark=primary.get("benchmark"), n_seeds=primary.get("n_seeds"))
-    gate = ev.get("gate")
+    gate = value(metrics, "evaluation", "gate")
     return gate_html(dict(gate)) if isinstance(gate, Mapping) else ""
 
 
@@ -125,7 +83,7 @@ def gate_html(gate: Mapping, benchmark: str | None = None, n_seeds: int | None =
     state, reason = gate_state(gate)
     bench = gate.get("benchmark") or benchmark or "toy-id"
     if "state" in gate:
-        margins = {rm: m for rm, m in (gate.get("margin_over_length") or {}).items() if isinstance(m, Mapping)}
+        margins = entries(gate, "margin_over_length")
         seeds = fmt.count(n_seeds) or max((fmt.count(m.get("n_seeds")) or 0 for m in margins.values()), default=0)
         parts = []
         for rm, m in margins.items():
@@ -140,9 +98,7 @@ def gate_html(gate: Mapping, benchmark: str | None = None, n_seeds: int | None =
         failing = [rm for rm, m in margins.items() if m.get("holds") is False]
     else:
         def shown(v):
-            if not isinstance(v, Mapping):
-                return fmt.undefined()
-            return fmt.ci(v.get("auroc"), v.get("ci_low"), v.get("ci_high"), reason=fmt.reason_of(v, "auroc"))
+            return fmt.ci(v.get("auroc"), v.get("ci_low"), v.get("ci_high"), reason=fmt.reason_of(v, "auroc")) if isinstance(v, Mapping) else fmt.undefined()
 
         rms = [k for k in gate if k not in GATE_KEYS]
         scores = (" (AUROC, 95% CI): " + "; ".join(f"{rm} {shown(gate[rm])}" for rm in rms)
@@ -174,7 +130,7 @@ def well_formed_gate_html(gate: Mapping, bench: str) -> str:
     e = html.escape
     state, reason = gate_state(gate)
     margin = fmt.num(gate.get("required_margin"), 2)
-    margins = {rm: m for rm, m in (gate.get("margin_over_length") or {}).items() if isinstance(m, Mapping)}
+    margins = entries(gate, "margin_over_length")
     parts = []
     for rm, m in margins.items():
         k, total = fmt.count(m.get("k")), fmt.count(m.get("n_seeds"))
@@ -230,68 +186,29 @@ COMPANION_REPORTS: Mapping[str, tuple[str, str]] = {
 }
 
 
-def companion_html(profile: str, out_dir: Path) -> str:
-    """A link to the companion report (:data:`COMPANION_REPORTS`), only where its index.html exists."""
+def companion_of(profile: str, out_dir: Path) -> tuple[str, str] | None:
+    """The companion report (:data:`COMPANION_REPORTS`) and what it is, only where its index.html exists."""
     other = COMPANION_REPORTS.get(profile)
-    if not other or not (out_dir.parent / other[0] / "index.html").exists():
-        return ""
-    name, what = other
-    return (f'<p class="meta">See also <a href="../{html.escape(name)}/index.html">the {html.escape(name)} report</a>: '
-            f"{html.escape(what)}.</p>")
+    return other if other and (out_dir.parent / other[0] / "index.html").exists() else None
+
+
+def _drawn(what: str, draw, *args) -> str:
+    """A section's HTML; when it cannot be drawn, a line saying so, so that the rest of the page still is."""
+    try:
+        return draw(*args)
+    except Exception as exc:
+        return f'<p class="error">{html.escape(f"{what} could not be drawn: {type(exc).__name__}: {exc}")}</p>'
 
 
 def render_index(profile: str, generated: str, stages: list[dict], metrics: Mapping[str, Any], out_dir: Path) -> str:
-    """A self-contained page, in reading order: the answer (``findings.answer``), the length gate, a summary generated from the numbers,
-    the key figures and tables (``frontpage``), the stage table with links and failures, then every
-    metric in a collapsible section."""
-    e = html.escape
-    stage_rows = "\n".join(_stage_row(s, out_dir) for s in stages)
+    """A self-contained page (``templates/index.html.j2``), in reading order: the answer (``findings.answer``),
+    the length gate, a summary generated from the numbers, the key figures and tables (``frontpage``),
+    the stage table with links and failures, then every metric in a collapsible section."""
     rows = _flatten({k: v for k, v in metrics.items() if k not in (TIMINGS_KEY, PROVENANCE_KEY)})
-    metric_rows = "\n".join(
-        f'<tr><td>{e(k)}</td><td class="num">{e(_format_value(v))}</td></tr>' for k, v in rows
-    )
-    if rows:
-        metrics_html = (f"<details><summary>All metrics ({len(rows)}; full precision in metrics.json)</summary>\n"
-                        f"<table><tr><th>metric</th><th>value</th></tr>\n{metric_rows}\n</table></details>")
-    else:
-        metrics_html = "<p class=\"meta\">No metrics recorded yet.</p>"
-    try:
-        results = result_sections(metrics)
-    except Exception as exc:  # a page must render even when a section cannot: say so, keep the rest
-        results = f'<p class="error">The result sections could not be drawn: {e(type(exc).__name__)}: {e(str(exc))}</p>'
-    try:
-        results += reproduction_html(metrics, out_dir)
-    except Exception as exc:
-        results += f'<p class="error">The reproduction section could not be drawn: {e(type(exc).__name__)}: {e(str(exc))}</p>'
-    try:
-        results += regimes_html(profile, out_dir)
-    except Exception as exc:
-        results += f'<p class="error">The side-by-side section could not be drawn: {e(type(exc).__name__)}: {e(str(exc))}</p>'
-    try:
-        gate = _gate(metrics)
-    except Exception as exc:
-        gate = f'<p class="error">The length gate could not be drawn: {e(type(exc).__name__)}: {e(str(exc))}</p>'
-    try:
-        lead = answer(metrics)
-    except Exception as exc:
-        lead = f'<p class="error">The answer could not be drawn: {e(type(exc).__name__)}: {e(str(exc))}</p>'
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<title>goalrm report: {e(profile)}</title>
-<style>{PAGE_CSS}</style></head>
-<body>
-<h1>Goal-conditioned reward models: profile {e(profile)}</h1>
-<p class="meta">Generated {e(generated)}</p>
-{companion_html(profile, out_dir)}
-{lead}
-{gate}
-{results}
-<h2>Stages</h2>
-<table><tr><th>stage</th><th>status</th><th>duration</th><th>started</th><th>error</th></tr>
-{stage_rows}
-</table>
-<h2>All metrics</h2>
-{metrics_html}
-{provenance_html(metrics)}
-</body></html>
-"""
+    sections = [_drawn("The answer", answer, metrics), _drawn("The length gate", _gate, metrics),
+                _drawn("The result sections", result_sections, metrics)
+                + _drawn("The reproduction section", reproduction_html, metrics, out_dir)
+                + _drawn("The side-by-side section", regimes_html, profile, out_dir)]
+    return render("index.html.j2", profile=profile, generated=generated, companion=companion_of(profile, out_dir),
+                  sections=sections, stages=[stage_view(s, out_dir) for s in stages],
+                  metric_rows=[(k, _format_value(v)) for k, v in rows], provenance=provenance_html(metrics))

@@ -1,6 +1,5 @@
-"""The small pieces the result sections of a report's ``index.html`` are built from: a value read down a
-path of ``metrics.json`` (missing keys and non-mappings give the default), the benchmarks a run
-recorded, one scorer's AUROC with its interval, the primary findings' section, a matplotlib figure as
+"""The small pieces the result sections of a report's ``index.html`` are built from: the reads of
+``metrics.json`` they share (through :mod:`~goalrm_core.report.metrics_view`), a matplotlib figure as
 an embedded PNG and a data frame as an HTML table (undefined cells written ``undefined``).
 """
 
@@ -11,16 +10,8 @@ import io
 from collections.abc import Mapping
 from typing import Any
 
+from goalrm_core.report.metrics_view import Auroc, Metrics, value as get_path  # noqa: F401 (the findings read it here)
 from goalrm_core.study import formatting as fmt
-from goalrm_core.study.rms import RMS
-
-
-def get_path(tree: Any, *keys, default=None):
-    for key in keys:
-        if not isinstance(tree, Mapping) or key not in tree:
-            return default
-        tree = tree[key]
-    return tree
 
 
 def schema_version(metrics: Mapping) -> int:
@@ -32,19 +23,15 @@ def schema_version(metrics: Mapping) -> int:
 
 
 def benchmarks_in(ev: Mapping) -> list[str]:
-    names = [b for b, v in (get_path(ev, "delta_auroc", default={}) or get_path(ev, RMS[0], default={}) or {}).items()
-             if isinstance(v, Mapping)]
-    return fmt.order_benchmarks(names)
+    return Metrics({"evaluation": ev}).benchmarks
 
 
 def auroc_of(ev: Mapping, scorer: str, bench: str) -> tuple[Any, Any, Any]:
-    row = get_path(ev, scorer, bench, default={})
-    row = row if isinstance(row, Mapping) else {}
-    return row.get("auroc"), row.get("auroc_ci_low"), row.get("auroc_ci_high")
+    return Auroc.of(get_path(ev, scorer, bench)).triple
 
 
 def auroc_text(ev: Mapping, scorer: str, bench: str) -> str:
-    return fmt.ci(*auroc_of(ev, scorer, bench), reason=fmt.reason_of(get_path(ev, scorer, bench), "auroc"))
+    return Auroc.of(get_path(ev, scorer, bench)).text()
 
 
 def png(fig) -> str:
@@ -61,7 +48,4 @@ def html_table(df) -> str:
 
 
 def primary_of(metrics: Mapping) -> Mapping:
-    p = get_path(metrics, "evaluation", "primary")
-    return p if isinstance(p, Mapping) else {}
-
-
+    return Metrics(metrics).primary

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 
 from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.evaluation.tables import REFERENCE_SCORERS
-from goalrm_core.report.page_parts import auroc_of, auroc_text, benchmarks_in, get_path, html_table, png, primary_of
+from goalrm_core.report.metrics_view import Metrics, entries, section, value
+from goalrm_core.report.page_parts import html_table, png
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study import plots
 from goalrm_core.study.rms import HEADLINE_SETS, ID_BENCH, RMS
@@ -21,38 +22,35 @@ REFERENCES = tuple(REFERENCE_SCORERS)
 BUDGET_TOLERANCE = 0.10  # token budgets further apart than this are named as a mismatch
 
 
-def auroc_frame(ev: Mapping):
+def auroc_frame(m: Metrics):
     import pandas as pd
 
     rows = []
     for scorer in [*RMS, *REFERENCES]:
-        for bench in benchmarks_in(ev):
-            auroc, low, high = auroc_of(ev, scorer, bench)
+        for bench in m.benchmarks:
+            auroc, low, high = m.auroc(scorer, bench).triple
             if not fmt.is_undefined(auroc):
                 rows.append({"scorer": scorer, "benchmark": bench, "auroc": auroc,
                              "ci_low": auroc if fmt.is_undefined(low) else low, "ci_high": auroc if fmt.is_undefined(high) else high})
     return pd.DataFrame(rows)
 
 
-def _undefined_aurocs(ev: Mapping) -> str:
+def _undefined_aurocs(m: Metrics) -> str:
     missing = []
     for scorer in [*RMS, *REFERENCES]:
-        for bench in benchmarks_in(ev):
-            if isinstance(get_path(ev, scorer, bench), Mapping) and fmt.is_undefined(auroc_of(ev, scorer, bench)[0]):
-                reason = fmt.reason_of(get_path(ev, scorer, bench), "auroc")
-                missing.append(f"{scorer} on {bench}" + (f" ({reason})" if reason else ""))
+        for bench in m.benchmarks:
+            if isinstance(value(m.evaluation, scorer, bench), Mapping) and fmt.is_undefined((a := m.auroc(scorer, bench)).value):
+                missing.append(f"{scorer} on {bench}" + (f" ({a.reason})" if a.reason else ""))
     return f"<p class=\"meta\">Not drawn, AUROC undefined: {html.escape('; '.join(missing))}.</p>" if missing else ""
 
 
 def auroc_figure(metrics: Mapping) -> str:
-    ev = metrics.get("evaluation", {})
-    if not isinstance(ev, Mapping):
-        return ""
-    frame = auroc_frame(ev)
-    undefined = _undefined_aurocs(ev)
+    m = Metrics(metrics)
+    frame = auroc_frame(m)
+    undefined = _undefined_aurocs(m)
     if frame.empty:
         return undefined
-    which = HEADLINE_SETS.get(ev.get("headline"), "headline generations")
+    which = HEADLINE_SETS.get(m.evaluation.get("headline"), "headline generations")
     return ("<p>How well each scorer ranks correct above incorrect solutions (AUROC, 0.5 = chance) on every "
             f"benchmark, {html.escape(which)}, seed-0 RMs; bars are 95% bootstrap CIs over questions. The free "
             "reference scorers stand beside the RMs: a reward model is only interesting where it beats response "
@@ -62,24 +60,22 @@ def auroc_figure(metrics: Mapping) -> str:
 def delta_table(metrics: Mapping) -> str:
     import pandas as pd
 
-    deltas = get_path(metrics, "evaluation", "delta_auroc", default={})
-    if not isinstance(deltas, Mapping) or not deltas:
-        return ""
-    ev = metrics["evaluation"]
-    from goalrm_core.evaluation.stats import holm
-
-    order = [b for b in fmt.order_benchmarks(deltas) if isinstance(deltas.get(b), Mapping)]
+    m = Metrics(metrics)
+    deltas = entries(m.evaluation, "delta_auroc")
+    order = fmt.order_benchmarks(deltas)
     if not order:
         return ""
+    from goalrm_core.evaluation.stats import holm
+
     raw = [deltas[b].get("p_value") for b in order]
     adjusted = holm([float("nan") if fmt.is_undefined(p) else float(p) for p in raw])
     k = sum(not fmt.is_undefined(p) for p in raw)
-    rows = [{"benchmark": b, "baseline": auroc_text(ev, "baseline", b),
-             "goal-conditioned": auroc_text(ev, "goal-conditioned", b),
+    rows = [{"benchmark": b, "baseline": m.auroc("baseline", b).text(),
+             "goal-conditioned": m.auroc("goal-conditioned", b).text(),
              "Δ AUROC [95% CI]": fmt.signed_ci(delta_of(d), d.get("ci_low"), d.get("ci_high"), reason=fmt.reason_of(d, "delta")),
              "p-value": fmt.p_value(p, reason=fmt.reason_of(d, "p_value")),
              f"p-value, Holm over {k}": fmt.p_value(p_holm)}
-            for b, p, p_holm in zip(order, raw, adjusted) if isinstance(d := deltas.get(b), Mapping)]
+            for b, p, p_holm in zip(order, raw, adjusted) for d in [deltas[b]]]
     low = [(b, p, q) for b, p, q in zip(order, raw, adjusted) if not fmt.is_undefined(p) and p < 0.05]
     if low:
         note = ("Uncorrected p below 0.05 on " + ", ".join(f"{b} (p = {fmt.p_value(p)}, Holm {fmt.p_value(q)})" for b, p, q in low)
@@ -97,9 +93,9 @@ def first_error_section(metrics: Mapping) -> str:
     """Q along the incorrect solutions around their first error, a line per RM seed
     (``evaluation.first_error_profile``, notebook 04); where the run did not record it, what is
     missing and each seed's Δ Q instead."""
-    profile = get_path(metrics, "evaluation", "first_error_profile")
-    primary = primary_of(metrics)
-    deltas = {rm: s.get("per_seed") for rm, s in (primary.get("first_error_delta_q") or {}).items() if isinstance(s, Mapping)}
+    profile = value(metrics, "evaluation", "first_error_profile")
+    primary = Metrics(metrics).primary
+    deltas = {rm: s.get("per_seed") for rm, s in entries(primary, "first_error_delta_q").items()}
     seeds = primary.get("rm_seeds") if isinstance(primary.get("rm_seeds"), list) else []
     def seed(s) -> str:
         return f"seed {fmt.undefined() if fmt.count(s) is None else fmt.count(s)}"
@@ -129,20 +125,19 @@ def savings_text(metrics: Mapping) -> str:
     saved, accuracy, wall time); then where pruning was off and what it cost in wall time."""
     import pandas as pd
 
-    ev, dec = metrics.get("evaluation", {}), metrics.get("decoding", {})
-    params = get_path(metrics, "provenance", "profile", "parameters", default={}) or {}
+    m = Metrics(metrics)
     filtered, pruned, off, slower = [], [], [], []
-    for bench in benchmarks_in(ev if isinstance(ev, Mapping) else {}):
-        f = get_path(ev, "goal-conditioned", bench, "filter")
+    for bench in m.benchmarks:
+        f = value(m.evaluation, "goal-conditioned", bench, "filter")
         if isinstance(f, Mapping):
-            n_votes = get_path(metrics, "data", "benchmarks", bench, "n_questions")
+            n_votes = value(metrics, "data", "benchmarks", bench, "n_questions")
             filtered.append({"benchmark": bench, "Q threshold": fmt.num(f.get("threshold")),
                              "tokens saved": fmt.pct(f.get("tokens_saved_pct"), already_percent=True),
                              "accuracy, all samples [95% CI]": fmt.rate_ci(f.get("accuracy_unfiltered"), n_votes),
                              "accuracy, filtered [95% CI]": fmt.rate_ci(f.get("accuracy"), n_votes)})
-        p = get_path(dec, "pruning", bench)
+        p = value(m.decoding, "pruning", bench)
         if isinstance(p, Mapping):
-            n_decoded = get_path(p, "n_questions") or params.get("decode_questions")
+            n_decoded = p.get("n_questions") or m.parameter("decode_questions")
             threshold = p.get("threshold")
             is_off = not fmt.is_undefined(threshold) and threshold <= -1
             if is_off:
@@ -151,8 +146,8 @@ def savings_text(metrics: Mapping) -> str:
                    "tokens saved": fmt.pct(p.get("tokens_saved_pct"), already_percent=True),
                    "accuracy, unpruned [95% CI]": fmt.rate_ci(p.get("accuracy_unpruned"), n_decoded),
                    "accuracy, pruned [95% CI]": fmt.rate_ci(p.get("accuracy"), n_decoded)}
-            wall = get_path(metrics, "timings", "decoding", "pruning", bench)
-            if isinstance(wall, Mapping) and _defined(wall.get("wall_s"), wall.get("wall_s_unpruned")):
+            wall = section(metrics, "timings", "decoding", "pruning", bench)
+            if _defined(wall.get("wall_s"), wall.get("wall_s_unpruned")):
                 row["wall time, unpruned"] = f"{wall['wall_s_unpruned']:.2f} s"
                 row["wall time, pruned"] = f"{wall['wall_s']:.2f} s"
                 if not is_off and wall["wall_s"] > wall["wall_s_unpruned"]:
@@ -187,14 +182,14 @@ def _defined(*values) -> bool:
 def savings_figure(metrics: Mapping) -> str:
     import pandas as pd
 
-    ev, dec = metrics.get("evaluation", {}), metrics.get("decoding", {})
+    m = Metrics(metrics)
     rows = []
-    for bench in benchmarks_in(ev if isinstance(ev, Mapping) else {}):
-        f = get_path(ev, "goal-conditioned", bench, "filter")
+    for bench in m.benchmarks:
+        f = value(m.evaluation, "goal-conditioned", bench, "filter")
         if isinstance(f, Mapping) and _defined(f.get("accuracy"), f.get("accuracy_unfiltered"), f.get("tokens_saved_pct")):
             rows.append({"method": "Q-filtered voting", "benchmark": bench, "tokens": 1.0, "accuracy": f["accuracy_unfiltered"], "end": False})
             rows.append({"method": "Q-filtered voting", "benchmark": bench, "tokens": 1 - f["tokens_saved_pct"] / 100, "accuracy": f["accuracy"], "end": True})
-        p = get_path(dec, "pruning", bench)
+        p = value(m.decoding, "pruning", bench)
         if (isinstance(p, Mapping) and _defined(p.get("tokens_generated"), p.get("tokens_generated_unpruned"), p.get("accuracy"),
                                                 p.get("accuracy_unpruned")) and p["tokens_generated_unpruned"]):
             rows.append({"method": "online pruning", "benchmark": bench, "tokens": 1.0, "accuracy": p["accuracy_unpruned"], "end": False})
@@ -238,7 +233,7 @@ def budget_mismatches(methods: Mapping[str, Mapping]) -> list[str]:
 
 def _decode_questions(metrics: Mapping, row: Mapping) -> int | None:
     """The questions a decoding accuracy is over: the row's own count, else the profile's ``decode_questions``."""
-    return fmt.count(row.get("n_questions")) or fmt.count(get_path(metrics, "provenance", "profile", "parameters", "decode_questions"))
+    return fmt.count(row.get("n_questions")) or fmt.count(Metrics(metrics).parameter("decode_questions"))
 
 
 def decoding_reading(metrics: Mapping, methods: Mapping[str, Mapping]) -> str:
@@ -268,10 +263,9 @@ def decoding_reading(metrics: Mapping, methods: Mapping[str, Mapping]) -> str:
 def decoding_table(metrics: Mapping) -> str:
     import pandas as pd
 
-    methods = get_path(metrics, "decoding", "methods", default={})
-    if not isinstance(methods, Mapping) or not methods:
+    methods = entries(metrics, "decoding", "methods")
+    if not methods:
         return ""
-    methods = {b: m for b, m in methods.items() if isinstance(m, Mapping)}
     benches = fmt.order_benchmarks(methods)
     names = list(dict.fromkeys(m for b in benches for m in methods[b]))
     rows = []
@@ -293,8 +287,8 @@ def decoding_table(metrics: Mapping) -> str:
 
 def steering_section(metrics: Mapping) -> str:
     """Steering toward a style goal, seed 0: one run, so detail, not a conclusion."""
-    s = get_path(metrics, "decoding", "steering")
-    if not isinstance(s, Mapping) or not s:
+    s = section(metrics, "decoding", "steering")
+    if not s:
         return ""
     n = fmt.count(s.get("n_questions"))
     text = (f"Q-guided decoding of the steering policy toward a style goal, seed-0 RM"

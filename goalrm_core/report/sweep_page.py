@@ -11,9 +11,7 @@ one class, too few seeds) reads ``undefined``, never "nan", and never stops the 
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import json
 import math
 from pathlib import Path
@@ -23,8 +21,10 @@ import pandas as pd
 
 from goalrm_core.data.io import atomic_write_text
 from goalrm_core.evaluation.auroc import delta_of
-from goalrm_core.report.index_page import PAGE_CSS
 from goalrm_core.report.provenance import _now
+from goalrm_core.report.metrics_view import Auroc, Metrics, entries, section, value
+from goalrm_core.report.page_parts import png
+from goalrm_core.report.templating import render
 from goalrm_core.report.sweep_layout import PAIRED_FILE, PLAN_FILE, POINT_MANIFEST, format_value
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study import plots
@@ -39,14 +39,6 @@ def _read(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
-
-
-def _get(tree: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(tree, Mapping) or key not in tree:
-            return None
-        tree = tree[key]
-    return tree
 
 
 _missing = fmt.is_undefined
@@ -83,47 +75,37 @@ def point_rows(plan: Mapping, report_dir: Path) -> list[dict]:
     n_eval = plan.get("n_eval_pairs")
     rows = []
     for p in plan["points"]:
-        m = _read(report_dir / p["name"] / "metrics.json") or {}
-        ev, training = m.get("evaluation", {}), m.get("training", {})
+        m = Metrics(_read(report_dir / p["name"] / "metrics.json") or {})
+        ev, training = m.evaluation, m.training
         row: dict[str, Any] = {"point": p["name"], "values": {k: p["values"].get(k, plan["base_values"][k]) for k in plan["grid"]},
-                               "status": point_status(report_dir, p["name"]), "has_metrics": bool(m), "auroc": {}, "accuracy": {}}
+                               "status": point_status(report_dir, p["name"]), "has_metrics": bool(m.raw), "auroc": {}, "accuracy": {}}
         for rm in RMS:
-            for bench, scores in (_get(ev, rm) or {}).items():
-                if isinstance(scores, Mapping) and "auroc" in scores:
-                    row["auroc"][(rm, bench)] = (scores["auroc"], scores.get("auroc_ci_low"), scores.get("auroc_ci_high"))
-            acc = _get(training, rm, "eval_accuracy")
-            if rm in (training or {}):
-                bounds = _get(training, rm, "eval_accuracy_ci")
+            for bench, scores in entries(ev, rm).items():
+                if "auroc" in scores:
+                    row["auroc"][(rm, bench)] = Auroc.of(scores).triple
+            acc = value(training, rm, "eval_accuracy")
+            if rm in training:
+                bounds = value(training, rm, "eval_accuracy_ci")
                 low, high = (list(bounds) + [None, None])[:2] if isinstance(bounds, (list, tuple)) else (None, None)
                 how = "seeds"
                 if (_missing(low) or _missing(high)) and n_eval:
                     (low, high), how = wilson(acc, n_eval), "pairs"
                 row["accuracy"][rm] = (acc, low, high, how)
-        sep = _get(m, "representations", GOAL_CONDITIONED) or {}
+        sep = section(m.raw, "representations", GOAL_CONDITIONED)
         row["q_auroc"] = (sep.get("separation_auroc"), sep.get("separation_auroc_ci_low"), sep.get("separation_auroc_ci_high"))
-        delta = _get(ev, "delta_auroc", ID_BENCH) or {}
+        delta = section(ev, "delta_auroc", ID_BENCH)
         row["delta"] = (delta_of(delta), delta.get("ci_low"), delta.get("ci_high"))
-        seeds = _get(ev, "primary", "delta_auroc")  # schema 2: the same Δ over the point's RM seeds
-        row["delta_seeds"] = seeds if isinstance(seeds, Mapping) else None
-        row["n_seeds"] = next((n for n in (_get(ev, "primary", "n_seeds"), *(_get(training, rm, "n_seeds") for rm in RMS))
+        row["delta_seeds"] = section(m.primary, "delta_auroc") or None  # schema 2: the same Δ over the point's RM seeds
+        row["n_seeds"] = next((n for n in (m.primary.get("n_seeds"), *(value(training, rm, "n_seeds") for rm in RMS))
                                if isinstance(n, int) and not isinstance(n, bool)), None)
-        row["steps"] = next((n for n in (_get(training, rm, "steps") for rm in RMS) if isinstance(n, int) and not isinstance(n, bool)), None)
+        row["steps"] = next((n for n in (value(training, rm, "steps") for rm in RMS) if isinstance(n, int) and not isinstance(n, bool)), None)
         paired = _read(report_dir / p["name"] / PAIRED_FILE)
         row["vs_base"] = paired if isinstance(paired, dict) else None
-        tuned = _get(ev, GOAL_CONDITIONED, ID_BENCH, "filter_validation") or {}
+        tuned = section(ev, GOAL_CONDITIONED, ID_BENCH, "filter_validation")
         row["tokens_saved"] = (tuned.get("tokens_saved_pct"), tuned.get("tokens_saved_ci_low"), tuned.get("tokens_saved_ci_high"))
         row["tuned_accuracy"] = (tuned.get("accuracy"), tuned.get("accuracy_unfiltered"))
         rows.append(row)
     return rows
-
-
-def _png(fig) -> str:
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return f'<img alt="figure" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
 
 
 def base_label(plan: Mapping, rows: list[dict]) -> str:
@@ -196,17 +178,17 @@ def profile_note(plan: Mapping, rows: list[dict], report_dir: Path) -> str:
     base = next((r for r in rows if r["point"] == plan.get("default_point")), None)
     if not isinstance(m, dict) or base is None:
         return ""
-    training = m.get("training") or {}
-    steps = _get(training, GOAL_CONDITIONED, "steps")
-    seeds = _get(training, GOAL_CONDITIONED, "n_seeds")
-    auroc = _get(m, "evaluation", GOAL_CONDITIONED, ID_BENCH) or {}
+    m = Metrics(m)
+    steps = value(m.training, GOAL_CONDITIONED, "steps")
+    seeds = value(m.training, GOAL_CONDITIONED, "n_seeds")
+    auroc = m.auroc(GOAL_CONDITIONED, ID_BENCH)
     common = plan.get("common") or {}
     base_steps = common.get("rm_steps", base.get("steps"))
     base_seeds = len(common["rm_seeds"]) if isinstance(common.get("rm_seeds"), list) else base.get("n_seeds")
     if steps == base_steps and seeds == base_seeds:
         return ""
     return (f"The {plan.get('profile')} report trains its RMs for {steps} steps with {seeds} seed{'s' if seeds != 1 else ''} "
-            f"(goal-conditioned {ID_BENCH} AUROC at seed 0 {fmt.ci(auroc.get('auroc'), auroc.get('auroc_ci_low'), auroc.get('auroc_ci_high'))}); "
+            f"(goal-conditioned {ID_BENCH} AUROC at seed 0 {fmt.ci(*auroc.triple)}); "
             f"every point here trains {base_steps} steps with {base_seeds} seed{'s' if base_seeds != 1 else ''}, so the base point's "
             f"numbers, and how the points rank (the goal-state methods among them), can differ from that report's pages.")
 
@@ -333,67 +315,25 @@ def key_figures(plan: Mapping, rows: list[dict]) -> str:
         if len({json.dumps(rec["x"]) for rec in records}) < 2:
             continue
         fig = plots.sweep_curve(pd.DataFrame(records), key, title=f"{ID_BENCH} AUROC against {key} (95% CI)")
-        parts.append(f"<h3>{html.escape(key)}</h3>\n{_png(fig)}")
+        parts.append(f"<h3>{html.escape(key)}</h3>\n{png(fig)}")
     return "\n".join(parts)
 
 
-SWEEP_CSS = """
-body { max-width: 86rem; }
-table { font-size: .86rem; }
-td { white-space: nowrap; }
-"""
-
-
 def render_comparison(plan: Mapping, report_dir: Path, report_links: bool = True) -> str:
-    """The page, results first: the verdict, the results tables, the OOD AUROCs and a figure per swept
-    key; then the configuration of each point and what ran."""
-    e = html.escape
+    """The page (``templates/sweep.html.j2``), results first: the verdict, the results tables, the OOD
+    AUROCs and a figure per swept key; then the configuration of each point and what ran."""
     rows = point_rows(plan, report_dir)
-    mode = "one key at a time around the base point" if plan.get("one_at_a_time") else "every combination (Cartesian product)"
-    grid = "; ".join(f"{k} ∈ {{{', '.join(map(str, v))}}}" for k, v in plan["grid"].items())
-    common = ", ".join(f"{k}={v}" for k, v in plan.get("common", {}).items()) or "none"
-    shared = ", ".join(plan.get("shared", [])) or "none"
-    n_done = sum(r["status"] == "complete" for r in rows)
-    figures = key_figures(plan, rows)
-    shared_link = _link(report_dir, "shared/metrics.json", "metrics.json") if plan.get("shared") else ""
-    ood = ood_table(rows)
-    note = profile_note(plan, rows, report_dir)
-    acc_note = ("Held-out pair accuracy: mean over RM seeds with its t-interval, or, with one seed, the Wilson "
-                "interval over the held-out pairs.")
-    base = base_label(plan, rows)
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<title>goalrm sweep: {e(plan['profile'])}-sweep-{e(plan['name'])}</title>
-<style>{PAGE_CSS}{SWEEP_CSS}</style></head>
-<body>
-<h1>Sweep {e(plan['name'])} over profile {e(plan['profile'])}</h1>
-<p class="meta">Generated {e(_now())}; {n_done} of {len(rows)} points complete. “Base point” is the point at the
-{e(str(plan.get('profile')))} profile's values; “baseline RM” is the reward model trained without the contrastive term.</p>
-<h2>Summary</h2>
-<p>{e(verdict(plan, rows))}</p>
-<p>{e(seeds_note(plan, rows))}</p>
-{f'<p>{e(note)}</p>' if note else ''}
-<h2>Results</h2>
-<p>All on {ID_BENCH}, seed-0 RMs, 95% bootstrap CIs over questions. AUROC: how well each RM's reward ranks correct above
-incorrect solutions (the headline generations). Δ vs base point: the paired difference between this point and {e(base)}
-on the same generations, with its Holm-corrected p-value. Δ goal-conditioned − baseline RM: the paired difference between
-the two RMs of one point.</p>
-<div class="scroll">{headline_table(plan, rows, report_dir, report_links)}</div>
-<p>{Q_SERIES} AUROC: the same ranking by the cosine of the last token's state to the goal state (every sampled solution;
-the goal-state method acts here and in the tokens saved, not in the reward). {e(acc_note)} Tokens saved: Q-filtered voting
-of the goal-conditioned RM at the threshold chosen on validation questions, measured on the other questions (% of response
-tokens).</p>
-<div class="scroll">{training_table(plan, rows, report_dir, report_links)}</div>
-{f'<h2>Out-of-distribution AUROC</h2><div class="scroll">{ood}</div>' if ood else ''}
-{f'<h2>Each swept key</h2>{figures}' if figures else ''}
-<h2>Configuration of each point</h2>
-<p>The value of every swept key at each point; the one a point changes from the base point is in bold.</p>
-<div class="scroll">{config_table(plan, rows)}</div>
-<h2>What ran</h2>
-<p>Grid ({e(mode)}): {e(grid)}. Set for every point: {e(common)}. Stages per point: {e(', '.join(plan['stages']))};
-shared from the base run: {e(shared)}{f" (their {shared_link})" if shared_link else ""}. The plan: <a href="{PLAN_FILE}">{PLAN_FILE}</a>.</p>
-</body></html>
-"""
+    return render(
+        "sweep.html.j2", plan=plan, generated=_now(), n_done=sum(r["status"] == "complete" for r in rows), n_points=len(rows),
+        verdict=verdict(plan, rows), seeds_note=seeds_note(plan, rows), note=profile_note(plan, rows, report_dir),
+        bench=ID_BENCH, base=base_label(plan, rows), q_series=Q_SERIES,
+        headline=headline_table(plan, rows, report_dir, report_links), training=training_table(plan, rows, report_dir, report_links),
+        ood=ood_table(rows), figures=key_figures(plan, rows), config=config_table(plan, rows),
+        mode="one key at a time around the base point" if plan.get("one_at_a_time") else "every combination (Cartesian product)",
+        grid="; ".join(f"{k} ∈ {{{', '.join(map(str, v))}}}" for k, v in plan["grid"].items()),
+        common=", ".join(f"{k}={v}" for k, v in plan.get("common", {}).items()) or "none",
+        shared=", ".join(plan.get("shared", [])) or "none", plan_file=PLAN_FILE,
+        shared_link=_link(report_dir, "shared/metrics.json", "metrics.json") if plan.get("shared") else "")
 
 
 def write_comparison(report_dir: Path, report_links: bool = True) -> Path:

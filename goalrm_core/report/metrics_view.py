@@ -1,0 +1,105 @@
+"""One typed view of ``metrics.json`` for the pages: the parts they read (the sections, each scorer's
+AUROC per benchmark with its interval, the primary summaries across seeds, the profile's parameters)
+as values that are always of the expected type, so a page never checks what a damaged or older file
+holds. A missing key, or a value that is not a mapping where one is expected, reads as absent
+(``{}``, ``None``); undefined numbers stay as recorded, for the formatters to write ``undefined``.
+
+>>> m = Metrics({"evaluation": {"baseline": {"toy-id": {"auroc": 0.7, "auroc_ci_low": 0.6}}, "primary": 3}})
+>>> m.auroc("baseline", "toy-id"), m.primary, m.benchmarks
+(Auroc(value=0.7, low=0.6, high=None, reason=None), {}, ['toy-id'])
+>>> m.auroc("baseline", "toy-id").text(), m.auroc("goal-conditioned", "toy-id").text()
+('0.70', 'undefined')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from goalrm_core.study import formatting as fmt
+from goalrm_core.study.rms import RMS
+
+
+def value(tree: Any, *keys: Any, default: Any = None) -> Any:
+    """The value down ``keys``; ``default`` where a key is missing or a step is not a mapping."""
+    for key in keys:
+        if not isinstance(tree, Mapping) or key not in tree:
+            return default
+        tree = tree[key]
+    return tree
+
+
+def section(tree: Any, *keys: Any) -> Mapping:
+    """The mapping down ``keys``; ``{}`` where it is absent or not a mapping."""
+    found = value(tree, *keys)
+    return found if isinstance(found, Mapping) else {}
+
+
+def entries(tree: Any, *keys: Any) -> dict[str, Mapping]:
+    """The entries of the mapping down ``keys`` that are mappings themselves (per benchmark, per RM)."""
+    return {k: v for k, v in section(tree, *keys).items() if isinstance(v, Mapping)}
+
+
+@dataclass(frozen=True)
+class Auroc:
+    """One scorer's AUROC on one benchmark with its 95% interval and, when undefined, why."""
+
+    value: Any = None
+    low: Any = None
+    high: Any = None
+    reason: str | None = None
+
+    @classmethod
+    def of(cls, row: Any) -> Auroc:
+        row = row if isinstance(row, Mapping) else {}
+        return cls(row.get("auroc"), row.get("auroc_ci_low"), row.get("auroc_ci_high"), fmt.reason_of(row, "auroc"))
+
+    @property
+    def triple(self) -> tuple[Any, Any, Any]:
+        return self.value, self.low, self.high
+
+    def text(self) -> str:
+        """``0.71 [0.64, 0.78]``, or ``undefined (reason)``."""
+        return fmt.ci(*self.triple, reason=self.reason)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """``metrics.json`` as the pages read it."""
+
+    raw: Mapping
+
+    def __post_init__(self):
+        if not isinstance(self.raw, Mapping):
+            object.__setattr__(self, "raw", {})
+
+    @property
+    def evaluation(self) -> Mapping:
+        return section(self.raw, "evaluation")
+
+    @property
+    def training(self) -> Mapping:
+        return section(self.raw, "training")
+
+    @property
+    def decoding(self) -> Mapping:
+        return section(self.raw, "decoding")
+
+    @property
+    def primary(self) -> Mapping:
+        """``evaluation.primary``: the summaries across RM seeds (schema 2)."""
+        return section(self.raw, "evaluation", "primary")
+
+    def parameter(self, name: str) -> Any:
+        """A parameter of the profile the run used (``provenance.profile.parameters``)."""
+        return value(self.raw, "provenance", "profile", "parameters", name)
+
+    def auroc(self, scorer: str, bench: str) -> Auroc:
+        return Auroc.of(value(self.evaluation, scorer, bench))
+
+    @property
+    def benchmarks(self) -> list[str]:
+        """The benchmarks the evaluation recorded, in report order."""
+        ev = self.evaluation
+        return fmt.order_benchmarks(entries(ev, "delta_auroc" if section(ev, "delta_auroc") else RMS[0]))
