@@ -16,16 +16,14 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from goalrm_core.evaluation.numeric import num
+from goalrm_core.study import formatting as fmt
 
 
 def fixed(x: Any, digits: int = 2, signed: bool = False, scale: float = 1.0) -> str:
-    """``x * scale`` with ``digits`` decimals (a sign when ``signed``; no sign on a rounded zero)."""
+    """``x * scale`` as :func:`goalrm_core.study.formatting.interval` writes it (a sign when ``signed``;
+    no sign on a rounded zero), with a typographic minus."""
     v = num(x)
-    if v is None:
-        return "undefined"
-    text = f"{v * scale:+.{digits}f}" if signed else f"{v * scale:.{digits}f}"
-    zero = f"{0:.{digits}f}"
-    return zero if text.lstrip("+-") == zero else text.replace("-", "−")
+    return "undefined" if v is None else fmt.interval(v, None, None, digits, signed=signed, scale=scale).replace("-", "−")
 
 
 def ci(mean, low, high, digits: int = 2, signed: bool = False, scale: float = 1.0) -> str:
