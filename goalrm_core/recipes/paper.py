@@ -107,6 +107,12 @@ def _cli(command: str, *flags: Any) -> list[str]:
     return [sys.executable, "-m", "goalrm_core.cli", command, *(str(f) for f in flags)]
 
 
+def _data_parallel(cmd: list[str], n: int) -> list[str]:
+    """``cmd`` (``python -m goalrm_core.cli ...``) launched by ``torchrun`` on ``n`` processes, one per GPU:
+    eval-rm scores a shard in each and merges them (``inference.scoring``); as it is with ``n`` = 1."""
+    return cmd if n <= 1 else ["torchrun", "--nproc_per_node", str(n), *cmd[1:]]
+
+
 def command_text(cmd: Sequence[str]) -> str:
     """A command as a reader types it: ``goalrm <command> ...`` and ``deepspeed ...`` without paths."""
     cmd = [str(c) for c in cmd]
@@ -145,9 +151,12 @@ def paper_commands(profile_name: str, num_gpus: int | None = None, hostfile: str
     goal_file = f"{goal_dir}/{rm_name(goal_rm)}_goal_state_embedding.npy"
     for name, rm, extra in (("vanilla", base, ["--vanilla"]), ("contrastive", goal_rm, ["--goal_state_path", goal_file])):
         # one --save_dir for both: eval-rm files each RM under its folder's name, as the official script does
-        cmds[f"eval-rm-{name}"] = _cli("eval-rm", "--completions_data_path", profile["completions_data_path"], "--reward_model_path", rm,
-                                       "--save_dir", save_dir, "--filter_threshold", threshold,
-                                       "--template", template, "--max_len", max_len, "--benchmarks", *benches, *extra, *precision)
+        # data-parallel over the node's GPUs by default: every process scores its shard of the generations
+        gpus = int(num_gpus if num_gpus is not None else profile.get("rm_processes", 1))
+        cmds[f"eval-rm-{name}"] = _data_parallel(_cli("eval-rm", "--completions_data_path", profile["completions_data_path"],
+                                                      "--reward_model_path", rm, "--save_dir", save_dir, "--filter_threshold", threshold,
+                                                      "--template", template, "--max_len", max_len, "--benchmarks", *benches, *extra,
+                                                      *precision), gpus)
         cmds[f"metrics-{name}"] = _cli("metrics", "--model_name", CKPT_NAMES[name], "--eval_results_dir", save_dir,
                                        "--filter_threshold", threshold, "--benchmarks", *benches, *(["--vanilla"] if name == "vanilla" else []))
     # the official figures over the official set (greedy + samples, grouped by position), as the official metrics.py prints them

@@ -305,6 +305,9 @@ def test_paper_profiles_load_and_build_their_command_lines():
     assert eval_cmd[eval_cmd.index("--benchmarks") + 1:eval_cmd.index("--goal_state_path")] == list(adapters.NEMO_SKILLS_BENCHMARKS)
     assert "--vanilla" in steps["eval-rm-vanilla"] and list(paper_commands("paper-hh")) == ["train-vanilla", "train-contrastive"]
     assert paper_script("paper-math").count("\ndeepspeed --num_gpus 8 --module goalrm_core.train.trainer") == 2
+    # scoring is data-parallel over the node's GPUs by default (one shard per process), one process when asked
+    assert paper_script("paper-math").count("\ntorchrun --nproc_per_node 8 -m goalrm_core.cli eval-rm ") == 2
+    assert Path(paper_commands("paper-math", num_gpus=1)["eval-rm-vanilla"][0]).name.startswith("python")
 
     # every train-rm flag a profile produces is one the trainer accepts (the command parses)
     from goalrm_core.cli.train_rm import parse_args
@@ -317,7 +320,7 @@ def test_paper_profiles_load_and_build_their_command_lines():
     from goalrm_core.cli.eval_rm import build_parser as eval_rm_parser
     from goalrm_core.cli.metrics import build_parser as metrics_parser
 
-    scoring = eval_rm_parser().parse_args(steps["eval-rm-contrastive"][4:])
+    scoring = eval_rm_parser().parse_args(steps["eval-rm-contrastive"][steps["eval-rm-contrastive"].index("eval-rm") + 1:])
     assert scoring.bf16 and scoring.flash_attn and scoring.max_len == 0 and {"--bf16", "--flash_attn"} <= set(steps["get-representation"])
     assert metrics_parser().parse_args(steps["metrics-contrastive-official"][4:]).official
 
