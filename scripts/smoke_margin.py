@@ -33,7 +33,7 @@ from typing import Iterable, Mapping, Sequence
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from goalrm_core.report.generated_block import replace_block  # noqa: E402
+from goalrm_core.generated_block import replace_block  # noqa: E402
 
 RECORDS = ROOT / "reports" / "calibration" / "smoke-margin.jsonl"
 README = ROOT / "reports" / "calibration" / "README.md"

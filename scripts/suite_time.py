@@ -28,7 +28,7 @@ from typing import Any, Mapping
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from goalrm_core.report.generated_block import update_file  # noqa: E402
+from goalrm_core.generated_block import update_file  # noqa: E402
 
 RECORD = ROOT / "benchmarks" / "suite.json"
 REPORT = ROOT / "reports" / "demo"

@@ -113,7 +113,7 @@ def test_the_recorded_suite_runs_pytest_as_make_test_does():
 
 def test_the_official_defaults_table_is_generated_from_the_config():
     """docs/migration.md's table of the official defaults is OFFICIAL_DEFAULTS, one row per entry."""
-    from goalrm_core.report.generated_block import update_file
+    from goalrm_core.generated_block import update_file
     from goalrm_core.train.config import OFFICIAL_DEFAULTS, OFFICIAL_DEFAULTS_BEGIN, OFFICIAL_DEFAULTS_END, official_defaults_block
 
     migration = ROOT / "docs" / "migration.md"

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.report import regimes
 from goalrm_core.report.formats import across, ci, fixed
-from goalrm_core.report.generated_block import update_file
+from goalrm_core.generated_block import update_file
 from goalrm_core.report.provenance import speed_text
 from goalrm_core.evaluation.verdicts import policy_scope
 from goalrm_core.report.reproduction import primary_rows, reruns_of, verdict_text, verdicts

@@ -412,7 +412,7 @@ def build_parser(cls=TrainRMConfig, description: str | None = None, prog: str | 
 if __name__ == "__main__":  # python -m goalrm_core.train.config --docs: rewrite docs/migration.md's official-defaults table
     from pathlib import Path
 
-    from goalrm_core.report.generated_block import update_file
+    from goalrm_core.generated_block import update_file
 
     doc = Path(__file__).resolve().parents[2] / "docs" / "migration.md"
     changed = update_file(doc, OFFICIAL_DEFAULTS_BEGIN, OFFICIAL_DEFAULTS_END, official_defaults_block(), write="--docs" in sys.argv[1:],
