@@ -399,14 +399,19 @@ def build_parser(cls=TrainRMConfig, description: str | None = None, prog: str | 
             # Flags that default to on (here or with the official defaults) can be turned off with --no-<name>.
             on = f.default or (cls is TrainRMConfig and OFFICIAL_DEFAULTS.get(f.name, OfficialDefault(False, "")).applied is True)
             action = argparse.BooleanOptionalAction if on else "store_true"
-            parser.add_argument(flag, action=action, default=default, help=meta.get("help"))
+            parser.add_argument(flag, action=action, default=default, help=_argparse_text(meta.get("help")))
             continue
         py_type = meta.get("range") or {"int": int, "float": float, "str": str}.get(f.type, f.type)
         parser.add_argument(
-            flag, type=py_type, default=default, help=meta.get("help"),
+            flag, type=py_type, default=default, help=_argparse_text(meta.get("help")),
             choices=meta.get("choices"), required=meta.get("required", False),
         )
     return parser
+
+
+def _argparse_text(text: str | None) -> str | None:
+    """A help text as argparse takes it: a literal ``%`` doubled (argparse formats help with ``%``)."""
+    return None if text is None else text.replace("%", "%%")
 
 
 if __name__ == "__main__":  # python -m goalrm_core.train.config --docs: rewrite docs/migration.md's official-defaults table
