@@ -40,7 +40,14 @@ def other_value(f: dataclasses.Field):
         return f.default + 0.125  # inside every float flag's declared range (fractions in [0, 1) included)
     if isinstance(f.default, int):
         return f.default + 5
+    if f.metadata["flag"] == "input_template":
+        return "Question: {}\nAnswer:"  # a format string with the one {} the trainer requires
     return f"{f.name}-value"
+
+
+# Settings the trainer takes only together (one alone is a one-line error): each set with its companions.
+COMPANIONS = {"prompt_key": {"chosen_key": "c", "rejected_key": "r"}, "chosen_key": {"rejected_key": "r"},
+              "rejected_key": {"chosen_key": "c"}}
 
 
 def test_recipe_defaults_are_the_trainers():
@@ -51,7 +58,7 @@ def test_recipe_defaults_are_the_trainers():
 def test_every_recipe_key_sets_its_trainer_flag(key):
     f = next(f for f in dataclasses.fields(RMRecipe) if f.name == key)
     value = other_value(f)
-    cfg = RMRecipe(**{key: value}).config()
+    cfg = RMRecipe(**{key: value, **COMPANIONS.get(key, {})}).config()
     assert getattr(cfg, RMRecipe.flag_of(key)) == value
     assert cfg != TrainRMConfig()
 
