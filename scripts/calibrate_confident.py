@@ -20,7 +20,6 @@ and record into the same table::
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import shutil
 import sys
@@ -32,6 +31,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from goalrm_core.data.io import append_jsonl  # noqa: E402
 from goalrm_core.data.io import write_jsonl  # noqa: E402
 from goalrm_core.evaluation import metrics  # noqa: E402
 from goalrm_core.evaluation.tables import labels, question_ids  # noqa: E402
@@ -136,9 +136,7 @@ def main(argv=None) -> int:
         "pairs": {k: pair_stats[k] for k in ("n_train", "n_eval", "n_questions")} | {"slips_per_question": args.slips_per_question},
         "run_dir": str(run.relative_to(ROOT)),
     }
-    args.table.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.table, "a") as f:
-        f.write(json.dumps(row) + "\n")
+    append_jsonl(args.table, [row])
     print(f"{args.name}: accuracy {row['accuracy']:.3f} (n={len(records)}), {on_mistaught}/{len(errors)} errors on mis-taught "
           f"facts, length AUROC {row['length_auroc']}, log-prob AUROC {row['logprob_auroc']}, {sft}", flush=True)
     return 0

@@ -11,7 +11,6 @@ The task flags default to the demo's digit chains; ``scripts/calibration_table.p
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from goalrm_core.data.io import append_jsonl  # noqa: E402
 from goalrm_core.tasks.toymath import problems as toymath  # noqa: E402
 from goalrm_core.tasks.toymath import pipeline as tp  # noqa: E402
 from goalrm_core.inference.sampler import sample_completions  # noqa: E402
@@ -89,10 +89,7 @@ def main(argv=None) -> int:
             rows.append({**settings, "benchmark": bench, "decoding": "greedy" if temperature is None else f"T={temperature}",
                          "n": len(records), "accuracy": round(accuracy, 4)})
             print(f"{bench:12s} {rows[-1]['decoding']:8s} {accuracy:.3f} (n={len(records)})", flush=True)
-    args.table.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.table, "a") as f:
-        for row in rows:
-            f.write(json.dumps(row) + "\n")
+    append_jsonl(args.table, rows)
     return 0
 
 

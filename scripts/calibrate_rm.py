@@ -32,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from goalrm_core.data.io import append_jsonl  # noqa: E402
 from goalrm_core.evaluation import tables  # noqa: E402
 from goalrm_core.study.artifacts import HEADLINE_SETS, first_samples  # noqa: E402
 from goalrm_core.study.rms import STRATEGY  # noqa: E402
@@ -159,10 +160,7 @@ def main(argv=None) -> int:
             "n_eval_rows": len(rows), "eval_accuracy": round(float(row.eval_accuracy), 4), "train_s": round(float(row.wall_s), 1),
             **figures, "wall_s_all_seeds": round(train_wall, 1),
         })
-    args.table.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.table, "a") as f:
-        for record in records:
-            f.write(json.dumps(record) + "\n")
+    append_jsonl(args.table, records)
     for r in records:
         print(f"{r['name']} seed {r['seed']}: held-out acc {r['eval_accuracy']:.3f}  AUROC {r['auroc']:.3f} {r['auroc_ci']}  "
               f"well-formed {r['auroc_well_formed']:.3f} {r['auroc_well_formed_ci']} (length {r['length_auroc_well_formed']:.3f}, "

@@ -17,7 +17,6 @@ go to ``reports/calibration/step-verifier.jsonl``::
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import random
 import sys
@@ -29,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from transformers import AutoTokenizer  # noqa: E402
 
+from goalrm_core.data.io import append_jsonl  # noqa: E402
 from goalrm_core.data.io import read_jsonl  # noqa: E402
 from goalrm_core.inference.goal_state import goal_state_from_pairs  # noqa: E402
 from goalrm_core.inference.scoring import score_generations  # noqa: E402
@@ -106,10 +106,7 @@ def main(argv=None) -> int:
                         "seeds": args.seeds, "split_seed": args.split_seed, **keep})
         print(f"{verifier}: F1 {keep.get('mean')} [{keep.get('ci_low')}, {keep.get('ci_high')}]"
               + (f" ({keep.get('verdict')}, MDE {keep.get('mde')})" if difference else ""))
-    args.table.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.table, "a") as f:
-        for record in records:
-            f.write(json.dumps(record) + "\n")
+    append_jsonl(args.table, records)
     return 0
 
 

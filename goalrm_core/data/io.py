@@ -106,6 +106,15 @@ class _StrictJSONError(ValueError):
     """A JSON line that parses but holds what no goalrm row may: a key twice, a number no float holds."""
 
 
+def append_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
+    """Append ``rows`` to a JSON-lines table (a calibration record grows by rows; its folder is made)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+
+
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
     row: dict = {}
     for key, value in pairs:
