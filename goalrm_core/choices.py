@@ -10,6 +10,9 @@ from __future__ import annotations
 ENCODINGS = ("official", "split")
 #: where an RM's reward is read (``inference.forward``)
 READOUTS = ("eos", "last_token")
+#: what the reward is: the value at the last token (the paper's, the official code's) or the mean of the
+#: values over the response's tokens (a read-out that sees the whole response; not in the paper)
+REWARD_POOLS = ("last", "mean")
 #: how a goal state is formed (``inference.goal_state``)
 GOAL_METHODS = ("mean_last", "random_response", "random_token", "mean_all_tokens")
 #: a goal state file of several rows: refused (``one``, the default: one goal per file, as

@@ -181,7 +181,7 @@ class GoalScorer:
         if any(e is None for e in encoded):
             raise ValueError(f"a candidate is longer than max_len={self.max_len}")
         ids, mask = left_pad([e.input_ids for e in encoded], self.tokenizer.pad_token_id)
-        out = self.rm(ids, mask)
+        out = self.rm(ids, mask, torch.tensor([e.num_actions for e in encoded]))
         self.forward_passes += 1
         q = q_values(out.hidden[:, -1].float(), self.goal)
         reward = out.reward.float()

@@ -99,7 +99,7 @@ def iter_scored(
     for start in tqdm(range(0, len(order), batch_size), desc=desc, disable=not progress, mininterval=2):
         idx = order[start:start + batch_size]
         ids, mask = left_pad([encoded[i].input_ids for i in idx], tokenizer.pad_token_id)
-        out = model(ids.to(device), mask.to(device))
+        out = model(ids.to(device), mask.to(device), torch.tensor([encoded[i].num_actions for i in idx], device=device))
         values, hidden = out.values.float().cpu(), out.hidden.float().cpu()
         for row, i in enumerate(idx):
             n = encoded[i].num_actions

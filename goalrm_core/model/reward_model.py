@@ -31,7 +31,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModel, LlamaConfig, PretrainedConfig
 from transformers.models.auto.modeling_auto import MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES
 
-from goalrm_core.choices import CHECKPOINT_FORMATS, MLP_HEADS, VALUE_HEAD_STRATEGIES
+from goalrm_core.choices import CHECKPOINT_FORMATS, MLP_HEADS, REWARD_POOLS, VALUE_HEAD_STRATEGIES
 from goalrm_core.data.io import UMASK, ArtifactError, atomic_write_json
 from goalrm_core.flags import check_choice
 
@@ -87,6 +87,21 @@ def last_token_index(attention_mask: torch.Tensor) -> torch.Tensor:
     return (positions * attention_mask.long()).argmax(dim=-1)
 
 
+def response_mean(values: torch.Tensor, num_actions: torch.Tensor) -> torch.Tensor:
+    """Each row's mean value over its last ``num_actions`` positions (the response of a left-padded row).
+
+    >>> response_mean(torch.tensor([[9.0, 1.0, 3.0], [9.0, 9.0, 4.0]]), torch.tensor([2, 1]))
+    tensor([2., 4.])
+    """
+    n = torch.as_tensor(num_actions, device=values.device).long()
+    if n.shape != values.shape[:1] or bool((n < 1).any()) or bool((n > values.shape[1]).any()):
+        raise ValueError(f"num_actions must give each of the {values.shape[0]} rows 1 to {values.shape[1]} response tokens, "
+                         f"got {n.tolist()}")
+    seq_len = values.shape[1]
+    in_response = torch.arange(seq_len, device=values.device)[None, :] >= (seq_len - n)[:, None]
+    return torch.where(in_response, values, torch.zeros_like(values)).sum(-1) / n.to(values.dtype)
+
+
 def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     """Positions that start at 0 on the first real token, so left padding does not shift them."""
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
@@ -94,22 +109,30 @@ def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
 
 @dataclass
 class RewardOutput:
-    reward: torch.Tensor  # (batch,) value at the last non-pad token
+    reward: torch.Tensor  # (batch,) the value at the last non-pad token, or the response mean (``reward_pool``)
     values: torch.Tensor  # (batch, seq) value at every token: the "partial rewards"
     hidden: torch.Tensor  # (batch, seq, hidden) last hidden states of the backbone
     router_logits: tuple | None = None  # a mixture-of-experts backbone's per-layer router logits, when it returns them
 
 
 class RewardModel(nn.Module):
-    """Backbone + value head. ``forward`` returns the reward, per-token values and hidden states."""
+    """Backbone + value head. ``forward`` returns the reward, per-token values and hidden states.
 
-    def __init__(self, backbone: nn.Module, value_head_strategy: str = "linear", mlp_head: str = "goalrm"):
+    ``reward_pool`` says what the reward is: ``last``, the value at the last token (the paper's), or
+    ``mean``, the mean of the values over the response's last ``num_actions`` tokens, which ``forward``
+    then needs (a read-out that sees the whole response; not in the paper, and with no official form).
+    """
+
+    def __init__(self, backbone: nn.Module, value_head_strategy: str = "linear", mlp_head: str = "goalrm",
+                 reward_pool: str = "last"):
         super().__init__()
+        check_choice("reward_pool", reward_pool, REWARD_POOLS)
         self.config: PretrainedConfig = backbone.config
         self.prefix = getattr(backbone, "base_model_prefix", "model") or "model"
         self.add_module(self.prefix, backbone)
         self.value_head_strategy = value_head_strategy
         self.mlp_head = mlp_head
+        self.reward_pool = reward_pool
         head = build_value_head(self.config.hidden_size, value_head_strategy, mlp_head)
         # "score" for the linear head is the name AutoModelForSequenceClassification expects.
         self.add_module("score" if value_head_strategy == "linear" else "value_head", head)
@@ -130,15 +153,17 @@ class RewardModel(nn.Module):
         dtype: torch.dtype | None = None,
         flash_attn: bool = False,
         mlp_head: str = "goalrm",
+        reward_pool: str = "last",
     ) -> "RewardModel":
         """Start an RM from a pretrained causal LM (the paper initialises from the SFT policy)."""
         check_choice("value_head_strategy", value_head_strategy, VALUE_HEAD_STRATEGIES)
         backbone = AutoModel.from_pretrained(
             name_or_path, dtype=dtype, attn_implementation=attention_implementation(flash_attn)
         )
-        return cls(backbone, value_head_strategy, mlp_head)
+        return cls(backbone, value_head_strategy, mlp_head, reward_pool)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> RewardOutput:
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                num_actions: torch.Tensor | None = None) -> RewardOutput:
         out = self.backbone(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -149,8 +174,14 @@ class RewardModel(nn.Module):
         values = self.head(hidden).squeeze(-1)
         if not self.training and getattr(self.config, "normalize_reward", False):
             values = (values - self.config.reward_mean) / self.config.reward_std
-        rows = torch.arange(values.shape[0], device=values.device)
-        reward = values[rows, last_token_index(attention_mask)]
+        if self.reward_pool == "mean":
+            if num_actions is None:
+                raise ValueError("this reward model's reward is the mean over the response (reward_pool mean): "
+                                 "its readers must pass num_actions")
+            reward = response_mean(values, num_actions)
+        else:
+            rows = torch.arange(values.shape[0], device=values.device)
+            reward = values[rows, last_token_index(attention_mask)]
         return RewardOutput(reward=reward, values=values, hidden=hidden, router_logits=getattr(out, "router_logits", None) or None)
 
     def set_reward_normalization(self, mean: float, std: float, enabled: bool = True) -> None:
@@ -248,6 +279,9 @@ def save_reward_model(
         raise ValueError(f"refusing to save the reward model to {path}: NaN or inf weights in {describe_tensors(bad)} "
                          f"(training diverged; lower --learning_rate / --head_learning_rate)")
     official = save_format == "official"
+    if official and model.reward_pool != "last":
+        raise ValueError(f"a reward read as the {model.reward_pool} over the response (reward_pool {model.reward_pool}) has no "
+                         f"official layout (the official loader reads the last token): save it with --save_format goalrm")
     if official:
         weights = official_state_dict(model, weights)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -277,6 +311,7 @@ def save_reward_model(
                 "checkpoint_format": save_format,
                 "value_head_strategy": model.value_head_strategy,
                 "mlp_head": model.mlp_head,
+                "reward_pool": model.reward_pool,
                 "head_module": OFFICIAL_HEAD if official or model.value_head_strategy == "mlp" else "score",
                 "base_model_prefix": model.prefix,
                 "hidden_size": config.hidden_size,
@@ -292,9 +327,14 @@ def save_reward_model(
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
-    if official and model.value_head_strategy == "mlp" and "vhs-mlp" not in path.name:
+    # the official eval_rm.py picks its head from the folder's path ('vhs-mlp' anywhere in it: MLP), not from config.json
+    path_says_mlp = "vhs-mlp" in str(path.absolute())
+    if official and model.value_head_strategy == "mlp" and not path_says_mlp:
         print(f"note: the official eval_rm.py builds a linear head unless the folder's path holds 'vhs-mlp'; rename {path} "
               f"(e.g. {path.name}-vhs-mlp) before scoring it there", file=sys.stderr)
+    elif official and model.value_head_strategy == "linear" and path_says_mlp:
+        print(f"note: the official eval_rm.py builds an MLP head for any path holding 'vhs-mlp', and {path} holds it but "
+              f"this head is linear: move it to a path without 'vhs-mlp' before scoring it there", file=sys.stderr)
     return path
 
 
@@ -320,6 +360,10 @@ def read_goalrm_json(path: str | Path) -> dict:
         check_choice("value_head_strategy", meta["value_head_strategy"], VALUE_HEAD_STRATEGIES)
     except ValueError as e:
         raise ArtifactError(f"{meta_path}: field 'value_head_strategy': {e}") from None
+    try:
+        check_choice("reward_pool", meta.get("reward_pool", "last"), REWARD_POOLS)  # absent: written before it existed
+    except ValueError as e:
+        raise ArtifactError(f"{meta_path}: field 'reward_pool': {e}") from None
     return meta
 
 
@@ -473,7 +517,8 @@ def check_safetensors_file(path: Path) -> None:
 def load_reward_model(path: str | Path, dtype: torch.dtype | None = None, flash_attn: bool = False) -> RewardModel:
     """Load an RM in either format (:func:`checkpoint_format`); missing or partial checkpoints raise
     clearly. An official-format folder the official code wrote (no ``goalrm.json``) is read with a
-    one-line notice: its head is ``value_head`` and its reward statistics ``mean``/``std``."""
+    one-line notice: its head is ``value_head`` and its reward statistics ``mean``/``std``. The model is
+    float32 unless ``dtype`` is given, whatever dtype the weights were saved in."""
     from huggingface_hub import load_torch_model
 
     path = Path(path)
@@ -484,7 +529,9 @@ def load_reward_model(path: str | Path, dtype: torch.dtype | None = None, flash_
     if not any(path.glob("*.safetensors")):
         raise ArtifactError(f"{path}: no *.safetensors weights; the checkpoint is incomplete")
     config = AutoConfig.from_pretrained(path)
-    backbone = AutoModel.from_config(config, attn_implementation=attention_implementation(flash_attn))
+    # float32 whatever the config's dtype (a bf16 run records bfloat16, which from_config would follow while the
+    # head is built in float32): one dtype for the whole model, and a bf16 checkpoint upcast exactly
+    backbone = AutoModel.from_config(config, dtype=torch.float32, attn_implementation=attention_implementation(flash_attn))
     for weights in path.glob("*.safetensors"):
         check_safetensors_file(weights)
     if fmt == "official":
@@ -494,7 +541,7 @@ def load_reward_model(path: str | Path, dtype: torch.dtype | None = None, flash_
         model = _load_official(path, backbone)
     else:
         meta = read_goalrm_json(path)
-        model = RewardModel(backbone, meta["value_head_strategy"], meta.get("mlp_head", "goalrm"))
+        model = RewardModel(backbone, meta["value_head_strategy"], meta.get("mlp_head", "goalrm"), meta.get("reward_pool", "last"))
         try:
             load_torch_model(model, path, strict=True)
         except (RuntimeError, OSError, ValueError) as e:

@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from goalrm_core.choices import CHECKPOINT_FORMATS, ENCODINGS, MLP_HEADS, PAIR_FORMS, PERCENTILE_WINDOWS, VALUE_HEAD_STRATEGIES
+from goalrm_core.choices import CHECKPOINT_FORMATS, ENCODINGS, MLP_HEADS, PAIR_FORMS, PERCENTILE_WINDOWS, REWARD_POOLS, VALUE_HEAD_STRATEGIES
 from goalrm_core.flags import Range, check_choice
 from goalrm_core.data.preferences import HH_FORMATS
 from goalrm_core.model.strategies import CONTRASTIVE_STRATEGIES, strategies_help, strategy_options
@@ -166,6 +166,17 @@ class TrainRMConfig:
                                       "distance 0).", False)
     gradient_checkpointing_use_reentrant: bool = _help("With --gradient_checkpointing: torch's reentrant form "
                                                        "(use_reentrant=True).", False)
+    # LoRA (peft)
+    lora_rank: int = _help("LoRA rank r: > 0 freezes the backbone and trains a rank-r adapter beside each --target_modules layer "
+                           "(peft; no dropout, no bias) and the whole value head; the saved RM has the adapters merged into the "
+                           "backbone, an ordinary checkpoint. 0 = off (the whole backbone trains).", 0,
+                           range=Range(int, ">= 0", note="0 = off"))
+    lora_alpha: int = _help("LoRA scaling numerator: each adapter's update is scaled by lora_alpha / lora_rank.", 16,
+                            range=Range(int, "> 0"))
+    target_modules: str = _help("The backbone's layers LoRA wraps: module names (q_proj, v_proj …, or a dotted tail such as "
+                                "layers.0.mlp.up_proj), separated by commas or spaces, or given as several words; each must name "
+                                "a linear layer. Empty (or all-linear) = every linear layer of the backbone, the official default.",
+                                "", words=True)
     local_rank: int = _help("Set by the deepspeed launcher.", -1,
                             range=Range(int, ">= 0", also=(-1,), note="-1 = not launched by deepspeed"))
 
@@ -194,6 +205,9 @@ class TrainRMConfig:
     mlp_head: str = _help("The mlp head's form: goalrm (a bias on every layer, PyTorch's default init) or official (the last "
                           "layer bias-free, weights drawn from N(0, 1/(h+1)) and N(0, 1/(h/2+1)) as the official code does; "
                           "needed for --save_format official).", "goalrm", choices=MLP_HEADS)
+    reward_pool: str = _help("What the reward is: last (the value at the last token, the paper's) or mean (the mean of the "
+                             "values over the response's tokens, a read-out that sees the whole response; not in the paper, "
+                             "saved in goalrm.json so every reader reads it so, no official format).", "last", choices=REWARD_POOLS)
     loss: str = _help("Preference loss: sigmoid (-log σ) or logexp.", "sigmoid", choices=LOSS_TYPES)
     margin: float = _help("Margin subtracted from r_chosen - r_rejected in the sigmoid loss.", 0.0, range=Range(float))
     margin_loss: bool = _help("Subtract each pair's own margin (the data's optional margin field, 0 when absent) from "
@@ -234,6 +248,10 @@ class TrainRMConfig:
                              f"got --prompt_key {self.prompt_key!r} --chosen_key {self.chosen_key!r} --rejected_key {self.rejected_key!r}")
         if self.input_template:
             check_input_template(self.input_template)
+        if self.target_modules:
+            from goalrm_core.train.lora import check_target_names  # lazy: peft itself is imported only to train with LoRA
+
+            check_target_names(self.target_modules)
         if self.preference_loss_coef == 0 and self.dense_loss_coef == 0:
             raise ValueError("--preference_loss_coef 0 leaves the reward head no signal: give --dense_loss_coef > 0 "
                              "(a process reward model on per-token labels) or keep the preference loss")
@@ -241,6 +259,9 @@ class TrainRMConfig:
             raise ValueError(f"--margin_loss takes each pair's margin from the data; drop --margin {self.margin}")
         if self.adam_offload and self.zero_stage == 0:
             raise ValueError("--adam_offload needs --zero_stage 1, 2 or 3 (ZeRO-Offload moves the optimizer state ZeRO partitions)")
+        if self.save_format == "official" and self.reward_pool != "last":
+            raise ValueError(f"--save_format official reads the reward at the last token: drop --reward_pool {self.reward_pool} "
+                             f"or save with --save_format goalrm")
         if self.save_format == "official" and self.value_head_strategy == "mlp" and self.mlp_head != "official":
             raise ValueError("--save_format official with --value_head_strategy mlp needs --mlp_head official "
                              "(the official MLP head's last layer has no bias)")
@@ -401,12 +422,23 @@ def build_parser(cls=TrainRMConfig, description: str | None = None, prog: str | 
             action = argparse.BooleanOptionalAction if on else "store_true"
             parser.add_argument(flag, action=action, default=default, help=_argparse_text(meta.get("help")))
             continue
+        if meta.get("words"):  # one value or several words (`--target_modules q_proj v_proj`), kept as one string
+            parser.add_argument(flag, nargs="+", action=_JoinWords, default=default, help=_argparse_text(meta.get("help")))
+            continue
         py_type = meta.get("range") or {"int": int, "float": float, "str": str}.get(f.type, f.type)
         parser.add_argument(
             flag, type=py_type, default=default, help=_argparse_text(meta.get("help")),
             choices=meta.get("choices"), required=meta.get("required", False),
         )
     return parser
+
+
+class _JoinWords(argparse.Action):
+    """A flag that takes one or more words and stores them joined by a space (so a value read back from
+    :meth:`TrainRMConfig.to_argv` is the string that was written)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, " ".join(values))
 
 
 def _argparse_text(text: str | None) -> str | None:

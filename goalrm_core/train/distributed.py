@@ -277,8 +277,12 @@ def build_model(cfg: TrainRMConfig, ds_config: dict) -> RewardModel:
     backbone.config.use_cache = False
     if cfg.aux_loss_coef > 0 and "output_router_logits" in backbone.config.to_dict():
         backbone.config.output_router_logits = True  # a mixture of experts returns what --aux_loss_coef weighs
+    if cfg.lora_rank > 0:  # the backbone frozen, adapters beside its --target_modules layers; the head (built next) trains whole
+        from goalrm_core.train.lora import add_lora
+
+        backbone = add_lora(backbone, cfg.lora_rank, cfg.lora_alpha, cfg.target_modules)
     torch.manual_seed(cfg.seed)
-    model = RewardModel(backbone, cfg.value_head_strategy, cfg.mlp_head)
+    model = RewardModel(backbone, cfg.value_head_strategy, cfg.mlp_head, cfg.reward_pool)
     model.head.to(dtype)
     model._hf_deepspeed_config = hf_ds_config  # keep it alive as long as the model
     if cfg.gradient_checkpointing:

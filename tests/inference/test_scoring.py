@@ -43,6 +43,18 @@ def test_bucketed_and_batch1_scoring_agree(rm, tokenizer):
         assert a["partial_rewards"][-1] == pytest.approx(a["reward"], abs=1e-6)
 
 
+def test_a_mean_pooled_rm_is_scored_as_the_mean_of_its_partial_rewards(rm, tokenizer):
+    """reward_pool mean: every reader gets the response mean, whatever the batch (padding) around a row."""
+    pooled = copy.deepcopy(rm)
+    pooled.reward_pool = "mean"
+    goal = torch.randn(rm.config.hidden_size)
+    for batch_size in (1, 4):
+        scored = score_generations(pooled, tokenizer, ROWS, "toymath", goal, batch_size=batch_size, progress=False,
+                                   encoding="split", readout="eos")
+        for row in scored:
+            assert row["reward"] == pytest.approx(float(np.mean(row["partial_rewards"])), abs=1e-5)
+
+
 def test_goal_state_checks():
     assert check_goal_state(np.ones((1, 4)), 4).shape == (4,)
     with pytest.raises(ValueError, match=r"shape \(1, 3\).*hidden size is 4"):

@@ -89,3 +89,21 @@ def test_a_process_reward_model_trains_on_the_per_token_labels_alone(tokenizer, 
     assert half.loss.item() == pytest.approx(0.5 * half.preference_loss.item() + half.dense_loss.item(), rel=1e-5)
     with pytest.raises(ValueError, match="--preference_loss_coef 0 leaves the reward head no signal"):
         TrainRMConfig(pretrain="local", preference_loss_coef=0.0)
+
+
+def test_the_objective_ranks_pairs_by_the_response_mean_when_the_rm_pools(tokenizer, tiny_config):
+    """--reward_pool mean: the preference loss compares each side's mean value over its own response tokens."""
+    torch.manual_seed(0)
+    model = RewardModel(AutoModel.from_config(copy.deepcopy(tiny_config)), "linear", reward_pool="mean").eval()
+    rows = [{"question": "3 +5", "correct": "3+5=8\n#8", "incorrect": "3+5=9\n#9"},
+            {"question": "2 *2 +1", "correct": "2*2=4\n4+1=5\n#5", "incorrect": "#4"}]
+    batch = PreferenceCollator(tokenizer.pad_token_id)(encode_preference_rows(tokenizer, rows, "toymath", 64)[0])
+    out = reward_model_loss(model, batch, TrainRMConfig(pretrain="local", reward_pool="mean"))
+    with torch.no_grad():
+        values = model(batch["input_ids"], batch["attention_mask"], batch["num_actions"]).values
+    means = torch.stack([values[r, -n:].mean() for r, n in enumerate(batch["num_actions"].tolist())])
+    torch.testing.assert_close(out.chosen_reward, means[:2])
+    torch.testing.assert_close(out.rejected_reward, means[2:])
+    assert out.preference_loss.item() == pytest.approx(-torch.nn.functional.logsigmoid(means[:2] - means[2:]).mean().item(), rel=1e-5)
+    with pytest.raises(ValueError, match="--save_format official reads the reward at the last token"):
+        TrainRMConfig(pretrain="local", reward_pool="mean", save_format="official")

@@ -113,3 +113,31 @@ def test_incomplete_checkpoint_is_reported(tmp_path, rm):
         load_reward_model(path)
     with pytest.raises(ArtifactError, match="goalrm.json missing"):
         load_reward_model(tmp_path)
+
+
+def test_a_mean_pooled_reward_is_the_response_mean_of_the_values_and_survives_a_save(tmp_path, tiny_config, tokenizer):
+    torch.manual_seed(0)
+    model = RewardModel(AutoModel.from_config(copy.deepcopy(tiny_config)), "linear", reward_pool="mean").eval()
+    ids, mask = left_pad(SEQS, tokenizer.pad_token_id)
+    n = torch.tensor([3, 1, 4])
+    with torch.no_grad():
+        out = model(ids, mask, n)
+    by_hand = torch.stack([out.values[row, -k:].mean() for row, k in enumerate(n.tolist())])
+    torch.testing.assert_close(out.reward, by_hand)
+    with pytest.raises(ValueError, match="must pass num_actions"):
+        model(ids, mask)
+    with pytest.raises(ValueError, match="1 to 7 response tokens"):
+        model(ids, mask, torch.tensor([3, 0, 4]))
+    loaded = load_reward_model(save_reward_model(model, tmp_path / "rm", tokenizer))
+    assert loaded.reward_pool == "mean"
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(ids, mask, n).reward, out.reward)
+    with pytest.raises(ValueError, match="no official layout"):
+        save_reward_model(model, tmp_path / "official", tokenizer, save_format="official")
+    assert not (tmp_path / "official").exists()
+
+
+def test_a_last_token_reward_ignores_num_actions(rm):
+    ids, mask = left_pad(SEQS, 0)
+    with torch.no_grad():
+        torch.testing.assert_close(rm(ids, mask, torch.tensor([1, 1, 1])).reward, rm(ids, mask).reward)

@@ -6,6 +6,7 @@ compiles its CPU shared-memory comm op once (about a minute; cached in ~/.cache/
 """
 
 import json
+import math
 import os
 import random
 import sys
@@ -140,6 +141,18 @@ def test_save_format_official_is_what_the_official_loader_reads(base_args, tmp_p
         theirs = OfficialRM.from_folder(folder)(ids, mask)
         ours = load_reward_model(folder)(ids, mask).reward
     torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=1e-6)
+
+
+def test_a_mean_pooled_rm_trains_through_the_command_line_and_keeps_its_pool(base_args, tmp_path):
+    """--reward_pool mean reaches the model (the pool is in goalrm.json) and the trainer's rewards are response means."""
+    args = {**base_args, "save_path": str(tmp_path / "rm"), "reward_model_strategy": "vanilla", "max_steps": 2,
+            "save_steps": -1, "eval_steps": 2, "reward_pool": "mean"}
+    run(args, tmp_path / "train.log")
+    assert json.loads((tmp_path / "rm" / "goalrm.json").read_text())["reward_pool"] == "mean"
+    model = load_reward_model(tmp_path / "rm")
+    assert model.reward_pool == "mean"
+    rows = metrics(tmp_path / "rm.metrics.jsonl")
+    assert [r["step"] for r in rows if r["split"] == "train"] == [1, 2] and all(math.isfinite(r["loss"]) for r in rows)
 
 
 def test_stop_and_resume_ends_with_the_weights_of_an_uninterrupted_run(uninterrupted, tmp_path):
