@@ -322,36 +322,49 @@ STEP_INTRO = """Every sample's first wrong line is known exactly, so each verifi
 ProcessBench's first-error F1 (`scripts/step_verifier_bench.py`, `goalrm_core.evaluation.step_verifier`): it predicts the
 first line whose score falls below a threshold (chosen on half the questions, F1 reported on the other half), F1 is the
 harmonic mean of the accuracy on erroneous solutions (the predicted line is the first error) and on correct ones.
-Per seed, then the mean over seeds with its 95% interval over RM seeds and questions; a difference against the
-reference verifier comes with its two-sided verdict and the effect it would have seen with 80% power (MDE).
+Beside it, on the same half, two figures that need no threshold: the line AUROC (each line an example, positive
+once the solution has gone wrong, scored by minus the line's reading) and the final AUROC (the last line's reading
+against the solution's correctness). Per seed, then the mean over seeds with its 95% interval over RM seeds and
+questions; a difference against the reference verifier comes with its two-sided verdict and the effect it would
+have seen with 80% power (MDE). A process reward model (PRM) arm is read by its partial reward.
 """
+
+
+#: the bench's figures (``step_bench.METRICS``) as the table names them; rows from before the AUROCs are F1 rows
+STEP_METRICS = {"f1": "First-error F1", "line_auroc": "Line AUROC (a low reading flags an error so far)",
+                "final_auroc": "Final AUROC (last line's reading against correctness)"}
 
 
 def step_table(df: pd.DataFrame) -> str:
     if df.empty:
         return "_No step-verifier bench recorded._\n"
+    df = df.assign(metric=df["metric"].fillna("f1") if "metric" in df else "f1")
     parts = []
     for name, g in df.groupby("name", sort=False):
         seeds = g[g["kind"] == "seed"]
-        summary = g[g["kind"] == "summary"]
-        rows = []
-        for _, r in summary.iterrows():
-            per = seeds[seeds["verifier"] == r["verifier"]]
-            sign = "+" if " − " in r["verifier"] else ""  # a difference is signed, an F1 is not
-            figure = f"{r['mean']:{sign}.3f}" if pd.notna(r.get("mean")) else "undefined"
-            ci = (f" [{r['ci_low']:{sign}.3f}, {r['ci_high']:{sign}.3f}]" if pd.notna(r.get("ci_low")) and pd.notna(r.get("ci_high")) else "")
-            rows.append({
-                "verifier": r["verifier"], "seeds": ", ".join(str(s) for s in r["seeds"]),
-                "F1 per seed": ", ".join(f"{v:.3f}" for v in per["f1"]) if len(per) else "(difference)",
-                "erroneous / correct acc. per seed": ", ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(per["acc_erroneous"], per["acc_correct"]))
-                if len(per) else "",
-                "F1 [95% CI, seeds and questions]": figure + ci,
-                "verdict (MDE)": (f"{r['verdict']} ({r['mde']:.3f})" if pd.notna(r.get("mde")) else str(r["verdict"]))
-                if "verdict" in r and pd.notna(r.get("verdict")) else "",
-            })
         first = g.iloc[0]
-        parts.append(f"**{name}** (`{Path(first['run_dir']).name}`, {first['bench']}, question split seed {first['split_seed']})\n\n"
-                     + markdown(pd.DataFrame(rows), index=False))
+        parts.append(f"**{name}** (`{Path(first['run_dir']).name}`, {first['bench']}, question split seed {first['split_seed']})")
+        for metric, title in STEP_METRICS.items():
+            summary = g[(g["kind"] == "summary") & (g["metric"] == metric)]
+            if summary.empty:
+                continue
+            label = "F1" if metric == "f1" else "AUROC"
+            rows = []
+            for _, r in summary.iterrows():
+                per = seeds[seeds["verifier"] == r["verifier"]]
+                sign = "+" if " − " in r["verifier"] else ""  # a difference is signed, a figure is not
+                figure = f"{r['mean']:{sign}.3f}" if pd.notna(r.get("mean")) else "undefined"
+                ci = (f" [{r['ci_low']:{sign}.3f}, {r['ci_high']:{sign}.3f}]" if pd.notna(r.get("ci_low")) and pd.notna(r.get("ci_high")) else "")
+                row = {"verifier": r["verifier"], "seeds": ", ".join(str(s) for s in r["seeds"]),
+                       f"{label} per seed": ", ".join(f"{v:.3f}" for v in per[metric]) if len(per) else "(difference)"}
+                if metric == "f1":
+                    row["erroneous / correct acc. per seed"] = (", ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(per["acc_erroneous"], per["acc_correct"]))
+                                                                if len(per) else "")
+                row[f"{label} [95% CI, seeds and questions]"] = figure + ci
+                row["verdict (MDE)"] = ((f"{r['verdict']} ({r['mde']:.3f})" if pd.notna(r.get("mde")) else str(r["verdict"]))
+                                        if "verdict" in r and pd.notna(r.get("verdict")) else "")
+                rows.append(row)
+            parts.append(f"{title}\n\n" + markdown(pd.DataFrame(rows), index=False))
     return "\n\n".join(parts) + "\n"
 
 

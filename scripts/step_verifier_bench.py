@@ -12,6 +12,10 @@ go to ``reports/calibration/step-verifier.jsonl``::
 
     python scripts/step_verifier_bench.py --run_dir runs/calibration/confident/val1000-reported \\
         --name valA-pairwise --seeds 0 1 --profile confident
+
+Each figure of ``step_bench.METRICS`` is summarised (first-error F1, line AUROC, final AUROC).
+``--arm LABEL=NAME:STRATEGY`` adds the RMs of another calibration with the same seeds, read by their partial
+reward only (a process reward model's per-token value), e.g. ``--arm "exact-label PRM=valA-prm:baseline"``.
 """
 
 from __future__ import annotations
@@ -58,9 +62,18 @@ def main(argv=None) -> int:
     p.add_argument("--n_goal_pairs", type=int, default=2000)
     p.add_argument("--split_seed", type=int, default=0, help="seed of the validation/reported split of the questions")
     p.add_argument("--reference", default=f"{BASELINE} partial reward", help="the verifier the others are compared with")
+    p.add_argument("--arm", action="append", default=[], metavar="LABEL=NAME:STRATEGY",
+                   help="another calibration's RMs (same seeds), read by their partial reward, under LABEL")
     p.add_argument("--n_boot", type=int, default=1000)
     p.add_argument("--table", type=Path, default=TABLE)
     args = p.parse_args(argv)
+    arms = [(Path(args.run_dir) / "calibration" / args.name, strategy, strategy, tuple(step_bench.SCORE_KEYS.items())) for strategy in args.strategies]
+    for spec in args.arm:
+        label, _, source = spec.partition("=")
+        name, _, strategy = source.partition(":")
+        if not (label and name and strategy in STRATEGY):
+            p.error(f"--arm {spec!r}: expected LABEL=NAME:STRATEGY with STRATEGY one of {', '.join(STRATEGY)}")
+        arms.append((Path(args.run_dir) / "calibration" / name, strategy, label, (("partial reward", "partial_rewards"),)))
 
     run = Path(args.run_dir)
     root = run / "calibration" / args.name
@@ -72,9 +85,9 @@ def main(argv=None) -> int:
     per_seed: dict[str, list[dict]] = {}
     records = []
     logprob_rows = with_policy_logprobs(run, rows)  # the policy's own per-token log-prob: no RM, no seed
-    for strategy in args.strategies:
+    for arm_index, (arm_root, strategy, label, kinds) in enumerate(arms):
         for seed in args.seeds:
-            path = root / f"{strategy}-seed{seed}"
+            path = arm_root / f"{strategy}-seed{seed}"
             started = time.perf_counter()
             model, tokenizer = load_reward_model(path), AutoTokenizer.from_pretrained(path)
             goal = goal_state_from_pairs(model, tokenizer, goal_pairs, TEMPLATE, max_len=max_len, batch_size=128,
@@ -83,8 +96,8 @@ def main(argv=None) -> int:
 
             scored = score_generations(model, tokenizer, rows, TEMPLATE, goal=torch.as_tensor(goal), max_len=max_len,
                                        batch_size=128, progress=False, encoding="split", readout="eos")
-            readings = [(f"{strategy} {kind}", key, scored) for kind, key in step_bench.SCORE_KEYS.items()]
-            if strategy == args.strategies[0]:  # once per seed, so it pairs with every RM seed (its seed spread is 0)
+            readings = [(f"{label} {kind}", key, scored) for kind, key in kinds]
+            if arm_index == 0:  # once per seed, so it pairs with every RM seed (its seed spread is 0)
                 lines = [dict(r, policy_token_logprobs=lp["policy_token_logprobs"]) for r, lp in zip(scored, logprob_rows)]
                 readings.append(("policy log-prob", "policy_token_logprobs", lines))
             for verifier, key, source in readings:
@@ -96,16 +109,18 @@ def main(argv=None) -> int:
                                 "score_s": round(time.perf_counter() - started, 1)})
                 r = records[-1]
                 print(f"{verifier} seed {seed}: F1 {r['f1']} (erroneous {r['acc_erroneous']}, correct {r['acc_correct']}; "
-                      f"threshold {r['threshold']} chosen at validation F1 {r['validation_f1']})", flush=True)
+                      f"threshold {r['threshold']} chosen at validation F1 {r['validation_f1']}); line AUROC {r['line_auroc']}, "
+                      f"final AUROC {r['final_auroc']}", flush=True)
     reference = args.reference if args.reference in per_seed else None
-    for verifier, summary in step_bench.bench_summary(per_seed, baseline=reference, n_boot=args.n_boot).items():
-        difference = " − " in verifier  # a verdict means something for a difference; "F1 > 0" for one verifier does not
-        keep = {k: _clean(v) for k, v in summary.items() if k in ("mean", "per_seed", "ci_low", "ci_high", "interval", "n_questions",
-                                                               "se_seeds", "se_questions") + (("verdict", "mde") if difference else ())}
-        records.append({"kind": "summary", "name": args.name, "run_dir": str(run), "bench": args.bench, "verifier": verifier,
-                        "seeds": args.seeds, "split_seed": args.split_seed, **keep})
-        print(f"{verifier}: F1 {keep.get('mean')} [{keep.get('ci_low')}, {keep.get('ci_high')}]"
-              + (f" ({keep.get('verdict')}, MDE {keep.get('mde')})" if difference else ""))
+    for metric in step_bench.METRICS:
+        for verifier, summary in step_bench.bench_summary(per_seed, baseline=reference, n_boot=args.n_boot, metric=metric).items():
+            difference = " − " in verifier  # a verdict means something for a difference; "F1 > 0" for one verifier does not
+            keep = {k: _clean(v) for k, v in summary.items() if k in ("mean", "per_seed", "ci_low", "ci_high", "interval", "n_questions",
+                                                                   "se_seeds", "se_questions") + (("verdict", "mde") if difference else ())}
+            records.append({"kind": "summary", "name": args.name, "run_dir": str(run), "bench": args.bench, "verifier": verifier,
+                            "metric": metric, "seeds": args.seeds, "split_seed": args.split_seed, **keep})
+            print(f"{verifier}: {metric} {keep.get('mean')} [{keep.get('ci_low')}, {keep.get('ci_high')}]"
+                  + (f" ({keep.get('verdict')}, MDE {keep.get('mde')})" if difference else ""))
     append_jsonl(args.table, records)
     return 0
 

@@ -9,6 +9,10 @@ task's tokenizer has one token per character, so token ``i`` reads character ``i
 
 The threshold is chosen on one half of the questions and F1 reported on the other half (a seeded split
 of the questions, the same for every verifier and seed), with an interval over RM seeds and questions.
+Beside F1, on the same reported half and with the same intervals, two threshold-free figures: the *line
+AUROC* (every line of every solution is an example, positive when the solution went wrong at or before
+it, scored by minus its reading: does a low reading mean "an error so far"?) and the *final AUROC* (each
+solution's last-line reading against its correctness).
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from goalrm_core.evaluation import step_verifier
-from goalrm_core.evaluation.hierarchical import across_seeds_and_questions, difference, hierarchical_bootstrap
+from goalrm_core.evaluation.auroc import bootstrap_auroc
+from goalrm_core.evaluation.hierarchical import across_seeds_and_questions, auroc_statistic, difference, hierarchical_bootstrap
 
 #: Per-token score arrays a scored row can carry, by verifier kind, and how a line is read from them: at
 #: its last token (Q and the partial reward read the whole prefix) or as its least likely token (the
@@ -91,34 +96,71 @@ def verifier_f1(rows: Sequence[Mapping], key: str, validation: set[str]) -> dict
     threshold, fit = step_verifier.choose_f1_threshold([line_scores(r, key) for r in val], [first_error_line(r) for r in val])
     scores, truth = [line_scores(r, key) for r in rep], [first_error_line(r) for r in rep]
     figures = step_verifier.evaluate_at(scores, truth, threshold)
-    return {"threshold": threshold, "validation_f1": fit["f1"], **figures, "n_dropped": len(rows) - len(keep),
+    aurocs = {metric: _point_auroc(*examples) for metric, examples in auroc_examples(scores, truth).items()}
+    return {"threshold": threshold, "validation_f1": fit["f1"], **figures, **aurocs, "n_dropped": len(rows) - len(keep),
             "_scores": scores, "_truth": truth, "_questions": [r["question"] for r in rep]}
 
 
+#: the bench's figures, each summarised over seeds and questions by :func:`bench_summary`
+METRICS = ("f1", "line_auroc", "final_auroc")
+
+
+def auroc_examples(scores: Sequence[Sequence[float]], truth: Sequence[int | None]) -> dict[str, tuple[np.ndarray, ...]]:
+    """``{metric: (scores, labels, solution of each example)}`` for the line and final AUROCs.
+
+    >>> ex = auroc_examples([[3.0, 1.0], [2.0, 2.0]], [1, None])
+    >>> ex["line_auroc"][1].tolist(), ex["final_auroc"][1].tolist()
+    ([0.0, 1.0, 0.0, 0.0], [0.0, 1.0])
+    """
+    line_s, line_y, line_of = [], [], []
+    for i, (lines, e) in enumerate(zip(scores, truth)):
+        t = np.arange(len(lines))
+        line_s.append(-np.asarray(lines, dtype=np.float64))
+        line_y.append(np.zeros(t.size) if e is None else (t >= e).astype(np.float64))
+        line_of.append(np.full(t.size, i))
+    cat = (lambda parts, dtype=np.float64: np.concatenate(parts) if parts else np.empty(0, dtype=dtype))
+    final_s = np.array([lines[-1] for lines in scores], dtype=np.float64)
+    final_y = np.array([e is None for e in truth], dtype=np.float64)
+    return {"line_auroc": (cat(line_s), cat(line_y), cat(line_of, np.int64)),
+            "final_auroc": (final_s, final_y, np.arange(len(scores)))}
+
+
+def _point_auroc(scores: np.ndarray, labels: np.ndarray, _solution: np.ndarray) -> float:
+    finite = np.isfinite(scores)  # a line the source has no value for (log-prob's inf) is left out
+    return bootstrap_auroc(scores[finite], labels[finite], n_boot=1).auroc if finite.any() else float("nan")
+
+
+def _statistics(r: Mapping, index: Mapping[str, int]) -> dict[str, Any]:
+    """Each metric of one verifier-seed result as a statistic of question multiplicities."""
+    clusters = np.array([index[q] for q in r["_questions"]], dtype=np.int64)
+    out = {"f1": step_verifier.f1_statistic(r["_scores"], r["_truth"], r["threshold"], clusters)}
+    for metric, (scores, labels, solution) in auroc_examples(r["_scores"], r["_truth"]).items():
+        finite = np.isfinite(scores)
+        out[metric] = auroc_statistic(scores[finite], labels[finite], clusters[solution[finite]])
+    return out
+
+
 def bench_summary(per_seed: Mapping[str, Sequence[dict]], baseline: str | None = None, n_boot: int = 1000,
-                  seed: int = 0) -> dict[str, dict]:
-    """Per verifier, F1 over its seeds (``verifier_f1`` results, seeds in the same order for every
-    verifier) with an interval over seeds and questions; with ``baseline``, each other verifier's F1
-    minus the baseline's, seed by seed on the same question draws."""
+                  seed: int = 0, metric: str = "f1") -> dict[str, dict]:
+    """Per verifier, ``metric`` (one of :data:`METRICS`) over its seeds (``verifier_f1`` results, seeds in
+    the same order for every verifier) with an interval over seeds and questions; with ``baseline``, each
+    other verifier's figure minus the baseline's, seed by seed on the same question draws."""
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; valid: {', '.join(METRICS)}")
     # one question index for every verifier and seed, so a draw weights the same questions in all of them
     questions = sorted({q for results in per_seed.values() for r in results for q in r["_questions"]})
     index = {q: i for i, q in enumerate(questions)}
-
-    def statistic(r):
-        clusters = np.array([index[q] for q in r["_questions"]], dtype=np.int64)
-        return step_verifier.f1_statistic(r["_scores"], r["_truth"], r["threshold"], clusters)
-
     summary, statistics = {}, {}
     for name, results in per_seed.items():
-        statistics[name] = [statistic(r) for r in results]
+        statistics[name] = [_statistics(r, index)[metric] for r in results]
         boot = hierarchical_bootstrap(statistics[name], n_questions=len(questions), n_boot=n_boot, seed=seed)
-        summary[name] = across_seeds_and_questions([r["f1"] for r in results], boot, null=0.0)
+        summary[name] = across_seeds_and_questions([r[metric] for r in results], boot, null=0.0)
     if baseline is not None:
         for name, results in per_seed.items():
             if name == baseline or len(results) != len(per_seed[baseline]):
                 continue
             pairs = [difference(a, b) for a, b in zip(statistics[name], statistics[baseline])]
             boot = hierarchical_bootstrap(pairs, n_questions=len(questions), n_boot=n_boot, seed=seed)
-            deltas = [a["f1"] - b["f1"] for a, b in zip(results, per_seed[baseline])]
+            deltas = [a[metric] - b[metric] for a, b in zip(results, per_seed[baseline])]
             summary[f"{name} − {baseline}"] = across_seeds_and_questions(deltas, boot, null=0.0)
     return summary

@@ -55,3 +55,17 @@ def test_the_step_verifier_table_signs_differences_and_judges_only_them(table):
     assert "| baseline Q | 0, 1 | 0.700, 0.600 | 0.50/0.90, 0.50/0.90 | 0.650 [0.200, 1.100] |  |" in text
     assert "| +0.300 [-0.100, +0.700] | not shown (0.520) |" in text
     assert table.step_table(pd.DataFrame()) == "_No step-verifier bench recorded._\n"
+
+
+def test_the_step_verifier_table_has_one_part_per_figure(table):
+    import pandas as pd
+
+    common = {"name": "valA", "run_dir": "runs/x/val", "bench": "toy-id", "split_seed": 0}
+    rows = [{**common, "kind": "seed", "verifier": "baseline Q", "seed": 0, "f1": 0.7, "acc_erroneous": 0.5, "acc_correct": 0.9,
+             "line_auroc": 0.81, "final_auroc": 0.66}]
+    rows += [{**common, "kind": "summary", "verifier": "baseline Q", "metric": m, "seeds": [0], "mean": v, "ci_low": v - 0.1,
+              "ci_high": v + 0.1} for m, v in (("f1", 0.7), ("line_auroc", 0.81), ("final_auroc", 0.66))]
+    text = table.step_table(pd.DataFrame(rows))
+    assert text.index("First-error F1") < text.index("Line AUROC") < text.index("Final AUROC")
+    assert "| baseline Q | 0 | 0.810 | 0.810 [0.710, 0.910] |  |" in text
+    assert "| baseline Q | 0 | 0.660 | 0.660 [0.560, 0.760] |  |" in text

@@ -85,3 +85,25 @@ def test_the_policy_log_prob_reads_a_line_as_its_least_likely_token():
     values[18] = float("nan")  # a token the policy has no value for
     row = dict(_row("q", 1, [0.0] * len(SOLUTION)), policy_token_logprobs=values)
     assert step_bench.line_scores(row, "policy_token_logprobs") == [0.0, -3.0, 0.0, 0.0]
+
+
+def test_the_threshold_free_figures_are_one_for_an_exact_verifier_and_chance_for_a_constant_one():
+    rows = _bench(np.random.default_rng(2))
+    validation, _ = step_bench.split_questions(rows, seed=0)
+    sharp = step_bench.verifier_f1(rows, "cosine_sim", validation)
+    assert sharp["line_auroc"] == 1.0 and sharp["final_auroc"] == 1.0
+    flat = step_bench.verifier_f1([dict(r, cosine_sim=[0.5] * len(SOLUTION)) for r in rows], "cosine_sim", validation)
+    assert flat["line_auroc"] == 0.5 and flat["final_auroc"] == 0.5
+    for metric in ("line_auroc", "final_auroc"):
+        summary = step_bench.bench_summary({"sharp": [sharp, sharp], "flat": [flat, flat]}, baseline="flat", n_boot=100, metric=metric)
+        assert summary["sharp − flat"]["mean"] == pytest.approx(0.5)
+        assert summary["sharp − flat"]["ci_low"] <= 0.5 <= summary["sharp − flat"]["ci_high"]
+    with pytest.raises(ValueError, match="unknown metric 'auc'"):
+        step_bench.bench_summary({"sharp": [sharp]}, metric="auc")
+
+
+def test_line_examples_are_labelled_from_the_first_error_on():
+    ex = step_bench.auroc_examples([[5.0, 4.0, 3.0], [1.0]], [1, None])
+    scores, labels, solution = ex["line_auroc"]
+    assert labels.tolist() == [0, 1, 1, 0] and solution.tolist() == [0, 0, 0, 1] and scores.tolist() == [-5, -4, -3, -1]
+    assert ex["final_auroc"][0].tolist() == [3.0, 1.0] and ex["final_auroc"][1].tolist() == [0.0, 1.0]
