@@ -12,7 +12,7 @@ from goalrm_core.data.io import ArtifactError
 from goalrm_core.model.reward_model import (
     RewardModel, build_value_head, checkpoint_format, load_reward_model, save_reward_model,
 )
-from official_layout import OfficialRM, official_head
+from official_layout import BF16_REWARD_TOL, OfficialRM, official_head
 
 SEQS = [[5, 6, 7, 8, 2], [9, 10, 2], [11, 2, 12, 13, 14, 15, 2]]
 
@@ -39,7 +39,7 @@ def test_goalrm_saves_what_the_official_loader_reads(tmp_path, tiny_config, toke
     torch.manual_seed(0)
     ours = RewardModel(LlamaModel(tiny_config.__class__.from_dict(tiny_config.to_dict())), strategy, mlp_head="official").eval()
     ours.set_reward_normalization(0.25, 1.5, enabled=True)
-    path = save_reward_model(ours, tmp_path / "rm-vhs-mlp", tokenizer, save_format="official")
+    path = save_reward_model(ours, tmp_path / f"rm-vhs-{strategy}", tokenizer, save_format="official")  # eval_rm.py's rule
 
     fields = json.loads((path / "config.json").read_text())
     assert (fields["_value_head_strategy"], fields["mean"], fields["std"], fields["normalize_reward"]) == (strategy, 0.25, 1.5, True)
@@ -150,3 +150,93 @@ def test_an_official_folder_with_pickled_weights_only_is_named_so(tmp_path, tiny
     (folder / "pytorch_model.bin").write_bytes(b"never unpickled")
     with pytest.raises(ArtifactError, match=r"only pickled \(pytorch_model\.bin\)"):
         load_reward_model(folder)
+
+
+def official_names(state_dict):
+    """goalrm's weights under the official names (its linear head is ``score``, the official one ``value_head``)."""
+    return {("value_head.weight" if k == "score.weight" else k): v for k, v in state_dict.items()}
+
+
+def test_the_official_eval_reads_the_head_from_the_path_and_goalrm_says_so(tmp_path, tiny_config, capsys):
+    torch.manual_seed(0)
+    mlp = RewardModel(LlamaModel(tiny_config), "mlp", mlp_head="official")
+    plain = save_reward_model(mlp, tmp_path / "rm", save_format="official")
+    assert "builds a linear head unless the folder's path holds 'vhs-mlp'" in capsys.readouterr().err
+    with pytest.raises(RuntimeError, match="value_head"):  # eval_rm.py would give this folder a linear head
+        OfficialRM.from_folder(plain)
+    OfficialRM.from_folder(plain, value_head_strategy="mlp")  # what train_rm.py's --value_head_strategy mlp loads
+    save_reward_model(mlp, tmp_path / "rm-vhs-mlp", save_format="official")
+    assert capsys.readouterr().err == ""
+    linear = RewardModel(LlamaModel(tiny_config), "linear")
+    save_reward_model(linear, tmp_path / "vhs-mlp-sweep" / "rm", save_format="official")
+    assert "builds an MLP head for any path holding 'vhs-mlp'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("strategy", ["linear", "mlp"])
+def test_a_bf16_goalrm_checkpoint_reads_in_the_official_loader(tmp_path, tiny_config, tokenizer, strategy):
+    """What a --bf16 run saves: bf16 tensors and ``dtype: bfloat16`` in config.json. The official loader
+    (``torch_dtype="auto"``) runs it in bf16, goalrm upcasts it to float32: the weights agree bit for bit,
+    the rewards to the same weights' float32 rewards at 1e-6, and to bf16 computation at BF16_REWARD_TOL."""
+    torch.manual_seed(5)
+    ours = RewardModel(LlamaModel(tiny_config.__class__.from_dict(tiny_config.to_dict())), strategy, mlp_head="official")
+    with torch.no_grad():
+        for p in ours.head.parameters():  # a trained head, far from any fresh init
+            p.normal_(std=0.3)
+    ours = ours.to(torch.bfloat16).eval()
+    ours.config.dtype = torch.bfloat16  # what from_pretrained(dtype=torch.bfloat16) records
+    ours.set_reward_normalization(3.0, 2.0, enabled=True)  # no reward in range equals its normalised self
+    path = save_reward_model(ours, tmp_path / f"rm-vhs-{strategy}", tokenizer, save_format="official")
+    assert {t.dtype for t in load_file(str(path / "model.safetensors")).values()} == {torch.bfloat16}
+
+    theirs = OfficialRM.from_folder(path)
+    back = load_reward_model(path)
+    assert {t.dtype for t in theirs.state_dict().values()} == {torch.bfloat16}
+    assert {t.dtype for t in back.state_dict().values()} == {torch.float32}
+    saved = official_names(ours.state_dict())
+    assert theirs.state_dict().keys() == saved.keys() == official_names(back.state_dict()).keys()
+    for name, tensor in official_names(back.state_dict()).items():
+        assert torch.equal(theirs.state_dict()[name], saved[name]) and torch.equal(tensor, saved[name].float()), name
+
+    ids, mask = right_pad(SEQS)
+    in_bf16 = official_rewards(theirs, ids, mask)
+    assert in_bf16.dtype == torch.bfloat16
+    in_fp32 = goalrm_rewards(back, ids, mask)
+    torch.testing.assert_close(in_bf16.float(), in_fp32, atol=BF16_REWARD_TOL, rtol=BF16_REWARD_TOL)
+    torch.testing.assert_close(official_rewards(theirs.float(), ids, mask), in_fp32, atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("strategy", ["linear", "mlp"])
+def test_goalrm_reads_a_bf16_folder_the_official_code_wrote(tmp_path, tiny_config, strategy, capsys):
+    """The official save_model after bf16 training: bf16 tensors, ``torch_dtype: bfloat16`` in config.json.
+    goalrm reads it in float32 by default (the backbone's config says bf16, the head must follow the same
+    dtype) and in bf16 when asked."""
+    config = tiny_config.__class__.from_dict(tiny_config.to_dict())
+    config.normalize_reward, config.mean, config.std = True, 3.0, 2.0
+    torch.manual_seed(6)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)  # how from_pretrained builds a model in bf16
+    try:
+        theirs = OfficialRM(config, strategy).eval()
+    finally:
+        torch.set_default_dtype(previous)
+    with torch.no_grad():
+        for p in theirs.value_head.parameters():
+            p.normal_(std=0.3)
+    folder = tmp_path / "official_rm"
+    folder.mkdir()
+    fields = {**config.to_dict(), "torch_dtype": "bfloat16", "architectures": ["LLMForSequenceRegression"],
+              "_value_head_strategy": strategy, "normalize_reward": True, "mean": 3.0, "std": 2.0}
+    fields.pop("dtype", None)  # the official code's transformers names it torch_dtype
+    (folder / "config.json").write_text(json.dumps(fields))
+    save_file({k: v.contiguous() for k, v in theirs.state_dict().items()}, str(folder / "model.safetensors"), metadata={"format": "pt"})
+
+    ours = load_reward_model(folder)
+    assert "official code's format" in capsys.readouterr().err
+    assert {t.dtype for t in ours.state_dict().values()} == {torch.float32}
+    ids, mask = right_pad(SEQS)
+    in_fp32 = goalrm_rewards(ours, ids, mask)
+    torch.testing.assert_close(in_fp32, official_rewards(theirs, ids, mask).float(), atol=BF16_REWARD_TOL, rtol=BF16_REWARD_TOL)
+    in_bf16 = goalrm_rewards(load_reward_model(folder, torch.bfloat16), ids, mask)
+    assert in_bf16.dtype == torch.bfloat16
+    torch.testing.assert_close(in_bf16.float(), in_fp32, atol=BF16_REWARD_TOL, rtol=BF16_REWARD_TOL)
+    torch.testing.assert_close(in_fp32, official_rewards(theirs.float(), ids, mask), atol=1e-6, rtol=1e-6)
