@@ -249,7 +249,7 @@ def sd_with_upper(values, level: float = 0.8) -> tuple[float, float]:
 def sd_lower(values, level: float = 0.8) -> float:
     """The one-sided ``level`` *lower* confidence bound of the SD, SD * sqrt((n - 1) / chi2_{level}(n - 1)):
     above the stability target, a recipe is unstable with that confidence already, before its sixth seed
-    (the rule that stops a recipe early); NaN with fewer than 2 values."""
+    (the first rule of :func:`stop_reason`); NaN with fewer than 2 values."""
     v = np.asarray([x for x in values if x is not None and np.isfinite(x)], dtype=float)
     if v.size < 2:
         return float("nan")
@@ -283,7 +283,7 @@ def confident_rm_table(df: pd.DataFrame, benchmark_seeds: dict | None = None) ->
             "scored on": f"{int(first['n_eval_rows']):,} samples", "seeds": len(g), "held-out pair acc": _spread(g["eval_accuracy"]), "AUROC": _spread(g["auroc"]),
             "seed-0 AUROC [95% CI]": f"{first['auroc']:.3f} [{first['auroc_ci'][0]:.3f}, {first['auroc_ci'][1]:.3f}]",
             "length": f"{length:.3f}", "log-prob": f"{logprob:.3f}", "errors": int(first["n_incorrect"]),
-            "AUROC SD (80% upper)": _sd_cell(g["auroc"]),
+            "AUROC SD (80% upper)": _sd_cell(g["auroc"], length),
             "over length [95% CI]": _margin(g["auroc"], length), "over log-prob [95% CI]": _margin(g["auroc"], logprob),
             "questions": ("validation" if (benchmark_seeds or {}).get(Path(run_dir).name, 0) != 0 else "reported (seed 0)"),
             "target met": ("yes" if met else "no") + ("" if len(g) >= 3 else " (1 seed)" if len(g) == 1 else f" ({len(g)} seeds)")
@@ -293,15 +293,31 @@ def confident_rm_table(df: pd.DataFrame, benchmark_seeds: dict | None = None) ->
     return markdown(pd.DataFrame(rows), index=False) + "\n"
 
 
-def _sd_cell(values) -> str:
+#: the margin over length each arm's mean must clear (the design's verification target)
+VERIFY_MARGIN = 0.15
+
+
+def stop_reason(values, length: float | None = None) -> str | None:
+    """Why a recipe stops before its sixth seed, or None: an arm's SD is above the target with 80%
+    confidence already (``sd_lower``), or every seed of an arm (two at least) falls short of length +
+    :data:`VERIFY_MARGIN`, so the arm does not verify on them. The calibration driver asks this after
+    each pair of seeds; the table shows it."""
+    v = [x for x in values if x is not None and np.isfinite(x)]
+    lower = sd_lower(v)
+    if len(v) >= 2 and lower > STABLE_SD:
+        return f"unstable already (80% lower bound {lower:.3f} > {STABLE_SD})"
+    if length is not None and len(v) >= 2 and max(v) < length + VERIFY_MARGIN:
+        return f"not verifying (every seed below length + {VERIFY_MARGIN})"
+    return None
+
+
+def _sd_cell(values, length: float | None = None) -> str:
     sd, upper = sd_with_upper(list(values))
     if not np.isfinite(sd):
         return "(1 seed)"
     n = len(values)
-    lower = sd_lower(list(values))
     if n < STABLE_MIN_SEEDS:
-        stable = (f"unstable already (80% lower bound {lower:.3f} > {STABLE_SD})" if lower > STABLE_SD
-                  else f"< {STABLE_MIN_SEEDS} seeds")
+        stable = stop_reason(list(values), length) or f"< {STABLE_MIN_SEEDS} seeds"
     else:
         stable = "stable" if sd <= STABLE_SD else "unstable"
     return f"{sd:.3f} ({upper:.3f}), {stable}"

@@ -69,3 +69,12 @@ def test_the_step_verifier_table_has_one_part_per_figure(table):
     assert text.index("First-error F1") < text.index("Line AUROC") < text.index("Final AUROC")
     assert "| baseline Q | 0 | 0.810 | 0.810 [0.710, 0.910] |  |" in text
     assert "| baseline Q | 0 | 0.660 | 0.660 [0.560, 0.760] |  |" in text
+
+
+def test_a_recipe_stops_when_unstable_or_when_no_seed_verifies(table):
+    assert table.stop_reason([0.772, 0.616]).startswith("unstable already")
+    assert table.stop_reason([0.591, 0.639], length=0.578).startswith("not verifying")
+    assert table.stop_reason([0.591, 0.639]) is None  # without the length, only the stability rule applies
+    assert table.stop_reason([0.74, 0.75], length=0.578) is None  # steady and above length + 0.15
+    assert table.stop_reason([0.60], length=0.578) is None  # one seed decides nothing
+    assert "not verifying" in table._sd_cell([0.591, 0.639], 0.578)
