@@ -110,6 +110,9 @@ def main(argv=None) -> int:
     p.add_argument("--data_seed", type=int, default=None,
                    help="seed of the generated training pairs (default: the smallest of --seeds); give it to train "
                         "seeds in several calls on the same pairs")
+    p.add_argument("--pairs", type=Path, default=None,
+                   help="train on this pair file instead of --data (e.g. scripts/rollout_labels.py's exact or rollout-labelled "
+                        "subset); the table records its path and size")
     p.add_argument("--score_set", default="sample0", choices=("sample0", "samples"),
                    help="generations each RM is scored on: the headline set, or every sample (clustered by question)")
     args = p.parse_args(own)
@@ -118,8 +121,14 @@ def main(argv=None) -> int:
     run = Path(args.run_dir)
     overrides = parse_overrides(extra)
     out_root = run / "calibration" / args.name
-    data = training_pairs(run, out_root, args.data, args.n_slip_questions, args.slips_per_question, seed=min(args.seeds) if args.data_seed is None else args.data_seed,
-                          generator_extra_facts=args.generator_extra_facts)
+    if args.pairs is not None:
+        if not args.pairs.is_file():
+            p.error(f"--pairs {args.pairs}: no such file")
+        data = {"path": args.pairs, "summary": {"source": "file", "path": str(args.pairs), "n_pairs": len(read_jsonl(args.pairs))}}
+    else:
+        data = training_pairs(run, out_root, args.data, args.n_slip_questions, args.slips_per_question,
+                              seed=min(args.seeds) if args.data_seed is None else args.data_seed,
+                              generator_extra_facts=args.generator_extra_facts)
     if data["path"] is not None:
         overrides.setdefault("dataset", str(data["path"]))
     base = profile_recipe(args.profile)

@@ -278,7 +278,9 @@ def confident_rm_table(df: pd.DataFrame, benchmark_seeds: dict | None = None) ->
                           if k in recipe and (k != "head_learning_rate" or recipe[k]))
         rows.append({
             "recipe": name, "rm": strategy, "policy": Path(run_dir).name,
-            "pairs": f"{data['source']} ({data['n_pairs']:,})" if data["source"] != "policy" else f"the run's slips ({data['n_pairs']:,})",
+            "pairs": (f"the run's slips ({data['n_pairs']:,})" if data["source"] == "policy"
+                      else f"{Path(data['path']).name} ({data['n_pairs']:,})" if data["source"] == "file"
+                      else f"{data['source']} ({data['n_pairs']:,})"),
             "steps": recipe.get("max_steps"), "lr": recipe.get("learning_rate"), "other": extra,
             "scored on": f"{int(first['n_eval_rows']):,} samples", "seeds": len(g), "held-out pair acc": _spread(g["eval_accuracy"]), "AUROC": _spread(g["auroc"]),
             "seed-0 AUROC [95% CI]": f"{first['auroc']:.3f} [{first['auroc_ci'][0]:.3f}, {first['auroc_ci'][1]:.3f}]",
