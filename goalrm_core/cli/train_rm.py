@@ -16,6 +16,7 @@ from goalrm_core.data.io import writer_lock
 from goalrm_core.data.manifest import command_line
 from goalrm_core.flags import run_command
 from goalrm_core.train.config import TrainRMConfig
+from goalrm_core.train.lora import missing_peft_message, peft_missing
 
 
 # The official train_rm.py's flags that goalrm has no setting for, each with why: one given stops the run with
@@ -23,9 +24,6 @@ from goalrm_core.train.config import TrainRMConfig
 # parsed as that field instead.
 UNSUPPORTED_OFFICIAL_FLAGS = {
     "load_in_4bit": "4-bit loading needs bitsandbytes (and CUDA), which goalrm does not depend on; the backbone loads in fp32 or --bf16",
-    "lora_rank": "LoRA needs peft, which goalrm does not depend on; the whole backbone is trained",
-    "lora_alpha": "LoRA needs peft, which goalrm does not depend on; the whole backbone is trained",
-    "target_modules": "LoRA needs peft, which goalrm does not depend on; the whole backbone is trained",
 }
 
 
@@ -41,7 +39,10 @@ def refuse_unsupported_official_flags(argv: Sequence[str]) -> None:
 
 def parse_args(argv: Sequence[str] | None = None) -> TrainRMConfig:
     refuse_unsupported_official_flags(sys.argv[1:] if argv is None else argv)
-    return TrainRMConfig.from_argv(argv, description="Train a (goal-conditioned) reward model with DeepSpeed.", prog="goalrm train-rm")
+    cfg = TrainRMConfig.from_argv(argv, description="Train a (goal-conditioned) reward model with DeepSpeed.", prog="goalrm train-rm")
+    if cfg.lora_rank > 0 and peft_missing():  # LoRA's one package, imported only when it trains
+        raise ValueError(missing_peft_message(cfg.lora_rank))
+    return cfg
 
 
 def main(argv: Sequence[str] | None = None) -> int:

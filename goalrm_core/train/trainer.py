@@ -20,7 +20,8 @@ the first run on a machine (30-60 s, cached in ~/.cache/torch_extensions).
 
 What a run writes:
 
-* ``--save_path``: the RM in the HF layout (``save_reward_model``, atomic) + ``train_summary.json``;
+* ``--save_path``: the RM in the HF layout (``save_reward_model``, atomic) + ``train_summary.json``; with
+  ``--lora_rank`` the adapters merged into the backbone (:mod:`goalrm_core.train.lora`), an ordinary checkpoint;
 * ``--metrics_path`` (default ``<save_path>.metrics.jsonl``): train rows every ``--logging_steps``,
   eval rows every ``--eval_steps`` and at the end;
 * ``--ckpt_path`` (default ``<save_path>.checkpoints``, beside the RM, never inside it): DeepSpeed
@@ -58,6 +59,7 @@ from goalrm_core.model.reward_model import (
 )
 from goalrm_core.train.batching import epoch_batches, item_length, load_items, load_tokenizer
 from goalrm_core.train.config import TrainRMConfig
+from goalrm_core.train.lora import check_targets_on_meta, import_peft, merged_state_dict, trainable_parameters
 from goalrm_core.train.distributed import (
     all_reduce, build_engine, deepspeed_config, device_name, gradient_accumulation_steps, init_distributed,
     checkpoint_tag, launched_world_size, load_checkpoint_file, quiet_deepspeed_logs, rng_states, set_cpu_threads, set_rng_states,
@@ -149,6 +151,9 @@ def preflight(cfg: TrainRMConfig) -> None:
     if not cfg.dataset:
         raise ValueError("--dataset is required: a .jsonl/.json/.parquet file, a save_to_disk dir or a Hub name")
     check_weights_folder(cfg.pretrain, "--pretrain")
+    if cfg.lora_rank > 0:  # peft there, and --target_modules naming linear layers of this backbone (its config only)
+        import_peft(cfg.lora_rank)
+        check_targets_on_meta(cfg.pretrain, cfg.target_modules)
     inputs = [("--pretrain", cfg.pretrain), *((flag, part) for flag, value in (("--dataset", cfg.dataset),
               ("--eval_dataset", cfg.eval_dataset)) for part in value.split(",") if part)]
     check_replaceable(cfg.save_path, "--save_path", inputs=inputs, marks=(GOALRM_JSON,), overwrite=cfg.overwrite)
@@ -256,6 +261,10 @@ class Trainer:
             f"ZeRO-{cfg.zero_stage}, {'bf16' if cfg.bf16 else 'fp32'}, device {device_name()}"
         )
         self.engine = build_engine(cfg, ds_config, self.total_steps)
+        if cfg.lora_rank > 0:
+            trainable, total = trainable_parameters(self.engine.module)
+            self.say(f"LoRA rank {cfg.lora_rank}, alpha {cfg.lora_alpha} on {cfg.target_modules or 'every linear layer'}: "
+                     f"{trainable} of {total} parameters train (the adapters and the value head)")
         self.generator = torch.Generator().manual_seed(cfg.seed + self.rank)
         self.collate = PreferenceCollator(self.tokenizer.pad_token_id)
         self.lengths = [item_length(it) for it in self.train_items]
@@ -542,6 +551,7 @@ class Trainer:
             "value_head_strategy": cfg.value_head_strategy,
             "template": cfg.template,
             "zero_stage": cfg.zero_stage,
+            "lora_rank": cfg.lora_rank,
             "world_size": self.world,
             "bf16": bool(cfg.bf16),
             "device": device_name(),
@@ -555,13 +565,19 @@ class Trainer:
         return summary
 
     def save_model(self) -> None:
-        """Gather the full weights (ZeRO-3: collectively, layer by layer) and save on rank 0 only."""
+        """Gather the full weights (ZeRO-3: collectively, layer by layer) and save on rank 0 only; with
+        ``--lora_rank`` the adapters are merged into the backbone's weights first (:func:`merged_state_dict`)."""
         engine, cfg, rank = self.engine, self.cfg, self.rank
         if cfg.zero_stage == 3:
             state_dict = engine._zero3_consolidated_16bit_state_dict()
+            if rank == 0:  # on CPU a gathered weight can be a view of a larger buffer, which safetensors refuses to save
+                state_dict = {k: v if v.untyped_storage().nbytes() == v.numel() * v.element_size() else v.clone()
+                              for k, v in state_dict.items()}
         else:
             # ZeRO 1-2 keep parameters as views of flat buffers: copy each, so they save as separate tensors.
             state_dict = {k: v.detach().cpu().clone() for k, v in engine.module.state_dict().items()} if rank == 0 else None
+        if rank == 0:  # LoRA: each adapter merged into its layer, so the RM saves as one trained without LoRA
+            state_dict = merged_state_dict(engine.module, state_dict)
         bad = nonfinite_tensors(state_dict) if rank == 0 else []
         if all_reduce(torch.tensor([float(bool(bad))], device=engine.device), "max").item():  # every rank stops together
             raise TrainingError(f"NaN or inf weights after training ({describe_tensors(bad) if bad else 'found on rank 0'}); "
