@@ -112,8 +112,8 @@ def main(argv=None) -> int:
                       f"threshold {r['threshold']} chosen at validation F1 {r['validation_f1']}); line AUROC {r['line_auroc']}, "
                       f"final AUROC {r['final_auroc']}", flush=True)
     reference = args.reference if args.reference in per_seed else None
-    for metric in step_bench.METRICS:
-        for verifier, summary in step_bench.bench_summary(per_seed, baseline=reference, n_boot=args.n_boot, metric=metric).items():
+    for metric, by_verifier in step_bench.summaries(per_seed, reference, n_boot=args.n_boot).items():
+        for verifier, summary in by_verifier.items():
             difference = " − " in verifier  # a verdict means something for a difference; "F1 > 0" for one verifier does not
             keep = {k: _clean(v) for k, v in summary.items() if k in ("mean", "per_seed", "ci_low", "ci_high", "interval", "n_questions",
                                                                    "se_seeds", "se_questions") + (("verdict", "mde") if difference else ())}

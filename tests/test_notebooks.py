@@ -73,6 +73,10 @@ def test_training_representation_and_evaluation_metrics(smoke_report):
     assert gate["passed"] == all(gate[rm]["auroc"] > length for rm in ("baseline", "goal-conditioned"))
     assert m["evaluation"]["headline"] == "sample0"
     assert set(m["evaluation"]["seeds"]["baseline"]) == BENCHES
+    steps = m["evaluation"]["step_verifiers"]  # the step-verifier bench: every figure, every RM's two readings, the policy
+    assert steps["reference"] == "baseline partial reward" and set(steps["figures"]) == {"f1", "line_auroc", "final_auroc"}
+    assert {"goal-conditioned Q", "baseline partial reward", "policy log-prob",
+            "goal-conditioned Q − baseline partial reward"} <= set(steps["figures"]["f1"])
 
 
 def test_same_seed_gives_identical_metrics(request, tmp_path_factory):

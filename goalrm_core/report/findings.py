@@ -12,8 +12,10 @@ from typing import Any
 
 from goalrm_core.evaluation import verdicts
 from goalrm_core.evaluation.auroc import delta_of
+from goalrm_core.report.metrics_view import Metrics
 from goalrm_core.report.page_parts import auroc_of, auroc_text, benchmarks_in, get_path, html_table, primary_of
 from goalrm_core.study import formatting as fmt
+from goalrm_core.study import step_bench
 from goalrm_core.study.rms import HEADLINE_SETS, ID_BENCH, RMS
 
 
@@ -99,6 +101,17 @@ def answer(metrics: Mapping) -> str:
     first = (f"Does goal-conditioning help here? Goal-conditioned minus baseline AUROC on {bench} is "
              f"{_figure(d, 'positive')}, {scope}: {verdict}.")
     return f'<p class="answer"><b>{html.escape(first)}</b> {html.escape(_design_scope(primary))}</p>'
+
+
+def step_answer(metrics: Mapping) -> str:
+    """The front page's second sentence: the step-verifier bench's comparison (goal-conditioned Q against the
+    baseline RM's partial reward, first-error F1 on exact labels); empty when the run recorded no bench."""
+    bench = Metrics(metrics).step_verifiers
+    figures = bench.get("figures")
+    if not isinstance(figures, Mapping) or not isinstance(figures.get("f1"), Mapping):
+        return ""
+    result = {"summaries": figures, "reference": bench.get("reference"), "bench": bench.get("bench", ID_BENCH)}
+    return f'<p class="answer">{html.escape(step_bench.reading(result))}</p>'
 
 
 def _design_scope(primary: Mapping) -> str:

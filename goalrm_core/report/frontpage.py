@@ -27,12 +27,12 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping
 
-from goalrm_core.report.findings import answer, exploratory_section, gate_state, judge, primary_findings, summary
+from goalrm_core.report.findings import answer, exploratory_section, gate_state, judge, primary_findings, step_answer, summary
 from goalrm_core.report.result_figures import (auroc_figure, decoding_table, delta_table, first_error_section,
                                                savings_figure, steering_section)
 
 __all__ = ["answer", "auroc_figure", "decoding_table", "delta_table", "exploratory_section", "first_error_section", "gate_state",
-           "judge", "primary_findings", "result_sections", "savings_figure", "steering_section", "summary"]
+           "judge", "primary_findings", "result_sections", "savings_figure", "steering_section", "step_answer", "summary"]
 
 DETAIL = "seed 0 (detail)"
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from goalrm_core.report.frontpage import answer, gate_state, result_sections
+from goalrm_core.report.frontpage import answer, gate_state, result_sections, step_answer
 from goalrm_core.report.metrics_view import Metrics, entries, value
 from goalrm_core.report.provenance import PROVENANCE_KEY, provenance_html
 from goalrm_core.report.records import TIMINGS_KEY
@@ -205,7 +205,8 @@ def render_index(profile: str, generated: str, stages: list[dict], metrics: Mapp
     the length gate, a summary generated from the numbers, the key figures and tables (``frontpage``),
     the stage table with links and failures, then every metric in a collapsible section."""
     rows = _flatten({k: v for k, v in metrics.items() if k not in (TIMINGS_KEY, PROVENANCE_KEY)})
-    sections = [_drawn("The answer", answer, metrics), _drawn("The length gate", _gate, metrics),
+    sections = [_drawn("The answer", answer, metrics), _drawn("The step-verifier answer", step_answer, metrics),
+                _drawn("The length gate", _gate, metrics),
                 _drawn("The result sections", result_sections, metrics)
                 + _drawn("The reproduction section", reproduction_html, metrics, out_dir)
                 + _drawn("The side-by-side section", regimes_html, profile, out_dir)]

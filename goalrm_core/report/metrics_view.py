@@ -91,6 +91,11 @@ class Metrics:
         """``evaluation.primary``: the summaries across RM seeds (schema 2)."""
         return section(self.raw, "evaluation", "primary")
 
+    @property
+    def step_verifiers(self) -> Mapping:
+        """``evaluation.step_verifiers``: the step-verifier bench (``study.step_bench.bench_metrics``)."""
+        return section(self.raw, "evaluation", "step_verifiers")
+
     def parameter(self, name: str) -> Any:
         """A parameter of the profile the run used (``provenance.profile.parameters``)."""
         return value(self.raw, "provenance", "profile", "parameters", name)

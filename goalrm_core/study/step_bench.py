@@ -164,3 +164,86 @@ def bench_summary(per_seed: Mapping[str, Sequence[dict]], baseline: str | None =
             deltas = [a[metric] - b[metric] for a, b in zip(results, per_seed[baseline])]
             summary[f"{name} − {baseline}"] = across_seeds_and_questions(deltas, boot, null=0.0)
     return summary
+
+
+def summaries(per_seed: Mapping[str, Sequence[dict]], reference: str | None, n_boot: int = 1000,
+              seed: int = 0) -> dict[str, dict[str, dict]]:
+    """``{metric: bench_summary(...)}`` for every figure of :data:`METRICS`."""
+    return {metric: bench_summary(per_seed, baseline=reference, n_boot=n_boot, seed=seed, metric=metric) for metric in METRICS}
+
+
+def bench_run(run_dir, rms: Sequence[str], rm_seeds: Sequence[int], bench: str = "toy-id", split_seed: int = 0,
+              n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """Notebook 04's step-verifier bench: every RM's Q and partial reward, per seed, on all samples of
+    ``bench`` as notebook 04 scored them, and the policy's own log-prob; differences against the
+    baseline RM's partial reward (the reward model a researcher would read per step without goal-
+    conditioning). Returns the per-seed results and :func:`summaries`."""
+    from goalrm_core.data.rundir import RunDir
+    from goalrm_core.evaluation.tables import read_scored
+    from goalrm_core.study.filter_rules import with_policy_logprobs
+    from goalrm_core.study.rms import BASELINE
+
+    run = RunDir(run_dir)
+    per_seed: dict[str, list[dict]] = {}
+    logprobs = None
+    for rm in rms:
+        for rm_seed in rm_seeds:
+            rows = read_scored(run.eval(rm, rm_seed), bench, "all")
+            validation, _ = split_questions(rows, split_seed)
+            for kind, key in SCORE_KEYS.items():
+                per_seed.setdefault(f"{rm} {kind}", []).append(verifier_f1(rows, key, validation))
+            if logprobs is None:  # the policy has no seed: one reading, paired with every RM seed
+                logprobs = verifier_f1(with_policy_logprobs(run_dir, rows), "policy_token_logprobs", validation)
+    if logprobs is not None:
+        per_seed["policy log-prob"] = [logprobs] * len(rm_seeds)
+    reference = f"{BASELINE} partial reward" if f"{BASELINE} partial reward" in per_seed else None
+    return {"per_seed": per_seed, "reference": reference, "summaries": summaries(per_seed, reference, n_boot, seed),
+            "bench": bench, "split_seed": split_seed}
+
+
+def bench_frame(result: Mapping[str, Any]):
+    """One row per verifier (and difference) and figure: mean [95% CI over seeds and questions], per seed."""
+    import pandas as pd
+
+    rows = []
+    for metric, by_verifier in result["summaries"].items():
+        for verifier, s in by_verifier.items():
+            per = [r[metric] for r in result["per_seed"][verifier]] if verifier in result["per_seed"] else []
+            rows.append({"figure": metric, "verifier": verifier, "mean": s.get("mean"), "ci_low": s.get("ci_low"),
+                         "ci_high": s.get("ci_high"), "per seed": ", ".join(f"{v:.3f}" for v in per),
+                         "verdict": s.get("verdict") if " − " in verifier else "", "mde": s.get("mde") if " − " in verifier else None})
+    return pd.DataFrame(rows)
+
+
+def bench_metrics(result: Mapping[str, Any]) -> dict[str, Any]:
+    """What metrics.json keeps of the bench: per figure and verifier, the mean, its interval, the per-seed
+    values and, for a difference, its two-sided verdict and MDE."""
+    keep = ("mean", "ci_low", "ci_high", "per_seed", "interval", "se_seeds", "se_questions", "verdict", "mde", "n_seeds", "reason")
+    return {"bench": result["bench"], "split_seed": result["split_seed"], "reference": result["reference"],
+            "figures": {metric: {verifier: {k: v for k, v in s.items() if k in keep} for verifier, s in by_verifier.items()}
+                        for metric, by_verifier in result["summaries"].items()}}
+
+
+def reading(result: Mapping[str, Any], verifier: str = "goal-conditioned Q") -> str:
+    """The bench in one sentence: ``verifier``'s first-error F1 against the reference's, with the difference's
+    interval, two-sided verdict and MDE (the same words as every primary conclusion)."""
+    f1 = result["summaries"]["f1"]
+    reference = result["reference"]
+    if verifier not in f1 or reference is None or reference not in f1:
+        return f"The step-verifier bench has no {verifier} or no reference to compare it with."
+    mine, ref, diff = f1[verifier], f1[reference], f1.get(f"{verifier} − {reference}", {})
+
+    def figure(s, signed=False):
+        if s.get("mean") is None or s.get("mean") != s.get("mean"):
+            return "undefined"
+        fmt = "+.3f" if signed else ".3f"
+        ci = f" [{s['ci_low']:{fmt}}, {s['ci_high']:{fmt}}]" if s.get("ci_low") == s.get("ci_low") and s.get("ci_low") is not None else ""
+        return f"{s['mean']:{fmt}}{ci}"
+
+    verdict = diff.get("verdict", "undefined")
+    mde = f", an effect of {diff['mde']:.3f} would have been seen with 80% power" if verdict == "not shown" and diff.get("mde") else ""
+    if verdict in ("undefined", "not tested") and diff.get("reason"):
+        mde = f" ({diff['reason']})"
+    return (f"Step verification on {result['bench']}'s exact labels: {verifier}'s first-error F1 is {figure(mine)}, "
+            f"{reference}'s {figure(ref)}; difference {figure(diff, signed=True)}: {verdict}{mde} "
+            f"(95% intervals over RM seeds and questions).")

@@ -187,3 +187,19 @@ def test_the_page_opens_with_the_answer_and_what_the_design_can_test(state, gate
              "not shown": "not shown (an effect of 0.05 would have been seen with 80% power)", "undefined": "cannot be judged"}
     assert words[state] in page
     assert frontpage.answer({"schema_version": 2, "evaluation": {}}) == ""  # before notebook 04: nothing to answer
+
+
+@pytest.mark.parametrize("state", STATES)
+def test_the_front_pages_step_sentence_words_each_state(state):
+    """The step-verifier sentence (second on the front page) says the difference's verdict, a null with its MDE."""
+    f1 = {"goal-conditioned Q": {"mean": 0.41, "ci_low": 0.30, "ci_high": 0.52},
+          "baseline partial reward": {"mean": 0.37, "ci_low": 0.25, "ci_high": 0.49},
+          "goal-conditioned Q − baseline partial reward": summary(state)}
+    metrics = {"evaluation": {"step_verifiers": {"bench": "toy-id", "reference": "baseline partial reward", "figures": {"f1": f1}}}}
+    text = html.unescape(frontpage.step_answer(metrics))
+    assert "goal-conditioned Q's first-error F1 is 0.410 [0.300, 0.520], baseline partial reward's 0.370 [0.250, 0.490]" in text
+    assert f": {state}" in text
+    assert ("would have been seen with 80% power" in text) == (state == "not shown")
+    if state in ("undefined", "not tested"):
+        assert f"({summary(state)['reason']})" in text
+    assert frontpage.step_answer({"evaluation": {}}) == ""

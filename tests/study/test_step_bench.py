@@ -107,3 +107,22 @@ def test_line_examples_are_labelled_from_the_first_error_on():
     scores, labels, solution = ex["line_auroc"]
     assert labels.tolist() == [0, 1, 1, 0] and solution.tolist() == [0, 0, 0, 1] and scores.tolist() == [-5, -4, -3, -1]
     assert ex["final_auroc"][0].tolist() == [3.0, 1.0] and ex["final_auroc"][1].tolist() == [0.0, 1.0]
+
+
+def test_the_bench_frame_and_metrics_carry_every_figure_and_judge_only_differences():
+    per_seed = {"sharp": [], "flat": []}
+    for s in range(2):
+        rows = _bench(np.random.default_rng(20 + s))
+        validation, _ = step_bench.split_questions(rows, seed=0)
+        per_seed["sharp"].append(step_bench.verifier_f1(rows, "cosine_sim", validation))
+        per_seed["flat"].append(step_bench.verifier_f1([dict(r, cosine_sim=[0.5] * len(SOLUTION)) for r in rows], "cosine_sim", validation))
+    result = {"per_seed": per_seed, "reference": "flat", "bench": "toy-id", "split_seed": 0,
+              "summaries": step_bench.summaries(per_seed, "flat", n_boot=100)}
+    frame = step_bench.bench_frame(result)
+    assert sorted(set(frame["figure"])) == sorted(step_bench.METRICS)
+    assert set(frame["verifier"]) == {"sharp", "flat", "sharp − flat"}
+    judged = frame[frame["verdict"] != ""]
+    assert set(judged["verifier"]) == {"sharp − flat"}
+    m = step_bench.bench_metrics(result)
+    assert set(m["figures"]) == set(step_bench.METRICS) and m["reference"] == "flat"
+    assert m["figures"]["line_auroc"]["sharp"]["mean"] == 1.0 and "verdict" in m["figures"]["f1"]["sharp − flat"]
