@@ -16,15 +16,13 @@ from goalrm_core.data.io import writer_lock
 from goalrm_core.data.manifest import command_line
 from goalrm_core.flags import run_command
 from goalrm_core.train.config import TrainRMConfig
-from goalrm_core.train.lora import missing_peft_message, peft_missing
+from goalrm_core.train.lora import missing_peft_message, peft_missing, require_four_bit
 
 
 # The official train_rm.py's flags that goalrm has no setting for, each with why: one given stops the run with
 # that line (exit 2) rather than argparse's "unrecognized arguments". A flag that becomes a TrainRMConfig field is
 # parsed as that field instead.
-UNSUPPORTED_OFFICIAL_FLAGS = {
-    "load_in_4bit": "4-bit loading needs bitsandbytes (and CUDA), which goalrm does not depend on; the backbone loads in fp32 or --bf16",
-}
+UNSUPPORTED_OFFICIAL_FLAGS: dict[str, str] = {}  # none today: --load_in_4bit runs where CUDA and bitsandbytes are
 
 
 def refuse_unsupported_official_flags(argv: Sequence[str]) -> None:
@@ -42,6 +40,8 @@ def parse_args(argv: Sequence[str] | None = None) -> TrainRMConfig:
     cfg = TrainRMConfig.from_argv(argv, description="Train a (goal-conditioned) reward model with DeepSpeed.", prog="goalrm train-rm")
     if cfg.lora_rank > 0 and peft_missing():  # LoRA's one package, imported only when it trains
         raise ValueError(missing_peft_message(cfg.lora_rank))
+    if cfg.load_in_4bit:  # a CUDA GPU and bitsandbytes (torch imports here, on this path only)
+        require_four_bit()
     return cfg
 
 

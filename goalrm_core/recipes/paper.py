@@ -8,7 +8,8 @@ Three profiles in ``params/`` are read here rather than by the notebooks:
   (goal state, scoring, metrics), :func:`paper_script` all of it as a shell script. Nothing runs.
 * ``gpu-check``: a ~1B-parameter Llama with random weights and the character tokenizer, written
   locally by :func:`write_random_llama` (no download), trained a few steps with ZeRO-3 + bf16 +
-  flash-attn on ToyMath pairs: ``python -m goalrm_core.recipes.paper gpu-check`` (:func:`gpu_check_command`).
+  flash-attn on ToyMath pairs: ``python -m goalrm_core.recipes.paper gpu-check`` (:func:`gpu_check_command`),
+  then once more with the backbone in 4-bit NF4 under LoRA (``--load_in_4bit``, ZeRO-2; needs bitsandbytes).
 * ``real-cpu``: HH-RLHF harmless pairs and real GSM8K model solutions from ``../shared/data`` (or
   ``data_dir``), prepared into a run directory in the project's layout by :func:`real_cpu_prepare`,
   so the ordinary CLIs (``goalrm train-rm``, ``get-representation``, ``eval-rm``, ``metrics``) run
@@ -23,6 +24,7 @@ the one mapping the notebooks use too (``rm_batch_size`` is ``--train_batch_size
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import random
@@ -275,36 +277,50 @@ def prepare_gpu_check(profile_name: str = "gpu-check", **changes: Any) -> dict[s
     return paths
 
 
-def gpu_check_command(profile_name: str = "gpu-check", strategy: str = "contrastive", num_gpus: int | None = None, **changes: Any) -> list[str]:
+# the gpu-check's 4-bit LoRA step: QLoRA as the official code runs it (ZeRO-2: a 4-bit backbone is not partitioned)
+FOUR_BIT_STEP = "vanilla-lora-4bit"
+FOUR_BIT_FLAGS = {"load_in_4bit": True, "lora_rank": 16, "zero_stage": 2}
+
+
+def gpu_check_command(profile_name: str = "gpu-check", strategy: str = "contrastive", num_gpus: int | None = None,
+                      four_bit: bool = False, **changes: Any) -> list[str]:
     """The train-rm command of the gpu-check (run :func:`prepare_gpu_check` first): the deepspeed
-    launcher, ZeRO-3, bf16, flash-attn and gradient checkpointing as the profile sets them."""
+    launcher, ZeRO-3, bf16, flash-attn and gradient checkpointing as the profile sets them; with ``four_bit``
+    the backbone in 4-bit NF4 under rank-16 LoRA, ZeRO-2 (:data:`FOUR_BIT_FLAGS`), saved as :data:`FOUR_BIT_STEP`."""
     profile = {**load_profile(profile_name), **changes}
     paths = gpu_check_paths(profile["run_dir"])
     strategy = strategy_name(strategy)
-    save = paths["models"] / strategy
+    save = paths["models"] / (FOUR_BIT_STEP if four_bit else strategy)
     cfg = train_config_from_profile(
         profile, strategy, save_path=str(save), pretrain=str(paths["backbone"]), dataset=str(paths["train"]),
         eval_dataset=str(paths["eval"]), template="toymath", max_epochs=100, logging_steps=1, metrics_path=str(rm_metrics_path(save)),
+        **(FOUR_BIT_FLAGS if four_bit else {}),
     )
     n = int(num_gpus if num_gpus is not None else profile.get("rm_processes", 1))
     return train_command(cfg, num_processes=n, use_deepspeed_launcher=True)
 
 
 def run_gpu_check(profile_name: str = "gpu-check", dry_run: bool = False, **changes: Any) -> dict[str, Any]:
-    """Prepare and run the gpu-check for each of the profile's strategies; returns their summaries."""
+    """Prepare and run the gpu-check for each of the profile's strategies, then the 4-bit LoRA step
+    (:data:`FOUR_BIT_STEP`; skipped, and said so, without bitsandbytes); returns their summaries."""
     profile = {**load_profile(profile_name), **changes}
     strategies = profile.get("strategies", ["contrastive"])
+    steps = {s: gpu_check_command(profile_name, s, **changes) for s in strategies}
+    steps[FOUR_BIT_STEP] = gpu_check_command(profile_name, "vanilla", four_bit=True, **changes)
     if dry_run:
-        return {s: command_text(gpu_check_command(profile_name, s, **changes)) for s in strategies}
+        return {name: command_text(cmd) for name, cmd in steps.items()}
     paths = prepare_gpu_check(profile_name, **changes)
-    out = {}
-    for s in strategies:
-        cmd = gpu_check_command(profile_name, s, **changes)
-        result = run_streaming(cmd, paths["logs"] / f"train-{strategy_name(s)}.log", desc=f"gpu-check {s}",
-                               show=tail_view(5, f"gpu-check {s}"))
-        summary = json.loads(train_summary_path(paths["models"] / strategy_name(s)).read_text())
+    out: dict[str, Any] = {}
+    for s, cmd in steps.items():
+        name = s if s == FOUR_BIT_STEP else strategy_name(s)
+        if s == FOUR_BIT_STEP and importlib.util.find_spec("bitsandbytes") is None:
+            out[s] = {"skipped": "bitsandbytes is not installed (pip install bitsandbytes runs this step)"}
+            continue
+        result = run_streaming(cmd, paths["logs"] / f"train-{name}.log", desc=f"gpu-check {s}", show=tail_view(5, f"gpu-check {s}"))
+        summary = json.loads(train_summary_path(paths["models"] / name).read_text())
         out[s] = {"wall_s": round(result.wall_s, 1), **{k: summary.get(k) for k in (
-            "steps", "train_s", "tokens_per_s", "eval_accuracy", "eval_loss", "device", "zero_stage", "bf16", "world_size")}}
+            "steps", "train_s", "tokens_per_s", "eval_accuracy", "eval_loss", "device", "zero_stage", "bf16", "world_size",
+            "lora_rank")}}
     atomic_write_json(resolve_path(profile["run_dir"]) / "gpu_check.json", out)
     return out
 
@@ -536,7 +552,8 @@ def format_summary(summary: Mapping[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m goalrm_core.recipes.paper", description="Paper command lines, the GPU check, the real-data CPU run.")
     sub = parser.add_subparsers(dest="what", required=True)
-    gpu = sub.add_parser("gpu-check", help="~1B random Llama, ZeRO-3 + bf16 + flash-attn, a few steps (needs CUDA).")
+    gpu = sub.add_parser("gpu-check", help="~1B random Llama, ZeRO-3 + bf16 + flash-attn, a few steps, then 4-bit LoRA "
+                                          "(needs CUDA; the 4-bit step bitsandbytes).")
     gpu.add_argument("--profile", default="gpu-check")
     gpu.add_argument("--dry-run", action="store_true", help="Print the command lines only.")
     real = sub.add_parser("real-cpu", help="HH-RLHF + GSM8K model solutions with a tiny backbone on CPU.")

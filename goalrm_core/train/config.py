@@ -177,6 +177,10 @@ class TrainRMConfig:
                                 "layers.0.mlp.up_proj), separated by commas or spaces, or given as several words; each must name "
                                 "a linear layer. Empty (or all-linear) = every linear layer of the backbone, the official default.",
                                 "", words=True)
+    load_in_4bit: bool = _help("Load the frozen backbone in 4-bit NF4 under the LoRA adapters (bitsandbytes: double quantisation, "
+                               "bf16 compute; the official code's QLoRA). Needs a CUDA GPU with bitsandbytes, --bf16, --lora_rank > 0 "
+                               "and --zero_stage 0-2; the saved RM has the backbone dequantised and the adapters merged, an "
+                               "ordinary bf16 checkpoint.", False)
     local_rank: int = _help("Set by the deepspeed launcher.", -1,
                             range=Range(int, ">= 0", also=(-1,), note="-1 = not launched by deepspeed"))
 
@@ -252,6 +256,14 @@ class TrainRMConfig:
             from goalrm_core.train.lora import check_target_names  # lazy: peft itself is imported only to train with LoRA
 
             check_target_names(self.target_modules)
+        if self.load_in_4bit and not self.bf16:
+            raise ValueError("--load_in_4bit computes in bf16 (bitsandbytes' compute dtype, as in the official code): add --bf16")
+        if self.load_in_4bit and self.lora_rank == 0:
+            raise ValueError("--load_in_4bit needs --lora_rank > 0: a 4-bit backbone cannot train whole, only LoRA adapters "
+                             "beside its frozen 4-bit weights")
+        if self.load_in_4bit and self.zero_stage == 3:
+            raise ValueError("--load_in_4bit needs --zero_stage 0, 1 or 2: transformers loads a 4-bit backbone whole on each "
+                             "GPU, outside ZeRO-3's partitioning")
         if self.preference_loss_coef == 0 and self.dense_loss_coef == 0:
             raise ValueError("--preference_loss_coef 0 leaves the reward head no signal: give --dense_loss_coef > 0 "
                              "(a process reward model on per-token labels) or keep the preference loss")

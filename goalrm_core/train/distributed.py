@@ -264,7 +264,8 @@ def build_model(cfg: TrainRMConfig, ds_config: dict) -> RewardModel:
     (an ``HfDeepSpeedConfig`` kept alive on the model, so ``from_pretrained`` runs under zero.Init;
     it needs ``accelerate``, a pinned dependency). The head is
     created afterwards, outside zero.Init, so its normal(0, 1/(hidden+1)) initialisation is real;
-    ``deepspeed.initialize`` then partitions it.
+    ``deepspeed.initialize`` then partitions it. With ``--load_in_4bit`` the backbone loads in 4-bit NF4
+    (:func:`goalrm_core.train.lora.nf4_config`) on this process's GPU, LoRA on top.
     """
     dtype = torch.bfloat16 if cfg.bf16 else torch.float32
     attn = attention_implementation(cfg.flash_attn)
@@ -273,7 +274,12 @@ def build_model(cfg: TrainRMConfig, ds_config: dict) -> RewardModel:
         from transformers.integrations import HfDeepSpeedConfig  # lazy: it imports deepspeed
 
         hf_ds_config = HfDeepSpeedConfig(ds_config)  # a weakref is what from_pretrained consults
-    backbone = AutoModel.from_pretrained(cfg.pretrain, dtype=dtype, attn_implementation=attn)
+    quantized = {}
+    if cfg.load_in_4bit:  # 4-bit NF4 through bitsandbytes, on this process's GPU (the config refuses ZeRO-3)
+        from goalrm_core.train.lora import nf4_config
+
+        quantized = {"quantization_config": nf4_config(), "device_map": {"": int(os.environ.get("LOCAL_RANK", "0"))}}
+    backbone = AutoModel.from_pretrained(cfg.pretrain, dtype=dtype, attn_implementation=attn, **quantized)
     backbone.config.use_cache = False
     if cfg.aux_loss_coef > 0 and "output_router_logits" in backbone.config.to_dict():
         backbone.config.output_router_logits = True  # a mixture of experts returns what --aux_loss_coef weighs
@@ -281,6 +287,10 @@ def build_model(cfg: TrainRMConfig, ds_config: dict) -> RewardModel:
         from goalrm_core.train.lora import add_lora
 
         backbone = add_lora(backbone, cfg.lora_rank, cfg.lora_alpha, cfg.target_modules)
+        if cfg.load_in_4bit:
+            from goalrm_core.train.lora import four_bit_dtypes
+
+            four_bit_dtypes(backbone)
     torch.manual_seed(cfg.seed)
     model = RewardModel(backbone, cfg.value_head_strategy, cfg.mlp_head, cfg.reward_pool)
     model.head.to(dtype)

@@ -12,12 +12,19 @@ checkpoints (``--save_steps``) keep the adapters unmerged, since a resumed run r
 
 peft is imported only here and only when LoRA is on (:func:`import_peft`), so the rest of goalrm runs
 without it.
+
+``--load_in_4bit`` (QLoRA, the official code's settings) loads the frozen backbone in 4-bit NF4 through
+bitsandbytes (:func:`nf4_config`: double quantisation, bf16 compute) under the adapters. It needs a CUDA GPU
+and bitsandbytes (:func:`four_bit_unavailable`); bitsandbytes is imported only on that path. The final save
+dequantises each 4-bit weight (:func:`dequantized_state_dict`) before merging the adapters, so that RM too is an
+ordinary (bf16) checkpoint.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import re
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # torch loads with the model, not with the flags (the command line is checked before torch imports)
@@ -27,6 +34,8 @@ if TYPE_CHECKING:  # torch loads with the model, not with the flags (the command
 ADAPTER = "default"  # peft's name for the one adapter
 # What a LoRA layer adds beside its base layer in a state dict; no key of a merged one holds it.
 LORA_KEY = re.compile(r"\.lora_(A|B|embedding_A|embedding_B|magnitude_vector)\b")
+# what bitsandbytes adds beside a 4-bit layer's packed weight in a state dict (its quantisation state)
+QUANT_KEY = re.compile(r"\.weight\.(absmax|quant_map|nested_absmax|nested_quant_map|quant_state\.)")
 # peft's own prefix inside a wrapped backbone (PeftModel.base_model = LoraModel, whose .model is the backbone)
 PEFT_PREFIX = "base_model.model."
 ALL_LINEAR = ("", "all-linear")  # --target_modules values that mean every linear layer
@@ -134,8 +143,6 @@ def add_lora(backbone: nn.Module, lora_rank: int, lora_alpha: int, target_module
 
 def lora_layers(model: nn.Module) -> dict[str, Any]:
     """``{module name: peft LoRA layer}`` of ``model`` (empty without LoRA, and without peft imported)."""
-    import sys
-
     if "peft" not in sys.modules:
         return {}
     from peft.tuners.lora import LoraLayer
@@ -146,12 +153,13 @@ def lora_layers(model: nn.Module) -> dict[str, Any]:
 def merged_state_dict(model: nn.Module, state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """``state_dict`` (the full weights of ``model``, a reward model whose backbone carries LoRA) with each
     adapter merged into its layer: W + scaling · B·A (transposed for a Conv1D layer), computed in fp32 and
-    stored in W's dtype, under the names the layer has without LoRA. Works on gathered weights, so the
-    same holds for every ZeRO stage; ``model`` itself is left as it is. Without LoRA, ``state_dict``."""
+    stored in W's dtype, under the names the layer has without LoRA; a 4-bit W is dequantised first
+    (:func:`dequantized_state_dict`). Works on gathered weights, so the same holds for every ZeRO stage;
+    ``model`` itself is left as it is. Without LoRA, ``state_dict``."""
     layers = lora_layers(model)
     if not layers:
         return state_dict
-    out = dict(state_dict)
+    out = dequantized_state_dict(model, state_dict)
     for name, layer in layers.items():
         if ADAPTER not in layer.lora_A:
             continue
@@ -165,7 +173,7 @@ def merged_state_dict(model: nn.Module, state_dict: dict[str, torch.Tensor]) -> 
         if f"{name}.base_layer.bias" in out:
             out[f"{name}.bias"] = out.pop(f"{name}.base_layer.bias")
     renamed = {key.replace(f".{PEFT_PREFIX}", ".", 1): value for key, value in out.items()}
-    left = [key for key in renamed if LORA_KEY.search(key) or ".base_layer." in key]
+    left = [key for key in renamed if LORA_KEY.search(key) or QUANT_KEY.search(key) or ".base_layer." in key]
     if left:
         raise RuntimeError(f"merging the LoRA adapters left adapter weights unmerged: {left[:3]}")
     return renamed
@@ -178,3 +186,79 @@ def trainable_parameters(model: nn.Module) -> tuple[int, int]:
 
     params = list(model.parameters())
     return sum(numel(p) for p in params if p.requires_grad), sum(numel(p) for p in params)
+
+
+# ---------------------------------------------------------------------------------------------
+# --load_in_4bit: the backbone in 4-bit NF4 (bitsandbytes) under the adapters
+# ---------------------------------------------------------------------------------------------
+
+def four_bit_unavailable() -> str:
+    """Why ``--load_in_4bit`` cannot run on this machine, or ``""`` when it can: bitsandbytes' 4-bit layers
+    need a CUDA GPU and the bitsandbytes package (looked up, not imported)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return "4-bit loading (bitsandbytes NF4) needs a CUDA GPU, and torch sees none here"
+    if importlib.util.find_spec("bitsandbytes") is None:
+        return "4-bit loading needs bitsandbytes, which is not installed here (pip install bitsandbytes)"
+    return ""
+
+
+def require_four_bit() -> None:
+    """The one-line ``ValueError`` of ``--load_in_4bit`` on a machine where it cannot run (:func:`four_bit_unavailable`)."""
+    why = four_bit_unavailable()
+    if why:
+        raise ValueError(f"--load_in_4bit (an official train_rm.py flag) cannot run here: {why}; drop it (the backbone then "
+                         f"loads in --bf16)")
+
+
+def nf4_config():
+    """The ``transformers.BitsAndBytesConfig`` of ``--load_in_4bit``, the official code's: 4-bit NF4 weights,
+    double quantisation (the quantisation constants quantised too), bf16 compute."""
+    import torch
+    from transformers import BitsAndBytesConfig
+
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                              bnb_4bit_compute_dtype=torch.bfloat16)
+
+
+def four_bit_dtypes(backbone: nn.Module) -> None:
+    """The official code's dtypes for a 4-bit backbone under LoRA: the LoRA layers' float weights in bf16,
+    the norms in fp32, the embeddings in bf16 (the packed 4-bit weights keep their type). DeepSpeed's bf16
+    engine then casts every float parameter to bf16, as it did the official code's."""
+    import torch
+
+    loras = set(lora_layers(backbone))
+    for name, module in backbone.named_modules():
+        if name in loras:
+            module.to(torch.bfloat16)
+        if "norm" in name:
+            module.to(torch.float32)
+        if "embed_tokens" in name and hasattr(module, "weight"):
+            module.to(torch.bfloat16)
+
+
+def four_bit_layers(model: nn.Module) -> dict[str, nn.Module]:
+    """``{module name: bitsandbytes Linear4bit}`` of ``model`` (empty without bitsandbytes imported)."""
+    if "bitsandbytes" not in sys.modules:
+        return {}
+    from bitsandbytes.nn import Linear4bit
+
+    return {name: module for name, module in model.named_modules() if isinstance(module, Linear4bit)}
+
+
+def dequantized_state_dict(model: nn.Module, state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``state_dict`` (the weights of ``model``) with each 4-bit layer's packed weight and quantisation state
+    replaced by its weight dequantised by bitsandbytes (in the dtype the backbone loaded in: bf16), on CPU.
+    Without 4-bit layers, a copy of ``state_dict``."""
+    out = dict(state_dict)
+    layers = four_bit_layers(model)
+    if not layers:
+        return out
+    from bitsandbytes.functional import dequantize_4bit
+
+    for name, layer in layers.items():
+        for key in [k for k in out if k == f"{name}.weight" or k.startswith(f"{name}.weight.")]:
+            del out[key]
+        out[f"{name}.weight"] = dequantize_4bit(layer.weight.data, layer.weight.quant_state).detach().cpu().clone()
+    return out

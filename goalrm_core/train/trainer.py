@@ -59,7 +59,7 @@ from goalrm_core.model.reward_model import (
 )
 from goalrm_core.train.batching import epoch_batches, item_length, load_items, load_tokenizer
 from goalrm_core.train.config import TrainRMConfig
-from goalrm_core.train.lora import check_targets_on_meta, import_peft, merged_state_dict, trainable_parameters
+from goalrm_core.train.lora import check_targets_on_meta, import_peft, merged_state_dict, require_four_bit, trainable_parameters
 from goalrm_core.train.distributed import (
     all_reduce, build_engine, deepspeed_config, device_name, gradient_accumulation_steps, init_distributed,
     checkpoint_tag, launched_world_size, load_checkpoint_file, quiet_deepspeed_logs, rng_states, set_cpu_threads, set_rng_states,
@@ -154,6 +154,8 @@ def preflight(cfg: TrainRMConfig) -> None:
     if cfg.lora_rank > 0:  # peft there, and --target_modules naming linear layers of this backbone (its config only)
         import_peft(cfg.lora_rank)
         check_targets_on_meta(cfg.pretrain, cfg.target_modules)
+    if cfg.load_in_4bit:  # a CUDA GPU and bitsandbytes
+        require_four_bit()
     inputs = [("--pretrain", cfg.pretrain), *((flag, part) for flag, value in (("--dataset", cfg.dataset),
               ("--eval_dataset", cfg.eval_dataset)) for part in value.split(",") if part)]
     check_replaceable(cfg.save_path, "--save_path", inputs=inputs, marks=(GOALRM_JSON,), overwrite=cfg.overwrite)
@@ -263,7 +265,8 @@ class Trainer:
         self.engine = build_engine(cfg, ds_config, self.total_steps)
         if cfg.lora_rank > 0:
             trainable, total = trainable_parameters(self.engine.module)
-            self.say(f"LoRA rank {cfg.lora_rank}, alpha {cfg.lora_alpha} on {cfg.target_modules or 'every linear layer'}: "
+            self.say(f"LoRA rank {cfg.lora_rank}, alpha {cfg.lora_alpha} on {cfg.target_modules or 'every linear layer'}"
+                     f"{' of a 4-bit NF4 backbone' if cfg.load_in_4bit else ''}: "
                      f"{trainable} of {total} parameters train (the adapters and the value head)")
         self.generator = torch.Generator().manual_seed(cfg.seed + self.rank)
         self.collate = PreferenceCollator(self.tokenizer.pad_token_id)
@@ -566,7 +569,8 @@ class Trainer:
 
     def save_model(self) -> None:
         """Gather the full weights (ZeRO-3: collectively, layer by layer) and save on rank 0 only; with
-        ``--lora_rank`` the adapters are merged into the backbone's weights first (:func:`merged_state_dict`)."""
+        ``--lora_rank`` the adapters are merged into the backbone's weights first (:func:`merged_state_dict`; a 4-bit
+        backbone dequantised before)."""
         engine, cfg, rank = self.engine, self.cfg, self.rank
         if cfg.zero_stage == 3:
             state_dict = engine._zero3_consolidated_16bit_state_dict()

@@ -3,6 +3,7 @@ real-cpu profiles and their command lines. Fast: tiny fixtures written here; not
 
 import gzip
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -336,6 +337,21 @@ def test_gpu_check_profile_is_about_1b_and_its_command_uses_zero3_bf16_flash(tmp
     assert Path(cmd[0]).name == "deepspeed" and cmd[cmd.index("--zero_stage") + 1] == "3"
     assert {"--bf16", "--flash_attn", "--gradient_checkpointing"} <= set(cmd)
     assert cmd[cmd.index("--pretrain") + 1] == str(tmp_path / "gc" / "data" / "backbone")
+
+
+def test_gpu_check_dry_run_lists_each_strategy_then_the_4bit_lora_step(tmp_path):
+    from goalrm_core.recipes.paper import FOUR_BIT_STEP, run_gpu_check
+
+    steps = run_gpu_check(dry_run=True, run_dir=str(tmp_path / "gc"))
+    assert list(steps) == [*load_profile("gpu-check")["strategies"], FOUR_BIT_STEP]  # nothing ran, nothing written
+    assert not (tmp_path / "gc").exists()
+    four_bit = shlex.split(steps[FOUR_BIT_STEP])
+    assert {"--load_in_4bit", "--bf16"} <= set(four_bit) and four_bit[four_bit.index("--lora_rank") + 1] == "16"
+    assert four_bit[four_bit.index("--zero_stage") + 1] == "2" and four_bit[four_bit.index("--reward_model_strategy") + 1] == "vanilla"
+    assert four_bit[four_bit.index("--save_path") + 1] == str(tmp_path / "gc" / "models" / FOUR_BIT_STEP)
+    for strategy in load_profile("gpu-check")["strategies"]:  # the others stay as they were: ZeRO-3, no LoRA
+        cmd = shlex.split(steps[strategy])
+        assert "--load_in_4bit" not in cmd and "--lora_rank" not in cmd and cmd[cmd.index("--zero_stage") + 1] == "3"
 
 
 def test_random_llama_and_gpu_check_data_are_written_locally(tmp_path):

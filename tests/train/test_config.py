@@ -10,7 +10,8 @@ from goalrm_core.cli.train_rm import parse_args
 
 # settings valid only with others: what each needs beside it
 COMPANIONS = {"chosen_key": {"rejected_key": "rejected"}, "rejected_key": {"chosen_key": "chosen"},
-              "prompt_key": {"chosen_key": "chosen", "rejected_key": "rejected"}, "adam_offload": {"zero_stage": 2}}
+              "prompt_key": {"chosen_key": "chosen", "rejected_key": "rejected"}, "adam_offload": {"zero_stage": 2},
+              "load_in_4bit": {"bf16": True, "lora_rank": 4}}
 
 
 def changed_value(f: dataclasses.Field):
@@ -52,8 +53,10 @@ def test_every_field_round_trips_through_the_command_line(name):
 
 def test_a_config_with_everything_changed_round_trips():
     # contrastive_loss is a shorthand that sets the strategy; --margin_loss replaces --margin; --adam_offload needs ZeRO;
-    # the official save format reads the last token, so a changed reward_pool is checked on its own below
-    fields = [f for f in dataclasses.fields(TrainRMConfig) if f.name not in ("contrastive_loss", "margin", "zero_stage", "reward_pool")]
+    # the official save format reads the last token, so a changed reward_pool is checked on its own below; --load_in_4bit
+    # needs ZeRO 0-2 and a CUDA GPU, which the command line checks (tests/train/test_load_in_4bit.py)
+    fields = [f for f in dataclasses.fields(TrainRMConfig)
+              if f.name not in ("contrastive_loss", "margin", "zero_stage", "reward_pool", "load_in_4bit")]
     cfg = TrainRMConfig(**{f.name: changed_value(f) for f in fields}, zero_stage=3)
     assert TrainRMConfig.from_argv(cfg.to_argv()) == cfg
     assert parse_args(cfg.to_argv()) == cfg  # the trainer's own parser reads the same command line
