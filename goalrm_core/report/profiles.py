@@ -482,6 +482,7 @@ PROFILE_RULES: dict[str, Any] = {
     "rm_processes": _COUNT,
     "rm_parallel": _COUNT,
     "rm_store": None,
+    "prm_arm": None,
     # the trainer's settings (``seed`` among them), from TrainRMConfig
     **{key: Choice(*rule) if isinstance(rule, tuple) else rule for key, rule in profile_rules().items()},
     # 03_representations, 04_evaluation, 05_decoding

@@ -22,19 +22,20 @@ from goalrm_core.tasks.toymath.pipeline import TEMPLATE, benchmark_names
 
 
 def score_all(run_dir, rms, rm_seeds=(0,), batch_size: int = 64, max_len: int = 512, progress: bool = True,
-              goal_method: str = "mean_last", *, encoding: str, readout: str) -> dict:
+              goal_method: str = "mean_last", *, encoding: str, readout: str, arms=()) -> dict:
     """Dense scoring of every benchmark's generations by each RM and seed, with its own goal state
     (the one formed by ``goal_method``; the paper's is ``mean_last``), read as the profile's
-    ``encoding`` and ``readout`` say."""
+    ``encoding`` and ``readout`` say; the step-verifier ``arms`` (``rms.step_arms``) without a goal
+    state (their reward and partial rewards only)."""
     run = RunDir(run_dir)
     counts = {}
-    for rm in rms:
+    for rm in list(rms) + list(arms):
         for seed in rm_seeds:
-            goal = require_artifact(run.goal_state(rm, seed, goal_method), "notebooks/03_representations.ipynb")
+            goal = None if rm in arms else require_artifact(run.goal_state(rm, seed, goal_method), "notebooks/03_representations.ipynb")
             counts[run.model_name(rm, seed)] = eval_rm(  # writes run.eval(rm, seed): eval_root/<model folder name>
                 run.generations, run.model(rm, seed), run.eval_root,
-                benchmark_names(run_dir), goal, template=TEMPLATE, batch_size=batch_size, max_len=max_len, progress=progress,
-                encoding=encoding, readout=readout)
+                benchmark_names(run_dir), goal, vanilla=goal is None, template=TEMPLATE, batch_size=batch_size, max_len=max_len,
+                progress=progress, encoding=encoding, readout=readout)
     return counts
 
 

@@ -25,6 +25,7 @@ import numpy as np
 from goalrm_core.evaluation import step_verifier
 from goalrm_core.evaluation.auroc import bootstrap_auroc
 from goalrm_core.evaluation.hierarchical import across_seeds_and_questions, auroc_statistic, difference, hierarchical_bootstrap
+from goalrm_core.study.rms import PRM_LABEL
 
 #: Per-token score arrays a scored row can carry, by verifier kind, and how a line is read from them: at
 #: its last token (Q and the partial reward read the whole prefix) or as its least likely token (the
@@ -173,25 +174,28 @@ def summaries(per_seed: Mapping[str, Sequence[dict]], reference: str | None, n_b
 
 
 def bench_run(run_dir, rms: Sequence[str], rm_seeds: Sequence[int], bench: str = "toy-id", split_seed: int = 0,
-              n_boot: int = 1000, seed: int = 0) -> dict[str, Any]:
+              n_boot: int = 1000, seed: int = 0, arms: Sequence[str] = ()) -> dict[str, Any]:
     """Notebook 04's step-verifier bench: every RM's Q and partial reward, per seed, on all samples of
-    ``bench`` as notebook 04 scored them, and the policy's own log-prob; differences against the
-    baseline RM's partial reward (the reward model a researcher would read per step without goal-
-    conditioning). Returns the per-seed results and :func:`summaries`."""
+    ``bench`` as notebook 04 scored them, each step-verifier arm's partial reward (``rms.step_arms``: the
+    exact-label PRM), and the policy's own log-prob; differences against the baseline RM's partial reward
+    (the reward model a researcher would read per step without goal-conditioning). Returns the per-seed
+    results and :func:`summaries`."""
     from goalrm_core.data.rundir import RunDir
     from goalrm_core.evaluation.tables import read_scored
     from goalrm_core.study.filter_rules import with_policy_logprobs
-    from goalrm_core.study.rms import BASELINE
+    from goalrm_core.study.rms import BASELINE, PRM
 
     run = RunDir(run_dir)
     per_seed: dict[str, list[dict]] = {}
     logprobs = None
-    for rm in rms:
+    readings = [(rm, rm, tuple(SCORE_KEYS.items())) for rm in rms]
+    readings += [(arm, PRM_LABEL if arm == PRM else arm, (("partial reward", "partial_rewards"),)) for arm in arms]
+    for rm, label, kinds in readings:
         for rm_seed in rm_seeds:
             rows = read_scored(run.eval(rm, rm_seed), bench, "all")
             validation, _ = split_questions(rows, split_seed)
-            for kind, key in SCORE_KEYS.items():
-                per_seed.setdefault(f"{rm} {kind}", []).append(verifier_f1(rows, key, validation))
+            for kind, key in kinds:
+                per_seed.setdefault(f"{label} {kind}", []).append(verifier_f1(rows, key, validation))
             if logprobs is None:  # the policy has no seed: one reading, paired with every RM seed
                 logprobs = verifier_f1(with_policy_logprobs(run_dir, rows), "policy_token_logprobs", validation)
     if logprobs is not None:
@@ -244,6 +248,13 @@ def reading(result: Mapping[str, Any], verifier: str = "goal-conditioned Q") -> 
     mde = f", an effect of {diff['mde']:.3f} would have been seen with 80% power" if verdict == "not shown" and diff.get("mde") else ""
     if verdict in ("undefined", "not tested") and diff.get("reason"):
         mde = f" ({diff['reason']})"
+    prm = f1.get(f"{PRM_LABEL} partial reward")
+    share = ""
+    if prm is not None:
+        share = f" The {PRM_LABEL}'s F1 is {figure(prm)}"
+        if isinstance(prm.get("mean"), (int, float)) and prm["mean"] > 0 and isinstance(mine.get("mean"), (int, float)):
+            share += f": {verifier}, with no step labels, reaches {100 * mine['mean'] / prm['mean']:.0f}% of it"
+        share += "."
     return (f"Step verification on {result['bench']}'s exact labels: {verifier}'s first-error F1 is {figure(mine)}, "
             f"{reference}'s {figure(ref)}; difference {figure(diff, signed=True)}: {verdict}{mde} "
-            f"(95% intervals over RM seeds and questions).")
+            f"(95% intervals over RM seeds and questions).{share}")

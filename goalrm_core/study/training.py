@@ -17,7 +17,7 @@ from goalrm_core.data.io import read_jsonl
 from goalrm_core.data.rundir import RunDir, rm_metrics_path, train_summary_path
 from goalrm_core.evaluation.stats import mean_ci
 from goalrm_core.study.recipe import RMRecipe, notebook_recipe, rm_max_len  # noqa: F401 (re-exported)
-from goalrm_core.study.rms import STRATEGY as RM_STRATEGIES
+from goalrm_core.study.rms import OVERRIDES as RM_OVERRIDES, STRATEGY as RM_STRATEGIES
 from goalrm_core.train.config import TrainRMConfig
 from goalrm_core.study.live import tail_view
 from goalrm_core.train.launch import run_streaming, train_command
@@ -38,7 +38,7 @@ def rm_config(recipe: RMRecipe, run_dir, rm: str, seed: int, out_root=None, **ov
     return recipe.config(**{
         "pretrain": str(run.policy), "dataset": str(run.preference_pairs("train")), "eval_dataset": str(run.preference_pairs("eval")),
         "save_path": str(out), "metrics_path": str(rm_metrics_path(out)), "template": TEMPLATE,
-        "reward_model_strategy": RM_STRATEGIES[rm], "seed": seed, **overrides,
+        "reward_model_strategy": RM_STRATEGIES[rm], "seed": seed, **RM_OVERRIDES.get(rm, {}), **overrides,
     })
 
 

@@ -126,3 +126,14 @@ def test_the_bench_frame_and_metrics_carry_every_figure_and_judge_only_differenc
     m = step_bench.bench_metrics(result)
     assert set(m["figures"]) == set(step_bench.METRICS) and m["reference"] == "flat"
     assert m["figures"]["line_auroc"]["sharp"]["mean"] == 1.0 and "verdict" in m["figures"]["f1"]["sharp − flat"]
+
+
+def test_the_reading_says_how_much_of_the_exact_label_prm_the_label_free_q_reaches():
+    figure = {"mean": 0.40, "ci_low": 0.3, "ci_high": 0.5}
+    f1 = {"goal-conditioned Q": figure, "baseline partial reward": {"mean": 0.3, "ci_low": 0.2, "ci_high": 0.4},
+          "goal-conditioned Q − baseline partial reward": {"mean": 0.1, "ci_low": 0.05, "ci_high": 0.15, "verdict": "holds"}}
+    result = {"summaries": {"f1": f1}, "reference": "baseline partial reward", "bench": "toy-id"}
+    assert "holds" in step_bench.reading(result) and "PRM" not in step_bench.reading(result)
+    f1["exact-label PRM partial reward"] = {"mean": 0.8, "ci_low": 0.7, "ci_high": 0.9}
+    assert step_bench.reading(result).endswith("The exact-label PRM's F1 is 0.800 [0.700, 0.900]: goal-conditioned Q, "
+                                               "with no step labels, reaches 50% of it.")
