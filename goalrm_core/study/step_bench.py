@@ -26,25 +26,13 @@ from goalrm_core.evaluation import step_verifier
 from goalrm_core.evaluation.auroc import bootstrap_auroc
 from goalrm_core.evaluation.hierarchical import across_seeds_and_questions, auroc_statistic, difference, hierarchical_bootstrap
 from goalrm_core.study.rms import PRM_LABEL
+from goalrm_core.tasks.toymath.grading import line_end_tokens  # a step is a line: the task says where lines end
 
 #: Per-token score arrays a scored row can carry, by verifier kind, and how a line is read from them: at
 #: its last token (Q and the partial reward read the whole prefix) or as its least likely token (the
 #: policy's log-prob, ``filter_rules.with_policy_logprobs``, is per token: a slip is one unlikely token).
 SCORE_KEYS = {"Q": "cosine_sim", "partial reward": "partial_rewards"}
 LINE_READING = {"cosine_sim": "end", "partial_rewards": "end", "policy_token_logprobs": "min"}
-
-
-def line_end_tokens(text: str, num_actions: int) -> list[int]:
-    """Token index of the last token of each line of ``text`` (one token per character), capped at
-    the scored tokens (a truncated response keeps the lines it reached).
-
-    >>> line_end_tokens("1+2=3\\n3+4=7\\n#7", 14)
-    [5, 11, 13]
-    """
-    ends = [i for i, ch in enumerate(text) if ch == "\n"]
-    if not text.endswith("\n"):
-        ends.append(len(text) - 1)
-    return [e for e in ends if e < num_actions] or [num_actions - 1]
 
 
 def first_error_line(row: Mapping) -> int | None:

@@ -169,3 +169,16 @@ def is_well_formed(solution_text: str) -> bool:
     lines = solution_text.split("\n")
     return (len(lines) >= 2 and all(_FULL_STEP_LINE.fullmatch(line) for line in lines[:-1])
             and _FULL_ANSWER_LINE.fullmatch(lines[-1]) is not None)
+
+
+def line_end_tokens(text: str, num_actions: int) -> list[int]:
+    """Token index of the last token of each line (a step) of ``text`` (ToyMath's tokenizer has one token
+    per character), capped at the scored tokens (a truncated response keeps the lines it reached).
+
+    >>> line_end_tokens("1+2=3\\n3+4=7\\n#7", 14)
+    [5, 11, 13]
+    """
+    ends = [i for i, ch in enumerate(text) if ch == "\n"]
+    if not text.endswith("\n"):
+        ends.append(len(text) - 1)
+    return [e for e in ends if e < num_actions] or [num_actions - 1]

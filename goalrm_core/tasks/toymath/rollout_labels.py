@@ -7,7 +7,7 @@ it on track and the rest not (``model.encoding.error_action``, ``model.losses.de
 the first error is *estimated* instead:
 
 * a line is the text up to and including each ``"\\n"`` (the last line may lack one), as the step-verifier
-  bench defines it (``study.step_bench.line_end_tokens``; ToyMath's tokenizer has one token per character,
+  bench defines it (``grading.line_end_tokens``; ToyMath's tokenizer has one token per character,
   so its token indices are character offsets);
 * the prefix that ends with line ``i`` is *on track* if any of ``k`` continuations the policy samples after
   the question's prompt and that prefix reaches the right final answer (``grading.is_correct``). The
@@ -34,15 +34,14 @@ from dataclasses import dataclass
 
 from goalrm_core.inference.sampler import sample
 from goalrm_core.model.templates import apply_template
-from goalrm_core.study.step_bench import line_end_tokens
-from goalrm_core.tasks.toymath.grading import is_correct
+from goalrm_core.tasks.toymath.grading import is_correct, line_end_tokens
 from goalrm_core.tasks.toymath.pipeline import TEMPLATE
 from goalrm_core.tasks.toymath.problems import problem_from_question
 
 
 def line_ends(text: str) -> list[int]:
     """The end (exclusive character offset) of each line of ``text``: line ``i`` is ``text[:ends[i]]``
-    minus the lines before it (``step_bench.line_end_tokens`` with one token per character).
+    minus the lines before it (``grading.line_end_tokens`` with one token per character).
 
     >>> line_ends("1+2=3\\n3+4=7\\n#7")
     [6, 12, 14]

@@ -11,7 +11,7 @@ import torch
 from transformers import LlamaForCausalLM
 
 from goalrm_core.data.io import atomic_write_json, read_jsonl, write_jsonl
-from goalrm_core.study.step_bench import line_end_tokens
+from goalrm_core.tasks.toymath.grading import line_end_tokens
 from goalrm_core.tasks.toymath import rollout_labels as rl
 from goalrm_core.tasks.toymath.problems import ToyMathConfig, first_error, generate_problems, problem_from_question
 from goalrm_core.tasks.toymath.verify_data import slip_pairs
