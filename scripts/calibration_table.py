@@ -350,7 +350,10 @@ have seen with 80% power (MDE). A process reward model (PRM) arm is read by its 
 
 #: the bench's figures (``step_bench.METRICS``) as the table names them; rows from before the AUROCs are F1 rows
 STEP_METRICS = {"f1": "First-error F1", "line_auroc": "Line AUROC (a low reading flags an error so far)",
-                "final_auroc": "Final AUROC (last line's reading against correctness)"}
+                "final_auroc": "Final AUROC (last line's reading against correctness)",
+                "filter_share": "As a filter: tokens saved as a share of the oracle's saving (threshold chosen on the validation half)",
+                "filter_accuracy_change": "As a filter: majority-vote accuracy change at that threshold (a fraction)"}
+STEP_LABELS = {"f1": "F1", "line_auroc": "AUROC", "final_auroc": "AUROC", "filter_share": "share", "filter_accuracy_change": "change"}
 
 
 def step_table(df: pd.DataFrame) -> str:
@@ -366,7 +369,7 @@ def step_table(df: pd.DataFrame) -> str:
             summary = g[(g["kind"] == "summary") & (g["metric"] == metric)]
             if summary.empty:
                 continue
-            label = "F1" if metric == "f1" else "AUROC"
+            label = STEP_LABELS[metric]
             rows = []
             for _, r in summary.iterrows():
                 per = seeds[seeds["verifier"] == r["verifier"]]
@@ -386,6 +389,28 @@ def step_table(df: pd.DataFrame) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+ROLLOUT_INTRO = """A Math-Shepherd-style process label estimates each step from rollouts instead of knowing it: from each
+line end of a rejected solution, k continuations are sampled from the policy, and the prefix counts as on track
+if any of them reaches the right answer; the estimated first error is the first line that is not
+(`scripts/rollout_labels.py`, `goalrm_core.tasks.toymath.rollout_labels`). On a fixed subset of the training
+pairs, against the exact first wrong line the task knows: the share estimated on the same line, earlier (every
+rollout from a correct prefix fails, e.g. the next fact is one the policy was taught wrong), later (the policy
+recovers from a wrong line) or not at all. The two pair files (exact and estimated labels, the same pairs) train
+the two PRM arms, so label noise is their only difference.
+"""
+
+
+def rollout_table(df: pd.DataFrame) -> str:
+    if df.empty:
+        return "_No rollout labels recorded._\n"
+    rows = [{"pairs": f"{r['name']}: {int(r['n_pairs']):,} of {int(r['n_available']):,} (subset seed {r['subset_seed']})",
+             "k": int(r["k"]), "T": r["temperature"], "same line": f"{r['same_line']:.1%}", "earlier": f"{r['earlier']:.1%}",
+             "later": f"{r['later']:.1%}", "none": f"{r['none']:.1%}", "rollouts": f"{int(r['n_rollouts']):,}",
+             "seconds (per pair)": f"{r['seconds']:.0f} ({r['seconds_per_pair']:.2f}; load {r['load_average_1min']:.1f})",
+             "files": f"`{r['exact_file']}`, `{r['rollout_file']}`"} for _, r in df.iterrows()]
+    return markdown(pd.DataFrame(rows), index=False) + "\n"
+
+
 # Findings written by hand about the recorded rows (the rows themselves are never edited).
 CONFIDENT_PROSE = DIR / "confident-findings.md"
 
@@ -400,7 +425,8 @@ def render() -> str:
             + "\n## Filtering rules: which signal saves tokens\n\n" + RULES_INTRO + "\n"
             + rules_table(_read(DIR / "filter-rules.jsonl"))
             + confident_section(_read(DIR / "confident.jsonl"))
-            + "\n## Step verifiers against exact labels\n\n" + STEP_INTRO + "\n" + step_table(_read(DIR / "step-verifier.jsonl")))
+            + "\n## Step verifiers against exact labels\n\n" + STEP_INTRO + "\n" + step_table(_read(DIR / "step-verifier.jsonl"))
+            + "\n## Rollout-estimated step labels\n\n" + ROLLOUT_INTRO + "\n" + rollout_table(_read(DIR / "rollout-labels.jsonl")))
 
 
 def main() -> int:

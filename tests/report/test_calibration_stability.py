@@ -71,6 +71,20 @@ def test_the_step_verifier_table_has_one_part_per_figure(table):
     assert "| baseline Q | 0 | 0.660 | 0.660 [0.560, 0.760] |  |" in text
 
 
+def test_the_step_verifier_table_shows_each_verifier_as_a_filter(table):
+    import pandas as pd
+
+    common = {"name": "valA", "run_dir": "runs/x/val", "bench": "toy-id", "split_seed": 0}
+    rows = [{**common, "kind": "seed", "verifier": "baseline Q", "seed": 0, "f1": 0.7, "acc_erroneous": 0.5, "acc_correct": 0.9,
+             "filter_share": 0.42, "filter_accuracy_change": -0.005}]
+    rows += [{**common, "kind": "summary", "verifier": "baseline Q", "metric": m, "seeds": [0], "mean": v, "ci_low": v - 0.1,
+              "ci_high": v + 0.1} for m, v in (("f1", 0.7), ("filter_share", 0.42), ("filter_accuracy_change", -0.005))]
+    text = table.step_table(pd.DataFrame(rows))
+    assert text.index("First-error F1") < text.index("share of the oracle's saving") < text.index("accuracy change at that threshold")
+    assert "| baseline Q | 0 | 0.420 | 0.420 [0.320, 0.520] |  |" in text
+    assert "| share per seed | share [95% CI, seeds and questions] |" in text
+
+
 def test_a_recipe_stops_when_unstable_or_when_no_seed_verifies(table):
     assert table.stop_reason([0.772, 0.616]).startswith("unstable already")
     assert table.stop_reason([0.591, 0.639], length=0.578).startswith("not verifying")
@@ -78,3 +92,14 @@ def test_a_recipe_stops_when_unstable_or_when_no_seed_verifies(table):
     assert table.stop_reason([0.74, 0.75], length=0.578) is None  # steady and above length + 0.15
     assert table.stop_reason([0.60], length=0.578) is None  # one seed decides nothing
     assert "not verifying" in table._sd_cell([0.591, 0.639], 0.578)
+
+
+def test_the_rollout_label_table_shows_the_agreement_shares(table):
+    import pandas as pd
+
+    row = {"name": "valA", "n_pairs": 200, "n_available": 8964, "subset_seed": 0, "k": 8, "temperature": 1.0, "same_line": 0.735,
+           "earlier": 0.24, "later": 0.02, "none": 0.005, "n_rollouts": 7176, "seconds": 125.4, "seconds_per_pair": 0.627,
+           "load_average_1min": 5.47, "exact_file": "exact-200.jsonl", "rollout_file": "rollout-k8-200.jsonl"}
+    text = table.rollout_table(pd.DataFrame([row]))
+    assert "| valA: 200 of 8,964 (subset seed 0) | 8 | 1.0 | 73.5% | 24.0% | 2.0% | 0.5% | 7,176 |" in text
+    assert table.rollout_table(pd.DataFrame()) == "_No rollout labels recorded._\n"
