@@ -13,7 +13,9 @@ go to ``reports/calibration/step-verifier.jsonl``::
     python scripts/step_verifier_bench.py --run_dir runs/calibration/confident/val1000-reported \\
         --name valA-pairwise --seeds 0 1 --profile confident
 
-Each figure of ``step_bench.METRICS`` is summarised (first-error F1, line AUROC, final AUROC).
+Each figure of ``step_bench.METRICS`` is summarised (first-error F1, line AUROC, final AUROC, and each
+verifier as a filter of majority voting: tokens saved as a share of the oracle's saving, ``filter_share``,
+and the accuracy change, ``filter_accuracy_change``, at a threshold chosen on the validation half).
 ``--arm LABEL=NAME:STRATEGY`` adds the RMs of another calibration with the same seeds, read by their partial
 reward only (a process reward model's per-token value), e.g. ``--arm "exact-label PRM=valA-prm:baseline"``.
 """
@@ -110,7 +112,8 @@ def main(argv=None) -> int:
                 r = records[-1]
                 print(f"{verifier} seed {seed}: F1 {r['f1']} (erroneous {r['acc_erroneous']}, correct {r['acc_correct']}; "
                       f"threshold {r['threshold']} chosen at validation F1 {r['validation_f1']}); line AUROC {r['line_auroc']}, "
-                      f"final AUROC {r['final_auroc']}", flush=True)
+                      f"final AUROC {r['final_auroc']}; as a filter {r['filter_share']} of the oracle's saving at "
+                      f"{r['filter_accuracy_change']} accuracy change", flush=True)
     reference = args.reference if args.reference in per_seed else None
     for metric, by_verifier in step_bench.summaries(per_seed, reference, n_boot=args.n_boot).items():
         for verifier, summary in by_verifier.items():

@@ -76,7 +76,7 @@ def signal(rule: str, row: dict, baseline: dict[str, float] | None = None) -> np
     return out
 
 
-def _with_signal(rows: Sequence[dict], values: Callable[[dict], np.ndarray]) -> list[list[dict]]:
+def with_signal(rows: Sequence[dict], values: Callable[[dict], np.ndarray]) -> list[list[dict]]:
     """Questions of generations whose ``cosine_sim`` is the rule's signal (what the filter reads)."""
     return list(group_by_question(
         {**r, "cosine_sim": values(r).tolist(), "num_actions": len(r["cosine_sim"])} for r in rows).values())
@@ -92,7 +92,8 @@ def oracle_signal(row: dict) -> np.ndarray:
     return q
 
 
-def _candidates(questions: list[list[dict]]) -> np.ndarray:
+def candidate_thresholds(questions: list[list[dict]]) -> np.ndarray:
+    """The thresholds a rule is tried at: -inf (drop nothing) and the :data:`QUANTILES` of its signal."""
     values = np.concatenate([np.asarray(g["cosine_sim"], dtype=float) for q in questions for g in q])
     values = values[np.isfinite(values)]
     if values.size == 0:
@@ -100,7 +101,7 @@ def _candidates(questions: list[list[dict]]) -> np.ndarray:
     return np.unique(np.r_[-math.inf, np.quantile(values, QUANTILES)])
 
 
-def _votes(test: list[list[dict]], thresholds: Sequence[float], skip_first: int) -> list[metrics.FilterResult]:
+def votes_at(test: list[list[dict]], thresholds: Sequence[float], skip_first: int) -> list[metrics.FilterResult]:
     """The filter's vote on ``test`` at each threshold (-inf, a rule that drops nothing: a threshold below any value)."""
     return metrics.q_filtered_majority_votes(test, [t if math.isfinite(t) else -1e300 for t in thresholds], skip_first=skip_first)
 
@@ -129,18 +130,18 @@ def rule_table(rows: Sequence[dict], rules: Sequence[str] = RULES, skip_first: i
     test_rows, val_rows = split_by_question(list(rows), val_fraction, seed)
     if not test_rows or not val_rows:
         raise ValueError("the rule comparison needs both validation and test questions")
-    oracle_test = _with_signal(test_rows, oracle_signal)
-    oracle = _report(oracle_test, 0.0, _votes(oracle_test, [0.0], 0)[0], 0, seed, n_boot)
+    oracle_test = with_signal(test_rows, oracle_signal)
+    oracle = _report(oracle_test, 0.0, votes_at(oracle_test, [0.0], 0)[0], 0, seed, n_boot)
     baseline = type_baseline(val_rows)
     chosen, frontier = [], []
     for rule in rules:
         if rule == "policy log-prob" and "policy_token_logprobs" not in rows[0]:
             continue
-        val = _with_signal(val_rows, lambda r: signal(rule, r, baseline))
-        test = _with_signal(test_rows, lambda r: signal(rule, r, baseline))
-        candidates = _candidates(val)
+        val = with_signal(val_rows, lambda r: signal(rule, r, baseline))
+        test = with_signal(test_rows, lambda r: signal(rule, r, baseline))
+        candidates = candidate_thresholds(val)
         threshold, _ = metrics.choose_filter_threshold(val, candidates=candidates, skip_first=skip_first)
-        votes = _votes(test, candidates, skip_first)  # every candidate's test outcome: the frontier, and the chosen one's report
+        votes = votes_at(test, candidates, skip_first)  # every candidate's test outcome: the frontier, and the chosen one's report
         out = _report(test, threshold, votes[int(np.flatnonzero(candidates == threshold)[0])], skip_first, seed, n_boot)
         chosen.append({"rule": rule, "q_based": rule in Q_RULES, **out,
                        "share_of_oracle": out["tokens_saved_pct"] / oracle["tokens_saved_pct"] if oracle["tokens_saved_pct"] else math.nan})

@@ -218,6 +218,30 @@ def filter_frontier(frontier: pd.DataFrame, chosen: pd.DataFrame, title: str = "
     return fig
 
 
+def verifier_frontier(frontier: pd.DataFrame, title: str = "Step verifiers as filters"):
+    """Each verifier's filter frontier (columns verifier, share_of_oracle, accuracy_change, chosen; one row
+    per candidate threshold, e.g. ``step_bench.frontier_frame``): tokens saved as a share of the oracle's
+    saving against the change in majority-vote accuracy, one line per verifier, the threshold the
+    validation questions chose as a large marker; the oracle sits at (100%, its own change), plain
+    voting at (0, 0), and the dotted line is the 1-point budget."""
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    verifiers = list(dict.fromkeys(frontier["verifier"]))
+    palette = dict(zip(verifiers, sns.color_palette("tab10", len(verifiers))))
+    for verifier in verifiers:
+        f = frontier[frontier["verifier"] == verifier].sort_values("share_of_oracle")
+        ax.plot(100 * f["share_of_oracle"], 100 * f["accuracy_change"], "-", lw=1, alpha=0.7, c=palette[verifier], label=verifier)
+        c = f[f["chosen"]]
+        ax.plot(100 * c["share_of_oracle"], 100 * c["accuracy_change"], "o", ms=8, c=palette[verifier])
+    ax.axhline(-1.0, ls=":", c="grey", lw=1, label="1 point below plain voting")
+    ax.axvline(100.0, ls="--", c="black", lw=0.8, label="the oracle's saving")
+    ax.set_xlabel("tokens saved (% of the oracle's saving)")
+    ax.set_ylabel("majority-vote accuracy change (points)")
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    return fig
+
+
 def sweep_curve(df: pd.DataFrame, key: str, title: str = ""):
     """A metric against the values of one swept key (columns x, series, value, ci_low, ci_high), one
     line per series with its 95% CI band; values that are not all numbers are categories, drawn as

@@ -13,18 +13,33 @@ Beside F1, on the same reported half and with the same intervals, two threshold-
 AUROC* (every line of every solution is an example, positive when the solution went wrong at or before
 it, scored by minus its reading: does a low reading mean "an error so far"?) and the *final AUROC* (each
 solution's last-line reading against its correctness).
+
+And each verifier as a *filter* (:mod:`goalrm_core.study.filter_rules`' machinery: a per-token signal fed
+to majority voting that drops a sample at its first value below a threshold): its signal is its own
+reading where it reads a line (:func:`filter_signal`), the threshold is chosen on the validation half by
+filter_rules' rule (the most questions voted right, then the most tokens saved; never below unfiltered
+voting on validation, so within 1 point of it), and on the reported half the bench reports the tokens
+saved as a share of the oracle's saving (every incorrect solution stopped at its first wrong token:
+``filter_share``; above 1 when a filter also drops correct samples, which the oracle keeps, and the
+oracle saves nothing on a question whose samples are all wrong: the filter falls back to voting them all)
+and the change in majority-vote accuracy (``filter_accuracy_change``, a fraction).
+Both are statistics of question weights at the chosen threshold, so they get the same interval over RM
+seeds and reported questions; the threshold itself is held fixed (its choice on validation is not
+redrawn). :func:`frontier_frame` gives every candidate threshold's outcome on the reported half.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from goalrm_core.evaluation import step_verifier
+from goalrm_core.evaluation import step_verifier, voting
 from goalrm_core.evaluation.auroc import bootstrap_auroc
-from goalrm_core.evaluation.hierarchical import across_seeds_and_questions, auroc_statistic, difference, hierarchical_bootstrap
+from goalrm_core.evaluation.hierarchical import (across_seeds_and_questions, auroc_statistic, difference, hierarchical_bootstrap,
+                                                 mean_statistic, ratio_statistic)
 from goalrm_core.study.rms import PRM_LABEL
 from goalrm_core.tasks.toymath.grading import line_end_tokens  # a step is a line: the task says where lines end
 
@@ -87,11 +102,72 @@ def verifier_f1(rows: Sequence[Mapping], key: str, validation: set[str]) -> dict
     figures = step_verifier.evaluate_at(scores, truth, threshold)
     aurocs = {metric: _point_auroc(*examples) for metric, examples in auroc_examples(scores, truth).items()}
     return {"threshold": threshold, "validation_f1": fit["f1"], **figures, **aurocs, "n_dropped": len(rows) - len(keep),
-            "_scores": scores, "_truth": truth, "_questions": [r["question"] for r in rep]}
+            **filter_figures(rows, key, validation), "_scores": scores, "_truth": truth, "_questions": [r["question"] for r in rep]}
 
 
 #: the bench's figures, each summarised over seeds and questions by :func:`bench_summary`
-METRICS = ("f1", "line_auroc", "final_auroc")
+METRICS = ("f1", "line_auroc", "final_auroc", "filter_share", "filter_accuracy_change")
+
+
+def filter_signal(row: Mapping, key: str) -> np.ndarray:
+    """The per-token signal a line verifier filters by: ``row[key]`` where the verifier reads a line
+    (:data:`LINE_READING`: a line's last token, or every token of a line for a per-token reading), NaN
+    elsewhere, so the filter drops a sample where the verifier first flags a line.
+
+    >>> row = {"generated_solution": "1+1=2\\n#2", "num_actions": 9, "cosine_sim": list(range(9))}
+    >>> filter_signal(row, "cosine_sim").tolist()
+    [nan, nan, nan, nan, nan, 5.0, nan, 7.0, nan]
+    """
+    values = np.asarray(row[key], dtype=np.float64)
+    ends = line_end_tokens(row["generated_solution"], int(row["num_actions"]))
+    out = np.full(values.shape, np.nan)
+    if LINE_READING.get(key, "end") == "end":
+        out[ends] = values[ends]
+    elif ends:
+        out[:ends[-1] + 1] = values[:ends[-1] + 1]
+    return out
+
+
+def filter_figures(rows: Sequence[Mapping], key: str, validation: set[str]) -> dict[str, Any]:
+    """One verifier as a filter on one seed's rows (every sample: majority voting needs them all): the
+    threshold chosen on the validation questions, and on the others the tokens saved as a share of the
+    oracle's saving and the accuracy change, with the per-question counts the bootstrap needs
+    (``_filter``) and every candidate threshold's outcome (``_frontier``). No token is skipped: a line
+    verifier reads every line, and the oracle skips none."""
+    from goalrm_core.study import filter_rules as fr  # torch comes with it
+
+    reported = [r for r in rows if r["question"] not in validation]
+    val = fr.with_signal([r for r in rows if r["question"] in validation], lambda r: filter_signal(r, key))
+    rep = fr.with_signal(reported, lambda r: filter_signal(r, key))
+    if not val or not rep:
+        raise ValueError("the filter figures need samples on both validation and reported questions")
+    candidates = fr.candidate_thresholds(val)
+    threshold, _ = voting.choose_filter_threshold(val, candidates=candidates, skip_first=0)
+    oracle = voting.filter_per_question(fr.with_signal(reported, fr.oracle_signal), 0.0, 0)  # the same questions, in the same order
+    mine = voting.filter_per_question(rep, threshold, 0)
+    oracle_saved = float(oracle["tokens_saved"].sum())
+    frontier = [{"threshold": float(t), "share_of_oracle": res.tokens_saved / oracle_saved if oracle_saved else math.nan,
+                 "accuracy_change": res.accuracy - res.accuracy_unfiltered, "tokens_saved_pct": res.tokens_saved_pct,
+                 "chosen": bool(t == threshold)} for t, res in zip(candidates, fr.votes_at(rep, candidates, 0))]
+    change = mine["correct"].astype(np.float64) - mine["correct_unfiltered"].astype(np.float64)
+    return {"filter_threshold": threshold,
+            "filter_share": float(mine["tokens_saved"].sum()) / oracle_saved if oracle_saved else math.nan,
+            "filter_accuracy_change": float(change.mean()),
+            "filter_tokens_saved_pct": 100.0 * float(mine["tokens_saved"].sum()) / float(mine["tokens_total"].sum()),
+            "oracle_tokens_saved_pct": 100.0 * oracle_saved / float(oracle["tokens_total"].sum()),
+            "_filter": {"questions": [q[0]["question"] for q in rep], "saved": mine["tokens_saved"],
+                        "oracle_saved": oracle["tokens_saved"], "change": change},
+            "_frontier": frontier}
+
+
+def frontier_frame(result: Mapping[str, Any], seed_index: int = 0):
+    """Every verifier's filter frontier on the reported questions for one RM seed (the ``seed_index``-th):
+    one row per verifier and candidate threshold (share of the oracle's saving, accuracy change, whether
+    the validation questions chose it)."""
+    import pandas as pd
+
+    return pd.DataFrame([{"verifier": verifier, **point} for verifier, results in result["per_seed"].items()
+                         for point in results[seed_index]["_frontier"]])
 
 
 def auroc_examples(scores: Sequence[Sequence[float]], truth: Sequence[int | None]) -> dict[str, tuple[np.ndarray, ...]]:
@@ -126,6 +202,10 @@ def _statistics(r: Mapping, index: Mapping[str, int]) -> dict[str, Any]:
     for metric, (scores, labels, solution) in auroc_examples(r["_scores"], r["_truth"]).items():
         finite = np.isfinite(scores)
         out[metric] = auroc_statistic(scores[finite], labels[finite], clusters[solution[finite]])
+    f = r["_filter"]  # one entry per reported question: the filter's saving over the oracle's, the vote's change
+    of = np.array([index[q] for q in f["questions"]], dtype=np.int64)
+    out["filter_share"] = ratio_statistic(f["saved"], f["oracle_saved"], of)
+    out["filter_accuracy_change"] = mean_statistic(f["change"], of)
     return out
 
 
@@ -137,7 +217,7 @@ def bench_summary(per_seed: Mapping[str, Sequence[dict]], baseline: str | None =
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; valid: {', '.join(METRICS)}")
     # one question index for every verifier and seed, so a draw weights the same questions in all of them
-    questions = sorted({q for results in per_seed.values() for r in results for q in r["_questions"]})
+    questions = sorted({q for results in per_seed.values() for r in results for q in [*r["_questions"], *r["_filter"]["questions"]]})
     index = {q: i for i, q in enumerate(questions)}
     summary, statistics = {}, {}
     for name, results in per_seed.items():

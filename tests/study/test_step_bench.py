@@ -8,10 +8,15 @@ from goalrm_core.study import step_bench
 SOLUTION = "1+2=3\n3+4=7\n7+1=8\n#8"  # 4 lines, last tokens at 5, 11, 17, 19
 
 
+ENDS = [5, 11, 17, 19]
+
+
 def _row(question, first_error, scores, truncate=None):
+    """A scored sample; a wrong one answers 9 and its first error is read at its wrong line's last token."""
     n = len(SOLUTION) if truncate is None else truncate
     return {"question": question, "generated_solution": SOLUTION, "num_actions": n, "is_correct": first_error is None,
-            "first_error_step": first_error, "cosine_sim": scores[:n], "partial_rewards": scores[:n]}
+            "predicted_answer": "8" if first_error is None else "9", "first_error_step": first_error,
+            "first_error_char": None if first_error is None else ENDS[first_error], "cosine_sim": scores[:n], "partial_rewards": scores[:n]}
 
 
 def _per_token(line_values):
@@ -137,3 +142,88 @@ def test_the_reading_says_how_much_of_the_exact_label_prm_the_label_free_q_reach
     f1["exact-label PRM partial reward"] = {"mean": 0.8, "ci_low": 0.7, "ci_high": 0.9}
     assert step_bench.reading(result).endswith("The exact-label PRM's F1 is 0.800 [0.700, 0.900]: goal-conditioned Q, "
                                                "with no step labels, reaches 50% of it.")
+
+
+def _vote_bench(seed, n_questions=40, p_wrong=0.25):
+    """Four samples a question, a quarter wrong: an exact verifier reads 1 on every line before the first
+    wrong one and 0 from it on (the share of zeros stays below the top candidate quantile)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for q in range(n_questions):
+        for _ in range(4):
+            e = None if rng.random() >= p_wrong else int(rng.integers(0, 3))
+            rows.append(_row(f"q{q}", e, _per_token([1.0 if e is None or k < e else 0.0 for k in range(4)])))
+    return rows
+
+
+def test_an_exact_verifier_as_a_filter_saves_what_the_oracle_saves_and_a_constant_one_saves_nothing():
+    rows = _vote_bench(3)
+    validation, _ = step_bench.split_questions(rows, seed=0)
+    sharp = step_bench.verifier_f1(rows, "cosine_sim", validation)
+    assert sharp["filter_share"] == pytest.approx(1.0) and sharp["oracle_tokens_saved_pct"] > 0
+    assert sharp["filter_tokens_saved_pct"] == pytest.approx(sharp["oracle_tokens_saved_pct"])
+    assert sharp["filter_accuracy_change"] >= 0  # dropping only wrong samples never costs a vote
+    flat = step_bench.verifier_f1([dict(r, cosine_sim=[0.5] * len(SOLUTION)) for r in rows], "cosine_sim", validation)
+    assert flat["filter_share"] == 0.0 and flat["filter_accuracy_change"] == 0.0
+    assert set(sharp["_filter"]["questions"]).isdisjoint(validation)  # reported on the other half
+    # an error read before its line ends: the oracle stops there, a line verifier only at the newline
+    early = [dict(r, first_error_char=None if r["first_error_char"] is None else r["first_error_char"] - 2) for r in rows]
+    assert 0 < step_bench.verifier_f1(early, "cosine_sim", validation)["filter_share"] < 1
+
+
+def test_the_filter_signal_is_the_verifiers_own_line_reading():
+    row = dict(_row("q", 1, [float(i) for i in range(len(SOLUTION))]), policy_token_logprobs=[-1.0] * len(SOLUTION))
+    signal = step_bench.filter_signal(row, "cosine_sim")
+    assert np.flatnonzero(np.isfinite(signal)).tolist() == ENDS and signal[ENDS].tolist() == [5.0, 11.0, 17.0, 19.0]
+    assert np.isfinite(step_bench.filter_signal(row, "policy_token_logprobs")).all()  # read at every token of a line
+
+
+def test_the_filter_figures_are_summarised_over_seeds_and_questions_and_repeat():
+    per_seed = {"sharp": [], "flat": []}
+    for s in range(3):
+        rows = _vote_bench(30 + s)
+        validation, _ = step_bench.split_questions(rows, seed=0)
+        per_seed["sharp"].append(step_bench.verifier_f1(rows, "cosine_sim", validation))
+        per_seed["flat"].append(step_bench.verifier_f1([dict(r, cosine_sim=[0.5] * len(SOLUTION)) for r in rows], "cosine_sim", validation))
+    assert {"filter_share", "filter_accuracy_change"} <= set(step_bench.METRICS)
+    summary = step_bench.bench_summary(per_seed, baseline="flat", n_boot=100, metric="filter_share")
+    assert set(summary) == {"sharp", "flat", "sharp − flat"}
+    assert summary["sharp − flat"]["mean"] == pytest.approx(1.0)
+    change = step_bench.bench_summary(per_seed, baseline="flat", n_boot=100, metric="filter_accuracy_change")
+    assert change["sharp"]["interval"] == "seeds and questions"
+    assert change["sharp"]["ci_low"] <= change["sharp"]["mean"] <= change["sharp"]["ci_high"]
+    again = step_bench.bench_summary(per_seed, baseline="flat", n_boot=100, metric="filter_accuracy_change")
+    assert again["sharp"]["ci_low"] == change["sharp"]["ci_low"] and again["sharp"]["ci_high"] == change["sharp"]["ci_high"]
+    result = {"per_seed": per_seed, "reference": "flat", "bench": "toy-id", "split_seed": 0,
+              "summaries": step_bench.summaries(per_seed, "flat", n_boot=100)}
+    metrics = step_bench.bench_metrics(result)
+    assert metrics["figures"]["filter_share"]["sharp"]["mean"] == pytest.approx(1.0)
+    assert not any(k.startswith("_") for by in metrics["figures"].values() for s in by.values() for k in s)
+    frame = step_bench.frontier_frame(result)
+    assert set(frame["verifier"]) == {"sharp", "flat"}
+    assert frame.groupby("verifier")["chosen"].sum().tolist() == [1, 1]  # one chosen threshold per verifier
+    assert frame.loc[frame["verifier"] == "flat", "share_of_oracle"].eq(0).all()
+
+
+def test_notebook_04s_frontier_cell_runs_on_synthetic_rows():
+    import json
+    from pathlib import Path
+
+    from goalrm_core.study import plots
+
+    nb = json.loads((Path(__file__).resolve().parents[2] / "notebooks" / "04_evaluation.ipynb").read_text(encoding="utf-8"))
+    ids = [c.get("id") for c in nb["cells"]]
+    cell = nb["cells"][ids.index("cell-step-frontier")]
+    assert ids.index("cell-step-frontier") == ids.index("cell-steps") + 2 and nb["cells"][ids.index("cell-steps") + 1]["cell_type"] == "markdown"
+    rows = _vote_bench(40)
+    validation, _ = step_bench.split_questions(rows, seed=0)
+    per_seed = {"sharp": [step_bench.verifier_f1(rows, "cosine_sim", validation)],
+                "flat": [step_bench.verifier_f1([dict(r, cosine_sim=[0.5] * len(SOLUTION)) for r in rows], "cosine_sim", validation)]}
+    steps = {"per_seed": per_seed, "reference": "flat", "bench": "toy-id", "split_seed": 0}
+    namespace = {"sb": step_bench, "plots": plots, "steps": steps}
+    exec("figure = " + "".join(cell["source"]).rstrip().rstrip(";"), namespace)
+    labels = [line.get_label() for line in namespace["figure"].axes[0].get_lines()]
+    assert {"sharp", "flat"} <= set(labels)
+    import matplotlib.pyplot as plt
+
+    plt.close(namespace["figure"])
