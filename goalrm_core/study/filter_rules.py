@@ -77,15 +77,19 @@ def signal(rule: str, row: dict, baseline: dict[str, float] | None = None) -> np
 
 
 def with_signal(rows: Sequence[dict], values: Callable[[dict], np.ndarray]) -> list[list[dict]]:
-    """Questions of generations whose ``cosine_sim`` is the rule's signal (what the filter reads)."""
-    return list(group_by_question(
-        {**r, "cosine_sim": values(r).tolist(), "num_actions": len(r["cosine_sim"])} for r in rows).values())
+    """Questions of generations whose ``cosine_sim`` is the rule's signal (what the filter reads): one value
+    per response token, so a row scored without a goal state (a step-verifier arm's) is read the same way."""
+    def one(r: dict) -> dict:
+        v = np.asarray(values(r))
+        return {**r, "cosine_sim": v.tolist(), "num_actions": len(v)}
+
+    return list(group_by_question(one(r) for r in rows).values())
 
 
 def oracle_signal(row: dict) -> np.ndarray:
     """+1 before the first error, -1 from it on: at threshold 0 the filter stops every incorrect
     solution exactly at its first wrong token, and no correct one."""
-    q = np.ones(len(row["cosine_sim"]))
+    q = np.ones(int(row["num_actions"]))
     err = tables.first_error_token(row)
     if err is not None and not row["is_correct"]:
         q[err:] = -1.0

@@ -227,3 +227,11 @@ def test_notebook_04s_frontier_cell_runs_on_synthetic_rows():
     import matplotlib.pyplot as plt
 
     plt.close(namespace["figure"])
+
+
+def test_a_row_scored_without_a_goal_state_is_read_as_a_filter_too():
+    """A step-verifier arm (the PRM) is scored without a goal state: its rows have no ``cosine_sim``."""
+    rows = [{k: v for k, v in r.items() if k != "cosine_sim"} for r in _bench(np.random.default_rng(5))]
+    validation, _ = step_bench.split_questions(rows, seed=0)
+    result = step_bench.verifier_f1(rows, "partial_rewards", validation)
+    assert result["f1"] == 1.0 and np.isfinite(result["filter_accuracy_change"]) and "filter_threshold" in result
