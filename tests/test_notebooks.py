@@ -11,6 +11,7 @@ import pytest
 # the browser test (test_report_browser.py) reads the same report
 from conftest import smoke_run
 from goalrm_core.report.profiles import load_profile, project_root, resolve_path
+from goalrm_core.study import step_bench
 
 # one worker builds the shared smoke report and runs every test that reads it (make test runs two workers)
 pytestmark = [pytest.mark.notebook]
@@ -74,7 +75,7 @@ def test_training_representation_and_evaluation_metrics(smoke_report):
     assert m["evaluation"]["headline"] == "sample0"
     assert set(m["evaluation"]["seeds"]["baseline"]) == BENCHES
     steps = m["evaluation"]["step_verifiers"]  # the step-verifier bench: every figure, every RM's two readings, the policy
-    assert steps["reference"] == "baseline partial reward" and set(steps["figures"]) == {"f1", "line_auroc", "final_auroc"}
+    assert steps["reference"] == "baseline partial reward" and set(steps["figures"]) == set(step_bench.METRICS)
     assert {"goal-conditioned Q", "baseline partial reward", "policy log-prob",
             "goal-conditioned Q − baseline partial reward"} <= set(steps["figures"]["f1"])
 

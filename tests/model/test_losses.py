@@ -183,7 +183,7 @@ def test_a_registered_strategy_gets_its_hyperparameter_from_the_config(monkeypat
     assert loss.item() == pytest.approx(0.5 * (-math.log(sig(2.0)) - math.log(1 - sig(0.0))), rel=1e-6)
 
     class Model:  # the RM's outputs for one pair: chosen row first, then rejected
-        def __call__(self, input_ids, attention_mask):
+        def __call__(self, input_ids, attention_mask, num_actions=None):
             return types.SimpleNamespace(reward=torch.tensor([1.0, 0.0]), hidden=torch.cat([chosen, rejected]), values=None)
 
     batch = {"input_ids": torch.zeros(2, 4, dtype=torch.long), "attention_mask": torch.ones(2, 4, dtype=torch.long),

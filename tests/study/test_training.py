@@ -19,9 +19,10 @@ from goalrm_core.train.config import TrainRMConfig
 from goalrm_core.train.store import STORED_KEY, store_trained_rm
 
 NOTEBOOKS = resolve_path("notebooks")
-# Parameters of notebook 02 that are not about how one RM trains: where it runs, how many at once, which seeds.
+# Parameters of notebook 02 that are not about how one RM trains: where it runs, how many at once, which seeds,
+# which RMs (prm_arm adds the step-verifier arm, whose own settings are rms.OVERRIDES).
 NOT_RECIPE_KEYS = {"profile", "run_dir", "reports_dir", "torch_threads", "rm_seeds", "rm_processes", "rm_parallel", "rm_store",
-                   "max_new_tokens"}  # max_new_tokens becomes max_len through rm_max_len
+                   "max_new_tokens", "prm_arm"}  # max_new_tokens becomes max_len through rm_max_len
 
 
 def notebook_code(name: str) -> str:
@@ -42,12 +43,14 @@ def other_value(f: dataclasses.Field):
         return f.default + 5
     if f.metadata["flag"] == "input_template":
         return "Question: {}\nAnswer:"  # a format string with the one {} the trainer requires
+    if f.metadata["flag"] == "target_modules":
+        return "q_proj v_proj"  # module names, as LoRA's flag takes them
     return f"{f.name}-value"
 
 
 # Settings the trainer takes only together (one alone is a one-line error): each set with its companions.
 COMPANIONS = {"prompt_key": {"chosen_key": "c", "rejected_key": "r"}, "chosen_key": {"rejected_key": "r"},
-              "rejected_key": {"chosen_key": "c"}}
+              "rejected_key": {"chosen_key": "c"}, "load_in_4bit": {"bf16": True, "lora_rank": 4}}
 
 
 def test_recipe_defaults_are_the_trainers():
