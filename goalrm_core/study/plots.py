@@ -210,8 +210,13 @@ def filter_frontier(frontier: pd.DataFrame, chosen: pd.DataFrame, title: str = "
     ax.plot(oracle["tokens_saved_pct"], 100 * oracle["accuracy"], "*", ms=14, c="black", label="oracle (first error)")
     if len(chosen):
         ax.axhline(100 * chosen["accuracy_unfiltered"].iloc[0], ls=":", c="grey", lw=1, label="majority vote, no filter")
-    ax.set_xlabel("tokens saved (% of all sampled tokens)")
-    ax.set_ylabel("majority-vote accuracy (%)")
+    return _finish(fig, ax, "tokens saved (% of all sampled tokens)", "majority-vote accuracy (%)", title)
+
+
+def _finish(fig, ax, xlabel: str, ylabel: str, title: str):
+    """A frontier figure's axis labels, title and legend (lower left, where a frontier leaves room)."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.legend(fontsize=7, loc="lower left")
     fig.tight_layout()
@@ -234,12 +239,7 @@ def verifier_frontier(frontier: pd.DataFrame, title: str = "Step verifiers as fi
         ax.plot(100 * c["share_of_oracle"], 100 * c["accuracy_change"], "o", ms=8, c=palette[verifier])
     ax.axhline(-1.0, ls=":", c="grey", lw=1, label="1 point below plain voting")
     ax.axvline(100.0, ls="--", c="black", lw=0.8, label="the oracle's saving")
-    ax.set_xlabel("tokens saved (% of the oracle's saving)")
-    ax.set_ylabel("majority-vote accuracy change (points)")
-    ax.set_title(title)
-    ax.legend(fontsize=7, loc="lower left")
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, "tokens saved (% of the oracle's saving)", "majority-vote accuracy change (points)", title)
 
 
 def sweep_curve(df: pd.DataFrame, key: str, title: str = ""):

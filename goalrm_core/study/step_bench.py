@@ -40,6 +40,7 @@ from goalrm_core.evaluation import step_verifier, voting
 from goalrm_core.evaluation.auroc import bootstrap_auroc
 from goalrm_core.evaluation.hierarchical import (across_seeds_and_questions, auroc_statistic, difference, hierarchical_bootstrap,
                                                  mean_statistic, ratio_statistic)
+from goalrm_core.study import formatting as fmt
 from goalrm_core.study.rms import PRM_LABEL
 from goalrm_core.tasks.toymath.grading import line_end_tokens  # a step is a line: the task says where lines end
 
@@ -306,11 +307,7 @@ def reading(result: Mapping[str, Any], verifier: str = "goal-conditioned Q") -> 
     mine, ref, diff = f1[verifier], f1[reference], f1.get(f"{verifier} − {reference}", {})
 
     def figure(s, signed=False):
-        if s.get("mean") is None or s.get("mean") != s.get("mean"):
-            return "undefined"
-        fmt = "+.3f" if signed else ".3f"
-        ci = f" [{s['ci_low']:{fmt}}, {s['ci_high']:{fmt}}]" if s.get("ci_low") == s.get("ci_low") and s.get("ci_low") is not None else ""
-        return f"{s['mean']:{fmt}}{ci}"
+        return fmt.interval(s.get("mean"), s.get("ci_low"), s.get("ci_high"), 3, signed=signed)
 
     verdict = diff.get("verdict", "undefined")
     mde = f", an effect of {diff['mde']:.3f} would have been seen with 80% power" if verdict == "not shown" and diff.get("mde") else ""
