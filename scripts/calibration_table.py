@@ -360,11 +360,15 @@ def step_table(df: pd.DataFrame) -> str:
     if df.empty:
         return "_No step-verifier bench recorded._\n"
     df = df.assign(metric=df["metric"].fillna("f1") if "metric" in df else "f1")
+    # one bench run appends its seed rows, then its summaries: a seed row after a summary starts the next run
+    df = df.assign(_run=((df["kind"] == "seed") & (df["kind"].shift() == "summary")).cumsum())
     parts = []
-    for name, g in df.groupby("name", sort=False):
+    for (name, _), g in df.groupby(["name", "_run"], sort=False):
         seeds = g[g["kind"] == "seed"]
         first = g.iloc[0]
-        parts.append(f"**{name}** (`{Path(first['run_dir']).name}`, {first['bench']}, question split seed {first['split_seed']})")
+        arms = sorted({v for v in seeds["verifier"] if "PRM" in v})
+        with_arms = f"; with {', '.join(arms)}" if arms else ""
+        parts.append(f"**{name}** (`{Path(first['run_dir']).name}`, {first['bench']}, question split seed {first['split_seed']}{with_arms})")
         for metric, title in STEP_METRICS.items():
             summary = g[(g["kind"] == "summary") & (g["metric"] == metric)]
             if summary.empty:
