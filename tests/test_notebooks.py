@@ -61,7 +61,9 @@ def test_training_representation_and_evaluation_metrics(smoke_report):
         assert m["training"][rm]["steps"] == load_profile("smoke")["rm_steps"]
         rep = m["representations"][rm]
         assert -1.0 <= rep["cos_correct_mean"] <= 1.0 and -1.0 <= rep["cos_incorrect_mean"] <= 1.0
-        assert (run_dir / "representations" / f"{rm}-seed0" / "goal_state.npy").exists()
+        detail = load_profile("smoke")["rm_seeds"][0]  # not 0: the detail tables follow the profile's first seed
+        assert (run_dir / "representations" / f"{rm}-seed{detail}" / "goal_state.npy").exists()
+        assert not (run_dir / "representations" / f"{rm}-seed0").exists()
         toy_id = m["evaluation"][rm]["toy-id"]
         auroc = toy_id["auroc"]
         assert auroc is None or toy_id["auroc_ci_low"] <= auroc <= toy_id["auroc_ci_high"]

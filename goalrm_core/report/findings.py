@@ -12,7 +12,7 @@ from typing import Any
 
 from goalrm_core.evaluation import verdicts
 from goalrm_core.evaluation.auroc import delta_of
-from goalrm_core.report.metrics_view import Metrics
+from goalrm_core.report.metrics_view import Metrics, detail_seed
 from goalrm_core.report.page_parts import auroc_of, auroc_text, benchmarks_in, get_path, html_table, primary_of
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study import step_bench
@@ -170,8 +170,10 @@ def summary(metrics: Mapping) -> str:
     if steps:
         detail.append(f"{'/'.join(map(str, sorted(steps)))} steps")
     source = get_path(metrics, "provenance", "profile", "parameters", "pair_source")
-    whose = (f"from a second generator, not the evaluated policy (reference {task} solutions against one-fact slips)"
-             if source == "slips" else f"of the policy's own {task} solutions")
+    whose = {"slips": f"from a second generator, not the evaluated policy (reference {task} solutions against one-fact slips)",
+             "confident+slips": f"from two generators other than the evaluated policy (reference {task} solutions against "
+                                f"one-fact slips and against a confidently wrong generator's solutions)",
+             }.get(source, f"of the policy's own {task} solutions")
     on = f" on {int(pairs):,} preference pairs {whose}" if not fmt.is_undefined(pairs) else f" on {task}"
     acc = {rm: get_path(training, rm, "eval_accuracy") for rm in RMS}
     if all(isinstance(get_path(training, rm), Mapping) and "eval_accuracy" in training[rm] for rm in RMS):
@@ -182,7 +184,7 @@ def summary(metrics: Mapping) -> str:
     if bench and all(rm in ev for rm in RMS):
         which = HEADLINE_SETS.get(ev.get("headline"), "the headline generations")
         base, goal = (auroc_text(ev, rm, bench) for rm in RMS)
-        text = (f"On {bench} ({which}), the seed-0 baseline RM ranks correct above incorrect solutions with AUROC "
+        text = (f"On {bench} ({which}), the seed-{detail_seed(metrics)} baseline RM ranks correct above incorrect solutions with AUROC "
                 f"{base} and the goal-conditioned RM with {goal}")
         if "length only" in ev:
             text += f"; response length alone scores {auroc_text(ev, 'length only', bench)}"
@@ -196,7 +198,7 @@ def summary(metrics: Mapping) -> str:
     if primary:
         n = _n_seeds(primary)
         sentences.append(f"The verdicts are the primary findings below, each over the {n or 'recorded'} RM seeds; "
-                         "the seed-0 tables further down are detail.")
+                         f"the seed-{detail_seed(metrics)} tables further down are detail.")
     elif deltas:
         sentences.append(_seed0_delta_sentence(deltas))
     return "<p>" + " ".join(e(s) for s in sentences) + "</p>"

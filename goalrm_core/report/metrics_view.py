@@ -41,6 +41,13 @@ def entries(tree: Any, *keys: Any) -> dict[str, Mapping]:
     return {k: v for k, v in section(tree, *keys).items() if isinstance(v, Mapping)}
 
 
+def detail_seed(metrics: Any) -> int:
+    """The RM seed of a report's detail tables and figures: the first of its profile's ``rm_seeds``
+    (0 where the provenance does not say)."""
+    seeds = value(metrics, "provenance", "profile", "parameters", "rm_seeds")
+    return int(seeds[0]) if isinstance(seeds, list) and seeds and isinstance(seeds[0], int) else 0
+
+
 @dataclass(frozen=True)
 class Auroc:
     """One scorer's AUROC on one benchmark with its 95% interval and, when undefined, why."""

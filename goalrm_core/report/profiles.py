@@ -438,7 +438,7 @@ class Letters:
 # them equal).
 HEADLINE_CHOICES = tuple(HEADLINE_SETS)
 TOYMATH_OPERATORS = "+-*"                              # tasks.toymath.problems.OPERATORS
-PAIR_SOURCE_CHOICES = ("policy", "slips")              # tasks.toymath.pipeline.PREFERENCE_SOURCES
+PAIR_SOURCE_CHOICES = ("policy", "slips", "confident+slips")  # tasks.toymath.pipeline.PREFERENCE_SOURCES
 
 _COUNT = Range(int, ">= 1")
 _FRACTION = Range(float, "(0, 1)")
@@ -477,6 +477,7 @@ PROFILE_RULES: dict[str, Any] = {
     "eval_fraction": _FRACTION,
     "pair_source": Choice(*PAIR_SOURCE_CHOICES),
     "slips_per_question": _COUNT,
+    "generator_extra_facts": Range(int, ">= 0"),
     # 02_training: how many RMs, where, and how many at once (the trainer's settings follow below)
     "rm_seeds": ListOf(Range(int, ">= 0"), distinct=True),
     "rm_processes": _COUNT,

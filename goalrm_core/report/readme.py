@@ -18,6 +18,7 @@ from typing import Any, Mapping
 from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.report import regimes
 from goalrm_core.report.formats import across, ci, fixed
+from goalrm_core.report.metrics_view import detail_seed
 from goalrm_core.generated_block import update_file
 from goalrm_core.report.provenance import speed_text
 from goalrm_core.evaluation.verdicts import policy_scope
@@ -103,8 +104,9 @@ def findings(report: Path = REPORT, reruns: Path = RERUNS) -> str:
             out.append(f"| {bench} | {across(s)} | {s['k']} of {s['n_seeds']} seeds | {fixed(s.get('p_holm'), 3)} |")
     benches = _benches(ev)
     if benches:
-        out += ["", "Seed 0 (detail; 95% bootstrap CIs over questions):", "",
-                "| AUROC, seed 0 | " + " | ".join(benches) + " |", "|---|" + "---|" * len(benches)]
+        seed = detail_seed(metrics)
+        out += ["", f"Seed {seed} (detail; 95% bootstrap CIs over questions):", "",
+                f"| AUROC, seed {seed} | " + " | ".join(benches) + " |", "|---|" + "---|" * len(benches)]
         acc = [f"{100 * data['benchmarks'][b]['sample_accuracy']:.1f}%" if b in data.get("benchmarks", {}) else "" for b in benches]
         out.append(f"| policy sampled accuracy (T = {params.get('sampling_temperature', '?')}) | " + " | ".join(acc) + " |")
         for scorer in ("baseline", "goal-conditioned", "length only", "policy mean logprob"):

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 from goalrm_core.evaluation.numeric import num
 from goalrm_core.report.formats import across, ci
+from goalrm_core.report.metrics_view import detail_seed
 from goalrm_core.report.reproduction import primary_rows, verdict_text
 
 #: The designs, in the order the table shows them, with what sets each apart.
@@ -53,7 +54,7 @@ def _steering_rows(metrics: Mapping) -> list[tuple[str, str, str]]:
     if not isinstance(s, Mapping) or num(s.get("attribute_rate")) is None:
         return []
     n = s.get("n_questions")
-    return [("steering (seed 0, detail): style rate steered / unguided", "goal-conditioned",
+    return [(f"steering (seed {detail_seed(metrics)}, detail): style rate steered / unguided", "goal-conditioned",
              f"{100 * s['attribute_rate']:.0f}% / {100 * (num(s.get('attribute_rate_unguided')) or 0):.0f}% of {n}")]
 
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.evaluation.tables import REFERENCE_SCORERS
-from goalrm_core.report.metrics_view import Metrics, entries, section, value
+from goalrm_core.report.metrics_view import Metrics, detail_seed, entries, section, value
 from goalrm_core.report.page_parts import html_table, png
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study import plots
@@ -52,7 +52,7 @@ def auroc_figure(metrics: Mapping) -> str:
         return undefined
     which = HEADLINE_SETS.get(m.evaluation.get("headline"), "headline generations")
     return ("<p>How well each scorer ranks correct above incorrect solutions (AUROC, 0.5 = chance) on every "
-            f"benchmark, {html.escape(which)}, seed-0 RMs; bars are 95% bootstrap CIs over questions. The free "
+            f"benchmark, {html.escape(which)}, seed-{detail_seed(metrics)} RMs; bars are 95% bootstrap CIs over questions. The free "
             "reference scorers stand beside the RMs: a reward model is only interesting where it beats response "
             "length.</p>" + png(plots.auroc_bars(frame, title="AUROC per benchmark (95% CI)")) + undefined)
 
@@ -83,7 +83,7 @@ def delta_table(metrics: Mapping) -> str:
                                                                   else "read the Holm-corrected value."))
     else:
         note = f"No uncorrected p below 0.05 among the {k} comparisons."
-    return ("<p>The paired difference on the same generations (goal-conditioned − baseline), seed-0 RMs, bootstrapped "
+    return (f"<p>The paired difference on the same generations (goal-conditioned − baseline), seed-{detail_seed(metrics)} RMs, bootstrapped "
             f"over questions; a CI that contains 0 means no detectable difference at this sample size. The {k} benchmarks are "
             f"{k} comparisons: the last column corrects their p-values for that (Holm). {html.escape(note)} The verdicts are "
             "the across-seed findings above.</p>" + html_table(pd.DataFrame(rows)))
@@ -197,7 +197,7 @@ def savings_figure(metrics: Mapping) -> str:
                          "accuracy": p["accuracy"], "end": True})
     if not rows:
         return ""
-    return ("<p>What the goal-conditioned RM's Q-values save, seed-0 RMs: majority-vote accuracy against the tokens "
+    return (f"<p>What the goal-conditioned RM's Q-values save, seed-{detail_seed(metrics)} RMs: majority-vote accuracy against the tokens "
             "generated, as a share of every sample in full (x = 1; the axis spans the points). Each line runs from the "
             "unfiltered vote (open circle) to the filtered or pruned one (dot); left is cheaper, up is more accurate.</p>"
             + png(plots.savings_panels(pd.DataFrame(rows))) + savings_text(metrics))
@@ -278,7 +278,7 @@ def decoding_table(metrics: Mapping) -> str:
         rows.append(row)
     mismatch = budget_mismatches(methods)
     return ("<p>Q-guided beam search against greedy decoding, majority voting and best-of-N at the smallest N whose "
-            "token budget reaches the beam search's, seed-0 RMs, one run: accuracy with its 95% Wilson interval over the "
+            f"token budget reaches the beam search's, seed-{detail_seed(metrics)} RMs, one run: accuracy with its 95% Wilson interval over the "
             "questions (generated tokens per question, N samples per question). "
             + html.escape(decoding_reading(metrics, methods)) + "</p>"
             + html_table(pd.DataFrame(rows))
@@ -291,7 +291,7 @@ def steering_section(metrics: Mapping) -> str:
     if not s:
         return ""
     n = fmt.count(s.get("n_questions"))
-    text = (f"Q-guided decoding of the steering policy toward a style goal, seed-0 RM"
+    text = (f"Q-guided decoding of the steering policy toward a style goal, seed-{detail_seed(metrics)} RM"
             + (f", {n} questions" if n else "") + " (95% Wilson intervals): the style appears in "
             f"{fmt.rate_ci(s.get('attribute_rate'), n)} of steered solutions against {fmt.rate_ci(s.get('attribute_rate_unguided'), n)} unguided")
     if "attribute_rate_correctness_goal" in s:

@@ -394,8 +394,9 @@ def record_paired_deltas(plan: SweepPlan, n_boot: int = 1000, seed: int = 0) -> 
     if base is None or not (plan.report_dir / base / POINT_MANIFEST).exists():
         return []
     headline = str(plan.settings.get("headline", "greedy"))
+    detail_seed = int((plan.settings.get("rm_seeds") or [0])[0])  # the RM seed of the detail tables
     try:
-        base_rows = headline_rows(plan.run_root / base, GOAL_CONDITIONED, ID_BENCH, headline, 0)
+        base_rows = headline_rows(plan.run_root / base, GOAL_CONDITIONED, ID_BENCH, headline, detail_seed)
     except (OSError, ValueError):
         return []
     done = []
@@ -403,7 +404,7 @@ def record_paired_deltas(plan: SweepPlan, n_boot: int = 1000, seed: int = 0) -> 
         if p.name == base or not (plan.report_dir / p.name / POINT_MANIFEST).exists():
             continue
         try:
-            rows = headline_rows(plan.run_root / p.name, GOAL_CONDITIONED, ID_BENCH, headline, 0)
+            rows = headline_rows(plan.run_root / p.name, GOAL_CONDITIONED, ID_BENCH, headline, detail_seed)
             d = delta_auroc(rows, base_rows, n_boot=n_boot, seed=seed)
         except (OSError, ValueError):
             continue

@@ -107,8 +107,8 @@ def compare_at_matched_budget(setup: DecodingSetup, beams: dict[str, list[dict]]
     curves, matched = [], []
     for bench, rows in beams.items():
         questions = [r["question"] for r in rows]
-        scored = {rm: read_scored(setup.run.eval(rm), bench, "all") for rm in (BASELINE_RM, GOAL_RM)}
-        greedy = read_scored(setup.run.eval(GOAL_RM), bench, "greedy")
+        scored = {rm: read_scored(setup.run.eval(rm, setup.rm_seed), bench, "all") for rm in (BASELINE_RM, GOAL_RM)}
+        greedy = read_scored(setup.run.eval(GOAL_RM, setup.rm_seed), bench, "greedy")
         judged = beam_rows_with_verdicts(rows, setup.task.modulus)
         beam = {"method": BEAM_METHOD, "n": 1, "accuracy": float(np.mean([r["is_correct"] for r in judged])),
                 "tokens": float(np.mean([r["tokens_generated"] for r in judged]))}

@@ -85,14 +85,18 @@ def seed_metrics(spread: pd.DataFrame) -> dict:
     return out
 
 
-def partial_auroc_tables(run_dir, rms, bench: str = "toy-id", headline: str = "greedy", n_boot: int = 500, seed: int = 0) -> pd.DataFrame:
-    frames = [tables.partial_auroc_table(headline_rows(run_dir, rm, bench, headline), n_boot=n_boot, seed=seed).assign(rm=rm, benchmark=bench)
-              for rm in rms]
+def partial_auroc_tables(run_dir, rms, bench: str = "toy-id", headline: str = "greedy", n_boot: int = 500, seed: int = 0,
+                         rm_seed: int = 0) -> pd.DataFrame:
+    """Partial-generation AUROC of every RM (RM seed ``rm_seed``) on ``bench``'s headline generations."""
+    frames = [tables.partial_auroc_table(headline_rows(run_dir, rm, bench, headline, rm_seed), n_boot=n_boot, seed=seed)
+              .assign(rm=rm, benchmark=bench) for rm in rms]
     return pd.concat(frames, ignore_index=True)
 
 
-def filter_tables(run_dir, rms, threshold: float = 0.0, skip_first: int = metrics.SKIP_FIRST, val_fraction: float = 0.3, seed: int = 0) -> pd.DataFrame:
-    frames = [tables.filter_summary(tables.read_scored(RunDir(run_dir).eval(rm), bench, "all"), threshold, skip_first, val_fraction, seed)
+def filter_tables(run_dir, rms, threshold: float = 0.0, skip_first: int = metrics.SKIP_FIRST, val_fraction: float = 0.3, seed: int = 0,
+                  rm_seed: int = 0) -> pd.DataFrame:
+    """Q-filtered majority voting of every RM (RM seed ``rm_seed``) on every benchmark's samples."""
+    frames = [tables.filter_summary(tables.read_scored(RunDir(run_dir).eval(rm, rm_seed), bench, "all"), threshold, skip_first, val_fraction, seed)
               .assign(rm=rm, benchmark=bench) for rm in rms for bench in benchmark_names(run_dir)]
     return pd.concat(frames, ignore_index=True)
 

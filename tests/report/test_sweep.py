@@ -248,8 +248,9 @@ def test_smoke_sweep_runs_resumes_after_a_kill_and_reproduces_the_report(tmp_pat
     points = {p: RunDir(tmp_path / "smoke-sweep-t" / p) for p in (first, second)}
     for point in points.values():
         assert (point.root / "data").is_symlink() and point.data.resolve() == (run / "data").resolve()
-    assert points[first].model("baseline").resolve() == points[second].model("baseline").resolve()  # beta: baseline trained once
-    assert points[first].model("goal-conditioned").resolve() != points[second].model("goal-conditioned").resolve()
+    seed = load_profile("smoke")["rm_seeds"][0]
+    assert points[first].model("baseline", seed).resolve() == points[second].model("baseline", seed).resolve()  # beta: baseline trained once
+    assert points[first].model("goal-conditioned", seed).resolve() != points[second].model("goal-conditioned", seed).resolve()
 
     # beta 0.5 with the paper's goal is the smoke profile itself: the same numbers as the plain report
     plain = json.loads((request.getfixturevalue("smoke_report")[1] / "metrics.json").read_text())  # the shared one, asked for last

@@ -220,10 +220,10 @@ def test_notebook_04s_frontier_cell_runs_on_synthetic_rows():
     per_seed = {"sharp": [step_bench.verifier_f1(rows, "cosine_sim", validation)],
                 "flat": [step_bench.verifier_f1([dict(r, cosine_sim=[0.5] * len(SOLUTION)) for r in rows], "cosine_sim", validation)]}
     steps = {"per_seed": per_seed, "reference": "flat", "bench": "toy-id", "split_seed": 0}
-    namespace = {"sb": step_bench, "plots": plots, "steps": steps}
+    namespace = {"sb": step_bench, "plots": plots, "steps": steps, "detail_seed": 7}
     exec("figure = " + "".join(cell["source"]).rstrip().rstrip(";"), namespace)
     labels = [line.get_label() for line in namespace["figure"].axes[0].get_lines()]
-    assert {"sharp", "flat"} <= set(labels)
+    assert {"sharp", "flat"} <= set(labels) and "RM seed 7" in namespace["figure"].axes[0].get_title()
     import matplotlib.pyplot as plt
 
     plt.close(namespace["figure"])

@@ -1,9 +1,12 @@
 """The `confident` design: facts taught wrong in every SFT solution, and pairs from a second generator."""
 
+import re
+
 import pytest
 
 from goalrm_core.data.io import read_jsonl
 from goalrm_core.tasks.toymath import pipeline as tp
+from goalrm_core.tasks.toymath.verify_data import covering_fact_table
 from goalrm_core.tasks.toymath.problems import (
     ToyMathConfig, apply_op, first_error, generate_problems, heldout_fact_set, is_well_formed, mistaught_error,
     mistaught_fact_table, taught_solution, taught_steps,
@@ -109,3 +112,31 @@ def test_the_policy_is_taught_every_mistaught_fact_wrong_in_every_occurrence(tmp
     plain = tmp_path / "plain"
     tp.write_benchmarks(plain, ToyMathConfig(**{**CFG.__dict__, "mistaught_facts": 0}), 20, seed=0)
     assert [c for _, c in tp.sft_examples(plain, problems)] == [p.solution() for p in problems]
+
+
+def test_confident_pairs_assert_the_generators_wrong_facts_and_split_by_question(tmp_path):
+    cfg = ToyMathConfig(**{**CFG.__dict__, "mistaught_facts": 6})
+    tp.write_benchmarks(tmp_path, cfg, 20, seed=0)
+    slips = tp.training_problems(tmp_path, cfg, 40, seed=1)
+    others = tp.training_problems(tmp_path, cfg, 80, seed=2)
+    stats = tp.build_confident_preference_data(tmp_path, slips, others, slips_per_question=1, generator_extra_facts=4,
+                                               eval_fraction=0.2, seed=0)
+    train = read_jsonl(tmp_path / "data" / "preference" / "train.jsonl")
+    held = read_jsonl(tmp_path / "data" / "preference" / "eval.jsonl")
+    assert stats["source"] == "confident+slips" and stats["generator_facts"] == 10
+    assert stats["n_slip_pairs"] == 40 and 0 < stats["n_confident_pairs"] <= 80
+    assert stats["n_pairs"] == stats["n_slip_pairs"] + stats["n_confident_pairs"] == len(train) + len(held)
+    assert not {p["question"] for p in train} & {p["question"] for p in held}
+    references = {p.question: p.solution() for p in slips + others}
+    table = covering_fact_table(cfg, 4, seed=0)
+    assert set(mistaught_fact_table(cfg)) <= set(table)  # the generator errs on every fact the policy errs on
+    only_confident = {p.question for p in others} - {p.question for p in slips}
+    seen = 0
+    for pair in train + held:
+        assert pair["correct"] == references[pair["question"]] and is_well_formed(pair["incorrect"])
+        if pair["question"] in only_confident:  # the generator's chain: its first wrong line is a fact of its table
+            line = pair["incorrect"][:pair["first_error_char"]].count("\n")
+            a, op, b, c = re.fullmatch(r"(\d+)([+-])(\d+)=(\d+)", pair["incorrect"].split("\n")[line]).groups()
+            assert table[(int(a), op, int(b))] == int(c)
+            seen += 1
+    assert seen > 0

@@ -12,6 +12,7 @@ Each function reads and writes the run directory layout (``data.rundir.RunDir``)
 from __future__ import annotations
 
 import json
+import random
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Mapping
@@ -25,7 +26,7 @@ from goalrm_core.data.io import atomic_write_json, read_jsonl, require_artifact,
 from goalrm_core.data.questions import held_out_questions, preference_pairs
 from goalrm_core.data.schema import GENERATION_FIELDS
 from goalrm_core.tasks.toymath.policy import PolicyConfig, build_policy, train_sft
-from goalrm_core.tasks.toymath.verify_data import slip_pairs
+from goalrm_core.tasks.toymath.verify_data import confident_pairs, covering_fact_table, slip_pairs
 from goalrm_core.model.templates import apply_template
 from goalrm_core.model.tokenization import build_char_tokenizer
 
@@ -107,6 +108,11 @@ def length_sentence(lengths: pd.DataFrame) -> str:
 
 def pair_sentence(stats: Mapping[str, Any]) -> str:
     """What ``build_preference_data`` (or ``build_slip_preference_data``) did, in a sentence."""
+    if stats.get("source") == "confident+slips":
+        return (f"{stats['n_slip_pairs']:,} one-fact slips of reference solutions and {stats['n_confident_pairs']:,} solutions "
+                f"of a generator taught {stats['generator_facts']} facts wrong, each against the reference: "
+                f"{stats['n_pairs']:,} pairs from {stats['n_questions']:,} questions "
+                f"({stats['n_train']:,} to train, {stats['n_eval']:,} held out, split by question).")
     if stats.get("source") == "slips":
         return (f"{stats['n_sampled_questions']:,} training questions, each reference solution paired with copies of it "
                 f"that slip on one fact: {stats['n_pairs']:,} pairs from {stats['n_questions']:,} questions "
@@ -276,8 +282,9 @@ def build_preference_data(run_dir, model, tokenizer, problems: list[toymath.Prob
 
 
 # Where notebook 01's preference pairs come from (profile key ``pair_source``): the evaluated
-# policy's own samples (the demo), or a second generator's one-fact slips (``confident``).
-PREFERENCE_SOURCES = ("policy", "slips")
+# policy's own samples (the demo), a second generator's one-fact slips, or those slips and the
+# solutions of a confidently wrong generator (``confident``'s recipe C, reports/calibration/).
+PREFERENCE_SOURCES = ("policy", "slips", "confident+slips")
 
 
 def build_slip_preference_data(run_dir, problems: list[toymath.Problem], slips_per_question: int, eval_fraction: float,
@@ -289,6 +296,25 @@ def build_slip_preference_data(run_dir, problems: list[toymath.Problem], slips_p
     scales them."""
     pairs = slip_pairs(problems, slips_per_question, task_config(run_dir).modulus, seed)
     return {**_write_pair_splits(run_dir, pairs, eval_fraction, seed), "n_sampled_questions": len(problems), "source": "slips"}
+
+
+def build_confident_preference_data(run_dir, slip_problems: list[toymath.Problem], confident_problems: list[toymath.Problem],
+                                    slips_per_question: int, generator_extra_facts: int, eval_fraction: float,
+                                    seed: int = 0) -> dict[str, int]:
+    """Pairs from two generators other than the evaluated policy, split by question: one-fact slips of
+    ``slip_problems`` (as :func:`build_slip_preference_data`) and, on ``confident_problems``, the
+    reference against a generator taught wrong every fact the policy is taught wrong and
+    ``generator_extra_facts`` more (``verify_data.confident_pairs``), so that some rejected sides carry
+    the policy's own confident errors. Questions it gets right give no pair."""
+    cfg = task_config(run_dir)
+    slips = slip_pairs(slip_problems, slips_per_question, cfg.modulus, seed)
+    table = covering_fact_table(cfg, generator_extra_facts, seed=seed)
+    confident = confident_pairs(confident_problems, table, cfg.modulus)
+    pairs = slips + confident
+    random.Random(seed).shuffle(pairs)  # the two kinds interleaved in the file, as the calibration wrote them
+    stats = _write_pair_splits(run_dir, pairs, eval_fraction, seed)
+    return {**stats, "n_sampled_questions": len(slip_problems) + len(confident_problems), "source": "confident+slips",
+            "n_slip_pairs": len(slips), "n_confident_pairs": len(confident), "generator_facts": len(table)}
 
 
 def benchmark_table(run_dir) -> pd.DataFrame:
