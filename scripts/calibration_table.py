@@ -351,7 +351,9 @@ have seen with 80% power (MDE). A process reward model (PRM) arm is read by its 
 #: the bench's figures (``step_bench.METRICS``) as the table names them; rows from before the AUROCs are F1 rows
 STEP_METRICS = {"f1": "First-error F1", "line_auroc": "Line AUROC (a low reading flags an error so far)",
                 "final_auroc": "Final AUROC (last line's reading against correctness)",
-                "filter_share": "As a filter: tokens saved as a share of the oracle's saving (threshold chosen on the validation half)",
+                "filter_share": "As a filter: tokens saved as a share of the oracle's saving (threshold chosen on the validation half: "
+                                "the most questions voted right, or, where the rows say filter_max_drop, the most tokens saved "
+                                "within that drop of unfiltered voting)",
                 "filter_accuracy_change": "As a filter: majority-vote accuracy change at that threshold (a fraction)"}
 STEP_LABELS = {"f1": "F1", "line_auroc": "AUROC", "final_auroc": "AUROC", "filter_share": "share", "filter_accuracy_change": "change"}
 

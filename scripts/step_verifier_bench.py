@@ -107,6 +107,7 @@ def main(argv=None) -> int:
                 per_seed.setdefault(verifier, []).append(result)
                 records.append({"kind": "seed", "name": args.name, "run_dir": str(run), "bench": args.bench, "verifier": verifier,
                                 "seed": seed, "split_seed": args.split_seed, "n_goal_pairs": len(goal_pairs),
+                                "filter_max_drop": step_bench.FRONTIER_DROP,
                                 **{k: _clean(v) for k, v in result.items() if not k.startswith("_")},
                                 "score_s": round(time.perf_counter() - started, 1)})
                 r = records[-1]

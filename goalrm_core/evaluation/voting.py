@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 from goalrm_core.data.io import parse_label
-from goalrm_core.evaluation.thresholds import choose_threshold
+from goalrm_core.evaluation.thresholds import choose_cheapest_within, choose_threshold
 from goalrm_core.evaluation.stats import paired_t_pvalue, wilson_interval
 
 
@@ -398,9 +398,13 @@ def choose_filter_threshold(
     val_questions: Sequence[Sequence[Any]],
     candidates: Sequence[float] | np.ndarray = DEFAULT_FILTER_THRESHOLDS,
     skip_first: int = SKIP_FIRST,
+    max_accuracy_drop: float | None = None,
 ) -> tuple[float, pd.DataFrame]:
     """Pick the filter threshold on a validation split with `thresholds.choose_threshold`: the most
     questions voted right, then the most tokens saved, then the lower (less aggressive) threshold.
+    With ``max_accuracy_drop`` (a fraction, e.g. 0.01 for 1 point), the frontier's rule instead
+    (`thresholds.choose_cheapest_within`): the most tokens saved among the thresholds whose vote is
+    at most that far below unfiltered voting.
 
     Choose it on held-out questions and report on the test split, otherwise the reported
     accuracy is optimistically tuned. Returns the threshold and one table row per candidate
@@ -411,10 +415,13 @@ def choose_filter_threshold(
     def outcome(threshold: float) -> dict:
         res = _filter_with_table(table, threshold, skip_first)
         return {"threshold": threshold, "accuracy": res.accuracy, "n_correct": res.n_correct,
+                "n_correct_unfiltered": res.n_correct_unfiltered,
                 "accuracy_unfiltered": res.accuracy_unfiltered, "tokens_saved_pct": res.tokens_saved_pct,
                 "tokens_saved": res.tokens_saved, "generations_filtered_pct": res.generations_filtered_pct,
                 "n_fallback": res.n_fallback, "tokens": res.tokens_total - res.tokens_saved}
 
+    if max_accuracy_drop is not None:
+        return choose_cheapest_within(candidates, outcome, len(val_questions), max_accuracy_drop)
     return choose_threshold(candidates, outcome)
 
 

@@ -17,8 +17,8 @@ solution's last-line reading against its correctness).
 And each verifier as a *filter* (:mod:`goalrm_core.study.filter_rules`' machinery: a per-token signal fed
 to majority voting that drops a sample at its first value below a threshold): its signal is its own
 reading where it reads a line (:func:`filter_signal`), the threshold is chosen on the validation half by
-filter_rules' rule (the most questions voted right, then the most tokens saved; never below unfiltered
-voting on validation, so within 1 point of it), and on the reported half the bench reports the tokens
+the frontier's rule (the most tokens saved among the thresholds whose vote is within ``FRONTIER_DROP``, 1
+point, of unfiltered voting: ``thresholds.choose_cheapest_within``), and on the reported half the bench reports the tokens
 saved as a share of the oracle's saving (every incorrect solution stopped at its first wrong token:
 ``filter_share``; above 1 when a filter also drops correct samples, which the oracle keeps, and the
 oracle saves nothing on a question whose samples are all wrong: the filter falls back to voting them all)
@@ -106,6 +106,10 @@ def verifier_f1(rows: Sequence[Mapping], key: str, validation: set[str]) -> dict
             **filter_figures(rows, key, validation), "_scores": scores, "_truth": truth, "_questions": [r["question"] for r in rep]}
 
 
+#: how far below unfiltered voting (a fraction, on the validation questions) a filter's threshold may
+#: vote: the issue's frontier point, the most tokens saved within 1 point of accuracy
+FRONTIER_DROP = 0.01
+
 #: the bench's figures, each summarised over seeds and questions by :func:`bench_summary`
 METRICS = ("f1", "line_auroc", "final_auroc", "filter_share", "filter_accuracy_change")
 
@@ -143,7 +147,7 @@ def filter_figures(rows: Sequence[Mapping], key: str, validation: set[str]) -> d
     if not val or not rep:
         raise ValueError("the filter figures need samples on both validation and reported questions")
     candidates = fr.candidate_thresholds(val)
-    threshold, _ = voting.choose_filter_threshold(val, candidates=candidates, skip_first=0)
+    threshold, _ = voting.choose_filter_threshold(val, candidates=candidates, skip_first=0, max_accuracy_drop=FRONTIER_DROP)
     oracle = voting.filter_per_question(fr.with_signal(reported, fr.oracle_signal), 0.0, 0)  # the same questions, in the same order
     mine = voting.filter_per_question(rep, threshold, 0)
     oracle_saved = float(oracle["tokens_saved"].sum())
@@ -271,7 +275,7 @@ def bench_run(run_dir, rms: Sequence[str], rm_seeds: Sequence[int], bench: str =
         per_seed["policy log-prob"] = [logprobs] * len(rm_seeds)
     reference = f"{BASELINE} partial reward" if f"{BASELINE} partial reward" in per_seed else None
     return {"per_seed": per_seed, "reference": reference, "summaries": summaries(per_seed, reference, n_boot, seed),
-            "bench": bench, "split_seed": split_seed}
+            "bench": bench, "split_seed": split_seed, "filter_max_drop": FRONTIER_DROP}
 
 
 def bench_frame(result: Mapping[str, Any]):
@@ -293,6 +297,7 @@ def bench_metrics(result: Mapping[str, Any]) -> dict[str, Any]:
     values and, for a difference, its two-sided verdict and MDE."""
     keep = ("mean", "ci_low", "ci_high", "per_seed", "interval", "se_seeds", "se_questions", "verdict", "mde", "n_seeds", "reason")
     return {"bench": result["bench"], "split_seed": result["split_seed"], "reference": result["reference"],
+            "filter_max_drop": result.get("filter_max_drop"),
             "figures": {metric: {verifier: {k: v for k, v in s.items() if k in keep} for verifier, s in by_verifier.items()}
                         for metric, by_verifier in result["summaries"].items()}}
 
