@@ -188,8 +188,9 @@ def test_recorded_numbers_are_reproduced_from_the_scored_files(smoke_report):
     _, reports, run_dir = smoke_report
     m = load_metrics(reports)
     profile = load_profile("smoke")
+    detail = profile["rm_seeds"][0]  # the recorded per-RM rows are the detail seed's
     for rm in ("baseline", "goal-conditioned"):
-        rows = read_scored(RunDir(run_dir).eval(rm), "toy-id", "all")
+        rows = read_scored(RunDir(run_dir).eval(rm, detail), "toy-id", "all")
         headline = [r for r in rows if r["sample_index"] == 0]  # the smoke profile's headline is sample0
         labels = [bool(r["is_correct"]) for r in headline]
         assert 0 < sum(labels) < len(labels)  # both classes, or AUROC would mean nothing
