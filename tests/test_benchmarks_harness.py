@@ -49,3 +49,15 @@ def test_performance_table_is_the_committed_results():
     module = _harness()
     committed = json.loads(module.RESULTS.read_text())
     assert module.table_block(committed) in module.TABLE_DOC.read_text(encoding="utf-8"), "run: python benchmarks/run.py --doc"
+
+
+def test_step_lever_table_is_the_committed_results():
+    """docs/performance.md's lever table is generated from benchmarks/step_levers.json (`step_levers.py --doc`)."""
+    spec = importlib.util.spec_from_file_location("bench_levers", HARNESS.parent / "step_levers.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    committed = json.loads(module.RESULTS.read_text())
+    assert {r["strategy"] for r in committed} == {"vanilla", "contrastive"}
+    assert all("default" in r["variants"] and "compile" in r["variants"] for r in committed)
+    assert json.loads(module.TRAINER_RESULTS.read_text())["train_s"].keys() == {"eager", "compiled"}
+    assert module.committed_block() in module.TABLE_DOC.read_text(encoding="utf-8"), "run: python benchmarks/step_levers.py --doc"

@@ -158,6 +158,9 @@ class TrainRMConfig:
     bf16: bool = _help("bfloat16 training where the device supports it.", False)
     flash_attn: bool = _help("Use flash-attn 2 (CUDA + the flash-attn package).", False)
     gradient_checkpointing: bool = _help("Recompute activations in the backward pass to save memory.", False)
+    torch_compile: bool = _help("Compile the model with torch.compile (inductor, dynamic shapes) before training: fused "
+                                "elementwise work around the matmuls, paid for by a one-off compile per process "
+                                "(benchmarks/step_levers.json). Not with --zero_stage 3 or --gradient_checkpointing.", False)
     adam_offload: bool = _help("Keep the optimizer state in CPU memory (ZeRO-Offload; needs --zero_stage 1-3).", False)
     zpg: int = _help("ZeRO++ hierarchical partition size (zero_hpz_partition_size; 1 = off; ZeRO-3).", 1, range=Range(int, ">= 1"))
     grad_accum_dtype: str = _help("dtype gradients accumulate in (DeepSpeed's data_types.grad_accum_dtype); empty = fp32 under "
@@ -261,6 +264,9 @@ class TrainRMConfig:
         if self.load_in_4bit and self.lora_rank == 0:
             raise ValueError("--load_in_4bit needs --lora_rank > 0: a 4-bit backbone cannot train whole, only LoRA adapters "
                              "beside its frozen 4-bit weights")
+        if self.torch_compile and (self.zero_stage == 3 or self.gradient_checkpointing):
+            raise ValueError("--torch_compile needs --zero_stage 0, 1 or 2 and no --gradient_checkpointing: ZeRO-3's "
+                             "parameter hooks and activation recomputation break the compiled graph")
         if self.load_in_4bit and self.zero_stage == 3:
             raise ValueError("--load_in_4bit needs --zero_stage 0, 1 or 2: transformers loads a 4-bit backbone whole on each "
                              "GPU, outside ZeRO-3's partitioning")

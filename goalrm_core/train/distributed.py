@@ -316,6 +316,8 @@ def build_engine(cfg: TrainRMConfig, ds_config: dict, total_steps: int):
     import deepspeed  # lazy: see quiet_deepspeed_logs
 
     model = build_model(cfg, ds_config)
+    if cfg.torch_compile:
+        model.compile(dynamic=True)  # in place: the state dict keeps its names, DeepSpeed calls the compiled forward
     optimizer = torch.optim.AdamW(optimizer_param_groups(model, cfg), lr=cfg.learning_rate, betas=(0.9, 0.95), weight_decay=cfg.l2)
     schedule = WarmupCosine(total_steps, cfg.lr_warmup_ratio)
     engine, *_ = deepspeed.initialize(

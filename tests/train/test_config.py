@@ -54,14 +54,23 @@ def test_every_field_round_trips_through_the_command_line(name):
 def test_a_config_with_everything_changed_round_trips():
     # contrastive_loss is a shorthand that sets the strategy; --margin_loss replaces --margin; --adam_offload needs ZeRO;
     # the official save format reads the last token, so a changed reward_pool is checked on its own below; --load_in_4bit
-    # needs ZeRO 0-2 and a CUDA GPU, which the command line checks (tests/train/test_load_in_4bit.py)
+    # needs ZeRO 0-2 and a CUDA GPU, which the command line checks (tests/train/test_load_in_4bit.py); --torch_compile
+    # needs ZeRO 0-2 and no --gradient_checkpointing (its own round trip below)
     fields = [f for f in dataclasses.fields(TrainRMConfig)
-              if f.name not in ("contrastive_loss", "margin", "zero_stage", "reward_pool", "load_in_4bit")]
+              if f.name not in ("contrastive_loss", "margin", "zero_stage", "reward_pool", "load_in_4bit", "torch_compile")]
     cfg = TrainRMConfig(**{f.name: changed_value(f) for f in fields}, zero_stage=3)
     assert TrainRMConfig.from_argv(cfg.to_argv()) == cfg
     assert parse_args(cfg.to_argv()) == cfg  # the trainer's own parser reads the same command line
     pooled = TrainRMConfig(pretrain="p", reward_pool="mean")
     assert TrainRMConfig.from_argv(pooled.to_argv()) == pooled == parse_args(pooled.to_argv())
+    compiled = TrainRMConfig(pretrain="p", torch_compile=True)
+    assert TrainRMConfig.from_argv(compiled.to_argv()) == compiled == parse_args(compiled.to_argv())
+
+
+@pytest.mark.parametrize("flags", [{"zero_stage": 3}, {"gradient_checkpointing": True}])
+def test_torch_compile_refuses_what_breaks_its_graph(flags):
+    with pytest.raises(ValueError, match=r"--torch_compile needs --zero_stage 0, 1 or 2 and no --gradient_checkpointing"):
+        TrainRMConfig(pretrain="p", torch_compile=True, **flags)
 
 
 def test_booleans_are_bare_flags_and_floats_keep_their_digits():

@@ -167,6 +167,20 @@ def test_stop_and_resume_ends_with_the_weights_of_an_uninterrupted_run(uninterru
     assert without_timing(metrics(tmp_path / "rm.metrics.jsonl")) == without_timing(metrics(out / "rm.metrics.jsonl"))
 
 
+def test_a_compiled_run_trains_the_eager_runs_rm_to_rounding(uninterrupted, tmp_path):
+    """--torch_compile changes how the step runs, not what it computes: the same 6 steps (checkpoints and
+    evaluations included) end with the eager run's weights and metrics up to float rounding, under the same
+    parameter names (the state dict of an in-place compiled module keeps them)."""
+    out, args, _ = uninterrupted
+    run({**args, "save_path": str(tmp_path / "rm"), "torch_compile": True}, tmp_path / "train.log")
+    assert json.loads((tmp_path / "rm" / "goalrm.json").read_text())["training_args"]["torch_compile"] is True
+    assert max_weight_diff(out / "rm", tmp_path / "rm") < 1e-4
+    compiled, eager = metrics(tmp_path / "rm.metrics.jsonl"), metrics(out / "rm.metrics.jsonl")
+    assert [(r["step"], r["split"]) for r in compiled] == [(r["step"], r["split"]) for r in eager]
+    for c, e in zip(compiled, eager):
+        assert c["loss"] == pytest.approx(e["loss"], rel=1e-4, abs=1e-5), (c["step"], c["split"])
+
+
 class _Planted:
     """Unpickled, writes a marker: what a planted checkpoint file would do."""
 
