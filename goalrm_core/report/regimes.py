@@ -54,8 +54,10 @@ def _steering_rows(metrics: Mapping) -> list[tuple[str, str, str]]:
     if not isinstance(s, Mapping) or num(s.get("attribute_rate")) is None:
         return []
     n = s.get("n_questions")
-    return [(f"steering (seed {detail_seed(metrics)}, detail): style rate steered / unguided", "goal-conditioned",
-             f"{100 * s['attribute_rate']:.0f}% / {100 * (num(s.get('attribute_rate_unguided')) or 0):.0f}% of {n}")]
+    # the detail RM seed goes in the cell, not the label: designs with other detail seeds share the row
+    return [("steering (the detail RM seed): style rate steered / unguided", "goal-conditioned",
+             f"{100 * s['attribute_rate']:.0f}% / {100 * (num(s.get('attribute_rate_unguided')) or 0):.0f}% of {n} "
+             f"(seed {detail_seed(metrics)})")]
 
 
 def claim_cells(metrics: Mapping) -> dict[tuple[str, str], str]:
