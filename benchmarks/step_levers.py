@@ -37,6 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from run import spread  # noqa: E402  (benchmarks/run.py: min/median/max over repetitions, as every table here)
+
 RESULTS = ROOT / "benchmarks" / "step_levers.json"
 TRAINER_RESULTS = ROOT / "benchmarks" / "step_levers_trainer.json"
 TABLE_DOC = ROOT / "docs" / "performance.md"
@@ -111,10 +113,6 @@ def one_variant(name: str, steps: int, warmup: int, strategy: str) -> dict:
             "real_tokens_per_step": real, "padded_tokens_per_step": padded}
 
 
-def spread(values: list[float]) -> dict:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
-
-
 def measure(reps: int, steps: int, warmup: int, strategy: str) -> dict:
     runs: dict[str, list[dict]] = {name: [] for name in VARIANTS}
     for rep in range(reps):
@@ -180,8 +178,6 @@ def trainer_pair(steps: int, reps: int) -> dict:
     """The lever that counts, through the real trainer: an eager and a ``--torch_compile`` goal-conditioned RM
     of the demo's recipe trained side by side (as ``rm_parallel: 2`` runs them, one thread each) for ``steps``
     steps with the profile's evaluations; each one's training seconds (its compile included) and process wall."""
-    import tempfile as _tempfile
-
     import run as harness
 
     from goalrm_core.data.io import write_jsonl
@@ -191,7 +187,7 @@ def trainer_pair(steps: int, reps: int) -> dict:
 
     setup = harness.Setup("demo", load_profile("demo"), steps=steps, reps=reps, n_score=0, n_questions=0)
     sides: dict[str, list[dict]] = {"eager": [], "compiled": []}
-    with _tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         policy = harness.policy_dir(setup, tmp)
         data = tmp / "pairs.jsonl"
