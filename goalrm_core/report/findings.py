@@ -7,7 +7,7 @@ Holm-corrected p-values. The verdict words are described in :mod:`goalrm_core.re
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from goalrm_core.evaluation import verdicts
@@ -16,6 +16,7 @@ from goalrm_core.report.metrics_view import Metrics, detail_seed
 from goalrm_core.report.page_parts import auroc_of, auroc_text, benchmarks_in, get_path, html_table, primary_of
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study import step_bench
+from goalrm_core.study.evaluation import well_formed_failure
 from goalrm_core.study.rms import HEADLINE_SETS, ID_BENCH, RMS
 
 
@@ -103,15 +104,19 @@ def answer(metrics: Mapping) -> str:
     return f'<p class="answer"><b>{html.escape(first)}</b> {html.escape(_design_scope(primary))}</p>'
 
 
-def step_answer(metrics: Mapping) -> str:
+def step_answer(metrics: Mapping, calibration: Sequence[Mapping] = (), design: str = "") -> str:
     """The front page's second sentence: the step-verifier bench's comparison (goal-conditioned Q against the
-    baseline RM's partial reward, first-error F1 on exact labels); empty when the run recorded no bench."""
+    baseline RM's partial reward, first-error F1 on exact labels), then what label noise costs where the
+    design's calibration rows (``calibration``, step-verifier rows) measured it; empty when the run
+    recorded no bench."""
     bench = Metrics(metrics).step_verifiers
     figures = bench.get("figures")
     if not isinstance(figures, Mapping) or not isinstance(figures.get("f1"), Mapping):
         return ""
     result = {"summaries": figures, "reference": bench.get("reference"), "bench": bench.get("bench", ID_BENCH)}
-    return f'<p class="answer">{html.escape(step_bench.reading(result))}</p>'
+    noise = (step_bench.label_noise_reading(calibration, design)
+             or "What label noise (rollout-estimated against exact step labels) costs is not measured for this design.")
+    return f'<p class="answer">{html.escape(step_bench.reading(result))} {html.escape(noise)}</p>'
 
 
 def _design_scope(primary: Mapping) -> str:
@@ -134,7 +139,10 @@ def _design_scope(primary: Mapping) -> str:
         return ("The reward models beat length on well-formed errors too: they check the arithmetic, so this design "
                 "tests whether goal-conditioning helps a reward model verify.")
     if state == "failed":
-        return ("This design can test whether goal-conditioning helps a reward model spot malformed output; it cannot test "
+        share = second.get("malformed_share")
+        what = ("spot malformed output" if isinstance(share, (int, float)) and share >= 0.5  # NaN compares False
+                else "rank solutions better than length")
+        return (f"This design can test whether goal-conditioning helps a reward model {what}; it cannot test "
                 "whether it helps one verify arithmetic: on well-formed errors the reward models are not shown to beat "
                 "length by the margin required.")
     return f"Whether the reward models check the arithmetic cannot be judged ({reason})."
@@ -253,6 +261,7 @@ def _gate_sentence(primary: Mapping) -> str:
                 + (f": {per_rm}" if per_rm else "") + f". Gate {verdict}.")
     second = gate.get("well_formed")
     if isinstance(second, Mapping):
+        state_first = state
         state, reason = gate_state(second)
         margin = fmt.num(second.get("required_margin"), 2)
         per_rm = "; ".join(f"{rm} {_figure(m, f'above {margin}')}" for rm, m in (second.get("margin_over_length") or {}).items())
@@ -261,7 +270,7 @@ def _gate_sentence(primary: Mapping) -> str:
                      + (f": {per_rm}" if per_rm else "") + ". "
                      + {"passed": f"Holds: both reward models beat length there by more than {margin}; they verify.",
                         "failed": f"Does not hold: not shown that every reward model beats length there by more than {margin}; "
-                                  "what the reward models detect is mostly malformed output.",
+                                  + well_formed_failure(second, state_first),
                         "undefined": f"Cannot be judged: {reason}."}[state])
     return sentence
 

@@ -16,6 +16,7 @@ from goalrm_core.report.regimes import regimes_html
 from goalrm_core.report.reproduction import dropped, primary_rows, reruns_of, verdicts
 from goalrm_core.report.templating import render, stage_view
 from goalrm_core.study import formatting as fmt
+from goalrm_core.study.evaluation import well_formed_failure
 
 
 def _flatten(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
@@ -93,7 +94,7 @@ def gate_html(gate: Mapping, benchmark: str | None = None, n_seeds: int | None =
                 part += f", above 0 in {k} of {total} seeds"
             parts.append(part)
         scores = (f" over {seeds} RM seed{'s' if seeds != 1 else ''}" if seeds else "") + \
-            (" (AUROC of the RM minus AUROC of response length, mean across seeds with 95% t-interval): "
+            (f" (AUROC of the RM minus AUROC of response length, mean across seeds with {_interval_words(margins)}): "
              + "; ".join(parts) + "." if parts else ".")
         failing = [rm for rm, m in margins.items() if m.get("holds") is False]
     else:
@@ -120,13 +121,21 @@ def gate_html(gate: Mapping, benchmark: str | None = None, n_seeds: int | None =
     second = gate.get("well_formed")
     return (f'<div class="gate gate-{state}" style="background:{colour};border-left:6px solid {border};'
             f'padding:0.6em 1em;margin:0.6em 0"><b>{e(head)}</b> on {e(str(bench))}{e(scores)} {e(tail)}</div>'
-            + (well_formed_gate_html(second, str(bench)) if isinstance(second, Mapping) else ""))
+            + (well_formed_gate_html(second, str(bench), state) if isinstance(second, Mapping) else ""))
 
 
-def well_formed_gate_html(gate: Mapping, bench: str) -> str:
+def _interval_words(margins: Mapping) -> str:
+    """What the margins' intervals cover: RM seeds and questions (the two-level bootstrap) or seeds alone."""
+    both = any(isinstance(m, Mapping) and m.get("interval") == "seeds and questions" for m in margins.values())
+    return "95% interval over RM seeds and questions" if both else "95% t-interval over RM seeds"
+
+
+def well_formed_gate_html(gate: Mapping, bench: str, first_state: str = "undefined") -> str:
     """The gate's second condition as a notice of its own: on correct against *well-formed* incorrect
     generations, does each RM beat response length by the required margin over seeds? Passed means the
-    RMs check the arithmetic; failed means what they detect is mostly malformed output."""
+    RMs check the arithmetic; failed means they are not shown to, and what they detect is mostly
+    malformed output only where the first condition (``first_state``) passed and most errors are
+    malformed (`evaluation.well_formed_failure`)."""
     e = html.escape
     state, reason = gate_state(gate)
     margin = fmt.num(gate.get("required_margin"), 2)
@@ -139,14 +148,21 @@ def well_formed_gate_html(gate: Mapping, bench: str) -> str:
             "failed": f"On well-formed errors, not every reward model beats length by more than {margin}",
             "undefined": "Cannot be judged whether the reward models detect well-formed errors"}[state]
     tail = {"passed": "The RMs check the arithmetic, not only the shape of a solution.",
-            "failed": "What the RMs detect is mostly malformed output (garbled characters, cut-off text), not wrong "
-                      "arithmetic: read every later claim as 'detects malformed output'.",
+            "failed": _failed_tail(gate, first_state),
             "undefined": f"Cannot be judged: {reason}."}[state]
     scores = (" (correct against well-formed incorrect solutions; AUROC of the RM minus AUROC of response length, mean "
-              "across seeds with 95% t-interval): " + "; ".join(parts) + ".") if parts else "."
+              f"across seeds with {_interval_words(margins)}): " + "; ".join(parts) + ".") if parts else "."
     colour, border = GATE_STYLE[state]
     return (f'<div class="gate gate-well-formed gate-{state}" style="background:{colour};border-left:6px solid {border};'
             f'padding:0.6em 1em;margin:0.6em 0"><b>{e(head)}</b> on {e(bench)}{e(scores)} {e(tail)}</div>')
+
+
+def _failed_tail(gate: Mapping, first_state: str) -> str:
+    words = well_formed_failure(gate, first_state)
+    if words.startswith("they "):
+        return "The RMs " + words[len("they "):]
+    # "what they detect is mostly malformed output": the RMs beat length on all errors, most are malformed
+    return words[0].upper() + words[1:] + " Read every later claim as 'detects malformed output'."
 
 
 def reproduction_html(metrics: Mapping[str, Any], out_dir: Path) -> str:
@@ -200,12 +216,20 @@ def _drawn(what: str, draw, *args) -> str:
         return f'<p class="error">{html.escape(f"{what} could not be drawn: {type(exc).__name__}: {exc}")}</p>'
 
 
+def calibration_rows(out_dir: Path) -> list[dict]:
+    """The committed calibration's step-verifier rows beside this report (``<reports>/calibration/``), or none."""
+    path = Path(out_dir).parent / "calibration" / "step-verifier.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
 def render_index(profile: str, generated: str, stages: list[dict], metrics: Mapping[str, Any], out_dir: Path) -> str:
     """A self-contained page (``templates/index.html.j2``), in reading order: the answer (``findings.answer``),
     the length gate, a summary generated from the numbers, the key figures and tables (``frontpage``),
     the stage table with links and failures, then every metric in a collapsible section."""
     rows = _flatten({k: v for k, v in metrics.items() if k not in (TIMINGS_KEY, PROVENANCE_KEY)})
-    sections = [_drawn("The answer", answer, metrics), _drawn("The step-verifier answer", step_answer, metrics),
+    sections = [_drawn("The answer", answer, metrics), _drawn("The step-verifier answer", step_answer, metrics, calibration_rows(out_dir), profile),
                 _drawn("The length gate", _gate, metrics),
                 _drawn("The result sections", result_sections, metrics)
                 + _drawn("The reproduction section", reproduction_html, metrics, out_dir)

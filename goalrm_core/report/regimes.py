@@ -115,6 +115,6 @@ def regimes_html(profile: str, out_dir: Path) -> str:
     return ("<h2>The paper's claims in both designs</h2>\n<details><summary>Each primary conclusion in both designs "
             f"({len(rows)} rows)</summary>\n"
             "<p>Each primary conclusion of this report beside the same conclusion of the other design's committed report "
-            "(mean over RM seeds [95% t-interval], the seeds that point the expected way, and the verdict). In the demo the "
+            "(mean over RM seeds [95% interval, over RM seeds and questions where the report recorded it], the seeds that point the expected way, and the verdict). In the demo the "
             "policy's log-prob is a near-perfect verifier; in the confident design it is not, as in the paper.</p>\n"
             f'<div class="scroll"><table><tr><th>claim</th><th>RM</th>{head}</tr>\n{body}\n</table></div></details>')

@@ -61,6 +61,13 @@ def well_formed_only(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r["is_correct"] or is_well_formed(r["generated_solution"])]
 
 
+def malformed_share(rows: list[dict]) -> float:
+    """The share of the incorrect generations that are malformed (NaN when none is incorrect): what
+    the gate's second condition can say about malformed output depends on it."""
+    wrong = [r for r in rows if not r["is_correct"]]
+    return sum(not is_well_formed(r["generated_solution"]) for r in wrong) / len(wrong) if wrong else float("nan")
+
+
 def subset_rows(rows: list[dict], subset: str) -> list[dict]:
     """``rows`` restricted to one of SUBSETS."""
     if subset not in SUBSETS:

@@ -16,7 +16,7 @@ from goalrm_core.evaluation import hierarchical, metrics, q_analysis, stats, tab
 from goalrm_core.evaluation import voting as metrics_voting
 from goalrm_core.inference.scoring import eval_rm
 from goalrm_core.study import formatting as fmt
-from goalrm_core.study.artifacts import headline_rows, subset_rows, well_formed_only
+from goalrm_core.study.artifacts import headline_rows, malformed_share, subset_rows, well_formed_only
 from goalrm_core.study.rms import BASELINE, GOAL_CONDITIONED, RMS
 from goalrm_core.tasks.toymath.pipeline import TEMPLATE, benchmark_names
 
@@ -418,8 +418,10 @@ def primary_metrics(run_dir, rms, rm_seeds, headline: str, filter_threshold: flo
         "interval": "RM seeds and questions (hierarchical bootstrap)" if n_boot else "RM seeds (t-interval)",
         # the gate's first condition: both RMs beat response length on all generations; its second:
         # both beat it by WELL_FORMED_MARGIN on correct vs well-formed incorrect ones (they verify)
-        "gate": {**gate("auroc", 0.0), "well_formed": {**gate("auroc_well_formed", WELL_FORMED_MARGIN),
-                                                       "required_margin": WELL_FORMED_MARGIN}},
+        "gate": {**gate("auroc", 0.0), "well_formed": {
+            **gate("auroc_well_formed", WELL_FORMED_MARGIN), "required_margin": WELL_FORMED_MARGIN,
+            # the same generations for every RM and seed (the policy's): the first RM seed's rows
+            "malformed_share": malformed_share(headline_rows(run_dir, rms[0], bench, headline, rm_seeds[0]))}},
         "first_error_delta_q": {rm: over(lambda f, rm=rm: f["first_error_delta_q"][rm],
                                          lambda st, rm=rm: st["first_error_delta_q"][rm], expect="less") for rm in rms},
         "first_error_delta_q_well_formed": {rm: over(lambda f, rm=rm: f["first_error_delta_q_well_formed"][rm],
@@ -461,6 +463,24 @@ def seed_interval(s: dict, scale: float = 1.0, signed: bool = True) -> str:
     fmt = "{:+.2f}" if signed else "{:.2f}"
     show = lambda v: (fmt.format(v * scale) if _defined(v) else "undefined").replace("-0.00", "0.00").replace("+0.00", "0.00")
     return f"{show(s['mean'])} [{show(s.get('ci_low'))}, {show(s.get('ci_high'))}]"
+
+
+def well_formed_failure(well_formed: dict, gate_state: str) -> str:
+    """What the gate's second condition failing means, in words that follow the share of malformed
+    errors (``malformed_share``): "mostly malformed output" only where the RMs beat length on all errors
+    (``gate_state``, the first condition, passed) and most errors are malformed; where every error is
+    well-formed the two conditions read the same generations and differ only by the margin, so nothing
+    is said of malformed output; where the share is not recorded, only what failed."""
+    share = well_formed.get("malformed_share")
+    if not _defined(share):
+        return "they are not shown to check the arithmetic."
+    if share == 0:
+        return ("they are not shown to check the arithmetic by that margin; every incorrect solution here is "
+                "well-formed, so this says nothing about malformed output.")
+    of = f"{fmt.pct(share, 0)} of the incorrect solutions are malformed"
+    if gate_state == "passed" and share >= 0.5:
+        return f"what they detect is mostly malformed output, not wrong arithmetic ({of})."
+    return f"they are not shown to check the arithmetic ({of})."
 
 
 def _said(s: dict, holds: str, reversed_: str, not_shown: str = "not shown", scale: float = 1.0, unit: str = "") -> str:
@@ -515,8 +535,8 @@ def primary_reading(primary: dict, policy_seeds=None) -> str:
         wf = gate["well_formed"]
         margin = wf["required_margin"]
         lines.append({"passed": f"On well-formed errors only, both RMs beat it by more than {margin:g}: they check the arithmetic.",
-                      "failed": f"On well-formed errors only, not every RM beats it by more than {margin:g}: what they detect is "
-                                "mostly malformed output, not wrong arithmetic.",
+                      "failed": f"On well-formed errors only, not every RM beats it by more than {margin:g}: "
+                                + well_formed_failure(wf, gate["state"]),
                       "undefined": f"On well-formed errors only the gate cannot be judged: {wf['reason']}."}[wf["state"]])
     if "delta_auroc" in primary:
         d = primary["delta_auroc"]

@@ -31,6 +31,7 @@ redrawn). :func:`frontier_frame` gives every candidate threshold's outcome on th
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -314,10 +315,6 @@ def reading(result: Mapping[str, Any], verifier: str = "goal-conditioned Q") -> 
     def figure(s, signed=False):
         return fmt.interval(s.get("mean"), s.get("ci_low"), s.get("ci_high"), 3, signed=signed)
 
-    verdict = diff.get("verdict", "undefined")
-    mde = f", an effect of {diff['mde']:.3f} would have been seen with 80% power" if verdict == "not shown" and diff.get("mde") else ""
-    if verdict in ("undefined", "not tested") and diff.get("reason"):
-        mde = f" ({diff['reason']})"
     prm = f1.get(f"{PRM_LABEL} partial reward")
     share = ""
     if prm is not None:
@@ -326,5 +323,47 @@ def reading(result: Mapping[str, Any], verifier: str = "goal-conditioned Q") -> 
             share += f": {verifier}, with no step labels, reaches {100 * mine['mean'] / prm['mean']:.0f}% of it"
         share += "."
     return (f"Step verification on {result['bench']}'s exact labels: {verifier}'s first-error F1 is {figure(mine)}, "
-            f"{reference}'s {figure(ref)}; difference {figure(diff, signed=True)}: {verdict}{mde} "
+            f"{reference}'s {figure(ref)}; difference {figure(diff, signed=True)}: {_verdict(diff)} "
             f"(95% intervals over RM seeds and questions).{share}")
+
+
+def _verdict(diff: Mapping[str, Any]) -> str:
+    """A difference's two-sided verdict, a null with the effect it would have seen (its MDE)."""
+    verdict = diff.get("verdict", "undefined")
+    if verdict == "not shown" and diff.get("mde"):
+        return f"{verdict}, an effect of {diff['mde']:.3f} would have been seen with 80% power"
+    if verdict in ("undefined", "not tested") and diff.get("reason"):
+        return f"{verdict} ({diff['reason']})"
+    return verdict
+
+
+#: The label-noise twins of a calibration: a PRM on rollout-estimated step labels and its exact-label
+#: twin on the same pairs (``scripts/step_verifier_bench.py`` names the difference this way).
+TWINS = re.compile(r"rollout-label PRM \((?P<n>[\d,]+) pairs\) partial reward − exact-label PRM \((?P=n) pairs\) partial reward")
+
+
+def label_noise_reading(rows: Sequence[Mapping[str, Any]], design: str) -> str:
+    """What label noise costs, in one sentence, from a calibration's step-verifier rows (the committed
+    ``reports/calibration/step-verifier.jsonl``): the last first-error F1 comparison of a rollout-label
+    PRM with its exact-label twin recorded for ``design`` (rows whose run folder lies under
+    ``calibration/<design>/``), with both twins' F1. Empty when the calibration has no twins."""
+    mine = [r for r in rows if r.get("kind") == "summary" and r.get("metric") == "f1"
+            and f"calibration/{design}/" in str(r.get("run_dir", ""))]
+    diffs = [i for i, r in enumerate(mine) if TWINS.fullmatch(str(r.get("verifier", "")))]
+    if not diffs:
+        return ""
+    diff = mine[diffs[-1]]
+    n = TWINS.fullmatch(diff["verifier"])["n"]
+    twin = {}
+    for r in mine[:diffs[-1]]:  # the twins' own rows, recorded before their difference in the same block
+        if r.get("name") == diff.get("name") and r.get("verifier") in (f"rollout-label PRM ({n} pairs) partial reward",
+                                                                       f"exact-label PRM ({n} pairs) partial reward"):
+            twin[r["verifier"].split(" ")[0]] = r
+    figure = lambda s, signed=False: fmt.interval(s.get("mean"), s.get("ci_low"), s.get("ci_high"), 3, signed=signed)
+    both = (f": first-error F1 {figure(twin['rollout-label'])} (rollout labels) against {figure(twin['exact-label'])} (exact)"
+            if {"rollout-label", "exact-label"} <= set(twin) else "")
+    seeds = ", ".join(str(s) for s in diff.get("seeds", []))
+    return (f"Label noise, measured in this design's calibration, not in this run (validation questions, RM seeds {seeds}; "
+            f"block {diff.get('name')} of reports/calibration/step-verifier.jsonl): a PRM on step labels estimated from "
+            f"policy rollouts (Math-Shepherd) and its twin on the exact labels of the same {n} pairs{both}; difference "
+            f"{figure(diff, signed=True)}: {_verdict(diff)}.")

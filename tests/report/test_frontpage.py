@@ -205,7 +205,7 @@ def test_the_gates_second_condition_says_what_the_rms_detect():
     primary = tree["evaluation"]["primary"]
     # an RM that only spots malformed output: far above length on all errors, near it on well-formed ones
     primary["gate"]["well_formed"] = {
-        "state": "failed", "reason": None, "required_margin": 0.15,
+        "state": "failed", "reason": None, "required_margin": 0.15, "malformed_share": 0.8,
         "margin_over_length": {rm: across_seeds([0.02, 0.01, 0.03, 0.0, 0.02], null=0.15) for rm in RMS}}
     primary["first_error_delta_q_well_formed"] = {rm: across_seeds([0.01, -0.02, 0.0, 0.01, -0.01], expect="less") for rm in RMS}
     findings = _items(frontpage.primary_findings(tree))
@@ -216,6 +216,13 @@ def test_the_gates_second_condition_says_what_the_rms_detect():
     notice = gate_html(primary["gate"], benchmark="toy-id", n_seeds=5)
     assert notice.count('class="gate ') == 2 and "gate-well-formed gate-failed" in notice
     assert "#2e7d32" in notice and "#c62828" in notice  # the first condition green, the second red
+    assert "Read every later claim as &#x27;detects malformed output&#x27;" in notice
+    # where every error is well-formed the two conditions read the same generations: nothing about malformed output
+    primary["gate"]["well_formed"]["malformed_share"] = 0.0
+    for text in (_items(frontpage.primary_findings(tree))[0], gate_html(primary["gate"], benchmark="toy-id", n_seeds=5),
+                 frontpage.answer(tree)):
+        assert "mostly malformed" not in text and "spot malformed" not in text
+    assert "says nothing about malformed output" in _items(frontpage.primary_findings(tree))[0]
     primary["gate"]["well_formed"]["state"] = "passed"
     primary["gate"]["well_formed"]["margin_over_length"] = {rm: across_seeds([0.3, 0.25, 0.28, 0.3, 0.27], null=0.15) for rm in RMS}
     assert "Holds: both reward models beat length there by more than 0.15; they verify." in _items(frontpage.primary_findings(tree))[0]

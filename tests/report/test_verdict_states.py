@@ -203,3 +203,11 @@ def test_the_front_pages_step_sentence_words_each_state(state):
     if state in ("undefined", "not tested"):
         assert f"({summary(state)['reason']})" in text
     assert frontpage.step_answer({"evaluation": {}}) == ""
+    # what label noise costs: from the design's calibration rows where they measured it, else said to be unmeasured
+    assert "label noise (rollout-estimated against exact step labels) costs is not measured for this design" in text
+    twins = "rollout-label PRM (2,000 pairs) partial reward − exact-label PRM (2,000 pairs) partial reward"
+    rows = [{"kind": "summary", "metric": "f1", "name": "val", "run_dir": "runs/calibration/confident/v", "seeds": [0, 1],
+             "verifier": twins, **summary(state)}]
+    text = html.unescape(frontpage.step_answer(metrics, rows, "confident"))
+    assert "Label noise, measured in this design's calibration, not in this run" in text and "is not measured" not in text
+    assert f": {state}" in text.split("Label noise")[1]

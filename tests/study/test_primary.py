@@ -80,10 +80,27 @@ def test_an_rm_that_only_spots_malformed_text_fails_the_second_condition(tmp_pat
     wf = gate["well_formed"]
     assert wf["required_margin"] == ev.WELL_FORMED_MARGIN
     assert wf["state"] == "failed"
+    assert wf["malformed_share"] == 0.5  # sample 0's incorrect solutions: q1 well-formed, q3 malformed
     for rm in RMS:  # sample 0: q0, q2 correct; q1 well-formed and rewarded as correct; q3 malformed
         assert out["exploratory"]["auroc_well_formed"]["toy-id"][rm]["mean"] == pytest.approx(0.5)
         assert ev.seed_figures(run, list(RMS), 0, "sample0", 0.0, 0)["auroc"]["toy-id"][rm] == pytest.approx(0.75)
-    assert "mostly malformed output" in ev.primary_reading(out["primary"])
+    # here the RMs are not shown to beat length on all errors either, so nothing is said of malformed output
+    assert gate["state"] == "failed"
+    assert "not shown to check the arithmetic (50% of the incorrect solutions are malformed)" in ev.primary_reading(out["primary"])
+
+
+@pytest.mark.parametrize("share, first, says", [
+    (0.8, "passed", "what they detect is mostly malformed output, not wrong arithmetic (80% of the incorrect solutions are malformed)"),
+    (0.8, "failed", "they are not shown to check the arithmetic (80% of"),  # beating length on all errors is not shown either
+    (0.2, "passed", "they are not shown to check the arithmetic (20% of"),
+    (0.0, "passed", "every incorrect solution here is well-formed, so this says nothing about malformed output"),
+    (math.nan, "passed", "they are not shown to check the arithmetic."),
+    (None, "passed", "they are not shown to check the arithmetic.")])
+def test_a_failed_second_condition_says_malformed_only_where_most_errors_are(share, first, says):
+    wf = {} if share is None else {"malformed_share": share}
+    words = ev.well_formed_failure(wf, first)
+    assert says in words
+    assert ("malformed output, not wrong" in words) == (share == 0.8 and first == "passed")
 
 
 def test_an_rm_that_verifies_passes_both_conditions(tmp_path, monkeypatch):

@@ -235,3 +235,28 @@ def test_a_row_scored_without_a_goal_state_is_read_as_a_filter_too():
     validation, _ = step_bench.split_questions(rows, seed=0)
     result = step_bench.verifier_f1(rows, "partial_rewards", validation)
     assert result["f1"] == 1.0 and np.isfinite(result["filter_accuracy_change"]) and "filter_threshold" in result
+
+
+def _twin_rows(design: str, name: str, rollout: float, exact: float, n: str = "2,000") -> list[dict]:
+    common = {"kind": "summary", "name": name, "run_dir": f"runs/calibration/{design}/val", "metric": "f1", "seeds": [0, 1]}
+    rows = [{**common, "verifier": f"{kind}-label PRM ({n} pairs) partial reward", "mean": f1, "ci_low": f1 - 0.05,
+             "ci_high": f1 + 0.05} for kind, f1 in (("rollout", rollout), ("exact", exact))]
+    diff = {**common, "verifier": f"rollout-label PRM ({n} pairs) partial reward − exact-label PRM ({n} pairs) partial reward",
+            "mean": rollout - exact, "ci_low": rollout - exact - 0.07, "ci_high": rollout - exact + 0.07, "mde": 0.1,
+            "verdict": "not shown"}
+    return [*rows, {**common, "metric": "line_auroc", "verifier": diff["verifier"], "mean": 0.5}, diff]
+
+
+def test_the_label_noise_sentence_reads_the_designs_last_twin_comparison():
+    rows = [*_twin_rows("confident", "first", 0.70, 0.60), *_twin_rows("demo", "other design", 0.10, 0.90),
+            *_twin_rows("confident", "last", 0.858, 0.838)]
+    text = step_bench.label_noise_reading(rows, "confident")
+    assert "block last" in text and "same 2,000 pairs" in text and "not in this run" in text
+    assert "0.858 [0.808, 0.908] (rollout labels) against 0.838 [0.788, 0.888] (exact)" in text
+    assert "difference +0.020 [-0.050, +0.090]: not shown, an effect of 0.100 would have been seen" in text
+    assert "0.900" not in step_bench.label_noise_reading(rows, "confident")  # the other design's rows are not read
+    # twins on different pair sets are not twins; a design with none gets no sentence
+    unmatched = [{**r, "verifier": r["verifier"].replace("(2,000 pairs) partial reward − exact-label PRM (2,000",
+                                                         "(2,000 pairs) partial reward − exact-label PRM (8,964")} for r in rows]
+    assert step_bench.label_noise_reading(unmatched, "confident") == ""
+    assert step_bench.label_noise_reading(rows, "smoke") == ""
