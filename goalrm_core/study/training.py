@@ -108,20 +108,22 @@ def train_rms(run_dir, rms: Sequence[str], seeds: Sequence[int], recipe: RMRecip
 
     ``parallel`` > 1 runs that many trainings at once, each with its share of the threads: tiny
     models use one core poorly at a time, so independent runs side by side finish sooner. Their
-    live output is then one line per finished run; the full logs are in ``logs/``.
+    live output is then one line per finished run; the full logs are in ``logs/``. The runs left over
+    when the jobs do not divide by ``parallel`` (the last ``len % parallel``, fixed by the job order, not
+    by timing) run after the others, sharing every thread among themselves instead of idling the rest.
 
     ``store``: see :func:`train_rm`. ``done`` maps ``(rm, seed)`` to the summary of an RM trained
     already (by a :func:`train_rm` call with this recipe's config), which is not trained again."""
     if parallel < 1:
         raise ValueError(f"parallel must be >= 1, got {parallel}")
     jobs = [(rm, seed) for rm in rms for seed in seeds]
-    per_process = threads_per_training(threads, parallel, num_processes)
     done = dict(done or {})
+    todo = [job for job in jobs if job not in done]
+    left_over = len(todo) % parallel
+    rounds = [(todo[:len(todo) - left_over], parallel), (todo[len(todo) - left_over:], left_over)]
 
-    def train(job):
+    def train(job, per_process):
         rm, seed = job
-        if job in done:
-            return {"rm": rm, "seed": seed, **done[job]}
         cfg = rm_config(recipe, run_dir, rm, seed, out_root, **overrides)
         log = Path(cfg.save_path + ".log") if out_root is not None else RunDir(run_dir).training_log(rm, seed)
         summary = train_rm(cfg, log, threads_per_process=per_process, num_processes=num_processes, store=store,
@@ -130,13 +132,16 @@ def train_rms(run_dir, rms: Sequence[str], seeds: Sequence[int], recipe: RMRecip
         if parallel > 1 or reused:
             said = "reused from the store" if reused else f"{summary.get('steps')} steps"
             print(f"{rm} seed {seed}: {said}, held-out accuracy {summary.get('eval_accuracy', float('nan')):.3f}", flush=True)
-        return {"rm": rm, "seed": seed, **summary}
+        return summary
 
-    with ThreadPoolExecutor(max_workers=parallel) as pool:
-        rows = list(pool.map(train, jobs))
+    for round_jobs, width in rounds:
+        if round_jobs:
+            per_process = threads_per_training(threads, width, num_processes)
+            with ThreadPoolExecutor(max_workers=width) as pool:
+                done.update(zip(round_jobs, pool.map(lambda job: train(job, per_process), round_jobs)))
     import pandas as pd
 
-    return pd.DataFrame(rows)
+    return pd.DataFrame([{"rm": rm, "seed": seed, **done[(rm, seed)]} for rm, seed in jobs])
 
 
 def training_curves(run_dir, rms: Sequence[str], seeds: Sequence[int]) -> pd.DataFrame:

@@ -147,6 +147,30 @@ def test_train_rms_side_by_side_trains_every_rm_and_seed(tmp_path, tiny_policy_d
         tr.train_rms(run, ["baseline"], [0], recipe, parallel=0)
 
 
+def test_the_runs_left_over_by_the_side_by_side_rounds_share_every_thread(tmp_path, tiny_policy_dir, monkeypatch):
+    """Five jobs two at a time: four with half the threads each, then the fifth alone with all of them,
+    fixed by the job order (so the floats do not depend on timing); the rows keep the job order."""
+    run = _tiny_run(tmp_path / "run", tiny_policy_dir)
+    calls = []
+
+    def fake_train_rm(cfg, log, *, threads_per_process, desc, **_):  # the scheduling, not the trainer, is tested
+        calls.append((desc, threads_per_process))
+        return {"steps": 2, "eval_accuracy": 0.5}
+
+    monkeypatch.setattr(tr, "train_rm", fake_train_rm)
+    runs = tr.train_rms(run, ["baseline"], [0, 1, 2, 3, 4], _tiny_recipe(), parallel=2, threads=4)
+    assert list(runs["seed"]) == [0, 1, 2, 3, 4]
+    assert sorted(calls[:4]) == [(f"baseline seed {s}", 2) for s in range(4)] and calls[4] == ("baseline seed 4", 4)
+    calls.clear()  # one of them trained already: four left, two rounds of two
+    runs = tr.train_rms(run, ["baseline"], [0, 1, 2, 3, 4], _tiny_recipe(), parallel=2, threads=4,
+                        done={("baseline", 0): {"steps": 2}})
+    assert sorted(calls) == [(f"baseline seed {s}", 2) for s in range(1, 5)] and len(runs) == 5
+    calls.clear()  # three at a time: two left over, side by side with half the threads each
+    tr.train_rms(run, ["baseline"], [0, 1, 2, 3, 4], _tiny_recipe(), parallel=3, threads=6)
+    assert sorted(calls[:3]) == [(f"baseline seed {s}", 2) for s in range(3)]
+    assert sorted(calls[3:]) == [("baseline seed 3", 3), ("baseline seed 4", 3)]
+
+
 def test_an_rm_whose_config_did_not_change_is_not_trained_again(tmp_path, tiny_policy_dir):
     """Two sweep points that differ in beta share the baseline: the second links to the first's."""
     base = _tiny_run(tmp_path / "base", tiny_policy_dir)
