@@ -19,7 +19,7 @@ from goalrm_core.flags import run_command
 
 # command -> (module, one-line help). Each module exposes ``main(argv) -> int | None``.
 COMMANDS = {
-    "report": ("goalrm_core.report.runner", "Run the notebooks of a profile with papermill into reports/<profile>/."),
+    "report": ("goalrm_core.report.runner", "Run the notebooks of a profile with papermill into runs/reports/<profile>/ (--reports-dir to choose)."),
     "sweep": ("goalrm_core.report.sweep", "Run the notebooks once per point of a parameter grid; one comparison page."),
     "train-rm": ("goalrm_core.cli.train_rm", "Train a baseline or goal-conditioned RM (the official train_rm.py flags)."),
     "get-representation": ("goalrm_core.cli.get_representation", "Save the goal state of an RM (the official get_representation.py)."),

@@ -1,6 +1,6 @@
 """Execute the notebooks of a profile with papermill and publish them as an HTML report.
 
-``reports/<profile>/`` receives, per stage, the executed ``NN_topic.ipynb`` and its ``NN_topic.html``
+``<reports>/<profile>/`` (``runs/reports/`` unless ``--reports-dir`` names another root) receives, per stage, the executed ``NN_topic.ipynb`` and its ``NN_topic.html``
 (inputs hidden: the report is read, the notebook is for editing), plus ``status.json`` (what ran, how
 it went, how long it took) and ``index.html`` (the same, for a browser, with the headline metrics).
 Both are rewritten after every stage so that a long run can be watched and an interrupted run still
@@ -33,6 +33,13 @@ from goalrm_core.report.signals import Terminated, interrupts_deferred, sigterm_
 from goalrm_core.report.status import (index_error_of, killed_run_cleared, load_previous, rebuild_index, status_entry,
                                        write_status)
 from goalrm_core.paths import relative_paths
+
+#: Where a user's run reports: under ``runs/``, which git ignores, so ``make report`` never writes a
+#: tracked file (on a machine whose floats differ it would move the committed pages under the suite's
+#: drift tests). The committed reference reports are ``REFERENCE_REPORTS``, regenerated only by naming
+#: it: ``goalrm report --profile demo --reports-dir reports``.
+USER_REPORTS = "runs/reports"
+REFERENCE_REPORTS = "reports"
 
 SUCCEEDED = ("ok", "kept")
 # the exit code of a run stopped by Ctrl-C (128 + SIGINT), as a shell reports it
@@ -281,7 +288,7 @@ def run_report(
     *,
     notebooks_dir: str | os.PathLike = "notebooks",
     params_dir: str | os.PathLike = "params",
-    reports_root: str | os.PathLike = "reports",
+    reports_root: str | os.PathLike = USER_REPORTS,
     kernel_name: str = "goalrm",
     from_stage: str | None = None,
     only: list[str] | None = None,
@@ -450,7 +457,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--kernel", default="goalrm", help="Jupyter kernel name (default: goalrm)")
     parser.add_argument("--notebooks-dir", default="notebooks")
     parser.add_argument("--params-dir", default="params")
-    parser.add_argument("--reports-dir", default="reports", help="root folder; output goes to <dir>/<profile>/")
+    parser.add_argument("--reports-dir", default=USER_REPORTS,
+                        help=f"root folder; output goes to <dir>/<profile>/ (default: {USER_REPORTS}, git-ignored; the "
+                             f"committed reference reports are regenerated with --reports-dir {REFERENCE_REPORTS})")
     parser.add_argument("--name", default=None, type=path_part,
                         help="report folder <reports-dir>/<name>/ (default: the profile; with --set, <profile>-set, and its "
                              "run_dir runs/<name> unless --set names one: a changed experiment never overwrites the profile's report)")
@@ -471,7 +480,7 @@ def resume_command(args: argparse.Namespace, stage: str) -> str:
     if getattr(args, "name", None):
         parts += ["--name", shlex.quote(args.name)]
     for option, default in (("kernel", "goalrm"), ("notebooks_dir", "notebooks"), ("params_dir", "params"),
-                            ("reports_dir", "reports")):
+                            ("reports_dir", USER_REPORTS)):
         value = getattr(args, option)
         if value != default:
             parts += [f"--{option.replace('_', '-')}", shlex.quote(str(value))]

@@ -45,7 +45,8 @@ from goalrm_core.report.profiles import (check_profile_against_notebooks, check_
 from goalrm_core.report.provenance import _now
 from goalrm_core.report.records import stage_is_current
 from goalrm_core.report.sweep_layout import PAIRED_FILE, PLAN_FILE, POINT_MANIFEST, format_value
-from goalrm_core.report.runner import discover_stages, inspect_stages, match_stage, run_dir_of, run_report, stage_parameters
+from goalrm_core.report.runner import (USER_REPORTS, discover_stages, inspect_stages, match_stage, run_dir_of, run_report,
+                                       stage_parameters)
 from goalrm_core.study.training import RMRecipe
 
 # Keys the sweep sets itself for every point: a grid or --set may not.
@@ -129,7 +130,7 @@ class SweepPlan:
     declared: dict = field(repr=False)
     notebooks_dir: Path = Path("notebooks")
     params_dir: Path = Path("params")
-    reports_root: Path = Path("reports")
+    reports_root: Path = Path(USER_REPORTS)
     kernel_name: str = "goalrm"
 
     @property
@@ -236,7 +237,7 @@ def plan_sweep(
     name: str | None = None,
     notebooks_dir: str | os.PathLike = "notebooks",
     params_dir: str | os.PathLike = "params",
-    reports_root: str | os.PathLike = "reports",
+    reports_root: str | os.PathLike = USER_REPORTS,
     kernel_name: str = "goalrm",
 ) -> SweepPlan:
     """Check a sweep and list its points; raises ``ValueError`` (nothing has run) on a bad key or value.
@@ -526,7 +527,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stages", default=None, help="the stages each point runs, contiguous (default: 02-04); earlier ones are shared")
     p.add_argument("--seeds", default=None, help="RM seeds of every point, e.g. 0,1,2 (default: the profile's rm_seeds)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a profile value every point changes alike")
-    p.add_argument("--name", default=None, type=path_part, help="the sweep's name: reports/<profile>-sweep-<name>/ (default: the swept keys)")
+    p.add_argument("--name", default=None, type=path_part, help="the sweep's name: <reports-dir>/<profile>-sweep-<name>/ (default: the swept keys)")
     p.add_argument("--jobs", type=positive_int, default=1, help="points run at once, each in its own process (default: 1)")
     p.add_argument("--dry-run", action="store_true", help="check the sweep and list its points; run nothing")
     p.add_argument("--index-only", action="store_true", help="rebuild the comparison page from what is there; run nothing")
@@ -535,7 +536,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kernel", default="goalrm", help="Jupyter kernel name (default: goalrm)")
     p.add_argument("--notebooks-dir", default="notebooks")
     p.add_argument("--params-dir", default="params")
-    p.add_argument("--reports-dir", default="reports", help="root folder; output goes to <dir>/<profile>-sweep-<name>/")
+    p.add_argument("--reports-dir", default=USER_REPORTS,
+                   help=f"root folder; output goes to <dir>/<profile>-sweep-<name>/ (default: {USER_REPORTS}, git-ignored)")
     return p
 
 

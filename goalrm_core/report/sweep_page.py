@@ -1,4 +1,4 @@
-"""A sweep's comparison page, ``reports/<profile>-sweep-<name>/index.html``, from files alone: the plan
+"""A sweep's comparison page, ``<reports>/<profile>-sweep-<name>/index.html``, from files alone: the plan
 (``sweep.json``) and each point's ``metrics.json``, so it can be rebuilt from a committed copy.
 
 In reading order, results first: a sentence generated from the numbers (the best points, ties named, and
@@ -173,7 +173,7 @@ def verdict(plan: Mapping, rows: list[dict]) -> str:
 
 def profile_note(plan: Mapping, rows: list[dict], report_dir: Path) -> str:
     """Why the base point's numbers are not the profile report's: its steps and seeds against the
-    report's (``reports/<profile>/metrics.json``), where that report is there."""
+    report's (``<reports>/<profile>/metrics.json``, beside the sweep), where that report is there."""
     m = _read(report_dir.parent / str(plan.get("profile")) / "metrics.json")
     base = next((r for r in rows if r["point"] == plan.get("default_point")), None)
     if not isinstance(m, dict) or base is None:

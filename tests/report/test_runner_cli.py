@@ -418,3 +418,32 @@ def test_sweep_and_report_share_the_checks(tmp_path):
         sweep.check_point({"sampling_temperature": -1}, declared, source="p 1")
     assert check_settings({"sampling_temperature": 2.0, "sampling_temprature": 1}, declared, "p.yaml") == [
         "p.yaml: key 'sampling_temprature' is not a parameter of any notebook; did you mean sampling_temperature?"]
+
+
+def test_a_users_run_never_writes_a_tracked_file():
+    """`make report` (and `goalrm sweep`) report under a git-ignored folder by default, so running the main
+    job first cannot move the committed reference pages that the suite's drift tests read; the resume
+    hint names the folder only where it is not the default."""
+    import argparse
+    import inspect
+    import shutil
+
+    from goalrm_core.report import sweep
+    from goalrm_core.report.profiles import resolve_path
+
+    assert runner.build_parser().parse_args([]).reports_dir == runner.USER_REPORTS
+    assert inspect.signature(run_report).parameters["reports_root"].default == runner.USER_REPORTS
+    assert inspect.signature(sweep.plan_sweep).parameters["reports_root"].default == runner.USER_REPORTS
+    assert runner.USER_REPORTS != runner.REFERENCE_REPORTS
+    hint = runner.resume_command(runner.build_parser().parse_args(["--profile", "demo"]), "03_representations")
+    assert hint == "goalrm report --profile demo --from 03"
+    maintainer = runner.build_parser().parse_args(["--reports-dir", runner.REFERENCE_REPORTS])
+    assert runner.resume_command(maintainer, "03").endswith(f"--reports-dir {runner.REFERENCE_REPORTS}")
+    root = resolve_path(".")
+    if shutil.which("git") is None or not (root / ".git").exists():
+        pytest.skip("not a git checkout: whether the folder is ignored cannot be asked")
+    page = f"{runner.USER_REPORTS}/demo/index.html"
+    ignored = subprocess.run(["git", "check-ignore", "-q", page], cwd=root)
+    assert ignored.returncode == 0, f"{page} is not git-ignored"
+    tracked = subprocess.run(["git", "ls-files", f"{runner.REFERENCE_REPORTS}/demo/index.html"], cwd=root, capture_output=True, text=True)
+    assert tracked.stdout.strip(), "the committed reference report is where the drift tests read it"
