@@ -97,6 +97,22 @@ def _yaml_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
 
 
+#: The profiles that command lines run, not the notebooks (``python -m goalrm_core.paper``): each with its command.
+COMMAND_LINE_PROFILES = {"paper-math": "python -m goalrm_core.paper script --profile paper-math",
+                         "paper-hh": "python -m goalrm_core.paper script --profile paper-hh",
+                         "gpu-check": "python -m goalrm_core.paper gpu-check",
+                         "real-cpu": "python -m goalrm_core.paper real-cpu"}
+
+
+def notebook_profile(name: str) -> str:
+    """``name`` when the notebooks run it (``goalrm report``, ``goalrm sweep``); a one-line error pointing to
+    the command that runs it when it is a command-line profile."""
+    if name in COMMAND_LINE_PROFILES:
+        raise ValueError(f"params/{name}.yaml is a command-line profile, not a notebook one: run "
+                         f"`{COMMAND_LINE_PROFILES[name]}` (docs/migration.md)")
+    return name
+
+
 def available_profiles(params_dir: str | os.PathLike | None = None) -> list[str]:
     """Profile names (YAML file stems) in ``params_dir``, sorted; sweep specs are not profiles."""
     return [p.stem for p in _yaml_files(_params_dir(params_dir)) if not is_sweep_spec(p)]
@@ -124,7 +140,11 @@ def profile_path(name: str, params_dir: str | os.PathLike | None = None) -> Path
     if candidate is not None:
         return candidate
     available = available_profiles(directory)
-    listed = ", ".join(available) if available else "none"
+    notebooks = [p for p in available if p not in COMMAND_LINE_PROFILES]
+    commands = [p for p in available if p in COMMAND_LINE_PROFILES]
+    listed = ", ".join(notebooks) if notebooks else "none"
+    if commands:
+        listed += f" (run by `python -m goalrm_core.paper`, not the notebooks: {', '.join(commands)})"
     raise ValueError(f"unknown profile {name!r}: available profiles in {directory} are: {listed}")
 
 
@@ -299,19 +319,30 @@ def check_profile_against_notebooks(
             if expected is not None and not _type_matches(expected, value):
                 raise ValueError(
                     f"{_source_of(key, source, sources)}: key {key!r} expects {_TYPE_NAMES[expected]} (the default in {nb}), "
-                    f"got {type(value).__name__}: {value!r}"
+                    f"got {type(value).__name__}: {value!r}" + ("; a list is written [0, 1]" if expected is list else "")
                 )
     return warnings_out
 
 
 def coerce_to_declared(key: str, value: Any, declared: Mapping[str, Mapping[str, Any]],
                        stages: Iterable[str] | None = None) -> Any:
-    """An int where the notebooks declare a float becomes that float (``0`` -> ``0.0``), so a value
-    given on the command line is recorded as the notebook would hold it."""
+    """An int where the notebooks declare a float becomes that float (``0`` -> ``0.0``), and a list
+    typed with commas a list (:func:`list_from_text`), so a value given on the command line is recorded
+    as the notebook would hold it."""
+    value = list_from_text(key, value, declared, stages)
     for stage in (stages if stages is not None else declared):
         if key in declared[stage] and declared_type(declared[stage][key]) is float and isinstance(value, int) \
                 and not isinstance(value, bool):
             return float(value)
+    return value
+
+
+def list_from_text(key: str, value: Any, declared: Mapping[str, Mapping[str, Any]], stages: Iterable[str] | None = None) -> Any:
+    """``0,1`` -> ``[0, 1]`` where the notebooks declare ``key`` a list (``--set rm_seeds=0,1`` as well as
+    ``[0, 1]``); any other value as it is."""
+    if isinstance(value, str) and "," in value and any(
+            key in declared[stage] and declared_type(declared[stage][key]) is list for stage in (stages if stages is not None else declared)):
+        return [parse_value(part) for part in value.split(",")]
     return value
 
 

@@ -25,8 +25,9 @@ from goalrm_core.flags import debugging, path_part
 from goalrm_core.report.notebook_params import declared_parameters, missing_keys
 from goalrm_core.report.records import TIMINGS_KEY, record_provenance, record_stage
 from goalrm_core.report.pages import export_html, refresh_navigation
-from goalrm_core.report.profiles import (check_settings, check_value, coerce_to_declared, load_profile,
-                                         parse_set_flags, profile_path, resolve_path, shown_path, unknown_key_message)
+from goalrm_core.report.profiles import (check_settings, check_value, coerce_to_declared, list_from_text, load_profile,
+                                         notebook_profile, parse_set_flags, profile_path, resolve_path, shown_path,
+                                         unknown_key_message)
 from goalrm_core.report.execute import error_info, discover_stages, execute_stage, match_stage, project_relative
 from goalrm_core.report.provenance import _now, collect_provenance
 from goalrm_core.report.signals import Terminated, interrupts_deferred, sigterm_as_interrupt
@@ -269,6 +270,7 @@ def checked_settings(
         message = unknown_key_message(key, declared, overrides_source)
         if message:
             raise ValueError(message)
+    overrides = {k: list_from_text(k, v, declared) for k, v in overrides.items()}  # "0,1" for a list is [0, 1]
     merged = {**settings, **overrides}  # checked as given, so that an error shows the value typed
     missing = missing_keys(merged, declared)
     if missing:
@@ -297,6 +299,7 @@ def run_report(
     overrides: Mapping[str, Any] | None = None,
     report_name: str | None = None,
     overrides_source: str = "--set",
+    notice: str | None = None,
 ) -> int:
     """Execute the profile's stages in order; return 0 if every executed stage succeeded, else 1.
 
@@ -316,7 +319,8 @@ def run_report(
 
     Problems that can be seen before any kernel starts (unknown profile, stage or key, a profile value
     of the wrong type or out of range, resuming past a stage that never succeeded) raise ``ValueError``
-    instead. Ctrl-C marks the running stage ``interrupted`` and the later ones ``not run`` in
+    instead, before any folder is made; ``notice`` (a line for the user) is logged once they passed.
+    Ctrl-C marks the running stage ``interrupted`` and the later ones ``not run`` in
     ``status.json`` and the index, then raises :class:`ReportInterrupted`.
     """
     settings, stages, declared, applied = _checked_profile(profile, params_dir, notebooks_dir, overrides, overrides_source, log)
@@ -324,6 +328,11 @@ def run_report(
     names = list(notebooks)
 
     out_dir = resolve_path(reports_root) / (report_name or profile)
+    _select(names, from_stage, only)  # an unknown stage, and resuming past a stage that never ran: before any folder
+    if from_stage is not None:
+        _check_resumable(names, from_stage, load_previous(out_dir / "status.json"), profile)
+    if notice:
+        log(notice)
     out_dir.mkdir(parents=True, exist_ok=True)
     # one run per report folder at a time; a run killed outright (SIGKILL, a power cut) is found here
     with writer_lock(out_dir, "goalrm report: the report folder", f"goalrm report --profile {profile}"):
@@ -354,7 +363,7 @@ def _checked_profile(profile: str, params_dir, notebooks_dir, overrides: Mapping
     """(the profile's settings with ``overrides`` on top, checked; the stage notebooks; the parameters
     each declares; the overrides as applied). The warnings are logged once, on the run's own output
     (a sweep prefixes them with the point)."""
-    settings = load_profile(profile, params_dir)
+    settings = load_profile(notebook_profile(profile), params_dir)
     source = shown_path(profile_path(profile, params_dir))
     for key, value in (overrides or {}).items():
         check_value(overrides_source, key, value)
@@ -528,10 +537,10 @@ def _main(args: argparse.Namespace) -> int:
         print(f"report: {page}")
         return 0
     overrides = parse_set_flags(args.set) or {}
-    name = args.name
+    name, notice = args.name, None
     if overrides and name is None:
         name = f"{args.profile}-set"
-        print(f"goalrm report: --set changes the experiment, so it reports to {args.reports_dir}/{name}/ (--name to choose)", flush=True)
+        notice = f"goalrm report: --set changes the experiment, so it reports to {args.reports_dir}/{name}/ (--name to choose)"
     if name is not None and name != args.profile and "run_dir" not in overrides:
         overrides["run_dir"] = f"runs/{name}"
     return run_report(
@@ -544,6 +553,7 @@ def _main(args: argparse.Namespace) -> int:
         only=args.only,
         overrides=overrides or None,
         report_name=name,
+        notice=notice,
     )
 
 

@@ -40,7 +40,7 @@ from goalrm_core.flags import path_part, positive_int, run_command
 from goalrm_core.data.io import ArtifactError, atomic_write_json
 from goalrm_core.data.rundir import STAGE_FOLDERS, RunDir
 from goalrm_core.report.profiles import (check_profile_against_notebooks, check_ranges, coerce_to_declared, load_profile,
-                                         parse_set_flags, parse_value, read_yaml, resolve_path, sweep_spec_path,
+                                         notebook_profile, parse_set_flags, parse_value, read_yaml, resolve_path, sweep_spec_path,
                                          unknown_key_message)
 from goalrm_core.report.provenance import _now
 from goalrm_core.report.records import stage_is_current
@@ -268,7 +268,7 @@ def plan_sweep(
 
 def _base_settings(profile: str, params_dir) -> dict:
     """The base profile, which must name the run whose data the points share."""
-    settings = load_profile(profile, params_dir)
+    settings = load_profile(notebook_profile(profile), params_dir)
     if not settings.get("run_dir"):
         raise ValueError(f"profile {profile!r} sets no run_dir: a sweep shares the base run's data and needs to know where it is")
     return settings

@@ -295,16 +295,49 @@ def test_parse_set_flags():
     (["--set", "reports_dir=x"], r"^--set: key 'reports_dir' is the runner's to set"),
     (["--set", "seed"], r"^--set 'seed': expected KEY=VALUE$"),
     (["--index-only", "--set", "seed=1"], r"--set has no effect"),
+    (["--set", "seed=1", "--only", "99"], r"^unknown stage '99': stages are 01_alpha, 02_beta, 03_gamma$"),
+    (["--set", "seed=1", "--from", "03"], r"never succeeded"),
 ])
 def test_bad_set_values_stop_before_any_stage(tmp_path, monkeypatch, capsys, flags, message):
     p = _project(tmp_path)
     fake = FakeStages()
     monkeypatch.setattr(runner, "execute_stage", fake)
     assert main([*p["flags"], *flags]) == 2
-    err = capsys.readouterr().err
+    out, err = capsys.readouterr()
     assert err.count("\n") == 1 and err.startswith("goalrm report: error: ")
     assert re.search(message, err.strip()[len("goalrm report: error: "):]), err
     assert fake.calls == [] and not p["out"].exists()
+    # the notice of where a --set run reports comes only once its values passed, and no folder is left behind
+    assert "reports to" not in out and not (p["out"].parent / "tiny-set").exists()
+
+
+def test_a_list_on_the_command_line_is_written_either_way(tmp_path, monkeypatch, capsys):
+    p = _project(tmp_path, profile={"rm_seeds": [0]})
+    write_notebook(tmp_path / "notebooks" / "03_gamma.ipynb", 'profile = "demo"\nrm_seeds = [0]', 'print(rm_seeds)')
+    fake = FakeStages()
+    monkeypatch.setattr(runner, "execute_stage", fake)
+    for typed in ("rm_seeds=0,1", "rm_seeds=[0, 1]"):
+        assert main([*p["flags"], "--set", typed, "--name", "lists"]) == 0
+        assert dict(fake.calls)["03_gamma"]["rm_seeds"] == [0, 1]
+        fake.calls.clear()
+    assert main([*p["flags"], "--set", "rm_seeds=x"]) == 2
+    assert capsys.readouterr().err.strip().endswith("got str: 'x'; a list is written [0, 1]")
+
+
+def test_command_line_profiles_point_to_their_command(capsys):
+    """`goalrm report` lists the notebook profiles, with the command-line ones apart; given one of those,
+    it names the command that runs it instead of listing the ~70 keys the profile does not set."""
+    assert main(["--profile", "nosuch"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "are: confident, demo, multidigit, smoke (run by `python -m goalrm_core.paper`, not the notebooks: " in err
+    assert main(["--profile", "paper-math"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("goalrm report: error: params/paper-math.yaml is a command-line profile, not a notebook one: run "
+                   "`python -m goalrm_core.paper script --profile paper-math` (docs/migration.md)")
+    from goalrm_core.report import sweep
+
+    with pytest.raises(ValueError, match=r"gpu-check\.yaml is a command-line profile.*paper gpu-check"):
+        sweep.plan_sweep("gpu-check", {"seed": [1, 2]})
 
 
 # ------------------------------------------------------------------------------ ranges up front
