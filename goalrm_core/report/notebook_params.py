@@ -163,9 +163,14 @@ def sync_notebook(path: Path, profile: Mapping[str, Any], write: bool, keys: lis
     return True
 
 
+def stage_notebooks(notebooks_dir: Path) -> list[Path]:
+    """The stage notebooks (``NN_topic.ipynb``), in order."""
+    return sorted(Path(notebooks_dir).glob("[0-9][0-9]_*.ipynb"))
+
+
 def sync_notebooks(notebooks_dir: Path, profile: Mapping[str, Any], write: bool) -> list[Path]:
     """Every stage notebook whose parameters cell differs from ``profile`` (rewritten when ``write``)."""
-    paths = sorted(notebooks_dir.glob("[0-9][0-9]_*.ipynb"))
+    paths = stage_notebooks(notebooks_dir)
     keys = notebook_keys(paths, profile)
     return [p for p in paths if sync_notebook(p, profile, write, keys[p])]
 
@@ -191,6 +196,10 @@ def main(argv: list[str] | None = None) -> int:
     changed = sync_notebooks(resolve_path(args.notebooks_dir), profile, write=not args.check)
     for path in changed:
         print(f"{'differs' if args.check else 'rewrote'}: {path}")
+    if not changed:  # say what was checked, so that a silent success is not mistaken for nothing done
+        n = len(stage_notebooks(resolve_path(args.notebooks_dir)))
+        print(f"{'checked' if args.check else 'nothing to write'}: the parameters cells of the {n} notebooks in "
+              f"{args.notebooks_dir}/ match params/{SOURCE_PROFILE}.yaml (names and values)")
     if args.check and changed:
         print(f"run `goalrm sync-notebooks` to write them from params/{SOURCE_PROFILE}.yaml", file=sys.stderr)
         return 1

@@ -21,8 +21,12 @@ def declared():
     return out
 
 
-def test_committed_cells_are_generated_from_demo_yaml():
+def test_committed_cells_are_generated_from_demo_yaml(capsys):
     assert nbp.sync_notebooks(NOTEBOOKS, load_profile("demo"), write=False) == [], "run `goalrm sync-notebooks`"
+    # --check says what it checked when all is well, rather than nothing
+    assert nbp.main(["--check", "--notebooks-dir", str(NOTEBOOKS)]) == 0
+    assert capsys.readouterr().out.strip().endswith(f"the parameters cells of the {len(nbp.stage_notebooks(NOTEBOOKS))} "
+                                                    "notebooks in " + str(NOTEBOOKS) + "/ match params/demo.yaml (names and values)")
 
 
 @pytest.mark.parametrize("profile", NOTEBOOK_PROFILES)
