@@ -74,3 +74,23 @@ def test_python_m_train_rm_is_one_line_too(files):
     assert done.returncode == 2
     lines = [line for line in done.stderr.splitlines() if "goalrm train-rm: error:" in line]
     assert len(lines) == 1 and "missing.jsonl" in lines[0] and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("pretrain, dataset, says", [
+    ("nowhere", "{missing}", "--pretrain nowhere: no such folder, and the Hub (huggingface.co) is switched off (HF_HUB_OFFLINE) "
+                             "to fetch it: give the folder of a saved model"),
+    ("./nowhere", "{missing}", "--pretrain ./nowhere: no such folder"),
+    ("a/b/c", "{missing}", "--pretrain a/b/c: no such folder"),
+    ("{policy}", "{missing}", "--dataset {missing}: no such file or folder"),
+    ("{policy}", "x.jsonl", "--dataset x.jsonl: no such file or folder"),
+])
+def test_a_mistyped_model_or_data_argument_fails_at_once_naming_the_flag(files, tmp_path, monkeypatch, capsys, pretrain, dataset, says):
+    """No model loads, no Hub retries, no folder is made: one line naming the flag and the value."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.chdir(tmp_path)
+    fill = lambda text: text.format(missing=files["missing"], policy=files["policy"])
+    argv = ["train-rm", "--pretrain", fill(pretrain), "--dataset", fill(dataset), "--save_path", str(tmp_path / "rm")]
+    assert cli.main(argv) == 2
+    stderr = capsys.readouterr().err
+    assert stderr.strip() == f"goalrm train-rm: error: {fill(says)} (--debug for the traceback)", stderr
+    assert list(tmp_path.iterdir()) == []  # neither the RM folder nor a ckpt/ beside it

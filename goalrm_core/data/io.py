@@ -276,6 +276,52 @@ def check_output_dir(path: str | os.PathLike, flag: str) -> None:
         return
 
 
+#: Endings of a data file: a ``--dataset`` that ends so and is not there is a missing file, not a Hub name.
+DATA_FILE_ENDINGS = (".jsonl", ".json", ".parquet", ".csv", ".arrow", ".gz")
+
+
+def check_data_source(value: str, flag: str) -> None:
+    """Fail before a model loads when a data argument names a local file that is not there (it ends like
+    a data file, or reads as a path: ``./``, ``../``, ``/``, ``~``); anything else is a Hub name or a
+    ``save_to_disk`` folder, left to the loader."""
+    for part in (p for p in str(value).split(",") if p):
+        local = part.lower().endswith(DATA_FILE_ENDINGS) or part.startswith(("./", "../", "/", "~"))
+        if local and not Path(part).expanduser().exists():
+            raise ArtifactError(f"{flag} {part}: no such file or folder")
+
+
+def check_model_source(value: str, flag: str) -> None:
+    """Fail at once, naming the flag, when a model argument is no local folder and cannot come from the
+    Hugging Face Hub either: a path that is not there, or a Hub name neither in the local cache nor
+    reachable (``HF_HUB_OFFLINE``, or no route to the Hub: one connection try of 3 s, instead of the
+    Hub client's minute of retries)."""
+    import socket
+    from urllib.parse import urlparse
+
+    if Path(value).expanduser().exists():
+        return
+    if str(value).startswith(("./", "../", "/", "~")) or str(value).count("/") > 1:
+        raise ArtifactError(f"{flag} {value}: no such folder")
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        if isinstance(try_to_load_from_cache(str(value), "config.json"), str):
+            return  # a Hub name whose files are cached here
+    except Exception:  # not a valid Hub name either (huggingface_hub's validation error)
+        raise ArtifactError(f"{flag} {value}: no such folder, and not a Hub model name") from None
+    endpoint = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes")
+    if not offline:
+        try:
+            socket.create_connection((endpoint.hostname, endpoint.port or 443), timeout=3).close()
+            return
+        except OSError:
+            pass
+    raise ArtifactError(f"{flag} {value}: no such folder, and the Hub ({endpoint.hostname}) "
+                        f"{'is switched off (HF_HUB_OFFLINE)' if offline else 'cannot be reached from here'} to fetch it: "
+                        f"give the folder of a saved model")
+
+
 def require_artifact(path: str | os.PathLike, produced_by: str) -> Path:
     """Fail early, telling the reader which notebook or command makes the missing artifact."""
     path = Path(path)

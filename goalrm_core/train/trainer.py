@@ -51,7 +51,8 @@ import torch.distributed as dist
 from tqdm.auto import tqdm
 
 from goalrm_core.model.encoding import PreferenceCollator
-from goalrm_core.data.io import ArtifactError, atomic_write_json, check_not_an_input, check_output_dir, check_replaceable
+from goalrm_core.data.io import (ArtifactError, atomic_write_json, check_data_source, check_model_source, check_not_an_input,
+                                 check_output_dir, check_replaceable)
 from goalrm_core.data.rundir import rm_checkpoint_dir, rm_metrics_path, train_summary_path
 from goalrm_core.model.objective import BatchLoss, reward_model_loss
 from goalrm_core.model.reward_model import (
@@ -150,7 +151,10 @@ def preflight(cfg: TrainRMConfig) -> None:
         raise ValueError("--bf16 was given but this GPU does not support bfloat16; drop --bf16")
     if not cfg.dataset:
         raise ValueError("--dataset is required: a .jsonl/.json/.parquet file, a save_to_disk dir or a Hub name")
+    check_model_source(cfg.pretrain, "--pretrain")  # a missing folder, or a Hub name with no Hub: one line, at once
     check_weights_folder(cfg.pretrain, "--pretrain")
+    check_data_source(cfg.dataset, "--dataset")
+    check_data_source(cfg.eval_dataset or "", "--eval_dataset")
     if cfg.lora_rank > 0:  # peft there, and --target_modules naming linear layers of this backbone (its config only)
         import_peft(cfg.lora_rank)
         check_targets_on_meta(cfg.pretrain, cfg.target_modules)
