@@ -140,6 +140,57 @@ def progress_line(k: int, todo: list[str], log_path: Path | None, durations: Map
     return f"[{k}/{len(todo)} {name}] running — " + ", ".join(parts)
 
 
+#: How often a running stage says where it is on the terminal (its log has the details).
+HEARTBEAT_S = 60.0
+
+
+def last_log_line(log_path: Path | None, width: int = 100) -> str:
+    """The last thing a stage's log says (its last non-empty line, a progress bar's latest state), shortened."""
+    if log_path is None:
+        return ""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
+            tail = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    # a progress bar rewrites its line with \r: its latest state is the last non-empty piece
+    lines = [next((piece.strip() for piece in reversed(line.split("\r")) if piece.strip()), "")
+             for line in tail.replace("\r\n", "\n").split("\n")]
+    lines = [line for line in lines if line]
+    last = lines[-1] if lines else ""
+    return last if len(last) <= width else last[:width - 1] + "…"
+
+
+@contextlib.contextmanager
+def heartbeat(tag: str, log_path: Path | None, expected_s: float | None, log: Callable[[str], Any], every: float = HEARTBEAT_S):
+    """While the block runs, a line every ``every`` seconds: how long the stage has run, the time left by
+    its last run's duration (or how far past it), and the last line of its log (which RM, which step)."""
+    import threading
+
+    done, t0 = threading.Event(), time.monotonic()
+
+    def beat():
+        while not done.wait(every):
+            elapsed = time.monotonic() - t0
+            if expected_s is None:
+                eta = "no earlier run to estimate from"
+            elif elapsed < expected_s:
+                eta = f"ETA ~{_clock(expected_s - elapsed)}"
+            else:
+                eta = f"{_clock(elapsed - expected_s)} past the last run's {_clock(expected_s)}"
+            said = last_log_line(log_path)
+            log(f"{tag} {_clock(elapsed)} in, {eta}" + (f" — {said}" if said else ""))
+
+    thread = threading.Thread(target=beat, daemon=True, name="goalrm-heartbeat")
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(timeout=5)
+
+
 def _run_one(
     path: Path, out_dir: Path, params: dict, kernel_name: str, log: Callable[[str], Any],
     stages: list[str] | None = None, log_path: Path | None = None, tag: str | None = None,
@@ -419,8 +470,10 @@ class _Progress:
             RunDir(run_dir).stage_record(name).unlink(missing_ok=True)
         self.refresh()
         self.log(progress_line(k, self.todo, log_path, self.durations))
-        self.entries[name] = _run_one(notebook, self.out_dir, params, kernel_name, self.log, stages=self.names, log_path=log_path,
-                                      tag=f"[{k}/{len(self.todo)} {name}]")
+        tag = f"[{k}/{len(self.todo)} {name}]"
+        with heartbeat(tag, log_path, self.durations.get(name), self.log):
+            self.entries[name] = _run_one(notebook, self.out_dir, params, kernel_name, self.log, stages=self.names,
+                                          log_path=log_path, tag=tag)
         self.current, self.last_done = None, name
         self.failed = self.entries[name]["status"] == "failed"
         if not self.failed and run_dir is not None:

@@ -480,3 +480,25 @@ def test_a_users_run_never_writes_a_tracked_file():
     assert ignored.returncode == 0, f"{page} is not git-ignored"
     tracked = subprocess.run(["git", "ls-files", f"{runner.REFERENCE_REPORTS}/demo/index.html"], cwd=root, capture_output=True, text=True)
     assert tracked.stdout.strip(), "the committed reference report is where the drift tests read it"
+
+
+def test_a_running_stage_says_where_it_is_until_it_ends(tmp_path):
+    """The terminal hears from a long stage at every beat: time in, time left by the last run, and the
+    last line of its log (a progress bar's latest state); nothing after the stage ends."""
+    log_path = tmp_path / "02_training.log"
+    log_path.write_text("papermill starts\nbaseline seed 0: 400 steps, held-out accuracy 0.816\n\nsteps:  10%|#  | 40/400\r"
+                        "steps:  20%|## | 80/400\r")
+    lines: list[str] = []
+    with runner.heartbeat("[2/5 02_training]", log_path, 3600.0, lines.append, every=0.05):
+        time.sleep(0.3)
+    assert lines and all(line.startswith("[2/5 02_training] 0s in, ETA ~") for line in lines)
+    assert lines[-1].endswith(" — steps:  20%|## | 80/400")
+    n = len(lines)
+    time.sleep(0.2)
+    assert len(lines) == n  # stopped with the stage
+    lines.clear()
+    with runner.heartbeat("[1/1 x]", None, None, lines.append, every=0.05):
+        time.sleep(0.2)
+    assert lines and lines[0] == "[1/1 x] 0s in, no earlier run to estimate from"
+    assert runner.last_log_line(tmp_path / "absent.log") == ""
+    assert len(runner.last_log_line(log_path, width=10)) == 10
