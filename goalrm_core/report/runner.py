@@ -351,6 +351,7 @@ def run_report(
     report_name: str | None = None,
     overrides_source: str = "--set",
     notice: str | None = None,
+    dry_run: bool = False,
 ) -> int:
     """Execute the profile's stages in order; return 0 if every executed stage succeeded, else 1.
 
@@ -371,6 +372,7 @@ def run_report(
     Problems that can be seen before any kernel starts (unknown profile, stage or key, a profile value
     of the wrong type or out of range, resuming past a stage that never succeeded) raise ``ValueError``
     instead, before any folder is made; ``notice`` (a line for the user) is logged once they passed.
+    ``dry_run``: after those checks, log the plan with a time estimate (:func:`plan_lines`) and run nothing.
     Ctrl-C marks the running stage ``interrupted`` and the later ones ``not run`` in
     ``status.json`` and the index, then raises :class:`ReportInterrupted`.
     """
@@ -384,6 +386,10 @@ def run_report(
         _check_resumable(names, from_stage, load_previous(out_dir / "status.json"), profile)
     if notice:
         log(notice)
+    if dry_run:
+        for line in plan_lines(profile, _select(names, from_stage, only), out_dir, settings):
+            log(line)
+        return 0
     out_dir.mkdir(parents=True, exist_ok=True)
     # one run per report folder at a time; a run killed outright (SIGKILL, a power cut) is found here
     with writer_lock(out_dir, "goalrm report: the report folder", f"goalrm report --profile {profile}"):
@@ -407,6 +413,47 @@ def run_report(
             progress.stop(stop)
         log(f"report: {out_dir / 'index.html'}")
         return 1 if progress.failed else 0
+
+
+def estimated_durations(profile: str, out_dir: Path, threads: int) -> tuple[dict[str, float], str]:
+    """Each stage's expected seconds here, and where the figure comes from: this report folder's last run,
+    else the committed reference report of the profile scaled by the ratio of its machine's fp32 matmul
+    rate to this one's (a rough guide: time does not follow the matmul rate exactly)."""
+    durations = last_durations(load_previous(out_dir / "status.json"))
+    if durations:
+        return durations, f"the last run in {shown_path(out_dir)}"
+    reference = resolve_path(REFERENCE_REPORTS) / profile
+    durations = last_durations(load_previous(reference / "status.json"))
+    if not durations:
+        return {}, "no earlier run of this profile"
+    try:
+        import json
+
+        then = json.loads((reference / "metrics.json").read_text())["provenance"]["machine"]["speed"]["matmul_gflops"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return durations, f"the committed {shown_path(reference)} (its machine's speed unknown: not scaled)"
+    from goalrm_core.threads import matmul_gflops
+
+    here = matmul_gflops(threads)
+    return ({k: v * then / here for k, v in durations.items()},
+            f"the committed {shown_path(reference)}, scaled by fp32 matmul {then:.0f} GFLOP/s there against {here:.0f} here "
+            "(a rough guide)")
+
+
+def plan_lines(profile: str, selected: list[str], out_dir: Path, settings: Mapping[str, Any]) -> list[str]:
+    """What ``goalrm report --dry-run`` prints: the checked run's folders, each stage to run with its time
+    estimate for this machine (:func:`estimated_durations`), the total, and that nothing ran."""
+    threads = settings.get("torch_threads") or os.cpu_count() or 1
+    durations, source = estimated_durations(profile, out_dir, int(threads))
+    lines = [f"goalrm report --dry-run: profile {profile!r} and every --set checked; it would report to {shown_path(out_dir)} "
+             f"and run in {settings.get('run_dir') or 'the profile run_dir'}, {len(selected)} stage(s):"]
+    for name in selected:
+        lines.append(f"  {name}: " + (f"~{_clock(durations[name])}" if name in durations else "no estimate"))
+    known = [durations[n] for n in selected if n in durations]
+    lines.append(f"  in all: ~{_clock(sum(known))}" + (f" (+ {len(selected) - len(known)} without an estimate)"
+                                                        if len(known) < len(selected) else "") + f"; estimated from {source}")
+    lines.append("nothing was run")
+    return lines
 
 
 def _checked_profile(profile: str, params_dir, notebooks_dir, overrides: Mapping[str, Any] | None, overrides_source: str,
@@ -525,6 +572,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--name", default=None, type=path_part,
                         help="report folder <reports-dir>/<name>/ (default: the profile; with --set, <profile>-set, and its "
                              "run_dir runs/<name> unless --set names one: a changed experiment never overwrites the profile's report)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="check the profile, every --set and the stages, print the plan with a time estimate for this "
+                             "machine, and run nothing")
     parser.add_argument("--index-only", action="store_true",
                         help="re-render index.html from the existing status.json and metrics.json; run no stage")
     return parser
@@ -607,6 +657,7 @@ def _main(args: argparse.Namespace) -> int:
         overrides=overrides or None,
         report_name=name,
         notice=notice,
+        dry_run=args.dry_run,
     )
 
 

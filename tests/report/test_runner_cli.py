@@ -502,3 +502,24 @@ def test_a_running_stage_says_where_it_is_until_it_ends(tmp_path):
     assert lines and lines[0] == "[1/1 x] 0s in, no earlier run to estimate from"
     assert runner.last_log_line(tmp_path / "absent.log") == ""
     assert len(runner.last_log_line(log_path, width=10)) == 10
+
+
+def test_a_dry_run_checks_everything_prints_the_plan_and_runs_nothing(tmp_path, monkeypatch, capsys):
+    p = _project(tmp_path)
+    fake = FakeStages()
+    monkeypatch.setattr(runner, "execute_stage", fake)
+    assert main([*p["flags"], "--dry-run", "--only", "01", "02"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("goalrm report --dry-run: profile 'tiny' and every --set checked") and "2 stage(s)" in out[0]
+    assert out[1:3] == ["  01_alpha: no estimate", "  02_beta: no estimate"] and out[-1] == "nothing was run"
+    assert "no earlier run of this profile" in out[-2]
+    assert fake.calls == [] and not p["out"].exists() and not p["run"].exists()
+    # a bad --set is refused as in a real run
+    assert main([*p["flags"], "--dry-run", "--set", "n_samples=0"]) == 2
+    # after a run, the estimate is that run's stage times
+    assert main(p["flags"]) == 0
+    capsys.readouterr()
+    fake.calls.clear()
+    assert main([*p["flags"], "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"  03_gamma: ~\d+s\n", out) and "estimated from the last run in" in out and fake.calls == []
