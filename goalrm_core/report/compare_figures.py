@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.evaluation.numeric import num
+from goalrm_core.report.records import SCHEMA_VERSION
 
 Z95 = 1.959963984540054  # the normal 97.5% quantile
 ALPHA = 0.05
@@ -52,8 +53,14 @@ def load_metrics(path: str | Path) -> dict:
         raise ValueError(f"{p}: malformed metrics.json (not UTF-8 text)") from None
     except json.JSONDecodeError as e:
         raise ValueError(f"{p}: malformed metrics.json ({e.msg}, line {e.lineno})") from None
+    except RecursionError:
+        raise ValueError(f"{p}: malformed metrics.json (nested too deeply to be one goalrm wrote)") from None
     if not isinstance(data, dict):
         raise ValueError(f"{p}: malformed metrics.json (expected a JSON object, got {type(data).__name__})")
+    version = data.get("schema_version", 1)
+    if version not in range(1, SCHEMA_VERSION + 1) or isinstance(version, bool):
+        raise ValueError(f"{p}: schema_version {json.dumps(version)[:40]} is not one this goalrm reads "
+                         f"(1 to {SCHEMA_VERSION}): it would be compared as if it were another")
     return data
 
 

@@ -251,3 +251,17 @@ def test_the_gates_well_formed_condition_and_first_error_are_compared():
     q = conclusions["first_error_well_formed.goal-conditioned@seeds"]
     assert (q["a"], q["b"], q["holds_in_both"]) == ("holds", "not shown", False)
     assert conclusions["gate@seeds"]["holds_in_both"] is True  # the first condition is unchanged
+
+
+@pytest.mark.parametrize("text, says", [
+    ('{"schema_version": 99}', "schema_version 99 is not one this goalrm reads (1 to 2)"),
+    ('{"schema_version": true}', "schema_version true is not one"),
+    ('{"schema_version": "2"}', 'schema_version "2" is not one'),
+    ('{"evaluation": ' + '{"a": ' * 5000 + '{}' + '}' * 5000 + '}', "nested too deeply"),
+])
+def test_a_metrics_file_goalrm_did_not_write_is_refused_in_one_line(tmp_path, text, says):
+    path = tmp_path / "metrics.json"
+    path.write_text(text)
+    with pytest.raises(ValueError) as caught:
+        compare.load_metrics(path)
+    assert str(caught.value).startswith(f"{path}: ") and says in str(caught.value) and "\n" not in str(caught.value)
