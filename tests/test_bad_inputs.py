@@ -33,6 +33,16 @@ def test_non_utf8_names_the_line(tmp_path):
         read_jsonl(path)
 
 
+def test_a_lone_surrogate_in_a_text_field_is_refused_naming_the_line(tmp_path):
+    """JSON may escape half of a surrogate pair ("\\ud800"): valid JSON, no text a tokenizer can encode."""
+    path = tmp_path / "pairs.jsonl"
+    path.write_text('{"question": "a", "correct": "b", "incorrect": "c"}\n{"question": "a", "correct": "x\\ud800", "incorrect": "c"}\n')
+    with pytest.raises(ArtifactError, match=r"pairs\.jsonl:2: field 'correct' holds a lone surrogate '\\ud800' at character 1"):
+        read_jsonl(path)
+    path.write_text('{"question": "a", "correct": "\\ud83d\\ude00", "incorrect": "c"}\n')  # a whole pair is an emoji: fine
+    assert read_jsonl(path)[0]["correct"] == "\U0001F600"
+
+
 def test_missing_fields_and_non_objects(tmp_path):
     path = tmp_path / "x.jsonl"
     path.write_text('{"question": "q"}\n')

@@ -152,6 +152,11 @@ def _text_field_error(row: dict) -> str | None:
         if key in row and not isinstance(row[key], str):
             got = "null" if row[key] is None else f"{type(row[key]).__name__} {row[key]!r}"
             return f"field {key!r} must be a string, got {got}"
+        if key in row:
+            try:  # JSON can escape a lone surrogate ("\ud800"), which no tokenizer can encode
+                row[key].encode("utf-8")
+            except UnicodeEncodeError as e:
+                return f"field {key!r} holds a lone surrogate {row[key][e.start]!r} at character {e.start}, which is no text to encode"
     return None
 
 
