@@ -55,6 +55,12 @@ def declared_keys(source: str, path: Path) -> list[str]:
     for node in tree.body:
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
             raise ValueError(f"{path}: line {node.lineno} of the parameters cell is not `name = literal`")
+        try:  # a literal, not code: the cell would otherwise run in the kernel before any check of it
+            ast.literal_eval(node.value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            shown = ast.get_source_segment(source, node.value) or "..."
+            raise ValueError(f"{path}: line {node.lineno} of the parameters cell: {node.targets[0].id} = "
+                             f"{shown if len(shown) <= 60 else shown[:59] + '…'} is not a literal") from None
         keys.append(node.targets[0].id)
     return keys
 

@@ -60,6 +60,12 @@ def test_a_cell_that_is_not_flat_literals_is_refused(tmp_path):
         nbp.declared_keys("x, y = 1, 2\n", tmp_path / "n.ipynb")
     with pytest.raises(ValueError, match="not Python"):
         nbp.declared_keys("x = (\n", tmp_path / "n.ipynb")
+    # a value that is code, not a literal, would run in the kernel before any check: refused up front
+    with pytest.raises(ValueError, match=r"n\.ipynb: line 2 of the parameters cell: seed = __import__\('os'\)\.getpid\(\) is not a literal$"):
+        nbp.declared_keys("n = -1\nseed = __import__('os').getpid()\n", tmp_path / "n.ipynb")
+    with pytest.raises(ValueError, match=r"x = \[1, 1, 1, .{40,}… is not a literal$"):
+        nbp.declared_keys("x = [" + "1, " * 100 + "y]\n", tmp_path / "n.ipynb")
+    assert nbp.declared_keys('a = -1.5\nb = [0, 1]\nc = "x"\nd = None\ne = {"k": (1, 2)}\n', tmp_path / "n.ipynb") == list("abcde")
 
 
 def test_declared_parameters_are_what_papermill_reports():
