@@ -128,6 +128,18 @@ def _expected(error: BaseException) -> bool:
     return isinstance(error, RuntimeError) and type(error).__module__.startswith("goalrm_core")
 
 
+def one_line(error: BaseException | str, longest: int = 120) -> str:
+    """An error message as one line, with any word longer than ``longest`` characters (a value pasted
+    whole: a 5,000-character --set, a path) cut to its start and its length, so the line stays readable."""
+    def cut(word: str) -> str:
+        if len(word) <= longest:
+            return word
+        closing = len(word) - len(word.rstrip("'\"),;:.)]"))  # the quote and punctuation that close it stay
+        return f"{word[:longest // 2]}…({len(word):,} characters){word[len(word) - closing:]}"
+
+    return " ".join(cut(word) for word in str(error).split())
+
+
 def run_command(main_fn, argv: list[str], prog: str) -> int:
     """Run a command's ``main(argv)``; an expected error becomes one line on stderr,
     ``<prog>: error: <message>``, and exit code 2. ``--debug`` (anywhere in ``argv``) or
@@ -139,7 +151,7 @@ def run_command(main_fn, argv: list[str], prog: str) -> int:
     except Exception as error:
         if debugging() or not _expected(error):
             raise
-        message = " ".join(str(error).split()) or type(error).__name__
+        message = one_line(error) or type(error).__name__
         print(f"{prog}: error: {message} (--debug for the traceback)", file=sys.stderr)
         return 2
     finally:

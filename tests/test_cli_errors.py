@@ -94,3 +94,17 @@ def test_a_mistyped_model_or_data_argument_fails_at_once_naming_the_flag(files, 
     stderr = capsys.readouterr().err
     assert stderr.strip() == f"goalrm train-rm: error: {fill(says)} (--debug for the traceback)", stderr
     assert list(tmp_path.iterdir()) == []  # neither the RM folder nor a ckpt/ beside it
+
+
+def test_an_over_long_value_is_cut_in_the_error_line(capsys):
+    from goalrm_core.flags import one_line
+
+    assert one_line("unknown encoding 'ab'; valid: a, b") == "unknown encoding 'ab'; valid: a, b"
+    long = "x" * 5000
+    assert one_line(f"unknown encoding '{long}'; valid:\n a") == \
+        f"unknown encoding '{'x' * 59}…(5,003 characters)'; valid: a"
+    from goalrm_core.report.runner import main as report_main
+
+    assert report_main(["--profile", "smoke", "--dry-run", "--set", f"encoding={long}"]) == 2
+    err = capsys.readouterr().err
+    assert len(err) < 300 and "(5,003 characters)'; valid: official, split" in err

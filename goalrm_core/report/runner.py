@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 
 from goalrm_core.data.io import ArtifactError, writer_lock
 from goalrm_core.data.rundir import RunDir
-from goalrm_core.flags import debugging, path_part
+from goalrm_core.flags import debugging, one_line, path_part
 from goalrm_core.report.notebook_params import declared_parameters, missing_keys
 from goalrm_core.report.records import TIMINGS_KEY, record_provenance, record_stage
 from goalrm_core.report.pages import export_html, refresh_navigation
@@ -621,7 +621,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, ArtifactError) as e:
         if debugging():  # --debug: the traceback, as every goalrm command shows it
             raise
-        print(f"goalrm report: error: {' '.join(str(e).split())}", file=sys.stderr)
+        print(f"goalrm report: error: {one_line(e)}", file=sys.stderr)
         return 2
 
 
