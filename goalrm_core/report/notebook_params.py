@@ -72,12 +72,7 @@ def declared_parameters(path: Path) -> dict[str, dict[str, Any]]:
     there is no annotation to infer from, and a sweep's or a report's checks need not import
     papermill (seconds) before they refuse a bad value."""
     path = Path(path)
-    try:
-        notebook = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ValueError(f"{path}: not a readable notebook ({e})") from None
-    cell = _parameters_cell(notebook, path)
-    source = "".join(cell["source"]) if isinstance(cell.get("source"), list) else str(cell.get("source", ""))
+    _, cell, source = _cell_of(path)
     declared_keys(source, path)  # every statement is `name = literal`
     out = {}
     for node in ast.parse(source).body:
@@ -136,9 +131,15 @@ def cell_source(keys: list[str], profile: Mapping[str, Any], profile_name: str =
 
 
 def _cell_of(path: Path) -> tuple[dict, dict, str]:
-    notebook = json.loads(path.read_text(encoding="utf-8"))
+    """(the notebook, its parameters cell, the cell's source); a file that is no notebook (truncated,
+    not JSON) is one error naming it."""
+    try:
+        notebook = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: not a readable notebook ({e})") from None
     cell = _parameters_cell(notebook, path)
-    return notebook, cell, "".join(cell["source"])
+    source = cell.get("source", "")
+    return notebook, cell, "".join(source) if isinstance(source, list) else str(source)
 
 
 def notebook_keys(paths: list[Path], profile: Mapping[str, Any]) -> dict[Path, list[str]]:

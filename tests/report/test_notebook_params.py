@@ -100,3 +100,14 @@ def test_sync_writes_names_a_new_trainer_setting_reaches_notebook_02_and_comment
     assert "# the step budget\nrm_steps = 400\n" in source
     assert nbp.sync_notebooks(copy, profile, write=False) == []
     assert all("not_a_setting" not in p.read_text() for p in copy.glob("*.ipynb"))
+
+
+def test_a_truncated_notebook_is_named(tmp_path):
+    copy = tmp_path / "nbs"
+    shutil.copytree(NOTEBOOKS, copy)
+    broken = copy / "02_training.ipynb"
+    broken.write_text(broken.read_text()[:3000])
+    with pytest.raises(ValueError, match=r"02_training\.ipynb: not a readable notebook \(Unterminated string"):
+        nbp.sync_notebooks(copy, load_profile("demo"), write=False)
+    with pytest.raises(ValueError, match=r"02_training\.ipynb: not a readable notebook"):
+        nbp.declared_parameters(broken)
