@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -271,6 +272,7 @@ def test_set_values_are_yaml_and_reach_the_notebooks(tmp_path, monkeypatch, caps
     prov = json.loads((out / "metrics.json").read_text())["provenance"]["profile"]
     assert prov["overrides"] == {"encoding": "official", "n_samples": 6, "run_dir": "runs/tiny-set", "sampling_temperature": 2.0}
     assert prov["parameters"]["sampling_temperature"] == 2.0 and prov["parameters"]["seed"] == 3
+    shutil.rmtree(resolve_path("runs/tiny-set"))  # the default run folder of a --set run, which 02_beta noted itself in
 
 
 def test_parse_set_flags():
@@ -317,7 +319,7 @@ def test_a_list_on_the_command_line_is_written_either_way(tmp_path, monkeypatch,
     fake = FakeStages()
     monkeypatch.setattr(runner, "execute_stage", fake)
     for typed in ("rm_seeds=0,1", "rm_seeds=[0, 1]"):
-        assert main([*p["flags"], "--set", typed, "--name", "lists"]) == 0
+        assert main([*p["flags"], "--set", typed, "--set", f"run_dir={tmp_path / 'run-lists'}", "--name", "lists"]) == 0
         assert dict(fake.calls)["03_gamma"]["rm_seeds"] == [0, 1]
         fake.calls.clear()
     assert main([*p["flags"], "--set", "rm_seeds=x"]) == 2
