@@ -108,3 +108,24 @@ def test_an_over_long_value_is_cut_in_the_error_line(capsys):
     assert report_main(["--profile", "smoke", "--dry-run", "--set", f"encoding={long}"]) == 2
     err = capsys.readouterr().err
     assert len(err) < 300 and "(5,003 characters)'; valid: official, split" in err
+
+
+def test_a_model_folder_without_its_tokenizer_is_named(files, tmp_path, capsys):
+    import shutil
+
+    from goalrm_core.model.reward_model import TOKENIZER_FILES
+
+    policy = tmp_path / "policy"
+    shutil.copytree(files["policy"], policy)
+    for name in TOKENIZER_FILES:
+        (policy / name).unlink(missing_ok=True)
+    r = files["root"]
+    for argv, flag in ((["train-rm", "--pretrain", str(policy), "--dataset", str(r / "bad.jsonl"), "--save_path", str(tmp_path / "rm")],
+                        "--pretrain"),
+                       (["decode", "beam", "--policy_path", str(policy), "--reward_model_path", files["rm"], "--goal_state_path",
+                         str(r / "goal.npy"), "--questions_path", str(r / "bad.jsonl"), "--save_path", str(tmp_path / "d.jsonl")],
+                        "--policy_path")):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert f"error: {flag} {policy}: no tokenizer there" in err, err
+    assert not (tmp_path / "rm").exists() and not (tmp_path / "d.jsonl").exists()

@@ -501,6 +501,19 @@ def check_weights_folder(path: str | os.PathLike, flag: str) -> None:
                             f"only: convert them with save_pretrained(..., safe_serialization=True) where you trust the file")
 
 
+#: Files one of which a saved tokenizer folder holds (fast, or a slow tokenizer's vocabulary).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "spiece.model")
+
+
+def check_tokenizer_folder(path: str | os.PathLike, flag: str) -> None:
+    """Refuse, naming the flag and the folder, a local model folder with no tokenizer file: the
+    tokenizer library's own error would not say which folder. A Hub name is left to the loader."""
+    folder = Path(path)
+    if folder.is_dir() and not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        raise ArtifactError(f"{flag} {folder}: no tokenizer there (none of {', '.join(TOKENIZER_FILES)}): save the "
+                            f"tokenizer beside the weights (tokenizer.save_pretrained)")
+
+
 def check_safetensors_file(path: Path) -> None:
     """A damaged weights file is named as such; never with a suggestion to load it unsafely."""
     from safetensors import safe_open

@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     from goalrm_core.inference.goal_state import check_goal_state_owner
     from goalrm_core.inference.pruning import PruneConfig
     from goalrm_core.inference.sampler import check_decoding_inputs, sample
-    from goalrm_core.model.reward_model import check_weights_folder, load_reward_model, load_rm_tokenizer
+    from goalrm_core.model.reward_model import check_tokenizer_folder, check_weights_folder, load_reward_model, load_rm_tokenizer
     from goalrm_core.tasks.toymath.verdicts import judge
 
     if Path(args.save_path).is_dir():
@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                                                        ("--policy_path", args.policy_path), ("--reward_model_path", args.reward_model_path)])
     check_goal_state_owner(args.goal_state_path, args.reward_model_path)  # as eval-rm: another RM's goal is refused
     check_weights_folder(args.policy_path, "--policy_path")
+    check_tokenizer_folder(args.policy_path, "--policy_path")
     prune = None if args.prune_threshold is None else PruneConfig(args.prune_threshold, args.skip_first)
     rm = load_reward_model(args.reward_model_path)
     tokenizer = load_rm_tokenizer(args.reward_model_path, rm)

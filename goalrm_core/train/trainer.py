@@ -56,7 +56,8 @@ from goalrm_core.data.io import (ArtifactError, atomic_write_json, check_data_so
 from goalrm_core.data.rundir import rm_checkpoint_dir, rm_metrics_path, train_summary_path
 from goalrm_core.model.objective import BatchLoss, reward_model_loss
 from goalrm_core.model.reward_model import (
-    GOALRM_JSON, attention_implementation, check_weights_folder, describe_tensors, nonfinite_tensors, save_reward_model,
+    GOALRM_JSON, attention_implementation, check_tokenizer_folder, check_weights_folder, describe_tensors, nonfinite_tensors,
+    save_reward_model,
 )
 from goalrm_core.train.batching import epoch_batches, item_length, load_items, load_tokenizer
 from goalrm_core.train.config import TrainRMConfig
@@ -153,6 +154,7 @@ def preflight(cfg: TrainRMConfig) -> None:
         raise ValueError("--dataset is required: a .jsonl/.json/.parquet file, a save_to_disk dir or a Hub name")
     check_model_source(cfg.pretrain, "--pretrain")  # a missing folder, or a Hub name with no Hub: one line, at once
     check_weights_folder(cfg.pretrain, "--pretrain")
+    check_tokenizer_folder(cfg.pretrain, "--pretrain")
     check_data_source(cfg.dataset, "--dataset")
     check_data_source(cfg.eval_dataset or "", "--eval_dataset")
     if cfg.lora_rank > 0:  # peft there, and --target_modules naming linear layers of this backbone (its config only)
