@@ -79,7 +79,9 @@ def _store_slot(cfg: TrainRMConfig, store: Path):
     store.mkdir(parents=True, exist_ok=True)
     with open(store / f"{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        complete = (stored / STORED_KEY).exists()
+        # complete: the key file, written last, and the files it vouches for (a key file alone is a fill
+        # that copied it early and was killed, or a folder someone emptied)
+        complete = all(f.is_file() for f in (stored / STORED_KEY, stored / "config.json", Path(stored_cfg.metrics_path)))
         if not complete:
             for leftover in (stored, rm_checkpoint_dir(stored)):
                 shutil.rmtree(leftover, ignore_errors=True)
@@ -118,7 +120,8 @@ def store_trained_rm(cfg: TrainRMConfig, store, log=None) -> tuple[str, bool]:
         raise FileNotFoundError(f"{source}: no trained RM there (run its training first)")
     with _store_slot(cfg, Path(store)) as (key, stored_cfg, stored_log, complete):
         if not complete:
-            shutil.copytree(source.resolve(), stored_cfg.save_path)
+            # never the source's own key file (an RM taken from another store has one): ours is written last
+            shutil.copytree(source.resolve(), stored_cfg.save_path, ignore=shutil.ignore_patterns(STORED_KEY))
             metrics = Path(cfg.metrics_path) if cfg.metrics_path else rm_metrics_path(source)
             for extra, target in ((metrics, Path(stored_cfg.metrics_path)), (Path(log) if log else None, stored_log)):
                 if extra is not None and extra.exists():

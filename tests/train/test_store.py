@@ -4,6 +4,7 @@ itself is a stand-in that writes the files a trained RM has; tests/study/test_tr
 real trainer through the store."""
 
 import dataclasses
+import json
 import shutil
 import threading
 from pathlib import Path
@@ -155,3 +156,36 @@ def test_an_rm_trained_elsewhere_is_put_in_the_store_as_if_it_had_trained_it(tmp
     calls = []
     stored, already = from_store(cfg, store, _fake_training(calls))  # a rerun takes it instead of training
     assert already and not calls and stored.save_path == str(store / key)
+
+
+def test_a_slot_is_complete_only_with_the_files_its_key_vouches_for(tmp_path):
+    """A key file beside no RM (a fill killed after copying it, a folder emptied by hand) is refilled;
+    an RM taken from another store never brings that store's key file along before its own files."""
+    store, calls = tmp_path / "store", []
+    cfg = _config(tmp_path)
+    stored, _ = from_store(cfg, store, _fake_training(calls))
+    (Path(stored.save_path) / "config.json").unlink()
+    again, already = from_store(cfg, store, _fake_training(calls))
+    assert not already and len(calls) == 2 and (Path(again.save_path) / "config.json").is_file()
+    Path(again.metrics_path).unlink()
+    assert not from_store(cfg, store, _fake_training(calls))[1] and len(calls) == 3
+
+    source = _config(tmp_path, save="elsewhere/model", seed=7)
+    _fake_training([])(source, tmp_path / "elsewhere.log")
+    atomic_write_json(Path(source.save_path) / STORED_KEY, {"key": "another store's"})
+    other = tmp_path / "other-store"
+    copied = shutil.copytree
+    seen = []
+
+    def watching(src, dst, ignore=None, **kw):  # what the copy writes, in order
+        out = copied(src, dst, ignore=ignore, **kw)
+        seen.extend(sorted(p.name for p in Path(dst).iterdir()))
+        return out
+
+    shutil.copytree = watching
+    try:
+        key, already = store_trained_rm(source, other)
+    finally:
+        shutil.copytree = copied
+    assert not already and STORED_KEY not in seen
+    assert json.loads((other / key / STORED_KEY).read_text())["key"] == key
