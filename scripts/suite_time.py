@@ -98,8 +98,9 @@ def record(pytest_args: list[str], out: Path = RECORD) -> int:
     return code
 
 
-def table(suite: Mapping[str, Any], metrics: Mapping[str, Any], status: Mapping[str, Any]) -> str:
-    """The README's table: each command, how long it took, and on what."""
+def table(suite: Mapping[str, Any], metrics: Mapping[str, Any], status: Mapping[str, Any], pair: Mapping[str, Any] | None = None) -> str:
+    """The README's table: each command, how long it took, and on what; then, where ``pair``
+    (``benchmarks/pair_b54e8af.json``) is recorded, both commands' time as a share of ``b54e8af``'s."""
     rows = ["| command | how long it took | measured on |", "|---|---|---|"]
     if suite:
         where = f"code `{suite.get('commit', '?')}`" + (" with local changes" if suite.get("dirty") else "")
@@ -114,12 +115,17 @@ def table(suite: Mapping[str, Any], metrics: Mapping[str, Any], status: Mapping[
         state = "one uninterrupted run" if all(s.get("status") == "ok" for s in stages) else "resumed: some stages kept"
         rows.append(f"| `make report` | {duration(total)} for the five notebooks of the committed `reports/demo/` ({state}) "
                     f"| {speed(metrics.get('provenance', {}).get('machine', {}))} |")
+    demo, tests = (pair or {}).get("demo"), (pair or {}).get("suite")
+    if demo and tests:
+        rows.append(f"| both, against `b54e8af` | the demo in {demo['ratio_new_over_old']['total']:.2f}x and `make test` in "
+                    f"{tests['ratio_new_over_old']:.2f}x of `b54e8af`'s time (code `{demo['new']['commit']}`; one run each, one "
+                    f"after the other: [docs/performance.md](docs/performance.md)) | {speed(tests['new'].get('machine', {}))} |")
     return "\n".join(rows) + "\n"
 
 
 def block(root: Path = ROOT) -> str:
     text = table(_read(root / "benchmarks" / "suite.json"), _read(root / "reports" / "demo" / "metrics.json"),
-                 _read(root / "reports" / "demo" / "status.json"))
+                 _read(root / "reports" / "demo" / "status.json"), _read(root / "benchmarks" / "pair_b54e8af.json"))
     return f"{BEGIN}\n{text}{END}"
 
 

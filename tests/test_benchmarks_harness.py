@@ -61,3 +61,18 @@ def test_step_lever_table_is_the_committed_results():
     assert all("default" in r["variants"] and "compile" in r["variants"] for r in committed)
     assert json.loads(module.TRAINER_RESULTS.read_text())["train_s"].keys() == {"eager", "compiled"}
     assert module.committed_block() in module.TABLE_DOC.read_text(encoding="utf-8"), "run: python benchmarks/step_levers.py --doc"
+
+
+def test_the_b54e8af_pair_table_is_the_committed_results():
+    """docs/performance.md's demo and suite rows against b54e8af are generated from benchmarks/pair_b54e8af.json."""
+    spec = importlib.util.spec_from_file_location("bench_pair", HARNESS.parent / "pair_b54e8af.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    committed = json.loads(module.RESULTS.read_text())
+    demo = committed["demo"]
+    assert demo["old"]["commit"] == "b54e8af" and demo["new"]["commit"] != "b54e8af"
+    assert demo["ratio_new_over_old"]["total"] == round(demo["new"]["total_s"] / demo["old"]["total_s"], 3)
+    if "suite" in committed:  # recorded after the suite's own timing run
+        assert committed["suite"]["old"]["commit"] == "b54e8af"
+    block = f"{module.BEGIN}\n{module.table(committed)}\n{module.END}"
+    assert block in module.DOC.read_text(encoding="utf-8"), "run: python benchmarks/pair_b54e8af.py --doc"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -97,6 +97,21 @@ def train_rm(cfg: TrainRMConfig, log, *, threads_per_process: int = 1, num_proce
     return {**summary, **({"reused": reused} if store is not None else {})}
 
 
+def start_rm(cfg: TrainRMConfig, log, *, desc: str = "", **kwargs: Any) -> Future:
+    """:func:`train_rm` in the background (a thread waiting on the trainer's subprocess), its output in
+    ``log`` only and a line when it ends: notebook 02 shows one RM's call while :func:`train_rms` trains
+    the others beside it (``done={(rm, seed): the future}``, which holds one of its places until it ends)."""
+    def run() -> dict:
+        summary = train_rm(cfg, log, desc=desc, live=False, **kwargs)
+        print(f"{desc}: {summary.get('steps')} steps, held-out accuracy {summary.get('eval_accuracy', float('nan')):.3f}", flush=True)
+        return summary
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="goalrm-rm")
+    future = pool.submit(run)
+    pool.shutdown(wait=False)
+    return future
+
+
 def train_rms(run_dir, rms: Sequence[str], seeds: Sequence[int], recipe: RMRecipe, num_processes: int = 1, parallel: int = 1,
               out_root=None, store=None, threads: int | None = None, done: dict | None = None, **overrides: Any) -> pd.DataFrame:
     """Train every RM for every seed with :func:`train_rm`; returns one row per run from its
@@ -113,14 +128,16 @@ def train_rms(run_dir, rms: Sequence[str], seeds: Sequence[int], recipe: RMRecip
     by timing) run after the others, sharing every thread among themselves instead of idling the rest.
 
     ``store``: see :func:`train_rm`. ``done`` maps ``(rm, seed)`` to the summary of an RM trained
-    already (by a :func:`train_rm` call with this recipe's config), which is not trained again."""
+    already (by a :func:`train_rm` call with this recipe's config), which is not trained again, or to the
+    future of one still training (:func:`start_rm`), which takes one of the ``parallel`` places until it ends."""
     if parallel < 1:
         raise ValueError(f"parallel must be >= 1, got {parallel}")
     jobs = [(rm, seed) for rm in rms for seed in seeds]
     done = dict(done or {})
+    running = {job: f for job, f in done.items() if isinstance(f, Future)}
     todo = [job for job in jobs if job not in done]
-    left_over = len(todo) % parallel
-    rounds = [(todo[:len(todo) - left_over], parallel), (todo[len(todo) - left_over:], left_over)]
+    left_over = min((len(running) + len(todo)) % parallel, len(todo))
+    rounds = [(todo[:len(todo) - left_over], parallel, running), (todo[len(todo) - left_over:], left_over, {})]
 
     def train(job, per_process):
         rm, seed = job
@@ -134,11 +151,13 @@ def train_rms(run_dir, rms: Sequence[str], seeds: Sequence[int], recipe: RMRecip
             print(f"{rm} seed {seed}: {said}, held-out accuracy {summary.get('eval_accuracy', float('nan')):.3f}", flush=True)
         return summary
 
-    for round_jobs, width in rounds:
-        if round_jobs:
+    for round_jobs, width, waiting in rounds:
+        if round_jobs or waiting:
             per_process = threads_per_training(threads, width, num_processes)
-            with ThreadPoolExecutor(max_workers=width) as pool:
-                done.update(zip(round_jobs, pool.map(lambda job: train(job, per_process), round_jobs)))
+            with ThreadPoolExecutor(max_workers=width) as pool:  # a run still going holds a place: waited on first
+                futures = {**{job: pool.submit(f.result) for job, f in waiting.items()},
+                           **{job: pool.submit(train, job, per_process) for job in round_jobs}}
+                done.update({job: f.result() for job, f in futures.items()})
     import pandas as pd
 
     return pd.DataFrame([{"rm": rm, "seed": seed, **done[(rm, seed)]} for rm, seed in jobs])

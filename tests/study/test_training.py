@@ -165,6 +165,15 @@ def test_the_runs_left_over_by_the_side_by_side_rounds_share_every_thread(tmp_pa
     runs = tr.train_rms(run, ["baseline"], [0, 1, 2, 3, 4], _tiny_recipe(), parallel=2, threads=4,
                         done={("baseline", 0): {"steps": 2}})
     assert sorted(calls) == [(f"baseline seed {s}", 2) for s in range(1, 5)] and len(runs) == 5
+    calls.clear()  # one still training in the background holds a place: three more beside it in pairs, one left over
+    from concurrent.futures import Future
+
+    running = Future()
+    threading_timer = __import__("threading").Timer(0.3, running.set_result, args=({"steps": 2},))
+    threading_timer.start()
+    runs = tr.train_rms(run, ["baseline"], [0, 1, 2, 3, 4], _tiny_recipe(), parallel=2, threads=4, done={("baseline", 0): running})
+    assert list(runs["steps"]) == [2] * 5 and len(runs) == 5
+    assert sorted(calls[:3]) == [(f"baseline seed {s}", 2) for s in range(1, 4)] and calls[3] == ("baseline seed 4", 4)
     calls.clear()  # three at a time: two left over, side by side with half the threads each
     tr.train_rms(run, ["baseline"], [0, 1, 2, 3, 4], _tiny_recipe(), parallel=3, threads=6)
     assert sorted(calls[:3]) == [(f"baseline seed {s}", 2) for s in range(3)]
