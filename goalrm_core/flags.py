@@ -128,14 +128,15 @@ def _expected(error: BaseException) -> bool:
     return isinstance(error, RuntimeError) and type(error).__module__.startswith("goalrm_core")
 
 
-def one_line(error: BaseException | str, longest: int = 120) -> str:
+def one_line(error: BaseException | str, longest: int = 400) -> str:
     """An error message as one line, with any word longer than ``longest`` characters (a value pasted
-    whole: a 5,000-character --set, a path) cut to its start and its length, so the line stays readable."""
+    whole: a 5,000-character --set) cut to its start and its length, so the line stays readable; a
+    path of usual length is kept whole."""
     def cut(word: str) -> str:
         if len(word) <= longest:
             return word
         closing = len(word) - len(word.rstrip("'\"),;:.)]"))  # the quote and punctuation that close it stay
-        return f"{word[:longest // 2]}…({len(word):,} characters){word[len(word) - closing:]}"
+        return f"{word[:60]}…({len(word):,} characters){word[len(word) - closing:]}"
 
     return " ".join(cut(word) for word in str(error).split())
 

@@ -289,6 +289,8 @@ def check_data_source(value: str, flag: str) -> None:
     """Fail before a model loads when a data argument names a local file that is not there (it ends like
     a data file, or reads as a path: ``./``, ``../``, ``/``, ``~``); anything else is a Hub name or a
     ``save_to_disk`` folder, left to the loader."""
+    if not value or Path(str(value)).expanduser().exists():  # a whole path with a comma in its name is one file
+        return
     for part in (p for p in str(value).split(",") if p):
         local = part.lower().endswith(DATA_FILE_ENDINGS) or part.startswith(("./", "../", "/", "~"))
         if local and not Path(part).expanduser().exists():

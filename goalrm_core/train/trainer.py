@@ -152,11 +152,7 @@ def preflight(cfg: TrainRMConfig) -> None:
         raise ValueError("--bf16 was given but this GPU does not support bfloat16; drop --bf16")
     if not cfg.dataset:
         raise ValueError("--dataset is required: a .jsonl/.json/.parquet file, a save_to_disk dir or a Hub name")
-    check_model_source(cfg.pretrain, "--pretrain")  # a missing folder, or a Hub name with no Hub: one line, at once
     check_weights_folder(cfg.pretrain, "--pretrain")
-    check_tokenizer_folder(cfg.pretrain, "--pretrain")
-    check_data_source(cfg.dataset, "--dataset")
-    check_data_source(cfg.eval_dataset or "", "--eval_dataset")
     if cfg.lora_rank > 0:  # peft there, and --target_modules naming linear layers of this backbone (its config only)
         import_peft(cfg.lora_rank)
         check_targets_on_meta(cfg.pretrain, cfg.target_modules)
@@ -178,6 +174,11 @@ def preflight(cfg: TrainRMConfig) -> None:
     if metrics.is_file() and not cfg.load_checkpoint and not cfg.overwrite and not is_metrics_log(metrics):
         raise ArtifactError(f"--metrics_path {metrics} holds a file that is no train-rm metrics log: a run would empty it; "
                             f"give another --metrics_path, or add --overwrite to replace it")
+    # the inputs, after the outputs: a missing folder, or a Hub name with no Hub, is one line at once
+    check_model_source(cfg.pretrain, "--pretrain")
+    check_tokenizer_folder(cfg.pretrain, "--pretrain")
+    check_data_source(cfg.dataset, "--dataset")
+    check_data_source(cfg.eval_dataset or "", "--eval_dataset")
     if cfg.use_tensorboard:
         try:
             import tensorboard  # noqa: F401  (optional; torch.utils.tensorboard needs it)
