@@ -117,9 +117,10 @@ def table(suite: Mapping[str, Any], metrics: Mapping[str, Any], status: Mapping[
                     f"| {speed(metrics.get('provenance', {}).get('machine', {}))} |")
     demo, tests = (pair or {}).get("demo"), (pair or {}).get("suite")
     if demo and tests:
-        rows.append(f"| both, against `b54e8af` | the demo in {demo['ratio_new_over_old']['total']:.2f}x and `make test` in "
-                    f"{tests['ratio_new_over_old']:.2f}x of `b54e8af`'s time (code `{demo['new']['commit']}`; one run each, one "
-                    f"after the other: [docs/performance.md](docs/performance.md)) | {speed(tests['new'].get('machine', {}))} |")
+        rows.append(f"| both, against `b54e8af` | the demo (code `{demo['new']['commit']}`) in {demo['ratio_new_over_old']['total']:.2f}x "
+                    f"and `make test` (code `{tests['new'].get('commit', '?')}`) in {tests['ratio_new_over_old']:.2f}x of `b54e8af`'s "
+                    f"time, one run each on one machine ([docs/performance.md](docs/performance.md)) | "
+                    f"{speed(tests['new'].get('machine', {}))} |")
     return "\n".join(rows) + "\n"
 
 
