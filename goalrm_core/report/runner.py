@@ -125,13 +125,14 @@ def last_durations(previous: Mapping[str, Mapping[str, Any]]) -> dict[str, float
     return out
 
 
-def progress_line(k: int, todo: list[str], log_path: Path | None, durations: Mapping[str, float]) -> str:
+def progress_line(k: int, todo: list[str], log_path: Path | None, durations: Mapping[str, float], basis: str = "last run") -> str:
     """``[k/n NN_name] running — log: <path>, ETA ~Xs (last run: Ys), ~Zs for the m stages left``:
-    where a run is, and how long the last run of this stage and of the stages left took."""
+    where a run is, and how long the last run of this stage and of the stages left took (``basis`` says
+    where ``durations`` come from when they are an estimate instead)."""
     name, left = todo[k - 1], todo[k - 1:]
     parts = [f"log: {relative_paths(str(log_path))}"] if log_path is not None else []
     last = durations.get(name)
-    parts.append(f"ETA ~{_clock(last)} (last run: {last:.1f} s)" if last is not None else "ETA unknown (no earlier run)")
+    parts.append(f"ETA ~{_clock(last)} ({basis}: {last:.1f} s)" if last is not None else "ETA unknown (no earlier run)")
     known = [durations[n] for n in left if n in durations]
     if len(left) > 1 and known:
         unknown = len(left) - len(known)
@@ -401,6 +402,9 @@ def run_report(
         _record_run_provenance(profile, settings, applied, out_dir)
 
         progress = _Progress(profile, out_dir, names, selected, previous, log)
+        if not progress.durations:  # a first run here (runs/reports/): the committed report's times at this machine's speed
+            progress.durations = estimated_durations(profile, out_dir, int(settings.get("torch_threads") or 1))[0]
+            progress.basis = "estimated from the committed report"
         try:
             for k, name in enumerate(progress.todo, 1):
                 if progress.failed:
@@ -493,7 +497,7 @@ class _Progress:
         self.profile, self.out_dir, self.names, self.log = profile, out_dir, names, log
         self.entries = {n: _carried_over(n, previous) if n not in selected else status_entry(n, "pending") for n in names}
         self.todo = [n for n in names if n in selected]
-        self.durations = last_durations(previous)
+        self.durations, self.basis = last_durations(previous), "last run"
         self.failed = False
         self.current: str | None = None  # the stage whose entry is not final yet
         self.last_done: str | None = None
@@ -516,7 +520,7 @@ class _Progress:
         if run_dir is not None:  # until it succeeds again, the stage's artifacts are not current
             RunDir(run_dir).stage_record(name).unlink(missing_ok=True)
         self.refresh()
-        self.log(progress_line(k, self.todo, log_path, self.durations))
+        self.log(progress_line(k, self.todo, log_path, self.durations, self.basis))
         tag = f"[{k}/{len(self.todo)} {name}]"
         with heartbeat(tag, log_path, self.durations.get(name), self.log):
             self.entries[name] = _run_one(notebook, self.out_dir, params, kernel_name, self.log, stages=self.names,

@@ -525,3 +525,21 @@ def test_a_dry_run_checks_everything_prints_the_plan_and_runs_nothing(tmp_path, 
     assert main([*p["flags"], "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"  03_gamma: ~\d+s\n", out) and "estimated from the last run in" in out and fake.calls == []
+
+
+def test_a_first_run_takes_its_eta_from_the_committed_report(tmp_path, monkeypatch, capsys):
+    """In a report folder with no earlier run, the stage lines' ETA is the committed reference report's time
+    scaled to this machine's speed, and says so."""
+    p = _project(tmp_path)
+    reference = tmp_path / "reference"
+    (reference / "tiny").mkdir(parents=True)
+    (reference / "tiny" / "status.json").write_text(json.dumps({"stages": [
+        {"name": n, "status": "ok", "duration_s": 60.0} for n in ("01_alpha", "02_beta", "03_gamma")]}))
+    (reference / "tiny" / "metrics.json").write_text(json.dumps({"provenance": {"machine": {"speed": {"matmul_gflops": 100.0}}}}))
+    monkeypatch.setattr(runner, "REFERENCE_REPORTS", str(reference))
+    monkeypatch.setattr(runner, "execute_stage", FakeStages())
+    assert main(p["flags"]) == 0
+    first = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("[1/3 01_alpha] running"))
+    assert re.search(r"ETA ~\d+(m\d+)?s \(estimated from the committed report: [\d.]+ s\), ~\d", first), first
+    assert main(p["flags"]) == 0  # the second run has its own last run
+    assert "(last run: " in capsys.readouterr().out
