@@ -1,5 +1,5 @@
 """``goalrm train-rm``: parse the flags (:class:`~goalrm_core.train.config.TrainRMConfig`), check
-what needs no model or data (:func:`~goalrm_core.train.trainer.preflight`), then
+what needs no model or data (:func:`~goalrm_core.train.preflight.preflight`), then
 ``Trainer(cfg).fit()``. The flags are parsed and range-checked before torch is imported. ``python -m goalrm_core.train.trainer``, ``python -m goalrm_core.train_rm``
 and ``deepspeed --module`` either of them run this module."""
 
