@@ -193,3 +193,29 @@ def policy_scope(policy_seeds: Any) -> str:
     if len(seeds) >= 2:
         return f"over {len(seeds)} policy seeds"
     return f"for this policy (policy seed {int(seeds[0])})" if seeds else "for this policy"
+
+
+MOSTLY_WRONG = 0.5  # below this share of correct steered solutions, a style rate counts words in wrong answers
+
+
+def steering_cost(accuracy: float | None, accuracy_unguided: float | None) -> str:
+    """What steering toward a style cost in correctness, in words: empty where the steered accuracy is
+    not below the unguided one (or either is unknown); otherwise both, and where most steered solutions
+    are wrong, that their style share then counts explanation words in wrong solutions.
+
+    >>> steering_cost(0.094, 0.125)[:60]
+    'Steering costs correctness: 9.4% of the steered solutions ar'
+    >>> steering_cost(0.5, 0.4)
+    ''
+    """
+    def known(x):
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x and abs(x) != float("inf")
+
+    if not (known(accuracy) and known(accuracy_unguided)) or accuracy >= accuracy_unguided:
+        return ""
+    text = (f"Steering costs correctness: {100 * accuracy:.1f}% of the steered solutions are correct, against "
+            f"{100 * accuracy_unguided:.1f}% unguided")
+    if accuracy < MOSTLY_WRONG:
+        text += (", so most steered solutions are wrong and their style share counts explanation words in wrong "
+                 "solutions: a style rate bought this way is not a success")
+    return text + "."

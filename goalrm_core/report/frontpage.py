@@ -27,6 +27,7 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping
 
+from goalrm_core.report.metrics_view import detail_seed
 from goalrm_core.report.findings import answer, exploratory_section, gate_state, judge, primary_findings, step_answer, summary
 from goalrm_core.report.result_figures import (auroc_figure, decoding_table, delta_table, first_error_section,
                                                savings_figure, steering_section)
@@ -34,12 +35,10 @@ from goalrm_core.report.result_figures import (auroc_figure, decoding_table, del
 __all__ = ["answer", "auroc_figure", "decoding_table", "delta_table", "exploratory_section", "first_error_section", "gate_state",
            "judge", "primary_findings", "result_sections", "savings_figure", "steering_section", "step_answer", "summary"]
 
-DETAIL = "seed 0 (detail)"
-
-
 def result_sections(metrics: Mapping) -> str:
-    """Everything between the gate and the stage table."""
-    detail = f" — {DETAIL}"
+    """Everything between the gate and the stage table; the detail sections name the RM seed they show
+    (the profile's first)."""
+    detail = f" — seed {detail_seed(metrics)} (detail)"
     parts = [("Summary", summary(metrics)),
              ("Primary findings across seeds", primary_findings(metrics)),
              ("Exploratory benchmarks", exploratory_section(metrics)),
@@ -49,4 +48,9 @@ def result_sections(metrics: Mapping) -> str:
              ("Tokens saved by Q" + detail, savings_figure(metrics)),
              ("Decoding at matched budgets" + detail, decoding_table(metrics)),
              ("Steering" + detail, steering_section(metrics))]
-    return "\n".join(f"<h2>{html.escape(title)}</h2>\n{body}" for title, body in parts if body)
+    # the story (summary and primary findings) stays open; the detail below it folds, so the page opens
+    # on the answer and a reader unfolds what they want to check
+    open_titles = {"Summary", "Primary findings across seeds"}
+    return "\n".join(f"<h2>{html.escape(title)}</h2>\n{body}" if title in open_titles
+                     else f"<details class=\"section\"><summary><h2>{html.escape(title)}</h2></summary>\n{body}\n</details>"
+                     for title, body in parts if body)

@@ -210,14 +210,18 @@ _TEXT_OUTPUT = re.compile(r'<div class="([^"]*jp-RenderedText[^"]*jp-OutputArea-
                           r'[^>]*>\s*<pre>(.*?)</pre>', re.DOTALL)
 _TABLE = re.compile(r'<table\b[^>]*class="[^"]*dataframe[^"]*"[^>]*>(.*?)</table>', re.DOTALL)
 _ROW_HEADER = re.compile(r"<tbody>.*?<tr[^>]*>\s*<th\b", re.DOTALL)
-_BAD_CELL = re.compile(r"<td[^>]*>\s*(None|nan|NaN|NaT|<NA>)\s*</td>")
+_BAD_CELL = re.compile(r"<td[^>]*>\s*(None|nan|NaN|NaT|<NA>|True|False)\s*</td>")
+_HEADER = re.compile(r"<th\b[^>]*>(.*?)</th>", re.DOTALL)
+# a header that is a data-frame key, not words: snake_case, or an interval split over two columns
+_KEY_HEADER = re.compile(r"\w_\w|\bci (low|high)\b")
 
 
 def raw_outputs(page: str) -> list[str]:
     """Every raw repr a reader would meet on a rendered page, one line each (``what: excerpt``): in a
     plain-text cell output a config or object repr or a pandas Series, and as a cell's value a Python
-    dict/tuple/list or a bare string or path; in a pandas table the index printed as a column, or a
-    ``None``/``nan`` cell. Empty for a clean page."""
+    dict/tuple/list or a bare string or path; in a pandas table the index printed as a column, a
+    ``None``/``nan``/``True``/``False`` cell, or a header that is a key (``prefix_wrong``, ``pearson ci low``).
+    Empty for a clean page."""
     found = []
     for match in _TEXT_OUTPUT.finditer(page):
         value = "executeResult" in match.group(1)  # a cell's value, not text it printed
@@ -232,4 +236,8 @@ def raw_outputs(page: str) -> list[str]:
             found.append(f"pandas index as a column: {words!r}")
         for cell in _BAD_CELL.finditer(table):
             found.append(f"'{cell.group(1)}' in a table cell")
+        for head in _HEADER.finditer(table):
+            text = html.unescape(re.sub(r"<[^>]+>", "", head.group(1))).strip()
+            if _KEY_HEADER.search(text):
+                found.append(f"a key as a column header: {text[:80]!r}")
     return found

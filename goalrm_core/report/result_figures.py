@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping
 
+from goalrm_core.evaluation import verdicts
 from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.evaluation.tables import REFERENCE_SCORERS
 from goalrm_core.report.metrics_view import Metrics, detail_seed, entries, section, value
@@ -179,6 +180,9 @@ def _defined(*values) -> bool:
     return not any(fmt.is_undefined(v) for v in values)
 
 
+NULL_SAVING = 0.01  # a method whose every benchmark saves less than this share of tokens is not drawn
+
+
 def savings_figure(metrics: Mapping) -> str:
     import pandas as pd
 
@@ -197,10 +201,19 @@ def savings_figure(metrics: Mapping) -> str:
                          "accuracy": p["accuracy"], "end": True})
     if not rows:
         return ""
+    frame = pd.DataFrame(rows)
+    # a method that saved (almost) nothing anywhere is a sentence, not a panel of dots stacked at x = 1
+    null = [method for method, g in frame.groupby("method", sort=False)
+            if (g.loc[g["end"], "tokens"] >= 1 - NULL_SAVING).all()]
+    said = "".join(f"<p>{html.escape(method[0].upper() + method[1:])} saved under {100 * NULL_SAVING:.0f}% of the tokens on every "
+                   "benchmark, so it is not drawn: its numbers are in the tables below.</p>" for method in null)
+    frame = frame[~frame["method"].isin(null)]
+    if frame.empty:
+        return said + savings_text(metrics)
     return (f"<p>What the goal-conditioned RM's Q-values save, seed-{detail_seed(metrics)} RMs: majority-vote accuracy against the tokens "
             "generated, as a share of every sample in full (x = 1; the axis spans the points). Each line runs from the "
             "unfiltered vote (open circle) to the filtered or pruned one (dot); left is cheaper, up is more accurate.</p>"
-            + png(plots.savings_panels(pd.DataFrame(rows))) + savings_text(metrics))
+            + png(plots.savings_panels(frame)) + said + savings_text(metrics))
 
 
 # decoding methods as notebook 05 names them (metrics.json keeps them as snake_case keys)
@@ -302,5 +315,6 @@ def steering_section(metrics: Mapping) -> str:
     text += "."
     if "goal_separation_auroc" in s:
         text += f" The style goal's cosine separates styled from plain solutions with AUROC {fmt.num(s.get('goal_separation_auroc'))}."
-    text += " One seed and one run: a description, not a finding."
+    cost = verdicts.steering_cost(s.get("accuracy"), s.get("accuracy_unguided"))
+    text += (f" {cost}" if cost else "") + " One seed and one run: a description, not a finding."
     return f"<p>{html.escape(text)}</p>"

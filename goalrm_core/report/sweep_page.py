@@ -193,6 +193,46 @@ def profile_note(plan: Mapping, rows: list[dict], report_dir: Path) -> str:
             f"numbers, and how the points rank (the goal-state methods among them), can differ from that report's pages.")
 
 
+def _code(metrics: Any) -> str | None:
+    """``abc1234`` (with ``, uncommitted changes`` where the tree was dirty) from a run's provenance."""
+    git = section(metrics if isinstance(metrics, Mapping) else {}, "provenance", "git")
+    commit = git.get("commit")
+    if not isinstance(commit, str) or not commit:
+        return None
+    return commit[:7] + (" with uncommitted changes" if git.get("dirty") else "")
+
+
+def code_note(plan: Mapping, report_dir: Path) -> str:
+    """The code every point ran on, from their ``metrics.json`` provenance, and the code of the profile's
+    report beside the sweep where there is one: numbers from different code are not comparable."""
+    runs = {p["name"]: _read(report_dir / p["name"] / "metrics.json") for p in plan["points"]}
+    if plan.get("shared"):
+        runs["shared"] = _read(report_dir / "shared" / "metrics.json")
+    by_code: dict[str, list[str]] = {}
+    for name, m in runs.items():
+        code = _code(m)
+        if code:
+            by_code.setdefault(code, []).append(name)
+    if not by_code:
+        return ""
+    dates = sorted(d[:10] for m in runs.values() if isinstance(d := section(m if isinstance(m, Mapping) else {}, "provenance").get("date"), str))
+    points = [p["name"] for p in plan["points"]]
+
+    def who(names: list[str]) -> str:
+        ran = [n for n in names if n in points]
+        said = ("every point" if len(ran) == len(points) else ", ".join(ran)) if ran else ""
+        return " and ".join(filter(None, [said, "the shared stages" if "shared" in names else ""]))
+
+    parts = [f"{who(names)} ran at {code}" for code, names in by_code.items()]
+    said = "Code: " + "; ".join(parts) + (f" ({dates[0]}" + (f" to {dates[-1]})" if dates[-1] != dates[0] else ")") if dates else "") + "."
+    report = _read(report_dir.parent / str(plan.get("profile")) / "metrics.json")
+    report_code = _code(report)
+    if report_code and set(by_code) != {report_code}:
+        said += (f" The {plan.get('profile')} report beside this sweep ran at {report_code}: its numbers come from other code "
+                 "(and another policy), so compare a figure here only with another on this page.")
+    return said
+
+
 def seeds_note(plan: Mapping, rows: list[dict]) -> str:
     """What a sweep's numbers support: with one RM seed per point, leads, not findings."""
     common = plan.get("common") or {}
@@ -234,14 +274,14 @@ def headline_table(plan: Mapping, rows: list[dict], report_dir: Path, report_lin
     e = html.escape
     across = any(r.get("delta_seeds") for r in rows)
     paired = {c["point"]: c for c in paired_comparisons(plan, rows)}
-    header = ["point", f"{GOAL_CONDITIONED} RM AUROC", "Δ vs base point (paired) [Holm p]", "baseline RM AUROC",
+    header = ["point", f"{GOAL_CONDITIONED} RM AUROC", "Δ vs base point (paired), Holm p", "baseline RM AUROC",
               "Δ goal-conditioned − baseline RM", *(["same Δ across seeds"] if across else [])]
     table = []
     for r in rows:
         cells = [_point_cell(plan, r), e(fmt.ci(*r["auroc"].get((GOAL_CONDITIONED, ID_BENCH), (None, None, None))))]
         c = paired.get(r["point"])
         cells.append("—" if r["point"] == plan.get("default_point") else
-                     e(f"{fmt.signed_ci(c.get('delta'), c.get('ci_low'), c.get('ci_high'))} [{fmt.p_value(c.get('p_holm'))}]")
+                     e(f"{fmt.signed_ci(c.get('delta'), c.get('ci_low'), c.get('ci_high'))}, p = {fmt.p_value(c.get('p_holm'))}")
                      if c else "not recorded")
         cells.append(e(fmt.ci(*r["auroc"].get(("baseline", ID_BENCH), (None, None, None)))))
         cells.append(e(fmt.signed_ci(*r["delta"])))
@@ -326,6 +366,7 @@ def render_comparison(plan: Mapping, report_dir: Path, report_links: bool = True
     return render(
         "sweep.html.j2", plan=plan, generated=_now(), n_done=sum(r["status"] == "complete" for r in rows), n_points=len(rows),
         verdict=verdict(plan, rows), seeds_note=seeds_note(plan, rows), note=profile_note(plan, rows, report_dir),
+        code=code_note(plan, report_dir),
         bench=ID_BENCH, base=base_label(plan, rows), q_series=Q_SERIES,
         headline=headline_table(plan, rows, report_dir, report_links), training=training_table(plan, rows, report_dir, report_links),
         ood=ood_table(rows), figures=key_figures(plan, rows), config=config_table(plan, rows),

@@ -17,6 +17,7 @@ import pandas as pd
 from transformers import AutoTokenizer, LlamaForCausalLM
 
 from goalrm_core.data.io import atomic_write_json
+from goalrm_core.evaluation import verdicts
 from goalrm_core.data.rundir import RunDir
 from goalrm_core.evaluation import metrics
 from goalrm_core.inference.beam_search import DecodeConfig, q_guided_decode
@@ -176,10 +177,12 @@ def steering_frame(steering: SteeringResult) -> pd.DataFrame:
 
 
 def steering_reading(steering: SteeringResult) -> str:
-    """How many questions the steering table is over, and whether the goal can steer at all."""
+    """How many questions the steering table is over, whether the goal can steer at all, and what the
+    style cost in correctness (:func:`steering_cost`)."""
     s = steering.summary
     text = f"Each rate is over {s['n_questions']} questions, one seed, one run."
     if "goal_separation_auroc" in s:
         text += (f" The verbose goal's cosine tells a verbose solution from the terse one of the same problem with AUROC "
                  f"{fmt.num(s['goal_separation_auroc'])} (0.5: it could not steer at all).")
-    return text
+    cost = verdicts.steering_cost(s.get("accuracy"), s.get("accuracy_unguided"))
+    return text + (f" {cost}" if cost else "")

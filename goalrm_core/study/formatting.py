@@ -89,6 +89,17 @@ WORDS: Mapping[str, str] = {
     "proportion_correct_before": "share correct before",
     "proportion_correct_after": "share correct after",
     "percentile": "fraction of the response",
+    "pearson_r": "Pearson r",
+    "pearson_p": "Pearson p-value",
+    "spearman_rho": "Spearman ρ",
+    "spearman_p": "Spearman p-value",
+    "undefined_reason": "why undefined",
+    "meets_target": "meets the target",
+    "share_of_oracle": "share of the oracle's saving",
+    "token_type": "token type",
+    "prefix_wrong": "prefix already wrong",
+    "r2_alone": "R² alone",
+    "r2_added_last": "R² added last",
     "signal": "signal",
     "setting": "setting",
     "steps": "steps",
@@ -243,8 +254,27 @@ def order_benchmarks(names: Iterable[str]) -> list[str]:
     return sorted(names, key=lambda b: (b not in rank, rank.get(b, 0), names.index(b)))
 
 
+# Columns whose string values are keys (a factor's name): shown in words too.
+KEY_VALUED = {"factor"}
+
+
+def yes_no(v: Any) -> str:
+    """A truth value as a reader says it: ``yes`` or ``no`` (``undefined`` when it is not known).
+
+    >>> yes_no(True), yes_no(False), yes_no(None)
+    ('yes', 'no', 'undefined')
+    """
+    return UNDEFINED if v is None or (isinstance(v, float) and math.isnan(v)) else ("yes" if bool(v) else "no")
+
+
+def _is_bool(v: Any) -> bool:
+    return isinstance(v, bool) or type(v).__name__ == "bool_"  # numpy's bool as well
+
+
 def _cell(v: Any, digits: int, reason: Any = None) -> Any:
-    if isinstance(v, bool) or isinstance(v, str):
+    if _is_bool(v):
+        return yes_no(v)
+    if isinstance(v, str):
         return v
     if v is None or isinstance(v, (float, int)):
         return num(v, digits, reason)
@@ -254,15 +284,16 @@ def _cell(v: Any, digits: int, reason: Any = None) -> Any:
 def table(df: pd.DataFrame, digits: int = 2, index_words: bool = True) -> pd.DataFrame:
     """A copy of ``df`` for reading: ``X``/``X_ci_low``/``X_ci_high`` (or ``ci_low``/``ci_high`` after
     ``X``) merged into one ``X [low, high]`` column, rates and ``*_pct`` as percentages, p-values
-    readable, other floats rounded, and column names in words. Values become strings; an undefined
-    one reads ``undefined``, with the reason of an ``X_reason`` column when the table has one."""
+    readable, truth values ``yes``/``no``, other floats rounded, and column names in words. Values become
+    strings; an undefined one reads ``undefined``, with the reason of an ``X_reason`` column when the
+    table has one, else the row's ``undefined_reason``."""
     out = pd.DataFrame(index=df.index)
     # bare ci_low/ci_high columns belong to the first of these that the table has
     owner = next((c for c in ("auroc", "mean", "auroc_mean", "separation_auroc", "delta", "mean_delta") if c in df), None)
-    used: set[str] = {f"{c}_reason" for c in df.columns if f"{c}_reason" in df}
+    used: set[str] = {f"{c}_reason" for c in df.columns if f"{c}_reason" in df} | {"undefined_reason"}
 
-    def reasons(col):
-        key = f"{col}_reason"
+    def reasons(col):  # a row's undefined_reason stands for every value of the row without its own
+        key = f"{col}_reason" if f"{col}_reason" in df else "undefined_reason"
         return list(df[key]) if key in df else [None] * len(df)
 
     for col in df.columns:
@@ -271,6 +302,9 @@ def table(df: pd.DataFrame, digits: int = 2, index_words: bool = True) -> pd.Dat
         low, high = f"{col}_ci_low", f"{col}_ci_high"
         if col == owner and low not in df:
             low, high = "ci_low", "ci_high"
+        stem = col.rsplit("_", 1)[0]  # pearson_r with pearson_ci_low / pearson_ci_high
+        if low not in df and "_" in col and f"{stem}_ci_low" in df and f"{stem}_ci_high" in df:
+            low, high = f"{stem}_ci_low", f"{stem}_ci_high"
         if low in df and high in df:
             used |= {low, high}
             if col in RATE_COLUMNS:
@@ -284,7 +318,13 @@ def table(df: pd.DataFrame, digits: int = 2, index_words: bool = True) -> pd.Dat
             continue
         values, why = df[col].tolist(), reasons(col)
         if col.endswith("reason"):
-            shown = ["" if is_undefined(v) else v for v in values]
+            shown = [v if isinstance(v, str) else "" for v in values]
+            if not any(shown):
+                continue  # nothing is undefined: no empty column
+        elif any(_is_bool(v) for v in values) and all(_is_bool(v) or v is None for v in values):
+            shown = [yes_no(v) for v in values]
+        elif col in KEY_VALUED:
+            shown = [words(v) if isinstance(v, str) else v for v in values]
         elif col.endswith("_pct"):
             shown = [pct(v, already_percent=True, reason=r) for v, r in zip(values, why)]
         elif col in RATE_COLUMNS:

@@ -7,6 +7,7 @@ import matplotlib
 matplotlib.use("Agg") if not matplotlib.get_backend().lower().startswith(("module://matplotlib_inline", "nbagg", "widget")) else None
 
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
@@ -154,25 +155,36 @@ def partial_auroc_curves(df: pd.DataFrame, benchmark: str | None = None, title: 
 
 
 def q_trajectories(rows, first_error_tokens, n_each: int = 3, seed: int = 0, title: str = "Q-value along a generation"):
-    """Q-value per response token for a few correct and incorrect generations; x marks the first error."""
+    """Q-value per response token for a few generations, one panel each: correct ones on the top row,
+    incorrect ones (with a known first error, the dashed line) below, on one y scale."""
     import random
 
     rng = random.Random(seed)
     correct = [i for i, r in enumerate(rows) if r["is_correct"]]
     wrong = [i for i, r in enumerate(rows) if not r["is_correct"] and first_error_tokens[i] is not None]
-    fig, ax = plt.subplots(figsize=(8, 3.8))
-    for idxs, colour, label in ((rng.sample(correct, min(n_each, len(correct))), "tab:green", "correct"),
-                                (rng.sample(wrong, min(n_each, len(wrong))), "tab:red", "incorrect")):
-        for k, i in enumerate(idxs):
+    picked = [("correct", "tab:green", rng.sample(correct, min(n_each, len(correct)))),
+              ("incorrect", "tab:red", rng.sample(wrong, min(n_each, len(wrong))))]
+    picked = [p for p in picked if p[2]]
+    n_cols = max([len(p[2]) for p in picked] + [1])
+    fig, axes = plt.subplots(max(len(picked), 1), n_cols, figsize=(3.2 * n_cols, 2.4 * max(len(picked), 1)),
+                             sharey=True, squeeze=False)
+    for ax in axes.flat:
+        ax.set_visible(False)
+    for row, (label, colour, idxs) in enumerate(picked):
+        for col, i in enumerate(idxs):
+            ax = axes[row][col]
+            ax.set_visible(True)
             q = rows[i]["cosine_sim"]
-            ax.plot(range(len(q)), q, c=colour, alpha=0.7, label=label if k == 0 else None)
-            if first_error_tokens[i] is not None:
-                e = first_error_tokens[i]
-                ax.plot([e], [q[e]], "x", c="black", ms=8, label="first error" if k == 0 and colour == "tab:red" else None)
-    ax.set_xlabel("response token")
-    ax.set_ylabel("Q (cosine to goal)")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
+            ax.plot(range(len(q)), q, c=colour, lw=1.3)
+            e = first_error_tokens[i]
+            ax.set_title(label if e is None else f"{label}, first error at token {e}", fontsize=9)
+            if e is not None:
+                ax.axvline(e, ls="--", c="black", lw=1)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=5))
+            if row == len(picked) - 1:
+                ax.set_xlabel("response token")
+        axes[row][0].set_ylabel("Q (cosine to goal)")
+    fig.suptitle(title)
     fig.tight_layout()
     return fig
 
@@ -306,6 +318,7 @@ def first_error_profiles(profile, title: str = "Q along incorrect solutions, aro
             ax.plot(g["offset"], g["mean_q"], marker="o", ms=3, lw=1.2, color=palette[s], label=f"seed {s}")
         ax.axvline(0, ls="--", c="grey", lw=1)
         ax.set_title(f"{rm} RM")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("tokens from the first error")
     axes[0][0].set_ylabel("mean Q (cosine to the goal state)")
     axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))

@@ -13,6 +13,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from tqdm.auto import tqdm
+
 from goalrm_core.data.io import read_jsonl
 from goalrm_core.data.rundir import RunDir, rm_metrics_path, train_summary_path
 from goalrm_core.evaluation.stats import mean_ci
@@ -57,7 +59,7 @@ def config_table(cfg: TrainRMConfig, run_dir) -> pd.DataFrame:
         value = getattr(cfg, f.name)
         if value == getattr(default, f.name):
             continue
-        text = str(value)
+        text = ("yes" if value else "no") if isinstance(value, bool) else str(value)  # a switch reads yes/no, never True
         if isinstance(value, str) and text.startswith(root):
             text = "run" + text[len(root):]
         rows.append({"setting": f.name, "value": text})
@@ -151,13 +153,18 @@ def train_rms(run_dir, rms: Sequence[str], seeds: Sequence[int], recipe: RMRecip
             print(f"{rm} seed {seed}: {said}, held-out accuracy {summary.get('eval_accuracy', float('nan')):.3f}", flush=True)
         return summary
 
+    # RM i of n with an ETA: a widget in JupyterLab, nothing in a batch run (its log gets a line per RM)
+    bar = tqdm(total=len(jobs), initial=len(jobs) - len(todo) - len(running), desc="RMs trained", unit="RM")
     for round_jobs, width, waiting in rounds:
         if round_jobs or waiting:
             per_process = threads_per_training(threads, width, num_processes)
             with ThreadPoolExecutor(max_workers=width) as pool:  # a run still going holds a place: waited on first
                 futures = {**{job: pool.submit(f.result) for job, f in waiting.items()},
                            **{job: pool.submit(train, job, per_process) for job in round_jobs}}
+                for future in futures.values():
+                    future.add_done_callback(lambda _: bar.update(1))
                 done.update({job: f.result() for job, f in futures.items()})
+    bar.close()
     import pandas as pd
 
     return pd.DataFrame([{"rm": rm, "seed": seed, **done[(rm, seed)]} for rm, seed in jobs])

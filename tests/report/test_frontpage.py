@@ -287,3 +287,50 @@ def test_companion_reports_link_each_other_only_where_both_exist(tmp_path):
     assert 'href="../confident/index.html"' in render_index("demo", "now", [], {}, demo)
     (demo / "index.html").write_text("<html></html>")
     assert 'href="../demo/index.html"' in render_index("confident", "now", [], {}, confident)
+
+
+def test_reader_table_says_yes_no_merges_named_intervals_and_drops_empty_reasons():
+    frame = pd.DataFrame({"rule": ["Q", "log-prob"], "meets_target": [True, False], "pearson_r": [0.3, None],
+                          "pearson_ci_low": [0.1, None], "pearson_ci_high": [0.5, None], "undefined_reason": [None, None],
+                          "factor": ["prefix_wrong", "token_type"]})
+    shown = fmt.table(frame)
+    assert list(shown.columns) == ["rule", "meets the target", "Pearson r [95% CI]", "factor"]
+    assert shown["meets the target"].tolist() == ["yes", "no"]
+    assert shown["Pearson r [95% CI]"].tolist() == ["0.30 [0.10, 0.50]", "undefined"]
+    assert shown["factor"].tolist() == ["prefix already wrong", "token type"]
+    why = fmt.table(frame.assign(undefined_reason=[None, "one class only"]))
+    assert why["Pearson r [95% CI]"].tolist() == ["0.30 [0.10, 0.50]", "undefined (one class only)"]
+    assert "why undefined" not in why  # the reason went into the cells it explains
+
+
+def test_a_saving_that_saved_nothing_is_a_sentence_not_a_figure():
+    tree = story_tree()
+    page = frontpage.result_sections(tree)
+    assert "data:image/png;base64," in page.split("Tokens saved by Q")[1].split("</details>")[0]  # toy-zero saved 30%
+    for bench in ("toy-id", "toy-zero"):
+        tree["evaluation"]["goal-conditioned"][bench]["filter"]["tokens_saved_pct"] = 0.2
+        tree["decoding"]["pruning"][bench] |= {"tokens_generated": 100.0, "tokens_generated_unpruned": 100.0}
+    section = frontpage.result_sections(tree).split("Tokens saved by Q")[1].split("</details>")[0]
+    assert "data:image/png;base64," not in section
+    assert "Q-filtered voting saved under 1% of the tokens on every benchmark, so it is not drawn" in section
+    assert "Online pruning saved under 1% of the tokens" in section
+
+
+def test_the_detail_folds_under_the_story_and_names_the_profiles_first_seed():
+    tree = story_tree()
+    tree["provenance"] = {"profile": {"parameters": {"rm_seeds": [10, 11]}}}
+    page = frontpage.result_sections(tree)
+    assert "seed 10 (detail)" in page and "seed 0 (detail)" not in page
+    assert '<details class="section"><summary><h2>Tokens saved by Q — seed 10 (detail)</h2></summary>' in page
+    assert "<h2>Summary</h2>" in page  # the story stays open
+
+
+def test_steering_says_what_the_style_cost_in_correctness():
+    tree = story_tree()
+    tree["decoding"]["steering"] = {"n_questions": 32, "attribute_rate": 0.31, "attribute_rate_unguided": 0.12,
+                                    "accuracy": 0.094, "accuracy_unguided": 0.25}
+    page = frontpage.result_sections(tree)
+    assert "Steering costs correctness: 9.4% of the steered solutions are correct, against 25.0% unguided" in page
+    assert "is not a success" in page
+    tree["decoding"]["steering"]["accuracy"] = 0.3
+    assert "Steering costs" not in frontpage.result_sections(tree)

@@ -41,6 +41,16 @@ def test_a_pandas_index_and_a_none_cell_are_found():
     assert any("'NaN' in a table cell" in line or "'None' in a table cell" in line for line in found), found
 
 
+def test_booleans_and_keys_as_headers_are_found():
+    frame = pd.DataFrame({"rule": ["Q"], "meets target": [True], "pearson ci low": [0.1], "prefix_wrong": [0.2]})
+    found = raw_outputs(html_output(frame.to_html(index=False)))
+    assert "'True' in a table cell" in found, found
+    assert any("a key as a column header: 'pearson ci low'" in line for line in found), found
+    assert any("a key as a column header: 'prefix_wrong'" in line for line in found), found
+    shown = fmt.show(frame.rename(columns={"meets target": "meets_target", "pearson ci low": "pearson_ci_low"}))
+    assert not [line for line in raw_outputs(html_output(shown._repr_html_())) if "True" in line]
+
+
 def test_a_shown_table_and_plain_prose_are_clean():
     frame = pd.DataFrame({"benchmark": ["toy-zero", "toy-id"], "auroc": [0.7, None], "ci_low": [0.6, None], "ci_high": [0.8, None]})
     shown = fmt.show(frame.set_index("benchmark"))

@@ -216,3 +216,41 @@ def test_smoke_report_pages_load_cleanly_in_chromium(chromium, smoke_report):
         found_problems += problems(page, found)
     assert not found_problems, "\n".join(found_problems)
     assert images > 0  # the report has figures, and they were checked
+
+
+# what a reader sees at 1,400 px: the layout and one screenshot of each page
+LAYOUT = """
+JSON.stringify({height: document.documentElement.scrollHeight, width: document.documentElement.scrollWidth,
+  column: document.body.getBoundingClientRect().width,
+  folded: Array.from(document.querySelectorAll("details.section")).filter(d => !d.open).length,
+  answerTop: (document.querySelector(".answer") || {getBoundingClientRect: () => ({top: -1})}).getBoundingClientRect().top})
+"""
+FRONT_PAGE_MAX_PX = 5000  # the story and folded detail; the unfolded page was 6,344 px on the smoke report
+
+
+def test_front_page_and_evaluation_at_1400_px(chromium, smoke_report, tmp_path):
+    """The front page and notebook 04, screenshotted at 1,400 px wide: nothing wider than the window,
+    the front page a reading column that opens on the answer, with its detail folded so the page stays
+    short, and each screenshot a real PNG of the window."""
+    import base64
+
+    _, reports, _ = smoke_report
+    chromium.send("Emulation.setDeviceMetricsOverride", {"width": 1400, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+                  session=chromium.session)
+    try:
+        seen = {}
+        for name in ("index.html", "04_evaluation.html"):
+            chromium.open(reports / name)
+            seen[name] = json.loads(chromium.send("Runtime.evaluate", {"expression": LAYOUT, "returnByValue": True},
+                                                  session=chromium.session)["result"]["value"])
+            shot = base64.b64decode(chromium.send("Page.captureScreenshot", {"format": "png"}, session=chromium.session)["data"])
+            (tmp_path / f"{name}.png").write_bytes(shot)
+            assert shot[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(shot[16:20], "big") == 1400, name
+            assert seen[name]["width"] <= 1400, f"{name} is wider than the window: {seen[name]}"
+    finally:
+        chromium.send("Emulation.clearDeviceMetricsOverride", session=chromium.session)
+    front = seen["index.html"]
+    assert front["column"] <= 1100, front  # a reading column, not the window's width
+    assert 0 <= front["answerTop"] < 900, front  # the answer is above the fold
+    assert front["folded"] >= 5, front  # the detail sections start folded
+    assert front["height"] <= FRONT_PAGE_MAX_PX, front

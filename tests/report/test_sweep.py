@@ -263,3 +263,21 @@ def test_smoke_sweep_runs_resumes_after_a_kill_and_reproduces_the_report(tmp_pat
     assert "<h3>contrastive_beta</h3>" in page and "<h3>goal_method</h3>" not in page  # one value: no figure
     assert "(base point)" in page and "2 of 2 points complete" in page
     assert (reports / first / "paired_vs_base.json").exists()  # the paired Δ against the base point (beta 0.5)
+
+
+def test_the_page_names_the_code_its_points_ran_on_and_the_profile_reports(tmp_path):
+    root = tmp_path / "demo-sweep-t"
+    plan = _write_sweep(root, {"base": (0.70, (0.66, 0.74)), "contrastive_beta=0.1": (0.80, (0.76, 0.84))})
+    page = render_comparison(plan, root)
+    assert "Code:" not in page  # no provenance recorded: nothing claimed
+    for name, date in (("base", "2026-12-01T10:00:00+00:00"), ("contrastive_beta=0.1", "2026-12-02T10:00:00+00:00")):
+        m = json.loads((root / name / "metrics.json").read_text())
+        m["provenance"] = {"git": {"commit": "b1166d23" + "0" * 32, "dirty": True}, "date": date}
+        (root / name / "metrics.json").write_text(json.dumps(m))
+    page = render_comparison(plan, root)
+    assert "Code: every point ran at b1166d2 with uncommitted changes (2026-12-01 to 2026-12-02)." in page
+    (root.parent / "demo").mkdir()
+    (root.parent / "demo" / "metrics.json").write_text(json.dumps({"provenance": {"git": {"commit": "e4d05a06" + "0" * 32, "dirty": False}}}))
+    page = render_comparison(plan, root)
+    assert "The demo report beside this sweep ran at e4d05a0: its numbers come from other code" in page
+    assert "max-width: 86rem" not in page  # a reading column like every other page
