@@ -14,6 +14,17 @@ from goalrm_core.model.tokenization import build_char_tokenizer
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
+# Tests that share an expensive fixture run in one pytest-xdist worker (``make test`` runs two with
+# ``--dist loadgroup``): the fixture is built once, and no worker idles on a lock while the other builds it.
+# (pytest 9.2 broke xdist 3.8's groups, which rename a test's node id: pyproject.toml pins pytest 9.1.)
+SHARED_FIXTURES = ("smoke_report", "two_process_runs", "uninterrupted", "project")
+
+
+def pytest_itemcollected(item):
+    shared = [name for name in SHARED_FIXTURES if name in getattr(item, "fixturenames", ())]
+    if shared:
+        item.add_marker(pytest.mark.xdist_group(shared[0]))
+
 
 @pytest.fixture(scope="session")
 def tokenizer():

@@ -111,13 +111,36 @@ def test_the_recorded_suite_runs_pytest_as_make_test_does():
     assert line.split("-m pytest", 1)[1].split("$(PYTEST_ARGS)")[0].split() == _suite_time().MAKE_TEST
 
 
-def test_the_official_defaults_table_is_generated_from_the_config():
-    """docs/migration.md's table of the official defaults is OFFICIAL_DEFAULTS, one row per entry."""
-    from goalrm_core.generated_block import update_file
-    from goalrm_core.train.config import OFFICIAL_DEFAULTS, OFFICIAL_DEFAULTS_BEGIN, OFFICIAL_DEFAULTS_END, official_defaults_block
+def _docs_tables():
+    spec = importlib.util.spec_from_file_location("docs_tables", ROOT / "scripts" / "docs_tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    migration = ROOT / "docs" / "migration.md"
-    assert update_file(migration, OFFICIAL_DEFAULTS_BEGIN, OFFICIAL_DEFAULTS_END, official_defaults_block(), write=False) is False, \
-        "run: python -m goalrm_core.train.config --docs"
-    block = migration.read_text(encoding="utf-8").split(OFFICIAL_DEFAULTS_BEGIN, 1)[1].split(OFFICIAL_DEFAULTS_END, 1)[0]
-    assert [line.split("|")[1].strip() for line in block.strip().splitlines()[2:]] == [f"`--{name}`" for name in OFFICIAL_DEFAULTS]
+
+def test_the_tables_the_code_defines_are_generated_from_it():
+    """docs/'s tables of the official defaults, the profile aliases and the ToyMath benchmarks are
+    their definitions in the code, one row per entry (``python scripts/docs_tables.py --write``)."""
+    from goalrm_core.study.recipe import PROFILE_ALIASES
+    from goalrm_core.tasks.toymath.problems import CHAIN_BENCHMARKS
+    from goalrm_core.train.config import OFFICIAL_DEFAULTS
+
+    tables = _docs_tables()
+    assert tables.stale(write=False) == [], "run: python scripts/docs_tables.py --write"
+    firsts = {"OFFICIAL_DEFAULTS": [f"`--{name}`" for name in OFFICIAL_DEFAULTS],
+              "PROFILE_ALIASES": [f"`{key}`" for key in PROFILE_ALIASES],
+              "CHAIN_BENCHMARKS": [f"`{name}`" for name in CHAIN_BENCHMARKS]}
+    for (doc, source), _ in tables.TABLES.items():
+        begin, end = tables.markers(source)
+        block = (ROOT / doc).read_text(encoding="utf-8").split(begin, 1)[1].split(end, 1)[0]
+        assert [line.split("|")[1].strip() for line in block.strip().splitlines()[2:]] == firsts[source.split()[0]], source
+
+
+def test_a_drifted_table_is_found_and_rewritten(tmp_path):
+    tables = _docs_tables()
+    for doc in {doc for doc, _ in tables.TABLES}:
+        (tmp_path / doc).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / doc).write_text((ROOT / doc).read_text(encoding="utf-8").replace("| `toy-zero` |", "| `toy-0` |"),
+                                    encoding="utf-8")
+    assert tables.stale(write=False, root=tmp_path) == ["docs/toymath.md: CHAIN_BENCHMARKS in goalrm_core/tasks/toymath/problems.py"]
+    assert tables.stale(write=True, root=tmp_path) != [] and tables.stale(write=False, root=tmp_path) == []

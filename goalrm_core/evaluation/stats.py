@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-
+from goalrm_core.evaluation.numeric import num
 
 
 def mean_ci(values: Sequence[float] | np.ndarray, alpha: float = 0.05) -> tuple[float, float, float]:
@@ -40,11 +40,22 @@ def wilson_interval(n_success: int, n: int, alpha: float = 0.05) -> tuple[float,
     Chosen over the normal approximation because it stays inside [0, 1] and behaves at 0 % and
     100 %, which small smoke-profile evaluations hit often.
     """
+    return wilson_rate_interval(n_success / n if n > 0 else math.nan, n, alpha)
+
+
+def wilson_rate_interval(p: float, n: int, alpha: float = 0.05) -> tuple[float, float]:
+    """:func:`wilson_interval` of a proportion ``p`` over ``n`` trials, where the metrics record the
+    rate and not the count; NaN where ``p`` or ``n`` is undefined or there are no trials.
+
+    >>> [round(v, 3) for v in wilson_rate_interval(0.8, 100)]
+    [0.711, 0.867]
+    >>> wilson_rate_interval(float("nan"), 100)
+    (nan, nan)
+    """
     check_alpha(alpha)
-    if n <= 0:
+    if num(p) is None or num(n) is None or n <= 0:
         return math.nan, math.nan
     z = _normal_quantile(1 - alpha / 2)
-    p = n_success / n
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom

@@ -8,7 +8,6 @@ A folder eval-rm wrote carries its manifest: readers refuse it unfinished or cha
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -18,7 +17,7 @@ import pandas as pd
 from goalrm_core.data.adapters import benchmark_dir
 from goalrm_core.data.questions import group_by_question, split_by_question
 from goalrm_core.evaluation import metrics
-from goalrm_core.evaluation.numeric import num
+from goalrm_core.evaluation.numeric import interval, is_undefined, num, undefined
 from goalrm_core.data import manifest
 from goalrm_core.data.io import ArtifactError, parse_label, read_jsonl
 from goalrm_core.data.rundir import samples_of_all
@@ -189,19 +188,11 @@ def first_error_summary(rows: Sequence[dict], tokenizer=None, skip_first: int = 
             "prefix_error_auroc_ci_high": prefix.ci_high}
 
 
-def _undefined(value) -> bool:
-    return value is None or (isinstance(value, float) and not math.isfinite(value))
-
-
 def fmt_ci(value: float, low: float, high: float) -> str:
-    """``value [low, high]``; "undefined" for an undefined value, and for undefined bounds."""
-    if _undefined(value):
-        return "undefined"
-    if _undefined(low) or _undefined(high):
-        return f"{value:.3f} [interval undefined]"
-    return f"{value:.3f} [{low:.3f}, {high:.3f}]"
+    """``value [low, high]`` to 3 decimals; "undefined" for an undefined value, ``[interval undefined]`` for undefined bounds."""
+    return interval(value, low, high, 3, no_interval=" [interval undefined]")
 
 
 def fmt_p(value: float, reason: str | None = None) -> str:
     """A p-value, or "undefined (reason)"."""
-    return (f"undefined ({reason})" if reason else "undefined") if _undefined(value) else f"{value:.3g}"
+    return undefined(reason) if is_undefined(value) else f"{value:.3g}"

@@ -1,11 +1,12 @@
 """The RM's batched forward pass over (prompt, response) pairs, as in training.
 
-Every dense reader of an RM goes through ``iter_scored``: the scorer (``scoring``), the goal states
-(``goal_state``) and the recipes. Sequences are sorted by length and run in buckets (never one at a
-time), and each comes back with its input index. How the text becomes tokens is ``encoding`` (see
-``model.encoding``) and where the reward is read is ``readout``: ``eos`` reads it at the EOS after
-``response + " "`` (the training input), ``last_token`` at the response's last token (what the
-official eval_rm.py and get_representation.py feed: template + response, nothing appended).
+Every dense reader of an RM goes through ``iter_read`` and its :class:`ReadSpec` (``iter_scored``: the
+spec's fields as arguments): the scorer (``scoring``), the goal states (``goal_state``) and the
+recipes. Sequences are sorted by length and run in buckets (never one at a time), and each comes
+back with its input index. How the text becomes tokens is ``encoding`` (see ``model.encoding``) and
+where the reward is read is ``readout``: ``eos`` reads it at the EOS after ``response + " "`` (the
+training input), ``last_token`` at the response's last token (what the official eval_rm.py and
+get_representation.py feed: template + response, nothing appended).
 """
 
 from __future__ import annotations
@@ -58,10 +59,27 @@ class ScoredSequence:
     partial_rewards: np.ndarray  # (num_actions,) value at each response token
     response_hidden: torch.Tensor  # (num_actions, hidden) last hidden states of the response tokens
     num_actions: int
-    truncated: bool = False  # the input was longer than max_len and cut (encoding official); see iter_scored
+    truncated: bool = False  # the input was longer than max_len and cut (encoding official); see iter_read
 
 
-@torch.no_grad()
+@dataclass(frozen=True, kw_only=True)
+class ReadSpec:
+    """How the RM reads (prompt, response) pairs: everything ``iter_read`` takes but the model, the
+    tokenizer and the texts.
+
+    ``encoding`` and ``readout`` (see the module docstring); ``max_len`` the token limit (0: none);
+    ``batch_size`` the sequences per forward pass; ``bucket`` batches similar lengths together;
+    ``progress`` shows a bar named ``desc``."""
+
+    encoding: str
+    readout: str
+    max_len: int = 2048
+    batch_size: int = 32
+    bucket: bool = True
+    progress: bool = False
+    desc: str = "score"
+
+
 def iter_scored(
     model: RewardModel,
     tokenizer,
@@ -75,29 +93,38 @@ def iter_scored(
     encoding: str = "split",
     readout: str = "eos",
 ) -> Iterator[tuple[int, ScoredSequence]]:
-    """Yield ``(input index, ScoredSequence)``; with ``bucket`` the batches group similar lengths.
-    ``max_len`` 0 reads every sequence whole (the official scripts: the tokenizer's own limit)."""
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
-    check_choice("readout", readout, READOUTS)
+    """:func:`iter_read` with the spec's fields as arguments."""
+    yield from iter_read(model, tokenizer, prompts, responses, ReadSpec(
+        encoding=encoding, readout=readout, max_len=max_len, batch_size=batch_size, bucket=bucket, progress=progress, desc=desc))
+
+
+@torch.no_grad()
+def iter_read(model: RewardModel, tokenizer, prompts: Sequence[str], responses: Sequence[str],
+              spec: ReadSpec) -> Iterator[tuple[int, ScoredSequence]]:
+    """Yield ``(input index, ScoredSequence)``, read as ``spec`` says; with ``spec.bucket`` the batches group
+    similar lengths. ``spec.max_len`` 0 reads every sequence whole (the official scripts: the tokenizer's own limit)."""
+    if spec.batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {spec.batch_size}")
+    check_choice("readout", spec.readout, READOUTS)
     model.eval()
     encoded = []
     for i, (prompt, response) in enumerate(zip(prompts, responses)):
-        enc = encode_prompt_response(tokenizer, prompt, response, max_len or UNTRUNCATED, append_eos=readout == "eos", encoding=encoding)
+        enc = encode_prompt_response(tokenizer, prompt, response, spec.max_len or UNTRUNCATED, append_eos=spec.readout == "eos",
+                                     encoding=spec.encoding)
         if enc is None:
-            raise ValueError(f"generation {i}: the response alone is longer than max_len={max_len}")
+            raise ValueError(f"generation {i}: the response alone is longer than max_len={spec.max_len}")
         if enc.num_actions == 0:
-            raise ValueError(f"generation {i}: the prompt alone fills max_len={max_len}, so no response token is left to score; "
+            raise ValueError(f"generation {i}: the prompt alone fills max_len={spec.max_len}, so no response token is left to score; "
                              f"raise --max_len")
         encoded.append(enc)
     cut = sum(e.truncated for e in encoded)
     if cut:
-        print(f"notice: {desc}: {cut} of {len(encoded)} inputs are longer than max_len={max_len} and were cut from the right "
-              f"(encoding {encoding}); their rows are marked truncated, and their Q-values and reward stop at the cut", file=sys.stderr)
-    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].input_ids)) if bucket else list(range(len(encoded)))
+        print(f"notice: {spec.desc}: {cut} of {len(encoded)} inputs are longer than max_len={spec.max_len} and were cut from the right "
+              f"(encoding {spec.encoding}); their rows are marked truncated, and their Q-values and reward stop at the cut", file=sys.stderr)
+    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].input_ids)) if spec.bucket else list(range(len(encoded)))
     device = next(model.parameters()).device
-    for start in tqdm(range(0, len(order), batch_size), desc=desc, disable=not progress, mininterval=2):
-        idx = order[start:start + batch_size]
+    for start in tqdm(range(0, len(order), spec.batch_size), desc=spec.desc, disable=not spec.progress, mininterval=2):
+        idx = order[start:start + spec.batch_size]
         ids, mask = left_pad([encoded[i].input_ids for i in idx], tokenizer.pad_token_id)
         out = model(ids.to(device), mask.to(device), torch.tensor([encoded[i].num_actions for i in idx], device=device))
         values, hidden = out.values.float().cpu(), out.hidden.float().cpu()

@@ -22,7 +22,7 @@ from goalrm_core.choices import GOAL_METHODS, GOAL_ROWS
 from goalrm_core.data import manifest
 from goalrm_core.data.adapters import HELPSTEER_ATTRIBUTES
 from goalrm_core.data.io import ArtifactError, load_npy
-from goalrm_core.inference.forward import iter_scored
+from goalrm_core.inference.forward import ReadSpec, iter_read
 from goalrm_core.model.encoding import require_text
 from goalrm_core.model.reward_model import RewardModel
 from goalrm_core.model.templates import apply_template
@@ -156,23 +156,23 @@ def goal_states(
     pick = rng.randrange(len(responses))  # the one-response methods' response; random_token then draws its token with rng
     one = [m for m in methods if m in ONE_RESPONSE]
     every = [m for m in methods if m not in ONE_RESPONSE]
+    spec = ReadSpec(encoding=encoding, readout=readout, max_len=max_len, batch_size=batch_size, progress=progress, desc="goal state")
     goals = {}
     if one:
-        goals |= _mean_states(model, tokenizer, [prompts[pick]], [responses[pick]], one, rng, max_len, batch_size, progress, encoding, readout)
+        goals |= _mean_states(model, tokenizer, [prompts[pick]], [responses[pick]], one, rng, spec)
     if every:
-        goals |= _mean_states(model, tokenizer, prompts, responses, every, rng, max_len, batch_size, progress, encoding, readout)
+        goals |= _mean_states(model, tokenizer, prompts, responses, every, rng, spec)
     return {method: goals[method] for method in methods}
 
 
-def _mean_states(model, tokenizer, prompts, responses, methods, rng, max_len, batch_size, progress, encoding, readout) -> dict[str, np.ndarray]:
-    """Each method's mean of hidden states over one pass of the RM: every response token's
-    (``mean_all_tokens``), one token's per response drawn with ``rng`` (``random_token``), or the
-    last token's (the others)."""
+def _mean_states(model, tokenizer, prompts, responses, methods, rng: random.Random, spec: ReadSpec) -> dict[str, np.ndarray]:
+    """Each method's mean of hidden states over one pass of the RM, read as ``spec`` says: every
+    response token's (``mean_all_tokens``), one token's per response drawn with ``rng``
+    (``random_token``), or the last token's (the others)."""
     size = model.config.hidden_size
     totals = {m: torch.zeros(size, dtype=torch.float64) for m in methods}
     counts = dict.fromkeys(methods, 0)
-    for _, s in iter_scored(model, tokenizer, prompts, responses, max_len, batch_size, progress=progress, desc="goal state",
-                            encoding=encoding, readout=readout):
+    for _, s in iter_read(model, tokenizer, prompts, responses, spec):
         for method in methods:
             if method == "mean_all_tokens":
                 totals[method] += s.response_hidden.double().sum(0)
@@ -228,7 +228,7 @@ def last_token_states(model: RewardModel, tokenizer, rows: Sequence[dict], templ
     as ``encoding`` and ``readout`` say (``inference.forward``)."""
     prompts = [apply_template(template, r["question"]) for r in rows]
     states = np.zeros((len(rows), model.config.hidden_size), dtype=np.float32)
-    for i, s in iter_scored(model, tokenizer, prompts, [r["generated_solution"] for r in rows], max_len, batch_size,
-                            encoding=encoding, readout=readout):
+    spec = ReadSpec(encoding=encoding, readout=readout, max_len=max_len, batch_size=batch_size)
+    for i, s in iter_read(model, tokenizer, prompts, [r["generated_solution"] for r in rows], spec):
         states[i] = s.response_hidden[-1].numpy()
     return states

@@ -1,6 +1,6 @@
 """Dense scoring of generations: reward, per-token values and per-token Q-values, batched.
 
-The RM reads each generation through ``forward.iter_scored`` (length buckets, the training input:
+The RM reads each generation through ``forward.iter_read`` (length buckets, the training input:
 template, response + " " + EOS); the Q-values are ``goal_state.q_values`` of its response states.
 Rows come back in the input order. Command line: ``goalrm eval-rm`` (:mod:`goalrm_core.cli.eval_rm`)
 with the official ``eval_rm.py`` flags. Its ``--filter_threshold`` scores nothing differently: the
@@ -29,7 +29,7 @@ from goalrm_core.data.io import (atomic_write_json, check_label, check_not_an_in
 from goalrm_core.data.rundir import eval_settings_path, official_all_rows, rm_name, scored_path
 from goalrm_core.data.schema import SCORED_GENERATION_FIELDS
 from goalrm_core.flags import safe_path_part
-from goalrm_core.inference.forward import iter_scored, load_for_reading
+from goalrm_core.inference.forward import ReadSpec, iter_read, load_for_reading
 from goalrm_core.inference.goal_state import check_goal_state_owner, load_goal_state, q_values
 from goalrm_core.model.reward_model import RewardModel, load_rm_tokenizer
 from goalrm_core.model.templates import apply_template
@@ -57,9 +57,9 @@ def score_generations(
     of rows scored so far, after each."""
     prompts = [apply_template(template, r["question"]) for r in rows]
     responses = [r["generated_solution"] for r in rows]
+    spec = ReadSpec(encoding=encoding, readout=readout, max_len=max_len, batch_size=batch_size, bucket=bucket, progress=progress, desc=desc)
     scored: list[dict | None] = [None] * len(rows)
-    for done, (i, s) in enumerate(iter_scored(model, tokenizer, prompts, responses, max_len, batch_size, bucket, progress, desc,
-                                              encoding, readout), start=1):
+    for done, (i, s) in enumerate(iter_read(model, tokenizer, prompts, responses, spec), start=1):
         out = dict(rows[i], reward=s.reward, partial_rewards=s.partial_rewards.tolist(), num_actions=s.num_actions, truncated=s.truncated)
         if goal is not None:
             out["cosine_sim"] = q_values(s.response_hidden, goal).tolist()
@@ -158,6 +158,47 @@ def eval_rm(
     is written last; a run that fails or is killed before its first file leaves the folder as it was.
     ``command`` is what the manifest names as the writer (default: the equivalent ``goalrm eval-rm``
     command line)."""
+    out_dir = _check_eval_args(completions_data_path, reward_model_path, save_dir, benchmarks, goal_state_path,
+                               batch_size=batch_size, max_len=max_len, max_samples=max_samples)
+
+    # one writer at a time: a second eval-rm on this RM folder is refused while this one runs (rank 0 holds the lock)
+    first = os.environ.get("RANK", "0").strip() in ("0", "")
+    with writer_lock(out_dir, f"--save_dir {save_dir}: its RM folder", command or "goalrm eval-rm") if first else nullcontext():
+        # read: every generation file (and so its checks) before the model is even loaded
+        inputs, work = read_generations(completions_data_path, benchmarks, max_samples)
+        rank, world, device = _process_group(device)
+        model, tokenizer, goal, goal_record = _load_reader(reward_model_path, goal_state_path, vanilla, goal_rows,
+                                                           bf16=bf16, flash_attn=flash_attn, device=device)
+        if not vanilla:
+            inputs.append(Path(goal_state_path))
+        settings = {"vanilla": vanilla, "template": template, "encoding": encoding, "readout": readout, "bf16": bf16, "max_len": int(max_len),
+                    "max_samples": int(max_samples), "benchmarks": list(benchmarks), "filter_threshold": filter_threshold}
+        if goal_rows != "one":
+            settings["goal_rows"] = goal_rows
+        command = command or _equivalent_command(completions_data_path, reward_model_path, save_dir, benchmarks, goal_state_path, vanilla,
+                                                 template, encoding, readout, max_len, max_samples, goal_rows)
+
+        # score and write: in this process, or data-parallel (rank 0 merges and writes)
+        spec = ReadSpec(encoding=encoding, readout=readout, max_len=max_len, batch_size=batch_size, progress=progress)
+        score, truncated = _scorer(model, tokenizer, template, goal, spec,
+                                   f"reward model {reward_model_path}", f" (rank {rank})" if world > 1 else "")
+        written = _score_all(work, out_dir, command, score, rank, world)
+        if written is None:  # a data-parallel rank but 0: rank 0 wrote everything
+            return {bench: {} for bench in benchmarks}
+        counts, outputs = written
+        counts = {bench: counts.get(bench, {}) for bench in benchmarks}
+
+        # finish: the settings, then the manifest that marks the folder complete
+        _finish(out_dir, counts, outputs, truncated, world, command=command, inputs=inputs, reward_model_path=reward_model_path,
+                goal_state_path=None if vanilla else str(goal_state_path), goal_record=goal_record, settings=settings)
+        _barrier(world)
+        return counts
+
+
+def _check_eval_args(completions_data_path, reward_model_path, save_dir, benchmarks, goal_state_path, *,
+                     batch_size, max_len, max_samples) -> Path:
+    """eval-rm's checks before anything is read: the numbers, the benchmark names and the output
+    folder; returns the RM's output folder."""
     for name, value, low in (("batch_size", batch_size, 1), ("max_len", max_len, 0), ("max_samples", max_samples, 0)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
             raise ValueError(f"--{name} must be an integer >= {low}, got {value!r}")
@@ -168,62 +209,64 @@ def eval_rm(
     check_not_an_input(out_dir, f"--save_dir {save_dir}: its RM folder", [
         ("--completions_data_path", completions_data_path), ("--reward_model_path", reward_model_path),
         ("--goal_state_path", goal_state_path)])
+    return out_dir
 
-    # one writer at a time: a second eval-rm on this RM folder is refused while this one runs (rank 0 holds the lock)
-    first = os.environ.get("RANK", "0").strip() in ("0", "")
-    with writer_lock(out_dir, f"--save_dir {save_dir}: its RM folder", command or "goalrm eval-rm") if first else nullcontext():
-        # read: every generation file (and so its checks) before the model is even loaded
-        inputs, work = read_generations(completions_data_path, benchmarks, max_samples)
-        rank, world, device = _process_group(device)
-        model = load_for_reading(reward_model_path, bf16, flash_attn, device)
-        tokenizer = load_rm_tokenizer(reward_model_path, model)
-        goal, goal_record = None, {}
-        if not vanilla:
-            if goal_state_path is None:
-                raise ValueError("--goal_state_path is required unless --vanilla is given")
-            goal = load_goal_state(goal_state_path, model.config.hidden_size, goal_rows)
-            goal_record = check_goal_state_owner(goal_state_path, reward_model_path)
-            inputs.append(Path(goal_state_path))
-        settings = {"vanilla": vanilla, "template": template, "encoding": encoding, "readout": readout, "bf16": bf16, "max_len": int(max_len),
-                    "max_samples": int(max_samples), "benchmarks": list(benchmarks), "filter_threshold": filter_threshold}
-        if goal_rows != "one":
-            settings["goal_rows"] = goal_rows
-        command = command or _equivalent_command(completions_data_path, reward_model_path, save_dir, benchmarks, goal_state_path, vanilla,
-                                                 template, encoding, readout, max_len, max_samples, goal_rows)
 
-        def score(rows: list[dict], desc: str, show: bool) -> list[dict]:
-            scored = score_generations(model, tokenizer, rows, template, goal, max_len, batch_size, progress=progress and show, desc=desc,
-                                       encoding=encoding, readout=readout)
-            check_finite_scores(scored, f"reward model {reward_model_path}, {desc}" + (f" (rank {rank})" if world > 1 else ""))
-            truncated[desc] = truncated.get(desc, 0) + sum(bool(r["truncated"]) for r in scored)
-            return scored
+def _load_reader(reward_model_path, goal_state_path, vanilla: bool, goal_rows: str, *, bf16: bool, flash_attn: bool,
+                 device: str) -> tuple:
+    """(model, tokenizer, goal, goal record): the RM as its reading flags ask, and unless ``vanilla``
+    its goal state, checked to be this RM's (:func:`check_goal_state_owner`)."""
+    model = load_for_reading(reward_model_path, bf16, flash_attn, device)
+    tokenizer = load_rm_tokenizer(reward_model_path, model)
+    if vanilla:
+        return model, tokenizer, None, {}
+    if goal_state_path is None:
+        raise ValueError("--goal_state_path is required unless --vanilla is given")
+    goal = load_goal_state(goal_state_path, model.config.hidden_size, goal_rows)
+    return model, tokenizer, goal, check_goal_state_owner(goal_state_path, reward_model_path)
 
-        truncated: dict[str, int] = {}  # inputs cut at max_len, per file group (this process's share when data-parallel)
 
-        # score and write: in this process, or data-parallel (rank 0 merges and writes)
-        if world == 1:
-            counts, outputs = _score_and_write(work, out_dir, command, score)
-        else:
-            _score_shards(work, out_dir, command, score, rank, world)
-            if rank != 0:
-                _barrier(world)  # rank 0 merges, then every process ends together
-                return {bench: {} for bench in benchmarks}
-            counts, outputs = _merge_and_write(work, out_dir, world)
+def _scorer(model, tokenizer, template: str, goal, spec: ReadSpec, source: str, rank_note: str) -> tuple[Callable, dict[str, int]]:
+    """(``score(rows, desc, show)``, the inputs it cut at ``max_len`` per file group): scores rows as
+    ``spec`` says (a bar only when ``show``), refusing non-finite scores as ``source``'s."""
+    truncated: dict[str, int] = {}  # inputs cut at max_len, per file group (this process's share when data-parallel)
 
-        # finish: the settings, then the manifest that marks the folder complete
-        counts = {bench: counts.get(bench, {}) for bench in benchmarks}
-        atomic_write_json(eval_settings_path(out_dir), {
-            "reward_model_path": str(reward_model_path), "goal_state_path": None if vanilla else str(goal_state_path), **settings,
-            "filter_threshold_applied_by": "goalrm metrics --filter_threshold (Q-filtered majority voting); scoring keeps every generation",
-            "scored": counts,
-            "truncated_at_max_len": {k: v for k, v in truncated.items() if v} if world == 1 else "see each row's truncated field",
-        })
-        outputs[eval_settings_path(out_dir).name] = None
-        manifest.finish(out_dir, outputs, command=command, inputs=inputs, producer={
-            "reward_model_path": str(reward_model_path), "config_hash": manifest.config_hash(reward_model_path), **goal_record, **settings,
-            "processes": world, "truncated_at_max_len": sum(truncated.values()) if world == 1 else None})
-        _barrier(world)
-        return counts
+    def score(rows: list[dict], desc: str, show: bool) -> list[dict]:
+        scored = score_generations(model, tokenizer, rows, template, goal, spec.max_len, spec.batch_size, progress=spec.progress and show,
+                                   desc=desc, encoding=spec.encoding, readout=spec.readout)
+        check_finite_scores(scored, f"{source}, {desc}{rank_note}")
+        truncated[desc] = truncated.get(desc, 0) + sum(bool(r["truncated"]) for r in scored)
+        return scored
+
+    return score, truncated
+
+
+def _score_all(work: Work, out_dir: Path, command: str, score, rank: int, world: int) -> tuple[dict, dict] | None:
+    """(counts, outputs) of scoring and writing every split: in this process, or data-parallel, where
+    rank 0 merges and writes and the other ranks get None once it is done."""
+    if world == 1:
+        return _score_and_write(work, out_dir, command, score)
+    _score_shards(work, out_dir, command, score, rank, world)
+    if rank != 0:
+        _barrier(world)  # rank 0 merges, then every process ends together
+        return None
+    return _merge_and_write(work, out_dir, world)
+
+
+def _finish(out_dir: Path, counts: dict, outputs: dict, truncated: dict[str, int], world: int, *, command: str, inputs: list[Path],
+            reward_model_path, goal_state_path: str | None, goal_record: dict, settings: dict) -> None:
+    """Write ``eval_rm.json`` (the settings and what was scored), then the manifest that marks the
+    folder complete."""
+    atomic_write_json(eval_settings_path(out_dir), {
+        "reward_model_path": str(reward_model_path), "goal_state_path": goal_state_path, **settings,
+        "filter_threshold_applied_by": "goalrm metrics --filter_threshold (Q-filtered majority voting); scoring keeps every generation",
+        "scored": counts,
+        "truncated_at_max_len": {k: v for k, v in truncated.items() if v} if world == 1 else "see each row's truncated field",
+    })
+    outputs[eval_settings_path(out_dir).name] = None
+    manifest.finish(out_dir, outputs, command=command, inputs=inputs, producer={
+        "reward_model_path": str(reward_model_path), "config_hash": manifest.config_hash(reward_model_path), **goal_record, **settings,
+        "processes": world, "truncated_at_max_len": sum(truncated.values()) if world == 1 else None})
 
 
 Work = list[tuple[str, str, list[dict]]]  # (benchmark, split, rows) per generation file group

@@ -24,6 +24,8 @@ class BatchLoss:
     LOSS_TERMS: ClassVar[tuple[str, ...]] = ("loss", "preference_loss", "contrastive_loss", "dense_loss")
     #: everything a metrics row reports of a batch, train and eval alike, in the row's order
     TERMS: ClassVar[tuple[str, ...]] = LOSS_TERMS + ("accuracy", "chosen_reward", "rejected_reward")
+    #: the terms whose non-finite value stops a run, in the order its error names them
+    CHECKED_TERMS: ClassVar[tuple[str, ...]] = ("preference_loss", "contrastive_loss", "loss")
 
     loss: torch.Tensor
     preference_loss: torch.Tensor
@@ -36,15 +38,13 @@ class BatchLoss:
 
     def terms(self) -> dict[str, torch.Tensor]:
         """:data:`TERMS` as detached 0-d tensors: ``dense_loss`` 0 when off, the rewards as batch means."""
-        return {
+        derived = {
             "loss": self.loss.detach(),
-            "preference_loss": self.preference_loss,
-            "contrastive_loss": self.contrastive_loss,
             "dense_loss": torch.zeros((), device=self.loss.device) if self.dense_loss is None else self.dense_loss,
-            "accuracy": self.accuracy,
             "chosen_reward": self.chosen_reward.float().mean(),
             "rejected_reward": self.rejected_reward.float().mean(),
         }
+        return {name: derived[name] if name in derived else getattr(self, name) for name in self.TERMS}
 
     def scalars(self) -> dict[str, float]:
         return {name: value.item() for name, value in self.terms().items()}

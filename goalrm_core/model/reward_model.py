@@ -338,7 +338,7 @@ def save_reward_model(
     return path
 
 
-#: what ``goalrm.json`` must hold; ``tokenizer_sha256`` (written since round 2 of the bad-input work) is checked when present
+#: what ``goalrm.json`` must hold; ``tokenizer_sha256`` (absent from older checkpoints) is checked when present
 GOALRM_JSON_FIELDS = ("value_head_strategy", "hidden_size")
 
 

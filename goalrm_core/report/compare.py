@@ -43,8 +43,9 @@ from typing import Any, Mapping
 
 from goalrm_core.flags import run_command
 from goalrm_core.report.compare_conclusions import collect_conclusions
-from goalrm_core.report.compare_figures import (GROUPS, METHODS, NOT_STAGES, as_mapping, collect_figures, compare_figure,
-                                                load_metrics, schema_version)
+from goalrm_core.report.compare_figures import GROUPS, METHODS, NOT_STAGES, collect_figures, compare_figure, load_metrics
+from goalrm_core.report.metrics_view import section
+from goalrm_core.report.records import metrics_schema
 
 # --------------------------------------------------------------------------------------- threads
 
@@ -52,13 +53,13 @@ from goalrm_core.report.compare_figures import (GROUPS, METHODS, NOT_STAGES, as_
 def stage_threads(m: Mapping) -> dict[str, tuple[int | None, str | None]]:
     """``{stage: (threads, where it was read)}`` of one run: the stage's own ``threads`` (schema 2),
     else the run's ``provenance.threads.used`` (schema 1); plus a ``provenance`` row of its own."""
-    recorded = as_mapping(as_mapping(m.get("provenance")).get("threads")).get("used")
+    recorded = section(m, "provenance", "threads").get("used")
     run_threads = recorded if isinstance(recorded, int) and not isinstance(recorded, bool) else None
     out: dict[str, tuple[int | None, str | None]] = {}
-    for stage, section in m.items():
-        if stage in NOT_STAGES or not isinstance(section, Mapping):
+    for stage, node in m.items():
+        if stage in NOT_STAGES or not isinstance(node, Mapping):
             continue
-        t = section.get("threads")
+        t = node.get("threads")
         if isinstance(t, int) and not isinstance(t, bool):
             out[stage] = (t, "stage")
         elif run_threads is not None:
@@ -86,7 +87,7 @@ def compare_runs(a: Mapping, b: Mapping) -> dict:
     stage (``mismatch`` True/False, None when either run did not record it); ``lacking["a"]`` the
     names only B has (what A lacks), ``lacking["b"]`` the converse.
     """
-    a, b = as_mapping(a), as_mapping(b)
+    a, b = section(a), section(b)
     fa, fb = collect_figures(a), collect_figures(b)
     figures = []
     for name, sa in fa.items():
@@ -125,7 +126,7 @@ def compare_runs(a: Mapping, b: Mapping) -> dict:
         "conclusions_differ": sum(c["holds_in_both"] is False for c in conclusions),
         "conclusions_undefined": sum(c["holds_in_both"] is None for c in conclusions),
     }
-    return {"schema": {"a": schema_version(a), "b": schema_version(b)}, "figures": figures, "conclusions": conclusions,
+    return {"schema": {"a": metrics_schema(a), "b": metrics_schema(b)}, "figures": figures, "conclusions": conclusions,
             "threads": threads, "thread_mismatches": [t["stage"] for t in threads if t["mismatch"]], "lacking": lacking, "summary": summary}
 
 

@@ -10,7 +10,8 @@ from typing import Mapping
 from goalrm_core.evaluation import verdicts
 from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.evaluation.numeric import num
-from goalrm_core.report.compare_figures import ALPHA, NOT_SCORERS, as_mapping, is_across
+from goalrm_core.report.compare_figures import ALPHA, NOT_SCORERS, is_across
+from goalrm_core.report.metrics_view import section
 from goalrm_core.study.rms import ID_BENCH
 
 
@@ -54,18 +55,18 @@ def collect_conclusions(m: Mapping) -> dict[str, dict]:
     """Every conclusion of one run, ``{id: {label, basis, verdict, note}}``: the across-seed ones
     (schema 2's ``primary`` and ``exploratory`` sections), then the seed-0 ones (both schemas)."""
     out: dict[str, dict] = {}
-    ev, dec = as_mapping(m.get("evaluation")), as_mapping(m.get("decoding"))
+    ev, dec = section(m, "evaluation"), section(m, "decoding")
     seeds = "across seeds"
 
     # -- across seeds (schema 2)
-    primary = as_mapping(ev.get("primary"))
+    primary = section(ev, "primary")
     bench = primary.get("benchmark", ID_BENCH)
     if "gate" in primary:
-        gate = as_mapping(primary["gate"])
+        gate = section(primary["gate"])
         state = gate.get("state") if gate.get("state") in ("passed", "failed") else "undefined"
         out["gate@seeds"] = _conclusion(f"length gate ({bench}): every RM beats length only", seeds, state, gate.get("reason"))
         if "well_formed" in gate:  # the gate's second condition: the RMs verify, not only spot malformed text
-            wf = as_mapping(gate["well_formed"])
+            wf = section(gate["well_formed"])
             wf_state = wf.get("state") if wf.get("state") in ("passed", "failed") else "undefined"
             out["gate.well_formed@seeds"] = _conclusion(
                 f"length gate, well-formed errors only ({bench}): every RM beats length by > {wf.get('required_margin', 0.15):g}",
@@ -74,24 +75,24 @@ def collect_conclusions(m: Mapping) -> dict[str, dict]:
         d = primary["delta_auroc"]
         out[f"delta_auroc.{bench}@seeds"] = _conclusion(f"ΔAUROC goal-conditioned − baseline ({bench}, primary)", seeds,
                                                        _across_delta_verdict(d), _note(d))
-    for b, d in as_mapping(as_mapping(ev.get("exploratory")).get("delta_auroc")).items():
+    for b, d in section(ev, "exploratory", "delta_auroc").items():
         if is_across(d):
             out[f"delta_auroc.{b}@seeds"] = _conclusion(f"ΔAUROC goal-conditioned − baseline ({b}, exploratory)", seeds,
                                                        _across_delta_verdict(d), _note(d))
-    for rm, d in as_mapping(primary.get("first_error_delta_q")).items():
+    for rm, d in section(primary, "first_error_delta_q").items():
         if is_across(d):
             out[f"first_error.{rm}@seeds"] = _conclusion(f"Q falls at the first error ({rm})", seeds, _holds(d), _note(d))
-    for rm, d in as_mapping(primary.get("first_error_delta_q_well_formed")).items():
+    for rm, d in section(primary, "first_error_delta_q_well_formed").items():
         if is_across(d):
             out[f"first_error_well_formed.{rm}@seeds"] = _conclusion(f"Q falls at the first error, well-formed errors only ({rm})",
                                                                     seeds, _holds(d), _note(d))
-    for rm, f in as_mapping(primary.get("filter")).items():
-        f = as_mapping(f)
+    for rm, f in section(primary, "filter").items():
+        f = section(f)
         if is_across(f.get("tokens_saved_pct")):
             out[f"filter.{rm}.saves_tokens@seeds"] = _conclusion(f"filter saves tokens ({rm}, {bench})", seeds, _holds(f["tokens_saved_pct"]), _note(f["tokens_saved_pct"]))
         if is_across(f.get("accuracy_change")):
             out[f"filter.{rm}.costs_accuracy@seeds"] = _conclusion(f"filter costs accuracy ({rm}, {bench})", seeds, _holds(f["accuracy_change"]), _note(f["accuracy_change"]))
-    pruning = as_mapping(as_mapping(dec.get("primary")).get("pruning"))
+    pruning = section(dec, "primary", "pruning")
     pbench = pruning.get("benchmark", ID_BENCH)
     why = verdicts.pruning_switched_off(pruning)  # every seed's tuning chose pruning off: nothing was tested
     if why:
@@ -108,11 +109,11 @@ def collect_conclusions(m: Mapping) -> dict[str, dict]:
         passed = gate.get("passed")
         state = gate.get("state") if gate.get("state") in ("passed", "failed") else "passed" if passed is True else "failed" if passed is False else "undefined"
         out["gate@seed0"] = _conclusion(f"length gate ({gate.get('benchmark', 'toy-id')}): every RM beats length only", "seed 0 (point estimates)", state)
-    for b, d in as_mapping(ev.get("delta_auroc")).items():
+    for b, d in section(ev, "delta_auroc").items():
         if isinstance(d, Mapping) and not is_across(d) and ("ci_low" in d or delta_of(d) is not None):
             out[f"delta_auroc.{b}@seed0"] = _conclusion(f"ΔAUROC goal-conditioned − baseline ({b})", "seed 0 (bootstrap CI)", _delta_verdict(d.get("ci_low"), d.get("ci_high")))
-    for rm, fe in as_mapping(ev.get("first_error")).items():
-        fe = as_mapping(fe)
+    for rm, fe in section(ev, "first_error").items():
+        fe = section(fe)
         if "mean_delta" in fe:
             low, high = num(fe.get("delta_ci_low")), num(fe.get("delta_ci_high"))
             verdict = "undefined" if low is None or high is None else "holds" if high < 0 else "does not hold"
@@ -120,8 +121,8 @@ def collect_conclusions(m: Mapping) -> dict[str, dict]:
     for rm, benches in ev.items():
         if rm in NOT_SCORERS:
             continue
-        for b, fig in as_mapping(benches).items():
-            f = as_mapping(as_mapping(fig).get("filter"))
+        for b, fig in section(benches).items():
+            f = section(fig, "filter")
             if not f:
                 continue
             saved = num(f.get("tokens_saved_pct"))
@@ -136,8 +137,8 @@ def collect_conclusions(m: Mapping) -> dict[str, dict]:
             else:
                 verdict = "undefined" if p is None else "holds" if p < ALPHA else "does not hold"
             out[f"filter.{rm}.{b}.costs_accuracy@seed0"] = _conclusion(f"filter costs accuracy ({rm}, {b})", "seed 0 (paired test, p < 0.05)", verdict)
-    for b, pr in as_mapping(dec.get("pruning")).items():
-        pr = as_mapping(pr)
+    for b, pr in section(dec, "pruning").items():
+        pr = section(pr)
         if not pr:
             continue
         saved = num(pr.get("tokens_saved_pct"))

@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.evaluation.numeric import num
+from goalrm_core.report.metrics_view import section
 from goalrm_core.report.records import SCHEMA_VERSION
 
 Z95 = 1.959963984540054  # the normal 97.5% quantile
@@ -64,16 +65,6 @@ def load_metrics(path: str | Path) -> dict:
     return data
 
 
-def schema_version(m: Mapping) -> int | None:
-    """1 when the file has no ``schema_version`` (the first schema), else the recorded integer."""
-    v = m.get("schema_version", 1)
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def as_mapping(x: Any) -> Mapping:
-    return x if isinstance(x, Mapping) else {}
-
-
 def is_across(x: Any) -> bool:
     return isinstance(x, Mapping) and "per_seed" in x and "mean" in x
 
@@ -111,50 +102,50 @@ def collect_figures(m: Mapping) -> dict[str, dict]:
             for k, v in node.items():
                 walk(v, path + (str(k),))
 
-    for section, node in m.items():
-        if section not in NOT_STAGES:
-            walk(node, (str(section),))
+    for stage, node in m.items():
+        if stage not in NOT_STAGES:
+            walk(node, (str(stage),))
 
     def add(path: str, group: str, summary: dict) -> None:
         out.setdefault(path, {**summary, "group": group})
 
-    ev = as_mapping(m.get("evaluation"))
+    ev = section(m, "evaluation")
     for scorer, benches in ev.items():
         if scorer in NOT_SCORERS:
             continue
-        for bench, fig in as_mapping(benches).items():
-            fig = as_mapping(fig)
+        for bench, fig in section(benches).items():
+            fig = section(fig)
             if "auroc" in fig and not is_across(fig):
                 add(f"evaluation.{scorer}.{bench}.auroc", "seed0", _summary("interval", fig["auroc"], fig.get("auroc_ci_low"), fig.get("auroc_ci_high")))
-            fv = as_mapping(fig.get("filter_validation"))
+            fv = section(fig, "filter_validation")
             if "tokens_saved_pct" in fv and "tokens_saved_ci_low" in fv:
                 add(f"evaluation.{scorer}.{bench}.filter_validation.tokens_saved_pct", "seed0",
                     _summary("interval", fv["tokens_saved_pct"], fv.get("tokens_saved_ci_low"), fv.get("tokens_saved_ci_high")))
-    for bench, d in as_mapping(ev.get("delta_auroc")).items():
+    for bench, d in section(ev, "delta_auroc").items():
         if isinstance(d, Mapping) and not is_across(d) and delta_of(d) is not None:
             add(f"evaluation.delta_auroc.{bench}", "seed0", _summary("interval", delta_of(d), d.get("ci_low"), d.get("ci_high")))
-    for rm, fe in as_mapping(ev.get("first_error")).items():
-        fe = as_mapping(fe)
+    for rm, fe in section(ev, "first_error").items():
+        fe = section(fe)
         if "mean_delta" in fe:
             add(f"evaluation.first_error.{rm}.mean_delta", "seed0", _summary("interval", fe["mean_delta"], fe.get("delta_ci_low"), fe.get("delta_ci_high")))
         if "prefix_error_auroc" in fe:
             add(f"evaluation.first_error.{rm}.prefix_error_auroc", "seed0",
                 _summary("interval", fe["prefix_error_auroc"], fe.get("prefix_error_auroc_ci_low"), fe.get("prefix_error_auroc_ci_high")))
-    for rm, rep in as_mapping(m.get("representations")).items():
-        rep = as_mapping(rep)
+    for rm, rep in section(m, "representations").items():
+        rep = section(rep)
         if "separation_auroc" in rep:
             add(f"representations.{rm}.separation_auroc", "seed0",
                 _summary("interval", rep["separation_auroc"], rep.get("separation_auroc_ci_low"), rep.get("separation_auroc_ci_high")))
 
-    for rm, tr in as_mapping(m.get("training")).items():
-        tr = as_mapping(tr)
+    for rm, tr in section(m, "training").items():
+        tr = section(tr)
         if "eval_accuracy" in tr:
             ci = tr.get("eval_accuracy_ci")
             low, high = (ci[0], ci[1]) if isinstance(ci, (list, tuple)) and len(ci) == 2 else (tr.get("eval_accuracy_ci_low"), tr.get("eval_accuracy_ci_high"))
             add(f"training.{rm}.eval_accuracy", "over_seeds", _summary("t_interval", tr["eval_accuracy"], low, high, n=tr.get("n_seeds")))
-    for rm, benches in as_mapping(ev.get("seeds")).items():
-        for bench, s in as_mapping(benches).items():
-            s = as_mapping(s)
+    for rm, benches in section(ev, "seeds").items():
+        for bench, s in section(benches).items():
+            s = section(s)
             if "auroc_mean" in s:
                 add(f"evaluation.seeds.{rm}.{bench}.auroc_mean", "over_seeds",
                     _summary("t_interval", s["auroc_mean"], s.get("ci_low"), s.get("ci_high"), n=s.get("n_seeds")))

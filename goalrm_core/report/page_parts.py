@@ -14,14 +14,6 @@ from goalrm_core.report.metrics_view import Auroc, Metrics, value as get_path  #
 from goalrm_core.study import formatting as fmt
 
 
-def schema_version(metrics: Mapping) -> int:
-    """``metrics.json``'s schema: its ``schema_version``, 1 when absent (or unreadable)."""
-    try:
-        return int(metrics.get("schema_version", 1))
-    except (TypeError, ValueError):
-        return 1
-
-
 def benchmarks_in(ev: Mapping) -> list[str]:
     return Metrics({"evaluation": ev}).benchmarks
 

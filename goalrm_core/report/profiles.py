@@ -29,6 +29,7 @@ from goalrm_core.flags import Range, safe_path_part
 from goalrm_core.paths import project_root
 from goalrm_core.study.recipe import profile_rules
 from goalrm_core.study.rms import HEADLINE_SETS
+from goalrm_core.tasks.toymath.problems import OPERATORS, PREFERENCE_SOURCES
 
 _SCALARS = (str, int, float, bool, type(None))
 SWEEP_KEY = "sweep"
@@ -464,12 +465,9 @@ class Letters:
             raise ValueError(f"{name} must be {self}, got {value!r}")
 
 
-# The choices of the model's keys come from goalrm_core.choices and the trainer's config (torch-free,
-# so checking a profile imports no model code); those of the task are written out here (a test holds
-# them equal).
+# The choices of the model's keys come from goalrm_core.choices and the trainer's config, those of
+# the task from its problem module (all torch-free, so checking a profile imports no model code).
 HEADLINE_CHOICES = tuple(HEADLINE_SETS)
-TOYMATH_OPERATORS = "+-*"                              # tasks.toymath.problems.OPERATORS
-PAIR_SOURCE_CHOICES = ("policy", "slips", "confident+slips")  # tasks.toymath.pipeline.PREFERENCE_SOURCES
 
 _COUNT = Range(int, ">= 1")
 _FRACTION = Range(float, "(0, 1)")
@@ -487,7 +485,7 @@ PROFILE_RULES: dict[str, Any] = {
     "max_chain_steps": _COUNT,
     "operand_min": Range(int, ">= 0"),
     "operand_max": Range(int, ">= 0"),
-    "operations": Letters(TOYMATH_OPERATORS, "operators"),
+    "operations": Letters(OPERATORS, "operators"),
     "modulus": Range(int, ">= 2", also=(0,), note="0 = exact results"),
     "heldout_facts": Range(int, ">= 0"),
     "mistaught_facts": Range(int, ">= 0"),
@@ -506,7 +504,7 @@ PROFILE_RULES: dict[str, Any] = {
     "pair_samples_per_question": Range(int, ">= 2", note="a pair needs two samples"),
     "pairs_per_question": _COUNT,
     "eval_fraction": _FRACTION,
-    "pair_source": Choice(*PAIR_SOURCE_CHOICES),
+    "pair_source": Choice(*PREFERENCE_SOURCES),
     "slips_per_question": _COUNT,
     "generator_extra_facts": Range(int, ">= 0"),
     # 02_training: how many RMs, where, and how many at once (the trainer's settings follow below)

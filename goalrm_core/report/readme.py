@@ -23,12 +23,12 @@ from goalrm_core.generated_block import update_file
 from goalrm_core.report.provenance import speed_text
 from goalrm_core.evaluation.verdicts import policy_scope
 from goalrm_core.report.reproduction import primary_rows, reruns_of, verdict_text, verdicts
+from goalrm_core.study.formatting import order_benchmarks
 
 BEGIN = "<!-- begin: generated from reports/demo by `python -m goalrm_core.report.readme`; do not edit by hand -->"
 END = "<!-- end: generated from reports/demo -->"
 REPORT = Path("reports/demo")
 RERUNS = Path("reports/reproducibility")
-BENCH_ORDER = ("toy-id", "toy-zero", "toy-times", "toy-unseen")
 
 
 def _read(path: Path) -> dict:
@@ -36,8 +36,7 @@ def _read(path: Path) -> dict:
 
 
 def _benches(ev: Mapping) -> list[str]:
-    present = [b for b in BENCH_ORDER if b in ev.get("delta_auroc", {})]
-    return present + sorted(b for b in ev.get("delta_auroc", {}) if b not in present)
+    return order_benchmarks(ev.get("delta_auroc", {}))
 
 
 def _deterministic(metrics: Mapping) -> dict:
@@ -99,7 +98,7 @@ def findings(report: Path = REPORT, reruns: Path = RERUNS) -> str:
     if exploratory:
         out += ["", f"Exploratory (leads, not findings; p-values Holm-corrected over {len(exploratory)} benchmarks):", "",
                 "| benchmark | ΔAUROC over seeds [95% CI] | higher in | p (Holm) |", "|---|---|---|---|"]
-        for bench in [b for b in BENCH_ORDER if b in exploratory] + [b for b in exploratory if b not in BENCH_ORDER]:
+        for bench in order_benchmarks(exploratory):
             s = exploratory[bench]
             out.append(f"| {bench} | {across(s)} | {s['k']} of {s['n_seeds']} seeds | {fixed(s.get('p_holm'), 3)} |")
     benches = _benches(ev)

@@ -81,10 +81,12 @@ def record_provenance(provenance: Mapping[str, Any], reports_dir: str | os.PathL
     return path
 
 
-def metrics_schema(metrics: Mapping[str, Any]) -> int:
-    """The schema of a ``metrics.json`` read back: its ``schema_version``, 1 when the key is absent."""
+def metrics_schema(metrics: Mapping[str, Any]) -> int | None:
+    """The schema of a ``metrics.json`` read back: its ``schema_version``, 1 when the key is absent, None
+    when what it records is no integer (``goalrm compare`` writes ``schema ?``; reading the file,
+    :func:`goalrm_core.report.compare_figures.load_metrics` refuses it)."""
     value = metrics.get(SCHEMA_KEY, 1)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 1
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 # Parameters that name where a stage's report goes, not what the stage computes.

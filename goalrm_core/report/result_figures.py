@@ -148,7 +148,7 @@ def savings_text(metrics: Mapping) -> str:
                    "accuracy, unpruned [95% CI]": fmt.rate_ci(p.get("accuracy_unpruned"), n_decoded),
                    "accuracy, pruned [95% CI]": fmt.rate_ci(p.get("accuracy"), n_decoded)}
             wall = section(metrics, "timings", "decoding", "pruning", bench)
-            if _defined(wall.get("wall_s"), wall.get("wall_s_unpruned")):
+            if not fmt.is_undefined(wall.get("wall_s"), wall.get("wall_s_unpruned")):
                 row["wall time, unpruned"] = f"{wall['wall_s_unpruned']:.2f} s"
                 row["wall time, pruned"] = f"{wall['wall_s']:.2f} s"
                 if not is_off and wall["wall_s"] > wall["wall_s_unpruned"]:
@@ -176,10 +176,6 @@ def savings_text(metrics: Mapping) -> str:
     return out
 
 
-def _defined(*values) -> bool:
-    return not any(fmt.is_undefined(v) for v in values)
-
-
 NULL_SAVING = 0.01  # a method whose every benchmark saves less than this share of tokens is not drawn
 
 
@@ -190,12 +186,12 @@ def savings_figure(metrics: Mapping) -> str:
     rows = []
     for bench in m.benchmarks:
         f = value(m.evaluation, "goal-conditioned", bench, "filter")
-        if isinstance(f, Mapping) and _defined(f.get("accuracy"), f.get("accuracy_unfiltered"), f.get("tokens_saved_pct")):
+        if isinstance(f, Mapping) and not fmt.is_undefined(f.get("accuracy"), f.get("accuracy_unfiltered"), f.get("tokens_saved_pct")):
             rows.append({"method": "Q-filtered voting", "benchmark": bench, "tokens": 1.0, "accuracy": f["accuracy_unfiltered"], "end": False})
             rows.append({"method": "Q-filtered voting", "benchmark": bench, "tokens": 1 - f["tokens_saved_pct"] / 100, "accuracy": f["accuracy"], "end": True})
         p = value(m.decoding, "pruning", bench)
-        if (isinstance(p, Mapping) and _defined(p.get("tokens_generated"), p.get("tokens_generated_unpruned"), p.get("accuracy"),
-                                                p.get("accuracy_unpruned")) and p["tokens_generated_unpruned"]):
+        if (isinstance(p, Mapping) and not fmt.is_undefined(p.get("tokens_generated"), p.get("tokens_generated_unpruned"), p.get("accuracy"),
+                                                             p.get("accuracy_unpruned")) and p["tokens_generated_unpruned"]):
             rows.append({"method": "online pruning", "benchmark": bench, "tokens": 1.0, "accuracy": p["accuracy_unpruned"], "end": False})
             rows.append({"method": "online pruning", "benchmark": bench, "tokens": p["tokens_generated"] / p["tokens_generated_unpruned"],
                          "accuracy": p["accuracy"], "end": True})
@@ -233,7 +229,7 @@ def budget_mismatches(methods: Mapping[str, Mapping]) -> list[str]:
     out = []
     for bench in fmt.order_benchmarks(methods):
         tokens = {name: r["tokens"] for name, r in (methods[bench] or {}).items()
-                  if name != "greedy" and isinstance(r, Mapping) and _defined(r.get("tokens"))}
+                  if name != "greedy" and isinstance(r, Mapping) and not fmt.is_undefined(r.get("tokens"))}
         if len(tokens) < 2:
             continue
         low, high = min(tokens, key=tokens.get), max(tokens, key=tokens.get)
@@ -258,10 +254,10 @@ def decoding_reading(metrics: Mapping, methods: Mapping[str, Mapping]) -> str:
     for bench in benches:
         m = methods[bench]
         beam, greedy = m[beam_key], m.get(greedy_key)
-        if isinstance(greedy, Mapping) and _defined(greedy.get("accuracy"), beam.get("accuracy")):
+        if isinstance(greedy, Mapping) and not fmt.is_undefined(greedy.get("accuracy"), beam.get("accuracy")):
             level += greedy["accuracy"] >= beam["accuracy"]
-    greedy_tokens = [m[greedy_key]["tokens"] for m in methods.values() if isinstance(m.get(greedy_key), Mapping) and _defined(m[greedy_key].get("tokens"))]
-    beam_tokens = [methods[b][beam_key]["tokens"] for b in benches if _defined(methods[b][beam_key].get("tokens"))]
+    greedy_tokens = [m[greedy_key]["tokens"] for m in methods.values() if isinstance(m.get(greedy_key), Mapping) and not fmt.is_undefined(m[greedy_key].get("tokens"))]
+    beam_tokens = [methods[b][beam_key]["tokens"] for b in benches if not fmt.is_undefined(methods[b][beam_key].get("tokens"))]
     if benches and greedy_tokens and beam_tokens:
         said.append(f"Greedy decoding ({min(greedy_tokens):.0f}–{max(greedy_tokens):.0f} tokens per question) is level with or "
                     f"above Q-guided beam search ({min(beam_tokens):.0f}–{max(beam_tokens):.0f} tokens) on {level} of {len(benches)} "

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import html
 import json
-import math
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -21,6 +20,7 @@ import pandas as pd
 
 from goalrm_core.data.io import atomic_write_text
 from goalrm_core.evaluation.auroc import delta_of
+from goalrm_core.evaluation.stats import wilson_rate_interval as wilson  # the name tests/test_library_equivalents.py and docs/design.md use
 from goalrm_core.report.provenance import _now
 from goalrm_core.report.metrics_view import Auroc, Metrics, entries, section, value
 from goalrm_core.report.page_parts import png
@@ -31,7 +31,6 @@ from goalrm_core.study import plots
 from goalrm_core.study.rms import GOAL_CONDITIONED, ID_BENCH, RMS
 
 SIGNIFICANCE = 0.05  # a paired Δ is called a difference where its Holm-corrected p-value is below this
-Z95 = 1.959963984540054
 
 
 def _read(path: Path) -> Any:
@@ -39,24 +38,6 @@ def _read(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return None
-
-
-_missing = fmt.is_undefined
-
-
-def wilson(p: float, n: int) -> tuple[float, float]:
-    """The 95% Wilson interval of a proportion ``p`` over ``n`` trials.
-
-    >>> [round(v, 3) for v in wilson(0.8, 100)]
-    [0.711, 0.867]
-    >>> wilson(float("nan"), 100)
-    (nan, nan)
-    """
-    if _missing(p) or not isinstance(n, (int, float)) or _missing(n) or n <= 0:
-        return math.nan, math.nan
-    centre = (p + Z95 ** 2 / (2 * n)) / (1 + Z95 ** 2 / n)
-    half = Z95 * math.sqrt(p * (1 - p) / n + Z95 ** 2 / (4 * n ** 2)) / (1 + Z95 ** 2 / n)
-    return centre - half, centre + half
 
 
 def point_status(report_dir: Path, point: str) -> str:
@@ -88,7 +69,7 @@ def point_rows(plan: Mapping, report_dir: Path) -> list[dict]:
                 bounds = value(training, rm, "eval_accuracy_ci")
                 low, high = (list(bounds) + [None, None])[:2] if isinstance(bounds, (list, tuple)) else (None, None)
                 how = "seeds"
-                if (_missing(low) or _missing(high)) and n_eval:
+                if fmt.is_undefined(low, high) and n_eval:
                     (low, high), how = wilson(acc, n_eval), "pairs"
                 row["accuracy"][rm] = (acc, low, high, how)
         sep = section(m.raw, "representations", GOAL_CONDITIONED)
@@ -129,7 +110,7 @@ def paired_comparisons(plan: Mapping, rows: list[dict]) -> list[dict]:
 
     found = [{"point": r["point"], **r["vs_base"]} for r in rows
              if r["status"] == "complete" and r.get("vs_base") and r["point"] != plan.get("default_point")]
-    adjusted = holm([float("nan") if _missing(c.get("p_value")) else float(c["p_value"]) for c in found])
+    adjusted = holm([float("nan") if fmt.is_undefined(c.get("p_value")) else float(c["p_value"]) for c in found])
     return [{**c, "p_holm": p} for c, p in zip(found, adjusted)]
 
 
@@ -138,7 +119,7 @@ def verdict(plan: Mapping, rows: list[dict]) -> str:
     generations, Holm-corrected over the k comparisons, naming every point that ties for the highest AUROC;
     without recorded paired Δs, says so rather than judging by overlapping intervals."""
     key = (GOAL_CONDITIONED, ID_BENCH)
-    scored = [r for r in rows if r["status"] == "complete" and not _missing((r["auroc"].get(key) or [None])[0])]
+    scored = [r for r in rows if r["status"] == "complete" and not fmt.is_undefined((r["auroc"].get(key) or [None])[0])]
     if not scored:
         return "No point has finished yet: nothing to compare."
     top = max(round(r["auroc"][key][0], 2) for r in scored)
@@ -159,7 +140,7 @@ def verdict(plan: Mapping, rows: list[dict]) -> str:
         return text + (" No paired Δ against the base point is recorded (the sweep writes one per point when it runs), and "
                        "overlapping intervals over the same generations cannot judge a difference: this page compares no points.")
     k = len(pairs)
-    differ = [c for c in pairs if not _missing(c.get("p_holm")) and c["p_holm"] < SIGNIFICANCE]
+    differ = [c for c in pairs if not fmt.is_undefined(c.get("p_holm")) and c["p_holm"] < SIGNIFICANCE]
     text += (f" Each point against the base point, paired on the same {ID_BENCH} generations (goal-conditioned AUROC, point − "
              f"base point, bootstrap over questions): {k} comparison{'s' if k != 1 else ''}, p-values Holm-corrected over the {k}. ")
     if differ:
@@ -347,9 +328,9 @@ def key_figures(plan: Mapping, rows: list[dict]) -> str:
                     continue
             group = ", ".join(f"{k}={r['values'][k]}" for k in others) if not plan.get("one_at_a_time") else ""
             for series, score in [*((rm, r["auroc"].get((rm, ID_BENCH))) for rm in RMS), (Q_SERIES, r["q_auroc"])]:
-                if score is None or _missing(score[0]):
+                if score is None or fmt.is_undefined(score[0]):
                     continue
-                low, high = (score[0] if _missing(v) else v for v in score[1:])
+                low, high = (score[0] if fmt.is_undefined(v) else v for v in score[1:])
                 records.append({"x": r["values"][key], "series": f"{series} · {group}" if group else series, "value": score[0],
                                 "ci_low": low, "ci_high": high})
         if len({json.dumps(rec["x"]) for rec in records}) < 2:

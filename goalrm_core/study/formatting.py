@@ -23,15 +23,16 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
+from goalrm_core.evaluation.numeric import UNDEFINED, fixed, interval, is_undefined, undefined  # noqa: F401 (the pages read them here)
 from goalrm_core.tasks.toymath.problems import BENCHMARKS, CHAIN_BENCHMARKS
 
-UNDEFINED = "undefined"
+if TYPE_CHECKING:
+    import pandas as pd  # imported where a table is built: `goalrm compare` reads metrics without it
 
 # Column keys -> words. Unknown keys fall back to their words with underscores as spaces.
 WORDS: Mapping[str, str] = {
@@ -115,44 +116,13 @@ RATE_COLUMNS = {"greedy_accuracy", "sample_accuracy", "accuracy", "accuracy_unfi
 BENCHMARK_ORDER: tuple[str, ...] = tuple(dict.fromkeys([*CHAIN_BENCHMARKS, *BENCHMARKS]))
 
 
-def is_undefined(x: Any) -> bool:
-    """``None``, NaN, ±inf, or no number at all: a metric that cannot be shown as one.
-
-    >>> [is_undefined(v) for v in (None, float("nan"), "x", 0.0, 3, True)]
-    [True, True, True, False, False, False]
-    """
-    if x is None:
-        return True
-    if isinstance(x, bool):
-        return False
-    try:
-        return not math.isfinite(float(x))
-    except (TypeError, ValueError):
-        return True
-
-
-_missing = is_undefined  # the old private name, kept for callers
-
-
 def count(x: Any) -> int | None:
     """A count (seeds, questions, threads) as an ``int``, or ``None`` when it is undefined.
 
     >>> count(5), count(5.0), count(float("nan")), count(None), count(True)
     (5, 5, None, None, None)
     """
-    if isinstance(x, bool) or is_undefined(x):
-        return None
-    return int(x)
-
-
-def undefined(reason: Any = None) -> str:
-    """``undefined``, or ``undefined (reason)`` when the reason is known.
-
-    >>> undefined(), undefined("only one class among 12 solutions")
-    ('undefined', 'undefined (only one class among 12 solutions)')
-    """
-    reason = None if reason is None or (isinstance(reason, float) and math.isnan(reason)) else str(reason).strip()
-    return f"{UNDEFINED} ({reason})" if reason else UNDEFINED
+    return None if is_undefined(x) else int(x)
 
 
 def reason_of(tree: Any, key: str | None = None) -> str | None:
@@ -172,70 +142,43 @@ def reason_of(tree: Any, key: str | None = None) -> str | None:
     return None
 
 
-def _fixed(x: Any, digits: int, signed: bool = False, scale: float = 1.0) -> str:
-    """``x * scale`` with ``digits`` decimals; a value that rounds to zero has no sign."""
-    value = float(x) * scale
-    text = f"{value:.{max(0, digits)}f}"
-    if float(text) == 0:
-        return f"{0:.{max(0, digits)}f}"
-    return f"+{text}" if signed and value > 0 else text
+num = fixed  # the pages' name: ``fmt.num(x, digits, reason, signed)``
+ci = interval  # ``0.47 [0.39, 0.55]``; the interval is left out when it is undefined (one seed, one class)
+signed_ci = functools.partial(interval, signed=True)  # a difference: ``+0.03 [-0.02, +0.08]`` (zero unsigned)
 
 
-def num(x: Any, digits: int = 2, reason: Any = None, signed: bool = False) -> str:
-    """A number with ``digits`` decimals; ``undefined`` (with ``reason``) when it is not one.
-
-    >>> num(-0.0004), num(0.1234, signed=True), num(None)
-    ('0.00', '+0.12', 'undefined')
-    """
-    return undefined(reason) if is_undefined(x) else _fixed(x, digits, signed)
-
-
-def interval(value: Any, low: Any, high: Any, digits: int = 2, *, signed: bool = False, scale: float = 1.0,
-             suffix: str = "", reason: Any = None) -> str:
-    """``value [low, high]`` (each times ``scale``) then ``suffix``; the interval is left out when it is
-    undefined (one seed, one class), the whole is ``undefined (reason)`` when the value is.
-
-    >>> interval(0.125, 0.105, 0.145, 1, scale=100, suffix=" %")
-    '12.5 [10.5, 14.5] %'
-    """
-    if is_undefined(value):
-        return undefined(reason)
-    shown = _fixed(value, digits, signed, scale)
-    if not (is_undefined(low) or is_undefined(high)):
-        shown += f" [{_fixed(low, digits, signed, scale)}, {_fixed(high, digits, signed, scale)}]"
-    return shown + suffix
-
-
-def ci(value: Any, low: Any, high: Any, digits: int = 2, reason: Any = None) -> str:
-    """``0.47 [0.39, 0.55]``; the interval is left out when it is undefined (one seed, one class)."""
-    return interval(value, low, high, digits, reason=reason)
-
-
-def signed_ci(value: Any, low: Any, high: Any, digits: int = 2, reason: Any = None) -> str:
-    """A difference with its interval, signs shown: ``+0.03 [-0.02, +0.08]`` (zero unsigned)."""
-    return interval(value, low, high, digits, signed=True, reason=reason)
-
-
-def across(summary: Any, digits: int = 2, *, signed: bool = True, scale: float = 1.0, suffix: str = "") -> str:
+def across(summary: Any, signed: bool = True, scale: float = 1.0, *, digits: int = 2, suffix: str = "", minus: str = "-",
+           each_bound: bool = False, no_interval: str | None = None, no_seed: str | None = None) -> str:
     """An across-seeds figure (``evaluation.stats.across_seeds``: ``mean``, ``ci_low``, ``ci_high``,
-    ``reason``) as ``mean [low, high]``, or ``undefined (reason)``."""
+    ``reason``) as ``mean [low, high]``, or ``undefined (reason)``, as :func:`interval` writes it. The
+    README says more (:mod:`goalrm_core.report.formats`): ``no_seed`` is the reason of an undefined mean
+    that records none, and ``no_interval`` (``"no interval: {}"``, given the reason) stands in brackets
+    for an interval without its low bound (``across_seeds`` leaves both bounds out together).
+
+    >>> across({"mean": 0.2, "ci_low": None, "reason": "one seed"}), across({"mean": None}, no_seed="no seed defined")
+    ('+0.20', 'undefined (no seed defined)')
+    """
     if not isinstance(summary, Mapping):
         return undefined()
-    return interval(summary.get("mean"), summary.get("ci_low"), summary.get("ci_high"), digits, signed=signed,
-                    scale=scale, suffix=suffix, reason=summary.get("reason"))
+    mean, low, reason = summary.get("mean"), summary.get("ci_low"), summary.get("reason")
+    gap = ""
+    if no_interval is not None and is_undefined(low):
+        gap, each_bound = f" ({no_interval.format(reason or UNDEFINED)})", False
+    return interval(mean, low, summary.get("ci_high"), digits, signed=signed, scale=scale, suffix=suffix,
+                    reason=reason or no_seed, minus=minus, each_bound=each_bound, no_interval=gap)
 
 
 def pct(x: Any, digits: int = 1, already_percent: bool = False, reason: Any = None, signed: bool = False) -> str:
     """A rate as a percentage: ``pct(0.679)`` and ``pct(67.9, already_percent=True)`` both give 67.9%."""
     if is_undefined(x):
         return undefined(reason)
-    return _fixed(x, digits, signed, 1.0 if already_percent else 100.0) + "%"
+    return fixed(x, digits, signed=signed, scale=1.0 if already_percent else 100.0) + "%"
 
 
 def p_value(p: Any, reason: Any = None) -> str:
     if is_undefined(p):
         return undefined(reason)
-    return "< 0.001" if p < 0.001 else _fixed(p, 3)
+    return "< 0.001" if p < 0.001 else fixed(p, 3)
 
 
 def words(key: str) -> str:
@@ -287,6 +230,8 @@ def table(df: pd.DataFrame, digits: int = 2, index_words: bool = True) -> pd.Dat
     readable, truth values ``yes``/``no``, other floats rounded, and column names in words. Values become
     strings; an undefined one reads ``undefined``, with the reason of an ``X_reason`` column when the
     table has one, else the row's ``undefined_reason``."""
+    import pandas as pd
+
     out = pd.DataFrame(index=df.index)
     # bare ci_low/ci_high columns belong to the first of these that the table has
     owner = next((c for c in ("auroc", "mean", "auroc_mean", "separation_auroc", "delta", "mean_delta") if c in df), None)
@@ -308,7 +253,7 @@ def table(df: pd.DataFrame, digits: int = 2, index_words: bool = True) -> pd.Dat
         if low in df and high in df:
             used |= {low, high}
             if col in RATE_COLUMNS:
-                shown = [pct(v, reason=r) if is_undefined(v) or is_undefined(lo) or is_undefined(hi)
+                shown = [pct(v, reason=r) if is_undefined(v, lo, hi)
                          else f"{pct(v)} [{pct(lo)}, {pct(hi)}]"
                          for v, lo, hi, r in zip(df[col], df[low], df[high], reasons(col))]
             else:
@@ -358,6 +303,8 @@ class Shown:
 def show(df: pd.DataFrame, digits: int = 2, *, formatted: bool = False) -> Shown:
     """``df`` for display: :func:`table` (unless ``formatted``), then a named or labelled index becomes
     the first column, so no pandas index is printed."""
+    import pandas as pd
+
     out = df.copy() if formatted else table(df, digits)
     if out.index.name or not isinstance(out.index, pd.RangeIndex):
         out = out.reset_index()
@@ -385,7 +332,7 @@ def rate_ci(rate: Any, n: Any, digits: int = 1) -> str:
         from goalrm_core.evaluation.stats import wilson_interval  # scipy: only where a page is drawn
 
         low, high = wilson_interval(int(round(float(rate) * trials)), trials)
-        shown += f" [{_fixed(low, digits, scale=100)}, {_fixed(high, digits, scale=100)}]"
+        shown += f" [{fixed(low, digits, scale=100)}, {fixed(high, digits, scale=100)}]"
     return shown
 
 

@@ -21,7 +21,7 @@ from typing import Any, Mapping
 
 from goalrm_core.train.config import OUTPUT_FIELDS, TrainRMConfig
 
-#: profile key -> trainer flag, for the keys a profile names after the study (the README lists them)
+#: profile key -> trainer flag, for the keys a profile names after the study (docs/migration.md lists them)
 PROFILE_ALIASES: dict[str, str] = {
     "rm_steps": "max_steps",
     "rm_batch_size": "train_batch_size",
@@ -98,6 +98,12 @@ RMRecipe.__module__ = __name__
 RMRecipe.__doc__ = """How an RM is trained, in a profile's words: one field per profile key (:func:`profile_flags`), each
 setting the trainer flag named in its metadata (``RMRecipe.flag_of("rm_steps") == "max_steps"``), with that
 flag's default and help: a profile that leaves a key out trains with the trainer's default."""
+
+
+def alias_table() -> str:
+    """docs/migration.md's table of the profile keys named after the study: :data:`PROFILE_ALIASES`."""
+    return "\n".join(["| profile key | `train-rm` flag |", "|---|---|",
+                      *(f"| `{key}` | `--{flag}` |" for key, flag in PROFILE_ALIASES.items())])
 
 
 def rm_max_len(max_new_tokens: int) -> int:

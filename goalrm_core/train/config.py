@@ -367,7 +367,7 @@ class OfficialDefault:
 
 
 # The official code's defaults, defined once: --official_defaults and examples/train_rm.py apply them, the table in
-# docs/migration.md is generated from them (python -m goalrm_core.train.config --docs), and a test keeps both equal.
+# docs/migration.md is generated from them (python scripts/docs_tables.py --write), and a test keeps both equal.
 # Read from the official examples/train_rm.py (argparse defaults), openrlhf/utils (data loading) and
 # openrlhf/trainer/rm_trainer.py (the step counter).
 OFFICIAL_DEFAULTS: dict[str, OfficialDefault] = {
@@ -405,13 +405,8 @@ def parser_defaults(official: bool = False) -> dict[str, Any]:
     return defaults
 
 
-OFFICIAL_DEFAULTS_BEGIN = ("<!-- begin: generated from OFFICIAL_DEFAULTS in goalrm_core/train/config.py by "
-                           "`python -m goalrm_core.train.config --docs` -->")
-OFFICIAL_DEFAULTS_END = "<!-- end: generated from OFFICIAL_DEFAULTS -->"
-
-
-def official_defaults_block() -> str:
-    """The table of docs/migration.md between its markers: one row per :data:`OFFICIAL_DEFAULTS` entry."""
+def official_defaults_table() -> str:
+    """docs/migration.md's table of the official defaults: one row per :data:`OFFICIAL_DEFAULTS` entry."""
     def shown(value: Any) -> str:
         return f"`{str(value).lower() if isinstance(value, bool) else value}`"
 
@@ -421,7 +416,7 @@ def official_defaults_block() -> str:
     for name, entry in OFFICIAL_DEFAULTS.items():
         ours = shown(goalrm[name]) if goalrm[name] != "" else "(empty: `<save_path>.checkpoints`)"
         rows.append(f"| `--{name}` | {ours} | {shown(entry.official)} | {shown(entry.applied)} | {entry.why} |")
-    return "\n".join([OFFICIAL_DEFAULTS_BEGIN, *rows, OFFICIAL_DEFAULTS_END])
+    return "\n".join(rows)
 
 
 def build_parser(cls=TrainRMConfig, description: str | None = None, prog: str | None = None,
@@ -462,14 +457,3 @@ class _JoinWords(argparse.Action):
 def _argparse_text(text: str | None) -> str | None:
     """A help text as argparse takes it: a literal ``%`` doubled (argparse formats help with ``%``)."""
     return None if text is None else text.replace("%", "%%")
-
-
-if __name__ == "__main__":  # python -m goalrm_core.train.config --docs: rewrite docs/migration.md's official-defaults table
-    from pathlib import Path
-
-    from goalrm_core.generated_block import update_file
-
-    doc = Path(__file__).resolve().parents[2] / "docs" / "migration.md"
-    changed = update_file(doc, OFFICIAL_DEFAULTS_BEGIN, OFFICIAL_DEFAULTS_END, official_defaults_block(), write="--docs" in sys.argv[1:],
-                          what="generated official-defaults table")
-    print(f"{doc}: {'rewritten' if changed and '--docs' in sys.argv[1:] else 'would change' if changed else 'up to date'}")

@@ -66,10 +66,9 @@ from goalrm_core.train.distributed import (
 from goalrm_core.train.preflight import default_paths, preflight  # noqa: F401  (preflight: train-rm's entry point and tests import it here)
 from goalrm_core.train.sinks import MetricSinks
 
-# The loss terms whose non-finite value stops a run, in the order its error names them.
-CHECKED_TERMS = ("preference_loss", "contrastive_loss", "loss")
-# What a metrics row reports, train and eval alike: the objective's own list.
-ROW_TERMS = BatchLoss.TERMS
+# The objective's own lists: the terms whose non-finite value stops a run, and what a metrics row
+# reports, train and eval alike.
+CHECKED_TERMS, ROW_TERMS = BatchLoss.CHECKED_TERMS, BatchLoss.TERMS
 
 
 # What Trainer.checkpoint writes beside DeepSpeed's state, and resume reads back.

@@ -1,5 +1,5 @@
 """Damaged or foreign artifact files are named for what they are, and shared artifacts get ordinary
-file modes (issue 16, points 8 and 9)."""
+file modes."""
 
 import os
 

@@ -475,6 +475,16 @@ def test_wilson_interval():
     assert low == pytest.approx(1 - high)
 
 
+def test_wilson_from_a_rate_is_the_count_s_to_the_bit():
+    """The sweep page's interval of a recorded accuracy is the counts' formula, not a second one."""
+    from goalrm_core.evaluation.stats import wilson_rate_interval
+
+    for k, n in [(0, 1), (3, 10), (10, 10), (57, 100), (1, 300)]:
+        assert wilson_rate_interval(k / n, n) == wilson_interval(k, n)
+    for p, n in [(float("nan"), 10), (None, 10), (0.5, None), (0.5, 0), (True, 10)]:
+        assert all(math.isnan(v) for v in wilson_rate_interval(p, n))
+
+
 def test_official_filter_figures_by_hand():
     # skip_first = 1, threshold 0. Question A: 3 generations; B: 2, all filtered (falls back).
     def g(q, ok, ans):

@@ -90,3 +90,10 @@ def test_first_error_summary_sees_the_drop():
                      "first_error_char": 4, "generated_solution": "x" * 8})
     summary = evaluation.first_error_summary(rows, n_boot=100)
     assert summary["prefix_error_auroc"] == pytest.approx(1.0)
+
+
+def test_fmt_ci_writes_the_command_line_s_interval():
+    assert evaluation.fmt_ci(0.61, 0.55, 0.672) == "0.610 [0.550, 0.672]"
+    assert evaluation.fmt_ci(0.61, None, 0.7) == evaluation.fmt_ci(0.61, float("nan"), 0.7) == "0.610 [interval undefined]"
+    assert evaluation.fmt_ci(float("nan"), 0.1, 0.2) == evaluation.fmt_ci(None, None, None) == "undefined"
+    assert evaluation.fmt_p(float("nan"), "no pairs") == "undefined (no pairs)" and evaluation.fmt_p(0.01234) == "0.0123"

@@ -1,10 +1,7 @@
-"""The README's numbers come from the committed report, and docs/migration.md's alias table from the code."""
-
-import re
+"""The README's numbers come from the committed report."""
 
 from goalrm_core.report import readme
 from goalrm_core.paths import project_root
-from goalrm_core.study.training import RMRecipe
 
 README = (project_root() / "README.md").read_text(encoding="utf-8")
 
@@ -12,12 +9,6 @@ README = (project_root() / "README.md").read_text(encoding="utf-8")
 def test_generated_block_matches_the_committed_report():
     text = readme.findings(project_root() / readme.REPORT, project_root() / readme.RERUNS)
     assert f"{readme.BEGIN}\n{text}{readme.END}" in README, "run `python -m goalrm_core.report.readme`"
-
-
-def test_alias_table_is_the_recipe_s():
-    migration = (project_root() / "docs" / "migration.md").read_text(encoding="utf-8")
-    table = dict(re.findall(r"^\| `(\w+)` \| `--(\w+)` \|$", migration, flags=re.M))
-    assert table == RMRecipe.aliases()
 
 
 def test_update_refuses_a_readme_without_the_block(tmp_path):

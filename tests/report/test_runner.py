@@ -271,6 +271,7 @@ def test_metrics_json_records_its_schema_version(tmp_path):
     data = json.loads(path.read_text())
     assert list(data) == sorted(data) and list(data["z"]) == ["a", "b"] and metrics_schema(data) == 2
     assert metrics_schema({"alpha": {}}) == 1  # a file from before the key existed
+    assert metrics_schema({"schema_version": "2"}) is None and metrics_schema({"schema_version": True}) is None  # unreadable: no guess
     path.write_text(json.dumps({"alpha": {"auroc": 0.5}}))  # an old file gains the key when written again
     record_metrics("beta", {}, tmp_path)
     assert json.loads(path.read_text())["schema_version"] == 2

@@ -41,8 +41,8 @@ def configs_from_profile(p: Mapping[str, Any]) -> tuple[toymath.ToyMathConfig, P
     """The task's and the base policy's configs from a profile's data keys (``min_chain_steps`` …,
     ``policy_steps`` …; notebook 01's parameters). The profile names them after the study; this is
     the one place they become the configs' fields (and where ``pair_source`` is checked)."""
-    if p["pair_source"] not in PREFERENCE_SOURCES:
-        raise ValueError(f"profile key pair_source must be one of {PREFERENCE_SOURCES}, got {p['pair_source']!r}")
+    if p["pair_source"] not in toymath.PREFERENCE_SOURCES:
+        raise ValueError(f"profile key pair_source must be one of {toymath.PREFERENCE_SOURCES}, got {p['pair_source']!r}")
     task = toymath.ToyMathConfig(min_steps=p["min_chain_steps"], max_steps=p["max_chain_steps"], operand_min=p["operand_min"],
                                  operand_max=p["operand_max"], operations=p["operations"], modulus=p["modulus"],
                                  heldout_facts=p["heldout_facts"], mistaught_facts=p["mistaught_facts"])
@@ -279,12 +279,6 @@ def build_preference_data(run_dir, model, tokenizer, problems: list[toymath.Prob
     pairs = preference_pairs(samples, pairs_per_question, seed, pairing="each_incorrect", carry=("first_error_char",))
     return {**_write_pair_splits(run_dir, pairs, eval_fraction, seed), "n_sampled_questions": len(problems),
             "sample_accuracy": sum(s["is_correct"] for s in samples) / max(1, len(samples))}
-
-
-# Where notebook 01's preference pairs come from (profile key ``pair_source``): the evaluated
-# policy's own samples (the demo), a second generator's one-fact slips, or those slips and the
-# solutions of a confidently wrong generator (``confident``'s recipe C, reports/calibration/).
-PREFERENCE_SOURCES = ("policy", "slips", "confident+slips")
 
 
 def build_slip_preference_data(run_dir, problems: list[toymath.Problem], slips_per_question: int, eval_fraction: float,

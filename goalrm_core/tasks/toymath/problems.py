@@ -47,6 +47,12 @@ from goalrm_core.tasks.toymath.grading import (MAX_ANSWER_DIGITS, FirstError, fi
 Step = tuple[int, str, int, int]
 
 OPERATORS = "+-*"
+
+# Where notebook 01's preference pairs come from (profile key ``pair_source``): the evaluated
+# policy's own samples (the demo), a second generator's one-fact slips, or those slips and the
+# solutions of a confidently wrong generator (``confident``'s recipe C, reports/calibration/).
+PREFERENCE_SOURCES = ("policy", "slips", "confident+slips")
+
 STYLES = ("terse", "verbose")
 VERBOSE_WORDS = {"+": "add", "-": "subtract", "*": "multiply"}
 
@@ -444,6 +450,11 @@ def benchmark_descriptions(train_cfg: ToyMathConfig) -> dict[str, str]:
     names = benchmark_configs(train_cfg)
     table = CHAIN_BENCHMARKS if train_cfg.is_digit_chain else BENCHMARKS
     return {name: table[name] for name in names}
+
+
+def benchmark_table() -> str:
+    """docs/toymath.md's table of the digit-chain benchmarks: :data:`CHAIN_BENCHMARKS`."""
+    return "\n".join(["| benchmark | shift |", "|---|---|", *(f"| `{name}` | {shift} |" for name, shift in CHAIN_BENCHMARKS.items())])
 
 
 def benchmark_configs(train_cfg: ToyMathConfig) -> dict[str, ToyMathConfig]:

@@ -1,4 +1,4 @@
-"""Bad input and faults, round 2 (issue 23): the checks behind the corpus cases that a case of
+"""Bad input and faults: the checks behind the corpus cases that a case of
 ``tests/bad_inputs/cases.yaml`` cannot express: a lock held and a lock gone stale, a process group
 whose peers never come, a full disk under a finished folder, truncation under the official
 encoding, and the strict YAML of profiles and sweep specs."""
