@@ -119,9 +119,10 @@ def _docs_tables():
 
 
 def test_the_tables_the_code_defines_are_generated_from_it():
-    """docs/'s tables of the official defaults, the profile aliases and the ToyMath benchmarks are
+    """docs/'s tables of the official defaults, the profile aliases, the ToyMath benchmarks and the profile keys are
     their definitions in the code, one row per entry (``python scripts/docs_tables.py --write``)."""
-    from goalrm_core.study.recipe import PROFILE_ALIASES
+    from goalrm_core.report.profiles import PROFILE_HELP
+    from goalrm_core.study.recipe import PROFILE_ALIASES, profile_flags
     from goalrm_core.tasks.toymath.problems import CHAIN_BENCHMARKS
     from goalrm_core.train.config import OFFICIAL_DEFAULTS
 
@@ -129,7 +130,8 @@ def test_the_tables_the_code_defines_are_generated_from_it():
     assert tables.stale(write=False) == [], "run: python scripts/docs_tables.py --write"
     firsts = {"OFFICIAL_DEFAULTS": [f"`--{name}`" for name in OFFICIAL_DEFAULTS],
               "PROFILE_ALIASES": [f"`{key}`" for key in PROFILE_ALIASES],
-              "CHAIN_BENCHMARKS": [f"`{name}`" for name in CHAIN_BENCHMARKS]}
+              "CHAIN_BENCHMARKS": [f"`{name}`" for name in CHAIN_BENCHMARKS],
+              "PROFILE_RULES": [f"`{key}`" for key in PROFILE_HELP if key not in profile_flags()]}
     for (doc, source), _ in tables.TABLES.items():
         begin, end = tables.markers(source)
         block = (ROOT / doc).read_text(encoding="utf-8").split(begin, 1)[1].split(end, 1)[0]

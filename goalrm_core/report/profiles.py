@@ -27,7 +27,7 @@ import yaml
 from goalrm_core.choices import GOAL_METHODS, READOUTS
 from goalrm_core.flags import Range, safe_path_part
 from goalrm_core.paths import project_root
-from goalrm_core.study.recipe import profile_rules
+from goalrm_core.study.recipe import profile_rules, recipe_help
 from goalrm_core.study.rms import HEADLINE_SETS
 from goalrm_core.tasks.toymath.problems import OPERATORS, PREFERENCE_SOURCES
 
@@ -473,72 +473,101 @@ _COUNT = Range(int, ">= 1")
 _FRACTION = Range(float, "(0, 1)")
 _RATE = Range(float, "> 0")
 
-# The valid values of every key of a notebook profile (params/demo.yaml sets every key written out
-# here; a test holds it to that). ``None``: any value of the type the notebook's default has. The
-# trainer's settings are not written here: their ranges and choices are the trainer's own
-# (``TrainRMConfig``'s fields), under the profile's names (``study.recipe``).
-PROFILE_RULES: dict[str, Any] = {
-    "run_dir": None,
-    "torch_threads": Range(int, ">= 1", note="pinned: floats depend on it"),
+# Every key of a notebook profile, defined once: its valid values and what it is (params/demo.yaml sets
+# every key written out here; a test holds it to that). A rule of ``None``: any value of the type the
+# notebook's default has. The trainer's settings are not written here: their ranges, choices and help
+# are the trainer's own (``TrainRMConfig``'s fields), under the profile's names (``study.recipe``).
+# docs/profiles.md's table of the keys is generated from this (scripts/docs_tables.py).
+_NOTEBOOK_KEYS: dict[str, tuple[Any, str]] = {
+    "run_dir": (None, "Where the run's artifacts go (data, models, scores); the report goes elsewhere."),
+    "torch_threads": (Range(int, ">= 1", note="pinned: floats depend on it"), "CPU threads of every stage."),
     # 01_data: the task
-    "min_chain_steps": _COUNT,
-    "max_chain_steps": _COUNT,
-    "operand_min": Range(int, ">= 0"),
-    "operand_max": Range(int, ">= 0"),
-    "operations": Letters(OPERATORS, "operators"),
-    "modulus": Range(int, ">= 2", also=(0,), note="0 = exact results"),
-    "heldout_facts": Range(int, ">= 0"),
-    "mistaught_facts": Range(int, ">= 0"),
-    "n_benchmark_questions": _COUNT,
-    "n_train_questions": _COUNT,
+    "min_chain_steps": (_COUNT, "Fewest operations in a training question."),
+    "max_chain_steps": (_COUNT, "Most operations in a training question."),
+    "operand_min": (Range(int, ">= 0"), "Smallest operand."),
+    "operand_max": (Range(int, ">= 0"), "Largest operand."),
+    "operations": (Letters(OPERATORS, "operators"), "The operators of training questions."),
+    "modulus": (Range(int, ">= 2", also=(0,), note="0 = exact results"), "Every result taken mod this (digit chains: 10)."),
+    "heldout_facts": (Range(int, ">= 0"), "'+'/'-' facts never in training (the toy-unseen benchmark asks them)."),
+    "mistaught_facts": (Range(int, ">= 0"), "Facts taught wrong in every SFT solution (the paper's regime: confident errors)."),
+    "n_benchmark_questions": (_COUNT, "Questions per benchmark."),
+    "n_train_questions": (_COUNT, "SFT questions of the policy."),
     # 01_data: the policy and its samples
-    "policy_steps": _COUNT,
-    "policy_batch_size": _COUNT,
-    "policy_hidden_size": _COUNT,
-    "policy_layers": _COUNT,
-    "policy_learning_rate": _RATE,
-    "n_samples": _COUNT,
-    "sampling_temperature": Range(float, "> 0"),
-    "max_new_tokens": _COUNT,
-    "n_pair_questions": _COUNT,
-    "pair_samples_per_question": Range(int, ">= 2", note="a pair needs two samples"),
-    "pairs_per_question": _COUNT,
-    "eval_fraction": _FRACTION,
-    "pair_source": Choice(*PREFERENCE_SOURCES),
-    "slips_per_question": _COUNT,
-    "generator_extra_facts": Range(int, ">= 0"),
+    "policy_steps": (_COUNT, "SFT steps of the policy."),
+    "policy_batch_size": (_COUNT, "SFT sequences per step."),
+    "policy_hidden_size": (_COUNT, "Hidden size of the policy (a character-level Llama)."),
+    "policy_layers": (_COUNT, "Layers of the policy."),
+    "policy_learning_rate": (_RATE, "Peak SFT learning rate."),
+    "n_samples": (_COUNT, "Sampled solutions per benchmark question."),
+    "sampling_temperature": (Range(float, "> 0"), "Temperature of the sampled solutions and pairs."),
+    "max_new_tokens": (_COUNT, "Tokens per generated solution at most."),
+    "n_pair_questions": (_COUNT, "Training questions the preference pairs come from."),
+    "pair_samples_per_question": (Range(int, ">= 2", note="a pair needs two samples"), "Policy samples per pair question."),
+    "pairs_per_question": (_COUNT, "Pairs (correct vs incorrect) per question at most."),
+    "eval_fraction": (_FRACTION, "Share of pairs held out for the RMs' held-out accuracy."),
+    "pair_source": (Choice(*PREFERENCE_SOURCES), "Where pairs come from: the policy's samples, a generator's slips, or "
+                                                 "slips and a confidently wrong generator."),
+    "slips_per_question": (_COUNT, "One-fact slips per question (pair_source slips)."),
+    "generator_extra_facts": (Range(int, ">= 0"), "Facts the confident generator gets wrong beyond the policy's mistaught ones."),
     # 02_training: how many RMs, where, and how many at once (the trainer's settings follow below)
-    "rm_seeds": ListOf(Range(int, ">= 0"), distinct=True),
-    "rm_processes": _COUNT,
-    "rm_parallel": _COUNT,
-    "rm_store": None,
-    "prm_arm": None,
-    # the trainer's settings (``seed`` among them), from TrainRMConfig
-    **{key: Choice(*rule) if isinstance(rule, tuple) else rule for key, rule in profile_rules().items()},
+    "rm_seeds": (ListOf(Range(int, ">= 0"), distinct=True), "One RM of each kind per seed."),
+    "rm_processes": (_COUNT, "Processes per RM (DeepSpeed data parallel)."),
+    "rm_parallel": (_COUNT, "RMs trained at once."),
+    "rm_store": (None, "A folder that keeps RMs by their config, reused when unchanged (\"\": none)."),
+    "prm_arm": (None, "Also train and score a step verifier on exact per-token labels."),
     # 03_representations, 04_evaluation, 05_decoding
-    "readout": Choice(*READOUTS),
-    "goal_method": Choice(*GOAL_METHODS),
-    "headline": Choice(*HEADLINE_CHOICES),
-    "n_boot": _COUNT,
-    "filter_threshold": Range(float),
-    "skip_first": Range(int, ">= 0"),
-    "val_fraction": _FRACTION,
-    "decode_questions": _COUNT,
-    "beam_size": _COUNT,
-    "samples_per_step": _COUNT,
-    "decode_temperature": Range(float, "> 0"),
-    "temperature_decay": Range(float, "> 0"),
-    "conf_ratio": Range(float, "[0, 1]"),
-    "reward_weight": Range(float),
-    "decode_max_steps": _COUNT,
-    "prune_threshold": Range(float),
-    "prune_samples": _COUNT,
-    "tune_prune_threshold": None,
-    "steer_sft_steps": _COUNT,
-    "steer_learning_rate": _RATE,
-    "steer_goal_solutions": _COUNT,
+    "readout": (Choice(*READOUTS), "Where the reward is read: the appended EOS, or the response's last token."),
+    "goal_method": (Choice(*GOAL_METHODS), "How the goal state is formed."),
+    "headline": (Choice(*HEADLINE_CHOICES), "The generations the headline AUROC reads."),
+    "n_boot": (_COUNT, "Bootstrap resamples of an interval."),
+    "filter_threshold": (Range(float), "Q below which Q-filtered voting drops a generation (the paper's: 0)."),
+    "skip_first": (Range(int, ">= 0"), "Response tokens before Q can drop or stop a generation."),
+    "val_fraction": (_FRACTION, "Share of questions that choose a threshold; the rest report it."),
+    "decode_questions": (_COUNT, "Questions decoded per method."),
+    "beam_size": (_COUNT, "Beams kept per step of Q-guided search."),
+    "samples_per_step": (_COUNT, "Candidate lines sampled per beam and step."),
+    "decode_temperature": (Range(float, "> 0"), "Sampling temperature of decoding."),
+    "temperature_decay": (Range(float, "> 0"), "Beam search: temperature x decay^step."),
+    "conf_ratio": (Range(float, "[0, 1]"), "r in a beam's score (1 - r) Q + r mean log-prob."),
+    "reward_weight": (Range(float), "Weight of the reward in a beam's score."),
+    "decode_max_steps": (_COUNT, "Lines a beam generates at most."),
+    "prune_threshold": (Range(float), "Q below which online pruning stops a sample (when not tuned)."),
+    "prune_samples": (_COUNT, "Samples per question of online pruning."),
+    "tune_prune_threshold": (None, "Choose the pruning threshold on validation questions."),
+    "steer_sft_steps": (_COUNT, "SFT steps that teach a copy of the policy both styles (steering)."),
+    "steer_learning_rate": (_RATE, "Peak learning rate of that SFT."),
+    "steer_goal_solutions": (_COUNT, "Solutions of the wanted style the steering goal is averaged over."),
 }
+_TRAINER_KEYS = {key: Choice(*rule) if isinstance(rule, tuple) else rule for key, rule in profile_rules().items()}
+_NOTEBOOK_ORDER = list(_NOTEBOOK_KEYS)
+_AFTER_TRAINING = _NOTEBOOK_ORDER.index("readout")
 
+#: every notebook key's valid values (``None``: any value of its notebook default's type), in demo.yaml's order
+PROFILE_RULES: dict[str, Any] = {
+    **{key: _NOTEBOOK_KEYS[key][0] for key in _NOTEBOOK_ORDER[:_AFTER_TRAINING]},
+    **_TRAINER_KEYS,  # the trainer's settings (``seed`` among them), from TrainRMConfig
+    **{key: _NOTEBOOK_KEYS[key][0] for key in _NOTEBOOK_ORDER[_AFTER_TRAINING:]},
+}
+#: what every notebook key is: its own line, or the trainer flag's help
+PROFILE_HELP: dict[str, str] = {key: _NOTEBOOK_KEYS[key][1] if key in _NOTEBOOK_KEYS else recipe_help(key) for key in PROFILE_RULES}
+
+
+
+def profile_keys_table(params_dir: str | os.PathLike | None = None) -> str:
+    """docs/profiles.md's table of the notebook keys a profile sets beside the trainer's: valid values,
+    the demo's value and what each is (:data:`PROFILE_RULES`, :data:`PROFILE_HELP`, params/demo.yaml)."""
+    demo = load_profile("demo", params_dir)
+
+    def shown(value: Any) -> str:
+        return "`" + yaml.safe_dump(value, default_flow_style=True, width=1000).strip().removesuffix("...").strip() + "`"
+
+    rows = ["| key | valid values | demo | what it is |", "|---|---|---|---|"]
+    for key, help_text in PROFILE_HELP.items():
+        if key in _NOTEBOOK_KEYS:
+            rule = PROFILE_RULES[key]
+            valid = rule if rule is not None else "true or false" if isinstance(demo.get(key), bool) else "a string"
+            rows.append(f"| `{key}` | {valid} | {shown(demo.get(key))} | {help_text} |")
+    return "\n".join(rows)
 
 def _heldout_ok(heldout: int, modulus: int) -> bool:
     return heldout == 0 or (modulus >= 2 and heldout <= 2 * modulus * (modulus - 1))

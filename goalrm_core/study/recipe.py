@@ -53,6 +53,15 @@ def profile_rules() -> dict[str, Any]:
     return {key: _FLAGS[flag].metadata.get("range", _FLAGS[flag].metadata.get("choices")) for key, flag in profile_flags().items()}
 
 
+def recipe_help(key: str) -> str:
+    """The help of the trainer flag profile key ``key`` sets.
+
+    >>> recipe_help("contrastive_beta")
+    'Weight β of the contrastive term.'
+    """
+    return _FLAGS[profile_flags()[key]].metadata["help"]
+
+
 class _Recipe:
     """The methods of :class:`RMRecipe` (its fields are generated from the trainer's)."""
 

@@ -376,6 +376,22 @@ def test_the_demo_profile_lists_every_key_and_passes(tmp_path):
         assert set(keys) <= set(PROFILE_RULES)
 
 
+def test_every_profile_key_says_what_it_is():
+    """One line of help per key: the notebook keys' own, the trainer keys' from the trainer's flag."""
+    import dataclasses
+
+    from goalrm_core.report.profiles import PROFILE_HELP
+    from goalrm_core.study.recipe import profile_flags
+    from goalrm_core.train.config import TrainRMConfig
+
+    assert list(PROFILE_HELP) == list(PROFILE_RULES)
+    for key, text in PROFILE_HELP.items():
+        assert isinstance(text, str) and text.strip() and "\n" not in text, key
+    flags = {f.name: f for f in dataclasses.fields(TrainRMConfig)}
+    for key, flag in profile_flags().items():
+        assert PROFILE_HELP[key] == flags[flag].metadata["help"], key
+
+
 def test_every_notebook_key_has_a_rule():
     from goalrm_core.report.notebook_params import RUNNER_KEYS
     from goalrm_core.report.runner import discover_stages, inspect_stages
