@@ -37,7 +37,7 @@ import random
 import re
 import zlib
 from dataclasses import dataclass, field, replace
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 # the checker lives in grading; callers also read it here, as toymath.problems.is_correct and so on
 from goalrm_core.tasks.toymath.grading import (MAX_ANSWER_DIGITS, FirstError, first_error, is_correct,  # noqa: F401
@@ -419,71 +419,80 @@ def problem_to_row(problem: Problem, style: str = "terse") -> dict:
 # Benchmarks: fixed, mildly shifted distributions derived from the training one
 # --------------------------------------------------------------------------------------------------
 
-BENCHMARKS = {
-    "toy-id": "the training distribution itself",
-    "toy-long": "one step longer: k in [max_steps, max_steps + 1]",
-    "toy-big": "larger operands: operand_max raised by ~25%",
-    "toy-mixed": "both shifts of toy-long and toy-big at once",
-}
+@dataclass(frozen=True)
+class Benchmark:
+    """One ToyMath benchmark, defined in one entry: what it shifts, and the config its questions are
+    drawn from given the training one (``None``: the benchmark does not apply to that task)."""
 
-# Digit chains: length is not a mild shift for a tiny model (0% one step outside the trained range),
-# so the shifts keep notation and lengths and change which facts are asked.
-CHAIN_BENCHMARKS = {
-    "toy-id": "the training distribution itself",
-    "toy-zero": "operand 0 allowed (never an operand in training)",
-    "toy-times": "'*' mixed in at a low rate (never trained)",
-    "toy-unseen": "every question uses at least one held-out fact",
-}
+    shift: str
+    config: Callable[[ToyMathConfig], ToyMathConfig | None]
+
+
 # Weight of '*' in toy-times relative to the training operators' total: about 1 step in 8.
 TIMES_SHARE = 0.125
-
-# Benchmark seeds are >= 2**32; training seeds are expected below it, so the streams never coincide.
-BENCHMARK_SEED_OFFSET = 2**32
 
 
 def _raised_operand_max(operand_max: int) -> int:
     return operand_max + max(1, round(0.25 * abs(operand_max)))
 
 
+def _long(cfg: ToyMathConfig, **more) -> ToyMathConfig:
+    return replace(cfg, min_steps=cfg.max_steps, max_steps=cfg.max_steps + 1, **more)
+
+
+def _times(cfg: ToyMathConfig) -> ToyMathConfig | None:
+    if "*" in cfg.operations:
+        return None
+    weights = list(cfg.operation_weights) or [1.0] * len(cfg.operations)
+    times = sum(weights) * TIMES_SHARE / (1 - TIMES_SHARE)
+    return replace(cfg, operations=cfg.operations + "*", operation_weights=tuple(weights) + (times,))
+
+
+# Multi-digit: a tiny model falls to ~0% at 5-6 steps or operands above 20, so the shifts are mild.
+BENCHMARKS = {
+    "toy-id": Benchmark("the training distribution itself", replace),
+    "toy-long": Benchmark("one step longer: k in [max_steps, max_steps + 1]", _long),
+    "toy-big": Benchmark("larger operands: operand_max raised by ~25%",
+                         lambda cfg: replace(cfg, operand_max=_raised_operand_max(cfg.operand_max))),
+    "toy-mixed": Benchmark("both shifts of toy-long and toy-big at once",
+                           lambda cfg: _long(cfg, operand_max=_raised_operand_max(cfg.operand_max))),
+}
+
+# Digit chains: length is not a mild shift for a tiny model (0% one step outside the trained range),
+# so the shifts keep notation and lengths and change which facts are asked.
+CHAIN_BENCHMARKS = {
+    "toy-id": Benchmark("the training distribution itself", replace),
+    "toy-zero": Benchmark("operand 0 allowed (never an operand in training)", lambda cfg: replace(cfg, operand_min=0)),
+    "toy-times": Benchmark("'*' mixed in at a low rate (never trained)", _times),
+    "toy-unseen": Benchmark("every question uses at least one held-out fact",
+                            lambda cfg: replace(cfg, facts="unseen") if cfg.heldout_facts else None),
+}
+
+# Benchmark seeds are >= 2**32; training seeds are expected below it, so the streams never coincide.
+BENCHMARK_SEED_OFFSET = 2**32
+
+
+def _benchmarks(train_cfg: ToyMathConfig) -> dict[str, Benchmark]:
+    return CHAIN_BENCHMARKS if train_cfg.is_digit_chain else BENCHMARKS
+
+
 def benchmark_descriptions(train_cfg: ToyMathConfig) -> dict[str, str]:
     """Name -> one-line description of the benchmarks of this task, in report order."""
-    names = benchmark_configs(train_cfg)
-    table = CHAIN_BENCHMARKS if train_cfg.is_digit_chain else BENCHMARKS
-    return {name: table[name] for name in names}
+    return {name: _benchmarks(train_cfg)[name].shift for name in benchmark_configs(train_cfg)}
 
 
 def benchmark_table() -> str:
     """docs/toymath.md's table of the digit-chain benchmarks: :data:`CHAIN_BENCHMARKS`."""
-    return "\n".join(["| benchmark | shift |", "|---|---|", *(f"| `{name}` | {shift} |" for name, shift in CHAIN_BENCHMARKS.items())])
+    return "\n".join(["| benchmark | shift |", "|---|---|", *(f"| `{name}` | {b.shift} |" for name, b in CHAIN_BENCHMARKS.items())])
 
 
 def benchmark_configs(train_cfg: ToyMathConfig) -> dict[str, ToyMathConfig]:
-    """The benchmarks of this task as configs, ``toy-id`` first. Shifts are kept mild on purpose: a
-    benchmark where the policy is always right or always wrong says nothing about a reward model.
-
-    Multi-digit: BENCHMARKS (a tiny model falls to ~0% at 5-6 steps or operands above 20).
-    Digit chains: CHAIN_BENCHMARKS; ``toy-unseen`` only when the task holds facts out."""
-    if train_cfg.is_digit_chain:
-        weights = list(train_cfg.operation_weights) or [1.0] * len(train_cfg.operations)
-        configs = {
-            "toy-id": replace(train_cfg),
-            "toy-zero": replace(train_cfg, operand_min=0),
-        }
-        if "*" not in train_cfg.operations:
-            times = sum(weights) * TIMES_SHARE / (1 - TIMES_SHARE)
-            configs["toy-times"] = replace(train_cfg, operations=train_cfg.operations + "*",
-                                           operation_weights=tuple(weights) + (times,))
-        if train_cfg.heldout_facts:
-            configs["toy-unseen"] = replace(train_cfg, facts="unseen")
-        return configs
-    long_steps = {"min_steps": train_cfg.max_steps, "max_steps": train_cfg.max_steps + 1}
-    big_operands = {"operand_max": _raised_operand_max(train_cfg.operand_max)}
-    return {
-        "toy-id": replace(train_cfg),
-        "toy-long": replace(train_cfg, **long_steps),
-        "toy-big": replace(train_cfg, **big_operands),
-        "toy-mixed": replace(train_cfg, **long_steps, **big_operands),
-    }
+    """The benchmarks of this task as configs, ``toy-id`` first: :data:`CHAIN_BENCHMARKS` for digit chains
+    (``toy-times`` only when training has no '*', ``toy-unseen`` only when the task holds facts out),
+    else :data:`BENCHMARKS`. Shifts are kept mild on purpose: a benchmark where the policy is always
+    right or always wrong says nothing about a reward model."""
+    configs = {name: b.config(train_cfg) for name, b in _benchmarks(train_cfg).items()}
+    return {name: cfg for name, cfg in configs.items() if cfg is not None}
 
 
 def benchmark_seed(name: str, seed: int = 0) -> int:
