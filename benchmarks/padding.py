@@ -7,7 +7,8 @@ the micro-batch size only.
     python benchmarks/padding.py --run_dir runs/smoke --profile demo --name smoke-pairs
 
 appends one row per ordering to ``benchmarks/padding.json`` (the profile's RM micro-batch and steps;
-the pairs of ``--run_dir``'s data stage).
+the pairs of ``--run_dir``'s data stage), and ``python benchmarks/padding.py --doc`` writes
+docs/performance.md's table from it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,25 @@ from goalrm_core.study.training import rm_config  # noqa: E402
 from goalrm_core.train.batching import epoch_batches, item_length, load_items, load_tokenizer  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "padding.json"
+DOC = ROOT / "docs" / "performance.md"
+BEGIN = "<!-- begin: generated from benchmarks/padding.json by `python benchmarks/padding.py --doc`; do not edit by hand -->"
+END = "<!-- end: generated from benchmarks/padding.json -->"
+
+
+def table(rows: list[dict]) -> str:
+    """One line per measured set of pairs: its padding with the trainer's default order (grouped by
+    length) and without it."""
+    lines = ["| pairs | profile's RM recipe | steps x pairs | padding, grouped by length (default) | padding, shuffled |",
+             "|---|---|---|---|---|"]
+    by_name: dict[str, dict[bool, dict]] = {}
+    for row in rows:
+        by_name.setdefault(row["name"], {})[row["group_by_length"]] = row
+    for name, pair in by_name.items():
+        any_row = next(iter(pair.values()))
+        shown = [f"{pair[g]['padding_share']:.1%} of {pair[g]['tokens']:,} tokens" if g in pair else "not measured" for g in (True, False)]
+        lines.append(f"| {name} ({any_row['n_pairs']:,} pairs) | {any_row['profile']} | {any_row['steps']} x {any_row['train_batch_size']} "
+                     f"(micro-batches of {any_row['micro_train_batch_size']}) | {shown[0]} | {shown[1]} |")
+    return "\n".join(lines)
 
 
 def padding_of(items: list[dict], batches: list[list[int]], micro: int, pad_id: int) -> dict:
@@ -45,11 +65,19 @@ def padding_of(items: list[dict], batches: list[list[int]], micro: int, pad_id: 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--run_dir", required=True, help="a run whose data stage wrote preference pairs and the policy")
+    p.add_argument("--run_dir", help="a run whose data stage wrote preference pairs and the policy")
     p.add_argument("--profile", default="demo", help="the profile whose RM recipe (batch, micro-batch, steps) is measured")
-    p.add_argument("--name", required=True, help="label of the rows")
+    p.add_argument("--name", help="label of the rows")
     p.add_argument("--results", type=Path, default=RESULTS)
+    p.add_argument("--doc", action="store_true", help="write docs/performance.md's table from the results")
     args = p.parse_args(argv)
+    if args.doc:
+        from goalrm_core.generated_block import update_file
+
+        update_file(DOC, BEGIN, END, f"{BEGIN}\n{table(json.loads(args.results.read_text()))}\n{END}", write=True)
+        return 0
+    if not (args.run_dir and args.name):
+        p.error("--run_dir and --name are needed to measure (or --doc to write the table)")
 
     values = load_profile(args.profile)
     recipe = RMRecipe.from_profile(values)

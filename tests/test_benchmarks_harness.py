@@ -76,3 +76,16 @@ def test_the_b54e8af_pair_table_is_the_committed_results():
         assert committed["suite"]["old"]["commit"] == "b54e8af"
     block = f"{module.BEGIN}\n{module.table(committed)}\n{module.END}"
     assert block in module.DOC.read_text(encoding="utf-8"), "run: python benchmarks/pair_b54e8af.py --doc"
+
+
+def test_the_padding_table_is_the_committed_results():
+    """docs/performance.md's padding table is generated from benchmarks/padding.json, every row's share
+    its own token counts."""
+    spec = importlib.util.spec_from_file_location("bench_padding", HARNESS.parent / "padding.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rows = json.loads(module.RESULTS.read_text())
+    for row in rows:
+        assert row["padding_share"] == round(1 - row["real_tokens"] / row["tokens"], 4), row["name"]
+    block = f"{module.BEGIN}\n{module.table(rows)}\n{module.END}"
+    assert block in module.DOC.read_text(encoding="utf-8"), "run: python benchmarks/padding.py --doc"
