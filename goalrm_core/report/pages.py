@@ -64,10 +64,10 @@ def _relative_outputs(nb) -> None:
                     out["data"][mime] = relative_paths(value if isinstance(value, str) else "".join(value))
 
 
-def export_html(notebook: Path, output: Path, stages: list[str] | None = None) -> None:
+def export_html(notebook: Path, output: Path, stages: list[str] | None = None, code: str | None = None) -> None:
     """Write the reader's view of an executed notebook: outputs only, no code, no prompts, no
-    machine paths, with a navigation bar (index, previous and next of ``stages``; see
-    :func:`navigation_html`) and a table of contents."""
+    machine paths, with a navigation bar (index, previous and next of ``stages``, and ``code``, the
+    code version the notebook ran on; see :func:`navigation_html`) and a table of contents."""
     import jinja2
     import nbformat
     from nbconvert import HTMLExporter
@@ -92,7 +92,7 @@ def export_html(notebook: Path, output: Path, stages: list[str] | None = None) -
     body, _ = exporter.from_notebook_node(nb, resources={"goalrm_needs": _needs(nb)})
     name = output.stem
     stages = stages if stages is not None else [name]
-    atomic_write_text(output, with_navigation(body, navigation_html(name, stages, output.parent, body)))
+    atomic_write_text(output, with_navigation(body, navigation_html(name, stages, output.parent, body, code)))
 
 
 def _first_heading(nb) -> str | None:
@@ -113,7 +113,7 @@ _NAV_CSS = """
   font: 14px/1.4 system-ui, -apple-system, "Segoe UI", sans-serif; }
 .goalrm-nav a { color: #27508f; text-decoration: none; } .goalrm-nav a:hover { text-decoration: underline; }
 .goalrm-nav .here { font-weight: 600; color: #222; } .goalrm-nav .absent { color: #999; }
-.goalrm-nav .spacer { flex: 1; }
+.goalrm-nav .spacer { flex: 1; } .goalrm-nav .code { color: #555; }
 .goalrm-toc { margin: .8em 1em 0; padding: .5em 1em; border: 1px solid #e3e3e3; border-radius: .3em;
   font: 14px/1.5 system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 60em; }
 .goalrm-toc summary { cursor: pointer; font-weight: 600; }
@@ -143,9 +143,19 @@ def table_of_contents(page: str) -> list[tuple[int, str, str]]:
     return found
 
 
-def navigation_html(name: str, stages: list[str], out_dir: Path, page: str) -> str:
+_CODE = re.compile(r'<span class="code" data-code="([^"]*)">')
+
+
+def page_code(page: str) -> str | None:
+    """The code version a stage page names in its navigation bar (:func:`navigation_html`), if any."""
+    match = _CODE.search(page)
+    return html.unescape(match.group(1)) if match else None
+
+
+def navigation_html(name: str, stages: list[str], out_dir: Path, page: str, code: str | None = None) -> str:
     """The header bar of stage ``name``'s page (links to the index and to the previous and next stage
-    whose page exists in ``out_dir``) and its table of contents. Self-contained: no external URL."""
+    whose page exists in ``out_dir``, and ``code``, the code version the stage ran on, when known) and
+    its table of contents. Self-contained: no external URL."""
     e = html.escape
 
     def link(stage: str | None, label: str) -> str:
@@ -160,8 +170,9 @@ def navigation_html(name: str, stages: list[str], out_dir: Path, page: str) -> s
     following = stages[where + 1] if 0 <= where < len(stages) - 1 else None
     back, forward = link(previous, f"\u2190 {previous}"), link(following, f"{following} \u2192")
     position = f"stage {where + 1} of {len(stages)}" if where >= 0 else ""
+    ran_on = f'<span class="code" data-code="{e(code)}">ran on {e(code)}</span>' if code else ""
     bar = (f'<nav class="goalrm-nav" aria-label="report"><a href="index.html">&#8962; Index</a>{back}'
-           f'<span class="here">{e(name)}</span>{forward}<span class="spacer"></span><span>{position}</span></nav>')
+           f'<span class="here">{e(name)}</span>{forward}<span class="spacer"></span>{ran_on}<span>{position}</span></nav>')
     headings = table_of_contents(page)
     toc = ""
     if headings:
@@ -180,14 +191,14 @@ def with_navigation(page: str, nav: str) -> str:
 
 
 def refresh_navigation(out_dir: Path, stages: list[str]) -> None:
-    """Point every stage page's previous/next links at the pages that exist now. A page is
-    rewritten only when its navigation changed, so kept pages keep their files."""
+    """Point every stage page's previous/next links at the pages that exist now, each keeping the code
+    version it names. A page is rewritten only when its navigation changed, so kept pages keep their files."""
     for name in stages:
         path = out_dir / f"{name}.html"
         if not path.exists():
             continue
         page = path.read_text(encoding="utf-8")
-        updated = with_navigation(page, navigation_html(name, stages, out_dir, page))
+        updated = with_navigation(page, navigation_html(name, stages, out_dir, page, page_code(page)))
         if updated != page:
             atomic_write_text(path, updated)
 

@@ -59,6 +59,17 @@ def _package_version(name: str) -> str | None:
         return None
 
 
+def code_version(root: Path | None = None) -> str | None:
+    """The code a stage runs on, as its page names it: the short commit, ``+ uncommitted changes`` when the
+    work tree differs from it outside ``reports/`` (as :func:`collect_provenance` judges); None without git."""
+    root = root if root is not None else resolve_path(".")
+    commit = _git("rev-parse", "--short=7", "HEAD", cwd=root)
+    if commit is None:
+        return None
+    status = _git("status", "--porcelain", "--", ".", ":(exclude)reports", cwd=root)
+    return commit + (" + uncommitted changes" if status else "")
+
+
 def collect_provenance(profile: str, settings: Mapping[str, Any], root: Path | None = None) -> dict:
     """What produced a report: commit (and whether the work tree differed from it), the profile and
     every parameter it resolved to, package versions, the machine, the thread count and the date.

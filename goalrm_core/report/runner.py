@@ -29,7 +29,7 @@ from goalrm_core.report.profiles import (check_settings, check_value, coerce_to_
                                          notebook_profile, parse_set_flags, profile_path, resolve_path, shown_path,
                                          unknown_key_message)
 from goalrm_core.report.execute import error_info, discover_stages, execute_stage, match_stage, project_relative
-from goalrm_core.report.provenance import _now, collect_provenance
+from goalrm_core.report.provenance import _now, code_version, collect_provenance
 from goalrm_core.report.signals import Terminated, interrupts_deferred, sigterm_as_interrupt
 from goalrm_core.report.status import (index_error_of, killed_run_cleared, load_previous, rebuild_index, status_entry,
                                        write_status)
@@ -126,7 +126,7 @@ def _run_one(
         _drop_outputs(out_dir, name)
     if executed.exists():
         try:
-            export_html(executed, out_dir / f"{name}.html", stages)
+            export_html(executed, out_dir / f"{name}.html", stages, code_version())
         except Exception as exc:  # a report without HTML is still a report
             entry["html_error"] = f"{type(exc).__name__}: {exc}"
             log(f"{tag} HTML export failed: {exc}")

@@ -355,6 +355,22 @@ def test_navigation_is_replaced_not_repeated_and_pages_are_rewritten_only_on_cha
     assert NAV_BEGIN in (tmp_path / "03_c.html").read_text()
 
 
+def test_a_stage_page_names_the_code_it_ran_on_and_keeps_it_on_refresh(project, tmp_path):
+    from goalrm_core.report.pages import navigation_html, page_code, refresh_navigation, with_navigation
+    from goalrm_core.report.provenance import code_version
+
+    shown = page_code((project["first"] / "01_alpha.html").read_text())  # the runner's own page
+    assert shown == code_version() and shown is not None  # the suite runs in a git checkout
+    page = "<html><body><main><h2 id='x'>X</h2></main></body></html>"
+    stages = ["01_a", "02_b"]
+    (tmp_path / "01_a.html").write_text(with_navigation(page, navigation_html("01_a", stages, tmp_path, page, "abc1234 + <edits>")))
+    refresh_navigation(tmp_path, stages)  # a later stage's run (other code, maybe) does not relabel it
+    first = (tmp_path / "01_a.html").read_text()
+    assert page_code(first) == "abc1234 + <edits>" and "ran on abc1234 + &lt;edits&gt;" in first
+    assert page_code(page) is None and 'class="code"' not in navigation_html("01_a", stages, tmp_path, page)
+    assert code_version(tmp_path) is None  # no repository: nothing claimed
+
+
 def test_index_only_rerenders_the_page_and_runs_nothing(project, tmp_path):
     out = tmp_path / "tiny"
     shutil.copytree(project["first"], out)
