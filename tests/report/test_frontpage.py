@@ -332,5 +332,9 @@ def test_steering_says_what_the_style_cost_in_correctness():
     page = frontpage.result_sections(tree)
     assert "Steering costs correctness: 9.4% of the steered solutions are correct, against 25.0% unguided" in page
     assert "is not a success" in page
-    tree["decoding"]["steering"]["accuracy"] = 0.3
+    tree["decoding"]["steering"]["accuracy"] = 0.3  # above unguided, yet most steered answers are wrong
+    page = frontpage.result_sections(tree)
+    assert "Steering costs no correctness (30.0% of the steered solutions are correct, against 25.0% unguided)" in page
+    assert "is not a success" in page
+    tree["decoding"]["steering"]["accuracy"] = 0.6
     assert "Steering costs" not in frontpage.result_sections(tree)
