@@ -12,8 +12,8 @@ from typing import Any
 
 from goalrm_core.evaluation import verdicts
 from goalrm_core.evaluation.auroc import delta_of
-from goalrm_core.report.metrics_view import Metrics, detail_seed
-from goalrm_core.report.page_parts import auroc_of, auroc_text, benchmarks_in, get_path, html_table, primary_of
+from goalrm_core.report.metrics_view import Metrics, detail_seed, entries, mapping, section, value
+from goalrm_core.report.page_parts import html_table
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study import step_bench
 from goalrm_core.study.evaluation import well_formed_failure
@@ -43,7 +43,8 @@ def judge(s: Any, shown: str, not_shown: str = "not shown", opposite: str | None
     (``switched_off``); "cannot be judged: <reason>" where it is undefined."""
     state = verdicts.state(s, switched_off)
     if state == verdicts.UNDEFINED:
-        return f"cannot be judged: {fmt.reason_of(s) or (verdicts.reason(s) if isinstance(s, Mapping) and s.get('holds') is not None else 'undefined')}"
+        why = fmt.reason_of(s) or (verdicts.reason(s) if value(s, "holds") is not None else "undefined")
+        return f"cannot be judged: {why}"
     if state == verdicts.NOT_TESTED:
         return f"not tested: {verdicts.reason(s, switched_off)}"
     return verdicts.words(s, holds=shown, reversed_=f"reversed: {opposite}" if opposite else "reversed", not_shown=not_shown,
@@ -53,7 +54,7 @@ def judge(s: Any, shown: str, not_shown: str = "not shown", opposite: str | None
 def _figure(s: Any, what: str, **kw) -> str:
     """``"+0.03 [-0.01, +0.07], positive in 4 of 5 seeds"``; an undefined mean is plain ``undefined``
     (the verdict that follows, :func:`judge`, says why)."""
-    s = s if isinstance(s, Mapping) else {}
+    s = section(s)
     seeds = _seeds(s, what)
     return fmt.across({k: v for k, v in s.items() if k != "reason"}, **kw) + (f", {seeds}" if seeds else "")
 
@@ -63,21 +64,22 @@ def gate_state(gate: Mapping) -> tuple[str, str | None]:
     the one its seed-0 AUROCs support (schema 1), where an undefined AUROC (one class: null or NaN)
     makes it ``undefined``, never failed."""
     if "state" in gate:
-        state = gate.get("state") if gate.get("state") in ("passed", "failed", "undefined") else "undefined"
+        state = gate["state"] if gate["state"] in ("passed", "failed", "undefined") else "undefined"
         margins = gate.get("margin_over_length") or {}
+
+        def unjudged() -> str:
+            return "; ".join(f"{rm}: {fmt.reason_of(m) or 'undefined'}" for rm, m in margins.items()
+                             if value(m, "holds") is None)
+
         if state == "undefined":
-            reason = gate.get("reason") or "; ".join(
-                f"{rm}: {fmt.reason_of(m) or 'undefined'}" for rm, m in margins.items()
-                if not isinstance(m, Mapping) or m.get("holds") is None) or "no state recorded"
-            return state, reason
-        missing = [rm for rm, m in margins.items() if not isinstance(m, Mapping) or m.get("holds") is None]
-        if state == "passed" and missing:  # a pass needs every margin judged
-            return "undefined", "; ".join(f"{rm}: {fmt.reason_of(margins.get(rm)) or 'undefined'}" for rm in missing)
+            return state, gate.get("reason") or unjudged() or "no state recorded"
+        if (missing := unjudged()) and state == "passed":  # a pass needs every margin judged
+            return "undefined", missing
         return state, gate.get("reason")
     entries = {("length only" if k == "length_only" else k): v for k, v in gate.items()
                if k not in ("benchmark", "passed", "reason")}
     undefined = [f"{name} AUROC {fmt.undefined(fmt.reason_of(v, 'auroc'))}" for name, v in entries.items()
-                 if not isinstance(v, Mapping) or fmt.is_undefined(v.get("auroc"))]
+                 if fmt.is_undefined(value(v, "auroc"))]
     if undefined or gate.get("passed") is None:
         return "undefined", gate.get("reason") or "; ".join(undefined) or "no verdict recorded"
     return ("passed" if gate["passed"] else "failed"), None
@@ -91,12 +93,12 @@ def answer(metrics: Mapping) -> str:
     interval and two-sided verdict, a "not shown" with the effect the run would have seen), and what
     this design can and cannot test, read from its gates. Empty before notebook 04 recorded primary
     findings (schema 2)."""
-    primary = primary_of(metrics)
-    d = primary.get("delta_auroc") if primary else None
-    if not isinstance(d, Mapping):
+    primary = Metrics(metrics).primary
+    d = mapping(primary, "delta_auroc")
+    if d is None:
         return ""
     bench = primary.get("benchmark", ID_BENCH)
-    scope = verdicts.policy_scope(primary.get("policy_seeds") or [get_path(metrics, "provenance", "profile", "parameters", "seed")])
+    scope = _scope(metrics)
     verdict = judge(d, "yes, the goal-conditioned RM ranks them better", "not shown",
                     opposite="no, the baseline RM ranks them better")
     first = (f"Does goal-conditioning help here? Goal-conditioned minus baseline AUROC on {bench} is "
@@ -110,8 +112,8 @@ def step_answer(metrics: Mapping, calibration: Sequence[Mapping] = (), design: s
     design's calibration rows (``calibration``, step-verifier rows) measured it; empty when the run
     recorded no bench."""
     bench = Metrics(metrics).step_verifiers
-    figures = bench.get("figures")
-    if not isinstance(figures, Mapping) or not isinstance(figures.get("f1"), Mapping):
+    figures = mapping(bench, "figures")
+    if mapping(figures, "f1") is None:
         return ""
     result = {"summaries": figures, "reference": bench.get("reference"), "bench": bench.get("bench", ID_BENCH)}
     noise = (step_bench.label_noise_reading(calibration, design)
@@ -121,7 +123,7 @@ def step_answer(metrics: Mapping, calibration: Sequence[Mapping] = (), design: s
 
 def _design_scope(primary: Mapping) -> str:
     """What the design can and cannot test, from the length gate and its well-formed condition."""
-    gate = primary.get("gate") if isinstance(primary.get("gate"), Mapping) else None
+    gate = mapping(primary, "gate")
     if gate is None:
         return "What the design can test is not recorded (no length gate)."
     state, reason = gate_state(gate)
@@ -130,8 +132,8 @@ def _design_scope(primary: Mapping) -> str:
     if state == "failed":
         return ("This design cannot test the question: the reward models are not shown to beat response length, so a "
                 "difference between them is a difference between two scorers no better than length.")
-    second = gate.get("well_formed")
-    if not isinstance(second, Mapping):
+    second = mapping(gate, "well_formed")
+    if second is None:
         return ("The reward models beat response length; whether they check the arithmetic or only the shape of a "
                 "solution is not measured, so this design tests ranking, not verification.")
     state, reason = gate_state(second)
@@ -160,61 +162,58 @@ def summary(metrics: Mapping) -> str:
     """3-5 sentences from the numbers: what was trained, how the seed-0 RMs rank generations against
     the free scorers and (schema 1) whether the goal-conditioned RM beat the baseline (paired Δ with
     CI). With schema 2 the verdicts are the primary findings across seeds (:func:`primary_findings`)."""
-    ev, training, data = metrics.get("evaluation", {}), metrics.get("training", {}), metrics.get("data", {})
-    ev = ev if isinstance(ev, Mapping) else {}
-    primary = primary_of(metrics)
+    m = Metrics(metrics)
+    ev, training, primary = m.evaluation, m.training, m.primary
     if not all(rm in ev for rm in RMS) and not primary:
         return ""
-    e = html.escape
     sentences = []
-    task = get_path(data, "task", "name", default="ToyMath")
-    seeds = {int(v) for v in (get_path(training, rm, "n_seeds") for rm in RMS) if not fmt.is_undefined(v)}
-    steps = {int(v) for v in (get_path(training, rm, "steps") for rm in RMS) if not fmt.is_undefined(v)}
-    pairs = get_path(data, "preference", "n_train")
+    task = value(m.data, "task", "name", default="ToyMath")
+    seeds = {int(v) for v in (value(training, rm, "n_seeds") for rm in RMS) if not fmt.is_undefined(v)}
+    steps = {int(v) for v in (value(training, rm, "steps") for rm in RMS) if not fmt.is_undefined(v)}
+    pairs = value(m.data, "preference", "n_train")
     trained = "Two reward models, a baseline (pairwise loss) and a goal-conditioned one (pairwise + contrastive term),"
     detail = []
     if seeds:
         detail.append(f"{'/'.join(map(str, sorted(seeds)))} seed{'s' if max(seeds) > 1 else ''} each")
     if steps:
         detail.append(f"{'/'.join(map(str, sorted(steps)))} steps")
-    source = get_path(metrics, "provenance", "profile", "parameters", "pair_source")
     whose = {"slips": f"from a second generator, not the evaluated policy (reference {task} solutions against one-fact slips)",
              "confident+slips": f"from two generators other than the evaluated policy (reference {task} solutions against "
                                 f"one-fact slips and against a confidently wrong generator's solutions)",
-             }.get(source, f"of the policy's own {task} solutions")
+             }.get(m.parameter("pair_source"), f"of the policy's own {task} solutions")
     on = f" on {int(pairs):,} preference pairs {whose}" if not fmt.is_undefined(pairs) else f" on {task}"
-    acc = {rm: get_path(training, rm, "eval_accuracy") for rm in RMS}
-    if all(isinstance(get_path(training, rm), Mapping) and "eval_accuracy" in training[rm] for rm in RMS):
-        detail.append(f"held-out pairwise accuracy {fmt.pct(acc['baseline'])} and {fmt.pct(acc['goal-conditioned'])}")
+    if all("eval_accuracy" in section(training, rm) for rm in RMS):
+        base, goal = (fmt.pct(training[rm]["eval_accuracy"]) for rm in RMS)
+        detail.append(f"held-out pairwise accuracy {base} and {goal}")
     sentences.append(f"{trained} were trained{on}" + (f" ({'; '.join(detail)})." if detail else "."))
-    benches = benchmarks_in(ev)
+    benches = m.benchmarks
     bench = ID_BENCH if ID_BENCH in benches else (benches or [None])[0]
     if bench and all(rm in ev for rm in RMS):
         which = HEADLINE_SETS.get(ev.get("headline"), "the headline generations")
-        base, goal = (auroc_text(ev, rm, bench) for rm in RMS)
-        text = (f"On {bench} ({which}), the seed-{detail_seed(metrics)} baseline RM ranks correct above incorrect solutions with AUROC "
-                f"{base} and the goal-conditioned RM with {goal}")
+        base, goal = (m.auroc(rm, bench).text() for rm in RMS)
+        text = (f"On {bench} ({which}), the seed-{detail_seed(metrics)} baseline RM ranks correct above incorrect "
+                f"solutions with AUROC {base} and the goal-conditioned RM with {goal}")
         if "length only" in ev:
-            text += f"; response length alone scores {auroc_text(ev, 'length only', bench)}"
+            text += f"; response length alone scores {m.auroc('length only', bench).text()}"
         sentences.append(text + ".")
-        logprob = auroc_of(ev, "policy mean logprob", bench)[0]
-        best_rm = max((v for v in (auroc_of(ev, rm, bench)[0] for rm in RMS) if not fmt.is_undefined(v)), default=None)
-        if not fmt.is_undefined(logprob) and best_rm is not None and logprob > best_rm:
-            sentences.append(f"The policy's own mean log-prob does better than either RM ({auroc_text(ev, 'policy mean logprob', bench)}): "
+        logprob = m.auroc("policy mean logprob", bench)
+        best_rm = max((v for v in (m.auroc(rm, bench).value for rm in RMS) if not fmt.is_undefined(v)), default=None)
+        if not fmt.is_undefined(logprob.value) and best_rm is not None and logprob.value > best_rm:
+            sentences.append(f"The policy's own mean log-prob does better than either RM ({logprob.text()}): "
                              "its slips are its own unlikely tokens, so on this task it is a ceiling, not a competitor.")
-    deltas = {b: d for b, d in (ev.get("delta_auroc") or {}).items() if isinstance(d, Mapping)}
+    deltas = entries(ev, "delta_auroc", strict=True)
     if primary:
         n = _n_seeds(primary)
         sentences.append(f"The verdicts are the primary findings below, each over the {n or 'recorded'} RM seeds; "
                          f"the seed-{detail_seed(metrics)} tables further down are detail.")
     elif deltas:
         sentences.append(_seed0_delta_sentence(deltas))
-    return "<p>" + " ".join(e(s) for s in sentences) + "</p>"
+    return "<p>" + " ".join(html.escape(s) for s in sentences) + "</p>"
 
 
 def _seed0_delta_sentence(deltas: Mapping[str, Mapping]) -> str:
     order = fmt.order_benchmarks(deltas)
-    judged = [b for b in order if not (fmt.is_undefined(deltas[b].get("ci_low")) or fmt.is_undefined(deltas[b].get("ci_high")))]
+    judged = [b for b in order if not fmt.is_undefined(deltas[b].get("ci_low"), deltas[b].get("ci_high"))]
     unjudged = [b for b in order if b not in judged]
     better = [b for b in judged if deltas[b]["ci_low"] > 0]
     worse = [b for b in judged if deltas[b]["ci_high"] < 0]
@@ -228,11 +227,7 @@ def _seed0_delta_sentence(deltas: Mapping[str, Mapping]) -> str:
         verdict += (f" with an interval: no detectable difference; cannot be judged on {', '.join(unjudged)} (interval undefined)."
                     if unjudged else ": no detectable difference.")
         return head + verdict
-    parts = []
-    if better:
-        parts.append(f"better on {', '.join(better)}")
-    if worse:
-        parts.append(f"worse on {', '.join(worse)}")
+    parts = [f"{which} on {', '.join(benches)}" for which, benches in (("better", better), ("worse", worse)) if benches]
     rest = len(judged) - len(better) - len(worse)
     verdict = (f"the CI excludes 0 on {len(better) + len(worse)} of {len(order)} benchmarks: the goal-conditioned RM is "
                f"{' and '.join(parts)}" + (f", indistinguishable on the other {rest}" if rest else ""))
@@ -245,28 +240,28 @@ def _seed0_delta_sentence(deltas: Mapping[str, Mapping]) -> str:
 
 
 def _gate_sentence(primary: Mapping) -> str:
-    gate = primary.get("gate")
-    if not isinstance(gate, Mapping):
+    gate = mapping(primary, "gate")
+    if gate is None:
         return ""
     bench = primary.get("benchmark", ID_BENCH)
     state, reason = gate_state(gate)
-    margins = {rm: m for rm, m in (gate.get("margin_over_length") or {}).items()}
+    margins = gate.get("margin_over_length") or {}
     per_rm = "; ".join(f"{rm} {_figure(m, 'above 0')}" for rm, m in margins.items())
-    failing = [rm for rm, m in margins.items() if isinstance(m, Mapping) and m.get("holds") is False]
+    failing = [rm for rm, m in margins.items() if value(m, "holds") is False]
     verdict = {"passed": "passed: both reward models beat response length",
                "failed": "failed: not shown that every reward model beats response length"
                          + (f" (not shown for {', '.join(failing)})" if failing else ""),
                "undefined": f"cannot be judged: {reason}"}[state]
     sentence = (f"Length gate on {bench}, AUROC of the RM minus AUROC of response length"
                 + (f": {per_rm}" if per_rm else "") + f". Gate {verdict}.")
-    second = gate.get("well_formed")
-    if isinstance(second, Mapping):
+    second = mapping(gate, "well_formed")
+    if second is not None:
         state_first = state
         state, reason = gate_state(second)
         margin = fmt.num(second.get("required_margin"), 2)
         per_rm = "; ".join(f"{rm} {_figure(m, f'above {margin}')}" for rm, m in (second.get("margin_over_length") or {}).items())
-        sentence += (f" Its second condition, on correct against well-formed incorrect solutions only (every line "
-                     f"'a op b = c', then '#answer': the errors a scorer must check the arithmetic to see)"
+        sentence += (" Its second condition, on correct against well-formed incorrect solutions only (every line "
+                     "'a op b = c', then '#answer': the errors a scorer must check the arithmetic to see)"
                      + (f": {per_rm}" if per_rm else "") + ". "
                      + {"passed": f"Holds: both reward models beat length there by more than {margin}; they verify.",
                         "failed": f"Does not hold: not shown that every reward model beats length there by more than {margin}; "
@@ -276,8 +271,8 @@ def _gate_sentence(primary: Mapping) -> str:
 
 
 def _delta_sentence(primary: Mapping, n_exploratory: int = 0) -> str:
-    d = primary.get("delta_auroc")
-    if not isinstance(d, Mapping):
+    d = mapping(primary, "delta_auroc")
+    if d is None:
         return ""
     bench = primary.get("benchmark", ID_BENCH)
     k = n_exploratory
@@ -293,29 +288,19 @@ def _first_error_sentences(primary: Mapping) -> list[str]:
     out = []
     for key, where in (("first_error_delta_q", "the first error"),
                        ("first_error_delta_q_well_formed", "the first error of well-formed incorrect solutions")):
-        out += _first_error_sentences_of(primary.get(key) or {}, where)
-    return out
-
-
-def _first_error_sentences_of(figures: Mapping, where: str) -> list[str]:
-    out = []
-    for rm, s in figures.items():
-        if not isinstance(s, Mapping):
-            continue
-        seeds = _seeds(s, "falls")
-        out.append(f"Q of the {rm} RM at {where} (mean Q after minus before): " + (f"Q {seeds}: " if seeds else "")
-                   + f"Δ {fmt.across({k: v for k, v in s.items() if k != 'reason'})}: "
-                   + judge(s, "Q falls at the first error", "not shown that Q falls",
-                           opposite="Q rises (the interval lies wholly above 0)") + ".")
+        for rm, s in entries(primary, key, strict=True).items():
+            seeds = _seeds(s, "falls")
+            out.append(f"Q of the {rm} RM at {where} (mean Q after minus before): " + (f"Q {seeds}: " if seeds else "")
+                       + f"Δ {fmt.across({k: v for k, v in s.items() if k != 'reason'})}: "
+                       + judge(s, "Q falls at the first error", "not shown that Q falls",
+                               opposite="Q rises (the interval lies wholly above 0)") + ".")
     return out
 
 
 def _filter_sentences(primary: Mapping) -> list[str]:
     out = []
     bench = primary.get("benchmark", ID_BENCH)
-    for rm, f in (primary.get("filter") or {}).items():
-        if not isinstance(f, Mapping):
-            continue
+    for rm, f in entries(primary, "filter", strict=True).items():
         threshold = f.get("threshold")
         at = f"threshold {fmt.num(threshold, 2)}" if not fmt.is_undefined(threshold) else "its threshold"
         tokens, change = f.get("tokens_saved_pct"), f.get("accuracy_change")
@@ -329,12 +314,12 @@ def _filter_sentences(primary: Mapping) -> list[str]:
 
 
 def _pruning_sentence(metrics: Mapping) -> str:
-    p = get_path(metrics, "decoding", "primary", "pruning")
-    if not isinstance(p, Mapping):
+    p = mapping(metrics, "decoding", "primary", "pruning")
+    if p is None:
         return ""
     bench = p.get("benchmark", ID_BENCH)
     seeds = p.get("rm_seeds") if isinstance(p.get("rm_seeds"), list) else []
-    n = len(seeds) or fmt.count(get_path(p, "tokens_ratio", "n_seeds")) or 0
+    n = len(seeds) or fmt.count(value(p, "tokens_ratio", "n_seeds")) or 0
     why_off = verdicts.pruning_switched_off(p)  # every seed's tuning chose pruning off: nothing was tested
     p = {**p, **{k: verdicts.mark_not_tested(p.get(k), why_off) for k in ("tokens_ratio", "accuracy_change") if k in p}}
     text = (f"Online pruning by Q on {bench} (threshold chosen per seed): tokens generated relative to no pruning "
@@ -343,9 +328,9 @@ def _pruning_sentence(metrics: Mapping) -> str:
             + f"; accuracy change {_figure(p.get('accuracy_change'), 'lower', digits=1, scale=100, suffix=' points')}: "
             + judge(p.get("accuracy_change"), "pruning costs accuracy", "a cost is not shown",
                     opposite="accuracy rises (the interval lies wholly above 0)", scale=100, unit=" points"))
-    wall = verdicts.mark_not_tested(get_path(metrics, "timings", "decoding", "pruning_across_seeds", "wall_ratio"), why_off)
-    if isinstance(wall, Mapping):
-        threads = fmt.count(get_path(metrics, "decoding", "threads"))
+    if (wall := mapping(metrics, "timings", "decoding", "pruning_across_seeds", "wall_ratio")) is not None:
+        wall = verdicts.mark_not_tested(wall, why_off)
+        threads = fmt.count(value(metrics, "decoding", "threads"))
         text += (f"; wall time relative to no pruning {_figure(wall, 'below 1', signed=False)}"
                  + (f" ({threads} thread{'s' if threads != 1 else ''})" if threads else "") + ": "
                  + judge(wall, "pruning saves wall time", "a wall-time saving is not shown",
@@ -359,32 +344,36 @@ def _pruning_sentence(metrics: Mapping) -> str:
     return text
 
 
-def _interval_covers_questions(primary: Mapping) -> bool:
-    """Whether the run's primary intervals include question variance (newer runs record it per figure)."""
-    d = primary.get("delta_auroc") if isinstance(primary, Mapping) else None
-    figures = [d] + list((get_path(primary, "gate", "margin_over_length") or {}).values())
-    return any(isinstance(f, Mapping) and f.get("interval") == "seeds and questions" for f in figures)
+def over_questions(figures) -> bool:
+    """Whether any of ``figures`` (across-seeds summaries) has an interval over questions too (newer runs
+    record it per figure)."""
+    return any(value(f, "interval") == "seeds and questions" for f in figures)
+
+
+def _scope(metrics: Mapping) -> str:
+    """How far the primary conclusions reach: this policy, or the policy seeds they pool."""
+    m = Metrics(metrics)
+    return verdicts.policy_scope(m.primary.get("policy_seeds") or [m.parameter("seed")])
 
 
 def primary_findings(metrics: Mapping) -> str:
     """Schema 2: each primary finding in one sentence generated from the across-seeds numbers (mean,
     95% t-interval, in k of n seeds), a conclusion only where it holds; empty for schema 1."""
-    primary = primary_of(metrics)
-    n_exploratory = len([d for d in (get_path(metrics, "evaluation", "exploratory", "delta_auroc") or {}).values()
-                         if isinstance(d, Mapping)])
+    primary = Metrics(metrics).primary
+    exploratory = value(metrics, "evaluation", "exploratory", "delta_auroc") or {}
+    n_exploratory = sum(isinstance(d, Mapping) for d in exploratory.values())
     items = [_gate_sentence(primary), _delta_sentence(primary, n_exploratory), *_first_error_sentences(primary),
              *_filter_sentences(primary), _pruning_sentence(metrics)] if primary else [_pruning_sentence(metrics)]
     items = [s for s in items if s]
     if not items:
         return ""
-    n = _n_seeds(primary) or fmt.count(get_path(metrics, "decoding", "primary", "pruning", "tokens_ratio", "n_seeds"))
+    n = _n_seeds(primary) or fmt.count(value(metrics, "decoding", "primary", "pruning", "tokens_ratio", "n_seeds"))
     which = HEADLINE_SETS.get(primary.get("headline"), "")
-    scope = verdicts.policy_scope(primary.get("policy_seeds") or [get_path(metrics, "provenance", "profile", "parameters", "seed")])
-    over_questions = _interval_covers_questions(primary)
+    figures = [primary.get("delta_auroc"), *(value(primary, "gate", "margin_over_length") or {}).values()]
     head = ("<p>Computed once per RM seed (" + (f"{n} seeds" if n else "seeds")
             + (f"; the reward comparisons on {html.escape(which)}" if which else "")
-            + f"), all {html.escape(scope)}: the mean across seeds with its 95% "
-            + ("interval over RM seeds and questions (a two-level bootstrap)" if over_questions
+            + f"), all {html.escape(_scope(metrics))}: the mean across seeds with its 95% "
+            + ("interval over RM seeds and questions (a two-level bootstrap)" if over_questions(figures)
                else "t-interval over RM seeds (the questions held fixed)")
             + ", and in how many seeds the figure points the expected way. A conclusion holds only where the "
               "interval lies wholly on the expected side, and reads \"reversed\" where it lies wholly on the other; "
@@ -397,8 +386,8 @@ def exploratory_section(metrics: Mapping) -> str:
     benchmark other than the primary one, with Holm-corrected p-values over those k comparisons."""
     import pandas as pd
 
-    ex = get_path(metrics, "evaluation", "exploratory")
-    deltas = {b: d for b, d in ((get_path(ex, "delta_auroc") or {}).items()) if isinstance(d, Mapping)}
+    ex = value(metrics, "evaluation", "exploratory")
+    deltas = entries(ex, "delta_auroc", strict=True)
     if not deltas:
         return ""
     order = fmt.order_benchmarks(deltas)
@@ -416,6 +405,6 @@ def exploratory_section(metrics: Mapping) -> str:
              "reading": judge(d, "interval above 0 (a lead)", "a difference is not shown",
                               opposite="interval wholly below 0 (a lead)")}
             for b, d in ((b, deltas[b]) for b in order)]
-    note = get_path(ex, "note")
+    note = value(ex, "note")
     return (f"<p>{html.escape(sentence)}</p>" + (f"<p class=\"meta\">{html.escape(str(note))}</p>" if isinstance(note, str) and note else "")
             + html_table(pd.DataFrame(rows)))

@@ -18,8 +18,8 @@ the effect the run would have seen with 80% power where it recorded one; "not te
 mechanism was switched off; and "cannot be judged: <reason>" where it is undefined. An undefined number reads ``undefined``, never "nan".
 
 The sections in words live in :mod:`~goalrm_core.report.findings`, the figures and tables in
-:mod:`~goalrm_core.report.result_figures`, the pieces both read metrics with in
-:mod:`~goalrm_core.report.page_parts`; this module puts them in reading order.
+:mod:`~goalrm_core.report.result_figures` (both read metrics through :mod:`~goalrm_core.report.metrics_view`);
+this module puts them in reading order.
 """
 
 from __future__ import annotations

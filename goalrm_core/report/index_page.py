@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
+from goalrm_core.report.findings import over_questions
 from goalrm_core.report.frontpage import answer, gate_state, result_sections, step_answer
-from goalrm_core.report.metrics_view import Metrics, entries, value
+from goalrm_core.report.metrics_view import Metrics, entries, mapping, value
 from goalrm_core.report.provenance import PROVENANCE_KEY, provenance_html
 from goalrm_core.report.records import TIMINGS_KEY
 from goalrm_core.report.regimes import regimes_html
@@ -22,48 +23,48 @@ from goalrm_core.study.evaluation import well_formed_failure
 def _flatten(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
     if isinstance(obj, Mapping):
         rows = []
-        for key, value in obj.items():
-            rows.extend(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+        for key, item in obj.items():
+            rows.extend(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
         return rows
     return [(prefix, obj)]
 
 
-def _format_value(value: Any) -> str:
+def _format_value(x: Any) -> str:
     """One metric of the "all metrics" table: floats to 4 significant digits, undefined ones (null,
     NaN) as ``undefined``, lists and dicts as short JSON with their undefined numbers spelled so."""
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, float):
-        if fmt.is_undefined(value):
+    if isinstance(x, bool):
+        return str(x)
+    if isinstance(x, float):
+        if fmt.is_undefined(x):
             return fmt.UNDEFINED
-        text = f"{value:.4g}"
+        text = f"{x:.4g}"
         return "0" if float(text) == 0 else text
-    if value is None:
+    if x is None:
         return fmt.UNDEFINED
-    if isinstance(value, (list, tuple, dict)):
-        text = json.dumps(_spell_undefined(value), ensure_ascii=False)
+    if isinstance(x, (list, tuple, dict)):
+        text = json.dumps(_spell_undefined(x), ensure_ascii=False)
         return text if len(text) <= 80 else text[:77] + "..."
-    return str(value)
+    return str(x)
 
 
-def _spell_undefined(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _spell_undefined(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_spell_undefined(v) for v in value]
-    if value is None or (isinstance(value, float) and fmt.is_undefined(value)):
+def _spell_undefined(x: Any) -> Any:
+    if isinstance(x, Mapping):
+        return {k: _spell_undefined(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_spell_undefined(v) for v in x]
+    if x is None or (isinstance(x, float) and fmt.is_undefined(x)):
         return fmt.UNDEFINED
-    return value
+    return x
 
 
 def _gate(metrics: Mapping[str, Any]) -> str:
     """The length gate, first on the page; empty before notebook 04 ran. Across seeds
     (``evaluation.primary.gate``, schema 2) where recorded, else the seed-0 gate (schema 1)."""
     primary = Metrics(metrics).primary
-    if isinstance(primary.get("gate"), Mapping):
-        return gate_html(dict(primary["gate"]), benchmark=primary.get("benchmark"), n_seeds=primary.get("n_seeds"))
-    gate = value(metrics, "evaluation", "gate")
-    return gate_html(dict(gate)) if isinstance(gate, Mapping) else ""
+    if (gate := mapping(primary, "gate")) is not None:
+        return gate_html(dict(gate), benchmark=primary.get("benchmark"), n_seeds=primary.get("n_seeds"))
+    gate = mapping(metrics, "evaluation", "gate")
+    return "" if gate is None else gate_html(dict(gate))
 
 
 GATE_STYLE = {  # state -> (background, border)
@@ -80,32 +81,24 @@ def gate_html(gate: Mapping, benchmark: str | None = None, n_seeds: int | None =
     few seeds: neither a pass nor a failure). Takes the seed-0 gate (``benchmark``, ``passed``, per
     scorer ``auroc``/``ci_low``/``ci_high``) or the across-seeds one (``state``, ``reason``,
     ``margin_over_length``: per RM an ``evaluation.stats.across_seeds`` summary)."""
-    e = html.escape
     state, reason = gate_state(gate)
-    bench = gate.get("benchmark") or benchmark or "toy-id"
+    bench = str(gate.get("benchmark") or benchmark or "toy-id")
     if "state" in gate:
         margins = entries(gate, "margin_over_length")
         seeds = fmt.count(n_seeds) or max((fmt.count(m.get("n_seeds")) or 0 for m in margins.values()), default=0)
-        parts = []
-        for rm, m in margins.items():
-            part = f"{rm} {fmt.across(m)}"
-            k, total = fmt.count(m.get("k")), fmt.count(m.get("n_seeds"))
-            if k is not None and total:
-                part += f", above 0 in {k} of {total} seeds"
-            parts.append(part)
+        parts = _margins(margins, "0")
         scores = (f" over {seeds} RM seed{'s' if seeds != 1 else ''}" if seeds else "") + \
             (f" (AUROC of the RM minus AUROC of response length, mean across seeds with {_interval_words(margins)}): "
              + "; ".join(parts) + "." if parts else ".")
         failing = [rm for rm, m in margins.items() if m.get("holds") is False]
     else:
         def shown(v):
-            return fmt.ci(v.get("auroc"), v.get("ci_low"), v.get("ci_high"), reason=fmt.reason_of(v, "auroc")) if isinstance(v, Mapping) else fmt.undefined()
+            return fmt.ci(value(v, "auroc"), value(v, "ci_low"), value(v, "ci_high"), reason=fmt.reason_of(v, "auroc"))
 
         rms = [k for k in gate if k not in GATE_KEYS]
         scores = (" (AUROC, 95% CI): " + "; ".join(f"{rm} {shown(gate[rm])}" for rm in rms)
                   + f"; length only {shown(gate.get('length_only'))}.")
         failing = []
-    colour, border = GATE_STYLE[state]
     if state == "passed":
         head = "Both reward models beat the length-only scorer"
         tail = "The comparisons below measure what the RMs learned beyond response length."
@@ -118,16 +111,33 @@ def gate_html(gate: Mapping, benchmark: str | None = None, n_seeds: int | None =
         head = "Cannot be judged whether both reward models beat the length-only scorer"
         tail = (f"The gate cannot be judged: {reason}. Neither passed nor failed: until it can be judged, the later tables "
                 "are no evidence for or against the method.")
-    second = gate.get("well_formed")
-    return (f'<div class="gate gate-{state}" style="background:{colour};border-left:6px solid {border};'
-            f'padding:0.6em 1em;margin:0.6em 0"><b>{e(head)}</b> on {e(str(bench))}{e(scores)} {e(tail)}</div>'
-            + (well_formed_gate_html(second, str(bench), state) if isinstance(second, Mapping) else ""))
+    second = mapping(gate, "well_formed")
+    notice = _notice("gate", state, head, bench, scores, tail)
+    return notice if second is None else notice + well_formed_gate_html(second, bench, state)
+
+
+def _notice(css: str, state: str, head: str, bench: str, scores: str, tail: str) -> str:
+    """A gate's notice, coloured by its state (:data:`GATE_STYLE`)."""
+    e = html.escape
+    colour, border = GATE_STYLE[state]
+    return (f'<div class="{css} gate-{state}" style="background:{colour};border-left:6px solid {border};'
+            f'padding:0.6em 1em;margin:0.6em 0"><b>{e(head)}</b> on {e(bench)}{e(scores)} {e(tail)}</div>')
 
 
 def _interval_words(margins: Mapping) -> str:
     """What the margins' intervals cover: RM seeds and questions (the two-level bootstrap) or seeds alone."""
-    both = any(isinstance(m, Mapping) and m.get("interval") == "seeds and questions" for m in margins.values())
+    both = over_questions(margins.values())
     return "95% interval over RM seeds and questions" if both else "95% t-interval over RM seeds"
+
+
+def _margins(margins: Mapping[str, Mapping], above: str) -> list[str]:
+    """Each RM's margin over length across seeds, with the seeds above ``above`` where counted."""
+    parts = []
+    for rm, m in margins.items():
+        k, total = fmt.count(m.get("k")), fmt.count(m.get("n_seeds"))
+        seeds = f", above {above} in {k} of {total} seeds" if k is not None and total else ""
+        parts.append(f"{rm} {fmt.across(m)}{seeds}")
+    return parts
 
 
 def well_formed_gate_html(gate: Mapping, bench: str, first_state: str = "undefined") -> str:
@@ -136,14 +146,10 @@ def well_formed_gate_html(gate: Mapping, bench: str, first_state: str = "undefin
     RMs check the arithmetic; failed means they are not shown to, and what they detect is mostly
     malformed output only where the first condition (``first_state``) passed and most errors are
     malformed (`evaluation.well_formed_failure`)."""
-    e = html.escape
     state, reason = gate_state(gate)
     margin = fmt.num(gate.get("required_margin"), 2)
     margins = entries(gate, "margin_over_length")
-    parts = []
-    for rm, m in margins.items():
-        k, total = fmt.count(m.get("k")), fmt.count(m.get("n_seeds"))
-        parts.append(f"{rm} {fmt.across(m)}" + (f", above {margin} in {k} of {total} seeds" if k is not None and total else ""))
+    parts = _margins(margins, margin)
     head = {"passed": f"On well-formed errors, both reward models beat length by more than {margin}",
             "failed": f"On well-formed errors, not every reward model beats length by more than {margin}",
             "undefined": "Cannot be judged whether the reward models detect well-formed errors"}[state]
@@ -152,9 +158,7 @@ def well_formed_gate_html(gate: Mapping, bench: str, first_state: str = "undefin
             "undefined": f"Cannot be judged: {reason}."}[state]
     scores = (" (correct against well-formed incorrect solutions; AUROC of the RM minus AUROC of response length, mean "
               f"across seeds with {_interval_words(margins)}): " + "; ".join(parts) + ".") if parts else "."
-    colour, border = GATE_STYLE[state]
-    return (f'<div class="gate gate-well-formed gate-{state}" style="background:{colour};border-left:6px solid {border};'
-            f'padding:0.6em 1em;margin:0.6em 0"><b>{e(head)}</b> on {e(bench)}{e(scores)} {e(tail)}</div>')
+    return _notice("gate gate-well-formed", state, head, bench, scores, tail)
 
 
 def _failed_tail(gate: Mapping, first_state: str) -> str:

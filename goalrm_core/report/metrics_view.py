@@ -30,15 +30,24 @@ def value(tree: Any, *keys: Any, default: Any = None) -> Any:
     return tree
 
 
+def mapping(tree: Any, *keys: Any) -> Mapping | None:
+    """The mapping down ``keys``; ``None`` where it is absent or not a mapping."""
+    found = value(tree, *keys)
+    return found if isinstance(found, Mapping) else None
+
+
 def section(tree: Any, *keys: Any) -> Mapping:
     """The mapping down ``keys``; ``{}`` where it is absent or not a mapping."""
-    found = value(tree, *keys)
-    return found if isinstance(found, Mapping) else {}
+    found = mapping(tree, *keys)
+    return {} if found is None else found
 
 
-def entries(tree: Any, *keys: Any) -> dict[str, Mapping]:
-    """The entries of the mapping down ``keys`` that are mappings themselves (per benchmark, per RM)."""
-    return {k: v for k, v in section(tree, *keys).items() if isinstance(v, Mapping)}
+def entries(tree: Any, *keys: Any, strict: bool = False) -> dict[str, Mapping]:
+    """The entries of the mapping down ``keys`` that are mappings themselves (per benchmark, per RM).
+    ``strict``: a value there that is neither a mapping nor empty raises instead of reading as absent
+    (the section that reads it then says it could not be drawn)."""
+    found = (value(tree, *keys) or {}) if strict else section(tree, *keys)
+    return {k: v for k, v in found.items() if isinstance(v, Mapping)}
 
 
 def detail_seed(metrics: Any) -> int:
@@ -92,6 +101,10 @@ class Metrics:
     @property
     def decoding(self) -> Mapping:
         return section(self.raw, "decoding")
+
+    @property
+    def data(self) -> Mapping:
+        return section(self.raw, "data")
 
     @property
     def primary(self) -> Mapping:

@@ -13,44 +13,35 @@ from collections.abc import Mapping
 from goalrm_core.evaluation import verdicts
 from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.evaluation.tables import REFERENCE_SCORERS
-from goalrm_core.report.metrics_view import Metrics, detail_seed, entries, section, value
+from goalrm_core.report.metrics_view import Metrics, detail_seed, entries, mapping, section, value
 from goalrm_core.report.page_parts import html_table, png
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study import plots
 from goalrm_core.study.rms import HEADLINE_SETS, ID_BENCH, RMS
 
-REFERENCES = tuple(REFERENCE_SCORERS)
 BUDGET_TOLERANCE = 0.10  # token budgets further apart than this are named as a mismatch
 
 
-def auroc_frame(m: Metrics):
+def auroc_figure(metrics: Mapping) -> str:
+    """Every scorer's AUROC on every benchmark as bars with their intervals (an undefined bound drawn at
+    the value); the scorers whose AUROC is undefined are named below the figure instead."""
     import pandas as pd
 
-    rows = []
-    for scorer in [*RMS, *REFERENCES]:
-        for bench in m.benchmarks:
-            auroc, low, high = m.auroc(scorer, bench).triple
-            if not fmt.is_undefined(auroc):
-                rows.append({"scorer": scorer, "benchmark": bench, "auroc": auroc,
-                             "ci_low": auroc if fmt.is_undefined(low) else low, "ci_high": auroc if fmt.is_undefined(high) else high})
-    return pd.DataFrame(rows)
-
-
-def _undefined_aurocs(m: Metrics) -> str:
-    missing = []
-    for scorer in [*RMS, *REFERENCES]:
-        for bench in m.benchmarks:
-            if isinstance(value(m.evaluation, scorer, bench), Mapping) and fmt.is_undefined((a := m.auroc(scorer, bench)).value):
-                missing.append(f"{scorer} on {bench}" + (f" ({a.reason})" if a.reason else ""))
-    return f"<p class=\"meta\">Not drawn, AUROC undefined: {html.escape('; '.join(missing))}.</p>" if missing else ""
-
-
-def auroc_figure(metrics: Mapping) -> str:
     m = Metrics(metrics)
-    frame = auroc_frame(m)
-    undefined = _undefined_aurocs(m)
-    if frame.empty:
+    rows, missing = [], []
+    for scorer in [*RMS, *REFERENCE_SCORERS]:
+        for bench in m.benchmarks:
+            a = m.auroc(scorer, bench)
+            if not fmt.is_undefined(a.value):
+                rows.append({"scorer": scorer, "benchmark": bench, "auroc": a.value,
+                             "ci_low": a.value if fmt.is_undefined(a.low) else a.low,
+                             "ci_high": a.value if fmt.is_undefined(a.high) else a.high})
+            elif mapping(m.evaluation, scorer, bench) is not None:
+                missing.append(f"{scorer} on {bench}" + (f" ({a.reason})" if a.reason else ""))
+    undefined = f'<p class="meta">Not drawn, AUROC undefined: {html.escape("; ".join(missing))}.</p>' if missing else ""
+    if not rows:
         return undefined
+    frame = pd.DataFrame(rows)
     which = HEADLINE_SETS.get(m.evaluation.get("headline"), "headline generations")
     return ("<p>How well each scorer ranks correct above incorrect solutions (AUROC, 0.5 = chance) on every "
             f"benchmark, {html.escape(which)}, seed-{detail_seed(metrics)} RMs; bars are 95% bootstrap CIs over questions. The free "
@@ -94,7 +85,7 @@ def first_error_section(metrics: Mapping) -> str:
     """Q along the incorrect solutions around their first error, a line per RM seed
     (``evaluation.first_error_profile``, notebook 04); where the run did not record it, what is
     missing and each seed's Δ Q instead."""
-    profile = value(metrics, "evaluation", "first_error_profile")
+    profile = mapping(metrics, "evaluation", "first_error_profile")
     primary = Metrics(metrics).primary
     deltas = {rm: s.get("per_seed") for rm, s in entries(primary, "first_error_delta_q").items()}
     seeds = primary.get("rm_seeds") if isinstance(primary.get("rm_seeds"), list) else []
@@ -103,15 +94,14 @@ def first_error_section(metrics: Mapping) -> str:
 
     per_seed = "; ".join(f"{rm}: " + ", ".join(f"{seed(s)} {fmt.num(v, 2, signed=True)}" for s, v in zip(seeds or range(len(vals)), vals))
                          for rm, vals in deltas.items() if isinstance(vals, list))
-    if isinstance(profile, Mapping):
-        if not plots.first_error_profile_frame(profile).empty:
-            bench = profile.get("benchmark", ID_BENCH)
-            return (f"<p>The mean Q (cosine to the goal state) of the incorrect {html.escape(str(bench))} solutions at each token "
-                    f"from {profile.get('window', '')} before to {profile.get('window', '')} after their first wrong token (0), one "
-                    "line per RM seed: a goal state that means \"on track\" makes Q drop at 0. The primary finding above is "
-                    "the mean after minus before, per seed"
-                    + (f" ({html.escape(per_seed)})" if per_seed else "") + ".</p>"
-                    + png(plots.first_error_profiles(profile, title=f"Q around the first error (0 = first wrong token), {bench}, every RM seed")))
+    if profile is not None and not plots.first_error_profile_frame(profile).empty:
+        bench, window = profile.get("benchmark", ID_BENCH), profile.get("window", "")
+        title = f"Q around the first error (0 = first wrong token), {bench}, every RM seed"
+        return (f"<p>The mean Q (cosine to the goal state) of the incorrect {html.escape(str(bench))} solutions at each "
+                f"token from {window} before to {window} after their first wrong token (0), one line per RM seed: a goal "
+                "state that means \"on track\" makes Q drop at 0. The primary finding above is the mean after minus "
+                "before, per seed" + (f" ({html.escape(per_seed)})" if per_seed else "") + ".</p>"
+                + png(plots.first_error_profiles(profile, title=title)))
     if not deltas:
         return ""
     return ("<p>Not drawn: this run's metrics.json has no per-seed Q profile around the first error "
@@ -129,15 +119,15 @@ def savings_text(metrics: Mapping) -> str:
     m = Metrics(metrics)
     filtered, pruned, off, slower = [], [], [], []
     for bench in m.benchmarks:
-        f = value(m.evaluation, "goal-conditioned", bench, "filter")
-        if isinstance(f, Mapping):
+        f = mapping(m.evaluation, "goal-conditioned", bench, "filter")
+        if f is not None:
             n_votes = value(metrics, "data", "benchmarks", bench, "n_questions")
             filtered.append({"benchmark": bench, "Q threshold": fmt.num(f.get("threshold")),
                              "tokens saved": fmt.pct(f.get("tokens_saved_pct"), already_percent=True),
                              "accuracy, all samples [95% CI]": fmt.rate_ci(f.get("accuracy_unfiltered"), n_votes),
                              "accuracy, filtered [95% CI]": fmt.rate_ci(f.get("accuracy"), n_votes)})
-        p = value(m.decoding, "pruning", bench)
-        if isinstance(p, Mapping):
+        p = mapping(m.decoding, "pruning", bench)
+        if p is not None:
             n_decoded = p.get("n_questions") or m.parameter("decode_questions")
             threshold = p.get("threshold")
             is_off = not fmt.is_undefined(threshold) and threshold <= -1
@@ -149,10 +139,10 @@ def savings_text(metrics: Mapping) -> str:
                    "accuracy, pruned [95% CI]": fmt.rate_ci(p.get("accuracy"), n_decoded)}
             wall = section(metrics, "timings", "decoding", "pruning", bench)
             if not fmt.is_undefined(wall.get("wall_s"), wall.get("wall_s_unpruned")):
-                row["wall time, unpruned"] = f"{wall['wall_s_unpruned']:.2f} s"
-                row["wall time, pruned"] = f"{wall['wall_s']:.2f} s"
+                before, after = f"{wall['wall_s_unpruned']:.2f} s", f"{wall['wall_s']:.2f} s"
+                row.update({"wall time, unpruned": before, "wall time, pruned": after})
                 if not is_off and wall["wall_s"] > wall["wall_s_unpruned"]:
-                    slower.append(f"{bench} {wall['wall_s']:.2f} s against {wall['wall_s_unpruned']:.2f} s")
+                    slower.append(f"{bench} {after} against {before}")
             pruned.append(row)
     if not filtered and not pruned:
         return ""
@@ -185,13 +175,13 @@ def savings_figure(metrics: Mapping) -> str:
     m = Metrics(metrics)
     rows = []
     for bench in m.benchmarks:
-        f = value(m.evaluation, "goal-conditioned", bench, "filter")
-        if isinstance(f, Mapping) and not fmt.is_undefined(f.get("accuracy"), f.get("accuracy_unfiltered"), f.get("tokens_saved_pct")):
+        f = section(m.evaluation, "goal-conditioned", bench, "filter")
+        if not fmt.is_undefined(f.get("accuracy"), f.get("accuracy_unfiltered"), f.get("tokens_saved_pct")):
             rows.append({"method": "Q-filtered voting", "benchmark": bench, "tokens": 1.0, "accuracy": f["accuracy_unfiltered"], "end": False})
             rows.append({"method": "Q-filtered voting", "benchmark": bench, "tokens": 1 - f["tokens_saved_pct"] / 100, "accuracy": f["accuracy"], "end": True})
-        p = value(m.decoding, "pruning", bench)
-        if (isinstance(p, Mapping) and not fmt.is_undefined(p.get("tokens_generated"), p.get("tokens_generated_unpruned"), p.get("accuracy"),
-                                                             p.get("accuracy_unpruned")) and p["tokens_generated_unpruned"]):
+        p = section(m.decoding, "pruning", bench)
+        if (not fmt.is_undefined(p.get("tokens_generated"), p.get("tokens_generated_unpruned"), p.get("accuracy"),
+                                 p.get("accuracy_unpruned")) and p["tokens_generated_unpruned"]):
             rows.append({"method": "online pruning", "benchmark": bench, "tokens": 1.0, "accuracy": p["accuracy_unpruned"], "end": False})
             rows.append({"method": "online pruning", "benchmark": bench, "tokens": p["tokens_generated"] / p["tokens_generated_unpruned"],
                          "accuracy": p["accuracy"], "end": True})
@@ -229,7 +219,7 @@ def budget_mismatches(methods: Mapping[str, Mapping]) -> list[str]:
     out = []
     for bench in fmt.order_benchmarks(methods):
         tokens = {name: r["tokens"] for name, r in (methods[bench] or {}).items()
-                  if name != "greedy" and isinstance(r, Mapping) and not fmt.is_undefined(r.get("tokens"))}
+                  if name != "greedy" and not fmt.is_undefined(value(r, "tokens"))}
         if len(tokens) < 2:
             continue
         low, high = min(tokens, key=tokens.get), max(tokens, key=tokens.get)
@@ -250,19 +240,21 @@ def decoding_reading(metrics: Mapping, methods: Mapping[str, Mapping]) -> str:
     and against the best other method at its budget, each with whether their Wilson intervals overlap."""
     beam_key, greedy_key = "q_guided_beam_search", "greedy"
     said, level = [], 0
-    benches = [b for b in fmt.order_benchmarks(methods) if isinstance(methods[b].get(beam_key), Mapping)]
+    benches = [b for b in fmt.order_benchmarks(methods) if mapping(methods[b], beam_key) is not None]
     for bench in benches:
-        m = methods[bench]
-        beam, greedy = m[beam_key], m.get(greedy_key)
-        if isinstance(greedy, Mapping) and not fmt.is_undefined(greedy.get("accuracy"), beam.get("accuracy")):
+        beam, greedy = methods[bench][beam_key], methods[bench].get(greedy_key)
+        if not fmt.is_undefined(value(greedy, "accuracy"), beam.get("accuracy")):
             level += greedy["accuracy"] >= beam["accuracy"]
-    greedy_tokens = [m[greedy_key]["tokens"] for m in methods.values() if isinstance(m.get(greedy_key), Mapping) and not fmt.is_undefined(m[greedy_key].get("tokens"))]
-    beam_tokens = [methods[b][beam_key]["tokens"] for b in benches if not fmt.is_undefined(methods[b][beam_key].get("tokens"))]
+
+    def tokens(method: str, rows) -> list:
+        return [t for t in (value(r, method, "tokens") for r in rows) if not fmt.is_undefined(t)]
+
+    greedy_tokens, beam_tokens = tokens(greedy_key, methods.values()), tokens(beam_key, (methods[b] for b in benches))
     if benches and greedy_tokens and beam_tokens:
         said.append(f"Greedy decoding ({min(greedy_tokens):.0f}–{max(greedy_tokens):.0f} tokens per question) is level with or "
                     f"above Q-guided beam search ({min(beam_tokens):.0f}–{max(beam_tokens):.0f} tokens) on {level} of {len(benches)} "
                     "benchmarks.")
-    n = max((_decode_questions(metrics, r) or 0 for m in methods.values() for r in m.values() if isinstance(r, Mapping)), default=0)
+    n = max((_decode_questions(metrics, r) or 0 for m in methods.values() for r in entries(m).values()), default=0)
     if n:
         said.append(f"Each accuracy is over {n} questions (one question is {100 / n:.1f} points), so its 95% interval is "
                     "wide: a difference between two methods whose intervals overlap is not shown by this run.")
@@ -277,14 +269,13 @@ def decoding_table(metrics: Mapping) -> str:
         return ""
     benches = fmt.order_benchmarks(methods)
     names = list(dict.fromkeys(m for b in benches for m in methods[b]))
-    rows = []
-    for name in names:
-        row = {"method": method_name(name)}
-        for b in benches:
-            r = methods[b].get(name)
-            row[b] = ("not run" if not isinstance(r, Mapping)
-                      else fmt.accuracy_cell(r.get("accuracy"), _decode_questions(metrics, r), r.get("tokens"), r.get("n")))
-        rows.append(row)
+
+    def cell(r: Mapping | None) -> str:
+        if r is None:
+            return "not run"
+        return fmt.accuracy_cell(r.get("accuracy"), _decode_questions(metrics, r), r.get("tokens"), r.get("n"))
+
+    rows = [{"method": method_name(name), **{b: cell(mapping(methods[b], name)) for b in benches}} for name in names]
     mismatch = budget_mismatches(methods)
     return ("<p>Q-guided beam search against greedy decoding, majority voting and best-of-N at the smallest N whose "
             f"token budget reaches the beam search's, seed-{detail_seed(metrics)} RMs, one run: accuracy with its 95% Wilson interval over the "

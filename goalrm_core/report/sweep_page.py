@@ -22,7 +22,7 @@ from goalrm_core.data.io import atomic_write_text
 from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.evaluation.stats import wilson_rate_interval as wilson  # the name tests/test_library_equivalents.py and docs/design.md use
 from goalrm_core.report.provenance import _now
-from goalrm_core.report.metrics_view import Auroc, Metrics, entries, section, value
+from goalrm_core.report.metrics_view import Auroc, Metrics, entries, mapping, section, value
 from goalrm_core.report.page_parts import png
 from goalrm_core.report.templating import render
 from goalrm_core.report.sweep_layout import PAIRED_FILE, PLAN_FILE, POINT_MANIFEST, format_value
@@ -56,7 +56,7 @@ def point_rows(plan: Mapping, report_dir: Path) -> list[dict]:
     n_eval = plan.get("n_eval_pairs")
     rows = []
     for p in plan["points"]:
-        m = Metrics(_read(report_dir / p["name"] / "metrics.json") or {})
+        m = Metrics(_read(report_dir / p["name"] / "metrics.json"))
         ev, training = m.evaluation, m.training
         row: dict[str, Any] = {"point": p["name"], "values": {k: p["values"].get(k, plan["base_values"][k]) for k in plan["grid"]},
                                "status": point_status(report_dir, p["name"]), "has_metrics": bool(m.raw), "auroc": {}, "accuracy": {}}
@@ -77,16 +77,18 @@ def point_rows(plan: Mapping, report_dir: Path) -> list[dict]:
         delta = section(ev, "delta_auroc", ID_BENCH)
         row["delta"] = (delta_of(delta), delta.get("ci_low"), delta.get("ci_high"))
         row["delta_seeds"] = section(m.primary, "delta_auroc") or None  # schema 2: the same Δ over the point's RM seeds
-        row["n_seeds"] = next((n for n in (m.primary.get("n_seeds"), *(value(training, rm, "n_seeds") for rm in RMS))
-                               if isinstance(n, int) and not isinstance(n, bool)), None)
-        row["steps"] = next((n for n in (value(training, rm, "steps") for rm in RMS) if isinstance(n, int) and not isinstance(n, bool)), None)
-        paired = _read(report_dir / p["name"] / PAIRED_FILE)
-        row["vs_base"] = paired if isinstance(paired, dict) else None
+        row["n_seeds"] = _first_int(m.primary.get("n_seeds"), *(value(training, rm, "n_seeds") for rm in RMS))
+        row["steps"] = _first_int(*(value(training, rm, "steps") for rm in RMS))
+        row["vs_base"] = mapping(_read(report_dir / p["name"] / PAIRED_FILE))
         tuned = section(ev, GOAL_CONDITIONED, ID_BENCH, "filter_validation")
         row["tokens_saved"] = (tuned.get("tokens_saved_pct"), tuned.get("tokens_saved_ci_low"), tuned.get("tokens_saved_ci_high"))
         row["tuned_accuracy"] = (tuned.get("accuracy"), tuned.get("accuracy_unfiltered"))
         rows.append(row)
     return rows
+
+
+def _first_int(*values: Any) -> int | None:
+    return next((n for n in values if isinstance(n, int) and not isinstance(n, bool)), None)
 
 
 def base_label(plan: Mapping, rows: list[dict]) -> str:
@@ -176,7 +178,7 @@ def profile_note(plan: Mapping, rows: list[dict], report_dir: Path) -> str:
 
 def _code(metrics: Any) -> str | None:
     """``abc1234`` (with ``, uncommitted changes`` where the tree was dirty) from a run's provenance."""
-    git = section(metrics if isinstance(metrics, Mapping) else {}, "provenance", "git")
+    git = section(metrics, "provenance", "git")
     commit = git.get("commit")
     if not isinstance(commit, str) or not commit:
         return None
@@ -196,7 +198,7 @@ def code_note(plan: Mapping, report_dir: Path) -> str:
             by_code.setdefault(code, []).append(name)
     if not by_code:
         return ""
-    dates = sorted(d[:10] for m in runs.values() if isinstance(d := section(m if isinstance(m, Mapping) else {}, "provenance").get("date"), str))
+    dates = sorted(d[:10] for m in runs.values() if isinstance(d := value(m, "provenance", "date"), str))
     points = [p["name"] for p in plan["points"]]
 
     def who(names: list[str]) -> str:
@@ -252,28 +254,23 @@ def headline_table(plan: Mapping, rows: list[dict], report_dir: Path, report_lin
     """The results, one row per point: the goal-conditioned RM's AUROC and its paired Δ against the
     base point, the baseline RM's AUROC, the paired goal-conditioned − baseline-RM Δ (and across seeds,
     where recorded), then :func:`training_table`'s Q, accuracy and savings columns."""
-    e = html.escape
     across = any(r.get("delta_seeds") for r in rows)
     paired = {c["point"]: c for c in paired_comparisons(plan, rows)}
     header = ["point", f"{GOAL_CONDITIONED} RM AUROC", "Δ vs base point (paired), Holm p", "baseline RM AUROC",
               "Δ goal-conditioned − baseline RM", *(["same Δ across seeds"] if across else [])]
     table = []
     for r in rows:
-        cells = [_point_cell(plan, r), e(fmt.ci(*r["auroc"].get((GOAL_CONDITIONED, ID_BENCH), (None, None, None))))]
         c = paired.get(r["point"])
-        cells.append("—" if r["point"] == plan.get("default_point") else
-                     e(f"{fmt.signed_ci(c.get('delta'), c.get('ci_low'), c.get('ci_high'))}, p = {fmt.p_value(c.get('p_holm'))}")
-                     if c else "not recorded")
-        cells.append(e(fmt.ci(*r["auroc"].get(("baseline", ID_BENCH), (None, None, None)))))
-        cells.append(e(fmt.signed_ci(*r["delta"])))
+        vs_base = ("—" if r["point"] == plan.get("default_point") else "not recorded" if not c else
+                   fmt.signed_ci(c.get("delta"), c.get("ci_low"), c.get("ci_high")) + f", p = {fmt.p_value(c.get('p_holm'))}")
+        cells = [fmt.ci(*r["auroc"].get((GOAL_CONDITIONED, ID_BENCH), (None, None, None))), vs_base,
+                 fmt.ci(*r["auroc"].get(("baseline", ID_BENCH), (None, None, None))), fmt.signed_ci(*r["delta"])]
         if across:
             d = r.get("delta_seeds")
-            shown = fmt.across(d) if d else "not recorded"
             k, total = (fmt.count(d.get("k")), fmt.count(d.get("n_seeds"))) if d else (None, None)
-            if k is not None and total:
-                shown += f", positive in {k} of {total} seeds"
-            cells.append(e(shown))
-        table.append(cells)
+            seeds = f", positive in {k} of {total} seeds" if k is not None and total else ""
+            cells.append((fmt.across(d) if d else "not recorded") + seeds)
+        table.append([_point_cell(plan, r), *map(html.escape, cells)])
     return _table(header, table)
 
 
