@@ -106,6 +106,35 @@ def check_choice(name: str, value, valid) -> object:
     return value
 
 
+_OWN = object()
+
+
+def add_field_flag(parser: argparse.ArgumentParser, field, default=_OWN, *, negatable: bool = False, help_prefix: str = "") -> None:
+    """One ``--<name>`` flag of ``parser`` from a dataclass ``field`` whose metadata defines the setting:
+    its ``help``, and a number's valid ``range`` (a :class:`Range`, the flag's type), ``choices``,
+    ``required``, or ``words`` (one or more words kept as one string). A bool is a switch, with a
+    ``--no-<name>`` when ``negatable`` (a setting on by default). ``default`` is the flag's default
+    when it is not the field's own."""
+    meta = field.metadata
+    text = help_prefix + meta.get("help", "")
+    common = dict(default=field.default if default is _OWN else default, help=text.replace("%", "%%") or None)
+    if field.type in ("bool", bool):
+        parser.add_argument(f"--{field.name}", action=argparse.BooleanOptionalAction if negatable else "store_true", **common)
+    elif meta.get("words"):
+        parser.add_argument(f"--{field.name}", nargs="+", action=_JoinWords, **common)
+    else:
+        kind = meta.get("range") or {"int": int, "float": float, "str": str}.get(field.type, field.type)
+        parser.add_argument(f"--{field.name}", type=kind, choices=meta.get("choices"), required=meta.get("required", False), **common)
+
+
+class _JoinWords(argparse.Action):
+    """A flag that takes one or more words and stores them joined by a space (so a value written back
+    to a command line reads as the string that was written)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, " ".join(values))
+
+
 positive_int = Range(int, ">= 1")
 non_negative_int = Range(int, ">= 0")
 finite_float = Range(float)

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from goalrm_core.inference.decode_config import DecodeConfig
 from goalrm_core.model.encoding import encode_prompt_response, left_pad
 from goalrm_core.inference.goal_state import check_goal_state, q_values
 from goalrm_core.inference.sampler import check_decoding_inputs, sample
@@ -190,22 +191,6 @@ class GoalScorer:
         for c, qv, rv in zip(candidates, q.tolist(), reward.tolist()):
             c.q, c.reward = qv, rv
         return score.numpy()
-
-
-@dataclass
-class DecodeConfig:
-    """Settings of the Q-guided beam search."""
-
-    beam_size: int = field(default=4, metadata={"help": "Beams kept per question after each step."})
-    samples_per_step: int = field(default=4, metadata={"help": "Lines sampled from the policy per beam and step."})
-    temperature: float = field(default=0.7, metadata={"help": "Sampling temperature of the first step."})
-    temperature_decay: float = field(default=1.0, metadata={"help": "Temperature factor per step (temperature * decay**step)."})
-    conf_ratio: float = field(default=0.0, metadata={"help": "Weight r of the policy's mean token logprob: (1-r)*Q + r*logprob."})
-    reward_weight: float = field(default=0.0, metadata={"help": "Weight of the RM reward added to the score."})
-    max_steps: int = field(default=8, metadata={"help": "Most lines per solution."})
-    max_line_tokens: int = field(default=32, metadata={"help": "Most tokens per line."})
-    max_new_tokens: int = field(default=96, metadata={"help": "Most tokens per solution."})
-    seed: int = field(default=0, metadata={"help": "Sampling seed."})
 
 
 def q_guided_decode(policy, rm: RewardModel, tokenizer, goal, questions: Sequence[str], cfg: DecodeConfig | None = None,

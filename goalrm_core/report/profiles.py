@@ -16,6 +16,7 @@ constraints between keys. :func:`check_settings` applies all of it, to a profile
 from __future__ import annotations
 
 import ast
+import dataclasses
 import difflib
 import math
 import os
@@ -26,6 +27,7 @@ import yaml
 
 from goalrm_core.choices import GOAL_METHODS, READOUTS
 from goalrm_core.flags import Range, safe_path_part
+from goalrm_core.inference.decode_config import DecodeConfig
 from goalrm_core.paths import project_root
 from goalrm_core.study.recipe import profile_rules, recipe_help
 from goalrm_core.study.rms import HEADLINE_SETS
@@ -472,11 +474,19 @@ HEADLINE_CHOICES = tuple(HEADLINE_SETS)
 _COUNT = Range(int, ">= 1")
 _FRACTION = Range(float, "(0, 1)")
 _RATE = Range(float, "> 0")
+_SEARCH = {f.name: f.metadata for f in dataclasses.fields(DecodeConfig)}
+
+
+def _search(setting: str, help_text: str = "") -> tuple[Range, str]:
+    """A decoding key's rule and help: the beam search's setting of that name (``DecodeConfig``)."""
+    return _SEARCH[setting]["range"], help_text or _SEARCH[setting]["help"]
+
 
 # Every key of a notebook profile, defined once: its valid values and what it is (params/demo.yaml sets
 # every key written out here; a test holds it to that). A rule of ``None``: any value of the type the
 # notebook's default has. The trainer's settings are not written here: their ranges, choices and help
-# are the trainer's own (``TrainRMConfig``'s fields), under the profile's names (``study.recipe``).
+# are the trainer's own (``TrainRMConfig``'s fields), under the profile's names (``study.recipe``), and
+# the beam search's are its own (``DecodeConfig``'s fields).
 # docs/profiles.md's table of the keys is generated from this (scripts/docs_tables.py).
 _NOTEBOOK_KEYS: dict[str, tuple[Any, str]] = {
     "run_dir": (None, "Where the run's artifacts go (data, models, scores); the report goes elsewhere."),
@@ -524,13 +534,13 @@ _NOTEBOOK_KEYS: dict[str, tuple[Any, str]] = {
     "skip_first": (Range(int, ">= 0"), "Response tokens before Q can drop or stop a generation."),
     "val_fraction": (_FRACTION, "Share of questions that choose a threshold; the rest report it."),
     "decode_questions": (_COUNT, "Questions decoded per method."),
-    "beam_size": (_COUNT, "Beams kept per step of Q-guided search."),
-    "samples_per_step": (_COUNT, "Candidate lines sampled per beam and step."),
-    "decode_temperature": (Range(float, "> 0"), "Sampling temperature of decoding."),
-    "temperature_decay": (Range(float, "> 0"), "Beam search: temperature x decay^step."),
-    "conf_ratio": (Range(float, "[0, 1]"), "r in a beam's score (1 - r) Q + r mean log-prob."),
-    "reward_weight": (Range(float), "Weight of the reward in a beam's score."),
-    "decode_max_steps": (_COUNT, "Lines a beam generates at most."),
+    "beam_size": _search("beam_size"),
+    "samples_per_step": _search("samples_per_step"),
+    "decode_temperature": _search("temperature", "Sampling temperature of decoding (the search's first step, the pruned samples)."),
+    "temperature_decay": _search("temperature_decay"),
+    "conf_ratio": _search("conf_ratio"),
+    "reward_weight": _search("reward_weight"),
+    "decode_max_steps": _search("max_steps"),
     "prune_threshold": (Range(float), "Q below which online pruning stops a sample (when not tuned)."),
     "prune_samples": (_COUNT, "Samples per question of online pruning."),
     "tune_prune_threshold": (None, "Choose the pruning threshold on validation questions."),

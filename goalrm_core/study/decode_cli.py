@@ -8,12 +8,18 @@ run-directory study (``study.decoding``) and its plotting.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
-from goalrm_core.flags import Range, finite_float, non_negative_int, positive_int
+from goalrm_core.flags import Range, add_field_flag, finite_float, non_negative_int, positive_int
 from goalrm_core.data.io import ArtifactError, check_not_an_input, check_output_dir, load_npy, read_jsonl, write_jsonl
 from goalrm_core.evaluation.voting import SKIP_FIRST
+from goalrm_core.inference.decode_config import DecodeConfig
 from goalrm_core.model.templates import TEMPLATES, apply_template
+
+
+#: the search's settings that sample mode reads as well
+_SHARED = ("temperature", "max_new_tokens", "seed")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,19 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max_questions", type=Range(int, ">= 0", note="0 = all"), default=0, help="Decode at most this many questions (0 = all).")
     p.add_argument("--modulus", type=Range(int, ">= 0", note="0 = exact results"), default=0,
                    help="toymath: 10 for digit chains (results mod 10), 0 for exact results.")
-    p.add_argument("--beam_size", type=positive_int, default=4, help="beam mode: beams kept per step.")
-    p.add_argument("--samples_per_step", type=positive_int, default=4, help="beam mode: candidate lines sampled per beam and step.")
-    p.add_argument("--temperature", type=Range(float, ">= 0", note="0 = greedy"), default=0.7, help="Sampling temperature.")
-    p.add_argument("--temperature_decay", type=Range(float, "> 0"), default=1.0, help="beam mode: temperature × decay^step.")
-    p.add_argument("--conf_ratio", type=Range(float, "[0, 1]"), default=0.0, help="r in (1-r)*Q + r*mean logprob.")
-    p.add_argument("--reward_weight", type=finite_float, default=0.0, help="beam mode: weight of the reward in a beam's score.")
-    p.add_argument("--max_steps", type=positive_int, default=8, help="beam mode: lines generated at most.")
-    p.add_argument("--max_line_tokens", type=positive_int, default=32, help="beam mode: tokens per line at most.")
-    p.add_argument("--max_new_tokens", type=positive_int, default=96, help="Tokens generated per response at most.")
+    # the search's settings are DecodeConfig's fields (their help and range); sample mode reads three of them
+    for f in dataclasses.fields(DecodeConfig):
+        add_field_flag(p, f, help_prefix="" if f.name in _SHARED else "beam mode: ")
     p.add_argument("--n_samples", type=positive_int, default=8, help="sample mode: samples per question.")
     p.add_argument("--prune_threshold", type=finite_float, default=None, help="sample mode: stop a sample when Q falls below this.")
     p.add_argument("--skip_first", type=non_negative_int, default=SKIP_FIRST, help="sample mode: never stop before this response token.")
-    p.add_argument("--seed", type=non_negative_int, default=0, help="Sampling seed.")
     return p
 
 
@@ -49,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     # the models (torch, transformers) load once the flags parse
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from goalrm_core.inference.beam_search import DecodeConfig, q_guided_decode
+    from goalrm_core.inference.beam_search import q_guided_decode
     from goalrm_core.inference.goal_state import check_goal_state_owner
     from goalrm_core.inference.pruning import PruneConfig
     from goalrm_core.inference.sampler import check_decoding_inputs, sample
@@ -73,8 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = rows[:args.max_questions] if args.max_questions else rows
     questions = [r["question"] for r in rows]
     if args.mode == "beam":
-        cfg = DecodeConfig(args.beam_size, args.samples_per_step, args.temperature, args.temperature_decay, args.conf_ratio,
-                           args.reward_weight, args.max_steps, args.max_line_tokens, args.max_new_tokens, args.seed)
+        cfg = DecodeConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(DecodeConfig)})
         out, _ = q_guided_decode(policy, rm, tokenizer, goal, questions, cfg, args.template)
     else:
         prompts = [apply_template(args.template, q) for q in questions]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from goalrm_core.choices import CHECKPOINT_FORMATS, ENCODINGS, MLP_HEADS, PAIR_FORMS, PERCENTILE_WINDOWS, REWARD_POOLS, VALUE_HEAD_STRATEGIES
-from goalrm_core.flags import Range, check_choice
+from goalrm_core.flags import Range, add_field_flag, check_choice
 from goalrm_core.data.preferences import HH_FORMATS
 from goalrm_core.model.strategies import CONTRASTIVE_STRATEGIES, strategies_help, strategy_options
 from goalrm_core.model.templates import TEMPLATES
@@ -426,34 +426,7 @@ def build_parser(cls=TrainRMConfig, description: str | None = None, prog: str | 
     parser = argparse.ArgumentParser(prog=prog, description=description or cls.__doc__)
     defaults = parser_defaults(official) if cls is TrainRMConfig else {f.name: f.default for f in dataclasses.fields(cls)}
     for f in dataclasses.fields(cls):
-        meta = f.metadata
-        flag = f"--{f.name}"
-        default = defaults[f.name]
-        if f.type in ("bool", bool):
-            # Flags that default to on (here or with the official defaults) can be turned off with --no-<name>.
-            on = f.default or (cls is TrainRMConfig and OFFICIAL_DEFAULTS.get(f.name, OfficialDefault(False, "")).applied is True)
-            action = argparse.BooleanOptionalAction if on else "store_true"
-            parser.add_argument(flag, action=action, default=default, help=_argparse_text(meta.get("help")))
-            continue
-        if meta.get("words"):  # one value or several words (`--target_modules q_proj v_proj`), kept as one string
-            parser.add_argument(flag, nargs="+", action=_JoinWords, default=default, help=_argparse_text(meta.get("help")))
-            continue
-        py_type = meta.get("range") or {"int": int, "float": float, "str": str}.get(f.type, f.type)
-        parser.add_argument(
-            flag, type=py_type, default=default, help=_argparse_text(meta.get("help")),
-            choices=meta.get("choices"), required=meta.get("required", False),
-        )
+        # Flags that default to on (here or with the official defaults) can be turned off with --no-<name>.
+        on = f.default is True or (cls is TrainRMConfig and OFFICIAL_DEFAULTS.get(f.name, OfficialDefault(False, "")).applied is True)
+        add_field_flag(parser, f, defaults[f.name], negatable=on)
     return parser
-
-
-class _JoinWords(argparse.Action):
-    """A flag that takes one or more words and stores them joined by a space (so a value read back from
-    :meth:`TrainRMConfig.to_argv` is the string that was written)."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        setattr(namespace, self.dest, " ".join(values))
-
-
-def _argparse_text(text: str | None) -> str | None:
-    """A help text as argparse takes it: a literal ``%`` doubled (argparse formats help with ``%``)."""
-    return None if text is None else text.replace("%", "%%")

@@ -1,6 +1,8 @@
 """Q-guided beam search: the search logic on stub propose/score functions, then the model pieces on
 tiny local models (fixtures tiny_lm, tiny_rm, tiny_goal in tests/conftest.py)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -61,6 +63,30 @@ def test_beam_search_finished_beams_compete_and_duplicates_merge():
 def test_select_top_rejects_bad_beam_size():
     with pytest.raises(ValueError, match="beam_size"):
         bs.select_top([], 0)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"beam_size": 0}, "beam_size must be an integer >= 1, got 0"),
+    ({"temperature": -0.1}, "temperature must be a finite number >= 0 (0 = greedy), got -0.1"),
+    ({"conf_ratio": 1.5}, "conf_ratio must be a finite number in [0, 1], got 1.5"),
+    ({"reward_weight": float("nan")}, "reward_weight must be a finite number, got nan"),
+    ({"max_line_tokens": 2.0}, "max_line_tokens must be an integer >= 1, got 2.0"),
+])
+def test_a_search_config_out_of_range_is_refused_in_python_as_on_the_command_line(bad, message):
+    """DecodeConfig's fields carry their ranges; a config built in Python is checked against them, and
+    ``goalrm decode``'s flags and the profiles' decoding keys take the same ranges and help from them."""
+    from goalrm_core.report.profiles import PROFILE_HELP, PROFILE_RULES
+    from goalrm_core.study.decode_cli import build_parser
+
+    with pytest.raises(ValueError) as caught:
+        bs.DecodeConfig(**bad)
+    assert str(caught.value) == message
+    flags = {a.dest: a for a in build_parser()._actions}
+    for f in dataclasses.fields(bs.DecodeConfig):
+        assert flags[f.name].type is f.metadata["range"] and flags[f.name].default == f.default
+        assert flags[f.name].help.endswith(f.metadata["help"])
+    assert PROFILE_RULES["decode_max_steps"] is dataclasses.fields(bs.DecodeConfig)[6].metadata["range"]
+    assert PROFILE_HELP["beam_size"] == dataclasses.fields(bs.DecodeConfig)[0].metadata["help"]
 
 
 # ------------------------------------------------------------------------------- real tiny models

@@ -433,7 +433,7 @@ def test_the_rules_agree_with_the_library():
 
 @pytest.mark.parametrize("values, message", [
     ({"sampling_temperature": 0}, "sampling_temperature must be a finite number > 0, got 0"),
-    ({"decode_temperature": -0.5}, "decode_temperature must be a finite number > 0, got -0.5"),
+    ({"decode_temperature": -0.5}, "decode_temperature must be a finite number >= 0 (0 = greedy), got -0.5"),
     ({"rm_steps": -1}, "rm_steps must be an integer >= 0 (0 = the epochs), got -1"),
     ({"val_fraction": 0.0}, "val_fraction must be a finite number in (0, 1), got 0.0"),
     ({"eval_fraction": 1}, "eval_fraction must be a finite number in (0, 1), got 1"),
