@@ -119,8 +119,9 @@ def _docs_tables():
 
 
 def test_the_tables_the_code_defines_are_generated_from_it():
-    """docs/'s tables of the official defaults, the profile aliases, the ToyMath benchmarks and the profile keys are
+    """docs/'s tables of the official defaults, the profile aliases, the ToyMath benchmarks and the profile keys (notebook and command-line) are
     their definitions in the code, one row per entry (``python scripts/docs_tables.py --write``)."""
+    from goalrm_core.recipes.profile_keys import COMMAND_LINE_KEYS
     from goalrm_core.report.profiles import PROFILE_HELP
     from goalrm_core.study.recipe import PROFILE_ALIASES, profile_flags
     from goalrm_core.tasks.toymath.problems import CHAIN_BENCHMARKS
@@ -131,7 +132,8 @@ def test_the_tables_the_code_defines_are_generated_from_it():
     firsts = {"OFFICIAL_DEFAULTS": [f"`--{name}`" for name in OFFICIAL_DEFAULTS],
               "PROFILE_ALIASES": [f"`{key}`" for key in PROFILE_ALIASES],
               "CHAIN_BENCHMARKS": [f"`{name}`" for name in CHAIN_BENCHMARKS],
-              "PROFILE_RULES": [f"`{key}`" for key in PROFILE_HELP if key not in profile_flags()]}
+              "PROFILE_RULES": [f"`{key}`" for key in PROFILE_HELP if key not in profile_flags()],
+              "COMMAND_LINE_KEYS": [f"`{key}`" for key in COMMAND_LINE_KEYS]}
     for (doc, source), _ in tables.TABLES.items():
         begin, end = tables.markers(source)
         block = (ROOT / doc).read_text(encoding="utf-8").split(begin, 1)[1].split(end, 1)[0]

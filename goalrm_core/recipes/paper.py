@@ -18,7 +18,8 @@ Three profiles in ``params/`` are read here rather than by the notebooks:
 
 A profile's training keys become train-rm flags through :class:`goalrm_core.study.training.RMRecipe`,
 the one mapping the notebooks use too (``rm_batch_size`` is ``--train_batch_size``; keys such as
-``max_len`` or ``bf16`` keep the trainer's names).
+``max_len`` or ``bf16`` keep the trainer's names); every profile is checked first, its other keys
+against :data:`goalrm_core.recipes.profile_keys.COMMAND_LINE_KEYS` (a typo is refused, not ignored).
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ from goalrm_core.inference.forward import iter_scored
 from goalrm_core.model.reward_model import load_reward_model, tiny_llama_config
 from goalrm_core.model.templates import apply_template
 from goalrm_core.model.tokenization import build_char_tokenizer
-from goalrm_core.report.profiles import load_profile, resolve_path
+from goalrm_core.recipes.profile_keys import command_line_profile
+from goalrm_core.report.profiles import resolve_path
 from goalrm_core.study.training import RMRecipe
 from goalrm_core.tasks.toymath import problems as toymath
 from goalrm_core.train.config import TrainRMConfig
@@ -98,7 +100,7 @@ def paper_train_command(
     "--num_gpus", "8", "--master_port", "...", "--module", "goalrm_core.train.trainer", "--max_steps",
     "0", "--train_batch_size", "64", ...]``.
     """
-    profile = load_profile(profile_name)
+    profile = command_line_profile(profile_name)
     cfg = train_config_from_profile(profile, strategy, **overrides)
     n = int(num_gpus if num_gpus is not None else profile.get("rm_processes", 1))
     return train_command(cfg, num_processes=n, use_deepspeed_launcher=True, hostfile=hostfile, num_nodes=num_nodes)
@@ -133,7 +135,7 @@ def command_text(cmd: Sequence[str]) -> str:
 def paper_commands(profile_name: str, num_gpus: int | None = None, hostfile: str | None = None) -> dict[str, list[str]]:
     """Every step of a paper profile, in order: both RMs' training and, for a profile with
     ``completions_data_path`` (paper-math), the goal state, scoring of the generations and metrics."""
-    profile = load_profile(profile_name)
+    profile = command_line_profile(profile_name)
     cmds = {f"train-{s}": paper_train_command(profile_name, s, num_gpus, hostfile) for s in ("vanilla", "contrastive")}
     if "completions_data_path" not in profile:
         return cmds
@@ -262,7 +264,7 @@ def prepare_gpu_check(profile_name: str = "gpu-check", **changes: Any) -> dict[s
     """Write the gpu-check backbone (random ~1B Llama, bf16) and its ToyMath pairs into the run dir.
 
     ``changes`` override profile keys (tests use a tiny backbone)."""
-    profile = {**load_profile(profile_name), **changes}
+    profile = command_line_profile(profile_name, **changes)
     paths = gpu_check_paths(profile["run_dir"])
     write_random_llama(
         paths["backbone"], hidden_size=profile["backbone_hidden_size"], num_layers=profile["backbone_layers"],
@@ -287,7 +289,7 @@ def gpu_check_command(profile_name: str = "gpu-check", strategy: str = "contrast
     """The train-rm command of the gpu-check (run :func:`prepare_gpu_check` first): the deepspeed
     launcher, ZeRO-3, bf16, flash-attn and gradient checkpointing as the profile sets them; with ``four_bit``
     the backbone in 4-bit NF4 under rank-16 LoRA, ZeRO-2 (:data:`FOUR_BIT_FLAGS`), saved as :data:`FOUR_BIT_STEP`."""
-    profile = {**load_profile(profile_name), **changes}
+    profile = command_line_profile(profile_name, **changes)
     paths = gpu_check_paths(profile["run_dir"])
     strategy = strategy_name(strategy)
     save = paths["models"] / (FOUR_BIT_STEP if four_bit else strategy)
@@ -303,7 +305,7 @@ def gpu_check_command(profile_name: str = "gpu-check", strategy: str = "contrast
 def run_gpu_check(profile_name: str = "gpu-check", dry_run: bool = False, **changes: Any) -> dict[str, Any]:
     """Prepare and run the gpu-check for each of the profile's strategies, then the 4-bit LoRA step
     (:data:`FOUR_BIT_STEP`; skipped, and said so, without bitsandbytes); returns their summaries."""
-    profile = {**load_profile(profile_name), **changes}
+    profile = command_line_profile(profile_name, **changes)
     strategies = profile.get("strategies", ["contrastive"])
     steps = {s: gpu_check_command(profile_name, s, **changes) for s in strategies}
     steps[FOUR_BIT_STEP] = gpu_check_command(profile_name, "vanilla", four_bit=True, **changes)
@@ -369,7 +371,7 @@ def real_cpu_prepare(profile_name: str = "real-cpu", data_dir: str | Path | None
     * ``data/backbone``: a randomly initialised tiny Llama with the character tokenizer;
     * ``data/manifest.json``: the counts of all of the above.
     """
-    profile = {**load_profile(profile_name), **changes}
+    profile = command_line_profile(profile_name, **changes)
     paths = real_cpu_paths(profile["run_dir"])
     seed = int(profile.get("seed", 0))
     manifest: dict[str, Any] = {"scale": CPU_SCALE, "profile": profile_name, "seed": seed}
@@ -422,7 +424,7 @@ def real_cpu_commands(profile_name: str = "real-cpu", **changes: Any) -> dict[st
     GSM8K: both RMs trained on pairs of the training questions, a goal state from their preferred
     solutions, both RMs scoring every held-out solution, and ``goalrm metrics``.
     """
-    profile = {**load_profile(profile_name), **changes}
+    profile = command_line_profile(profile_name, **changes)
     p = real_cpu_paths(profile["run_dir"])
     cmds: dict[str, list[str]] = {}
     for task, template, max_len in (("hh", "hh", profile["hh_max_len"]), ("gsm8k", "math", profile["gsm8k_max_len"])):
@@ -456,7 +458,7 @@ def real_cpu_script(profile_name: str = "real-cpu", **changes: Any) -> str:
 
 def real_cpu_run(profile_name: str = "real-cpu", data_dir: str | Path | None = None, prepare: bool = True, **changes: Any) -> dict[str, Any]:
     """Prepare (optionally), run every real-cpu command (logs in ``<run_dir>/logs``), summarise."""
-    profile = {**load_profile(profile_name), **changes}
+    profile = command_line_profile(profile_name, **changes)
     p = real_cpu_paths(profile["run_dir"])
     if prepare:
         real_cpu_prepare(profile_name, data_dir, **changes)
@@ -497,7 +499,7 @@ def real_cpu_summary(profile_name: str = "real-cpu", **changes: Any) -> dict[str
       Q-value (cosine to the goal state) and of response length alone, with 95% bootstrap CIs
       resampling questions, and the paired AUROC difference goal-conditioned − baseline.
     """
-    profile = {**load_profile(profile_name), **changes}
+    profile = command_line_profile(profile_name, **changes)
     p = real_cpu_paths(profile["run_dir"])
     n_boot, seed = int(profile.get("n_boot", 1000)), int(profile.get("seed", 0))
     out: dict[str, Any] = {"scale": CPU_SCALE, "note": (

@@ -3,6 +3,7 @@ real-cpu profiles and their command lines. Fast: tiny fixtures written here; not
 
 import gzip
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -374,6 +375,31 @@ def test_random_llama_and_gpu_check_data_are_written_locally(tmp_path):
     assert len(pairs) == 16 and all(p["correct"] != p["incorrect"] for p in pairs)
     with pytest.raises(ValueError, match="smaller than the tokenizer"):
         prepare_gpu_check(**{**small, "backbone_vocab_size": 10})
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"ckpt_dirr": "x"}, "key 'ckpt_dirr' is not read by the command-line profiles; did you mean ckpt_dir?"),
+    ({"backbone_layers": 0}, "backbone_layers must be an integer >= 1, got 0"),
+    ({"rm_steps": -1}, "rm_steps must be an integer >= 0 (0 = the epochs), got -1"),
+    ({"bf16": "yes"}, "key 'bf16' must be true or false, got 'yes'"),
+    ({"benchmarks": "gsm8k"}, "key 'benchmarks' must be a list of names, got 'gsm8k'"),
+    ({"rm_batch_size": 63}, "rm_batch_size (63) must be a multiple of rm_micro_batch_size x rm_processes (1 x 8)"),
+])
+def test_a_command_line_profile_is_checked_whole_before_a_command_is_built(change, message):
+    """Every key of a command-line profile is a trainer setting, a notebook key that means the same, or
+    one of COMMAND_LINE_KEYS; a typo or a bad value stops the command in one line, naming where it came from."""
+    from goalrm_core.recipes.paper import paper_script
+    from goalrm_core.recipes.profile_keys import check_command_line_profile, command_line_profile
+    from goalrm_core.report.profiles import COMMAND_LINE_PROFILES
+
+    for name in COMMAND_LINE_PROFILES:
+        assert command_line_profile(name) == load_profile(name)
+    with pytest.raises(ValueError) as caught:
+        command_line_profile("paper-math", **change)
+    assert str(caught.value) == f"the call's changes: {message}"
+    with pytest.raises(ValueError, match="^params/paper-math.yaml: " + re.escape(message)):
+        check_command_line_profile({**load_profile("paper-math"), **change}, "params/paper-math.yaml")
+    assert paper_script("paper-math").count("deepspeed") >= 2  # the profile as committed builds its script
 
 
 def test_real_cpu_profile_and_commands(tmp_path):
