@@ -8,6 +8,8 @@ import contextlib
 import json
 import os
 import re
+import socket
+import tempfile
 from pathlib import Path
 from typing import Mapping
 
@@ -121,6 +123,8 @@ def execute_stage(
         stack.enter_context(_environment(batch_environment(log_path)))
         stack.enter_context(contextlib.suppress(_NothingWritten))
         tmp = stack.enter_context(atomic_path(output, suffix=".ipynb"))
+        # the kernel's sockets, as files in a folder of this stage's own (see _kernel_manager_writing_to)
+        sockets = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="goalrm-kernel-")))
         before = _child_pids()
         try:
             pm.execute_notebook(
@@ -138,7 +142,7 @@ def execute_stage(
                 extra_arguments=["--IPKernelApp.extra_extensions=goalrm_core.report.batch_run", "--IPKernelApp.log_level=ERROR"],
                 # and what the kernel process itself writes (native libraries, the errors of a kernel
                 # shut down by Ctrl-C) goes to the log as well
-                kernel_manager_class=_kernel_manager_writing_to(log),
+                kernel_manager_class=_kernel_manager_writing_to(log, sockets),
                 execution_timeout=None,
                 start_timeout=120,
             )
@@ -158,12 +162,27 @@ def execute_stage(
     return error, written
 
 
-def _kernel_manager_writing_to(stream):
+def _kernel_manager_writing_to(stream, sockets: Path | None = None):
     """jupyter_client's kernel manager, with the kernel process's own stdout and stderr on ``stream``
-    instead of this process's terminal."""
+    instead of this process's terminal.
+
+    Where ``sockets`` (an empty folder) is given and the system has Unix sockets, the kernel talks
+    over them, as files in that folder, instead of over TCP ports. jupyter_client picks a kernel's
+    TCP ports by binding and releasing free ones before the kernel binds them again: kernels started
+    at the same moment by other processes (the test suite's workers, a sweep beside a report) can
+    take the same port in between, and the kernel then dies with "Address already in use" while its
+    stage waits out the start timeout. A folder of its own cannot be taken.
+    """
     from jupyter_client import AsyncKernelManager
 
     class StageKernelManager(AsyncKernelManager):
+        def __init__(self, **kw):
+            # (a Unix socket's path holds at most ~100 bytes: a very long TMPDIR keeps TCP)
+            if sockets is not None and hasattr(socket, "AF_UNIX") and len(str(sockets)) < 80:
+                kw.setdefault("transport", "ipc")
+                kw.setdefault("ip", str(sockets / "kernel"))  # sockets kernel-1 ... kernel-5
+            super().__init__(**kw)
+
         async def _async_launch_kernel(self, kernel_cmd, **kw):  # jupyter_client's override point
             kw.setdefault("stdout", stream)
             kw.setdefault("stderr", stream)

@@ -421,3 +421,46 @@ def test_overrides_a_report_name_and_stage_records(tmp_path):
         run_report("tiny", overrides={"lr": "fast"}, **kwargs)
     with pytest.raises(ValueError, match=r"^--set: key 'lrr' is not a parameter of any notebook; did you mean lr\?"):
         run_report("tiny", overrides={"lrr": 0.1}, **kwargs)
+
+
+def test_stages_started_together_each_get_a_kernel_of_their_own(tmp_path):
+    """Kernels started at once by separate stages must not share anything that one can take from
+    another: over TCP, jupyter_client releases the ports it picked before the kernel binds them, and
+    a kernel started beside it (another test worker) could bind one first and leave this stage waiting
+    out its start timeout. On Unix the stage's kernel talks over sockets in a folder of its own,
+    removed when the stage ends."""
+    import os
+    import socket
+    import tempfile
+    import threading
+
+    from goalrm_core.report.execute import execute_stage
+
+    nb = tmp_path / "where.ipynb"
+    write_notebook(
+        nb,
+        "out = ''",
+        "from ipykernel.connect import get_connection_info\n"
+        "info = get_connection_info(unpack=True)\n"
+        "open(out, 'w').write(info['transport'] + ' ' + info['ip'])",
+        head=__import__("nbformat").v4.new_code_cell("pass"),
+    )
+    before = set(os.listdir(tempfile.gettempdir()))
+    results: dict[int, tuple] = {}
+
+    def stage(i: int) -> None:
+        results[i] = execute_stage(nb, tmp_path / f"out{i}.ipynb", {"out": str(tmp_path / f"where{i}.txt")}, KERNEL, tmp_path)
+
+    threads = [threading.Thread(target=stage, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(results[i] == (None, True) for i in range(3)), results
+    where = [(tmp_path / f"where{i}.txt").read_text().split() for i in range(3)]
+    if hasattr(socket, "AF_UNIX") and len(tempfile.gettempdir()) < 50:
+        assert {w[0] for w in where} == {"ipc"}
+        assert len({w[1] for w in where}) == 3  # three folders, none shared
+        assert not any(os.path.exists(os.path.dirname(w[1])) for w in where)  # and all removed
+    leftover = {n for n in set(os.listdir(tempfile.gettempdir())) - before if n.startswith("goalrm-kernel-")}
+    assert not leftover
