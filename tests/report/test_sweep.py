@@ -116,6 +116,52 @@ def test_the_ablations_spec_is_a_sweep_not_a_profile():
     assert len(plan.points) == 1 + sum(len(v) for v in spec["grid"].values())
 
 
+def test_the_committed_ablation_sweep_counts_every_point_complete_from_committed_files(tmp_path):
+    """The page counts a point complete by its manifest: the committed sweep must carry its manifests (they
+    were once ignored, and a re-render from a clean clone said no point had finished)."""
+    from goalrm_core.report.sweep import point_complete
+    from goalrm_core.report.sweep_layout import POINT_MANIFEST
+
+    spec = load_sweep_spec("ablations")
+    plan = plan_sweep(spec["profile"], spec["grid"], one_at_a_time=True, stages=spec["stages"], seeds=spec["seeds"],
+                      common=spec["common"], name=spec["name"], reports_root=resolve_path("reports"))
+    committed = [p for p in plan.points if (plan.report_dir / p.name / "metrics.json").exists()]
+    assert len(committed) == len(plan.points)
+    assert all(point_complete(plan, p) for p in committed), [p.name for p in committed if not point_complete(plan, p)]
+    manifest = plan.report_dir / plan.points[0].name / POINT_MANIFEST
+    ignored = subprocess.run(["git", "check-ignore", "-q", str(manifest)], cwd=resolve_path("."))
+    if ignored.returncode == 128:
+        pytest.skip("no git here to ask what is committed")
+    assert ignored.returncode == 1, f"{manifest} is git-ignored: a clean clone would render a page with no point"
+    n = len(plan.points)
+    assert f"{n} of {n} points complete" in (plan.report_dir / "index.html").read_text(encoding="utf-8")
+
+
+def test_restoring_manifests_refuses_a_point_whose_recorded_parameters_differ(tmp_path):
+    import shutil
+
+    spec = load_sweep_spec("ablations")
+    src = resolve_path("reports") / f"{spec['profile']}-sweep-{spec['name']}"
+    dst = tmp_path / src.name
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("index.html"))
+    for manifest in dst.glob("*/point.json"):
+        manifest.unlink()
+    changed = next(p for p in dst.iterdir() if p.is_dir() and "=" in p.name)
+    metrics = json.loads((changed / "metrics.json").read_text())
+    key = changed.name.split("=")[0]
+    metrics["provenance"]["profile"]["parameters"][key] = "something else"
+    (changed / "metrics.json").write_text(json.dumps(metrics))
+    script = [sys.executable, str(resolve_path("scripts/restore_sweep_manifests.py")), "--spec", "ablations",
+              "--reports-dir", str(tmp_path)]
+    run = subprocess.run(script, cwd=resolve_path("."), capture_output=True, text=True)
+    assert run.returncode == 2 and changed.name in run.stderr and "something else" in run.stderr
+    assert not list(dst.glob("*/point.json"))  # nothing written when one point fails
+    (changed / "metrics.json").write_text((src / changed.name / "metrics.json").read_text())
+    run = subprocess.run(script, cwd=resolve_path("."), capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert len(list(dst.glob("*/point.json"))) == len(json.loads((dst / "sweep.json").read_text())["points"])
+
+
 # --------------------------------------------------------------------------------- comparison page
 
 
