@@ -22,9 +22,6 @@ from goalrm_core.data.io import atomic_write_json
 from goalrm_core.report.sweep import load_sweep_spec, plan_sweep
 from goalrm_core.report.sweep_layout import POINT_MANIFEST
 
-# the metrics.json section each notebook stage writes
-STAGE_SECTIONS = {"02_training": "training", "03_representations": "representations", "04_evaluation": "evaluation"}
-
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -44,7 +41,7 @@ def main(argv=None) -> int:
         except (OSError, json.JSONDecodeError) as err:
             faults.append(f"{folder / 'metrics.json'}: {err}")
             continue
-        missing = [s for s in plan.stages if STAGE_SECTIONS.get(s) not in metrics]
+        missing = [s for s in plan.stages if s.split("_", 1)[-1] not in metrics]  # a stage writes the section of its topic
         recorded = metrics.get("provenance", {}).get("profile", {}).get("parameters", {})
         overrides = json.loads(json.dumps(plan.overrides(point)))
         differ = {k: (recorded.get(k), v) for k, v in overrides.items() if recorded.get(k) != v}
