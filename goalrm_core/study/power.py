@@ -1,0 +1,140 @@
+"""The primary conclusions computed from committed records (``study.records``), however many runs made them.
+
+Every figure is per RM seed on the same questions, summarised over seeds and questions by the two-level
+bootstrap (``evaluation.hierarchical``), with its two-sided verdict and MDE. What is computed follows
+reports/confident/analysis-plan.md:
+
+- ``delta_auroc``: goal-conditioned minus baseline reward AUROC on the headline set (sample 0 of each question),
+  paired by seed; a null whose interval lies inside ``±EQUIVALENCE`` reads **equivalent**;
+- per arm: AUROC judged against 0.5, the margin over length-only judged against 0, its SD over seeds with an 80%
+  upper bound, and how many seeds clear length-only + ``LENGTH_TARGET``;
+- ``first_error_did`` per arm (``evaluation.localisation``) on every sample, with the references' use counted.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from goalrm_core.evaluation import hierarchical
+from goalrm_core.evaluation.localisation import first_error_did
+from goalrm_core.study.records import as_rows
+from goalrm_core.study.rms import BASELINE, GOAL_CONDITIONED, RMS
+
+#: the equivalence bound of the plan: a null whose interval lies inside ±0.05 reads "equivalent"
+EQUIVALENCE = 0.05
+#: a seed "clears" length-only when its AUROC exceeds length-only's by this much
+LENGTH_TARGET = 0.15
+EQUIVALENT = "equivalent"
+
+
+def by_arm(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[int, list[dict]]]:
+    """``{arm: {seed: rows}}`` of the records."""
+    out: dict[str, dict[int, list[dict]]] = {}
+    for r in records:
+        out.setdefault(r["arm"], {})[int(r["seed"])] = as_rows(r)
+    return out
+
+
+def paired_seeds(arms: Mapping[str, Mapping[int, Any]], names: Sequence[str] = RMS) -> list[int]:
+    """The seeds every arm in ``names`` has a record for, ascending."""
+    common = None
+    for name in names:
+        seeds = set(arms.get(name, {}))
+        common = seeds if common is None else common & seeds
+    return sorted(common or ())
+
+
+def headline(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Sample 0 of each question (the headline set: one sampled solution per question), in question order."""
+    return sorted((r for r in rows if r["sample"] == 0), key=lambda r: r["question"])
+
+
+def sd_upper(values: Sequence[float], power: float = 0.8) -> float:
+    """The one-sided ``power`` upper confidence bound of the SD of ``values`` (chi-square, n − 1 df)."""
+    from scipy import stats
+
+    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=np.float64)
+    if v.size < 2:
+        return math.nan
+    return float(math.sqrt((v.size - 1) * v.var(ddof=1) / stats.chi2.ppf(1 - power, v.size - 1)))
+
+
+def with_equivalence(summary: dict, bound: float = EQUIVALENCE) -> dict:
+    """A "not shown" whose interval lies inside ``±bound`` reads :data:`EQUIVALENT` (the plan's rule)."""
+    lo, hi = summary.get("ci_low"), summary.get("ci_high")
+    if summary.get("verdict") == "not shown" and lo is not None and hi is not None and -bound < lo and hi < bound:
+        return {**summary, "verdict": EQUIVALENT, "equivalence_bound": bound}
+    return {**summary, "equivalence_bound": bound}
+
+
+def primary_from_records(records: Sequence[Mapping[str, Any]], n_boot: int = 2000, boot_seed: int = 0) -> dict:
+    """The ``primary`` conclusions of the plan from ``records`` (all of one data fingerprint): see the module
+    docstring. Seeds without both arms' records are left out and counted."""
+    arms = by_arm(records)
+    seeds = paired_seeds(arms)
+    if len(seeds) < 2:
+        return {"n_seeds": len(seeds), "rm_seeds": seeds, "reason": f"{len(seeds)} paired seeds: at least 2 are needed"}
+    first = headline(arms[BASELINE][seeds[0]])
+    questions = [r["question"] for r in first]
+    index: dict[str, int] = {}
+    for q in questions:  # a question drawn twice is one cluster
+        index.setdefault(q, len(index))
+    c = np.array([index[q] for q in questions], dtype=np.int64)
+    y = np.array([bool(r["correct"]) for r in first])
+    length = hierarchical.auroc_statistic([-r["tokens"] for r in first], y, c)
+    logprob = hierarchical.auroc_statistic([r["policy_mean_logprob"] for r in first], y, c)
+
+    def auroc_stat(rm, seed):
+        rows = headline(arms[rm][seed])
+        if [r["question"] for r in rows] != questions:
+            raise ValueError(f"{rm} seed {seed}: its headline questions differ from {BASELINE} seed {seeds[0]}'s")
+        return hierarchical.auroc_statistic([r["score"] for r in rows], y, c)
+
+    stats = {rm: [auroc_stat(rm, s) for s in seeds] for rm in RMS}
+    ones = np.ones((1, len(questions)), dtype=np.int64)
+
+    def point(f):
+        return float(np.asarray(f(ones))[0])
+
+    def summarise(statistics, null=0.0, expect="greater"):
+        values = [point(f) for f in statistics]
+        boot = hierarchical.hierarchical_bootstrap(statistics, len(index), n_boot, seed=boot_seed)
+        return hierarchical.across_seeds_and_questions(values, boot, null=null, expect=expect)
+
+    out: dict[str, Any] = {"rm_seeds": seeds, "n_seeds": len(seeds), "n_questions": len(index),
+                           "headline": "sample0", "n_boot": n_boot,
+                           "unpaired_seeds": {rm: sorted(set(arms.get(rm, {})) - set(seeds)) for rm in RMS}}
+    delta = [hierarchical.difference(g, b) for g, b in zip(stats[GOAL_CONDITIONED], stats[BASELINE])]
+    out["delta_auroc"] = with_equivalence(summarise(delta))
+    out["reference"] = {"length only": point(length), "policy mean logprob": point(logprob)}
+    for rm in RMS:
+        values = [point(f) for f in stats[rm]]
+        margin = [hierarchical.difference(f, length) for f in stats[rm]]
+        out[rm] = {"auroc": summarise(stats[rm], null=0.5),
+                   "margin_over_length": summarise(margin),
+                   "sd": float(np.std(values, ddof=1)), "sd_upper_80": sd_upper(values),
+                   "seeds_clearing_length": int(sum(v - point(length) > LENGTH_TARGET for v in values)),
+                   "first_error_did": did_summary(arms[rm], seeds, index, n_boot, boot_seed)}
+    return out
+
+
+def did_summary(per_seed: Mapping[int, Sequence[Mapping[str, Any]]], seeds: Sequence[int], index: Mapping[str, int],
+                n_boot: int, boot_seed: int) -> dict:
+    """:func:`~goalrm_core.evaluation.localisation.first_error_did` of one arm on every sample of each seed,
+    summarised over seeds and questions (expected below 0: Q falls at the error), with the references' use."""
+    values, statistics, references = [], [], {}
+    for s in seeds:
+        rows = [r for r in per_seed[s] if r["line_q"] is not None]
+        if not rows:
+            return {"verdict": "not tested", "reason": "this arm has no goal state (no Q)"}
+        r = first_error_did([x["line_q"] for x in rows], [x["first_error_line"] for x in rows],
+                            [x["correct"] for x in rows], [x["question"] for x in rows])
+        values.append(r.did)
+        statistics.append(hierarchical.mean_statistic(r.contributions, np.array([index[q] for q in r.questions])))
+        for k, v in r.references.items():
+            references[k] = references.get(k, 0) + v
+    boot = hierarchical.hierarchical_bootstrap(statistics, len(index), n_boot, seed=boot_seed)
+    return {**hierarchical.across_seeds_and_questions(values, boot, expect="less"), "references": references}
