@@ -154,3 +154,119 @@ def f1_statistic(line_scores: Sequence[LineScores], first_error: Sequence[int | 
     if c.shape != erroneous.shape:
         raise ValueError(f"clusters must have one entry per solution ({erroneous.size}), got {c.shape}")
     return lambda w: _f1_rows(right[None, :], erroneous, np.asarray(w, dtype=np.float64)[:, c])[2]
+
+
+def _intervals_sorted(low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    ol, oh = np.argsort(low, kind="stable"), np.argsort(high, kind="stable")
+    return ol, low[ol], oh, high[oh]
+
+
+def _right_weight(w: np.ndarray, low: np.ndarray, high: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """``Σ_i w[b, i] · [low_i < t_j ≤ high_i]`` for every row ``b`` of ``w`` and candidate ``t_j``: the weight of
+    the solutions right at ``t_j``, from cumulative weights in sorted order (``[t ≤ high] − [t ≤ low]``)."""
+    ol, low_s, oh, high_s = _intervals_sorted(low, high)
+    zero = np.zeros((w.shape[0], 1))
+    cum_low = np.hstack([zero, np.cumsum(w[:, ol], axis=1)])
+    cum_high = np.hstack([zero, np.cumsum(w[:, oh], axis=1)])
+    below_low = cum_low[:, np.searchsorted(low_s, t, side="left")]     # Σ w [low < t]
+    below_high = cum_high[:, np.searchsorted(high_s, t, side="left")]  # Σ w [high < t]
+    return below_low - below_high
+
+
+def reselected_f1_statistic(validation: tuple[Sequence[LineScores], Sequence[int | None], Any],
+                            reported: tuple[Sequence[LineScores], Sequence[int | None], Any]) -> Any:
+    """First-error F1 on the ``reported`` solutions at the threshold chosen on the ``validation`` ones, both
+    weighted by the same question multiplicities, so that the bootstrap re-chooses the threshold in every
+    replicate (its selection noise is then in the interval). Each half is ``(line scores, first-error lines,
+    question index of each solution)``. The chosen threshold maximises the weighted F1 over the candidates of
+    :func:`choose_f1_threshold` (ties: the lowest); the statistic is NaN where a half has one class drawn."""
+    v_low, v_high = right_intervals(validation[0], validation[1])
+    r_low, r_high = right_intervals(reported[0], reported[1])
+    v_err = np.array([e is not None for e in validation[1]], dtype=bool)
+    r_err = np.array([e is not None for e in reported[1]], dtype=bool)
+    v_c, r_c = np.asarray(validation[2], dtype=np.int64), np.asarray(reported[2], dtype=np.int64)
+    candidates = np.unique(v_high[np.isfinite(v_high) & (v_high > v_low)])
+    if candidates.size == 0:
+        candidates = np.unique(v_high[np.isfinite(v_high)])
+
+    def stat(w: np.ndarray) -> np.ndarray:
+        w = np.asarray(w, dtype=np.float64)
+        wv, wr = w[:, v_c], w[:, r_c]
+        out = np.full(w.shape[0], math.nan)
+        if candidates.size == 0:
+            return out
+        with np.errstate(invalid="ignore", divide="ignore"):
+            right_err = _right_weight(wv * v_err, v_low, v_high, candidates)
+            right_ok = _right_weight(wv * ~v_err, v_low, v_high, candidates)
+            acc_err = right_err / (wv * v_err).sum(axis=1, keepdims=True)
+            acc_ok = right_ok / (wv * ~v_err).sum(axis=1, keepdims=True)
+            f1 = np.where(acc_err + acc_ok > 0, 2 * acc_err * acc_ok / (acc_err + acc_ok), 0.0)
+        f1 = np.where(np.isnan(acc_err) | np.isnan(acc_ok), -np.inf, f1)
+        t = candidates[np.argmax(f1, axis=1)]  # argmax: the first best, candidates ascending
+        right = (r_low[None, :] < t[:, None]) & (t[:, None] <= r_high[None, :])
+        f1_rep = _f1_rows(right, r_err, wr)[2]
+        defined = np.isfinite(f1).any(axis=1) & (f1.max(axis=1) > -np.inf)
+        return np.where(defined, f1_rep, math.nan)
+
+    return stat
+
+
+#: the content-blind rules a first-error F1 is measured from: flag line 0, or the most common first-error line of
+#: solutions with as many lines; each with a probability fitted on validation (F1 of the expected accuracies)
+BLIND_RULES = ("first line", "position prior")
+_PI = np.linspace(0.0, 1.0, 201)
+
+
+def _blind_f1(hit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per hit rate ``h`` (the erroneous solutions' share whose first error is the line the rule names): the best
+    probability π of naming it, and F1 there (accuracy on erroneous ``π·h``, on correct ``1 − π``)."""
+    h = np.asarray(hit, dtype=np.float64)[..., None]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        f1 = np.where(h * _PI + 1 - _PI > 0, 2 * h * _PI * (1 - _PI) / (h * _PI + 1 - _PI), 0.0)
+    best = np.argmax(f1, axis=-1)
+    return _PI[best], np.take_along_axis(f1, best[..., None], axis=-1)[..., 0]
+
+
+def blind_floor_statistic(rule: str, validation: tuple[Sequence[int], Sequence[int | None], Any],
+                          reported: tuple[Sequence[int], Sequence[int | None], Any]) -> Any:
+    """A content-blind rule's first-error F1 on the ``reported`` solutions, its probability π fitted on the
+    ``validation`` ones in every replicate (:data:`BLIND_RULES`). Each half is ``(number of lines, first-error
+    lines, question index)``. "position prior" names, for a solution of ``n`` lines, the validation's most common
+    first-error line among erroneous solutions of ``n`` lines (any length where none has ``n``), fitted once."""
+    if rule not in BLIND_RULES:
+        raise ValueError(f"unknown content-blind rule {rule!r}; valid: {', '.join(BLIND_RULES)}")
+    v_n, v_e, v_c = (np.asarray(validation[0]), list(validation[1]), np.asarray(validation[2], dtype=np.int64))
+    r_n, r_e, r_c = (np.asarray(reported[0]), list(reported[1]), np.asarray(reported[2], dtype=np.int64))
+    if rule == "first line":
+        named = {}
+        overall = 0
+    else:
+        lines = [(int(n), int(e)) for n, e in zip(v_n, v_e) if e is not None]
+        counts: dict[int, dict[int, int]] = {}
+        for n, e in lines:
+            counts.setdefault(n, {}).setdefault(e, 0)
+            counts[n][e] += 1
+        named = {n: max(sorted(c), key=c.get) for n, c in counts.items()}
+        every: dict[int, int] = {}
+        for _, e in lines:
+            every[e] = every.get(e, 0) + 1
+        overall = max(sorted(every), key=every.get) if every else 0
+
+    def hits(ns, es):
+        err = np.array([e is not None for e in es], dtype=bool)
+        hit = np.array([e is not None and int(e) == named.get(int(n), overall) for n, e in zip(ns, es)], dtype=bool)
+        return err, hit
+
+    v_err, v_hit = hits(v_n, v_e)
+    r_err, r_hit = hits(r_n, r_e)
+
+    def stat(w: np.ndarray) -> np.ndarray:
+        w = np.asarray(w, dtype=np.float64)
+        wv, wr = w[:, v_c], w[:, r_c]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            pi, _ = _blind_f1((wv * v_hit).sum(axis=1) / (wv * v_err).sum(axis=1))
+            acc_err = pi * (wr * r_hit).sum(axis=1) / (wr * r_err).sum(axis=1)
+            acc_ok = np.where((wr * ~r_err).sum(axis=1) > 0, 1 - pi, math.nan)
+            return np.where(acc_err + acc_ok > 0, 2 * acc_err * acc_ok / (acc_err + acc_ok), 0.0)
+
+    return stat

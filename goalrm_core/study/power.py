@@ -21,7 +21,7 @@ import numpy as np
 from goalrm_core.evaluation import hierarchical
 from goalrm_core.evaluation.localisation import first_error_did
 from goalrm_core.study.records import as_rows
-from goalrm_core.study.rms import BASELINE, GOAL_CONDITIONED, RMS
+from goalrm_core.study.rms import BASELINE, GOAL_CONDITIONED, PRM, PRM_LABEL, RMS
 
 #: the equivalence bound of the plan: a null whose interval lies inside ±0.05 reads "equivalent"
 EQUIVALENCE = 0.05
@@ -138,3 +138,80 @@ def did_summary(per_seed: Mapping[int, Sequence[Mapping[str, Any]]], seeds: Sequ
             references[k] = references.get(k, 0) + v
     boot = hierarchical.hierarchical_bootstrap(statistics, len(index), n_boot, seed=boot_seed)
     return {**hierarchical.across_seeds_and_questions(values, boot, expect="less"), "references": references}
+
+
+#: the step bench's verifiers read from records: (label, arm, the record's line column)
+VERIFIERS = (("goal-conditioned Q", GOAL_CONDITIONED, "line_q"), ("goal-conditioned partial reward", GOAL_CONDITIONED, "line_partial"),
+             ("baseline Q", BASELINE, "line_q"), ("baseline partial reward", BASELINE, "line_partial"),
+             (f"{PRM_LABEL} partial reward", PRM, "line_partial"))
+
+
+def split_questions(questions: Sequence[str], seed: int = 0) -> set[str]:
+    """The validation half of the questions (a seeded half/half split, as the report's step bench draws it)."""
+    ordered = sorted(set(questions))
+    order = np.random.default_rng(seed).permutation(len(ordered))
+    return {ordered[i] for i in order[: len(ordered) // 2]}
+
+
+def clipped(summary: dict, low: float = 0.0, high: float = 1.0) -> dict:
+    """An interval kept inside the metric's range ``[low, high]`` (marked where it was cut)."""
+    lo, hi = summary.get("ci_low"), summary.get("ci_high")
+    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+        return summary
+    cut = lo < low or hi > high
+    return {**summary, "ci_low": max(lo, low), "ci_high": min(hi, high), **({"interval_clipped_to": [low, high]} if cut else {})}
+
+
+def step_bench_from_records(records: Sequence[Mapping[str, Any]], n_boot: int = 1000, boot_seed: int = 0,
+                            split_seed: int = 0) -> dict:
+    """First-error F1 of each verifier (:data:`VERIFIERS`) on every labelled sample, the threshold chosen on the
+    validation half of the questions and re-chosen in every bootstrap replicate; the content-blind floors
+    (``step_verifier.BLIND_RULES``) fitted on the same half; and each verifier's skill score
+    ``(F1 − floor) / (PRM − floor)`` against the higher floor and the PRM's mean F1 (both held fixed: the
+    skill's interval is F1's, mapped)."""
+    from goalrm_core.evaluation import step_verifier
+
+    arms = by_arm(records)
+    any_rows = next(iter(next(iter(arms.values())).values()))
+    keep = [r for r in any_rows if r["correct"] or (r["first_error_line"] is not None and r["first_error_line"] < len(r["line_partial"]))]
+    validation = split_questions([r["question"] for r in any_rows], split_seed)
+    index: dict[str, int] = {}
+    for r in any_rows:
+        index.setdefault(r["question"], len(index))
+    key = [(r["question"], r["sample"]) for r in keep]
+
+    def halves(rows, column):
+        by_key = {(r["question"], r["sample"]): r for r in rows}
+        picked = [by_key[k] for k in key]
+        out = []
+        for in_val in (True, False):
+            part = [r for r in picked if (r["question"] in validation) == in_val]
+            out.append(([r[column] for r in part], [None if r["correct"] else r["first_error_line"] for r in part],
+                        [index[r["question"]] for r in part]))
+        return out
+
+    ones = np.ones((1, len(index)), dtype=np.int64)
+    result: dict[str, Any] = {"split_seed": split_seed, "n_labelled": len(keep), "n_validation_questions": len(validation),
+                              "n_boot": n_boot, "f1": {}, "floors": {}}
+    lengths = halves(any_rows, "line_partial")
+    for rule in step_verifier.BLIND_RULES:
+        (v_scores, v_e, v_c), (r_scores, r_e, r_c) = lengths
+        f = step_verifier.blind_floor_statistic(rule, ([len(s) for s in v_scores], v_e, v_c), ([len(s) for s in r_scores], r_e, r_c))
+        boot = hierarchical.hierarchical_bootstrap([f], len(index), n_boot, seed=boot_seed)
+        result["floors"][rule] = {"f1": float(f(ones)[0]), "ci_low": max(0.0, boot.ci_low), "ci_high": min(1.0, boot.ci_high)}
+    for label, arm, column in VERIFIERS:
+        seeds = sorted(arms.get(arm, {}))
+        if not seeds or arms[arm][seeds[0]][0][column] is None:
+            continue
+        statistics = [step_verifier.reselected_f1_statistic(*halves(arms[arm][s], column)) for s in seeds]
+        values = [float(f(ones)[0]) for f in statistics]
+        boot = hierarchical.hierarchical_bootstrap(statistics, len(index), n_boot, seed=boot_seed)
+        result["f1"][label] = {**clipped(hierarchical.across_seeds_and_questions(values, boot, null=0.0)), "rm_seeds": seeds}
+    floor = max(v["f1"] for v in result["floors"].values())
+    prm = result["f1"].get(f"{PRM_LABEL} partial reward")
+    if prm is not None and prm["mean"] > floor:
+        span = prm["mean"] - floor
+        result["skill"] = {label: {k: (s[k] - floor) / span for k in ("mean", "ci_low", "ci_high")}
+                           for label, s in result["f1"].items()}
+        result["skill_reference"] = {"floor": floor, "prm_f1": prm["mean"]}
+    return result

@@ -102,3 +102,38 @@ def test_bad_input_is_named():
         sv.right_intervals([[math.nan]], [None])
     with pytest.raises(ValueError, match="both erroneous and correct"):
         sv.choose_f1_threshold([[0.1], [0.2]], [None, None])
+
+
+def _synthetic(n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    scores, truth, questions = [], [], []
+    for i in range(n):
+        e = None if i % 2 == 0 else int(rng.integers(0, 4))
+        s = rng.normal(1, 0.3, 4)
+        if e is not None:
+            s[e] -= 1.0
+        scores.append(s)
+        truth.append(e)
+        questions.append(i // 2)
+    return scores, truth, questions
+
+
+def test_reselected_f1_at_unit_weights_is_the_fixed_threshold_f1():
+    scores, truth, q = _synthetic()
+    val, rep = (scores[:200], truth[:200], q[:200]), (scores[200:], truth[200:], q[200:])
+    threshold, _ = sv.choose_f1_threshold(scores[:200], truth[:200])
+    stat = sv.reselected_f1_statistic(val, rep)
+    assert stat(np.ones((1, 200)))[0] == pytest.approx(sv.evaluate_at(scores[200:], truth[200:], threshold)["f1"])
+    draws = np.random.default_rng(1).multinomial(200, [1 / 200] * 200, size=20)
+    values = stat(draws)
+    assert values.shape == (20,) and np.all((values >= 0) & (values <= 1)) and np.ptp(values) > 0
+
+
+def test_a_blind_rule_that_always_hits_scores_one_half():
+    """Every error on line 0: naming line 0 with probability π gives F1 2π(1−π), best 0.5 at π = 0.5."""
+    truth = [None, 0] * 50
+    half = ([3] * 100, truth, list(range(100)))
+    for rule in sv.BLIND_RULES:
+        assert sv.blind_floor_statistic(rule, half, half)(np.ones((1, 100)))[0] == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="unknown content-blind rule"):
+        sv.blind_floor_statistic("coin", half, half)

@@ -83,3 +83,14 @@ def test_equivalence_needs_the_whole_interval_inside_the_bound():
     assert power.with_equivalence({"verdict": "not shown", "ci_low": -0.03, "ci_high": 0.04})["verdict"] == "equivalent"
     assert power.with_equivalence({"verdict": "not shown", "ci_low": -0.06, "ci_high": 0.04})["verdict"] == "not shown"
     assert power.with_equivalence({"verdict": "holds", "ci_low": 0.01, "ci_high": 0.04})["verdict"] == "holds"
+
+
+def test_step_bench_from_records_keeps_intervals_in_range(tmp_path):
+    for seed in (10, 11):
+        for arm in ("baseline", "goal-conditioned", "prm"):
+            records.write_record(tmp_path, arm, seed, "toy-id", _scored(seed=seed + len(arm)), MADE, {})
+    out = power.step_bench_from_records(records.read_records(tmp_path), n_boot=100)
+    assert set(out["floors"]) == {"first line", "position prior"}
+    assert "exact-label PRM partial reward" in out["f1"] and "goal-conditioned Q" in out["f1"]
+    for s in out["f1"].values():
+        assert 0.0 <= s["ci_low"] <= s["ci_high"] <= 1.0 and s["rm_seeds"] == [10, 11]
