@@ -79,13 +79,10 @@ def collect_conclusions(m: Mapping) -> dict[str, dict]:
         if is_across(d):
             out[f"delta_auroc.{b}@seeds"] = _conclusion(f"ΔAUROC goal-conditioned − baseline ({b}, exploratory)", seeds,
                                                        _across_delta_verdict(d), _note(d))
-    for rm, d in section(primary, "first_error_delta_q").items():
+    for rm, d in section(primary, "first_error_did").items():
         if is_across(d):
-            out[f"first_error.{rm}@seeds"] = _conclusion(f"Q falls at the first error ({rm})", seeds, _holds(d), _note(d))
-    for rm, d in section(primary, "first_error_delta_q_well_formed").items():
-        if is_across(d):
-            out[f"first_error_well_formed.{rm}@seeds"] = _conclusion(f"Q falls at the first error, well-formed errors only ({rm})",
-                                                                    seeds, _holds(d), _note(d))
+            out[f"first_error_did.{rm}@seeds"] = _conclusion(f"Q falls at the first wrong line, against correct solutions ({rm})",
+                                                            seeds, _holds(d), _note(d))
     for rm, f in section(primary, "filter").items():
         f = section(f)
         if is_across(f.get("tokens_saved_pct")):

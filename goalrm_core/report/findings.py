@@ -286,14 +286,18 @@ def _delta_sentence(primary: Mapping, n_exploratory: int = 0) -> str:
 
 def _first_error_sentences(primary: Mapping) -> list[str]:
     out = []
-    for key, where in (("first_error_delta_q", "the first error"),
-                       ("first_error_delta_q_well_formed", "the first error of well-formed incorrect solutions")):
-        for rm, s in entries(primary, key, strict=True).items():
-            seeds = _seeds(s, "falls")
-            out.append(f"Q of the {rm} RM at {where} (mean Q after minus before): " + (f"Q {seeds}: " if seeds else "")
-                       + f"Δ {fmt.across({k: v for k, v in s.items() if k != 'reason'})}: "
-                       + judge(s, "Q falls at the first error", "not shown that Q falls",
-                               opposite="Q rises (the interval lies wholly above 0)") + ".")
+    if "first_error_did" not in primary:  # a report from before 2026-12-07
+        for rm, s in entries(primary, "first_error_delta_q", strict=True).items():
+            out.append(f"Q of the {rm} RM after minus before the first error (superseded: the mean after it holds the last "
+                       f"tokens, always near the goal, so it measures position, not the error): "
+                       f"Δ {fmt.across({k: v for k, v in s.items() if k != 'reason'})}.")
+    for rm, s in entries(primary, "first_error_did", strict=True).items():
+        seeds = _seeds(s, "falls")
+        out.append(f"Q of the {rm} RM at the first wrong line (its change there minus the change at that line of correct "
+                   "solutions): " + (f"Q {seeds}: " if seeds else "")
+                   + f"Δ {fmt.across({k: v for k, v in s.items() if k != 'reason'})}: "
+                   + judge(s, "Q falls at the first error", "not shown that Q falls",
+                           opposite="Q rises (the interval lies wholly above 0)") + ".")
     return out
 
 

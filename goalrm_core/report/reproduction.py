@@ -47,10 +47,11 @@ def primary_rows(metrics: Mapping[str, Any]) -> list[tuple[str, str, Mapping, fl
                      rm, s, 1.0, True))
     if "delta_auroc" in primary:
         rows.append(("ΔAUROC goal-conditioned − baseline on toy-id (> 0)", "both", primary["delta_auroc"], 1.0, True))
-    for rm, s in primary.get("first_error_delta_q", {}).items():
-        rows.append(("Q after − before the first error (< 0: Q falls)", rm, s, 1.0, True))
-    for rm, s in primary.get("first_error_delta_q_well_formed", {}).items():
-        rows.append(("the same at well-formed errors only (< 0: Q falls)", rm, s, 1.0, True))
+    for rm, s in primary.get("first_error_did", {}).items():
+        rows.append(("Q's change at the first wrong line − at that line of correct solutions (< 0: Q falls)", rm, s, 1.0, True))
+    if "first_error_did" not in primary:  # a report from before 2026-12-07: its figure, named for what it measures
+        for rm, s in primary.get("first_error_delta_q", {}).items():
+            rows.append(("Q after − before the first error (superseded: it measures position)", rm, s, 1.0, True))
     for rm, f in primary.get("filter", {}).items():
         threshold = f.get("threshold")
         name = f"threshold-{threshold:g} filter" if isinstance(threshold, (int, float)) else "Q filter (threshold undefined)"

@@ -87,7 +87,7 @@ def first_error_section(metrics: Mapping) -> str:
     missing and each seed's Δ Q instead."""
     profile = mapping(metrics, "evaluation", "first_error_profile")
     primary = Metrics(metrics).primary
-    deltas = {rm: s.get("per_seed") for rm, s in entries(primary, "first_error_delta_q").items()}
+    deltas = {rm: s.get("per_seed") for rm, s in entries(primary, "first_error_did").items()}
     seeds = primary.get("rm_seeds") if isinstance(primary.get("rm_seeds"), list) else []
     def seed(s) -> str:
         return f"seed {fmt.undefined() if fmt.count(s) is None else fmt.count(s)}"
@@ -99,14 +99,15 @@ def first_error_section(metrics: Mapping) -> str:
         title = f"Q around the first error (0 = first wrong token), {bench}, every RM seed"
         return (f"<p>The mean Q (cosine to the goal state) of the incorrect {html.escape(str(bench))} solutions at each "
                 f"token from {window} before to {window} after their first wrong token (0), one line per RM seed: a goal "
-                "state that means \"on track\" makes Q drop at 0. The primary finding above is the mean after minus "
-                "before, per seed" + (f" ({html.escape(per_seed)})" if per_seed else "") + ".</p>"
+                "state that means \"on track\" makes Q drop at 0. The curve mixes the error with the position along the "
+                "solution; the primary finding above compares the change at the first wrong line with correct solutions at "
+                "the same line, per seed" + (f" ({html.escape(per_seed)})" if per_seed else "") + ".</p>"
                 + png(plots.first_error_profiles(profile, title=title)))
     if not deltas:
         return ""
     return ("<p>Not drawn: this run's metrics.json has no per-seed Q profile around the first error "
             "(<code>evaluation.first_error_profile</code>, recorded by notebook 04 from this version on; regenerate the report "
-            "to draw it). Each seed's mean Q after minus before the first error: " + html.escape(per_seed) + ".</p>")
+            "to draw it). Each seed's difference in differences at the first wrong line: " + html.escape(per_seed) + ".</p>")
 
 
 def savings_text(metrics: Mapping) -> str:

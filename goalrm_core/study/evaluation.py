@@ -13,6 +13,7 @@ from goalrm_core.data.io import require_artifact
 from goalrm_core.data.rundir import RunDir
 from goalrm_core.data.questions import group_by_question
 from goalrm_core.evaluation import hierarchical, metrics, q_analysis, stats, tables, verdicts
+from goalrm_core.evaluation.localisation import DidResult, first_error_did
 from goalrm_core.evaluation import voting as metrics_voting
 from goalrm_core.inference.scoring import eval_rm
 from goalrm_core.study import formatting as fmt
@@ -247,6 +248,11 @@ PRIMARY_BENCH = "toy-id"
 # exceeds response length's by at least this much, over seeds (an RM that verifies, not one that
 # spots garbled text).
 WELL_FORMED_MARGIN = 0.15
+#: why "mean Q after minus before the first error" is detail, not a conclusion
+FIRST_ERROR_CONFOUND = ("superseded as a conclusion on 2026-12-07: the mean after the first error always holds the last "
+                        "tokens, whose state sits near the goal state right or wrong, and the mean before it the first ones; "
+                        "it measures position (the primary first_error_did compares the change at the error with correct "
+                        "solutions at the same line)")
 
 
 def _auroc(rows: list[dict], scores) -> float:
@@ -262,6 +268,15 @@ def _scorer_aurocs(scored: dict[str, list[dict]]) -> dict[str, float]:
         if all(r.get(key) is not None for r in any_rows):
             out[name] = _auroc(any_rows, [sign * r[key] for r in any_rows])
     return out
+
+
+def did_of_rows(rows: list[dict]) -> DidResult:
+    """:func:`~goalrm_core.evaluation.localisation.first_error_did` of scored rows (every sample of a benchmark):
+    line-end Q read at each line's last token, the exact first wrong line (``first_error_step``)."""
+    from goalrm_core.study.step_bench import line_scores
+
+    return first_error_did([line_scores(r, "cosine_sim") for r in rows], [r.get("first_error_step") for r in rows],
+                           [bool(r["is_correct"]) for r in rows], [r["question"] for r in rows])
 
 
 def _first_error_delta(rows: list[dict]) -> float:
@@ -304,7 +319,8 @@ def seed_figures(run_dir, rms, rm_seed: int, headline: str, filter_threshold: fl
     """One RM seed's primary and exploratory figures (point estimates; NaN where undefined), each
     ranking figure on all generations and on the well-formed subset (``*_well_formed``)."""
     run = RunDir(run_dir)
-    out = {"auroc": {}, "auroc_well_formed": {}, "first_error_delta_q": {}, "first_error_delta_q_well_formed": {}, "filter": {}}
+    out = {"auroc": {}, "auroc_well_formed": {}, "first_error_did": {}, "first_error_delta_q": {},
+           "first_error_delta_q_well_formed": {}, "filter": {}}
     for bench in benchmark_names(run_dir):
         scored = {rm: headline_rows(run_dir, rm, bench, headline, rm_seed) for rm in rms}
         out["auroc"][bench] = _scorer_aurocs(scored)
@@ -314,6 +330,7 @@ def seed_figures(run_dir, rms, rm_seed: int, headline: str, filter_threshold: fl
                 out["first_error_delta_q"][rm] = _first_error_delta(rows)
                 out["first_error_delta_q_well_formed"][rm] = _first_error_delta(well_formed_only(rows))
             for rm in rms:
+                out["first_error_did"][rm] = did_of_rows(tables.read_scored(run.eval(rm, rm_seed), bench, "all")).did
                 vote = metrics.q_filtered_majority_vote(
                     list(group_by_question(tables.read_scored(run.eval(rm, rm_seed), bench, "all")).values()),
                     threshold=filter_threshold, skip_first=skip_first).as_dict()
@@ -344,7 +361,8 @@ def seed_statistics(run_dir, rms, rm_seed: int, headline: str, filter_threshold:
     hierarchical bootstrap, `evaluation.hierarchical`), keyed as :func:`seed_figures` keys its values.
     ``index[bench]`` numbers the questions, shared by every seed (extended here as questions appear)."""
     run = RunDir(run_dir)
-    out = {"auroc": {}, "auroc_well_formed": {}, "first_error_delta_q": {}, "first_error_delta_q_well_formed": {}, "filter": {}}
+    out = {"auroc": {}, "auroc_well_formed": {}, "first_error_did": {}, "first_error_delta_q": {},
+           "first_error_delta_q_well_formed": {}, "filter": {}}
 
     def ids(bench, questions):
         ix = index.setdefault(bench, {})
@@ -372,7 +390,10 @@ def seed_statistics(run_dir, rms, rm_seed: int, headline: str, filter_threshold:
                 deltas, questions = _first_error_deltas(subset)
                 out[key][rm] = hierarchical.mean_statistic(deltas, ids(bench, questions))
         for rm in rms:
-            groups = group_by_question(tables.read_scored(run.eval(rm, rm_seed), bench, "all"))
+            every = tables.read_scored(run.eval(rm, rm_seed), bench, "all")
+            did = did_of_rows(every)
+            out["first_error_did"][rm] = hierarchical.mean_statistic(did.contributions, ids(bench, did.questions))
+            groups = group_by_question(every)
             per_q = metrics_voting.filter_per_question(list(groups.values()), filter_threshold, skip_first)
             c = ids(bench, list(groups))
             change = per_q["correct"].astype(float) - per_q["correct_unfiltered"].astype(float)
@@ -422,11 +443,11 @@ def primary_metrics(run_dir, rms, rm_seeds, headline: str, filter_threshold: flo
             **gate("auroc_well_formed", WELL_FORMED_MARGIN), "required_margin": WELL_FORMED_MARGIN,
             # the same generations for every RM and seed (the policy's): the first RM seed's rows
             "malformed_share": malformed_share(headline_rows(run_dir, rms[0], bench, headline, rm_seeds[0]))}},
-        "first_error_delta_q": {rm: over(lambda f, rm=rm: f["first_error_delta_q"][rm],
-                                         lambda st, rm=rm: st["first_error_delta_q"][rm], expect="less") for rm in rms},
-        "first_error_delta_q_well_formed": {rm: over(lambda f, rm=rm: f["first_error_delta_q_well_formed"][rm],
-                                                     lambda st, rm=rm: st["first_error_delta_q_well_formed"][rm], expect="less")
-                                            for rm in rms},
+        # Q's change at the first wrong line against correct solutions at the same line (every sample of the
+        # benchmark): the first-error conclusion since 2026-12-07, replacing "mean Q after - before", which
+        # measured position (exploratory below, labelled)
+        "first_error_did": {rm: over(lambda f, rm=rm: f["first_error_did"][rm],
+                                     lambda st, rm=rm: st["first_error_did"][rm], expect="less") for rm in rms},
         # accuracy_change: expect "less", so `holds` means the filter costs accuracy
         "filter": {rm: {"threshold": filter_threshold,
                         "tokens_saved_pct": over(lambda f, rm=rm: f["filter"][rm]["tokens_saved_pct"],
@@ -444,6 +465,11 @@ def primary_metrics(run_dir, rms, rm_seeds, headline: str, filter_threshold: flo
         for b, p in zip(others, stats.holm([deltas[b].get("p_value", float("nan")) for b in others])):
             deltas[b]["p_holm"] = p
         exploratory["delta_auroc"] = deltas
+    exploratory["first_error_after_minus_before"] = {
+        "note": FIRST_ERROR_CONFOUND,
+        **{key: {rm: over(lambda f, rm=rm, key=key: f[key][rm], lambda st, rm=rm, key=key: st[key][rm], expect="less")
+                 for rm in rms}
+           for key in ("first_error_delta_q", "first_error_delta_q_well_formed")}}
     exploratory["auroc_well_formed"] = {
         b: {name: over(lambda f, b=b, name=name: f["auroc_well_formed"][b].get(name, float("nan")), null=0.5)
             for name in [*rms, "length only", "policy mean logprob"]} for b in benchmark_names(run_dir)}
@@ -508,10 +534,8 @@ def primary_frame(primary: dict) -> pd.DataFrame:
         add(f"the same on well-formed errors only (> {well_formed['required_margin']:g})", rm, s)
     if "delta_auroc" in primary:
         add("ΔAUROC goal-conditioned − baseline (> 0)", "both", primary["delta_auroc"])
-    for rm, s in primary["first_error_delta_q"].items():
-        add("Q after − before the first error (< 0)", rm, s)
-    for rm, s in primary.get("first_error_delta_q_well_formed", {}).items():
-        add("the same on well-formed errors only (< 0)", rm, s)
+    for rm, s in primary["first_error_did"].items():
+        add("Q's change at the first wrong line − at that line of correct solutions (< 0)", rm, s)
     for rm, f in primary["filter"].items():
         add(f"tokens saved by the threshold-{f['threshold']:g} filter, % (> 0)", rm, f["tokens_saved_pct"], unit=" %")
         add("its accuracy change, points (< 0 = costs accuracy)", rm, f["accuracy_change"], scale=100.0, unit=" points")
@@ -543,13 +567,11 @@ def primary_reading(primary: dict, policy_seeds=None) -> str:
         said = _said(d, "the goal-conditioned RM ranks generations better",
                      "reversed: the baseline RM ranks generations better", "a difference between the RMs is not shown")
         lines.append(f"ΔAUROC on {bench}: {seed_interval(d)}, higher in {d['k']} of {d['n_seeds']} seeds: {said}.")
-    for rm, s in primary["first_error_delta_q"].items():
-        said = _said(s, "Q falls at the first error", "reversed: Q rises at the first error", "a fall of Q at the first error is not shown")
-        lines.append(f"{rm}: {said}; Δ {seed_interval(s)}, a fall in {s['k']} of {s['n_seeds']} seeds.")
-        w = primary.get("first_error_delta_q_well_formed", {}).get(rm)
-        if w is not None:
-            lines.append(f"At well-formed errors only: Δ {seed_interval(w)}, a fall in {w['k']} of {w['n_seeds']} seeds ("
-                         + _said(w, "Q falls", "reversed: Q rises", "not shown") + ").")
+    for rm, s in primary["first_error_did"].items():
+        said = _said(s, "Q falls at the first wrong line, against correct solutions at that line",
+                     "reversed: Q rises at the first wrong line, against correct solutions at that line",
+                     "a fall of Q at the first wrong line is not shown")
+        lines.append(f"{rm}: {said}; difference in differences {seed_interval(s)}, a fall in {s['k']} of {s['n_seeds']} seeds.")
     return " ".join(lines)
 
 

@@ -58,7 +58,7 @@ def schema2() -> dict:
         "gate": {"state": "undefined", "reason": "baseline: 0 of 5 seeds defined: no spread over seeds to judge by",
                  "margin_over_length": {rm: over() for rm in RMS}},
         "delta_auroc": over(),
-        "first_error_delta_q": {rm: over(expect="less") for rm in RMS},
+        "first_error_did": {rm: over(expect="less") for rm in RMS},
         "filter": {rm: {"threshold": 0.0, "tokens_saved_pct": over(), "accuracy_change": over(expect="less")} for rm in RMS},
     }
     m["evaluation"]["exploratory"] = {"delta_auroc": {b: over() | {"p_holm": math.nan} for b in BENCHES[1:]},

@@ -69,7 +69,7 @@ def primary_with(state: str) -> dict:
     return {"benchmark": "toy-id", "rm_seeds": [0, 1, 2, 3, 4], "n_seeds": 5, "headline": "sample0", "policy_seeds": [0],
             "gate": {"state": "passed", "reason": None, "margin_over_length": {rm: summary("holds") for rm in RMS}},
             "delta_auroc": s,
-            "first_error_delta_q": {rm: less for rm in RMS},
+            "first_error_did": {rm: less for rm in RMS},
             "filter": {rm: {"threshold": 0.0, "tokens_saved_pct": s, "accuracy_change": less} for rm in RMS}}
 
 
@@ -134,13 +134,13 @@ def test_the_readme_rows_and_the_reproduction_column_word_each_state(state, tmp_
 def test_compare_words_each_state(state):
     metrics = {"schema_version": 2, "evaluation": {"primary": primary_with(state)}}
     c = compare.collect_conclusions(metrics)
-    q = c[f"first_error.{RMS[0]}@seeds"]
+    q = c[f"first_error_did.{RMS[0]}@seeds"]
     assert q["verdict"] == state
     assert c["delta_auroc.toy-id@seeds"]["verdict"] == {"holds": "better", "reversed": "worse", "not shown": "no difference"}.get(state, state)
     if state == "not shown":
         assert "would have been seen with 80% power" in q["note"]
     result = compare.compare_runs(metrics, metrics)
-    row = next(r for r in result["conclusions"] if r["id"] == f"first_error.{RMS[0]}@seeds")
+    row = next(r for r in result["conclusions"] if r["id"] == f"first_error_did.{RMS[0]}@seeds")
     assert row["holds_in_both"] is (None if state in ("not tested", "undefined") else True)
     page = compare.render_markdown(result)
     assert f"| {state}" in page

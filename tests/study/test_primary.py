@@ -14,20 +14,22 @@ BENCHES = ["toy-id", "toy-zero"]
 
 def rows_for(seed_shift: float, q_fall: float, well_formed_reward: float = 0.0):
     """Four questions x 3 samples; correct samples get the higher reward (shifted per seed), incorrect
-    ones an error at character 3 after which Q drops by ``q_fall``. The incorrect solutions of question 1
-    are well-formed (``1+1=3 / #3``) and get ``well_formed_reward``; the others are malformed."""
+    ones an error on their second line (character 10 or 9), from which Q, rising by 0.05 a token in every
+    solution, drops by ``q_fall``. The incorrect solutions of question 1 are well-formed (``1+1=2 / 2+1=4 /
+    #4``) and get ``well_formed_reward``; the others are malformed (``1+1=2 / 2+1>#4``)."""
     out = []
     for q in range(4):
         for i in range(3):
             correct = (q + i) % 2 == 0
             well_formed = correct or q == 1
-            text = "1+1=2\n#2" if correct else "1+1=3\n#3" if well_formed else "1+1>#3"
-            n = 6 + q
-            qs = [0.5] * n if correct else [0.5] * 3 + [0.5 - q_fall] * (n - 3)
+            text = "1+1=2\n2+1=3\n#3" if correct else "1+1=2\n2+1=4\n#4" if well_formed else "1+1=2\n2+1>#4"
+            n = len(text)
+            error = None if correct else 10 if well_formed else 9
+            qs = [0.05 * t - (q_fall if error is not None and t >= error else 0.0) for t in range(n)]
             reward = 1.0 if correct else well_formed_reward if well_formed else 0.0
             out.append({"question": f"q{q}", "sample_index": i, "is_correct": correct, "reward": reward + seed_shift * i,
                         "num_actions": n, "generated_solution": text, "cosine_sim": qs, "predicted_answer": "1" if correct else "2",
-                        "first_error_char": None if correct else 3})
+                        "first_error_char": error, "first_error_step": None if correct else 1})
     return out
 
 
@@ -50,23 +52,27 @@ def test_primary_figures_are_judged_over_seeds(run):
     out = ev.primary_metrics(run, list(RMS), [0, 1, 2], "sample0", 0.0, 0)
     primary = out["primary"]
     assert primary["n_seeds"] == 3 and primary["benchmark"] == "toy-id"
-    for rm in RMS:  # Q falls by 0.3 after every error, in every seed
-        fe = primary["first_error_delta_q"][rm]
+    for rm in RMS:  # Q falls by 0.3 at every error, against correct solutions at the same line, in every seed
+        fe = primary["first_error_did"][rm]
         assert fe["n"] == 3 and fe["k"] == 3 and fe["expect"] == "less"
         assert fe["mean"] == pytest.approx(-0.3)
+        # the superseded figure, kept as labelled detail, reads this fall as a rise: Q's climb along the solution
+        # outweighs it (the position confound the DiD removes)
+        assert out["exploratory"]["first_error_after_minus_before"]["first_error_delta_q"][rm]["mean"] > 0
     assert set(primary["filter"][RMS[0]]) == {"threshold", "tokens_saved_pct", "accuracy_change"}
     assert set(out["exploratory"]["delta_auroc"]) == {"toy-zero"}
     assert "p_holm" in out["exploratory"]["delta_auroc"]["toy-zero"]
     assert primary["gate"]["state"] in ("passed", "failed", "undefined")
     assert "in" in ev.primary_reading(primary) and "seeds" in ev.primary_reading(primary)
-    # the gate's two conditions, ΔAUROC, the first-error ΔQ on all and on well-formed errors, the filter
-    assert len(ev.primary_frame(primary)) == 2 * 2 + 1 + 2 * 2 + 2 * 2
+    assert "position" in out["exploratory"]["first_error_after_minus_before"]["note"]
+    # the gate's two conditions, ΔAUROC, the first-error DiD, the filter
+    assert len(ev.primary_frame(primary)) == 2 * 2 + 1 + 2 + 2 * 2
 
 
 def test_one_seed_gives_no_verdict(run):
     primary = ev.primary_metrics(run, list(RMS), [0], "sample0", 0.0, 0)["primary"]
     assert primary["gate"]["state"] == "undefined" and "no spread" in primary["gate"]["reason"]
-    assert primary["first_error_delta_q"][RMS[0]]["holds"] is None
+    assert primary["first_error_did"][RMS[0]]["holds"] is None
     assert "cannot be judged" in ev.primary_reading(primary)
     assert "undefined" in ev.seed_interval({"mean": math.nan, "reason": "why"})
 
@@ -115,7 +121,7 @@ def test_primary_intervals_cover_seeds_and_questions(run):
     out = ev.primary_metrics(run, list(RMS), [0, 1, 2], "sample0", 0.0, 0, n_boot=200, policy_seeds=[0])
     primary = out["primary"]
     assert primary["policy_seeds"] == [0] and "questions" in primary["interval"]
-    for s in [primary["delta_auroc"], *primary["first_error_delta_q"].values(),
+    for s in [primary["delta_auroc"], *primary["first_error_did"].values(),
               *(f[k] for f in primary["filter"].values() for k in ("tokens_saved_pct", "accuracy_change"))]:
         assert s["verdict"] in ("holds", "reversed", "not shown", "undefined")
         assert s["holds"] is (s["verdict"] == "holds") or s["verdict"] == "undefined"
@@ -141,5 +147,6 @@ def test_seed_statistics_reproduce_the_seed_figures(run):
     for rm in RMS:
         assert stats_["auroc"]["toy-id"][rm](ones("toy-id"))[0] == pytest.approx(figures["auroc"]["toy-id"][rm])
         assert stats_["first_error_delta_q"][rm](ones("toy-id"))[0] == pytest.approx(figures["first_error_delta_q"][rm])
+        assert stats_["first_error_did"][rm](ones("toy-id"))[0] == pytest.approx(figures["first_error_did"][rm])
         for key in ("tokens_saved_pct", "accuracy_change"):
             assert stats_["filter"][rm][key](ones("toy-id"))[0] == pytest.approx(figures["filter"][rm][key])
