@@ -288,6 +288,7 @@ def real_cache(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("real_smollm2")  # one conversion, in one worker of make test
 def test_the_packaged_smollm2_converts_into_a_checkpoint_equal_to_its_gguf(real_cache):
     cache, folder, seconds = real_cache
     assert folder == cache / NAME and (folder / MANIFEST).is_file()
@@ -307,6 +308,7 @@ def test_the_packaged_smollm2_converts_into_a_checkpoint_equal_to_its_gguf(real_
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("real_smollm2")  # one conversion, in one worker of make test
 def test_train_rm_takes_one_step_from_the_packaged_smollm2(real_cache, tmp_path):
     cache, folder, _ = real_cache
     write_jsonl(tmp_path / "pairs.jsonl", [{"question": "What is 2 + 3?", "correct": "2 + 3 = 5. The answer is 5.",
