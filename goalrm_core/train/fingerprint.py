@@ -101,14 +101,30 @@ def model_identity(pretrain: str) -> str:
 def run_fingerprint(cfg: TrainRMConfig) -> dict[str, Any]:
     """The identity of the run ``cfg`` trains: ``{"settings": {flag: value}, "pretrain": {path, sign},
     "dataset": {path, probs, sha256}}``."""
-    names = STRATEGY + (CONTRASTIVE if cfg.contrastive else ()) + LOSS + OPTIMISER + HEAD + LORA + SEED
     fingerprint = {
         "version": VERSION,
-        "settings": {name: getattr(cfg, name) for name in names},
+        "settings": identity_settings(cfg),
         "pretrain": {"path": str(cfg.pretrain), "sign": model_identity(cfg.pretrain)},
         "dataset": {"path": str(cfg.dataset), "probs": str(cfg.dataset_probs), "sha256": dataset_identity(cfg.dataset)},
     }
     return json.loads(json.dumps(fingerprint))  # as a checkpoint's file reads back, so the two compare value for value
+
+
+def identity_settings(cfg: TrainRMConfig) -> dict[str, Any]:
+    """The settings of ``cfg``'s identity, by value (the ``settings`` of :func:`run_fingerprint`)."""
+    names = STRATEGY + (CONTRASTIVE if cfg.contrastive else ()) + LOSS + OPTIMISER + HEAD + LORA + SEED
+    return json.loads(json.dumps({name: getattr(cfg, name) for name in names}))
+
+
+def settings_mismatch(recorded: dict, cfg: TrainRMConfig) -> tuple[list[str], list[str]]:
+    """What of ``cfg``'s identity settings a record of another run (an RM's ``training_args``) says otherwise, as
+    ``(the record's "name=value" list, cfg's)``; a setting the record lacks (an older RM) is not compared."""
+    theirs, mine = [], []
+    for name, value in identity_settings(cfg).items():
+        if name in recorded and recorded[name] != value:
+            theirs.append(f"{SHORT.get(name, name)}={recorded[name]}")
+            mine.append(f"{SHORT.get(name, name)}={value}")
+    return theirs, mine
 
 
 def write_fingerprint(step_dir: str | os.PathLike, fingerprint: dict) -> None:
