@@ -134,6 +134,17 @@ def main(argv=None) -> int:
     base = profile_recipe(args.profile)
     ran = base.config(**overrides)  # unknown flags stop here, before any training
     recipe = {**{k: getattr(ran, k) for k in RECORDED_FLAGS}, **{k: v for k, v in overrides.items() if k != "dataset"}}
+    # one recipe name is one recipe: the table averages a name's seeds, so rows of another recipe under it are refused
+    # before anything trains (scripts/calibration_table.py refuses them too when it renders)
+    from calibration_table import _read, recipe_conflict  # scripts/: first on sys.path when run as a script
+
+    conflict = recipe_conflict(_read(args.table), args.table, new={
+        "name": args.name, "strategy": args.strategy, "run_dir": str(run), "recipe": json.loads(json.dumps(recipe, default=str)),
+        "data": json.loads(json.dumps(data["summary"], default=str)), "task": asdict(task_config(run)), "bench": args.bench,
+        "headline": args.headline, "score_set": args.score_set})
+    if conflict:
+        print(f"calibrate_rm.py: error: {conflict}", file=sys.stderr)
+        return 2
     started = time.perf_counter()
     runs = train_rms(run, [args.strategy], args.seeds, base, parallel=args.parallel, out_root=out_root, **overrides)
     train_wall = time.perf_counter() - started

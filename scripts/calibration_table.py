@@ -45,9 +45,53 @@ def markdown(df: pd.DataFrame, index: bool = True) -> str:
 
 
 def _read(path: Path) -> pd.DataFrame:
+    """A table's rows, indexed by their line number in ``path``."""
     if not path.exists():
         return pd.DataFrame()
-    return pd.DataFrame([json.loads(line) for line in path.read_text().splitlines() if line.strip()])
+    lines = [(number, line) for number, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
+    return pd.DataFrame([json.loads(line) for _, line in lines], index=[number for number, _ in lines])
+
+
+# An RM calibration row is one seed of a recipe: the rows of one (name, strategy, run_dir) are averaged together,
+# so they must have run the same recipe, on the same pairs, task and scoring. These fields say so.
+RECIPE_KEY = ("name", "strategy", "run_dir")
+RECIPE_IDENTITY = ("recipe", "data", "task", "bench", "headline", "score_set")
+
+
+def _differences(a, b) -> tuple[str, str]:
+    """Two values of one field, shown by what differs (the keys of two mappings that differ)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        keys = [k for k in dict.fromkeys([*a, *b]) if a.get(k, "-") != b.get(k, "-")]
+        return ", ".join(f"{k}={a.get(k, '-')}" for k in keys), ", ".join(f"{k}={b.get(k, '-')}" for k in keys)
+    return str(a), str(b)
+
+
+def recipe_conflict(rows: pd.DataFrame, source, new: dict | None = None) -> str | None:
+    """The one line that refuses rows of one recipe (:data:`RECIPE_KEY`) which ran differently (:data:`RECIPE_IDENTITY`):
+    two rows of ``rows`` (indexed by line number in ``source``), or, given ``new`` (a row about to be appended), a
+    row of ``rows`` against it. None when every recipe's rows agree. A field a row lacks (an older row) is not
+    compared."""
+    if rows.empty or any(k not in rows for k in RECIPE_KEY):
+        return None
+    if "kind" in rows:
+        rows = rows[rows["kind"].ne("policy")]  # the confident table's policy rows are no RM recipe
+    seen: dict[tuple, tuple] = {}
+    candidates = [(line, dict(r)) for line, r in rows.iterrows()] + ([("(this run)", new)] if new else [])
+    for line, row in candidates:
+        key = tuple(str(row.get(k)) for k in RECIPE_KEY)
+        present = {f: row[f] for f in RECIPE_IDENTITY if f in row and not (isinstance(row[f], float) and np.isnan(row[f]))}
+        if key not in seen:
+            seen[key] = (line, present)
+            continue
+        first_line, first = seen[key]
+        for field in RECIPE_IDENTITY:
+            if field in first and field in present and json.dumps(first[field], sort_keys=True, default=str) != \
+                    json.dumps(present[field], sort_keys=True, default=str):
+                theirs, ours = _differences(first[field], present[field])
+                where = f"line {line}" if line != "(this run)" else "this run"
+                return (f"{source}: recipe {key[0]!r} ({key[1]}, {key[2]}) was recorded at line {first_line} with {field} {theirs}, "
+                        f"but {where} has {field} {ours}; one recipe name is one recipe: give the new one another --name")
+    return None
 
 
 def _temperature(decoding: str) -> float:
@@ -423,6 +467,10 @@ CONFIDENT_PROSE = DIR / "confident-findings.md"
 
 def render() -> str:
     policy, rm, verify = _read(DIR / "policy.jsonl"), _read(DIR / "rm.jsonl"), _read(DIR / "verify.jsonl")
+    for name, rows in (("rm.jsonl", rm), ("verify.jsonl", verify), ("confident.jsonl", _read(DIR / "confident.jsonl"))):
+        conflict = recipe_conflict(rows, DIR / name)  # a recipe's seeds are averaged: they must be one recipe's
+        if conflict:
+            raise ValueError(conflict)
     return (INTRO + "\n## Policy: accuracy per benchmark\n\n" + policy_table(policy)
             + "\n## Reward model: toy-id AUROC on the headline set\n\n" + rm_table(rm)
             + "\nTraining times are wall seconds per RM with two trainings side by side on 2 cores, while other work "
@@ -438,7 +486,11 @@ def render() -> str:
 def main() -> int:
     out = DIR / "README.md"
     tmp = out.with_suffix(".md.tmp")
-    text = render()
+    try:
+        text = render()
+    except ValueError as e:
+        print(f"calibration_table.py: error: {e}", file=sys.stderr)
+        return 2
     old = out.read_text() if out.exists() else ""
     if smoke_margin.BEGIN in old and smoke_margin.END in old:  # the smoke profile's section is smoke_margin's to write
         kept = smoke_margin.BEGIN + old.split(smoke_margin.BEGIN, 1)[1].split(smoke_margin.END, 1)[0] + smoke_margin.END

@@ -257,3 +257,32 @@ def test_paper_math_reads_what_data_setup_downloads(tmp_path, monkeypatch):
     assert len(rows) == 64 and [(r.n_used, r.n_skipped) for r in reports] == [(64, 0)]  # the train split, every row used
     generations = Path(profile["completions_data_path"])
     assert sorted(p.name for p in generations.iterdir()) == sorted(BENCHMARKS) == sorted(profile["benchmarks"])
+
+
+def test_the_official_checkpoint_folder_never_resumes_another_run(tmp_path, tiny_policy_dir):
+    """examples/train_rm.py keeps the official ./ckpt/checkpoints_rm for every run: a vanilla run told to
+    --load_checkpoint after a contrastive run's checkpoints is refused in one line naming both runs (exit 2),
+    before it loads or writes anything."""
+    rows = [{"question": f"{a} +{b}", "correct": f"{a}+{b}={a + b}", "incorrect": f"{a}+{b}={a + b + 1}"}
+            for a in range(1, 9) for b in range(1, 5)]
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1", "HF_HUB_OFFLINE": "1"}
+    common = [sys.executable, str(ROOT / "examples" / "train_rm.py"), "--pretrain", str(tiny_policy_dir), "--dataset", "pairs.jsonl",
+              "--train_batch_size", "4", "--micro_train_batch_size", "2", "--template", "toymath", "--max_len", "64", "--max_steps", "2",
+              "--save_steps", "2", "--zero_stage", "0", "--sim_samples", "2", "--unsim_samples", "2"]
+    first = subprocess.run([*common, "--contrastive_loss", "--learning_rate", "1e-3", "--loss", "logexp"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    ckpt = tmp_path / "ckpt" / "checkpoints_rm"
+    assert (ckpt / "latest").read_text() == "global_step2" and (ckpt / "global_step2" / "goalrm_run.json").is_file()
+    weights = sorted((tmp_path / "ckpt" / "reward_model").glob("*.safetensors"))[0].read_bytes()
+    second = subprocess.run([*common, "--learning_rate", "2e-3", "--load_checkpoint"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert second.returncode == 2, second.stdout[-2000:] + second.stderr[-3000:]
+    lines = second.stderr.strip().splitlines()
+    assert len(lines) == 1, second.stderr
+    assert lines[0] == ("goalrm train-rm: error: --load_checkpoint: ckpt/checkpoints_rm/global_step2 was written by a run with "
+                        "strategy=contrastive, loss=logexp, lr=0.001; this run has strategy=vanilla, loss=sigmoid, lr=0.002; "
+                        "use another --ckpt_path or drop --load_checkpoint (--debug for the traceback)"), lines[0]
+    assert "resumed from" not in second.stdout and "Traceback" not in second.stderr
+    assert sorted((tmp_path / "ckpt" / "reward_model").glob("*.safetensors"))[0].read_bytes() == weights  # the first RM untouched

@@ -10,6 +10,12 @@ then it removes the marker). A reader calls `check`:
   (a file rewritten, truncated or concatenated twice shows up as a size, hash or row mismatch);
 * a folder with neither was written by other software (the official scripts): read, with a
   one-line notice that nothing vouches for it.
+
+A manifest keeps a ``history``: every earlier finished run into the same folder (its command, producer and
+outputs with their hashes), oldest first. A later run replaces the manifest, never what it knew: a file an
+earlier run wrote and no later run rewrote (the first RM's ``<rm>_goal_state_embedding.npy`` after a second
+``get-representation`` with another RM) is still vouched for by the run that wrote it, and
+:func:`check_file` returns that run's record, so its reader can refuse pairing it with another RM.
 """
 
 from __future__ import annotations
@@ -58,13 +64,31 @@ def command_line(prog: str | None = None, argv: Sequence[str] | None = None) -> 
     return " ".join([prog, *(shlex.quote(str(a)) for a in (sys.argv[1:] if argv is None else argv))])
 
 
+def _history(folder: Path) -> list[dict]:
+    """Every earlier finished run into ``folder``, oldest first: the history the last manifest kept plus that
+    manifest itself, or, when a run was interrupted after it began, the history its marker carried."""
+    for name, key in ((MANIFEST, None), (IN_PROGRESS, "history")):
+        try:
+            found = json.loads((folder / name).read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(found, dict):
+            continue
+        earlier = [h for h in found.get("history", []) if isinstance(h, dict)]
+        if key is None:
+            return earlier + [{k: found.get(k) for k in ("command", "producer", "outputs", "finished")}]
+        return earlier
+    return []
+
+
 def begin(folder: str | os.PathLike, command: str | None = None) -> Path:
     """Mark ``folder`` as being written (and forget any manifest of an earlier run: it no longer
-    describes what will be there)."""
+    describes what will be there). The marker carries the earlier runs' history to :func:`finish`."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     # the marker first: when it cannot be written (a full disk), the earlier manifest is still there
-    atomic_write_json(folder / IN_PROGRESS, {"command": command or command_line(), "started": time.time()})
+    atomic_write_json(folder / IN_PROGRESS, {"command": command or command_line(), "started": time.time(),
+                                             "history": _history(folder)})
     (folder / MANIFEST).unlink(missing_ok=True)
     return folder
 
@@ -76,6 +100,7 @@ def finish(folder: str | os.PathLike, outputs: Mapping[str, int | None], *, comm
     ``outputs`` maps each written file (relative to ``folder``) to its row count (None when rows do
     not apply); ``producer`` says what made them (the RM's path and config hash, the settings)."""
     folder = Path(folder)
+    history = _history(folder) if (folder / IN_PROGRESS).exists() or (folder / MANIFEST).exists() else []
     manifest = {
         "complete": True,
         "command": command or command_line(),
@@ -83,6 +108,7 @@ def finish(folder: str | os.PathLike, outputs: Mapping[str, int | None], *, comm
         "inputs": {str(p): file_digest(p) for p in inputs},
         "outputs": {rel: {**file_digest(folder / rel), "rows": rows} for rel, rows in sorted(outputs.items())},
         "finished": time.time(),
+        "history": history,
     }
     atomic_write_json(folder / MANIFEST, manifest)
     (folder / IN_PROGRESS).unlink(missing_ok=True)
@@ -100,19 +126,32 @@ def _notice(message: str) -> None:
 
 def check_file(path: str | os.PathLike, what: str = "output folder") -> dict | None:
     """The manifest that vouches for one file, after `check` of its folder; None (silently) when
-    nothing of goalrm's speaks for it: no in-progress marker beside it, and no manifest listing it
-    (a file from other software, or one placed in a folder that some other run finished)."""
+    nothing of goalrm's speaks for it: no in-progress marker beside it, and no run that finished the
+    folder lists it (a file from other software, or one placed in a folder that some other run finished).
+
+    A file the last run did not write but an earlier one did (the manifest's ``history``) is vouched for
+    by the latest earlier run that lists it: its record is returned (``command``, ``producer``,
+    ``outputs``), after checking that the file is still what that run wrote."""
     path = Path(path)
     folder = path.parent
     if not (folder / IN_PROGRESS).exists():
         try:
-            outputs = json.loads((folder / MANIFEST).read_text()).get("outputs", {})
+            found = json.loads((folder / MANIFEST).read_text())
+            outputs = found.get("outputs", {})
         except FileNotFoundError:
             return None
         except ValueError:
-            outputs = {path.name: None}  # damaged: `check` says so
+            found, outputs = {}, {path.name: None}  # damaged: `check` says so
         if path.name not in outputs:
-            return None
+            earlier = [h for h in found.get("history", []) if isinstance(h, dict) and path.name in (h.get("outputs") or {})]
+            if not earlier:
+                return None
+            check(folder, what, notice=None)  # the folder as a whole first: finished, and its last run's files intact
+            record, expected = earlier[-1], earlier[-1]["outputs"][path.name]
+            if file_digest(path) != {"bytes": expected.get("bytes"), "sha256": expected.get("sha256")}:
+                raise ArtifactError(f"{path}: changed since `{record.get('command', '?')}` wrote it; "
+                                    f"re-run that command instead of editing its output")
+            return {**record, "complete": True}
     return check(folder, what, notice=None)
 
 

@@ -294,7 +294,7 @@ def save_reward_model(
         config.architectures = [arch] if arch else None
         config.num_labels = 1
         config.value_head_strategy = model.value_head_strategy
-        if tokenizer is not None and config.pad_token_id is None:
+        if tokenizer is not None and tokenizer.pad_token_id is not None:  # HF's reader ends a sequence before this id
             config.pad_token_id = tokenizer.pad_token_id
         config.save_pretrained(tmp)
         if official:  # the official loader's names; goalrm's own fields would only mislead it

@@ -16,12 +16,23 @@ from goalrm_core.train.config import SPECIAL_TOKENS, TrainRMConfig
 
 def load_tokenizer(cfg: TrainRMConfig):
     """The tokenizer of ``--pretrain`` with the official special-token overrides (``--bos_token`` …) and a pad
-    token (EOS when it has none). An override must be a token the backbone has an embedding for: one it lacks
-    is a one-line error naming the flag."""
+    token other than EOS that text never holds (:func:`~goalrm_core.model.tokenization.distinct_pad_token`:
+    its own, else its unknown token, else a reserved special token; EOS only when it has none of them), so
+    that ``AutoModelForSequenceClassification``, which ends a sequence at its last token that is not the pad
+    id, reads the saved RM's reward where goalrm does, also when the text ends with EOS. Padded positions are
+    masked: the pad id changes no reward. A ``--pad_token`` given is kept as it is. An override must be a
+    token the backbone has an embedding for: one it lacks is a one-line error naming the flag."""
     from transformers import AutoConfig, AutoTokenizer  # lazy: the flags are checked before transformers loads
+
+    from goalrm_core.model.tokenization import distinct_pad_token
 
     overrides = {name: getattr(cfg, name) for name in SPECIAL_TOKENS if getattr(cfg, name)}
     tokenizer = AutoTokenizer.from_pretrained(cfg.pretrain, **overrides)
+    if not cfg.pad_token and (tokenizer.pad_token_id is None or tokenizer.pad_token_id == tokenizer.eos_token_id):
+        vocab_size = getattr(AutoConfig.from_pretrained(cfg.pretrain), "vocab_size", None)
+        pad = distinct_pad_token(tokenizer, vocab_size)
+        if pad is not None:
+            tokenizer.pad_token = pad
     if overrides:
         vocab_size = AutoConfig.from_pretrained(cfg.pretrain).vocab_size
         for name, token in overrides.items():

@@ -69,7 +69,8 @@ class MetricSinks:
         try:
             import wandb  # lazy: optional, and slow to import; only --use_wandb runs need it
         except ImportError:
-            print("warning: --use_wandb given but wandb is not installed; logging to the metrics JSONL only", file=sys.stderr)
+            print("warning: --use_wandb given but wandb is not installed (pip install wandb); logging to the metrics JSONL only",
+                  file=sys.stderr)
             return None
         offline = cfg.use_wandb.lower() == "offline" or os.environ.get("WANDB_MODE") in ("offline", "disabled") or not _wandb_online()
         try:

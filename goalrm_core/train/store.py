@@ -25,6 +25,7 @@ from typing import Callable
 from goalrm_core.data.io import atomic_write_json
 from goalrm_core.data.rundir import rm_checkpoint_dir, rm_metrics_path
 from goalrm_core.train.config import TrainRMConfig
+from goalrm_core.train.fingerprint import settings_mismatch
 
 # Written last into a stored RM's folder: the RM is complete, and this is the config it was trained with.
 STORED_KEY = "rm_key.json"
@@ -88,6 +89,42 @@ def _store_slot(cfg: TrainRMConfig, store: Path):
         yield key, stored_cfg, Path(str(stored) + ".log"), complete
 
 
+def _trained_with(folder: Path) -> dict | None:
+    """The ``training_args`` an RM folder's ``goalrm.json`` records; None when it has none to read."""
+    try:
+        args = json.loads((folder / "goalrm.json").read_text()).get("training_args")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return args if isinstance(args, dict) else None
+
+
+def check_stored(stored: Path, key: str, cfg: TrainRMConfig) -> None:
+    """A complete slot holds the RM ``cfg`` asks for: its key file names this key and this config's training
+    fields, and the RM's own ``goalrm.json`` its identity settings (strategy, loss, learning rates, seed …,
+    :func:`~goalrm_core.train.fingerprint.settings_mismatch`). A slot filled by another run (a folder moved or
+    copied into the store by hand, a key file edited) is refused in one line, never handed out."""
+    try:
+        recorded = json.loads((stored / STORED_KEY).read_text())
+    except ValueError as e:
+        raise ValueError(f"{stored / STORED_KEY}: damaged ({e}); remove {stored} (the store trains it again)") from None
+    paths = ("pretrain", "dataset", "eval_dataset")  # in the key by content, not by path
+    ours = {k: v for k, v in json.loads(json.dumps(cfg.training_fields())).items() if k not in paths}
+    fields = recorded.get("training_fields") if isinstance(recorded, dict) else None
+    theirs = {k: v for k, v in fields.items() if k not in paths} if isinstance(fields, dict) else {}
+    differ = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k, "-") != theirs.get(k, "-"))
+    if not isinstance(recorded, dict) or recorded.get("key") != key or differ:
+        shown = ", ".join(f"{k}={theirs.get(k, '-')}" for k in differ[:6]) or f"key {recorded.get('key') if isinstance(recorded, dict) else '?'}"
+        asked = ", ".join(f"{k}={ours.get(k, '-')}" for k in differ[:6]) or f"key {key}"
+        raise ValueError(f"{stored}: this store slot was filled by another run ({STORED_KEY} records {shown}; this run asks for "
+                         f"{asked}); remove {stored} (the store trains it again)")
+    args = _trained_with(stored)
+    if args is not None:
+        theirs_, mine = settings_mismatch(args, cfg)
+        if theirs_:
+            raise ValueError(f"{stored}: the stored RM was trained with {', '.join(theirs_)}; this run asks for {', '.join(mine)}; "
+                             f"remove {stored} (the store trains it again)")
+
+
 def _mark_stored(key: str, cfg: TrainRMConfig, stored_cfg: TrainRMConfig) -> None:
     atomic_write_json(Path(stored_cfg.save_path) / STORED_KEY, {"key": key, "training_fields": cfg.training_fields()})
 
@@ -97,7 +134,9 @@ def from_store(cfg: TrainRMConfig, store: Path, train: Callable[[TrainRMConfig, 
     is not there) and whether it was already there. Another process training the same RM holds its
     lock until it is done."""
     with _store_slot(cfg, Path(store)) as (key, stored_cfg, log, complete):
-        if not complete:
+        if complete:
+            check_stored(Path(stored_cfg.save_path), key, cfg)
+        else:
             train(stored_cfg, log)
             _mark_stored(key, cfg, stored_cfg)
     return stored_cfg, complete
@@ -118,8 +157,16 @@ def store_trained_rm(cfg: TrainRMConfig, store, log=None) -> tuple[str, bool]:
     source = Path(cfg.save_path)
     if not (source / "config.json").is_file():
         raise FileNotFoundError(f"{source}: no trained RM there (run its training first)")
+    args = _trained_with(source)
+    if args is not None:  # filed under the key of what it was trained with, never of another run
+        theirs, mine = settings_mismatch(args, cfg)
+        if theirs:
+            raise ValueError(f"{source}: its goalrm.json says it was trained with {', '.join(theirs)}, but it is being stored as "
+                             f"{', '.join(mine)}; store it with the config it was trained with")
     with _store_slot(cfg, Path(store)) as (key, stored_cfg, stored_log, complete):
-        if not complete:
+        if complete:
+            check_stored(Path(stored_cfg.save_path), key, cfg)
+        else:
             # never the source's own key file (an RM taken from another store has one): ours is written last
             shutil.copytree(source.resolve(), stored_cfg.save_path, ignore=shutil.ignore_patterns(STORED_KEY))
             metrics = Path(cfg.metrics_path) if cfg.metrics_path else rm_metrics_path(source)

@@ -57,6 +57,7 @@ from goalrm_core.model.objective import BatchLoss, reward_model_loss
 from goalrm_core.model.reward_model import describe_tensors, nonfinite_tensors, save_reward_model
 from goalrm_core.train.batching import epoch_batches, item_length, load_items, load_tokenizer
 from goalrm_core.train.config import TrainRMConfig
+from goalrm_core.train.fingerprint import read_fingerprint, refusal, run_fingerprint, write_fingerprint
 from goalrm_core.train.lora import merged_state_dict, trainable_parameters
 from goalrm_core.train.distributed import (
     all_reduce, build_engine, deepspeed_config, device_name, gradient_accumulation_steps, init_distributed,
@@ -194,6 +195,9 @@ class Trainer:
         self.cfg = cfg
         self.ckpt_dir, self.metrics_path = default_paths(cfg)
         self.launched_rank = int(os.environ.get("RANK", "0"))
+        self.fingerprint = run_fingerprint(cfg)  # what makes this run this run: written beside each checkpoint
+        if cfg.load_checkpoint:
+            self.check_resumable()
         self.tokenizer = load_tokenizer(cfg)
         self.train_items, self.eval_items, self.data_stats = load_items(cfg, self.tokenizer, self.say)
         if len(self.train_items) < cfg.train_batch_size:
@@ -246,6 +250,23 @@ class Trainer:
 
     # ---- checkpoints ---------------------------------------------------------------------------
 
+    def check_resumable(self) -> None:
+        """Refuse, before the model or the data loads, to resume a checkpoint another run wrote: another strategy,
+        loss, learning rate, backbone, dataset or seed (:mod:`goalrm_core.train.fingerprint`). One --ckpt_path
+        shared by two runs (the official ./ckpt/checkpoints_rm) never resumes the wrong one."""
+        ckpt_dir = self.ckpt_dir
+        if not (ckpt_dir / "latest").is_file():
+            return
+        tag = checkpoint_tag(ckpt_dir)
+        saved = read_fingerprint(ckpt_dir / tag)
+        if saved is None:
+            self.say(f"warning: --load_checkpoint: {ckpt_dir / tag} records no run fingerprint (written before goalrm kept one): "
+                     f"resuming without checking that it is this run's")
+            return
+        refused = refusal(ckpt_dir / tag, saved, self.fingerprint)
+        if refused:
+            raise TrainingError(refused)
+
     def resume(self) -> None:
         """Load the latest checkpoint of ``--ckpt_path``, if there is one, and continue from its step."""
         cfg, ckpt_dir = self.cfg, self.ckpt_dir
@@ -293,6 +314,8 @@ class Trainer:
         }
         tag = f"global_step{self.step}"
         try:
+            if self.rank == 0:  # first, so no step folder that `latest` names lacks it
+                write_fingerprint(self.ckpt_dir / tag, self.fingerprint)
             self.engine.save_checkpoint(str(self.ckpt_dir), tag=tag, client_state=client)
         except (OSError, RuntimeError) as e:  # a full disk or a folder gone read-only: torch's writer raises RuntimeError
             good = self._last_good_checkpoint()

@@ -89,3 +89,58 @@ def test_goal_states_of_several_methods_are_each_methods_own(tiny_rm, tokenizer)
                 "random_response": hidden[pick][-1], "random_token": hidden[pick][token]}
     for method, goal in expected.items():
         assert np.allclose(together[method][0], goal.float().numpy(), atol=1e-5), method
+
+
+def test_a_second_get_representation_into_one_folder_hides_no_earlier_pairing(tmp_path, tiny_config, tokenizer, capsys):
+    """Two get-representation runs into one --save-dir with two RMs: the manifest keeps both runs, so the first RM's
+    official goal-state file (which the second run did not rewrite) still names its RM. Paired with the second RM
+    in eval-rm it is refused in one line (exit 2); paired with its own RM it scores."""
+    import json
+
+    from transformers import LlamaModel
+
+    from goalrm_core.cli import main
+    from goalrm_core.data import manifest
+    from goalrm_core.data.io import ArtifactError, write_jsonl
+    from goalrm_core.inference.goal_state import check_goal_state_owner
+    from goalrm_core.model.reward_model import RewardModel, save_reward_model
+
+    rms = {}
+    for seed, name in ((0, "first_rm"), (1, "second_rm")):
+        torch.manual_seed(seed)
+        rms[name] = save_reward_model(RewardModel(LlamaModel(tiny_config)).eval(), tmp_path / name, tokenizer, training_args={"seed": seed})
+    write_jsonl(tmp_path / "pairs.jsonl", [{"question": "1 +2", "correct": "1+2=3\n#3", "incorrect": "1+2=4\n#4"},
+                                           {"question": "4 -1", "correct": "4-1=3\n#3", "incorrect": "4-1=5\n#5"}])
+    rep = tmp_path / "representation"
+    for name in rms:
+        assert main(["get-representation", f"--dataset-path={tmp_path / 'pairs.jsonl'}", f"--reward-model-path={rms[name]}",
+                     f"--save-dir={rep}", "--template=toymath"]) == 0
+    first_goal, second_goal = rep / "first_rm_goal_state_embedding.npy", rep / "second_rm_goal_state_embedding.npy"
+    made = json.loads((rep / manifest.MANIFEST).read_text())
+    assert [h["producer"]["reward_model_path"] for h in made["history"]] == [str(rms["first_rm"])]
+    assert made["producer"]["reward_model_path"] == str(rms["second_rm"])
+
+    with pytest.raises(ArtifactError, match=r"first_rm_goal_state_embedding.npy is another RM's goal state: it was made from .*first_rm"):
+        check_goal_state_owner(first_goal, rms["second_rm"])
+    assert check_goal_state_owner(first_goal, rms["first_rm"])["goal_state_config_hash"] == manifest.config_hash(rms["first_rm"])
+    assert check_goal_state_owner(second_goal, rms["second_rm"])["goal_state_config_hash"] == manifest.config_hash(rms["second_rm"])
+    with pytest.raises(ArtifactError, match="another RM's goal state"):  # the shared goal_state.npy is the second RM's now
+        check_goal_state_owner(rep / "goal_state.npy", rms["first_rm"])
+
+    write_jsonl(tmp_path / "gens" / "toy" / "greedy.jsonl", [
+        {"question": "1 +2", "generated_solution": "1+2=3\n#3", "predicted_answer": 3, "expected_answer": 3, "is_correct": True},
+        {"question": "4 +4", "generated_solution": "4+4=9\n#9", "predicted_answer": 9, "expected_answer": 8, "is_correct": False}])
+    capsys.readouterr()
+    eval_args = [f"--completions_data_path={tmp_path / 'gens'}", "--benchmarks", "toy", "--template", "toymath"]
+    assert main(["eval-rm", f"--reward_model_path={rms['second_rm']}", f"--goal_state_path={first_goal}",
+                 f"--save_dir={tmp_path / 'eval-wrong'}", *eval_args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"goalrm eval-rm: error: {first_goal} is another RM's goal state: it was made "
+                                               f"from {rms['first_rm']}"), err
+    # the first RM's own pairing still scores (its file is still what the first run wrote, the manifest says so)
+    assert main(["eval-rm", f"--reward_model_path={rms['first_rm']}", f"--goal_state_path={first_goal}",
+                 f"--save_dir={tmp_path / 'eval-right'}", *eval_args]) == 0
+    # a file the first run wrote and someone changed since is refused, naming the run that wrote it
+    np.save(first_goal, np.ones(tiny_config.hidden_size, dtype=np.float32))
+    with pytest.raises(ArtifactError, match=r"first_rm_goal_state_embedding.npy: changed since `goalrm get-representation"):
+        check_goal_state_owner(first_goal, rms["first_rm"])

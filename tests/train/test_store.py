@@ -189,3 +189,39 @@ def test_a_slot_is_complete_only_with_the_files_its_key_vouches_for(tmp_path):
         shutil.copytree = copied
     assert not already and STORED_KEY not in seen
     assert json.loads((other / key / STORED_KEY).read_text())["key"] == key
+
+
+def test_a_slot_filled_by_another_run_is_refused_in_one_line(tmp_path):
+    """The store hands out an RM only when its slot's key file and the RM's own goalrm.json say it is the RM asked
+    for: a slot copied by hand under another key, or an RM trained with another seed, is refused."""
+    store, calls = tmp_path / "store", []
+    first, second = _config(tmp_path, seed=1), _config(tmp_path, seed=2)
+    stored, _ = from_store(first, store, _fake_training(calls))
+    slot = store / rm_key(second)
+    shutil.copytree(stored.save_path, slot)  # someone filed the seed-1 RM under the seed-2 key
+    shutil.copyfile(stored.metrics_path, rm_metrics_path(slot))
+    with pytest.raises(ValueError) as refused:
+        from_store(second, store, _fake_training(calls))
+    line = str(refused.value)
+    assert "\n" not in line and line == (f"{slot}: this store slot was filled by another run ({STORED_KEY} records seed=1; this run "
+                                         f"asks for seed=2); remove {slot} (the store trains it again)")
+    assert len(calls) == 1
+
+    # the key file agrees but the RM beside it was trained otherwise (goalrm.json): refused too
+    atomic_write_json(slot / STORED_KEY, {"key": rm_key(second), "training_fields": second.training_fields()})
+    atomic_write_json(slot / "goalrm.json", {"training_args": {**second.to_dict(), "learning_rate": 0.5}})
+    with pytest.raises(ValueError, match=rf"^{slot}: the stored RM was trained with lr=0.5; this run asks for lr=9e-06; remove "):
+        from_store(second, store, _fake_training(calls))
+    atomic_write_json(slot / "goalrm.json", {"training_args": second.to_dict()})
+    assert from_store(second, store, _fake_training(calls))[1] and len(calls) == 1
+
+
+def test_an_rm_trained_otherwise_is_never_filed_under_this_configs_key(tmp_path):
+    store = tmp_path / "store"
+    cfg = _config(tmp_path, contrastive_loss=True)
+    _fake_training([])(cfg, tmp_path / "train.log")
+    atomic_write_json(Path(cfg.save_path) / "goalrm.json", {"training_args": {**cfg.to_dict(), "reward_model_strategy": "vanilla"}})
+    with pytest.raises(ValueError, match=r"its goalrm.json says it was trained with strategy=vanilla, but it is being stored as "
+                                         r"strategy=contrastive; store it with the config it was trained with"):
+        store_trained_rm(cfg, store)
+    assert not (store / rm_key(cfg) / STORED_KEY).exists()
