@@ -6,7 +6,9 @@ and the profile <-> flag mapping, notebook 02's parameters through ``goalrm sync
 The test does exactly that in a copy of the project and then trains one step of a tiny RM with the new
 strategy along the path a report takes: a profile on the demo resolves and passes the checks, notebook
 02's parameters carry the value into its recipe, and ``goalrm train-rm`` runs the config's flags; the
-new scoring function records the hyperparameter it was handed.
+new similarity function records the hyperparameter it was handed and the states it was asked to compare,
+which under the official ``all`` pairing are every drawn source with every drawn goal of a row (a strategy
+returns similarities; the loss does the pairing).
 """
 
 import json
@@ -23,16 +25,13 @@ ROOT = project_root()
 STRATEGY = '''
 
 @contrastive_strategy("cosine_scaled", "sigma(scale * cos)", options=("contrastive_scale",))
-def _cosine_scaled(source, goal, pairs, contrastive_scale):
+def _cosine_scaled(source, goal, contrastive_scale):
     import os
 
-    import torch
-    import torch.nn.functional as F
-
-    if os.environ.get("SCALE_SEEN"):  # this test's probe: the value the objective handed over
+    if os.environ.get("SCALE_SEEN"):  # this test's probe: the value the objective handed over, and the states
         with open(os.environ["SCALE_SEEN"], "a") as seen:
-            seen.write(f"{contrastive_scale}\\n")
-    return torch.sigmoid(contrastive_scale * F.cosine_similarity(source.float(), goal.float(), dim=-1)).mean()
+            seen.write(f"{contrastive_scale} {tuple(source.shape[:2])} {tuple(goal.shape[:2])}\\n")
+    return contrastive_scale * cosine_matrix(source, goal)
 '''
 FIELD = '    contrastive_scale: float = _help("cosine_scaled: the factor on each cosine.", 1.0, range=Range(float, "> 0"))\n'
 DEMO_VALUE = "contrastive_scale: 2.0\n"
@@ -108,7 +107,8 @@ def test_a_new_strategy_with_a_hyperparameter_is_four_files_and_trains(tmp_path,
     # a profile that uses it (not one of the files to edit: any profile may now choose it)
     (project / "params" / "scaled.yaml").write_text(
         "base: demo\ncontrastive_strategy: cosine_scaled\ncontrastive_scale: 3.0\n"
-        "rm_steps: 1\nrm_batch_size: 2\nrm_micro_batch_size: 2\nrm_eval_steps: -1\nsim_samples: 2\nunsim_samples: 2\n")
+        "rm_steps: 1\nrm_batch_size: 2\nrm_micro_batch_size: 2\nrm_eval_steps: -1\nsim_samples: 2\nunsim_samples: 3\n"
+        "contrastive_pairs: all\n")
     run = tmp_path / "run"
     _tiny_run(run, tiny_policy_dir)
     seen = tmp_path / "seen.txt"
@@ -117,7 +117,9 @@ def test_a_new_strategy_with_a_hyperparameter_is_four_files_and_trains(tmp_path,
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["steps"] == 1 and summary["strategy"] == "contrastive"
-    assert set(seen.read_text().split()) == {"3.0"}  # the scoring function got the profile's value
+    # the scoring function got the profile's value, and under the official `all` pairing every row's 2 positive
+    # sources with its 2 goals and its 3 negative sources with its 3 goals: the loss pairs them, not the strategy
+    assert set(seen.read_text().splitlines()) == {"3.0 (2, 2) (2, 2)", "3.0 (2, 3) (2, 3)"}, seen.read_text()
     # the other files a strategy used to need are untouched, the notebooks only regenerated
     for name in ("goalrm_core/choices.py", "goalrm_core/model/losses.py", "goalrm_core/study/recipe.py",
                  "goalrm_core/report/profiles.py", "params/smoke.yaml"):

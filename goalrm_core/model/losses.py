@@ -6,15 +6,12 @@ last position; ``num_actions`` is each response's length in tokens (including it
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 import torch
 import torch.nn.functional as F
 
-from goalrm_core.choices import PAIR_FORMS, PERCENTILE_WINDOWS
-from goalrm_core.flags import check_choice
-# the strategies' registry (``model.strategies``), re-exported: the objective reads it from here
-from goalrm_core.model.strategies import CONTRASTIVE_STRATEGIES, ContrastiveStrategy  # noqa: F401
+from goalrm_core.choices import PAIR_FORMS, PERCENTILE_WINDOWS  # noqa: F401  (re-exported: the forms this loss takes)
+from goalrm_core.model.settings import ContrastiveSettings
+from goalrm_core.model.strategies import CONTRASTIVE_STRATEGIES
 
 
 def pairwise_loss(chosen_reward: torch.Tensor, rejected_reward: torch.Tensor, margin: torch.Tensor | float | None = None) -> torch.Tensor:
@@ -87,43 +84,61 @@ def _gather(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     return hidden.gather(1, index)
 
 
+def mean_pair_score(source: torch.Tensor, goal: torch.Tensor, settings: ContrastiveSettings) -> torch.Tensor:
+    """Mean σ(similarity) over the (source, goal) pairs of ``settings.contrastive_pairs``, for a row's sampled
+    ``source`` and ``goal`` states (batch, k, hidden), as the strategy ``settings.contrastive_strategy`` scores them.
+
+    The loss does the pairing, never the strategy: ``all`` hands the strategy every row's states and averages
+    its whole (batch, S, G) matrix (every source with every goal); ``matched`` hands it each k-th
+    (source, goal) pair as a row of its own, so its (batch·k, 1, 1) matrix holds the matched pairs only. A
+    strategy with ``average_goals`` gets each row's mean goal state (G = 1), paired with every source either way.
+
+    >>> source, goal = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]]), torch.tensor([[[1.0, 0.0], [-1.0, 0.0]]])
+    >>> [round(mean_pair_score(source, goal, ContrastiveSettings(contrastive_pairs=p)).item(), 4) for p in ("matched", "all")]
+    [0.6155, 0.5]
+    """
+    strategy = CONTRASTIVE_STRATEGIES[settings.contrastive_strategy]
+    if strategy.average_goals:
+        goal = goal.mean(dim=1, keepdim=True)  # in the states' own dtype, before the float32 the strategy gets
+    if settings.contrastive_pairs == "matched" and goal.shape[1] > 1:
+        if source.shape != goal.shape:
+            raise ValueError(f"matched pairs need as many sources as goals per row: got {tuple(source.shape)} and {tuple(goal.shape)}")
+        source, goal = source.reshape(-1, 1, source.shape[-1]), goal.reshape(-1, 1, goal.shape[-1])
+    similarity = strategy.similarity(source.float(), goal.float(), **settings.options)
+    expected = (source.shape[0], source.shape[1], goal.shape[1])
+    if tuple(similarity.shape) != expected:
+        raise ValueError(f"contrastive strategy {settings.contrastive_strategy!r} returned shape {tuple(similarity.shape)}, "
+                         f"expected {expected}: a strategy scores every source with every goal of its row "
+                         "(rows, sources, goals), and the loss pairs them")
+    return torch.sigmoid(similarity).mean()
+
+
 def contrastive_goal_loss(
     chosen_hidden: torch.Tensor,
     rejected_hidden: torch.Tensor,
     chosen_num_actions: torch.Tensor,
     rejected_num_actions: torch.Tensor,
-    *,
-    beta: float = 0.5,
-    sim_samples: int = 16,
-    unsim_samples: int = 16,
-    strategy: str = "cosine",
-    source_state_percentile: float = 0.0,
-    goal_state_percentile: float = 0.0,
-    percentile_window: str = "earliest",
-    pairs: str = "all",
+    settings: ContrastiveSettings = ContrastiveSettings(),
     generator: torch.Generator | None = None,
-    options: Mapping[str, Any] | None = None,
 ) -> torch.Tensor:
-    """The goal-conditioned contrastive term.
+    """The goal-conditioned contrastive term, as ``settings`` (a :class:`ContrastiveSettings`) sets it.
 
     Positive pairs: a source state and a later goal state, both in the preferred response (the two
     draws are ordered so the source never comes after the goal). Negative pairs: a source state in
-    the preferred response and a goal state in the dispreferred one. Each pair scores ``σ(cos)``;
-    the loss is ``β·[−log mean σ(cos_pos) − log(1 − mean σ(cos_neg))]``. ``strategy`` names the
-    scoring in `CONTRASTIVE_STRATEGIES` (``model.strategies``; with ``cosine_avg`` the sampled goal states of each row
-    are averaged into one goal before comparing); ``options`` are its hyperparameters.
+    the preferred response and a goal state in the dispreferred one. The strategy
+    (``contrastive_strategy``, registered in ``model.strategies``, with its ``options``) gives the
+    similarity of a source with a goal; the loss chooses which pairs it scores (``contrastive_pairs``,
+    see `mean_pair_score`) and is
+    ``β·[−log mean σ(sim_pos) − log(1 − mean σ(sim_neg))]``, β = ``contrastive_loss_beta``.
 
     Two choices the official code makes, each with the project's earlier form as an option:
 
-    * ``percentile_window``: where a percentile p > 0 draws from: ``earliest`` (official; see
+    * ``contrastive_window``: where a percentile p > 0 draws from: ``earliest`` (official; see
       `earliest_window_positions`) or ``latest`` (the last (1−p) of the response; see
       `sample_response_positions`). With p = 0 both draw from the whole response.
-    * ``pairs``: ``all`` (official) averages over every (source, goal) combination of the draws,
-      S×S for positives and U×U for negatives; ``matched`` pairs the k-th source with the k-th goal.
+    * ``contrastive_pairs``: ``all`` (official) averages over every (source, goal) combination of the
+      draws, S×S for positives and U×U for negatives; ``matched`` pairs the k-th source with the k-th goal.
     """
-    check_choice("contrastive_strategy", strategy, tuple(CONTRASTIVE_STRATEGIES))
-    check_choice("percentile_window", percentile_window, PERCENTILE_WINDOWS)
-    check_choice("contrastive pairs", pairs, PAIR_FORMS)
     if chosen_hidden.dim() != 3 or chosen_hidden.shape != rejected_hidden.shape:
         raise ValueError(
             "chosen_hidden and rejected_hidden must both be (batch, seq, hidden) with equal shapes; "
@@ -132,32 +147,28 @@ def contrastive_goal_loss(
     batch, seq_len, _ = chosen_hidden.shape
     chosen_n = _check_num_actions("chosen_num_actions", chosen_num_actions, seq_len, batch).cpu()
     rejected_n = _check_num_actions("rejected_num_actions", rejected_num_actions, seq_len, batch).cpu()
+    sim_samples, unsim_samples = settings.sim_samples, settings.unsim_samples
+    source_p, goal_p = settings.source_state_percentile, settings.goal_state_percentile
 
-    if percentile_window == "latest":
-        a = sample_response_positions(chosen_n, seq_len, sim_samples, source_state_percentile, generator)
-        b = sample_response_positions(chosen_n, seq_len, sim_samples, goal_state_percentile, generator)
+    if settings.contrastive_window == "latest":
+        a = sample_response_positions(chosen_n, seq_len, sim_samples, source_p, generator)
+        b = sample_response_positions(chosen_n, seq_len, sim_samples, goal_p, generator)
         pos_source, pos_goal = torch.minimum(a, b), torch.maximum(a, b)
-        neg_source = sample_response_positions(chosen_n, seq_len, unsim_samples, source_state_percentile, generator)
-        neg_goal = sample_response_positions(rejected_n, seq_len, unsim_samples, goal_state_percentile, generator)
+        neg_source = sample_response_positions(chosen_n, seq_len, unsim_samples, source_p, generator)
+        neg_goal = sample_response_positions(rejected_n, seq_len, unsim_samples, goal_p, generator)
     else:
         # one sorted pair of draws per sample: the smaller is the source's, which lies earlier
         u = torch.rand((batch, 2, sim_samples), generator=generator, dtype=torch.float64).sort(dim=1).values
-        pos_source = earliest_window_positions(chosen_n, seq_len, u[:, 0], source_state_percentile)
-        pos_goal = earliest_window_positions(chosen_n, seq_len, u[:, 1], goal_state_percentile)
+        pos_source = earliest_window_positions(chosen_n, seq_len, u[:, 0], source_p)
+        pos_goal = earliest_window_positions(chosen_n, seq_len, u[:, 1], goal_p)
         u_source = torch.rand((batch, unsim_samples), generator=generator, dtype=torch.float64)
         u_goal = torch.rand((batch, unsim_samples), generator=generator, dtype=torch.float64)
-        neg_source = earliest_window_positions(chosen_n, seq_len, u_source, source_state_percentile)
-        neg_goal = earliest_window_positions(rejected_n, seq_len, u_goal, goal_state_percentile)
+        neg_source = earliest_window_positions(chosen_n, seq_len, u_source, source_p)
+        neg_goal = earliest_window_positions(rejected_n, seq_len, u_goal, goal_p)
 
-    source_pos = _gather(chosen_hidden, pos_source)
-    goal_pos = _gather(chosen_hidden, pos_goal)
-    source_neg = _gather(chosen_hidden, neg_source)
-    goal_neg = _gather(rejected_hidden, neg_goal)
-
-    score = CONTRASTIVE_STRATEGIES[strategy].score
-    sim_pos = score(source_pos, goal_pos, pairs, **(options or {}))
-    sim_neg = score(source_neg, goal_neg, pairs, **(options or {}))
-    return beta * (-torch.log(sim_pos) - torch.log1p(-sim_neg))
+    pos = mean_pair_score(_gather(chosen_hidden, pos_source), _gather(chosen_hidden, pos_goal), settings)
+    neg = mean_pair_score(_gather(chosen_hidden, neg_source), _gather(rejected_hidden, neg_goal), settings)
+    return settings.contrastive_loss_beta * (-torch.log(pos) - torch.log1p(-neg))
 
 
 def dense_value_loss(values: torch.Tensor, num_actions: torch.Tensor, error_action: torch.Tensor) -> torch.Tensor:

@@ -8,12 +8,15 @@ exactly the same thing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
-from goalrm_core.model.losses import CONTRASTIVE_STRATEGIES, contrastive_goal_loss, dense_value_loss, log_exp_loss, pairwise_loss
+from goalrm_core.model.losses import contrastive_goal_loss, dense_value_loss, log_exp_loss, pairwise_loss
 from goalrm_core.model.reward_model import RewardModel
+
+if TYPE_CHECKING:  # the config is built above the model; the objective only reads it
+    from goalrm_core.train.config import TrainRMConfig
 
 
 @dataclass
@@ -60,8 +63,10 @@ def moe_balancing_loss(router_logits, config, attention_mask: torch.Tensor) -> t
     return load_balancing_loss_func(tuple(router_logits), experts, top_k, attention_mask)
 
 
-def reward_model_loss(model: RewardModel, batch: dict[str, torch.Tensor], cfg, generator: torch.Generator | None = None) -> BatchLoss:
-    """``batch`` comes from :class:`PreferenceCollator`: chosen rows first, then rejected rows.
+def reward_model_loss(model: RewardModel, batch: dict[str, torch.Tensor], cfg: TrainRMConfig,
+                      generator: torch.Generator | None = None) -> BatchLoss:
+    """``batch`` comes from :class:`PreferenceCollator`: chosen rows first, then rejected rows; ``cfg`` is the
+    run's typed config, read field by field (the contrastive term through :meth:`TrainRMConfig.contrastive_settings`).
 
     As the official code's flags: ``margin_loss`` subtracts each pair's ``batch["margin"]`` in the sigmoid
     loss (in place of the constant ``margin``), ``compute_fp32_loss`` computes the preference loss on fp32
@@ -70,38 +75,26 @@ def reward_model_loss(model: RewardModel, batch: dict[str, torch.Tensor], cfg, g
     out = model(batch["input_ids"], batch["attention_mask"], batch["num_actions"])
     half = batch["input_ids"].shape[0] // 2
     chosen, rejected = out.reward[:half], out.reward[half:]
-    if getattr(cfg, "compute_fp32_loss", False):
+    if cfg.compute_fp32_loss:
         chosen, rejected = chosen.float(), rejected.float()
     if cfg.loss == "logexp":
         preference = log_exp_loss(chosen, rejected)
-    elif getattr(cfg, "margin_loss", False):
+    elif cfg.margin_loss:
         preference = pairwise_loss(chosen, rejected, batch["margin"].to(chosen.device))
     else:
         preference = pairwise_loss(chosen, rejected, cfg.margin or None)
     contrastive = torch.zeros((), device=preference.device)
     if cfg.reward_model_strategy == "contrastive":
-        contrastive = contrastive_goal_loss(
-            out.hidden[:half], out.hidden[half:],
-            batch["num_actions"][:half], batch["num_actions"][half:],
-            beta=cfg.contrastive_loss_beta,
-            sim_samples=cfg.sim_samples,
-            unsim_samples=cfg.unsim_samples,
-            strategy=cfg.contrastive_strategy,
-            source_state_percentile=cfg.source_state_percentile,
-            goal_state_percentile=cfg.goal_state_percentile,
-            percentile_window=cfg.contrastive_window,
-            pairs=cfg.contrastive_pairs,
-            generator=generator,
-            options={name: getattr(cfg, name) for name in CONTRASTIVE_STRATEGIES[cfg.contrastive_strategy].options},
-        )
+        contrastive = contrastive_goal_loss(out.hidden[:half], out.hidden[half:], batch["num_actions"][:half],
+                                            batch["num_actions"][half:], cfg.contrastive_settings(), generator)
     dense = None
-    if getattr(cfg, "dense_loss_coef", 0.0) > 0:
+    if cfg.dense_loss_coef > 0:
         dense = cfg.dense_loss_coef * dense_value_loss(out.values, batch["num_actions"], batch["error_action"])
     aux = None
-    if getattr(cfg, "aux_loss_coef", 0.0) > 0 and out.router_logits is not None:
+    if cfg.aux_loss_coef > 0 and out.router_logits is not None:
         aux = cfg.aux_loss_coef * moe_balancing_loss(out.router_logits, getattr(model, "config", None), batch["attention_mask"])
     return BatchLoss(
-        loss=(getattr(cfg, "preference_loss_coef", 1.0) * preference + contrastive + (dense if dense is not None else 0.0)
+        loss=(cfg.preference_loss_coef * preference + contrastive + (dense if dense is not None else 0.0)
               + (aux if aux is not None else 0.0)),
         aux_loss=None if aux is None else aux.detach(),
         dense_loss=None if dense is None else dense.detach(),

@@ -1,18 +1,30 @@
 """The contrastive term's scoring strategies (``--contrastive_strategy``), each registered once, here.
 
-A strategy scores sampled states: ``score(source, goal, pairs, **options)`` takes (batch, k, hidden)
-source and goal states and the pair form (``all``: every source with every goal, ``matched``: the k-th
-with the k-th) and returns the mean similarity in (0, 1) over the (source, goal) pairs. ``options``
-names the :class:`~goalrm_core.train.config.TrainRMConfig` fields it reads (its hyperparameters): the
-objective passes them by name. The registry is the one list of strategies: the trainer's choices and
-help, the profile checks and ``goalrm sweep`` read it.
+A strategy says how alike two states are, nothing more: ``similarity(source, goal, **options)`` takes a
+row's source states (batch, S, hidden) and goal states (batch, G, hidden), both float32, and returns the
+similarity of **every** source with **every** goal of the same row, (batch, S, G), as a logit (any real
+number: the loss takes σ of it). Which (source, goal) pairs count is the loss's business
+(:func:`~goalrm_core.model.losses.mean_pair_score`, ``--contrastive_pairs``: ``all`` averages the whole
+matrix; ``matched`` hands over each k-th (source, goal) pair as a row of its own, so the strategy scores
+the matched pairs only), as are σ and the means, so a strategy cannot get the pairing wrong; the loss
+refuses a result of any other shape.
+
+A strategy that compares each source with its row's *mean* goal state (``cosine_avg``) registers with
+``average_goals=True``: the loss averages the goal states (in their own dtype) before the similarity,
+so the strategy sees G = 1, and every source is paired with that one goal under either pair form.
+
+``options`` names the :class:`~goalrm_core.train.config.TrainRMConfig` fields a strategy reads (its
+hyperparameters): they reach it by those names, through
+:class:`~goalrm_core.model.settings.ContrastiveSettings`' ``options``. The registry is the one list of
+strategies: the trainer's choices and help, the profile checks and ``goalrm sweep`` read it.
 
 This module loads torch only when a strategy scores, so the command line and the profile checks can
 read the registry without it. Adding a strategy is a decorated function here and, for a
 hyperparameter, its field in ``train/config.py``:
 
     @contrastive_strategy("cosine_tempered", "sigma(cos / T)", options=("contrastive_temperature",))
-    def _cosine_tempered(source, goal, pairs, contrastive_temperature): ...
+    def _cosine_tempered(source, goal, contrastive_temperature):
+        return cosine_matrix(source, goal) / contrastive_temperature
 """
 
 from __future__ import annotations
@@ -26,25 +38,27 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ContrastiveStrategy:
-    """One strategy: its scoring function, the config fields it reads, and a few words for ``--help``."""
+    """One strategy: its similarity function, the config fields it reads, a few words for ``--help``, and
+    whether the loss averages each row's goal states into one before comparing (``average_goals``)."""
 
-    score: Callable[..., "torch.Tensor"]
+    similarity: Callable[..., "torch.Tensor"]
     options: tuple[str, ...] = ()
     help: str = ""
+    average_goals: bool = False
 
 
 #: ``--contrastive_strategy``'s choices, in the order ``--help`` lists them
 CONTRASTIVE_STRATEGIES: dict[str, ContrastiveStrategy] = {}
 
 
-def contrastive_strategy(name: str, help: str, options: tuple[str, ...] = ()) -> Callable:
-    """Register the decorated scoring function as strategy ``name``; a name given twice is an error."""
+def contrastive_strategy(name: str, help: str, options: tuple[str, ...] = (), average_goals: bool = False) -> Callable:
+    """Register the decorated similarity function as strategy ``name``; a name given twice is an error."""
 
-    def register(score: Callable) -> Callable:
+    def register(similarity: Callable) -> Callable:
         if name in CONTRASTIVE_STRATEGIES:
             raise ValueError(f"contrastive strategy {name!r} is registered twice")
-        CONTRASTIVE_STRATEGIES[name] = ContrastiveStrategy(score, tuple(options), help)
-        return score
+        CONTRASTIVE_STRATEGIES[name] = ContrastiveStrategy(similarity, tuple(options), help, average_goals)
+        return similarity
 
     return register
 
@@ -59,23 +73,18 @@ def strategy_options() -> tuple[str, ...]:
     return tuple(dict.fromkeys(name for s in CONTRASTIVE_STRATEGIES.values() for name in s.options))
 
 
-def _mean_sigmoid_cosine(source: torch.Tensor, goal: torch.Tensor, pairs: str) -> torch.Tensor:
-    """Mean σ(cos) over (source, goal) pairs: the k-th with the k-th (``matched``), or every source
-    with every goal (``all``). A single (averaged) goal is compared with every source either way."""
-    import torch
+def cosine_matrix(source: torch.Tensor, goal: torch.Tensor) -> torch.Tensor:
+    """cos(source_i, goal_j) of every source i with every goal j of a row: (batch, S, G)."""
     import torch.nn.functional as F
 
-    source, goal = source.float(), goal.float()
-    if pairs == "all" or goal.shape[1] == 1:
-        return torch.sigmoid(F.cosine_similarity(source.unsqueeze(2), goal.unsqueeze(1), dim=-1)).mean()
-    return torch.sigmoid(F.cosine_similarity(source, goal, dim=-1)).mean()
+    return F.cosine_similarity(source.unsqueeze(2), goal.unsqueeze(1), dim=-1)
 
 
 @contrastive_strategy("cosine", "pairwise cosines")
-def _cosine(source: torch.Tensor, goal: torch.Tensor, pairs: str) -> torch.Tensor:
-    return _mean_sigmoid_cosine(source, goal, pairs)
+def _cosine(source: torch.Tensor, goal: torch.Tensor) -> torch.Tensor:
+    return cosine_matrix(source, goal)
 
 
-@contrastive_strategy("cosine_avg", "average the goal states first")
-def _cosine_avg(source: torch.Tensor, goal: torch.Tensor, pairs: str) -> torch.Tensor:
-    return _mean_sigmoid_cosine(source, goal.mean(dim=1, keepdim=True), pairs)
+@contrastive_strategy("cosine_avg", "average the goal states first", average_goals=True)
+def _cosine_avg(source: torch.Tensor, goal: torch.Tensor) -> torch.Tensor:
+    return cosine_matrix(source, goal)

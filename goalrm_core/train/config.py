@@ -19,11 +19,12 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from goalrm_core.choices import CHECKPOINT_FORMATS, ENCODINGS, MLP_HEADS, PAIR_FORMS, PERCENTILE_WINDOWS, REWARD_POOLS, VALUE_HEAD_STRATEGIES
+from goalrm_core.choices import CHECKPOINT_FORMATS, ENCODINGS, MLP_HEADS, REWARD_POOLS, VALUE_HEAD_STRATEGIES
 from goalrm_core.flags import Range, add_field_flag, check_choice
 from goalrm_core.data.preferences import HH_FORMATS
 from goalrm_core.model.pretrained import packaged_names_help, resolve_model
-from goalrm_core.model.strategies import CONTRASTIVE_STRATEGIES, strategies_help, strategy_options
+from goalrm_core.model.settings import ContrastiveSettings
+from goalrm_core.model.strategies import CONTRASTIVE_STRATEGIES, strategy_options
 from goalrm_core.model.templates import TEMPLATES
 
 EVAL_SOURCES = ("test_split", "holdout", "official")
@@ -49,9 +50,7 @@ OUTPUT_FIELDS = ("save_path", "overwrite", "ckpt_path", "max_ckpt_num", "max_ckp
                  "wandb_group", "wandb_org", "wandb_run_name", "use_tensorboard", "s3_save_path", "local_rank")
 # Fields only the contrastive term reads: a vanilla RM's weights do not depend on them (nor does its
 # random state: the vanilla objective never draws from the contrastive sampler).
-CONTRASTIVE_FIELDS = ("contrastive_loss", "contrastive_strategy", "contrastive_loss_beta", "sim_samples", "unsim_samples",
-                      "source_state_percentile", "goal_state_percentile", "contrastive_window", "contrastive_pairs",
-                      *strategy_options())
+CONTRASTIVE_FIELDS = ("contrastive_loss", *ContrastiveSettings.setting_names(), *strategy_options())
 
 
 def check_input_template(template: str) -> str:
@@ -78,6 +77,13 @@ def _help(text: str, default: Any, **meta: Any) -> Any:
     This metadata is the setting's one definition: the command line's flags, the checks of a config
     built in Python, and the profiles' keys and rules (``study.recipe``) all read it."""
     return field(default=default, metadata={"help": text, **meta})
+
+
+def _contrastive(name: str) -> Any:
+    """A setting of the contrastive term: the loss's :class:`ContrastiveSettings` field ``name`` (its one
+    definition: help, default and valid values), declared here under the same name."""
+    setting = ContrastiveSettings.__dataclass_fields__[name]
+    return field(default=setting.default, metadata=setting.metadata)
 
 
 @dataclass
@@ -192,18 +198,14 @@ class TrainRMConfig:
     # method
     reward_model_strategy: str = _help("vanilla: pairwise loss only; contrastive: + the goal-conditioned term.", "vanilla", choices=REWARD_MODEL_STRATEGIES)
     contrastive_loss: bool = _help("Shorthand for --reward_model_strategy contrastive (the official code's HH script).", False)
-    contrastive_strategy: str = _help(strategies_help(), "cosine", choices=tuple(CONTRASTIVE_STRATEGIES))
-    contrastive_loss_beta: float = _help("Weight β of the contrastive term.", 0.5, range=Range(float, ">= 0"))
-    sim_samples: int = _help("Positive (source, later goal) pairs drawn per preferred response.", 16, range=Range(int, ">= 1"))
-    unsim_samples: int = _help("Negative (preferred source, dispreferred goal) pairs per row.", 16, range=Range(int, ">= 1"))
-    source_state_percentile: float = _help("Draw source states from a (1-p) window of the response, see --contrastive_window (0 = anywhere).", 0.0,
-                                           range=Range(float, "[0, 1)"))
-    goal_state_percentile: float = _help("Draw goal states from a (1-p) window of the response, see --contrastive_window (0 = anywhere).", 0.0,
-                                         range=Range(float, "[0, 1)"))
-    contrastive_window: str = _help("Where a percentile p > 0 draws positions: earliest (the official code: the first (1-p) of the "
-                                    "response) or latest (the last (1-p)).", "earliest", choices=PERCENTILE_WINDOWS)
-    contrastive_pairs: str = _help("Pairs the contrastive term averages over: all (the official code: every source with every goal) "
-                                   "or matched (the k-th source with the k-th goal).", "all", choices=PAIR_FORMS)
+    contrastive_strategy: str = _contrastive("contrastive_strategy")
+    contrastive_loss_beta: float = _contrastive("contrastive_loss_beta")
+    sim_samples: int = _contrastive("sim_samples")
+    unsim_samples: int = _contrastive("unsim_samples")
+    source_state_percentile: float = _contrastive("source_state_percentile")
+    goal_state_percentile: float = _contrastive("goal_state_percentile")
+    contrastive_window: str = _contrastive("contrastive_window")
+    contrastive_pairs: str = _contrastive("contrastive_pairs")
     dense_loss_coef: float = _help("Weight of an auxiliary per-token loss on the value head (not in the paper): each response "
                                    "token's value is a logit of 'no error yet', 1 before the rejected response's first error "
                                    "(the pairs' optional first_error_char) and 0 from it on; 0 = off.", 0.0, range=Range(float, ">= 0"))
@@ -292,6 +294,18 @@ class TrainRMConfig:
     @property
     def contrastive(self) -> bool:
         return self.reward_model_strategy == "contrastive"
+
+    def contrastive_settings(self) -> ContrastiveSettings:
+        """What the contrastive term reads of this config: the :class:`ContrastiveSettings` fields by their
+        names here, and the strategy's own hyperparameters (the fields its registry entry names) as its options.
+
+        >>> TrainRMConfig(pretrain="p", sim_samples=4, contrastive_pairs="matched").contrastive_settings()
+        ... # doctest: +ELLIPSIS
+        ContrastiveSettings(contrastive_strategy='cosine', contrastive_loss_beta=0.5, sim_samples=4, ...
+        """
+        options = CONTRASTIVE_STRATEGIES[self.contrastive_strategy].options
+        return ContrastiveSettings(**{name: getattr(self, name) for name in ContrastiveSettings.setting_names()},
+                                   options={name: getattr(self, name) for name in options})
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from goalrm_core.model.losses import contrastive_goal_loss, log_exp_loss, pairwise_loss, sample_response_positions
+from goalrm_core.model.settings import ContrastiveSettings as Settings
 
 
 def test_pairwise_loss_by_hand():
@@ -29,13 +30,13 @@ def test_contrastive_loss_by_hand():
     chosen = _hidden_with({3: [1.0, 0.0]})
     rejected_orthogonal = _hidden_with({3: [0.0, 1.0]})
     one = torch.tensor([1])
-    loss = contrastive_goal_loss(chosen, rejected_orthogonal, one, one, beta=0.5, sim_samples=3, unsim_samples=5)
+    loss = contrastive_goal_loss(chosen, rejected_orthogonal, one, one, Settings(contrastive_loss_beta=0.5, sim_samples=3, unsim_samples=5))
     sig = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
     expected = 0.5 * (-math.log(sig(1.0)) - math.log(1 - sig(0.0)))
     assert loss.item() == pytest.approx(expected, rel=1e-6)
 
     rejected_opposite = _hidden_with({3: [-1.0, 0.0]})
-    loss = contrastive_goal_loss(chosen, rejected_opposite, one, one, beta=2.0, sim_samples=1, unsim_samples=1)
+    loss = contrastive_goal_loss(chosen, rejected_opposite, one, one, Settings(contrastive_loss_beta=2.0, sim_samples=1, unsim_samples=1))
     assert loss.item() == pytest.approx(2.0 * (-math.log(sig(1.0)) - math.log(1 - sig(-1.0))), rel=1e-6)
 
 
@@ -45,7 +46,8 @@ def test_contrastive_loss_cosine_avg_by_hand():
     rejected = _hidden_with({2: [1.0, 0.0], 3: [0.0, 1.0]})
     two = torch.tensor([2])
     g = torch.Generator().manual_seed(0)
-    loss = contrastive_goal_loss(chosen, rejected, two, two, strategy="cosine_avg", sim_samples=64, unsim_samples=64, generator=g)
+    settings = Settings(contrastive_strategy="cosine_avg", sim_samples=64, unsim_samples=64)
+    loss = contrastive_goal_loss(chosen, rejected, two, two, settings, g)
     # every negative compares a unit axis with the averaged goal: cos = 1/sqrt(2)
     sig = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
     neg_term = -math.log(1 - sig(1 / math.sqrt(2)))
@@ -71,14 +73,14 @@ def test_contrastive_loss_ignores_prompt_and_padding():
     torch.manual_seed(0)
     chosen, rejected = torch.randn(2, 12, 8), torch.randn(2, 12, 8)
     n_chosen, n_rejected = torch.tensor([3, 5]), torch.tensor([4, 2])
-    kwargs = dict(sim_samples=8, unsim_samples=8)
-    base = contrastive_goal_loss(chosen, rejected, n_chosen, n_rejected, generator=torch.Generator().manual_seed(3), **kwargs)
+    settings = Settings(sim_samples=8, unsim_samples=8)
+    base = contrastive_goal_loss(chosen, rejected, n_chosen, n_rejected, settings, torch.Generator().manual_seed(3))
     chosen2, rejected2 = chosen.clone(), rejected.clone()
     chosen2[0, :9] = 100.0
     chosen2[1, :7] = -5.0
     rejected2[0, :8] = 7.0
     rejected2[1, :10] = 3.0
-    again = contrastive_goal_loss(chosen2, rejected2, n_chosen, n_rejected, generator=torch.Generator().manual_seed(3), **kwargs)
+    again = contrastive_goal_loss(chosen2, rejected2, n_chosen, n_rejected, settings, torch.Generator().manual_seed(3))
     assert again.item() == pytest.approx(base.item(), rel=1e-6)
 
 
@@ -98,7 +100,7 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match=r"row 1 has an empty response"):
         contrastive_goal_loss(h, h, torch.tensor([2, 0]), torch.tensor([1, 1]))
     with pytest.raises(ValueError, match=r"cosine, cosine_avg"):
-        contrastive_goal_loss(h, h, torch.tensor([2, 2]), torch.tensor([1, 1]), strategy="dot")
+        Settings(contrastive_strategy="dot")
     with pytest.raises(ValueError, match=r"\(2, 5, 4\) and \(2, 5, 3\)"):
         contrastive_goal_loss(h, torch.randn(2, 5, 3), torch.tensor([2, 2]), torch.tensor([1, 1]))
 
@@ -106,7 +108,7 @@ def test_bad_inputs_raise_clear_errors():
 # ---------------------------------------------------------------- the official code's sampling forms
 
 from goalrm_core.model.losses import earliest_window_positions  # noqa: E402
-from goalrm_core.model.strategies import _mean_sigmoid_cosine  # noqa: E402
+from goalrm_core.model.losses import mean_pair_score  # noqa: E402
 
 
 def test_earliest_window_positions_follow_the_official_formula():
@@ -134,19 +136,20 @@ def test_pair_forms_by_hand():
     sig = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
     source = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]])
     goal = torch.tensor([[[1.0, 0.0], [-1.0, 0.0]]])
+    matched, every = (mean_pair_score(source, goal, Settings(contrastive_pairs=p)).item() for p in ("matched", "all"))
     # matched: cos(s0, g0) = 1, cos(s1, g1) = 0
-    assert _mean_sigmoid_cosine(source, goal, "matched").item() == pytest.approx((sig(1) + sig(0)) / 2)
+    assert matched == pytest.approx((sig(1) + sig(0)) / 2)
     # all: cos = 1, -1, 0, 0 over the four combinations
-    assert _mean_sigmoid_cosine(source, goal, "all").item() == pytest.approx((sig(1) + sig(-1) + 2 * sig(0)) / 4)
-    assert _mean_sigmoid_cosine(source, goal, "all").item() != pytest.approx(_mean_sigmoid_cosine(source, goal, "matched").item())
+    assert every == pytest.approx((sig(1) + sig(-1) + 2 * sig(0)) / 4)
+    assert every != pytest.approx(matched)
 
 
 def test_official_and_matched_forms_differ_but_agree_on_constant_states():
     g = torch.Generator().manual_seed(0)
     chosen, rejected = torch.randn(3, 8, 4, generator=g), torch.randn(3, 8, 4, generator=g)
     n = torch.tensor([5, 8, 3])
-    forms = {(w, p): contrastive_goal_loss(chosen, rejected, n, n, percentile_window=w, pairs=p, sim_samples=4, unsim_samples=4,
-                                           generator=torch.Generator().manual_seed(1)).item()
+    forms = {(w, p): contrastive_goal_loss(chosen, rejected, n, n, Settings(contrastive_window=w, contrastive_pairs=p, sim_samples=4,
+                                                                             unsim_samples=4), torch.Generator().manual_seed(1)).item()
              for w in ("earliest", "latest") for p in ("all", "matched")}
     assert len({round(v, 6) for v in forms.values()}) == 4
     # every state of a response equal: every form is the same hand-computed number
@@ -155,32 +158,36 @@ def test_official_and_matched_forms_differ_but_agree_on_constant_states():
     same_r = torch.tensor([0.0, 1.0, 0.0, 0.0]).expand(3, 8, 4)
     for w in ("earliest", "latest"):
         for p in ("all", "matched"):
-            loss = contrastive_goal_loss(same_c, same_r, n, n, percentile_window=w, pairs=p)
+            loss = contrastive_goal_loss(same_c, same_r, n, n, Settings(contrastive_window=w, contrastive_pairs=p))
             assert loss.item() == pytest.approx(0.5 * (-math.log(sig(1)) - math.log(1 - sig(0))), rel=1e-6)
-    with pytest.raises(ValueError, match="percentile_window"):
-        contrastive_goal_loss(chosen, rejected, n, n, percentile_window="middle")
-    with pytest.raises(ValueError, match="pairs"):
-        contrastive_goal_loss(chosen, rejected, n, n, pairs="some")
+    with pytest.raises(ValueError, match="contrastive_window 'middle'"):
+        Settings(contrastive_window="middle")
+    with pytest.raises(ValueError, match="contrastive_pairs 'some'"):
+        Settings(contrastive_pairs="some")
 
 
 def test_a_registered_strategy_gets_its_hyperparameter_from_the_config(monkeypatch):
     """Adding a contrastive strategy is one registry entry: the objective hands it the config fields
     it names, and the contrastive term scores with it."""
+    import dataclasses
     import types
 
-    from goalrm_core.model import losses
+    from goalrm_core.model import strategies
     from goalrm_core.model.objective import reward_model_loss
     from goalrm_core.train.config import TrainRMConfig
 
-    def scaled(source, goal, pairs, contrastive_temperature):
-        return torch.sigmoid(torch.nn.functional.cosine_similarity(source.float(), goal.float(), dim=-1) / contrastive_temperature).mean()
+    def scaled(source, goal, contrastive_temperature):
+        return strategies.cosine_matrix(source, goal) / contrastive_temperature
 
-    monkeypatch.setitem(losses.CONTRASTIVE_STRATEGIES, "scaled", losses.ContrastiveStrategy(scaled, ("contrastive_temperature",)))
+    monkeypatch.setitem(strategies.CONTRASTIVE_STRATEGIES, "scaled", strategies.ContrastiveStrategy(scaled, ("contrastive_temperature",)))
     chosen, rejected, one = _hidden_with({3: [1.0, 0.0]}), _hidden_with({3: [0.0, 1.0]}), torch.tensor([1])
-    loss = contrastive_goal_loss(chosen, rejected, one, one, beta=0.5, sim_samples=2, unsim_samples=2, strategy="scaled",
-                                 pairs="matched", options={"contrastive_temperature": 0.5})
+    settings = Settings(contrastive_strategy="scaled", sim_samples=2, unsim_samples=2, contrastive_pairs="matched",
+                        options={"contrastive_temperature": 0.5})
+    loss = contrastive_goal_loss(chosen, rejected, one, one, settings)
     sig = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
     assert loss.item() == pytest.approx(0.5 * (-math.log(sig(2.0)) - math.log(1 - sig(0.0))), rel=1e-6)
+    with pytest.raises(ValueError, match=r"'scaled' takes the options \['contrastive_temperature'\], got \[\]"):
+        Settings(contrastive_strategy="scaled")
 
     class Model:  # the RM's outputs for one pair: chosen row first, then rejected
         def __call__(self, input_ids, attention_mask, num_actions=None):
@@ -188,9 +195,82 @@ def test_a_registered_strategy_gets_its_hyperparameter_from_the_config(monkeypat
 
     batch = {"input_ids": torch.zeros(2, 4, dtype=torch.long), "attention_mask": torch.ones(2, 4, dtype=torch.long),
              "num_actions": torch.tensor([1, 1])}
-    cfg = types.SimpleNamespace(**{**vars(TrainRMConfig(reward_model_strategy="contrastive", sim_samples=2, unsim_samples=2,
-                                                        contrastive_pairs="matched")),
-                                   "contrastive_strategy": "scaled", "contrastive_temperature": 0.5})
+    # the config with the new field, as train/config.py would declare it
+    WithTemperature = dataclasses.make_dataclass("WithTemperature", [("contrastive_temperature", float, 0.5)], bases=(TrainRMConfig,))
+    cfg = WithTemperature(reward_model_strategy="contrastive", sim_samples=2, unsim_samples=2, contrastive_pairs="matched")
+    cfg.contrastive_strategy = "scaled"  # registered after the config's choices were read
+    assert cfg.contrastive_settings() == settings
     assert reward_model_loss(Model(), batch, cfg).contrastive_loss.item() == pytest.approx(loss.item(), rel=1e-6)
     cfg.contrastive_temperature = 2.0
     assert reward_model_loss(Model(), batch, cfg).contrastive_loss.item() != pytest.approx(loss.item(), rel=1e-3)
+
+
+# ---------------------------------------------------------------- the strategy contract: similarities in, pairing by the loss
+
+
+def _register(monkeypatch, name, similarity, **entry):
+    from goalrm_core.model import strategies
+
+    monkeypatch.setitem(strategies.CONTRASTIVE_STRATEGIES, name, strategies.ContrastiveStrategy(similarity, **entry))
+
+
+def test_the_loss_pairs_what_a_strategy_scores(monkeypatch):
+    """A strategy sees whole rows under ``all`` (every source with every goal) and one pair per row under
+    ``matched``; with ``average_goals`` it sees one goal per row either way."""
+    from goalrm_core.model.strategies import cosine_matrix
+
+    seen = []
+
+    def recording(source, goal):
+        seen.append((tuple(source.shape), tuple(goal.shape), source.dtype, goal.dtype))
+        return cosine_matrix(source, goal)
+
+    _register(monkeypatch, "recording", recording)
+    _register(monkeypatch, "recording_avg", recording, average_goals=True)
+    g = torch.Generator().manual_seed(0)
+    chosen, rejected = torch.randn(2, 9, 4, generator=g).to(torch.bfloat16), torch.randn(2, 9, 4, generator=g).to(torch.bfloat16)
+    n = torch.tensor([5, 9])
+    expected = {("recording", "all"): [((2, 3, 4), (2, 3, 4)), ((2, 5, 4), (2, 5, 4))],
+                ("recording", "matched"): [((6, 1, 4), (6, 1, 4)), ((10, 1, 4), (10, 1, 4))],
+                ("recording_avg", "all"): [((2, 3, 4), (2, 1, 4)), ((2, 5, 4), (2, 1, 4))],
+                ("recording_avg", "matched"): [((2, 3, 4), (2, 1, 4)), ((2, 5, 4), (2, 1, 4))]}
+    for (name, pairs), shapes in expected.items():
+        seen.clear()
+        contrastive_goal_loss(chosen, rejected, n, n, Settings(contrastive_strategy=name, contrastive_pairs=pairs, sim_samples=3,
+                                                               unsim_samples=5), g)
+        assert [s[:2] for s in seen] == shapes, (name, pairs)
+        assert {s[2:] for s in seen} == {(torch.float32, torch.float32)}  # the states arrive as float32
+
+
+def test_a_strategy_that_pairs_by_itself_is_refused(monkeypatch):
+    """The earlier contract (a strategy returns its mean score over the pairs it chose) or a matched-only
+    result (the k-th source with the k-th goal) cannot slip through: the loss wants the whole matrix."""
+    import torch.nn.functional as F
+
+    _register(monkeypatch, "mean_score", lambda source, goal: torch.sigmoid(F.cosine_similarity(source, goal, dim=-1)).mean())
+    _register(monkeypatch, "diagonal", lambda source, goal: F.cosine_similarity(source, goal, dim=-1))
+    h, n = torch.randn(2, 6, 4), torch.tensor([6, 6])
+    for name, shape in (("mean_score", r"\(\)"), ("diagonal", r"\(2, 4\)")):
+        with pytest.raises(ValueError, match=rf"strategy '{name}' returned shape {shape}, expected \(2, 4, 4\)"):
+            contrastive_goal_loss(h, h, n, n, Settings(contrastive_strategy=name, sim_samples=4, unsim_samples=4))
+
+
+def test_the_settings_are_the_configs_fields_by_name():
+    """Every contrastive setting is the trainer config's field of the same name, type, default, help and
+    valid values (one definition, nothing renamed on the way to the loss); the settings object is read-only."""
+    import dataclasses
+
+    from goalrm_core.train.config import CONTRASTIVE_FIELDS, TrainRMConfig
+
+    config = {f.name: f for f in dataclasses.fields(TrainRMConfig)}
+    for f in dataclasses.fields(Settings):
+        if f.name == "options":
+            continue
+        assert (config[f.name].type, config[f.name].default, dict(config[f.name].metadata)) == (f.type, f.default, dict(f.metadata))
+        assert f.name in CONTRASTIVE_FIELDS
+    settings = TrainRMConfig(pretrain="p", contrastive_loss_beta=0.25, contrastive_window="latest").contrastive_settings()
+    assert (settings.contrastive_loss_beta, settings.contrastive_window, dict(settings.options)) == (0.25, "latest", {})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.sim_samples = 3
+    with pytest.raises(TypeError):
+        settings.options["x"] = 1
