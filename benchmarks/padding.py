@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from goalrm_core.model.encoding import PreferenceCollator  # noqa: E402
-from goalrm_core.report.profiles import load_profile  # noqa: E402
+from goalrm_core.pipeline.profile_files import load_profile  # noqa: E402
 from goalrm_core.study.recipe import RMRecipe, rm_max_len  # noqa: E402
 from goalrm_core.study.training import rm_config  # noqa: E402
 from goalrm_core.train.batching import epoch_batches, item_length, load_items, load_tokenizer  # noqa: E402

@@ -54,7 +54,7 @@ from goalrm_core.model.reward_model import RewardModel  # noqa: E402
 from goalrm_core.model.tokenization import build_char_tokenizer  # noqa: E402
 from goalrm_core.model.templates import apply_template  # noqa: E402
 from goalrm_core.generated_block import update_file  # noqa: E402
-from goalrm_core.report.profiles import load_profile  # noqa: E402
+from goalrm_core.pipeline.profile_files import load_profile  # noqa: E402
 from goalrm_core.study.training import notebook_recipe  # noqa: E402
 from goalrm_core.tasks.toymath import problems as toymath  # noqa: E402
 from goalrm_core.tasks.toymath.pipeline import TEMPLATE, configs_from_profile  # noqa: E402

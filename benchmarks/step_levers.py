@@ -65,7 +65,7 @@ def one_variant(name: str, steps: int, warmup: int, strategy: str) -> dict:
     from goalrm_core.model.encoding import PreferenceCollator, encode_preference_rows
     from goalrm_core.model.objective import reward_model_loss
     from goalrm_core.model.tokenization import build_char_tokenizer
-    from goalrm_core.report.profiles import load_profile
+    from goalrm_core.pipeline.profile_files import load_profile
     from goalrm_core.tasks.toymath.pipeline import TEMPLATE
     from goalrm_core.train.batching import item_length
 
@@ -149,7 +149,7 @@ def profile_default(strategy: str) -> dict:
     import run as harness
 
     from goalrm_core.model.objective import reward_model_loss
-    from goalrm_core.report.profiles import load_profile
+    from goalrm_core.pipeline.profile_files import load_profile
 
     torch.set_num_threads(1)
     setup = harness.Setup("demo", load_profile("demo"), steps=1, reps=1, n_score=0, n_questions=0)
@@ -181,7 +181,7 @@ def trainer_pair(steps: int, reps: int) -> dict:
     import run as harness
 
     from goalrm_core.data.io import write_jsonl
-    from goalrm_core.report.profiles import load_profile
+    from goalrm_core.pipeline.profile_files import load_profile
     from goalrm_core.tasks.toymath.pipeline import TEMPLATE
     from goalrm_core.train.launch import train_command
 

@@ -1,5 +1,5 @@
-"""The project's root, and text shown relative to it: what a page shows must not depend on the
-machine it was made on."""
+"""The project's root, paths resolved against it, and text shown relative to it: what a page or a
+message shows must not depend on the machine it was made on."""
 
 from __future__ import annotations
 
@@ -20,6 +20,21 @@ def project_root() -> Path:
         if (directory / "pyproject.toml").is_file():
             return directory
     return Path(__file__).resolve().parent.parent
+
+
+def resolve_path(p: str | os.PathLike) -> Path:
+    """``p`` itself when absolute, else ``p`` relative to :func:`project_root`."""
+    path = Path(p).expanduser()
+    return path if path.is_absolute() else project_root() / path
+
+
+def shown_path(p: str | os.PathLike) -> str:
+    """``p`` relative to the project root when it lies inside it (``params/demo.yaml``), else as it is:
+    what a message names should not depend on where the project is checked out."""
+    try:
+        return str(Path(p).resolve().relative_to(project_root().resolve()))
+    except ValueError:
+        return str(p)
 
 
 def relative_paths(text: str) -> str:

@@ -37,7 +37,7 @@ from goalrm_core.evaluation import tables  # noqa: E402
 from goalrm_core.study.artifacts import HEADLINE_SETS, first_samples  # noqa: E402
 from goalrm_core.study.rms import STRATEGY  # noqa: E402
 from goalrm_core.study.training import RMRecipe, rm_max_len, train_rms  # noqa: E402
-from goalrm_core.report.profiles import load_profile  # noqa: E402
+from goalrm_core.pipeline.profile_files import load_profile  # noqa: E402
 from goalrm_core.tasks.toymath.pipeline import TEMPLATE  # noqa: E402
 from goalrm_core.model.reward_model import load_reward_model  # noqa: E402
 from goalrm_core.inference.scoring import score_generations  # noqa: E402

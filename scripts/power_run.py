@@ -59,7 +59,7 @@ def main(argv=None) -> int:
     from goalrm_core.data.rundir import RunDir
     from goalrm_core.evaluation.tables import read_scored
     from goalrm_core.inference.scoring import eval_rm
-    from goalrm_core.report.profiles import load_profile
+    from goalrm_core.pipeline.profile_files import load_profile
     from goalrm_core.study import records
     from goalrm_core.study import representations as rep
     from goalrm_core.study import training as tr

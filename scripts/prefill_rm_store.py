@@ -17,7 +17,7 @@ import argparse
 import sys
 
 from goalrm_core.data.rundir import RunDir
-from goalrm_core.report.profiles import load_profile
+from goalrm_core.pipeline.profile_files import load_profile
 from goalrm_core.study.rms import RMS
 from goalrm_core.study.training import notebook_recipe, rm_config
 from goalrm_core.train.store import store_trained_rm

@@ -8,7 +8,7 @@ committed with the points (``.gitignore`` now keeps them), a page re-rendered fr
 (``goalrm sweep --index-only``) said that no point had finished, although every point's metrics are
 committed. A manifest is written back only where the point's ``metrics.json`` holds every stage the
 sweep runs and its recorded profile parameters equal the overrides the plan gives that point today (the
-same test :func:`goalrm_core.report.sweep.point_complete` applies); anything else is refused and nothing
+same test :func:`goalrm_core.pipeline.sweep.point_complete` applies); anything else is refused and nothing
 is written. Each restored manifest says so (``restored``) and has no ``finished`` time: the original was lost.
 """
 
@@ -19,7 +19,7 @@ import json
 import sys
 
 from goalrm_core.data.io import atomic_write_json
-from goalrm_core.report.sweep import load_sweep_spec, plan_sweep
+from goalrm_core.pipeline.sweep import load_sweep_spec, plan_sweep
 from goalrm_core.report.sweep_layout import POINT_MANIFEST
 
 

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from goalrm_core.data.io import append_jsonl, read_jsonl, write_jsonl  # noqa: E402
-from goalrm_core.report.profiles import load_profile  # noqa: E402
+from goalrm_core.pipeline.profile_files import load_profile  # noqa: E402
 from goalrm_core.tasks.toymath import rollout_labels  # noqa: E402
 from goalrm_core.tasks.toymath.pipeline import load_policy, task_config  # noqa: E402
 

@@ -289,7 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--table", action="store_true", help="re-render the table and README section from the records only")
     args = parser.parse_args(argv)
 
-    from goalrm_core.report.profiles import load_profile
+    from goalrm_core.pipeline.profile_files import load_profile
 
     if args.table:
         out = args.out or RECORDS

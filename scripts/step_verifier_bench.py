@@ -39,7 +39,7 @@ from goalrm_core.data.io import read_jsonl  # noqa: E402
 from goalrm_core.inference.goal_state import goal_state_from_pairs  # noqa: E402
 from goalrm_core.inference.scoring import score_generations  # noqa: E402
 from goalrm_core.model.reward_model import load_reward_model  # noqa: E402
-from goalrm_core.report.profiles import load_profile  # noqa: E402
+from goalrm_core.pipeline.profile_files import load_profile  # noqa: E402
 from goalrm_core.study import step_bench  # noqa: E402
 from goalrm_core.study.filter_rules import with_policy_logprobs  # noqa: E402
 from goalrm_core.study.recipe import rm_max_len  # noqa: E402

@@ -70,8 +70,9 @@ def smoke_run(tmp_path_factory, name):
     report folder, the run folder)."""
     import yaml
 
-    from goalrm_core.report.profiles import load_profile, resolve_path
-    from goalrm_core.report.runner import run_report
+    from goalrm_core.paths import resolve_path
+    from goalrm_core.pipeline.profile_files import load_profile
+    from goalrm_core.pipeline.runner import run_report
 
     root = tmp_path_factory.mktemp(name)
     profile = load_profile("smoke") | {"run_dir": str(root / "run"), "torch_threads": 1}
@@ -135,7 +136,7 @@ def write_notebook(path, params_src: str, *body: str, tags: tuple[str, ...] = ()
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
     nb.cells = [
-        head if head is not None else nbformat.v4.new_code_cell("from goalrm_core.report.records import record_metrics"),
+        head if head is not None else nbformat.v4.new_code_cell("from goalrm_core.pipeline.records import record_metrics"),
         nbformat.v4.new_code_cell(params_src, metadata={"tags": ["parameters"]}),
         *(nbformat.v4.new_code_cell(src, metadata={"tags": list(tags)} if tags else {}) for src in body),
     ]

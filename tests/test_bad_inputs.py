@@ -13,7 +13,8 @@ from goalrm_core.study import artifacts
 from goalrm_core.model.encoding import encode_preference_rows
 from goalrm_core.data.io import ArtifactError, atomic_write_json, load_npy, read_jsonl, write_jsonl
 from goalrm_core.model.reward_model import RewardModel, load_reward_model, save_reward_model
-from goalrm_core.report.profiles import check_profile_against_notebooks, load_profile
+from goalrm_core.pipeline.profile_checks import check_profile_against_notebooks
+from goalrm_core.pipeline.profile_files import load_profile
 from goalrm_core.inference.goal_state import check_goal_state
 from goalrm_core.model.reward_model import check_tokenizer_matches
 from goalrm_core.model.tokenization import build_char_tokenizer

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from goalrm_core.report.profiles import load_profile
+from goalrm_core.pipeline.profile_files import load_profile
 
 pytestmark = pytest.mark.slow
 HARNESS = Path(__file__).resolve().parents[1] / "benchmarks" / "run.py"

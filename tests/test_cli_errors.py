@@ -103,7 +103,7 @@ def test_an_over_long_value_is_cut_in_the_error_line(capsys):
     long = "x" * 5000
     assert one_line(f"unknown encoding '{long}'; valid:\n a") == \
         f"unknown encoding '{'x' * 59}…(5,003 characters)'; valid: a"
-    from goalrm_core.report.runner import main as report_main
+    from goalrm_core.pipeline.runner import main as report_main
 
     assert report_main(["--profile", "smoke", "--dry-run", "--set", f"encoding={long}"]) == 2
     err = capsys.readouterr().err

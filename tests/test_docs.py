@@ -122,7 +122,7 @@ def test_the_tables_the_code_defines_are_generated_from_it():
     """docs/'s tables of the official defaults, the profile aliases, the ToyMath benchmarks and the profile keys (notebook and command-line) are
     their definitions in the code, one row per entry (``python scripts/docs_tables.py --write``)."""
     from goalrm_core.recipes.profile_keys import COMMAND_LINE_KEYS
-    from goalrm_core.report.profiles import PROFILE_HELP
+    from goalrm_core.pipeline.profile_rules import PROFILE_HELP
     from goalrm_core.study.recipe import PROFILE_ALIASES, profile_flags
     from goalrm_core.tasks.toymath.problems import CHAIN_BENCHMARKS
     from goalrm_core.train.config import OFFICIAL_DEFAULTS

@@ -45,9 +45,10 @@ from pathlib import Path
 import goalrm_core
 assert Path(goalrm_core.__file__).resolve().is_relative_to(Path.cwd().resolve()), goalrm_core.__file__
 from goalrm_core.cli import main
-from goalrm_core.report.notebook_params import declared_parameters
-from goalrm_core.report.profiles import check_settings, load_profile
-from goalrm_core.report.runner import discover_stages, inspect_stages
+from goalrm_core.pipeline.notebook_params import declared_parameters
+from goalrm_core.pipeline.profile_checks import check_settings
+from goalrm_core.pipeline.profile_files import load_profile
+from goalrm_core.pipeline.runner import discover_stages, inspect_stages
 from goalrm_core.study.training import notebook_recipe, rm_config
 
 assert main(["sync-notebooks"]) == 0                                       # generated, not hand-edited
@@ -122,6 +123,6 @@ def test_a_new_strategy_with_a_hyperparameter_is_four_files_and_trains(tmp_path,
     assert set(seen.read_text().splitlines()) == {"3.0 (2, 2) (2, 2)", "3.0 (2, 3) (2, 3)"}, seen.read_text()
     # the other files a strategy used to need are untouched, the notebooks only regenerated
     for name in ("goalrm_core/choices.py", "goalrm_core/model/losses.py", "goalrm_core/study/recipe.py",
-                 "goalrm_core/report/profiles.py", "params/smoke.yaml"):
+                 "goalrm_core/pipeline/profile_rules.py", "params/smoke.yaml"):
         assert (project / name).read_text() == (ROOT / name).read_text(), name
     assert "contrastive_scale = 2.0" in (project / "notebooks" / "02_training.ipynb").read_text()

@@ -24,8 +24,8 @@ from goalrm_core.inference.forward import iter_scored
 from goalrm_core.inference.goal_state import check_goal_state
 from goalrm_core.model.encoding import encode_prompt_response
 from goalrm_core.model.reward_model import RewardModel, save_reward_model
-from goalrm_core.report.profiles import load_profile
-from goalrm_core.report.sweep import load_sweep_spec
+from goalrm_core.pipeline.profile_files import load_profile
+from goalrm_core.pipeline.sweep import load_sweep_spec
 from goalrm_core.train.distributed import join_process_group, launcher_world
 
 
@@ -133,7 +133,7 @@ def test_yaml_keys_given_twice_and_sweep_values_of_the_wrong_kind(tmp_path):
 
 
 def test_a_report_folder_has_one_writer_and_a_killed_runs_leftovers_are_cleared(tmp_path):
-    from goalrm_core.report.runner import killed_run_cleared, run_report
+    from goalrm_core.pipeline.runner import killed_run_cleared, run_report
 
     out = tmp_path / "reports" / "demo"
     out.mkdir(parents=True)

@@ -1,17 +1,22 @@
 """The package's layers: the core (``model``, ``train``, ``inference``, ``evaluation``, ``data``)
-never imports the layers above it (``cli``, ``study``, ``report``, ``recipes``, ``tasks``), not even
-through the top-level helper modules it uses, and holds no command line of its own; the task package
-never imports the study or the report; and no two modules import each other, directly or around a
-circle (an import under ``if TYPE_CHECKING:`` does not count: it never runs)."""
+never imports the layers above it (``cli``, ``study``, ``report``, ``pipeline``, ``recipes``, ``tasks``),
+not even through the top-level helper modules it uses, and holds no command line of its own; the task
+package never imports the study or the report; the pages (``report``) never import the pipeline that runs
+the notebooks, and read ``metrics.json`` only through their accessor (``report.metrics_view``); and no two
+modules import each other, directly or around a circle (an import under ``if TYPE_CHECKING:`` does not
+count: it never runs)."""
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "goalrm_core"
 CORE = ("model", "train", "inference", "evaluation", "data")
-ABOVE = ("cli", "study", "report", "recipes", "tasks")
+ABOVE = ("cli", "study", "report", "pipeline", "recipes", "tasks")
 
 
 def module_name(path: Path) -> str:
@@ -158,3 +163,85 @@ def test_the_task_package_never_imports_the_study_or_the_report():
     for name in (n for n in MODULES if layer(n) == "tasks"):
         above = {m for m in reached_from(name) if layer(m) in ("study", "report", "recipes", "cli")}
         assert not above, f"{name} loads {sorted(above)}: calibration scripts belong in scripts/"
+
+
+# ------------------------------------------------------------------------ the pages apart from the pipeline
+
+REPORT_MODULES = sorted(n for n in MODULES if layer(n) == "report")
+METRICS_ACCESSOR = "goalrm_core.report.metrics_view"
+
+
+@pytest.mark.parametrize("name", REPORT_MODULES)
+def test_the_pages_never_import_the_pipeline(name):
+    """``report`` turns records into pages: it never loads ``goalrm_core.pipeline``, which runs the
+    notebooks (the pipeline calls on the pages, not the other way round)."""
+    reached = reached_from(name)
+    pipeline = {m: by for m, by in reached.items() if layer(m) == "pipeline"}
+    assert not pipeline, f"{name} loads {sorted(pipeline)} (imported by {sorted(set(pipeline.values()))})"
+
+
+def test_loading_every_page_module_loads_no_pipeline_module():
+    """The same at run time, in a fresh interpreter: whatever the imports above miss (an import by name)."""
+    code = ("import importlib, json, sys\n"
+            f"for name in {REPORT_MODULES!r}:\n"
+            "    importlib.import_module(name)\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('goalrm_core.pipeline'))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=PACKAGE.parent)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+# what opens or lists a file by its path: a path to metrics.json handed to one of these is a read of it
+PATH_TAKERS = {"open", "Path", "PurePath", "glob", "rglob", "joinpath", "join", "read_text", "read_bytes", "load", "loads"}
+
+
+def _names_metrics_file(node: ast.AST) -> bool:
+    """``"metrics.json"``, ``"x/metrics.json"``, ``METRICS_FILE``, or an f-string that ends in either."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value == "metrics.json" or node.value.endswith("/metrics.json")
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        return getattr(node, "id", getattr(node, "attr", None)) == "METRICS_FILE"
+    if isinstance(node, ast.JoinedStr) and node.values:
+        last = node.values[-1]
+        return _names_metrics_file(last.value if isinstance(last, ast.FormattedValue) else last)
+    return False
+
+
+def metrics_paths_built(source: str) -> list[int]:
+    """The lines of ``source`` that build a path to a ``metrics.json`` (``folder / "metrics.json"``,
+    ``folder / METRICS_FILE``) or hand its name to something that opens or lists files (``open``, ``Path``,
+    ``glob`` …). A message or a link that names the file builds no path."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and _names_metrics_file(node.right):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Call):
+            called = getattr(node.func, "id", getattr(node.func, "attr", None))
+            if called in PATH_TAKERS and any(_names_metrics_file(a) for a in [*node.args, *(k.value for k in node.keywords)]):
+                lines.append(node.lineno)
+    return sorted(set(lines))
+
+
+def test_the_metrics_path_finder_finds_a_path():
+    """The finder sees the ways a module would open the file, and not a message or a link naming it."""
+    built = ("p = d / 'metrics.json'\nq = d / METRICS_FILE\nr = root.glob(f'*/{METRICS_FILE}')\n"
+             "s = open('x/metrics.json')\nt = Path(d, 'metrics.json')")
+    assert metrics_paths_built(built) == [1, 2, 3, 4, 5]
+    named = ("raise ValueError(f'{p}: malformed metrics.json')\nlink(d, f'{point}/{METRICS_FILE}', METRICS_FILE)\n"
+             "help = 'a report folder or its metrics.json'")
+    assert metrics_paths_built(named) == []
+
+
+@pytest.mark.parametrize("name", [n for n in REPORT_MODULES if n != METRICS_ACCESSOR])
+def test_the_pages_read_metrics_json_only_through_its_accessor(name):
+    """Only ``report.metrics_view`` opens a ``metrics.json`` (``load_metrics``, ``read_metrics``,
+    ``reports_under``): no other page module builds a path to one, so none reads the file by itself.
+    (``status.json``, the sweep's plan and the executed notebooks are other records, read where they are used.)"""
+    built = metrics_paths_built(MODULES[name].read_text(encoding="utf-8"))
+    assert not built, (f"{name} builds a path to metrics.json on line(s) {built}: read it through "
+                       f"{METRICS_ACCESSOR} (load_metrics, read_metrics, reports_under)")
+
+
+def test_the_accessor_is_where_metrics_json_is_opened():
+    """The rule above has something to hold to: the accessor itself builds the file's path."""
+    assert metrics_paths_built(MODULES[METRICS_ACCESSOR].read_text(encoding="utf-8"))

@@ -10,7 +10,8 @@ import pytest
 # the smoke run, and the session-scoped ``smoke_report`` fixture built on it, live in conftest.py:
 # the browser test (test_report_browser.py) reads the same report
 from conftest import smoke_run
-from goalrm_core.report.profiles import load_profile, project_root, resolve_path
+from goalrm_core.paths import project_root, resolve_path
+from goalrm_core.pipeline.profile_files import load_profile
 from goalrm_core.study import step_bench
 
 # one worker builds the shared smoke report and runs every test that reads it (make test runs two workers)

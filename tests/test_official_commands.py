@@ -242,7 +242,7 @@ def test_paper_math_reads_what_data_setup_downloads(tmp_path, monkeypatch):
     """The paper-math profile's dataset and generations paths are the folders the official data_setup.sh
     unzips (the zipped save_to_disk preference data, the Nemo-Skills generations), read as they come."""
     from goalrm_core.data.preferences import load_preference_rows
-    from goalrm_core.report.profiles import load_profile
+    from goalrm_core.pipeline.profile_files import load_profile
 
     root, data = tmp_path / "project", tmp_path / "data"
     shutil.copytree(ROOT / "examples", root / "examples")

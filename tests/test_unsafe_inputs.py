@@ -112,7 +112,7 @@ def test_the_rm_name_of_a_path_ending_in_dots_is_its_folder(tmp_path):
 @pytest.mark.parametrize("flags", [["--profile", "../demo"], ["--profile", "/etc/x"], ["--name", "../elsewhere"],
                                    ["--name", "/tmp/report"]])
 def test_report_refuses_profile_and_report_names_outside_its_folders(flags, tmp_path, monkeypatch, capsys):
-    from goalrm_core.report.runner import main
+    from goalrm_core.pipeline.runner import main
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as stop:
@@ -125,7 +125,7 @@ def test_report_refuses_profile_and_report_names_outside_its_folders(flags, tmp_
 @pytest.mark.parametrize("flags", [["--spec", "../x"], ["--profile", "../demo", "--grid", "seed=0,1"],
                                    ["--name", "a/b", "--grid", "seed=0,1"]])
 def test_sweep_refuses_names_outside_its_folders(flags, tmp_path, monkeypatch, capsys):
-    from goalrm_core.report.sweep import main
+    from goalrm_core.pipeline.sweep import main
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as stop:
@@ -136,7 +136,7 @@ def test_sweep_refuses_names_outside_its_folders(flags, tmp_path, monkeypatch, c
 
 
 def test_a_profile_name_is_checked_by_the_profile_reader_too(tmp_path):
-    from goalrm_core.report.profiles import load_profile
+    from goalrm_core.pipeline.profile_files import load_profile
 
     (tmp_path / "params").mkdir()
     (tmp_path / "outside.yaml").write_text("seed: 0\n")

@@ -1,4 +1,4 @@
-"""Atomic artifact writes and strict JSONL reading.
+"""Atomic artifact writes, strict JSONL reading, and the time a record is stamped with.
 
 Every artifact the pipeline produces goes through these helpers, so an interrupted run never leaves a
 half-written file behind: data is written to a temporary file in the same directory, then renamed.
@@ -13,6 +13,7 @@ import os
 import tempfile
 import zlib
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
@@ -29,6 +30,12 @@ def _current_umask() -> int:
 
 # The process umask, read once: files and folders goalrm writes get the modes any other program's would.
 UMASK = _current_umask()
+
+
+def timestamp() -> str:
+    """The local time to the second, with its UTC offset, as every record and page stamps it
+    (``2025-01-31T14:05:09+01:00``)."""
+    return datetime.now(timezone.utc).astimezone().isoformat(timespec="seconds")
 
 
 class ArtifactError(ValueError):

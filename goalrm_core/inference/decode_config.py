@@ -3,7 +3,7 @@ or a command line is checked against it without loading a model).
 
 Each field's metadata is the setting's one definition: its help and its valid range. ``goalrm decode``'s
 flags are generated from it (``study.decode_cli``), the profiles' decoding keys take their rules from it
-(``report.profiles``), and a config built in Python is checked against it:
+(``pipeline.profile_rules``), and a config built in Python is checked against it:
 
 >>> DecodeConfig(beam_size=0)
 Traceback (most recent call last):

@@ -50,7 +50,7 @@ from goalrm_core.model.reward_model import load_reward_model, tiny_llama_config
 from goalrm_core.model.templates import apply_template
 from goalrm_core.model.tokenization import build_char_tokenizer
 from goalrm_core.recipes.profile_keys import command_line_profile
-from goalrm_core.report.profiles import resolve_path
+from goalrm_core.paths import resolve_path
 from goalrm_core.study.training import RMRecipe
 from goalrm_core.tasks.toymath import problems as toymath
 from goalrm_core.train.config import TrainRMConfig

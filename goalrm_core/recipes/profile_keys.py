@@ -4,7 +4,7 @@ once, and the check every one of them passes before a command is built.
 A command-line profile is read by :mod:`goalrm_core.recipes.paper`, not by the notebooks. Its keys are of
 three kinds: the trainer's settings under the profile's names (``rm_steps``, ``max_len``, ``bf16``: type,
 range and help from ``TrainRMConfig``, through ``study.recipe``), notebook keys that mean the same here
-(``run_dir``, ``rm_processes``, ``filter_threshold``, ``n_boot``: ``report.profiles``), and the keys only
+(``run_dir``, ``rm_processes``, ``filter_threshold``, ``n_boot``: ``pipeline.profile_rules``), and the keys only
 these commands read, in :data:`COMMAND_LINE_KEYS` below. Any other key is a typo and is refused, with the
 keys it resembles; a value of the wrong type or out of range is refused the same way, in one line naming
 the file, the key and the value.
@@ -16,7 +16,10 @@ import dataclasses
 from typing import Any, Mapping
 
 from goalrm_core.flags import Range
-from goalrm_core.report.profiles import PROFILE_RULES, check_ranges, did_you_mean, load_profile, profile_path, shown_path
+from goalrm_core.paths import shown_path
+from goalrm_core.pipeline.profile_checks import check_ranges, did_you_mean
+from goalrm_core.pipeline.profile_files import load_profile, profile_path
+from goalrm_core.pipeline.profile_rules import PROFILE_RULES
 from goalrm_core.study.recipe import RMRecipe
 
 _COUNT = Range(int, ">= 1")

@@ -29,7 +29,7 @@ A schema-1 run read against a schema-2 run is compared on what both have (the se
 exist in both); the figures and conclusions one side lacks are listed apart.
 
 Library: :func:`compare_runs` (two metrics mappings → a structured result), :func:`render_markdown`,
-:func:`load_metrics`; the figures and their intervals are read in :mod:`~goalrm_core.report.compare_figures`,
+:func:`~goalrm_core.report.metrics_view.load_metrics`; the figures and their intervals are read in :mod:`~goalrm_core.report.compare_figures`,
 the conclusions and their verdicts in :mod:`~goalrm_core.report.compare_conclusions`. Exit 0 whenever
 the comparison was made (disagreement is a result, not an error); a missing or malformed ``metrics.json`` is one line on stderr and exit 2.
 """
@@ -43,9 +43,8 @@ from typing import Any, Mapping
 
 from goalrm_core.flags import run_command
 from goalrm_core.report.compare_conclusions import collect_conclusions
-from goalrm_core.report.compare_figures import GROUPS, METHODS, NOT_STAGES, collect_figures, compare_figure, load_metrics
-from goalrm_core.report.metrics_view import section
-from goalrm_core.report.records import metrics_schema
+from goalrm_core.report.compare_figures import GROUPS, METHODS, NOT_STAGES, collect_figures, compare_figure
+from goalrm_core.report.metrics_view import load_metrics, metrics_schema, section
 
 # --------------------------------------------------------------------------------------- threads
 

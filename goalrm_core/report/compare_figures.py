@@ -1,20 +1,17 @@
-"""The figures ``goalrm compare`` sets side by side: reading a report's ``metrics.json``, collecting every
-figure of one run with its interval (across seeds, seed 0's bootstrap, or a mean over seeds), and the
+"""The figures ``goalrm compare`` sets side by side: collecting every figure of one run (its ``metrics.json``
+read by :func:`goalrm_core.report.metrics_view.load_metrics`) with its interval (across seeds, seed 0's bootstrap, or a mean over seeds), and the
 95% interval of one figure's difference B − A (Welch's t, or a normal approximation from each run's
 interval). The module docstring of :mod:`goalrm_core.report.compare` says which method applies when.
 """
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 from typing import Any, Mapping
 
 from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.evaluation.numeric import num
 from goalrm_core.report.metrics_view import section
-from goalrm_core.report.records import SCHEMA_VERSION
 
 Z95 = 1.959963984540054  # the normal 97.5% quantile
 ALPHA = 0.05
@@ -35,34 +32,6 @@ METHODS = {
     "welch_summary": "Welch t (from each run's t-interval over seeds)",
     "normal": "normal approx. (from each run's 95% CI)",
 }
-
-
-# ------------------------------------------------------------------------------------- reading
-
-
-def load_metrics(path: str | Path) -> dict:
-    """The metrics of a report: ``path`` is a report folder (its ``metrics.json``) or the file.
-    A missing file is a ``FileNotFoundError``, a malformed one a ``ValueError``, each naming it."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / "metrics.json"
-    if not p.is_file():
-        raise FileNotFoundError(f"{p}: no such metrics.json (give a report folder or its metrics.json)")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise ValueError(f"{p}: malformed metrics.json (not UTF-8 text)") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{p}: malformed metrics.json ({e.msg}, line {e.lineno})") from None
-    except RecursionError:
-        raise ValueError(f"{p}: malformed metrics.json (nested too deeply to be one goalrm wrote)") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{p}: malformed metrics.json (expected a JSON object, got {type(data).__name__})")
-    version = data.get("schema_version", 1)
-    if version not in range(1, SCHEMA_VERSION + 1) or isinstance(version, bool):
-        raise ValueError(f"{p}: schema_version {json.dumps(version)[:40]} is not one this goalrm reads "
-                         f"(1 to {SCHEMA_VERSION}): it would be compared as if it were another")
-    return data
 
 
 def is_across(x: Any) -> bool:

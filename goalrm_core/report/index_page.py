@@ -10,9 +10,8 @@ from typing import Any, Mapping
 
 from goalrm_core.report.findings import over_questions
 from goalrm_core.report.frontpage import answer, gate_state, result_sections, step_answer
-from goalrm_core.report.metrics_view import Metrics, entries, mapping, value
-from goalrm_core.report.provenance import PROVENANCE_KEY, provenance_html
-from goalrm_core.report.records import TIMINGS_KEY
+from goalrm_core.report.metrics_view import PROVENANCE_KEY, TIMINGS_KEY, Metrics, entries, mapping, value
+from goalrm_core.report.provenance import provenance_html
 from goalrm_core.report.regimes import regimes_html
 from goalrm_core.report.reproduction import dropped, primary_rows, reruns_of, verdicts
 from goalrm_core.report.templating import render, stage_view

@@ -1,4 +1,6 @@
-"""One typed view of ``metrics.json`` for the pages: the parts they read (the sections, each scorer's
+"""``metrics.json`` for the pages: the one place in ``report/`` that reads the file (:func:`load_metrics`,
+:func:`read_metrics`, :func:`reports_under`), the names of its top-level sections besides the stages', and
+one typed view of it: the parts the pages read (the sections, each scorer's
 AUROC per benchmark with its interval, the primary summaries across seeds, the profile's parameters)
 as values that are always of the expected type, so a page never checks what a damaged or older file
 holds. A missing key, or a value that is not a mapping where one is expected, reads as absent
@@ -13,12 +15,84 @@ holds. A missing key, or a value that is not a mapping where one is expected, re
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study.rms import RMS
+
+#: a report folder's record of its results (written by :mod:`goalrm_core.pipeline.records`)
+METRICS_FILE = "metrics.json"
+# metrics.json's sections besides the stages': wall-clock numbers, which differ between identical runs
+TIMINGS_KEY = "timings"
+# and what produced the report (:mod:`goalrm_core.pipeline.provenance`), which differs between runs too
+PROVENANCE_KEY = "provenance"
+# metrics.json's layout: readers take a file without the key for schema 1 (before across-seed figures)
+SCHEMA_KEY = "schema_version"
+SCHEMA_VERSION = 2
+
+
+def metrics_schema(metrics: Mapping[str, Any]) -> int | None:
+    """The schema of a ``metrics.json`` read back: its ``schema_version``, 1 when the key is absent, None
+    when what it records is no integer (``goalrm compare`` writes ``schema ?``; reading the file,
+    :func:`load_metrics` refuses it)."""
+    value = metrics.get(SCHEMA_KEY, 1)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+# ------------------------------------------------------------------------------------- reading
+
+
+def load_metrics(path: str | Path) -> dict:
+    """The metrics of a report: ``path`` is a report folder (its ``metrics.json``) or the file.
+    A missing file is a ``FileNotFoundError``, a malformed one a ``ValueError``, each naming it."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / METRICS_FILE
+    if not p.is_file():
+        raise FileNotFoundError(f"{p}: no such metrics.json (give a report folder or its metrics.json)")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError(f"{p}: malformed metrics.json (not UTF-8 text)") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{p}: malformed metrics.json ({e.msg}, line {e.lineno})") from None
+    except RecursionError:
+        raise ValueError(f"{p}: malformed metrics.json (nested too deeply to be one goalrm wrote)") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{p}: malformed metrics.json (expected a JSON object, got {type(data).__name__})")
+    version = data.get(SCHEMA_KEY, 1)
+    if version not in range(1, SCHEMA_VERSION + 1) or isinstance(version, bool):
+        raise ValueError(f"{p}: schema_version {json.dumps(version)[:40]} is not one this goalrm reads "
+                         f"(1 to {SCHEMA_VERSION}): it would be compared as if it were another")
+    return data
+
+
+def read_metrics(report_dir: str | Path, strict: bool = False, absent: Any = None) -> Any:
+    """What ``<report_dir>/metrics.json`` holds, as parsed; ``absent`` where there is no such file. A file
+    that cannot be read or parsed reads as None, or with ``strict`` raises (``OSError``,
+    ``json.JSONDecodeError``)."""
+    path = Path(report_dir) / METRICS_FILE
+    if not path.is_file():
+        return absent
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        if strict:
+            raise
+        return None
+
+
+def reports_under(root: str | Path) -> dict[str, Any]:
+    """Every ``<root>/*/metrics.json``, in the order of their paths, by folder name: what each holds as
+    parsed (None where it cannot be read or parsed); empty where ``root`` is no folder."""
+    root = Path(root)
+    if not root.is_dir():
+        return {}
+    return {p.parent.name: read_metrics(p.parent) for p in sorted(root.glob(f"*/{METRICS_FILE}"))}
 
 
 def value(tree: Any, *keys: Any, default: Any = None) -> Any:

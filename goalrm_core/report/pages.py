@@ -1,6 +1,6 @@
 """Report pages: an executed notebook exported as a self-contained HTML page (inputs hidden,
 no CDN scripts it does not need, paths made project-relative), with a navigation bar and a table of
-contents built from its headings. ``goalrm_core.report.runner`` calls these after each stage."""
+contents built from its headings. ``goalrm_core.pipeline.runner`` calls these after each stage."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.report import regimes
 from goalrm_core.report.formats import across, ci, fixed
-from goalrm_core.report.metrics_view import detail_seed
+from goalrm_core.report.metrics_view import detail_seed, read_metrics
 from goalrm_core.generated_block import update_file
 from goalrm_core.report.provenance import speed_text
 from goalrm_core.evaluation.verdicts import policy_scope
@@ -31,7 +31,9 @@ REPORT = Path("reports/demo")
 RERUNS = Path("reports/reproducibility")
 
 
-def _read(path: Path) -> dict:
+def _read_status(report: Path) -> dict:
+    """The report's ``status.json`` (what ran and for how long), ``{}`` where there is none."""
+    path = report / "status.json"
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
 
 
@@ -56,12 +58,12 @@ def _commit(metrics: dict) -> str:
 
 def findings(report: Path = REPORT, reruns: Path = RERUNS) -> str:
     """The README's "What the demo shows" numbers, as Markdown."""
-    metrics, status = _read(report / "metrics.json"), _read(report / "status.json")
+    metrics, status = read_metrics(report, strict=True, absent={}), _read_status(report)
     ev, data = metrics.get("evaluation", {}), metrics.get("data", {})
     primary = ev.get("primary", {})
     params = metrics.get("provenance", {}).get("profile", {}).get("parameters", {})
     rerun_runs = reruns_of(report) if reruns == report.parent / "reproducibility" else {
-        p.name: _read(p / "metrics.json") for p in sorted(reruns.glob("*")) if (p / "metrics.json").is_file()}
+        p.name: m for p in sorted(reruns.glob("*")) if (m := read_metrics(p, strict=True)) is not None}
     out = [f"From the committed [`reports/demo/`](reports/demo/index.html): {primary.get('n_seeds', '?')} RM seeds per RM, "
            f"{params.get('rm_steps', '?')} steps each; {params.get('n_benchmark_questions', '?')} questions per benchmark; "
            f"{params.get('torch_threads', '?')} torch threads; headline set `{primary.get('headline', ev.get('headline', '?'))}`.", ""]

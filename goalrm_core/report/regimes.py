@@ -11,13 +11,12 @@ README. Every cell is read from the reports' ``metrics.json``; a design whose re
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 from typing import Any, Mapping
 
 from goalrm_core.evaluation.numeric import num
 from goalrm_core.report.formats import across, ci
-from goalrm_core.report.metrics_view import detail_seed
+from goalrm_core.report.metrics_view import detail_seed, read_metrics
 from goalrm_core.report.reproduction import primary_rows, verdict_text
 
 #: The designs, in the order the table shows them, with what sets each apart.
@@ -72,9 +71,9 @@ def read_reports(root: Path) -> dict[str, dict]:
     """The committed reports of :data:`DESIGNS` under ``root`` (``<root>/<design>/metrics.json``), by design."""
     out = {}
     for name in DESIGNS:
-        path = Path(root) / name / "metrics.json"
-        if path.is_file():
-            out[name] = json.loads(path.read_text(encoding="utf-8"))
+        metrics = read_metrics(Path(root) / name, strict=True)
+        if metrics is not None:
+            out[name] = metrics
     return out
 
 

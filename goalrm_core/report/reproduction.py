@@ -10,11 +10,11 @@ other way does not read the same as one that finds none.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from goalrm_core.evaluation import verdicts as states
+from goalrm_core.report.metrics_view import read_metrics, reports_under
 
 REPRODUCIBILITY = "reproducibility"
 #: ``holds`` of a summary as words, for readers that have nothing else (prefer :func:`verdict_text`).
@@ -79,20 +79,12 @@ def _profile_name(metrics: Mapping[str, Any]) -> str | None:
 def reruns_of(report_dir: Path) -> dict[str, dict]:
     """The reruns of a report, by name: ``<report_dir>/../reproducibility/*/metrics.json`` whose profile is
     the report's own (a rerun of the demo is no rerun of another design's report beside it)."""
-    root = Path(report_dir).parent / REPRODUCIBILITY
-    own = Path(report_dir) / "metrics.json"
-    try:
-        profile = _profile_name(json.loads(own.read_text(encoding="utf-8"))) if own.is_file() else None
-    except (OSError, json.JSONDecodeError):
-        profile = None
+    own = read_metrics(report_dir)
+    profile = _profile_name(own) if own is not None else None
     out = {}
-    for p in sorted(root.glob("*/metrics.json")) if root.is_dir() else []:
-        try:
-            metrics = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            continue
-        if profile is None or _profile_name(metrics) in (None, profile):
-            out[p.parent.name] = metrics
+    for name, metrics in reports_under(Path(report_dir).parent / REPRODUCIBILITY).items():
+        if metrics is not None and (profile is None or _profile_name(metrics) in (None, profile)):
+            out[name] = metrics
     return out
 
 

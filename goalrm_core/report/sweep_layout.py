@@ -1,5 +1,5 @@
 """Where a sweep keeps its files and how it names a swept value: shared by the sweep
-(:mod:`goalrm_core.report.sweep`) and its comparison page (:mod:`goalrm_core.report.sweep_page`), which
+(:mod:`goalrm_core.pipeline.sweep`) and its comparison page (:mod:`goalrm_core.report.sweep_page`), which
 reads only files and never runs a sweep."""
 
 from __future__ import annotations

@@ -18,11 +18,10 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from goalrm_core.data.io import atomic_write_text
+from goalrm_core.data.io import atomic_write_text, timestamp
 from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.evaluation.stats import wilson_rate_interval as wilson  # the name tests/test_library_equivalents.py and docs/design.md use
-from goalrm_core.report.provenance import _now
-from goalrm_core.report.metrics_view import Auroc, Metrics, entries, mapping, section, value
+from goalrm_core.report.metrics_view import METRICS_FILE, Auroc, Metrics, entries, mapping, read_metrics, section, value
 from goalrm_core.report.page_parts import png
 from goalrm_core.report.templating import render
 from goalrm_core.report.sweep_layout import PAIRED_FILE, PLAN_FILE, POINT_MANIFEST, format_value
@@ -56,7 +55,7 @@ def point_rows(plan: Mapping, report_dir: Path) -> list[dict]:
     n_eval = plan.get("n_eval_pairs")
     rows = []
     for p in plan["points"]:
-        m = Metrics(_read(report_dir / p["name"] / "metrics.json"))
+        m = Metrics(read_metrics(report_dir / p["name"]))
         ev, training = m.evaluation, m.training
         row: dict[str, Any] = {"point": p["name"], "values": {k: p["values"].get(k, plan["base_values"][k]) for k in plan["grid"]},
                                "status": point_status(report_dir, p["name"]), "has_metrics": bool(m.raw), "auroc": {}, "accuracy": {}}
@@ -157,7 +156,7 @@ def verdict(plan: Mapping, rows: list[dict]) -> str:
 def profile_note(plan: Mapping, rows: list[dict], report_dir: Path) -> str:
     """Why the base point's numbers are not the profile report's: its steps and seeds against the
     report's (``<reports>/<profile>/metrics.json``, beside the sweep), where that report is there."""
-    m = _read(report_dir.parent / str(plan.get("profile")) / "metrics.json")
+    m = read_metrics(report_dir.parent / str(plan.get("profile")))
     base = next((r for r in rows if r["point"] == plan.get("default_point")), None)
     if not isinstance(m, dict) or base is None:
         return ""
@@ -188,9 +187,9 @@ def _code(metrics: Any) -> str | None:
 def code_note(plan: Mapping, report_dir: Path) -> str:
     """The code every point ran on, from their ``metrics.json`` provenance, and the code of the profile's
     report beside the sweep where there is one: numbers from different code are not comparable."""
-    runs = {p["name"]: _read(report_dir / p["name"] / "metrics.json") for p in plan["points"]}
+    runs = {p["name"]: read_metrics(report_dir / p["name"]) for p in plan["points"]}
     if plan.get("shared"):
-        runs["shared"] = _read(report_dir / "shared" / "metrics.json")
+        runs["shared"] = read_metrics(report_dir / "shared")
     by_code: dict[str, list[str]] = {}
     for name, m in runs.items():
         code = _code(m)
@@ -208,7 +207,7 @@ def code_note(plan: Mapping, report_dir: Path) -> str:
 
     parts = [f"{who(names)} ran at {code}" for code, names in by_code.items()]
     said = "Code: " + "; ".join(parts) + (f" ({dates[0]}" + (f" to {dates[-1]})" if dates[-1] != dates[0] else ")") if dates else "") + "."
-    report = _read(report_dir.parent / str(plan.get("profile")) / "metrics.json")
+    report = read_metrics(report_dir.parent / str(plan.get("profile")))
     report_code = _code(report)
     if report_code and set(by_code) != {report_code}:
         said += (f" The {plan.get('profile')} report beside this sweep ran at {report_code}: its numbers come from other code "
@@ -283,7 +282,7 @@ def training_table(plan: Mapping, rows: list[dict], report_dir: Path, report_lin
     for r in rows:
         saved, low, high = r["tokens_saved"]
         links = [_link(report_dir, f"{r['point']}/index.html", "report") if report_links else "",
-                 _link(report_dir, f"{r['point']}/metrics.json", "metrics.json")]
+                 _link(report_dir, f"{r['point']}/{METRICS_FILE}", METRICS_FILE)]
         table.append([_point_cell(plan, r), e(fmt.ci(*r["q_auroc"])),
                       *(e(fmt.undefined() if r["accuracy"].get(rm) is None else fmt.ci(*r["accuracy"][rm][:3])) for rm in RMS),
                       e(fmt.interval(saved, low, high, 1, suffix=" %")), e(r["status"]), " · ".join(x for x in links if x)])
@@ -342,7 +341,7 @@ def render_comparison(plan: Mapping, report_dir: Path, report_links: bool = True
     AUROCs and a figure per swept key; then the configuration of each point and what ran."""
     rows = point_rows(plan, report_dir)
     return render(
-        "sweep.html.j2", plan=plan, generated=_now(), n_done=sum(r["status"] == "complete" for r in rows), n_points=len(rows),
+        "sweep.html.j2", plan=plan, generated=timestamp(), n_done=sum(r["status"] == "complete" for r in rows), n_points=len(rows),
         verdict=verdict(plan, rows), seeds_note=seeds_note(plan, rows), note=profile_note(plan, rows, report_dir),
         code=code_note(plan, report_dir),
         bench=ID_BENCH, base=base_label(plan, rows), q_series=Q_SERIES,
@@ -352,7 +351,7 @@ def render_comparison(plan: Mapping, report_dir: Path, report_links: bool = True
         grid="; ".join(f"{k} ∈ {{{', '.join(map(str, v))}}}" for k, v in plan["grid"].items()),
         common=", ".join(f"{k}={v}" for k, v in plan.get("common", {}).items()) or "none",
         shared=", ".join(plan.get("shared", [])) or "none", plan_file=PLAN_FILE,
-        shared_link=_link(report_dir, "shared/metrics.json", "metrics.json") if plan.get("shared") else "")
+        shared_link=_link(report_dir, f"shared/{METRICS_FILE}", METRICS_FILE) if plan.get("shared") else "")
 
 
 def write_comparison(report_dir: Path, report_links: bool = True) -> Path:

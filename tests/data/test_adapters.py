@@ -27,7 +27,7 @@ from goalrm_core.data.io import ArtifactError, read_jsonl
 from goalrm_core.data.questions import preference_pairs, split_by_question
 from goalrm_core.data.schema import GENERATION_FIELDS
 from goalrm_core.data.preferences import PreferenceDataError
-from goalrm_core.report.profiles import load_profile
+from goalrm_core.pipeline.profile_files import load_profile
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 needs_shared = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data is absent")
@@ -390,7 +390,7 @@ def test_a_command_line_profile_is_checked_whole_before_a_command_is_built(chang
     one of COMMAND_LINE_KEYS; a typo or a bad value stops the command in one line, naming where it came from."""
     from goalrm_core.recipes.paper import paper_script
     from goalrm_core.recipes.profile_keys import check_command_line_profile, command_line_profile
-    from goalrm_core.report.profiles import COMMAND_LINE_PROFILES
+    from goalrm_core.pipeline.profile_files import COMMAND_LINE_PROFILES
 
     for name in COMMAND_LINE_PROFILES:
         assert command_line_profile(name) == load_profile(name)

@@ -75,7 +75,7 @@ def test_select_top_rejects_bad_beam_size():
 def test_a_search_config_out_of_range_is_refused_in_python_as_on_the_command_line(bad, message):
     """DecodeConfig's fields carry their ranges; a config built in Python is checked against them, and
     ``goalrm decode``'s flags and the profiles' decoding keys take the same ranges and help from them."""
-    from goalrm_core.report.profiles import PROFILE_HELP, PROFILE_RULES
+    from goalrm_core.pipeline.profile_rules import PROFILE_HELP, PROFILE_RULES
     from goalrm_core.study.decode_cli import build_parser
 
     with pytest.raises(ValueError) as caught:

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from goalrm_core.report.pages import raw_outputs
-from goalrm_core.report.profiles import resolve_path
+from goalrm_core.paths import resolve_path
 from goalrm_core.study import formatting as fmt
 
 

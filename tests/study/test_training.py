@@ -12,7 +12,8 @@ import pytest
 from goalrm_core.data.io import write_jsonl
 from goalrm_core.data.rundir import RunDir
 from goalrm_core.model.reward_model import load_reward_model
-from goalrm_core.report.profiles import available_profiles, load_profile, resolve_path
+from goalrm_core.paths import resolve_path
+from goalrm_core.pipeline.profile_files import available_profiles, load_profile
 from goalrm_core.study import training as tr
 from goalrm_core.study.training import RMRecipe, rm_max_len
 from goalrm_core.train.config import TrainRMConfig

@@ -6,7 +6,7 @@ import importlib.util
 import pytest
 
 from goalrm_core.paths import project_root
-from goalrm_core.report.profiles import load_profile
+from goalrm_core.pipeline.profile_files import load_profile
 
 _spec = importlib.util.spec_from_file_location("smoke_margin", project_root() / "scripts" / "smoke_margin.py")
 sm = importlib.util.module_from_spec(_spec)

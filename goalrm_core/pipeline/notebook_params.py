@@ -190,7 +190,8 @@ def missing_keys(profile: Mapping[str, Any], declared: Mapping[str, Mapping[str,
 
 
 def main(argv: list[str] | None = None) -> int:
-    from goalrm_core.report.profiles import load_profile, resolve_path
+    from goalrm_core.paths import resolve_path
+    from goalrm_core.pipeline.profile_files import load_profile
 
     parser = argparse.ArgumentParser(prog="goalrm sync-notebooks",
                                      description=f"Write the notebooks' parameters cells (names and values) from the resolved "

@@ -154,5 +154,5 @@ def quiet_batch_run(shell=None) -> None:
 
 
 def load_ipython_extension(shell) -> None:
-    """``--IPKernelApp.extra_extensions=goalrm_core.report.batch_run``: how the report runner quiets a kernel."""
+    """``--IPKernelApp.extra_extensions=goalrm_core.pipeline.batch_run``: how the report runner quiets a kernel."""
     quiet_batch_run(shell)

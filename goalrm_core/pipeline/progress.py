@@ -11,9 +11,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from goalrm_core.paths import relative_paths
-from goalrm_core.report.profiles import shown_path
-from goalrm_core.report.status import load_previous
+from goalrm_core.paths import relative_paths, shown_path
+from goalrm_core.pipeline.status import load_previous
 
 #: The statuses of a stage whose artifacts stand (run now, or kept from an earlier run).
 SUCCEEDED = ("ok", "kept")

@@ -37,16 +37,16 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from goalrm_core.flags import path_part, positive_int, run_command
-from goalrm_core.data.io import ArtifactError, atomic_write_json
+from goalrm_core.data.io import ArtifactError, atomic_write_json, timestamp
 from goalrm_core.data.rundir import STAGE_FOLDERS, RunDir
-from goalrm_core.report.profiles import (check_profile_against_notebooks, check_ranges, coerce_to_declared, load_profile,
-                                         notebook_profile, parse_set_flags, parse_value, read_yaml, resolve_path, sweep_spec_path,
-                                         unknown_key_message)
-from goalrm_core.report.provenance import _now
-from goalrm_core.report.records import stage_is_current
+from goalrm_core.paths import resolve_path
+from goalrm_core.pipeline.profile_checks import check_profile_against_notebooks, check_ranges, coerce_to_declared, unknown_key_message
+from goalrm_core.pipeline.profile_files import load_profile, notebook_profile, read_yaml, sweep_spec_path
+from goalrm_core.pipeline.profile_values import parse_set_flags, parse_value
+from goalrm_core.pipeline.records import stage_is_current
+from goalrm_core.pipeline.runner import (USER_REPORTS, discover_stages, inspect_stages, match_stage, run_dir_of, run_report,
+                                         stage_parameters)
 from goalrm_core.report.sweep_layout import PAIRED_FILE, PLAN_FILE, POINT_MANIFEST, format_value
-from goalrm_core.report.runner import (USER_REPORTS, discover_stages, inspect_stages, match_stage, run_dir_of, run_report,
-                                       stage_parameters)
 from goalrm_core.study.training import RMRecipe
 
 # Keys the sweep sets itself for every point: a grid or --set may not.
@@ -377,7 +377,7 @@ def _run_point(job: dict) -> int:
     if code == 0:
         atomic_write_json(Path(job["reports_root"]) / job["report_name"] / POINT_MANIFEST,
                           {"point": job["point"], "values": job["values"], "overrides": job["overrides"],
-                           "stages": job["stages"], "finished": _now()})
+                           "stages": job["stages"], "finished": timestamp()})
     return code
 
 

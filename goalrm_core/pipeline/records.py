@@ -1,7 +1,8 @@
 """What a report run records: each stage's metrics, the run's provenance and the timings in
 ``<reports_dir>/metrics.json``, and, in the run directory, which stages succeeded with which
-parameters (``RunDir.stage_record``). A notebook records through :class:`~goalrm_core.report.stage.Stage`,
-which needs this module and not the runner."""
+parameters (``RunDir.stage_record``). A notebook records through :class:`~goalrm_core.pipeline.stage.Stage`,
+which needs this module and not the runner. The file's layout (its section names and schema) is the
+reader's, :mod:`goalrm_core.report.metrics_view`."""
 
 from __future__ import annotations
 
@@ -10,16 +11,10 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-from goalrm_core.data.io import ArtifactError, atomic_write_json
+from goalrm_core.data.io import ArtifactError, atomic_write_json, timestamp
 from goalrm_core.data.rundir import RunDir
-from goalrm_core.report.profiles import resolve_path
-from goalrm_core.report.provenance import PROVENANCE_KEY, _now
-
-# metrics.json's sections besides the stages': wall-clock numbers, which differ between identical runs
-TIMINGS_KEY = "timings"
-# metrics.json's layout: readers take a file without the key for schema 1 (before across-seed figures)
-SCHEMA_KEY = "schema_version"
-SCHEMA_VERSION = 2
+from goalrm_core.paths import resolve_path
+from goalrm_core.report.metrics_view import METRICS_FILE, PROVENANCE_KEY, SCHEMA_KEY, SCHEMA_VERSION, TIMINGS_KEY
 
 
 def _sorted_tree(obj: Any) -> Any:
@@ -56,11 +51,11 @@ def record_metrics(
     disappears. Wall-clock numbers go under a separate top-level ``"timings"`` section: everything
     else in the file is then identical across identical runs and can be diffed. The top-level
     ``"schema_version"`` (:data:`SCHEMA_VERSION`) says which layout the file has; a file without it
-    is schema 1 (:func:`metrics_schema`).
+    is schema 1 (:func:`~goalrm_core.report.metrics_view.metrics_schema`).
     """
     if stage in (TIMINGS_KEY, PROVENANCE_KEY, SCHEMA_KEY):
         raise ValueError(f"stage name {stage!r} is reserved for the {stage} section")
-    path = resolve_path(reports_dir) / "metrics.json"
+    path = resolve_path(reports_dir) / METRICS_FILE
     data = read_json_object(path)
     data[stage] = dict(metrics)
     if timings is not None:
@@ -73,20 +68,12 @@ def record_metrics(
 def record_provenance(provenance: Mapping[str, Any], reports_dir: str | os.PathLike) -> Path:
     """Write what produced this report (:func:`collect_provenance`) into ``metrics.json`` under
     ``"provenance"``. Like ``"timings"`` it differs between identical runs: compare runs without it."""
-    path = resolve_path(reports_dir) / "metrics.json"
+    path = resolve_path(reports_dir) / METRICS_FILE
     data = read_json_object(path)
     data[PROVENANCE_KEY] = dict(provenance)
     data[SCHEMA_KEY] = SCHEMA_VERSION
     atomic_write_json(path, _sorted_tree(data))
     return path
-
-
-def metrics_schema(metrics: Mapping[str, Any]) -> int | None:
-    """The schema of a ``metrics.json`` read back: its ``schema_version``, 1 when the key is absent, None
-    when what it records is no integer (``goalrm compare`` writes ``schema ?``; reading the file,
-    :func:`goalrm_core.report.compare_figures.load_metrics` refuses it)."""
-    value = metrics.get(SCHEMA_KEY, 1)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 # Parameters that name where a stage's report goes, not what the stage computes.
@@ -96,7 +83,7 @@ _REPORT_ONLY = ("profile", "reports_dir")
 def record_stage(run_dir: Path, stage: str, params: Mapping[str, Any]) -> None:
     """Note in the run directory that ``stage`` succeeded, and with which parameters."""
     computed = {k: v for k, v in params.items() if k not in _REPORT_ONLY}
-    atomic_write_json(RunDir(run_dir).stage_record(stage), {"stage": stage, "finished": _now(), "parameters": _sorted_tree(computed)})
+    atomic_write_json(RunDir(run_dir).stage_record(stage), {"stage": stage, "finished": timestamp(), "parameters": _sorted_tree(computed)})
 
 
 def stage_is_current(run_dir: Path, stage: str, params: Mapping[str, Any]) -> bool:

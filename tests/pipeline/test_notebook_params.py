@@ -5,8 +5,8 @@ import shutil
 
 import pytest
 
-from goalrm_core.report import notebook_params as nbp
-from goalrm_core.report.profiles import load_profile
+from goalrm_core.pipeline import notebook_params as nbp
+from goalrm_core.pipeline.profile_files import load_profile
 from goalrm_core.paths import project_root
 
 NOTEBOOKS = project_root() / "notebooks"
@@ -73,7 +73,7 @@ def test_declared_parameters_are_what_papermill_reports():
     what papermill's own inspection reports (name, annotation, default text)."""
     import papermill as pm
 
-    from goalrm_core.report.notebook_params import declared_parameters
+    from goalrm_core.pipeline.notebook_params import declared_parameters
 
     fields = ("name", "inferred_type_name", "default")
     for path in sorted((project_root() / "notebooks").glob("0[0-9]_*.ipynb")):

@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from goalrm_core.data.rundir import RunDir
-from goalrm_core.report.profiles import resolve_path
-from goalrm_core.report.notebook_params import declared_keys
-from goalrm_core.report.records import record_metrics, record_stage
-from goalrm_core.paths import project_root
-from goalrm_core.report.batch_run import BATCH_VAR
+from goalrm_core.paths import project_root, resolve_path
+from goalrm_core.pipeline.batch_run import BATCH_VAR
+from goalrm_core.pipeline.notebook_params import declared_keys
+from goalrm_core.pipeline.records import record_metrics, record_stage
 from goalrm_core.threads import set_torch_threads
 
 

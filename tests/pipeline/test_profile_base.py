@@ -3,7 +3,7 @@ base is one line naming the file, the field and the value."""
 
 import pytest
 
-from goalrm_core.report.profiles import load_profile
+from goalrm_core.pipeline.profile_files import load_profile
 
 
 def write(directory, name, text):
@@ -36,7 +36,7 @@ def test_a_bad_base_is_one_line_naming_file_field_and_value(tmp_path, files, mes
 
 
 def test_the_notebook_profiles_inherit_from_the_demo_and_state_only_differences():
-    from goalrm_core.report.profiles import profile_path, read_yaml
+    from goalrm_core.pipeline.profile_files import profile_path, read_yaml
 
     demo = load_profile("demo")
     for name in ("smoke", "confident", "multidigit"):

@@ -1,13 +1,13 @@
-"""A notebook's start and end (report/stage.Stage): threads recorded, and a run by hand records its stage."""
+"""A notebook's start and end (pipeline/stage.Stage): threads recorded, and a run by hand records its stage."""
 
 import json
 
 from IPython.core.interactiveshell import InteractiveShell
 
-from goalrm_core.report.notebook_params import interactive_defaults
-from goalrm_core.report.records import stage_is_current
-from goalrm_core.report.stage import Stage
-from goalrm_core.report.batch_run import BATCH_VAR
+from goalrm_core.pipeline.notebook_params import interactive_defaults
+from goalrm_core.pipeline.records import stage_is_current
+from goalrm_core.pipeline.stage import Stage
+from goalrm_core.pipeline.batch_run import BATCH_VAR
 
 
 def test_a_notebook_run_by_hand_records_its_stage_and_threads(tmp_path, monkeypatch):
@@ -50,13 +50,13 @@ def test_under_the_runner_the_stage_leaves_the_record_to_it(tmp_path, monkeypatc
 
 
 def test_a_notebook_records_and_shows_the_gate_without_loading_the_runner():
-    """Stage records through report.records and the gate notice comes from index_page: a notebook
+    """Stage records through pipeline.records and the gate notice comes from index_page: a notebook
     that imports both does not load the report runner."""
     import subprocess
     import sys
 
-    code = ("import sys, goalrm_core.report.stage, goalrm_core.report.index_page; "
-            "print('goalrm_core.report.runner' in sys.modules)")
+    code = ("import sys, goalrm_core.pipeline.stage, goalrm_core.report.index_page; "
+            "print('goalrm_core.pipeline.runner' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -64,7 +64,7 @@ def test_a_notebook_records_and_shows_the_gate_without_loading_the_runner():
 def test_parts_of_a_stage_are_timed_apart_from_its_metrics(tmp_path, monkeypatch):
     """``stage.part`` times named steps into the stage's timings (never its metrics, which identical runs
     share), adding up a part entered twice; the runner's line for the stage reads them back."""
-    from goalrm_core.report.runner import _stage_parts
+    from goalrm_core.pipeline.runner import _stage_parts
 
     monkeypatch.setenv(BATCH_VAR, "1")
     stage = Stage.start("data", tmp_path / "run", tmp_path / "report", torch_threads=1)

@@ -15,8 +15,9 @@ import pytest
 import yaml
 
 from goalrm_core.data.rundir import RunDir
-from goalrm_core.report.profiles import available_profiles, load_profile, resolve_path
-from goalrm_core.report.sweep import load_sweep_spec, main, parse_grid_flag, plan_sweep, point_name
+from goalrm_core.paths import resolve_path
+from goalrm_core.pipeline.profile_files import available_profiles, load_profile
+from goalrm_core.pipeline.sweep import load_sweep_spec, main, parse_grid_flag, plan_sweep, point_name
 from goalrm_core.report.sweep_page import render_comparison, verdict, write_comparison
 
 NOTEBOOKS = resolve_path("notebooks")
@@ -119,7 +120,7 @@ def test_the_ablations_spec_is_a_sweep_not_a_profile():
 def test_the_committed_ablation_sweep_counts_every_point_complete_from_committed_files(tmp_path):
     """The page counts a point complete by its manifest: the committed sweep must carry its manifests (they
     were once ignored, and a re-render from a clean clone said no point had finished)."""
-    from goalrm_core.report.sweep import point_complete
+    from goalrm_core.pipeline.sweep import point_complete
     from goalrm_core.report.sweep_layout import POINT_MANIFEST
 
     spec = load_sweep_spec("ablations")

@@ -19,10 +19,13 @@ import time
 import pytest
 import yaml
 
-from goalrm_core.report import records, runner, signals, status as report_status
-from goalrm_core.report.profiles import (PROFILE_RULES, RELATIONS, check_ranges, check_settings, load_profile, parse_set_flags,
-                                         resolve_path)
-from goalrm_core.report.runner import main, run_report
+from goalrm_core.paths import resolve_path
+from goalrm_core.pipeline import records, runner, signals, status as report_status
+from goalrm_core.pipeline.profile_checks import check_ranges, check_settings
+from goalrm_core.pipeline.profile_files import load_profile
+from goalrm_core.pipeline.profile_rules import PROFILE_RULES, RELATIONS
+from goalrm_core.pipeline.profile_values import parse_set_flags
+from goalrm_core.pipeline.runner import main, run_report
 from conftest import write_notebook
 
 KERNEL = "python3"
@@ -336,7 +339,7 @@ def test_command_line_profiles_point_to_their_command(capsys):
     err = capsys.readouterr().err.strip()
     assert err == ("goalrm report: error: params/paper-math.yaml is a command-line profile, not a notebook one: run "
                    "`python -m goalrm_core.paper script --profile paper-math` (docs/migration.md)")
-    from goalrm_core.report import sweep
+    from goalrm_core.pipeline import sweep
 
     with pytest.raises(ValueError, match=r"gpu-check\.yaml is a command-line profile.*paper gpu-check"):
         sweep.plan_sweep("gpu-check", {"seed": [1, 2]})
@@ -380,7 +383,7 @@ def test_every_profile_key_says_what_it_is():
     """One line of help per key: the notebook keys' own, the trainer keys' from the trainer's flag."""
     import dataclasses
 
-    from goalrm_core.report.profiles import PROFILE_HELP
+    from goalrm_core.pipeline.profile_rules import PROFILE_HELP
     from goalrm_core.study.recipe import profile_flags
     from goalrm_core.train.config import TrainRMConfig
 
@@ -393,8 +396,8 @@ def test_every_profile_key_says_what_it_is():
 
 
 def test_every_notebook_key_has_a_rule():
-    from goalrm_core.report.notebook_params import RUNNER_KEYS
-    from goalrm_core.report.runner import discover_stages, inspect_stages
+    from goalrm_core.pipeline.notebook_params import RUNNER_KEYS
+    from goalrm_core.pipeline.runner import discover_stages, inspect_stages
 
     declared = inspect_stages(discover_stages(resolve_path("notebooks")))
     keys = {k for params in declared.values() for k in params} - set(RUNNER_KEYS)
@@ -455,11 +458,11 @@ def test_ranges_choices_and_relations(values, message):
 
 
 def test_sweep_and_report_share_the_checks(tmp_path):
-    from goalrm_core.report import sweep
+    from goalrm_core.pipeline import sweep
 
-    from goalrm_core.report import profiles
+    from goalrm_core.pipeline import profile_checks, profile_values
 
-    assert sweep.parse_value is profiles.parse_value and sweep.check_ranges is profiles.check_ranges
+    assert sweep.parse_value is profile_values.parse_value and sweep.check_ranges is profile_checks.check_ranges
     assert sweep._parse_set(["rm_seeds=[0, 1]", "contrastive_beta=1e-1"]) == {"rm_seeds": [0, 1], "contrastive_beta": 0.1}
     declared = {"01_a": {"sampling_temperature": {"inferred_type_name": "None", "default": "1.7"}}}
     with pytest.raises(ValueError, match=r"^p 1: sampling_temperature must be a finite number > 0, got -1$"):
@@ -476,8 +479,8 @@ def test_a_users_run_never_writes_a_tracked_file():
     import inspect
     import shutil
 
-    from goalrm_core.report import sweep
-    from goalrm_core.report.profiles import resolve_path
+    from goalrm_core.pipeline import sweep
+    from goalrm_core.paths import resolve_path
 
     assert runner.build_parser().parse_args([]).reports_dir == runner.USER_REPORTS
     assert inspect.signature(run_report).parameters["reports_root"].default == runner.USER_REPORTS

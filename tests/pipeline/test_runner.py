@@ -14,9 +14,10 @@ import warnings
 import pytest
 
 from goalrm_core import cli
-from goalrm_core.report.profiles import check_profile_against_notebooks, load_profile
-from goalrm_core.report.records import record_metrics
-from goalrm_core.report.runner import main, run_report
+from goalrm_core.pipeline.profile_checks import check_profile_against_notebooks
+from goalrm_core.pipeline.profile_files import load_profile
+from goalrm_core.pipeline.records import record_metrics
+from goalrm_core.pipeline.runner import main, run_report
 from conftest import write_notebook
 
 pytestmark = pytest.mark.notebook
@@ -148,7 +149,7 @@ def test_each_stage_says_where_it_is_and_where_its_log_goes(project):
 def test_progress_line_uses_the_last_completed_run():
     from pathlib import Path
 
-    from goalrm_core.report.runner import last_durations, progress_line
+    from goalrm_core.pipeline.runner import last_durations, progress_line
 
     previous = {"01_a": {"status": "ok", "duration_s": 41.2}, "02_b": {"status": "kept", "duration_s": 432.0},
                 "03_c": {"status": "failed", "duration_s": 3.0}, "04_d": {"status": "interrupted", "duration_s": 9.0}}
@@ -259,7 +260,8 @@ def test_record_metrics_merges_stages_and_keeps_timings_apart(tmp_path):
 
 
 def test_metrics_json_records_its_schema_version(tmp_path):
-    from goalrm_core.report.records import SCHEMA_VERSION, metrics_schema, record_provenance
+    from goalrm_core.pipeline.records import record_provenance
+    from goalrm_core.report.metrics_view import metrics_schema, SCHEMA_VERSION
 
     assert SCHEMA_VERSION == 2
     path = record_provenance({"date": "d"}, tmp_path)
@@ -306,7 +308,7 @@ def test_stage_logs_and_provenance_are_recorded(project):
 
 
 def test_provenance_without_git(tmp_path, monkeypatch):
-    from goalrm_core.report.runner import collect_provenance
+    from goalrm_core.pipeline.runner import collect_provenance
 
     monkeypatch.setenv("PATH", str(tmp_path))  # no git on the PATH
     prov = collect_provenance("p", {"torch_threads": 3, "run_dir": "runs/p"}, root=tmp_path)
@@ -357,7 +359,7 @@ def test_navigation_is_replaced_not_repeated_and_pages_are_rewritten_only_on_cha
 
 def test_a_stage_page_names_the_code_it_ran_on_and_keeps_it_on_refresh(project, tmp_path):
     from goalrm_core.report.pages import navigation_html, page_code, refresh_navigation, with_navigation
-    from goalrm_core.report.provenance import code_version
+    from goalrm_core.pipeline.provenance import code_version
 
     shown = page_code((project["first"] / "01_alpha.html").read_text())  # the runner's own page
     assert shown == code_version() and shown is not None  # the suite runs in a git checkout
@@ -384,8 +386,8 @@ def test_index_only_rerenders_the_page_and_runs_nothing(project, tmp_path):
 
 
 def test_executed_notebooks_record_project_relative_paths(tmp_path):
-    from goalrm_core.report.profiles import project_root
-    from goalrm_core.report.execute import project_relative, relative_papermill_paths
+    from goalrm_core.paths import project_root
+    from goalrm_core.pipeline.execute import project_relative, relative_papermill_paths
 
     root = project_root()
     nb = tmp_path / "x.ipynb"
@@ -400,7 +402,7 @@ def test_executed_notebooks_record_project_relative_paths(tmp_path):
 def test_overrides_a_report_name_and_stage_records(tmp_path):
     """What a sweep point needs from the runner: profile values that win over the file's, a report
     folder of its own, and a note in the run directory of what each stage succeeded with."""
-    from goalrm_core.report.records import stage_is_current
+    from goalrm_core.pipeline.records import stage_is_current
 
     nbs = tmp_path / "notebooks"
     nbs.mkdir()
@@ -434,7 +436,7 @@ def test_stages_started_together_each_get_a_kernel_of_their_own(tmp_path):
     import tempfile
     import threading
 
-    from goalrm_core.report.execute import execute_stage
+    from goalrm_core.pipeline.execute import execute_stage
 
     nb = tmp_path / "where.ipynb"
     write_notebook(

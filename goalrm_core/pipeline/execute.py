@@ -1,6 +1,6 @@
 """Execute one notebook stage with papermill, atomically: a stage's output notebook appears only when
 it ran (or failed with its error recorded), its log goes to a file, and the kernel it started is
-gone when it returns. :mod:`goalrm_core.report.runner` orders the stages of a profile."""
+gone when it returns. :mod:`goalrm_core.pipeline.runner` orders the stages of a profile."""
 
 from __future__ import annotations
 
@@ -13,11 +13,10 @@ import tempfile
 from pathlib import Path
 from typing import Mapping
 
-from goalrm_core.data.io import atomic_path
+from goalrm_core.data.io import atomic_path, timestamp
 from goalrm_core.paths import project_root
-from goalrm_core.report.batch_run import batch_environment
-from goalrm_core.report.provenance import _now
-from goalrm_core.report.signals import interrupts_deferred
+from goalrm_core.pipeline.batch_run import batch_environment
+from goalrm_core.pipeline.signals import interrupts_deferred
 
 STAGE_PATTERN = re.compile(r"^\d{2}_[A-Za-z0-9_\-]+\.ipynb$")
 
@@ -103,8 +102,8 @@ def execute_stage(
     is exactly what the reader needs. Only when papermill wrote nothing (the kernel never started)
     is the temporary file dropped.
 
-    The kernel runs as a batch run (:func:`goalrm_core.report.batch_run.batch_environment`, and the
-    ``goalrm_core.report.batch_run`` IPython extension): no progress bars, warnings or library log records
+    The kernel runs as a batch run (:func:`goalrm_core.pipeline.batch_run.batch_environment`, and the
+    ``goalrm_core.pipeline.batch_run`` IPython extension): no progress bars, warnings or library log records
     in the cells. Those, papermill's own progress bar and log, and a transcript of every cell's
     printed output go to ``log_path`` (created afresh) when it is given.
     """
@@ -114,7 +113,7 @@ def execute_stage(
     written = False
     if log_path is not None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        log_path.write_text(f"# {notebook.name} -> {output}, started {_now()}\n", encoding="utf-8")
+        log_path.write_text(f"# {notebook.name} -> {output}, started {timestamp()}\n", encoding="utf-8")
     # append mode: the kernel appends its held-back warnings to the same file
     log = open(log_path, "a", encoding="utf-8") if log_path is not None else open(os.devnull, "w")
     with contextlib.ExitStack() as stack:
@@ -139,7 +138,7 @@ def execute_stage(
                 stderr_file=log,
                 # the extension quiets the kernel; its own start-up chatter (e.g. "running over TCP
                 # without encryption") would otherwise land on the terminal between the stage lines
-                extra_arguments=["--IPKernelApp.extra_extensions=goalrm_core.report.batch_run", "--IPKernelApp.log_level=ERROR"],
+                extra_arguments=["--IPKernelApp.extra_extensions=goalrm_core.pipeline.batch_run", "--IPKernelApp.log_level=ERROR"],
                 # and what the kernel process itself writes (native libraries, the errors of a kernel
                 # shut down by Ctrl-C) goes to the log as well
                 kernel_manager_class=_kernel_manager_writing_to(log, sockets),

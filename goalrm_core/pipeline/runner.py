@@ -19,23 +19,24 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from goalrm_core.data.io import ArtifactError, writer_lock
+from goalrm_core.data.io import ArtifactError, timestamp, writer_lock
 from goalrm_core.data.rundir import RunDir
 from goalrm_core.flags import debugging, one_line, path_part
-from goalrm_core.report.notebook_params import declared_parameters, missing_keys
-from goalrm_core.report.records import TIMINGS_KEY, record_provenance, record_stage
+from goalrm_core.paths import relative_paths, resolve_path, shown_path
+from goalrm_core.pipeline.execute import error_info, discover_stages, execute_stage, match_stage, project_relative
+from goalrm_core.pipeline.notebook_params import declared_parameters, missing_keys
+from goalrm_core.pipeline.profile_checks import check_settings, coerce_to_declared, list_from_text, unknown_key_message
+from goalrm_core.pipeline.profile_files import load_profile, notebook_profile, profile_path
+from goalrm_core.pipeline.profile_values import check_value, parse_set_flags
+from goalrm_core.pipeline.progress import (HEARTBEAT_S, SUCCEEDED, estimated_durations, heartbeat, last_durations, last_log_line,  # noqa: F401
+                                           plan_lines, progress_line)
+from goalrm_core.pipeline.provenance import code_version, collect_provenance
+from goalrm_core.pipeline.records import record_provenance, record_stage
+from goalrm_core.pipeline.signals import Terminated, interrupts_deferred, sigterm_as_interrupt
+from goalrm_core.pipeline.status import (index_error_of, killed_run_cleared, load_previous, rebuild_index, status_entry,
+                                         write_status)
+from goalrm_core.report.metrics_view import METRICS_FILE, TIMINGS_KEY
 from goalrm_core.report.pages import export_html, refresh_navigation
-from goalrm_core.report.profiles import (check_settings, check_value, coerce_to_declared, list_from_text, load_profile,
-                                         notebook_profile, parse_set_flags, profile_path, resolve_path, shown_path,
-                                         unknown_key_message)
-from goalrm_core.report.execute import error_info, discover_stages, execute_stage, match_stage, project_relative
-from goalrm_core.report.provenance import _now, code_version, collect_provenance
-from goalrm_core.report.signals import Terminated, interrupts_deferred, sigterm_as_interrupt
-from goalrm_core.report.status import (index_error_of, killed_run_cleared, load_previous, rebuild_index, status_entry,
-                                       write_status)
-from goalrm_core.paths import relative_paths
-from goalrm_core.report.progress import (HEARTBEAT_S, SUCCEEDED, estimated_durations, heartbeat, last_durations, last_log_line,  # noqa: F401
-                                         plan_lines, progress_line)
 
 #: Where a user's run reports: under ``runs/``, which git ignores, so ``make report`` never writes a
 #: tracked file (on a machine whose floats differ it would move the committed pages under the suite's
@@ -113,7 +114,7 @@ def _run_one(
     ``tag`` prefixes its lines (default ``[name]``)."""
     name = path.stem
     tag = tag or f"[{name}]"
-    started, t0 = _now(), time.monotonic()
+    started, t0 = timestamp(), time.monotonic()
     executed = out_dir / f"{name}.ipynb"
     error, written = execute_stage(path, executed, params, kernel_name, resolve_path("."), log_path)
     duration = round(time.monotonic() - t0, 2)
@@ -150,7 +151,7 @@ def _stage_parts(out_dir: Path, name: str) -> str:
     import json
 
     try:
-        timings = json.loads((out_dir / "metrics.json").read_text(encoding="utf-8")).get(TIMINGS_KEY, {})
+        timings = json.loads((out_dir / METRICS_FILE).read_text(encoding="utf-8")).get(TIMINGS_KEY, {})
     except (OSError, ValueError, AttributeError):
         return ""
     parts = (timings.get(name.split("_", 1)[-1]) or {}).get("parts") if isinstance(timings, dict) else None
@@ -389,7 +390,7 @@ class _Progress:
         """Run stage ``name`` (the ``k``-th to do); note it in its run directory when it succeeds."""
         run_dir = resolve_path(params["run_dir"]) if params.get("run_dir") else None
         self.current, self.t0 = name, time.monotonic()
-        self.entries[name] = status_entry(name, "running", started=_now(), log=relative_paths(str(log_path)))
+        self.entries[name] = status_entry(name, "running", started=timestamp(), log=relative_paths(str(log_path)))
         if run_dir is not None:  # until it succeeds again, the stage's artifacts are not current
             RunDir(run_dir).stage_record(name).unlink(missing_ok=True)
         self.refresh()

@@ -16,10 +16,10 @@ import nbformat
 import pytest
 
 from goalrm_core.train.launch import _shown
-from goalrm_core.report.profiles import project_root
-from goalrm_core.report.runner import run_report
+from goalrm_core.paths import project_root
+from goalrm_core.pipeline.runner import run_report
 from goalrm_core.paths import relative_paths
-from goalrm_core.report.batch_run import batch_environment
+from goalrm_core.pipeline.batch_run import batch_environment
 from conftest import write_notebook
 
 KERNEL = "python3"
@@ -31,10 +31,10 @@ NOISY_CELLS = [
     # DeepSpeed's own logger: a stdout handler, no propagation (as deepspeed.utils.logging sets it up)
     'import sys\nds = logging.getLogger("DeepSpeed")\nds.propagate = False\n'
     'ds.addHandler(logging.StreamHandler(sys.stdout))\nds.warning("Setting accelerator to CPU on purpose")',
-    'from goalrm_core.report.profiles import project_root\nproject_root() / "runs" / "somewhere"',
+    'from goalrm_core.paths import project_root\nproject_root() / "runs" / "somewhere"',
     # a subprocess that forces its bar on, warns and prints a path, shown through run_streaming's tail
     'from goalrm_core.study.live import tail_view\nfrom goalrm_core.train.launch import run_streaming\n'
-    'child = ("import warnings; from tqdm import tqdm; from goalrm_core.report.profiles import project_root; "\n'
+    'child = ("import warnings; from tqdm import tqdm; from goalrm_core.paths import project_root; "\n'
     '         "s = sum(tqdm(range(3), desc=\'child bar\', disable=False)); warnings.warn(\'child warning\'); "\n'
     '         "print(\'CHILD_DONE saved\', project_root() / \'runs\' / \'child\')")\n'
     'run_streaming([sys.executable, "-c", child], log_dir + "/child.log", desc="child", show=tail_view(5, "child"))',

@@ -7,10 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from goalrm_core.data.io import ArtifactError, atomic_write_json, atomic_write_text
-from goalrm_core.report.provenance import _now
-from goalrm_core.report.records import read_json_object
-from goalrm_core.report.signals import interrupts_deferred
+from goalrm_core.data.io import ArtifactError, atomic_write_json, atomic_write_text, timestamp
+from goalrm_core.pipeline.records import read_json_object
+from goalrm_core.pipeline.signals import interrupts_deferred
 
 
 def status_entry(name: str, status: str, **fields: Any) -> dict:
@@ -85,7 +84,7 @@ def write_status(out_dir: Path, profile: str, stages: list[dict]) -> dict | None
     the error) is written instead and ``status.json`` records the failure as ``index_error``. Both
     files are then written with Ctrl-C held back, so one is never left behind the other.
     """
-    generated = _now()
+    generated = timestamp()
     page, index_error = _render(profile, generated, stages, out_dir)
     status = {"profile": profile, "generated": generated, "stages": stages, "index_error": index_error}
     with interrupts_deferred():
