@@ -5,7 +5,10 @@
 Run it from a ``git worktree`` at a pinned commit (docs/power-run.md), so that code changed meanwhile cannot
 reach a running RM. What it does, resuming from what is complete:
 
-1. the profile's data stage (notebook 01: the policy, its pairs and its generations), once per run folder;
+1. the profile's data stage (notebook 01: the policy, its pairs and its generations), once per run folder; or,
+   where the records folder holds the run's data snapshot (``data-<fingerprint>.tar.gz``), that snapshot
+   unpacked in its place. The first chunk writes the snapshot, so every later chunk, on any machine, trains
+   on the same data: the data stage's floats depend on the CPU, and records of other data do not pool;
 2. for each seed of the profile's ``rm_seeds`` without both records, in order: the baseline and the
    goal-conditioned RM side by side (one thread each, the profile's recipe), each one's goal state
    (notebook 03's ``mean_last``, from the training pairs), dense scoring of the in-distribution benchmark's
@@ -19,11 +22,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gzip
 import hashlib
 import json
 import os
 import subprocess
 import sys
+import tarfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -41,6 +46,43 @@ def cpu_model() -> str:
         if line.startswith("model name"):
             return line.split(":", 1)[1].strip()
     return "unknown"
+
+
+#: what the RMs of a power run read from the data stage, relative to the run folder: the policy (the RMs'
+#: backbone), the benchmarks, the preference pairs and the in-distribution benchmark's generations
+SNAPSHOT_PARTS = ("data/policy", "data/benchmarks", "data/preference", "data/generations/{bench}")
+
+
+def snapshot_name(data: str) -> str:
+    return f"data-{data}.tar.gz"
+
+
+def write_snapshot(root: Path, bench: str, path: Path) -> None:
+    """The run's data as one tar.gz (sorted members, no owners or times), written to a temp name then renamed."""
+    files = sorted(f for part in SNAPSHOT_PARTS for f in (root / part.format(bench=bench)).rglob("*") if f.is_file())
+    tmp = path.with_name(path.name + ".tmp")
+
+    def plain(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        info.mtime = 0
+        info.mode = 0o644
+        return info
+
+    with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
+        for f in files:
+            tar.add(f, arcname=str(f.relative_to(root)), filter=plain)
+    os.replace(tmp, path)
+
+
+def read_snapshot(path: Path, root: Path) -> None:
+    """Unpack a data snapshot into the run folder ``root`` (its members are plain files under data/)."""
+    with tarfile.open(path, "r:gz") as tar:
+        members = tar.getmembers()
+        bad = [m.name for m in members if not m.isfile() or not m.name.startswith("data/") or ".." in Path(m.name).parts]
+        if bad:
+            raise SystemExit(f"power_run: {path}: member {bad[0]!r} is not a plain file under data/")
+        tar.extractall(root, members=members, filter="data")
 
 
 def log(msg: str) -> None:
@@ -83,7 +125,14 @@ def main(argv=None) -> int:
     out = Path(args.records)
     out.mkdir(parents=True, exist_ok=True)
 
-    # 1. the data stage, once
+    # 1. the data stage, once: from the records' data snapshot where there is one
+    snapshots = sorted(out.glob(snapshot_name("*")))
+    if len(snapshots) > 1:
+        raise SystemExit(f"power_run: {out} holds {len(snapshots)} data snapshots ({', '.join(p.name for p in snapshots)}): "
+                         "one run's records share one set of data")
+    if not (run.generations / ID_BENCH / "samples.jsonl").exists() and snapshots:
+        log(f"data of {args.profile} from {snapshots[0]}")
+        read_snapshot(snapshots[0], Path(run.root))
     if not (run.generations / ID_BENCH / "samples.jsonl").exists():
         log(f"data stage of {args.profile} into {run.root}")
         subprocess.run([sys.executable, "-m", "goalrm_core.cli", "report", "--profile", args.profile, "--only", "01",
@@ -91,6 +140,16 @@ def main(argv=None) -> int:
     data_files = [run.generations / ID_BENCH / "samples.jsonl", run.preference_pairs("train"), run.preference_pairs("eval"),
                   *sorted(run.policy.glob("*.safetensors"))]
     data = records.fingerprint(data_files)
+    if snapshots and snapshots[0].name != snapshot_name(data):
+        raise SystemExit(f"power_run: {run.root}'s data has fingerprint {data}, the records' snapshot is {snapshots[0].name}: "
+                         f"move {run.root}/data aside to train on the snapshot's data")
+    if not snapshots:
+        write_snapshot(Path(run.root), ID_BENCH, out / snapshot_name(data))
+        log(f"data snapshot {out / snapshot_name(data)} ({(out / snapshot_name(data)).stat().st_size // 1024} KiB): commit it")
+    others = sorted({r["made"]["data"] for r in map(records.read_record, out.glob("*.json.gz"))} - {data})
+    if others:
+        raise SystemExit(f"power_run: {out} holds records of data {', '.join(others)}, this run's data is {data}: "
+                         "records of other data do not pool")
     recipe = tr.notebook_recipe(p)
     max_len = recipe.max_len
     threads = int(p["torch_threads"])
