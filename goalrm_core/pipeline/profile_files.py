@@ -68,7 +68,7 @@ def is_sweep_spec(path: Path) -> bool:
 def _yaml_files(directory: Path) -> list[Path]:
     if not directory.is_dir():
         return []
-    return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    return sorted((p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file()), key=lambda p: (p.stem, p.suffix))
 
 
 #: The profiles that command lines run, not the notebooks (``python -m goalrm_core.paper``): each with its command.

@@ -273,9 +273,12 @@ def _scorer_aurocs(scored: dict[str, list[dict]]) -> dict[str, float]:
 def did_of_rows(rows: list[dict]) -> DidResult:
     """:func:`~goalrm_core.evaluation.localisation.first_error_did` of scored rows (every sample of a benchmark):
     line-end Q read at each line's last token, the exact first wrong line (``first_error_step``)."""
-    from goalrm_core.study.step_bench import line_scores
+    from goalrm_core.tasks.toymath.grading import line_end_tokens  # a step is a line: the task says where lines end
 
-    return first_error_did([line_scores(r, "cosine_sim") for r in rows], [r.get("first_error_step") for r in rows],
+    def line_end_q(r: dict) -> list[float]:
+        return [float(r["cosine_sim"][i]) for i in line_end_tokens(r["generated_solution"], int(r["num_actions"]))]
+
+    return first_error_did([line_end_q(r) for r in rows], [r.get("first_error_step") for r in rows],
                            [bool(r["is_correct"]) for r in rows], [r["question"] for r in rows])
 
 

@@ -39,7 +39,7 @@ FINGERPRINT_FILE = "goalrm_run.json"
 VERSION = 1
 
 # The settings of a run's identity, by value (the contrastive ones only for a contrastive run).
-STRATEGY = ("reward_model_strategy",)
+ARM = ("reward_model_strategy",)
 CONTRASTIVE = tuple(f for f in CONTRASTIVE_FIELDS if f != "contrastive_loss")  # the shorthand is the strategy
 LOSS = ("loss", "margin", "margin_loss", "preference_loss_coef", "dense_loss_coef", "aux_loss_coef", "reward_pool")
 OPTIMISER = ("learning_rate", "head_learning_rate", "lr_warmup_ratio", "l2", "max_norm")
@@ -112,7 +112,7 @@ def run_fingerprint(cfg: TrainRMConfig) -> dict[str, Any]:
 
 def identity_settings(cfg: TrainRMConfig) -> dict[str, Any]:
     """The settings of ``cfg``'s identity, by value (the ``settings`` of :func:`run_fingerprint`)."""
-    names = STRATEGY + (CONTRASTIVE if cfg.contrastive else ()) + LOSS + OPTIMISER + HEAD + LORA + SEED
+    names = ARM + (CONTRASTIVE if cfg.contrastive else ()) + LOSS + OPTIMISER + HEAD + LORA + SEED
     return json.loads(json.dumps({name: getattr(cfg, name) for name in names}))
 
 

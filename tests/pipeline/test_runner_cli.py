@@ -334,7 +334,7 @@ def test_command_line_profiles_point_to_their_command(capsys):
     it names the command that runs it instead of listing the ~70 keys the profile does not set."""
     assert main(["--profile", "nosuch"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "are: confident, demo, multidigit, smoke (run by `python -m goalrm_core.paper`, not the notebooks: " in err
+    assert "are: confident, confident-power, demo, multidigit, smoke (run by `python -m goalrm_core.paper`, not the notebooks: " in err
     assert main(["--profile", "paper-math"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == ("goalrm report: error: params/paper-math.yaml is a command-line profile, not a notebook one: run "
