@@ -264,3 +264,12 @@ def across_seeds_and_questions(values: Sequence[float | None], boot: Hierarchica
 def not_tested(summary: dict, why: str) -> dict:
     """``summary`` marked ``not tested`` (the mechanism was off): no verdict, the reason kept."""
     return {**summary, "verdict": verdicts.NOT_TESTED, "holds": None, "reason": why}
+
+
+def clipped(summary: dict, low: float = 0.0, high: float = 1.0) -> dict:
+    """An interval kept inside the metric's range ``[low, high]`` (marked where it was cut)."""
+    lo, hi = summary.get("ci_low"), summary.get("ci_high")
+    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+        return summary
+    cut = lo < low or hi > high
+    return {**summary, "ci_low": max(lo, low), "ci_high": min(hi, high), **({"interval_clipped_to": [low, high]} if cut else {})}

@@ -58,10 +58,14 @@ def _change(q: Sequence[float], k: int) -> float:
 
 
 def first_error_did(line_q: Sequence[Sequence[float]], first_error_line: Sequence[int | None],
-                    correct: Sequence[bool], question: Sequence[str]) -> DidResult:
+                    correct: Sequence[bool], question: Sequence[str], references: Sequence[str] = REFERENCES) -> DidResult:
     """The difference in differences of line-end Q at the first error (module docstring). ``line_q[i]``: solution
     ``i``'s Q at each line's last token; ``first_error_line[i]``: its first wrong line (None where correct or not
-    located); ``correct[i]``; ``question[i]``."""
+    located); ``correct[i]``; ``question[i]``. ``references``: the reference correct solutions tried, in order
+    (names from :data:`REFERENCES`; the analysis plan's order is the default)."""
+    unknown = [r for r in references if r not in REFERENCES]
+    if unknown or not references or len(set(references)) != len(references):
+        raise ValueError(f"first_error_did: references {list(references)!r}: give each of {', '.join(REFERENCES)} at most once")
     n = len(line_q)
     if not (len(first_error_line) == len(correct) == len(question) == n):
         raise ValueError(f"first_error_did: {n} Q traces but {len(first_error_line)} first-error lines, "
@@ -86,7 +90,9 @@ def first_error_did(line_q: Sequence[Sequence[float]], first_error_line: Sequenc
         if k == 0:
             counts["first line"] += 1
             continue
-        for name, pool in zip(REFERENCES, (by_question.get((qid, k)), by_length.get((len(q), k)), anywhere.get(k))):
+        pools = dict(zip(REFERENCES, (by_question.get((qid, k)), by_length.get((len(q), k)), anywhere.get(k))))
+        for name in references:
+            pool = pools[name]
             if pool:
                 counts[name] += 1
                 ref = float(np.mean(pool))

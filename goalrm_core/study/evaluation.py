@@ -5,6 +5,7 @@ first-error check, the length gate and a plain-words reading generated from the 
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -13,7 +14,7 @@ from goalrm_core.data.io import require_artifact
 from goalrm_core.data.rundir import RunDir
 from goalrm_core.data.questions import group_by_question
 from goalrm_core.evaluation import hierarchical, metrics, q_analysis, stats, tables, verdicts
-from goalrm_core.evaluation.localisation import DidResult, first_error_did
+from goalrm_core.evaluation.localisation import REFERENCES, DidResult, first_error_did
 from goalrm_core.evaluation import voting as metrics_voting
 from goalrm_core.inference.scoring import eval_rm
 from goalrm_core.study import formatting as fmt
@@ -270,16 +271,25 @@ def _scorer_aurocs(scored: dict[str, list[dict]]) -> dict[str, float]:
     return out
 
 
-def did_of_rows(rows: list[dict]) -> DidResult:
+def did_of_rows(rows: list[dict], references: Sequence[str] = REFERENCES) -> DidResult:
     """:func:`~goalrm_core.evaluation.localisation.first_error_did` of scored rows (every sample of a benchmark):
-    line-end Q read at each line's last token, the exact first wrong line (``first_error_step``)."""
+    line-end Q read at each line's last token, the exact first wrong line (``first_error_step``), the reference
+    correct solutions tried in the order ``references``."""
     from goalrm_core.tasks.toymath.grading import line_end_tokens  # a step is a line: the task says where lines end
 
     def line_end_q(r: dict) -> list[float]:
         return [float(r["cosine_sim"][i]) for i in line_end_tokens(r["generated_solution"], int(r["num_actions"]))]
 
     return first_error_did([line_end_q(r) for r in rows], [r.get("first_error_step") for r in rows],
-                           [bool(r["is_correct"]) for r in rows], [r["question"] for r in rows])
+                           [bool(r["is_correct"]) for r in rows], [r["question"] for r in rows], references)
+
+
+def did_frame(did: dict[str, DidResult]) -> pd.DataFrame:
+    """One row per RM: the DiD, the solutions it used, the mean changes at the error and in the references, and
+    how many solutions each reference served (``none``: no reference; ``first line``: an error on line 0)."""
+    return pd.DataFrame([{"rm": rm, "DiD": d.did, "solutions used": int(d.contributions.size),
+                          "change at the error": d.mean_error_change, "change in references": d.mean_reference_change,
+                          **{f"ref: {k}": v for k, v in d.references.items()}} for rm, d in did.items()])
 
 
 def _first_error_delta(rows: list[dict]) -> float:

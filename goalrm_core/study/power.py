@@ -153,15 +153,6 @@ def split_questions(questions: Sequence[str], seed: int = 0) -> set[str]:
     return {ordered[i] for i in order[: len(ordered) // 2]}
 
 
-def clipped(summary: dict, low: float = 0.0, high: float = 1.0) -> dict:
-    """An interval kept inside the metric's range ``[low, high]`` (marked where it was cut)."""
-    lo, hi = summary.get("ci_low"), summary.get("ci_high")
-    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
-        return summary
-    cut = lo < low or hi > high
-    return {**summary, "ci_low": max(lo, low), "ci_high": min(hi, high), **({"interval_clipped_to": [low, high]} if cut else {})}
-
-
 def step_bench_from_records(records: Sequence[Mapping[str, Any]], n_boot: int = 1000, boot_seed: int = 0,
                             split_seed: int = 0) -> dict:
     """First-error F1 of each verifier (:data:`VERIFIERS`) on every labelled sample, the threshold chosen on the
@@ -206,7 +197,7 @@ def step_bench_from_records(records: Sequence[Mapping[str, Any]], n_boot: int = 
         statistics = [step_verifier.reselected_f1_statistic(*halves(arms[arm][s], column)) for s in seeds]
         values = [float(f(ones)[0]) for f in statistics]
         boot = hierarchical.hierarchical_bootstrap(statistics, len(index), n_boot, seed=boot_seed)
-        result["f1"][label] = {**clipped(hierarchical.across_seeds_and_questions(values, boot, null=0.0)), "rm_seeds": seeds}
+        result["f1"][label] = {**hierarchical.clipped(hierarchical.across_seeds_and_questions(values, boot, null=0.0)), "rm_seeds": seeds}
     floor = max(v["f1"] for v in result["floors"].values())
     prm = result["f1"].get(f"{PRM_LABEL} partial reward")
     if prm is not None and prm["mean"] > floor:

@@ -39,8 +39,8 @@ import numpy as np
 
 from goalrm_core.evaluation import step_verifier, voting
 from goalrm_core.evaluation.auroc import bootstrap_auroc
-from goalrm_core.evaluation.hierarchical import (across_seeds_and_questions, auroc_statistic, difference, hierarchical_bootstrap,
-                                                 mean_statistic, ratio_statistic)
+from goalrm_core.evaluation.hierarchical import (across_seeds_and_questions, auroc_statistic, clipped, difference,
+                                                 hierarchical_bootstrap, mean_statistic, ratio_statistic)
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study.rms import PRM_LABEL
 from goalrm_core.tasks.toymath.grading import line_end_tokens  # a step is a line: the task says where lines end
@@ -113,6 +113,9 @@ FRONTIER_DROP = 0.01
 
 #: the bench's figures, each summarised over seeds and questions by :func:`bench_summary`
 METRICS = ("f1", "line_auroc", "final_auroc", "filter_share", "filter_accuracy_change")
+AUROC_METRICS = ("line_auroc", "final_auroc")
+#: the range a single verifier's figure lives in (its interval is kept inside it)
+RANGES = {"f1": (0.0, 1.0), "line_auroc": (0.0, 1.0), "final_auroc": (0.0, 1.0)}
 
 
 def filter_signal(row: Mapping, key: str) -> np.ndarray:
@@ -229,7 +232,9 @@ def bench_summary(per_seed: Mapping[str, Sequence[dict]], baseline: str | None =
     for name, results in per_seed.items():
         statistics[name] = [_statistics(r, index)[metric] for r in results]
         boot = hierarchical_bootstrap(statistics[name], n_questions=len(questions), n_boot=n_boot, seed=seed)
-        summary[name] = across_seeds_and_questions([r[metric] for r in results], boot, null=0.0)
+        # a single scorer's AUROC is judged against chance (0.5), every other figure against 0; kept in range
+        null = 0.5 if metric in AUROC_METRICS else 0.0
+        summary[name] = clipped(across_seeds_and_questions([r[metric] for r in results], boot, null=null), *RANGES.get(metric, (-math.inf, math.inf)))
     if baseline is not None:
         for name, results in per_seed.items():
             if name == baseline or len(results) != len(per_seed[baseline]):
@@ -277,6 +282,56 @@ def bench_run(run_dir, rms: Sequence[str], rm_seeds: Sequence[int], bench: str =
     reference = f"{BASELINE} partial reward" if f"{BASELINE} partial reward" in per_seed else None
     return {"per_seed": per_seed, "reference": reference, "summaries": summaries(per_seed, reference, n_boot, seed),
             "bench": bench, "split_seed": split_seed, "filter_max_drop": FRONTIER_DROP}
+
+
+def blind_floors(rows: Sequence[Mapping], split_seed: int = 0, rules: Sequence[str] = step_verifier.BLIND_RULES,
+                 n_boot: int = 1000, seed: int = 0) -> dict[str, dict[str, Any]]:
+    """The content-blind floors of the first-error F1 (``step_verifier.blind_floor_statistic``) on a benchmark's
+    scored ``rows`` (any RM's: every RM scores the same samples): each rule in ``rules`` fitted on the validation
+    half of the questions (the split of :func:`bench_run`) and scored on the reported half, with a 95% interval
+    over questions kept in [0, 1]. The rules read only how many lines a solution has, never its text, so a
+    verifier at or below them has no skill."""
+    validation, _ = split_questions(rows, split_seed)  # on every row, as bench_run splits them
+    rows = [rows[i] for i in labelled(rows)]
+    index: dict[str, int] = {}
+    for r in rows:
+        index.setdefault(r["question"], len(index))
+    halves = []
+    for in_val in (True, False):
+        part = [r for r in rows if (r["question"] in validation) == in_val]
+        halves.append(([len(line_end_tokens(r["generated_solution"], int(r["num_actions"]))) for r in part],
+                       [first_error_line(r) for r in part], [index[r["question"]] for r in part]))
+    ones = np.ones((1, len(index)), dtype=np.int64)
+    out = {}
+    for rule in rules:
+        statistic = step_verifier.blind_floor_statistic(rule, *halves)
+        boot = hierarchical_bootstrap([statistic], len(index), n_boot, seed=seed)
+        out[rule] = {"f1": float(statistic(ones)[0]), "ci_low": max(0.0, boot.ci_low), "ci_high": min(1.0, boot.ci_high)}
+    return out
+
+
+def skill_scores(result: Mapping[str, Any], floors: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Each verifier's skill ``(F1 − floor) / (PRM − floor)`` (and its interval, F1's mapped) against the higher
+    floor and the exact-label PRM's mean F1; empty where the bench has no PRM or the PRM is not above the floor."""
+    f1 = result["summaries"]["f1"]
+    prm = f1.get(f"{PRM_LABEL} partial reward")
+    floor = max((v["f1"] for v in floors.values()), default=None)
+    if prm is None or floor is None or prm.get("mean") is None or not prm["mean"] > floor:
+        return {}
+    span = prm["mean"] - floor
+    return {"floor": floor, "prm_f1": prm["mean"],
+            "verifiers": {name: {k: (s[k] - floor) / span for k in ("mean", "ci_low", "ci_high") if s.get(k) is not None}
+                          for name, s in f1.items() if " − " not in name}}
+
+
+def floor_frame(floors: Mapping[str, Mapping[str, Any]], skill: Mapping[str, Any]):
+    """The floors, then each verifier's skill score, as one table."""
+    import pandas as pd
+
+    rows = [{"row": f"floor: {rule}", "value": f["f1"], "ci_low": f["ci_low"], "ci_high": f["ci_high"]} for rule, f in floors.items()]
+    rows += [{"row": f"skill: {name}", "value": s.get("mean"), "ci_low": s.get("ci_low"), "ci_high": s.get("ci_high")}
+             for name, s in skill.get("verifiers", {}).items()]
+    return pd.DataFrame(rows)
 
 
 def bench_frame(result: Mapping[str, Any]):

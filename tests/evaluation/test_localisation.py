@@ -74,3 +74,18 @@ def test_references_fall_back_in_the_planned_order():
 def test_mismatched_inputs_are_one_line():
     with pytest.raises(ValueError, match="2 Q traces but 1 first-error"):
         localisation.first_error_did([[0.1], [0.2]], [None], [True, True], ["a", "b"])
+
+
+def test_the_reference_order_is_a_parameter_and_a_bad_one_is_refused():
+    from goalrm_core.evaluation.localisation import first_error_did
+
+    rising, flat = [0.1, 0.2, 0.3, 0.4], [0.1, 0.1, 0.1, 0.1]
+    # question "a" has a flat correct solution, question "b" a rising one of the same number of lines
+    args = ([flat, rising, [0.1, 0.2, 0.0, 0.4]], [None, None, 2], [True, True, False], ["a", "b", "a"])
+    default = first_error_did(*args)
+    by_length = first_error_did(*args, references=("same length",))
+    assert default.references["same question"] == 1 and by_length.references["same length"] == 1
+    assert default.did == pytest.approx(-0.2) and by_length.did == pytest.approx(-0.25)  # the length pool: both correct
+    for bad in (("nearby",), (), ("same length", "same length")):
+        with pytest.raises(ValueError, match="references"):
+            first_error_did(*args, references=bad)

@@ -260,3 +260,37 @@ def test_the_label_noise_sentence_reads_the_designs_last_twin_comparison():
                                                          "(2,000 pairs) partial reward − exact-label PRM (8,964")} for r in rows]
     assert step_bench.label_noise_reading(unmatched, "confident") == ""
     assert step_bench.label_noise_reading(rows, "smoke") == ""
+
+
+def test_the_blind_floors_match_what_their_rules_flag_and_stay_in_range():
+    """Every error on line 0: "first line" finds each one (F1 of its reported half equals the position prior's,
+    which learns line 0 too); errors spread over lines: both floors lie in [0, 1] with their intervals."""
+    rng = np.random.default_rng(3)
+    line0 = [_row(f"q{q}", None if k % 2 else 0, _per_token([1.0] * 4)) for q in range(30) for k in range(4)]
+    floors = step_bench.blind_floors(line0, split_seed=0, n_boot=50, seed=0)
+    assert set(floors) == {"first line", "position prior"}
+    assert floors["first line"]["f1"] == floors["position prior"]["f1"] > 0.0
+    spread = step_bench.blind_floors(_bench(rng), split_seed=0, n_boot=50, seed=0)
+    for f in spread.values():
+        assert 0.0 <= f["ci_low"] <= f["f1"] <= f["ci_high"] <= 1.0
+    with pytest.raises(ValueError, match="unknown content-blind rule"):
+        step_bench.blind_floors(line0, rules=("last line",), n_boot=10)
+
+
+def test_skill_is_zero_at_the_floor_and_one_at_the_prm_and_single_aurocs_are_judged_against_chance():
+    result = {"summaries": {"f1": {"exact-label PRM partial reward": {"mean": 0.9, "ci_low": 0.8, "ci_high": 1.0},
+                                   "goal-conditioned Q": {"mean": 0.5, "ci_low": 0.3, "ci_high": 0.7},
+                                   "goal-conditioned Q − baseline partial reward": {"mean": 0.1}}}}
+    floors = {"first line": {"f1": 0.5, "ci_low": 0.4, "ci_high": 0.6}, "position prior": {"f1": 0.3, "ci_low": 0.2, "ci_high": 0.4}}
+    skill = step_bench.skill_scores(result, floors)
+    assert skill["floor"] == 0.5 and skill["verifiers"]["exact-label PRM partial reward"]["mean"] == pytest.approx(1.0)
+    assert skill["verifiers"]["goal-conditioned Q"]["mean"] == pytest.approx(0.0)
+    assert "goal-conditioned Q − baseline partial reward" not in skill["verifiers"]
+    assert step_bench.skill_scores({"summaries": {"f1": {"goal-conditioned Q": {"mean": 0.5}}}}, floors) == {}
+    # a verifier whose line AUROC sits at chance is not shown to hold: the null of a single AUROC is 0.5
+    rows = _bench(np.random.default_rng(4), noise=0.0)
+    flat = [dict(r, cosine_sim=[0.5] * len(SOLUTION)) for r in rows]
+    validation, _ = step_bench.split_questions(rows, seed=0)
+    per_seed = {"flat": [step_bench.verifier_f1(flat, "cosine_sim", validation) for _ in range(3)]}
+    summary = step_bench.bench_summary(per_seed, n_boot=50, metric="line_auroc")["flat"]
+    assert summary["mean"] == pytest.approx(0.5) and summary["verdict"] != "holds"
