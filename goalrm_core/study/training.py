@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -28,6 +29,14 @@ from goalrm_core.train.store import from_store, link_stored
 if TYPE_CHECKING:
     import pandas as pd
 
+
+
+def shown_command(command: Sequence[str], run_root: str | os.PathLike) -> str:
+    """A training command as notebook 02 shows it, with no machine path in it: ``python`` for this interpreter,
+    a launcher by its name, the run folder as ``run``, the flags on a second line."""
+    exe = "python" if command[0] == sys.executable else Path(command[0]).name
+    head = " ".join([exe, *command[1:3]])
+    return head + " \\\n    " + " ".join(command[3:]).replace(str(run_root), "run")
 
 def rm_config(recipe: RMRecipe, run_dir, rm: str, seed: int, out_root=None, **overrides: Any) -> TrainRMConfig:
     """The config of one RM of the embedded task and one seed: initialised from the base policy,

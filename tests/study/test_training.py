@@ -223,3 +223,16 @@ def test_an_rm_trained_without_the_store_can_be_put_in_it_and_is_then_reused(tmp
     files = lambda root: {f.relative_to(root): f.read_bytes() for f in root.rglob("*") if f.is_file()}  # noqa: E731
     assert {k: v for k, v in files(stored).items() if k.name != STORED_KEY} == files(original)
     assert Path(str(RunDir(rerun).model("baseline")) + ".metrics.jsonl").exists()
+
+
+def test_the_shown_training_command_carries_no_machine_path(tmp_path):
+    import sys
+
+    from goalrm_core.study.training import shown_command
+
+    run = tmp_path / "runs" / "demo"
+    text = shown_command([sys.executable, "-m", "goalrm_core.train.trainer", "--pretrain", str(run / "data" / "policy")], run)
+    assert text.startswith("python -m goalrm_core.train.trainer \\\n    ") and "run/data/policy" in text
+    assert str(tmp_path) not in text and sys.executable not in text
+    launcher = shown_command(["/opt/env/bin/deepspeed", "--num_gpus", "2", "--module", "m"], run)
+    assert launcher.startswith("deepspeed --num_gpus 2") and "/opt/env" not in launcher
