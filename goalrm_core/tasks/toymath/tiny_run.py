@@ -109,7 +109,7 @@ def train_command(folder: str | os.PathLike, save_path: str | os.PathLike | None
     """The ``goalrm train-rm`` command line that trains one step of a tiny RM on the tiny run at ``folder``
     (into ``<folder>/models/tiny-seed0`` unless ``save_path``), ``more`` flags appended.
 
-    >>> " ".join(train_command("/tmp/tiny")[:5])
+    >>> " ".join(train_command("/tmp/tiny")[:4])
     'goalrm train-rm --pretrain /tmp/tiny/data/policy'
     """
     run = RunDir(folder)
