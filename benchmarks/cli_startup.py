@@ -42,6 +42,7 @@ CASES: list[tuple[list[str], int]] = [
     (["decode", "--help"], 0), (["decode", "nope"], 2),
     (["compare", "--help"], 0), (["compare"], 2),
     (["sync-notebooks", "--help"], 0), (["sync-notebooks", "--bogus"], 2),
+    (["tiny-run", "--help"], 0), (["tiny-run", "--seed", "-1", "new-folder"], 2), (["tiny-run", "."], 2),
 ]
 
 PROBE = """

@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from goalrm_core.generated_block import update_file  # noqa: E402
+from goalrm_core.model.strategies import strategies_table  # noqa: E402
 from goalrm_core.recipes.profile_keys import command_line_keys_table  # noqa: E402
 from goalrm_core.pipeline.profile_rules import profile_keys_table  # noqa: E402
 from goalrm_core.study.recipe import alias_table  # noqa: E402
@@ -32,6 +33,7 @@ TABLES = {
     ("docs/toymath.md", "CHAIN_BENCHMARKS in goalrm_core/tasks/toymath/problems.py"): benchmark_table,
     ("docs/profiles.md", "PROFILE_RULES and PROFILE_HELP in goalrm_core/pipeline/profile_rules.py"): profile_keys_table,
     ("docs/profiles.md", "COMMAND_LINE_KEYS in goalrm_core/recipes/profile_keys.py"): command_line_keys_table,
+    ("docs/profiles.md", "CONTRASTIVE_STRATEGIES in goalrm_core/model/strategies.py"): strategies_table,
 }
 
 

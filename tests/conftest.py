@@ -1,4 +1,5 @@
-"""Shared fixtures: a tiny Llama and the character tokenizer, built locally (nothing is downloaded),
+"""Shared fixtures: a tiny Llama and the character tokenizer, built locally (nothing is downloaded), the tiny
+run folder (``goalrm tiny-run``: its policy is ``tiny_policy_dir``),
 one smoke-profile report shared by every test that reads a rendered report, and the tiny stage
 notebooks the runner tests build (:func:`write_notebook`)."""
 
@@ -9,8 +10,9 @@ import pytest
 import torch
 from transformers import LlamaForCausalLM, LlamaModel
 
-from goalrm_core.model.reward_model import RewardModel, tiny_llama_config
+from goalrm_core.model.reward_model import RewardModel
 from goalrm_core.model.tokenization import build_char_tokenizer
+from goalrm_core.tasks.toymath.tiny_run import make_tiny_run, tiny_policy_config
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -33,7 +35,8 @@ def tokenizer():
 
 @pytest.fixture(scope="session")
 def tiny_config(tokenizer):
-    return tiny_llama_config(len(tokenizer), hidden_size=32, num_layers=2, num_heads=4, max_position_embeddings=256)
+    """The config of the tiny run's policy (:func:`~goalrm_core.tasks.toymath.tiny_run.tiny_policy_config`)."""
+    return tiny_policy_config(tokenizer)
 
 
 # A policy, an RM and a goal for the sampling and decoding tests: random weights, one shared tokenizer.
@@ -55,13 +58,16 @@ def tiny_goal(tiny_config):
 
 
 @pytest.fixture(scope="session")
-def tiny_policy_dir(tmp_path_factory, tokenizer, tiny_config):
-    """A randomly initialised causal LM saved like a Hub checkpoint, for --pretrain."""
-    path = tmp_path_factory.mktemp("tiny_policy")
-    torch.manual_seed(0)
-    LlamaForCausalLM(tiny_config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+def tiny_run(tmp_path_factory):
+    """One tiny run folder per test run (``goalrm tiny-run``: a random tiny policy and preference pairs, seed 0).
+    Read it, never write into it: copy what a test changes."""
+    return make_tiny_run(tmp_path_factory.mktemp("tiny_run"), seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_policy_dir(tiny_run):
+    """The tiny run's policy: a randomly initialised causal LM saved like a Hub checkpoint, for --pretrain."""
+    return tiny_run.policy
 
 
 def smoke_run(tmp_path_factory, name):

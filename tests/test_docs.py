@@ -119,8 +119,9 @@ def _docs_tables():
 
 
 def test_the_tables_the_code_defines_are_generated_from_it():
-    """docs/'s tables of the official defaults, the profile aliases, the ToyMath benchmarks and the profile keys (notebook and command-line) are
-    their definitions in the code, one row per entry (``python scripts/docs_tables.py --write``)."""
+    """docs/'s tables of the official defaults, the profile aliases, the ToyMath benchmarks, the profile keys (notebook and command-line)
+    and the contrastive strategies are their definitions in the code, one row per entry (``python scripts/docs_tables.py --write``)."""
+    from goalrm_core.model.strategies import CONTRASTIVE_STRATEGIES
     from goalrm_core.recipes.profile_keys import COMMAND_LINE_KEYS
     from goalrm_core.pipeline.profile_rules import PROFILE_HELP
     from goalrm_core.study.recipe import PROFILE_ALIASES, profile_flags
@@ -133,7 +134,8 @@ def test_the_tables_the_code_defines_are_generated_from_it():
               "PROFILE_ALIASES": [f"`{key}`" for key in PROFILE_ALIASES],
               "CHAIN_BENCHMARKS": [f"`{name}`" for name in CHAIN_BENCHMARKS],
               "PROFILE_RULES": [f"`{key}`" for key in PROFILE_HELP if key not in profile_flags()],
-              "COMMAND_LINE_KEYS": [f"`{key}`" for key in COMMAND_LINE_KEYS]}
+              "COMMAND_LINE_KEYS": [f"`{key}`" for key in COMMAND_LINE_KEYS],
+              "CONTRASTIVE_STRATEGIES": [f"`{name}`" for name in CONTRASTIVE_STRATEGIES]}
     for (doc, source), _ in tables.TABLES.items():
         begin, end = tables.markers(source)
         block = (ROOT / doc).read_text(encoding="utf-8").split(begin, 1)[1].split(end, 1)[0]
@@ -148,3 +150,22 @@ def test_a_drifted_table_is_found_and_rewritten(tmp_path):
                                     encoding="utf-8")
     assert tables.stale(write=False, root=tmp_path) == ["docs/toymath.md: CHAIN_BENCHMARKS in goalrm_core/tasks/toymath/problems.py"]
     assert tables.stale(write=True, root=tmp_path) != [] and tables.stale(write=False, root=tmp_path) == []
+
+
+def test_a_strategy_registered_after_the_list_was_written_makes_it_stale(monkeypatch, tmp_path):
+    """docs/profiles.md's list of contrastive strategies is the registry's: a new strategy, registered as
+    docs/design.md says, leaves the list out of date until the tables are rewritten, and then it is a row."""
+    from goalrm_core.model import strategies
+
+    tables = _docs_tables()
+    source = "CONTRASTIVE_STRATEGIES in goalrm_core/model/strategies.py"
+    assert ("docs/profiles.md", source) in tables.TABLES
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "profiles.md").write_text((ROOT / "docs" / "profiles.md").read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setattr(tables, "TABLES", {key: table for key, table in tables.TABLES.items() if key[0] == "docs/profiles.md"})
+    assert tables.stale(write=False, root=tmp_path) == []
+    monkeypatch.setitem(strategies.CONTRASTIVE_STRATEGIES, "cosine_tempered",
+                        strategies.ContrastiveStrategy(strategies.cosine_matrix, ("contrastive_temperature",), "sigma(cos / T)"))
+    assert tables.stale(write=False, root=tmp_path) == [f"docs/profiles.md: {source}"]
+    tables.stale(write=True, root=tmp_path)
+    assert "| `cosine_tempered` | sigma(cos / T) | `contrastive_temperature` | each one |" in (tmp_path / "docs" / "profiles.md").read_text()

@@ -13,12 +13,16 @@ returns similarities; the loss does the pairing).
 
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
+import textwrap
+from pathlib import Path
 
-from goalrm_core.data.io import write_jsonl
 from goalrm_core.paths import project_root
+from goalrm_core.tasks.toymath.tiny_run import make_tiny_run
 
 ROOT = project_root()
 # The hand edits, as a contributor would write them.
@@ -89,15 +93,7 @@ def _edit(path, anchor, text, after=True):
     path.write_text(source.replace(anchor, anchor + text if after else text + anchor))
 
 
-def _tiny_run(run, policy_dir):
-    shutil.copytree(policy_dir, run / "data" / "policy")
-    pairs = [{"question": f"{a} +{b}", "correct": f"{a}+{b}={(a + b) % 10}\n#{(a + b) % 10}",
-              "incorrect": f"{a}+{b}={(a + b + 1) % 10}\n#{(a + b + 1) % 10}"} for a in range(1, 5) for b in range(1, 3)]
-    write_jsonl(run / "data" / "preference" / "train.jsonl", pairs[:6])
-    write_jsonl(run / "data" / "preference" / "eval.jsonl", pairs[6:])
-
-
-def test_a_new_strategy_with_a_hyperparameter_is_four_files_and_trains(tmp_path, tiny_policy_dir):
+def test_a_new_strategy_with_a_hyperparameter_is_four_files_and_trains(tmp_path):
     project = tmp_path / "project"
     _copy_project(project)
     # the three edits besides this test
@@ -110,8 +106,7 @@ def test_a_new_strategy_with_a_hyperparameter_is_four_files_and_trains(tmp_path,
         "base: demo\ncontrastive_strategy: cosine_scaled\ncontrastive_scale: 3.0\n"
         "rm_steps: 1\nrm_batch_size: 2\nrm_micro_batch_size: 2\nrm_eval_steps: -1\nsim_samples: 2\nunsim_samples: 3\n"
         "contrastive_pairs: all\n")
-    run = tmp_path / "run"
-    _tiny_run(run, tiny_policy_dir)
+    run = make_tiny_run(tmp_path / "run").root  # a tiny policy and pairs (goalrm tiny-run)
     seen = tmp_path / "seen.txt"
     env = {**os.environ, "PYTHONPATH": str(project), "OMP_NUM_THREADS": "1", "SCALE_SEEN": str(seen)}
     done = subprocess.run([sys.executable, "-c", SCRIPT, str(run)], cwd=project, env=env, capture_output=True, text=True, timeout=600)
@@ -126,3 +121,60 @@ def test_a_new_strategy_with_a_hyperparameter_is_four_files_and_trains(tmp_path,
                  "goalrm_core/pipeline/profile_rules.py", "params/smoke.yaml"):
         assert (project / name).read_text() == (ROOT / name).read_text(), name
     assert "contrastive_scale = 2.0" in (project / "notebooks" / "02_training.ipynb").read_text()
+
+
+# ----------------------------------------------------------------- the recipe of docs/design.md, as written
+
+DESIGN = ROOT / "docs" / "design.md"
+# Run in the copy: each `goalrm` command of the recipe's bash block, as the command line runs it.
+RECIPE_SCRIPT = r'''
+import json, shlex, sys
+from pathlib import Path
+
+import goalrm_core
+assert Path(goalrm_core.__file__).resolve().is_relative_to(Path.cwd().resolve()), goalrm_core.__file__
+from goalrm_core.cli import main
+
+for line in json.loads(sys.argv[1]):
+    argv = shlex.split(line)
+    assert argv[0] == "goalrm", line
+    assert main(argv[1:]) == 0, line
+'''
+
+
+def design_recipe(text):
+    """docs/design.md's "Adding a loss variant": (the strategy's code of edit 1, the field of edit 2, the
+    ``goalrm`` command lines of the bash block, their continuations joined)."""
+    section = text.split("### Adding a loss variant", 1)[1].split("\n### ", 1)[0]
+    code = re.search(r"(?ms)^1\. .*?```python\n(.*?)^ *```", section).group(1)
+    field = re.search(r"(?ms)^2\. .*?`(\w+: \w+ = _help\(.*?\))`", section).group(1)
+    block = re.search(r"(?ms)^```bash\n(.*?)^```", section).group(1).replace("\\\n", " ")
+    return textwrap.dedent(code), field, [line.strip() for line in block.splitlines() if line.strip()]
+
+
+def test_the_design_recipe_s_commands_train_one_step_of_its_strategy(tmp_path):
+    """The recipe's edits 1 and 2, then its two commands as written (the folder /tmp/tiny moved under tmp):
+    `goalrm tiny-run` makes the folder and `goalrm train-rm` trains one step of the new strategy on it."""
+    code, field, commands = design_recipe(DESIGN.read_text(encoding="utf-8"))
+    assert [shlex.split(line)[:2] for line in commands] == [["goalrm", "tiny-run"], ["goalrm", "train-rm"]], commands
+    train = shlex.split(commands[1])
+    strategy = train[train.index("--contrastive_strategy") + 1]
+    assert train[train.index("--reward_model_strategy") + 1] == "contrastive"
+    assert f'"{strategy}"' in code and "--max_steps" in train and train[train.index("--max_steps") + 1] == "1"
+    project = tmp_path / "project"
+    _copy_project(project)
+    strategies = project / "goalrm_core" / "model" / "strategies.py"
+    strategies.write_text(strategies.read_text() + "\n\n" + code)
+    config = project / "goalrm_core" / "train" / "config.py"
+    _edit(config, next(line + "\n" for line in config.read_text().splitlines() if line.startswith("    contrastive_loss_beta:")),
+          f"    {field}\n")
+    folder = tmp_path / "tiny"
+    lines = [line.replace("/tmp/tiny", str(folder)) for line in commands]
+    env = {**os.environ, "PYTHONPATH": str(project), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", RECIPE_SCRIPT, json.dumps(lines)], cwd=project, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    save_path = Path(shlex.split(lines[1])[shlex.split(lines[1]).index("--save_path") + 1])
+    assert save_path.is_relative_to(folder)
+    summary = json.loads((save_path / "train_summary.json").read_text())
+    assert (summary["steps"], summary["strategy"], summary["contrastive_strategy"]) == (1, "contrastive", strategy)

@@ -27,6 +27,7 @@ COMMANDS = {
     "metrics": ("goalrm_core.cli.metrics", "Print AUROC and Q-filtered voting metrics of scored generations."),
     "decode": ("goalrm_core.study.decode_cli", "Q-guided decoding and online pruning."),
     "compare": ("goalrm_core.report.compare", "Do two runs of the report agree? Compare two reports' metrics.json (figures, conclusions, threads)."),
+    "tiny-run": ("goalrm_core.cli.tiny_run", "Make a tiny run folder (a random tiny policy, preference pairs) to train one step on."),
     "sync-notebooks": ("goalrm_core.pipeline.notebook_params", "Write the notebooks' parameters cells from params/demo.yaml (--check: report drift)."),
 }
 

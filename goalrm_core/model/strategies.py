@@ -73,6 +73,16 @@ def strategy_options() -> tuple[str, ...]:
     return tuple(dict.fromkeys(name for s in CONTRASTIVE_STRATEGIES.values() for name in s.options))
 
 
+def strategies_table() -> str:
+    """docs/profiles.md's table of the strategies (``python scripts/docs_tables.py --write``): one row each, in
+    registry order, with its help, the config fields it reads and whether it averages the goal states first."""
+    rows = ["| `contrastive_strategy` | what it is | its hyperparameters | goal states |", "|---|---|---|---|"]
+    for name, s in CONTRASTIVE_STRATEGIES.items():
+        options = ", ".join(f"`{option}`" for option in s.options) or "none"
+        rows.append(f"| `{name}` | {s.help} | {options} | {'averaged first' if s.average_goals else 'each one'} |")
+    return "\n".join(rows)
+
+
 def cosine_matrix(source: torch.Tensor, goal: torch.Tensor) -> torch.Tensor:
     """cos(source_i, goal_j) of every source i with every goal j of a row: (batch, S, G)."""
     import torch.nn.functional as F
