@@ -111,7 +111,7 @@ def first_error_section(metrics: Mapping) -> str:
 
 
 def savings_text(metrics: Mapping) -> str:
-    """The savings in numbers, seed-0 goal-conditioned RM, one row per benchmark in two tables:
+    """The savings in numbers, the detail seed's goal-conditioned RM (:func:`~goalrm_core.report.metrics_view.detail_seed`), one row per benchmark in two tables:
     Q-filtered voting (tokens saved, majority-vote accuracy before and after with Wilson intervals
     over the questions) and online pruning (its threshold, "no pruning" where tuning chose it, tokens
     saved, accuracy, wall time); then where pruning was off and what it cost in wall time."""
@@ -158,7 +158,7 @@ def savings_text(metrics: Mapping) -> str:
                     + "; ".join(slower) + ".")
     elif len(pruned) > len(off):
         said.append("Where pruning ran, it was not slower than sampling without it.")
-    out = ("<p>The same savings in numbers, seed-0 goal-conditioned RM, accuracy with 95% Wilson intervals over the "
+    out = (f"<p>The same savings in numbers, seed-{detail_seed(metrics)} goal-conditioned RM, accuracy with 95% Wilson intervals over the "
            "questions voted on; the across-seed intervals for toy-id are the primary findings above.</p>")
     if filtered:
         out += "<p>Q-filtered majority voting (samples of notebook 04):</p>" + html_table(pd.DataFrame(filtered))
