@@ -1,7 +1,8 @@
 """Re-render the committed report pages from their committed metrics.json into a temp folder and diff
 them against the committed files (52, item 2): reports/demo and reports/confident index.html (through
 ``goalrm report --index-only``'s :func:`rebuild_index`), the README's generated block and the committed
-``goalrm compare`` outputs under reports/reproducibility/. No training, no notebook runs.
+``goalrm compare`` outputs under reports/reproducibility/, and the sweep page
+(reports/demo-sweep-ablations, its time of drawing aside). No training, no notebook runs.
 
     PYTHONPATH=$PWD .venv/bin/python scripts/rerender_check.py [--keep DIR]
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import json
 import re
 import shutil
 import sys
@@ -21,6 +23,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ("demo", "confident")
+SWEEPS = ("demo-sweep-ablations",)
+GENERATED = re.compile(r"Generated [0-9T:+-]+")
 
 
 def _diff(name: str, old: str, new: str) -> bool:
@@ -37,6 +41,7 @@ def _diff(name: str, old: str, new: str) -> bool:
 
 def main(argv=None) -> int:
     from goalrm_core.pipeline.status import rebuild_index
+    from goalrm_core.report.pages import refresh_navigation
     from goalrm_core.report import readme
     from goalrm_core.report.compare import compare_runs, render_markdown
     from goalrm_core.report.metrics_view import load_metrics
@@ -58,10 +63,27 @@ def main(argv=None) -> int:
     shutil.copytree(ROOT / "reports", reports, ignore=shutil.ignore_patterns("*.ipynb", "*.png"))
     differs = False
     for name in PAGES:
+        # each stage page's navigation bar drawn again (goalrm report refreshes it after every stage)
+        stages = [s["name"] for s in json.loads((reports / name / "status.json").read_text(encoding="utf-8"))["stages"]]
+        refresh_navigation(reports / name, stages)
+        nav_differs = [stage for stage in stages if (reports / name / f"{stage}.html").is_file()
+                       and (reports / name / f"{stage}.html").read_bytes() != (ROOT / "reports" / name / f"{stage}.html").read_bytes()]
+        print(f"reports/{name} stage pages' navigation: " + (f"DIFFERS in {', '.join(nav_differs)}" if nav_differs else
+                                                             f"identical ({len(stages)} pages)"))
+        differs |= bool(nav_differs)
         page = rebuild_index(reports / name)
         differs |= _diff(f"reports/{name}/index.html",
                          reference(ROOT / "reports" / name / "index.html", (base or tmp) / "reports" / name / "index.html"),
                          page.read_text(encoding="utf-8"))
+    for sweep in SWEEPS:  # a sweep's page, its time of drawing aside
+        from goalrm_core.report import sweep_page
+
+        page = sweep_page.write_comparison(reports / sweep)
+        drawn = GENERATED.sub("Generated (time)", page.read_text(encoding="utf-8"))
+        (page).write_text(drawn, encoding="utf-8")
+        differs |= _diff(f"reports/{sweep}/index.html (time of drawing aside)",
+                         GENERATED.sub("Generated (time)", reference(ROOT / "reports" / sweep / "index.html",
+                                                                     (base or tmp) / "reports" / sweep / "index.html")), drawn)
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     block = text[text.index(readme.BEGIN):text.index(readme.END) + len(readme.END)]
     new = f"{readme.BEGIN}\n{readme.findings(reports / 'demo', reports / 'reproducibility')}{readme.END}"

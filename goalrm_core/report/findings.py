@@ -6,13 +6,13 @@ Holm-corrected p-values. The verdict words are described in :mod:`goalrm_core.re
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
 
 from goalrm_core.report.conclusions import (design_scope, figure_text, gate_state, judge, over_questions, scope,  # noqa: F401
                                             seed0_delta_sentence, seeds_text, sentences)
 from goalrm_core.report.metrics_view import Metrics, detail_seed, entries, mapping, section, value
 from goalrm_core.report.page_parts import html_table
+from goalrm_core.report.templating import part
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study import step_bench
 from goalrm_core.study.rms import HEADLINE_SETS, ID_BENCH, RMS
@@ -36,7 +36,7 @@ def answer(metrics: Mapping) -> str:
                     opposite="no, the baseline RM ranks them better")
     first = (f"Does goal-conditioning help here? Goal-conditioned minus baseline AUROC on {bench} is "
              f"{figure_text(d, 'positive')}, {reach}: {verdict}.")
-    return f'<p class="answer"><b>{html.escape(first)}</b> {html.escape(design_scope(primary))}</p>'
+    return part("answer", first=first, scope=design_scope(primary))
 
 
 def step_answer(metrics: Mapping, calibration: Sequence[Mapping] = (), design: str = "") -> str:
@@ -51,7 +51,7 @@ def step_answer(metrics: Mapping, calibration: Sequence[Mapping] = (), design: s
     result = {"summaries": figures, "reference": bench.get("reference"), "bench": bench.get("bench", ID_BENCH)}
     noise = (step_bench.label_noise_reading(calibration, design)
              or "What label noise (rollout-estimated against exact step labels) costs is not measured for this design.")
-    return f'<p class="answer">{html.escape(step_bench.reading(result))} {html.escape(noise)}</p>'
+    return part("paragraph", text=f"{step_bench.reading(result)} {noise}", css="answer")
 
 
 # ------------------------------------------------------------------------------------- summary
@@ -112,7 +112,7 @@ def summary(metrics: Mapping) -> str:
                          f"the seed-{detail_seed(metrics)} tables further down are detail.")
     elif deltas:
         sentences.append(seed0_delta_sentence(deltas))
-    return "<p>" + " ".join(html.escape(s) for s in sentences) + "</p>"
+    return part("paragraph", text=" ".join(sentences))
 
 
 # ---------------------------------------------------------------------- primary findings (schema 2)
@@ -128,15 +128,8 @@ def primary_findings(metrics: Mapping) -> str:
     n = _n_seeds(primary) or fmt.count(value(metrics, "decoding", "primary", "pruning", "tokens_ratio", "n_seeds"))
     which = HEADLINE_SETS.get(primary.get("headline"), "")
     figures = [primary.get("delta_auroc"), *(value(primary, "gate", "margin_over_length") or {}).values()]
-    head = ("<p>Computed once per RM seed (" + (f"{n} seeds" if n else "seeds")
-            + (f"; the reward comparisons on {html.escape(which)}" if which else "")
-            + f"), all {html.escape(scope(metrics))}: the mean across seeds with its 95% "
-            + ("interval over RM seeds and questions (a two-level bootstrap)" if over_questions(figures)
-               else "t-interval over RM seeds (the questions held fixed)")
-            + ", and in how many seeds the figure points the expected way. A conclusion holds only where the "
-              "interval lies wholly on the expected side, and reads \"reversed\" where it lies wholly on the other; "
-              "\"not tested\" where the mechanism was switched off.</p>")
-    return head + "<ul>\n" + "\n".join(f"<li>{html.escape(s)}</li>" for s in items) + "\n</ul>"
+    return part("primary_findings", seeds=f"{n} seeds" if n else "seeds", which=which, scope=scope(metrics),
+                over_questions=over_questions(figures), items=items)
 
 
 def exploratory_section(metrics: Mapping) -> str:
@@ -164,5 +157,5 @@ def exploratory_section(metrics: Mapping) -> str:
                               opposite="interval wholly below 0 (a lead)")}
             for b, d in ((b, deltas[b]) for b in order)]
     note = value(ex, "note")
-    return (f"<p>{html.escape(sentence)}</p>" + (f"<p class=\"meta\">{html.escape(str(note))}</p>" if isinstance(note, str) and note else "")
+    return (part("paragraph", text=sentence) + (part("paragraph", text=note, css="meta") if isinstance(note, str) and note else "")
             + html_table(pd.DataFrame(rows)))

@@ -3,7 +3,6 @@ table with links and failures, every metric and the provenance, in one self-cont
 
 from __future__ import annotations
 
-import html
 import json
 from pathlib import Path
 from typing import Any, Mapping
@@ -14,7 +13,7 @@ from goalrm_core.report.metrics_view import PROVENANCE_KEY, TIMINGS_KEY, Metrics
 from goalrm_core.report.provenance import provenance_html
 from goalrm_core.report.regimes import regimes_html
 from goalrm_core.report.reproduction import dropped, reruns_of, verdicts
-from goalrm_core.report.templating import render, stage_view
+from goalrm_core.report.templating import part, render, stage_view
 from goalrm_core.study import formatting as fmt
 
 
@@ -106,10 +105,8 @@ def gate_html(gate: Mapping, benchmark: str | None = None, n_seeds: int | None =
 
 def _notice(css: str, state: str, head: str, bench: str, scores: str, tail: str) -> str:
     """A gate's notice, coloured by its state (:data:`GATE_STYLE`)."""
-    e = html.escape
     colour, border = GATE_STYLE[state]
-    return (f'<div class="{css} gate-{state}" style="background:{colour};border-left:6px solid {border};'
-            f'padding:0.6em 1em;margin:0.6em 0"><b>{e(head)}</b> on {e(bench)}{e(scores)} {e(tail)}</div>')
+    return part("gate_notice", css=css, state=state, colour=colour, border=border, head=head, bench=bench, scores=scores, tail=tail)
 
 
 def _interval_words(margins: Mapping) -> str:
@@ -147,29 +144,21 @@ def reproduction_html(metrics: Mapping[str, Any], out_dir: Path) -> str:
     """Do the reruns beside this report (``reports/reproducibility/*``) reach the same verdict on each
     primary conclusion? A conclusion is stated only where they all do; the others are tabled as
     dropped, with each run's verdict (the agreed ones are not listed again). Empty when there are no reruns or no primary conclusions."""
-    e = html.escape
     reruns = reruns_of(out_dir)
-    rows = conclusions(metrics)
-    if not reruns or not rows:
+    records = conclusions(metrics)
+    if not reruns or not records:
         return ""
     runs = [metrics, *reruns.values()]
-    names = ["this report", *reruns]
-    head = "".join(f"<th>{e(n)}</th>" for n in names)
-    body = []  # only the conclusions the runs disagree on: the others are stated once, in the primary findings
-    for c in rows:
+    disagree = []  # only the conclusions the runs disagree on: the others are stated once, in the primary findings
+    for c in records:
         seen = verdicts(c.claim, c.rm, runs)
         if len(set(seen)) > 1:
-            body.append(f"<tr><td>{e(c.claim)}</td><td>{e(c.rm)}</td>" + "".join(f"<td>{e(v)}</td>" for v in seen)
-                        + "<td>dropped: the runs disagree</td></tr>")
+            disagree.append((c.claim, c.rm, seen))
     lost = dropped(metrics, reruns)
-    said = (f"{len(rows) - len(lost)} of {len(rows)} primary conclusions reach the same verdict in all {len(runs)} runs; "
+    said = (f"{len(records) - len(lost)} of {len(records)} primary conclusions reach the same verdict in all {len(runs)} runs; "
             + (f"{len(lost)} {'is' if len(lost) == 1 else 'are'} dropped (the runs' verdicts differ): "
                + "; ".join(f"{label} ({rm})" for label, rm, _ in lost) + "." if lost else "none is dropped."))
-    return (f"<h2>Reproduced?</h2>\n<p>The same report rerun as {', '.join(e(n) for n in reruns)} "
-            f"(<code>reports/reproducibility/</code>; <code>goalrm compare</code> compares them figure by figure). "
-            f"A conclusion is stated only where every run reaches the same verdict. {e(said)}</p>\n"
-            + (f"<table><tr><th>primary conclusion</th><th>RM</th>{head}<th>across the runs</th></tr>\n" + "\n".join(body)
-               + "\n</table>" if body else ""))
+    return part("reproduction", reruns=list(reruns), said=said, names=["this report", *reruns], rows=disagree)
 
 
 # Profile reports that present the same study under two designs: each front page links the other
@@ -191,7 +180,7 @@ def _drawn(what: str, draw, *args) -> str:
     try:
         return draw(*args)
     except Exception as exc:
-        return f'<p class="error">{html.escape(f"{what} could not be drawn: {type(exc).__name__}: {exc}")}</p>'
+        return part("paragraph", text=f"{what} could not be drawn: {type(exc).__name__}: {exc}", css="error")
 
 
 def calibration_rows(out_dir: Path) -> list[dict]:

@@ -10,14 +10,14 @@ README. Every cell is read from the reports' ``metrics.json``; a design whose re
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 from goalrm_core.evaluation.numeric import num
 from goalrm_core.report.conclusions import conclusions
 from goalrm_core.report.formats import ci
 from goalrm_core.report.metrics_view import detail_seed, read_metrics
+from goalrm_core.report.templating import part
 
 #: The designs, in the order the table shows them, with what sets each apart.
 DESIGNS: dict[str, str] = {
@@ -100,14 +100,5 @@ def regimes_html(profile: str, out_dir: Path) -> str:
     reports = read_reports(Path(out_dir).parent)
     if profile not in reports or len(reports) < 2:
         return ""
-    e = html.escape
     designs, rows = side_by_side(reports)
-    head = "".join(f"<th>{e(d)}{' (this report)' if d == profile else ''}<br><small>{e(DESIGNS.get(d, ''))}</small></th>" for d in designs)
-    body = "\n".join(f"<tr><td>{e(claim)}</td><td>{e(rm)}</td>" + "".join(f"<td>{e(v)}</td>" for v in values) + "</tr>"
-                     for claim, rm, values in rows)
-    return ("<h2>The paper's claims in both designs</h2>\n<details><summary>Each primary conclusion in both designs "
-            f"({len(rows)} rows)</summary>\n"
-            "<p>Each primary conclusion of this report beside the same conclusion of the other design's committed report "
-            "(mean over RM seeds [95% interval, over RM seeds and questions where the report recorded it], the seeds that point the expected way, and the verdict). In the demo the "
-            "policy's log-prob is a near-perfect verifier; in the confident design it is not, as in the paper.</p>\n"
-            f'<div class="scroll"><table><tr><th>claim</th><th>RM</th>{head}</tr>\n{body}\n</table></div></details>')
+    return part("regimes", profile=profile, designs=[(d, DESIGNS.get(d, "")) for d in designs], rows=rows)
