@@ -12,7 +12,7 @@ import pandas as pd
 from goalrm_core.data.io import require_artifact
 from goalrm_core.data.rundir import RunDir
 from goalrm_core.data.questions import group_by_question
-from goalrm_core.evaluation import hierarchical, metrics, q_analysis, stats, tables, verdicts
+from goalrm_core.evaluation import hierarchical, metrics, q_analysis, stats, tables
 from goalrm_core.evaluation.localisation import DidResult, first_error_did
 from goalrm_core.evaluation import voting as metrics_voting
 from goalrm_core.inference.scoring import eval_rm
@@ -492,37 +492,14 @@ def seed_interval(s: dict, scale: float = 1.0, signed: bool = True) -> str:
     return f"{show(s['mean'])} [{show(s.get('ci_low'))}, {show(s.get('ci_high'))}]"
 
 
-def _said(s: dict, holds: str, reversed_: str, not_shown: str = "not shown", scale: float = 1.0, unit: str = "") -> str:
-    """One summary's verdict in words (`evaluation.verdicts`); an undefined one "cannot be judged (reason)"."""
-    if verdicts.state(s) == verdicts.UNDEFINED:
-        return f"cannot be judged ({verdicts.reason(s)})"
-    return verdicts.words(s, holds=holds, reversed_=reversed_, not_shown=not_shown, scale=scale, unit=unit)
-
-
 def primary_frame(primary: dict) -> pd.DataFrame:
-    """The primary figures as one table: figure, RM, mean over seeds [95% interval over RM seeds and
-    questions], seeds pointing the expected way, and the two-sided verdict (a "not shown" with the
-    effect the run would have seen with 80% power)."""
-    rows = []
-
-    def add(figure, rm, s, scale=1.0, signed=True, unit=""):
-        rows.append({"figure": figure, "rm": rm, "mean over seeds [95% CI]": seed_interval(s, scale, signed),
-                     "seeds the expected way": f"{s['k']} of {s['n_seeds']}",
-                     "conclusion": _said(s, "holds", "reversed", scale=scale, unit=unit)})
-
-    for rm, s in primary["gate"]["margin_over_length"].items():
-        add("AUROC − length-only AUROC (> 0)", rm, s)
-    well_formed = primary["gate"].get("well_formed")
-    for rm, s in (well_formed or {}).get("margin_over_length", {}).items():
-        add(f"the same on well-formed errors only (> {well_formed['required_margin']:g})", rm, s)
-    if "delta_auroc" in primary:
-        add("ΔAUROC goal-conditioned − baseline (> 0)", "both", primary["delta_auroc"])
-    for rm, s in primary["first_error_did"].items():
-        add("Q's change at the first wrong line − at that line of correct solutions (< 0)", rm, s)
-    for rm, f in primary["filter"].items():
-        add(f"tokens saved by the threshold-{f['threshold']:g} filter, % (> 0)", rm, f["tokens_saved_pct"], unit=" %")
-        add("its accuracy change, points (< 0 = costs accuracy)", rm, f["accuracy_change"], scale=100.0, unit=" points")
-    return pd.DataFrame(rows)
+    """The primary figures as one table, one row per conclusion record (:func:`goalrm_core.report.conclusions.conclusions`,
+    the README's rows): figure, RM, mean over seeds [95% interval over RM seeds and questions], seeds pointing
+    the expected way, and the two-sided verdict (a "not shown" with the effect the run would have seen with
+    80% power, a "cannot be judged" with its reason)."""
+    return pd.DataFrame([{"figure": c.claim, "rm": c.rm, "mean over seeds [95% CI]": c.interval,
+                          "seeds the expected way": c.seeds, "conclusion": c.verdict_words}
+                         for c in conclusions.conclusions({"evaluation": {"primary": primary}})])
 
 
 def primary_reading(primary: dict, policy_seeds=None) -> str:
