@@ -27,6 +27,7 @@ ONCE = {
     "PACKAGED_MODELS": "goalrm_core/model/pretrained.py",
     "PRUNING_OFF": "goalrm_core/inference/pruning.py",
     "PLAN_FILE": "goalrm_core/report/sweep_layout.py",
+    "GATE_VERDICT": "goalrm_core/report/conclusions.py",  # the length gate's verdict in words (52, item 2)
     "POINT_MANIFEST": "goalrm_core/report/sweep_layout.py",
 }
 # file names and suffixes of a trained RM, spelled once (data.rundir)

@@ -12,8 +12,9 @@ interval; with only a point estimate and a 95% interval per run (the seed-0 boot
 normal approximation, se = (high − low) / (2·1.96) on each side. Each row says which method it used.
 A figure that is undefined (null, NaN) on either side is "undefined", never an error.
 
-**Conclusions.** Each conclusion has a verdict in each run (passed/failed, better/worse/no difference,
-holds/reversed/not shown/not tested, or undefined); it *holds in both* when both runs reach the same
+**Conclusions.** Each conclusion has a verdict in each run (passed/failed, better/worse/not shown,
+holds/reversed/not shown/not tested, or undefined; the across-seed ones are the records of
+:mod:`~goalrm_core.report.conclusions`, with the notes worded there); it *holds in both* when both runs reach the same
 defined verdict (a "not tested" one, whose mechanism was switched off, is no finding either way).
 Across-seed conclusions (schema 2) are two-sided (`evaluation.verdicts`: a difference significant the
 unexpected way is "reversed", never "not shown"; a "not shown" carries the effect the run would have

@@ -11,40 +11,16 @@ from goalrm_core.evaluation import verdicts
 from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.evaluation.numeric import num
 from goalrm_core.report.compare_figures import ALPHA, NOT_SCORERS, is_across
+from goalrm_core.report.conclusions import conclusions, exploratory_conclusions, gate_state
 from goalrm_core.report.metrics_view import section
 from goalrm_core.study.rms import ID_BENCH
-
-
-def _holds(across: Mapping, switched_off: bool = False) -> str:
-    """An across-seeds conclusion's two-sided verdict (`evaluation.verdicts`): holds, reversed (the
-    interval wholly on the unexpected side), not shown, not tested (the mechanism switched off), or
-    undefined."""
-    return verdicts.state(across, switched_off)
-
-
-def _note(across: Mapping, switched_off: bool = False) -> str | None:
-    """What a verdict needs beside it: the reason it is undefined or not tested, or the effect a "not
-    shown" would have seen with 80% power (where the run recorded one)."""
-    state = verdicts.state(across, switched_off)
-    if state in (verdicts.UNDEFINED, verdicts.NOT_TESTED):
-        return verdicts.reason(across, switched_off)
-    m = verdicts.mde(across)
-    if state == verdicts.NOT_SHOWN and m is not None:
-        return f"an effect of {m:.3g} would have been seen with 80% power"
-    return None
 
 
 def _delta_verdict(low, high) -> str:
     low, high = num(low), num(high)
     if low is None or high is None:
         return "undefined"
-    return "better" if low > 0 else "worse" if high < 0 else "no difference"
-
-
-def _across_delta_verdict(d: Mapping) -> str:
-    """ΔAUROC over seeds: better / worse / no difference (two-sided by nature), undefined where it is."""
-    state = verdicts.state(d)
-    return {verdicts.HOLDS: "better", verdicts.REVERSED: "worse", verdicts.NOT_SHOWN: "no difference"}.get(state, state)
+    return "better" if low > 0 else "worse" if high < 0 else verdicts.NOT_SHOWN  # a difference not shown: never "no difference"
 
 
 def _conclusion(label: str, basis: str, verdict: str, note: str | None = None) -> dict:
@@ -58,47 +34,25 @@ def collect_conclusions(m: Mapping) -> dict[str, dict]:
     ev, dec = section(m, "evaluation"), section(m, "decoding")
     seeds = "across seeds"
 
-    # -- across seeds (schema 2)
+    # -- across seeds (schema 2): the records of report.conclusions, each with its verdict as worded there
     primary = section(ev, "primary")
     bench = primary.get("benchmark", ID_BENCH)
-    if "gate" in primary:
-        gate = section(primary["gate"])
-        state = gate.get("state") if gate.get("state") in ("passed", "failed") else "undefined"
-        out["gate@seeds"] = _conclusion(f"length gate ({bench}): every RM beats length only", seeds, state, gate.get("reason"))
-        if "well_formed" in gate:  # the gate's second condition: the RMs verify, not only spot malformed text
-            wf = section(gate["well_formed"])
-            wf_state = wf.get("state") if wf.get("state") in ("passed", "failed") else "undefined"
+    if isinstance(primary.get("gate"), Mapping):
+        gate = primary["gate"]
+        state, reason = gate_state(gate)
+        out["gate@seeds"] = _conclusion(f"length gate ({bench}): every RM beats length only", seeds, state, reason)
+        if isinstance(gate.get("well_formed"), Mapping):  # the gate's second condition: the RMs verify, not only spot malformed text
+            wf = gate["well_formed"]
+            wf_state, wf_reason = gate_state(wf)
             out["gate.well_formed@seeds"] = _conclusion(
                 f"length gate, well-formed errors only ({bench}): every RM beats length by > {wf.get('required_margin', 0.15):g}",
-                seeds, wf_state, wf.get("reason"))
-    if is_across(primary.get("delta_auroc")):
-        d = primary["delta_auroc"]
-        out[f"delta_auroc.{bench}@seeds"] = _conclusion(f"ΔAUROC goal-conditioned − baseline ({bench}, primary)", seeds,
-                                                       _across_delta_verdict(d), _note(d))
-    for b, d in section(ev, "exploratory", "delta_auroc").items():
-        if is_across(d):
-            out[f"delta_auroc.{b}@seeds"] = _conclusion(f"ΔAUROC goal-conditioned − baseline ({b}, exploratory)", seeds,
-                                                       _across_delta_verdict(d), _note(d))
-    for rm, d in section(primary, "first_error_did").items():
-        if is_across(d):
-            out[f"first_error_did.{rm}@seeds"] = _conclusion(f"Q falls at the first wrong line, against correct solutions ({rm})",
-                                                            seeds, _holds(d), _note(d))
-    for rm, f in section(primary, "filter").items():
-        f = section(f)
-        if is_across(f.get("tokens_saved_pct")):
-            out[f"filter.{rm}.saves_tokens@seeds"] = _conclusion(f"filter saves tokens ({rm}, {bench})", seeds, _holds(f["tokens_saved_pct"]), _note(f["tokens_saved_pct"]))
-        if is_across(f.get("accuracy_change")):
-            out[f"filter.{rm}.costs_accuracy@seeds"] = _conclusion(f"filter costs accuracy ({rm}, {bench})", seeds, _holds(f["accuracy_change"]), _note(f["accuracy_change"]))
-    pruning = section(dec, "primary", "pruning")
-    pbench = pruning.get("benchmark", ID_BENCH)
-    why = verdicts.pruning_switched_off(pruning)  # every seed's tuning chose pruning off: nothing was tested
-    if why:
-        pruning = {**pruning, **{k: verdicts.mark_not_tested(pruning[k], why) for k in ("tokens_ratio", "accuracy_change") if k in pruning}}
-    off = False
-    if is_across(pruning.get("tokens_ratio")):
-        out["pruning.saves_tokens@seeds"] = _conclusion(f"pruning saves tokens ({pbench})", seeds, _holds(pruning["tokens_ratio"], off), _note(pruning["tokens_ratio"], off))
-    if is_across(pruning.get("accuracy_change")):
-        out["pruning.costs_accuracy@seeds"] = _conclusion(f"pruning costs accuracy ({pbench})", seeds, _holds(pruning["accuracy_change"], off), _note(pruning["accuracy_change"], off))
+                seeds, wf_state, wf_reason)
+    records = [c for c in conclusions(m) if not c.claim_id.startswith("gate.")  # the gate's margins: the gate above
+               and c.claim_id != "pruning.saves_wall_time"]  # wall time: a property of the machine, not of the run
+    for c in records + exploratory_conclusions(m):
+        if is_across(c.figure):
+            out[f"{c.claim_id}@seeds"] = _conclusion(c.claim if c.rm in ("both", "-") else f"{c.claim} ({c.rm})", seeds,
+                                                     c.state, c.note)
 
     # -- seed 0 (both schemas)
     gate = ev.get("gate")

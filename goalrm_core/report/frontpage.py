@@ -24,10 +24,10 @@ this module puts them in reading order.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping
 
 from goalrm_core.report.metrics_view import detail_seed
+from goalrm_core.report.templating import part
 from goalrm_core.report.findings import answer, exploratory_section, gate_state, judge, primary_findings, step_answer, summary
 from goalrm_core.report.result_figures import (auroc_figure, decoding_table, delta_table, first_error_section,
                                                savings_figure, steering_section)
@@ -39,7 +39,7 @@ def result_sections(metrics: Mapping) -> str:
     """Everything between the gate and the stage table; the detail sections name the RM seed they show
     (the profile's first)."""
     detail = f" — seed {detail_seed(metrics)} (detail)"
-    parts = [("Summary", summary(metrics)),
+    sections = [("Summary", summary(metrics)),
              ("Primary findings across seeds", primary_findings(metrics)),
              ("Exploratory benchmarks", exploratory_section(metrics)),
              ("Q around the first error, every seed", first_error_section(metrics)),
@@ -51,6 +51,4 @@ def result_sections(metrics: Mapping) -> str:
     # the story (summary and primary findings) stays open; the detail below it folds, so the page opens
     # on the answer and a reader unfolds what they want to check
     open_titles = {"Summary", "Primary findings across seeds"}
-    return "\n".join(f"<h2>{html.escape(title)}</h2>\n{body}" if title in open_titles
-                     else f"<details class=\"section\"><summary><h2>{html.escape(title)}</h2></summary>\n{body}\n</details>"
-                     for title, body in parts if body)
+    return "\n".join(part("section", title=title, body=body, open=title in open_titles) for title, body in sections if body)

@@ -3,20 +3,18 @@ table with links and failures, every metric and the provenance, in one self-cont
 
 from __future__ import annotations
 
-import html
 import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from goalrm_core.report.findings import over_questions
-from goalrm_core.report.frontpage import answer, gate_state, result_sections, step_answer
+from goalrm_core.report.conclusions import conclusions, gate_words, over_questions
+from goalrm_core.report.frontpage import answer, result_sections, step_answer
 from goalrm_core.report.metrics_view import PROVENANCE_KEY, TIMINGS_KEY, Metrics, entries, mapping, value
 from goalrm_core.report.provenance import provenance_html
 from goalrm_core.report.regimes import regimes_html
-from goalrm_core.report.reproduction import dropped, primary_rows, reruns_of, verdicts
-from goalrm_core.report.templating import render, stage_view
+from goalrm_core.report.reproduction import dropped, reruns_of, verdicts
+from goalrm_core.report.templating import part, render, stage_view
 from goalrm_core.study import formatting as fmt
-from goalrm_core.study.evaluation import well_formed_failure
 
 
 def _flatten(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
@@ -76,11 +74,10 @@ GATE_KEYS = ("benchmark", "passed", "length_only", "state", "reason", "margin_ov
 
 def gate_html(gate: Mapping, benchmark: str | None = None, n_seeds: int | None = None) -> str:
     """The gate as a coloured notice, in one of three states: green (both RMs above length-only), red
-    (the later tables measure noise), amber ("cannot be judged: <reason>", an undefined AUROC or too
+    (the later tables are no evidence about the method), amber ("cannot be judged: <reason>", an undefined AUROC or too
     few seeds: neither a pass nor a failure). Takes the seed-0 gate (``benchmark``, ``passed``, per
     scorer ``auroc``/``ci_low``/``ci_high``) or the across-seeds one (``state``, ``reason``,
     ``margin_over_length``: per RM an ``evaluation.stats.across_seeds`` summary)."""
-    state, reason = gate_state(gate)
     bench = str(gate.get("benchmark") or benchmark or "toy-id")
     if "state" in gate:
         margins = entries(gate, "margin_over_length")
@@ -98,18 +95,9 @@ def gate_html(gate: Mapping, benchmark: str | None = None, n_seeds: int | None =
         scores = (" (AUROC, 95% CI): " + "; ".join(f"{rm} {shown(gate[rm])}" for rm in rms)
                   + f"; length only {shown(gate.get('length_only'))}.")
         failing = []
-    if state == "passed":
-        head = "Both reward models beat the length-only scorer"
-        tail = "The comparisons below measure what the RMs learned beyond response length."
-    elif state == "failed":
-        head = "Not every reward model beats the length-only scorer"
-        tail = ((f"Not shown for {', '.join(failing)}. " if failing else "")
-                + "The later tables compare RMs that know less than a character count: they measure noise, "
-                  "not the method. Read them as a test of the software only.")
-    else:
-        head = "Cannot be judged whether both reward models beat the length-only scorer"
-        tail = (f"The gate cannot be judged: {reason}. Neither passed nor failed: until it can be judged, the later tables "
-                "are no evidence for or against the method.")
+    state, head, tail = gate_words(gate)
+    if state == "failed" and failing:
+        tail = f"Not shown for {', '.join(failing)}. " + tail
     second = mapping(gate, "well_formed")
     notice = _notice("gate", state, head, bench, scores, tail)
     return notice if second is None else notice + well_formed_gate_html(second, bench, state)
@@ -117,10 +105,8 @@ def gate_html(gate: Mapping, benchmark: str | None = None, n_seeds: int | None =
 
 def _notice(css: str, state: str, head: str, bench: str, scores: str, tail: str) -> str:
     """A gate's notice, coloured by its state (:data:`GATE_STYLE`)."""
-    e = html.escape
     colour, border = GATE_STYLE[state]
-    return (f'<div class="{css} gate-{state}" style="background:{colour};border-left:6px solid {border};'
-            f'padding:0.6em 1em;margin:0.6em 0"><b>{e(head)}</b> on {e(bench)}{e(scores)} {e(tail)}</div>')
+    return part("gate_notice", css=css, state=state, colour=colour, border=border, head=head, bench=bench, scores=scores, tail=tail)
 
 
 def _interval_words(margins: Mapping) -> str:
@@ -144,57 +130,35 @@ def well_formed_gate_html(gate: Mapping, bench: str, first_state: str = "undefin
     generations, does each RM beat response length by the required margin over seeds? Passed means the
     RMs check the arithmetic; failed means they are not shown to, and what they detect is mostly
     malformed output only where the first condition (``first_state``) passed and most errors are
-    malformed (`evaluation.well_formed_failure`)."""
-    state, reason = gate_state(gate)
+    malformed (`conclusions.well_formed_failure`)."""
+    state, head, tail = gate_words(gate, first_state)
     margin = fmt.num(gate.get("required_margin"), 2)
     margins = entries(gate, "margin_over_length")
     parts = _margins(margins, margin)
-    head = {"passed": f"On well-formed errors, both reward models beat length by more than {margin}",
-            "failed": f"On well-formed errors, not every reward model beats length by more than {margin}",
-            "undefined": "Cannot be judged whether the reward models detect well-formed errors"}[state]
-    tail = {"passed": "The RMs check the arithmetic, not only the shape of a solution.",
-            "failed": _failed_tail(gate, first_state),
-            "undefined": f"Cannot be judged: {reason}."}[state]
     scores = (" (correct against well-formed incorrect solutions; AUROC of the RM minus AUROC of response length, mean "
               f"across seeds with {_interval_words(margins)}): " + "; ".join(parts) + ".") if parts else "."
     return _notice("gate gate-well-formed", state, head, bench, scores, tail)
-
-
-def _failed_tail(gate: Mapping, first_state: str) -> str:
-    words = well_formed_failure(gate, first_state)
-    if words.startswith("they "):
-        return "The RMs " + words[len("they "):]
-    # "what they detect is mostly malformed output": the RMs beat length on all errors, most are malformed
-    return words[0].upper() + words[1:] + " Read every later claim as 'detects malformed output'."
 
 
 def reproduction_html(metrics: Mapping[str, Any], out_dir: Path) -> str:
     """Do the reruns beside this report (``reports/reproducibility/*``) reach the same verdict on each
     primary conclusion? A conclusion is stated only where they all do; the others are tabled as
     dropped, with each run's verdict (the agreed ones are not listed again). Empty when there are no reruns or no primary conclusions."""
-    e = html.escape
     reruns = reruns_of(out_dir)
-    rows = primary_rows(metrics)
-    if not reruns or not rows:
+    records = conclusions(metrics)
+    if not reruns or not records:
         return ""
     runs = [metrics, *reruns.values()]
-    names = ["this report", *reruns]
-    head = "".join(f"<th>{e(n)}</th>" for n in names)
-    body = []  # only the conclusions the runs disagree on: the others are stated once, in the primary findings
-    for label, rm, *_ in rows:
-        seen = verdicts(label, rm, runs)
+    disagree = []  # only the conclusions the runs disagree on: the others are stated once, in the primary findings
+    for c in records:
+        seen = verdicts(c.claim, c.rm, runs)
         if len(set(seen)) > 1:
-            body.append(f"<tr><td>{e(label)}</td><td>{e(rm)}</td>" + "".join(f"<td>{e(v)}</td>" for v in seen)
-                        + "<td>dropped: the runs disagree</td></tr>")
+            disagree.append((c.claim, c.rm, seen))
     lost = dropped(metrics, reruns)
-    said = (f"{len(rows) - len(lost)} of {len(rows)} primary conclusions reach the same verdict in all {len(runs)} runs; "
+    said = (f"{len(records) - len(lost)} of {len(records)} primary conclusions reach the same verdict in all {len(runs)} runs; "
             + (f"{len(lost)} {'is' if len(lost) == 1 else 'are'} dropped (the runs' verdicts differ): "
                + "; ".join(f"{label} ({rm})" for label, rm, _ in lost) + "." if lost else "none is dropped."))
-    return (f"<h2>Reproduced?</h2>\n<p>The same report rerun as {', '.join(e(n) for n in reruns)} "
-            f"(<code>reports/reproducibility/</code>; <code>goalrm compare</code> compares them figure by figure). "
-            f"A conclusion is stated only where every run reaches the same verdict. {e(said)}</p>\n"
-            + (f"<table><tr><th>primary conclusion</th><th>RM</th>{head}<th>across the runs</th></tr>\n" + "\n".join(body)
-               + "\n</table>" if body else ""))
+    return part("reproduction", reruns=list(reruns), said=said, names=["this report", *reruns], rows=disagree)
 
 
 # Profile reports that present the same study under two designs: each front page links the other
@@ -216,7 +180,7 @@ def _drawn(what: str, draw, *args) -> str:
     try:
         return draw(*args)
     except Exception as exc:
-        return f'<p class="error">{html.escape(f"{what} could not be drawn: {type(exc).__name__}: {exc}")}</p>'
+        return part("paragraph", text=f"{what} could not be drawn: {type(exc).__name__}: {exc}", css="error")
 
 
 def calibration_rows(out_dir: Path) -> list[dict]:

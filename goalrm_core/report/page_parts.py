@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import io
 
+from goalrm_core.report.templating import part
 from goalrm_core.study import formatting as fmt
 
 
@@ -17,7 +18,7 @@ def png(fig) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
-    return f'<img alt="figure" src="data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}">'
+    return part("figure", src=f"data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}")
 
 
 def html_table(df) -> str:

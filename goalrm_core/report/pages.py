@@ -10,6 +10,7 @@ from pathlib import Path
 
 from goalrm_core.data.io import atomic_write_text
 from goalrm_core.paths import relative_paths
+from goalrm_core.report.templating import part
 
 
 # The lab template, minus the scripts it loads from a CDN whatever the notebook holds: a page that
@@ -156,30 +157,17 @@ def navigation_html(name: str, stages: list[str], out_dir: Path, page: str, code
     """The header bar of stage ``name``'s page (links to the index and to the previous and next stage
     whose page exists in ``out_dir``, and ``code``, the code version the stage ran on, when known) and
     its table of contents. Self-contained: no external URL."""
-    e = html.escape
-
-    def link(stage: str | None, label: str) -> str:
+    def link(stage: str | None, label: str) -> tuple | None:
         if stage is None:
-            return ""
-        if (out_dir / f"{stage}.html").exists() or stage == name:
-            return f'<a href="{e(stage)}.html">{e(label)}</a>'
-        return f'<span class="absent" title="not rendered yet">{e(label)}</span>'
+            return None
+        return stage, label, (out_dir / f"{stage}.html").exists() or stage == name
 
     where = stages.index(name) if name in stages else -1
     previous = stages[where - 1] if where > 0 else None
     following = stages[where + 1] if 0 <= where < len(stages) - 1 else None
-    back, forward = link(previous, f"\u2190 {previous}"), link(following, f"{following} \u2192")
-    position = f"stage {where + 1} of {len(stages)}" if where >= 0 else ""
-    ran_on = f'<span class="code" data-code="{e(code)}">ran on {e(code)}</span>' if code else ""
-    bar = (f'<nav class="goalrm-nav" aria-label="report"><a href="index.html">&#8962; Index</a>{back}'
-           f'<span class="here">{e(name)}</span>{forward}<span class="spacer"></span>{ran_on}<span>{position}</span></nav>')
-    headings = table_of_contents(page)
-    toc = ""
-    if headings:
-        items = "".join(f'<li class="level-{level}"><a href="#{e(anchor)}">{e(text)}</a></li>'
-                        for level, anchor, text in headings)
-        toc = f'<nav class="goalrm-toc" aria-label="contents"><details open><summary>Contents</summary><ul>{items}</ul></details></nav>'
-    return f"{NAV_BEGIN}<style>{_NAV_CSS}</style>{bar}{toc}{NAV_END}"
+    return part("navigation", begin=NAV_BEGIN, end=NAV_END, css=_NAV_CSS, name=name,
+                back=link(previous, f"\u2190 {previous}"), forward=link(following, f"{following} \u2192"), code=code,
+                position=f"stage {where + 1} of {len(stages)}" if where >= 0 else "", headings=table_of_contents(page))
 
 
 def with_navigation(page: str, nav: str) -> str:

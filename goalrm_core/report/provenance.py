@@ -4,10 +4,10 @@ README's timings."""
 
 from __future__ import annotations
 
-import html
 import json
 from typing import Any, Mapping
 
+from goalrm_core.report.templating import part
 from goalrm_core.report.metrics_view import PROVENANCE_KEY
 
 
@@ -25,31 +25,19 @@ def provenance_html(metrics: Mapping[str, Any]) -> str:
     prov = metrics.get(PROVENANCE_KEY) if isinstance(metrics, Mapping) else None
     if not isinstance(prov, Mapping) or not prov:
         return ""
-    e = html.escape
-
-    def part(key: str) -> Mapping:
+    def entry(key: str) -> Mapping:
         value = prov.get(key)
         return value if isinstance(value, Mapping) else {}
 
-    git, profile, versions, machine, threads = (part(k) for k in ("git", "profile", "versions", "machine", "threads"))
-    if git.get("commit"):
-        state = {True: " (work tree dirty)", False: " (clean)"}.get(git.get("dirty"), "")
-        commit = f"<code>{e(str(git['commit'])[:12])}</code>{e(state)}"
-    else:
-        commit = "unknown (no git)"
+    git, profile, versions, machine, threads = (entry(k) for k in ("git", "profile", "versions", "machine", "threads"))
+    commit = str(git["commit"])[:12] if git.get("commit") else None
+    state = {True: " (work tree dirty)", False: " (clean)"}.get(git.get("dirty"), "")
     parameters = profile.get("parameters") if isinstance(profile.get("parameters"), Mapping) else {}
-    params = ", ".join(f"{e(str(k))}={e(json.dumps(v))}" for k, v in parameters.items())
     gpu = machine.get("gpu")
     gpu_text = gpu.get("name") if isinstance(gpu, Mapping) else (gpu or "none")
-    rows = [
-        ("commit", commit),
-        ("profile", f"{e(str(profile.get('name', '')))}"
-                    f"<details><summary>{len(parameters)} parameters</summary><code>{params}</code></details>"),
-        ("versions", e(", ".join(f"{k} {v if v is not None else 'absent'}" for k, v in versions.items()))),
-        ("machine", e(f"{machine.get('cpu') or 'unknown CPU'}, {machine.get('cores', '?')} cores; GPU: {gpu_text}"
-                      f"{speed_text(machine)}")),
-        ("threads", e(f"{threads.get('used', '?')} (torch_threads={threads.get('torch_threads', '?')}: {threads.get('rule', '')})")),
-        ("date", e(str(prov.get("date", "")))),
-    ]
-    body = "".join(f"<tr><th>{name}</th><td>{value}</td></tr>" for name, value in rows)
-    return f'<table class="provenance">{body}</table>'
+    return part("provenance", commit=commit, state=state, profile=str(profile.get("name", "")),
+                parameters=[(str(k), json.dumps(v)) for k, v in parameters.items()],
+                versions=", ".join(f"{k} {v if v is not None else 'absent'}" for k, v in versions.items()),
+                machine=f"{machine.get('cpu') or 'unknown CPU'}, {machine.get('cores', '?')} cores; GPU: {gpu_text}{speed_text(machine)}",
+                threads=f"{threads.get('used', '?')} (torch_threads={threads.get('torch_threads', '?')}: {threads.get('rule', '')})",
+                date=str(prov.get("date", "")))

@@ -22,7 +22,8 @@ from goalrm_core.report.metrics_view import detail_seed, read_metrics
 from goalrm_core.generated_block import update_file
 from goalrm_core.report.provenance import speed_text
 from goalrm_core.evaluation.verdicts import policy_scope
-from goalrm_core.report.reproduction import primary_rows, reruns_of, verdict_text, verdicts
+from goalrm_core.report.conclusions import conclusions
+from goalrm_core.report.reproduction import reruns_of, verdicts
 from goalrm_core.study.formatting import order_benchmarks
 
 BEGIN = "<!-- begin: generated from reports/demo by `python -m goalrm_core.report.readme`; do not edit by hand -->"
@@ -67,7 +68,7 @@ def findings(report: Path = REPORT, reruns: Path = RERUNS) -> str:
     out = [f"From the committed [`reports/demo/`](reports/demo/index.html): {primary.get('n_seeds', '?')} RM seeds per RM, "
            f"{params.get('rm_steps', '?')} steps each; {params.get('n_benchmark_questions', '?')} questions per benchmark; "
            f"{params.get('torch_threads', '?')} torch threads; headline set `{primary.get('headline', ev.get('headline', '?'))}`.", ""]
-    rows = primary_rows(metrics)
+    rows = conclusions(metrics)
     if rows:
         runs = [metrics, *rerun_runs.values()]
         interval = primary.get("interval") or "RM seeds only (a t-interval; the questions held fixed)"
@@ -78,9 +79,9 @@ def findings(report: Path = REPORT, reruns: Path = RERUNS) -> str:
         if rerun_runs:
             header += f" same verdict in all {len(runs)} runs |"
         out += [header, "|" + "---|" * (header.count("|") - 1)]
-        for label, rm, s, scale, signed in rows:
-            line = f"| {label} | {rm} | {across(s, signed, scale)} | {s['k']} of {s['n_seeds']} | {verdict_text(s, full=True, scale=scale, unit=' points' if scale == 100.0 else '')} |"
-            seen = verdicts(label, rm, runs)
+        for c in rows:
+            line = f"| {c.claim} | {c.rm} | {c.interval} | {c.seeds} | {c.verdict_words} |"
+            seen = verdicts(c.claim, c.rm, runs)
             same = "yes" if len(set(seen)) == 1 else "no: " + " / ".join(seen)
             out.append(line + (f" {same} |" if rerun_runs else ""))
         gate = primary.get("gate", {})

@@ -3,33 +3,27 @@
 The ``demo`` design samples a policy at T = 1.7, so its errors are its own unlikely tokens and the policy's
 log-prob is a near-perfect verifier; the ``confident`` design teaches a few facts wrong, samples at
 T = 1.0 and trains the RMs on a second generator's slips, as the paper's setting does.
-This module puts each primary conclusion of both committed reports in one table (the same rows as
-``reproduction.primary_rows``, plus steering and the free scorers), for both front pages and the
+This module puts each primary conclusion of both committed reports in one table (the records of
+``conclusions.conclusions``, plus steering and the free scorers), for both front pages and the
 README. Every cell is read from the reports' ``metrics.json``; a design whose report is absent is left out.
 """
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 from goalrm_core.evaluation.numeric import num
-from goalrm_core.report.formats import across, ci
+from goalrm_core.report.conclusions import conclusions
+from goalrm_core.report.formats import ci
 from goalrm_core.report.metrics_view import detail_seed, read_metrics
-from goalrm_core.report.reproduction import primary_rows, verdict_text
+from goalrm_core.report.templating import part
 
 #: The designs, in the order the table shows them, with what sets each apart.
 DESIGNS: dict[str, str] = {
     "demo": "T = 1.7 slips; pairs from the policy's own samples",
     "confident": "12 facts taught wrong, T = 1.0; pairs from a second generator's slips",
 }
-
-
-def across_cell(s: Mapping, signed: bool, scale: float) -> str:
-    """``mean [low, high], k of n seeds: verdict`` of one across-seeds figure (the README's wording)."""
-    text = across(s, signed, scale)
-    return text if num(s.get("mean")) is None else f"{text}, {s.get('k')} of {s.get('n_seeds')} seeds: {verdict_text(s)}"
 
 
 def _free_scorer_rows(metrics: Mapping) -> list[tuple[str, str, str]]:
@@ -62,7 +56,7 @@ def _steering_rows(metrics: Mapping) -> list[tuple[str, str, str]]:
 def claim_cells(metrics: Mapping) -> dict[tuple[str, str], str]:
     """``{(claim, RM): cell}`` of one report, in its order."""
     cells = {(label, rm): v for label, rm, v in _free_scorer_rows(metrics)}
-    cells.update({(label, rm): across_cell(s, signed, scale) for label, rm, s, scale, signed in primary_rows(metrics)})
+    cells.update({(c.claim, c.rm): c.cell for c in conclusions(metrics)})
     cells.update({(label, rm): v for label, rm, v in _steering_rows(metrics)})
     return cells
 
@@ -106,14 +100,5 @@ def regimes_html(profile: str, out_dir: Path) -> str:
     reports = read_reports(Path(out_dir).parent)
     if profile not in reports or len(reports) < 2:
         return ""
-    e = html.escape
     designs, rows = side_by_side(reports)
-    head = "".join(f"<th>{e(d)}{' (this report)' if d == profile else ''}<br><small>{e(DESIGNS.get(d, ''))}</small></th>" for d in designs)
-    body = "\n".join(f"<tr><td>{e(claim)}</td><td>{e(rm)}</td>" + "".join(f"<td>{e(v)}</td>" for v in values) + "</tr>"
-                     for claim, rm, values in rows)
-    return ("<h2>The paper's claims in both designs</h2>\n<details><summary>Each primary conclusion in both designs "
-            f"({len(rows)} rows)</summary>\n"
-            "<p>Each primary conclusion of this report beside the same conclusion of the other design's committed report "
-            "(mean over RM seeds [95% interval, over RM seeds and questions where the report recorded it], the seeds that point the expected way, and the verdict). In the demo the "
-            "policy's log-prob is a near-perfect verifier; in the confident design it is not, as in the paper.</p>\n"
-            f'<div class="scroll"><table><tr><th>claim</th><th>RM</th>{head}</tr>\n{body}\n</table></div></details>')
+    return part("regimes", profile=profile, designs=[(d, DESIGNS.get(d, "")) for d in designs], rows=rows)

@@ -7,13 +7,13 @@ embedded PNGs; a section is empty when the metrics it needs are absent.
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping
 
 from goalrm_core.evaluation import verdicts
 from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.evaluation.tables import REFERENCE_SCORERS
 from goalrm_core.report.metrics_view import Metrics, detail_seed, entries, mapping, section, value
+from goalrm_core.report.templating import part
 from goalrm_core.report.page_parts import html_table, png
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study import plots
@@ -38,15 +38,13 @@ def auroc_figure(metrics: Mapping) -> str:
                              "ci_high": a.value if fmt.is_undefined(a.high) else a.high})
             elif mapping(m.evaluation, scorer, bench) is not None:
                 missing.append(f"{scorer} on {bench}" + (f" ({a.reason})" if a.reason else ""))
-    undefined = f'<p class="meta">Not drawn, AUROC undefined: {html.escape("; ".join(missing))}.</p>' if missing else ""
+    undefined = part("auroc_undefined", missing="; ".join(missing)) if missing else ""
     if not rows:
         return undefined
     frame = pd.DataFrame(rows)
     which = HEADLINE_SETS.get(m.evaluation.get("headline"), "headline generations")
-    return ("<p>How well each scorer ranks correct above incorrect solutions (AUROC, 0.5 = chance) on every "
-            f"benchmark, {html.escape(which)}, seed-{detail_seed(metrics)} RMs; bars are 95% bootstrap CIs over questions. The free "
-            "reference scorers stand beside the RMs: a reward model is only interesting where it beats response "
-            "length.</p>" + png(plots.auroc_bars(frame, title="AUROC per benchmark (95% CI)")) + undefined)
+    return (part("auroc_caption", which=which, seed=detail_seed(metrics))
+            + png(plots.auroc_bars(frame, title="AUROC per benchmark (95% CI)")) + undefined)
 
 
 def delta_table(metrics: Mapping) -> str:
@@ -75,10 +73,7 @@ def delta_table(metrics: Mapping) -> str:
                                                                   else "read the Holm-corrected value."))
     else:
         note = f"No uncorrected p below 0.05 among the {k} comparisons."
-    return (f"<p>The paired difference on the same generations (goal-conditioned − baseline), seed-{detail_seed(metrics)} RMs, bootstrapped "
-            f"over questions; a CI that contains 0 means no detectable difference at this sample size. The {k} benchmarks are "
-            f"{k} comparisons: the last column corrects their p-values for that (Holm). {html.escape(note)} The verdicts are "
-            "the across-seed findings above.</p>" + html_table(pd.DataFrame(rows)))
+    return part("delta_caption", seed=detail_seed(metrics), k=k, note=note) + html_table(pd.DataFrame(rows))
 
 
 def first_error_section(metrics: Mapping) -> str:
@@ -97,21 +92,15 @@ def first_error_section(metrics: Mapping) -> str:
     if profile is not None and not plots.first_error_profile_frame(profile).empty:
         bench, window = profile.get("benchmark", ID_BENCH), profile.get("window", "")
         title = f"Q around the first error (0 = first wrong token), {bench}, every RM seed"
-        return (f"<p>The mean Q (cosine to the goal state) of the incorrect {html.escape(str(bench))} solutions at each "
-                f"token from {window} before to {window} after their first wrong token (0), one line per RM seed: a goal "
-                "state that means \"on track\" makes Q drop at 0. The curve mixes the error with the position along the "
-                "solution; the primary finding above compares the change at the first wrong line with correct solutions at "
-                "the same line, per seed" + (f" ({html.escape(per_seed)})" if per_seed else "") + ".</p>"
+        return (part("first_error_caption", bench=str(bench), window=window, per_seed=per_seed)
                 + png(plots.first_error_profiles(profile, title=title)))
     if not deltas:
         return ""
-    return ("<p>Not drawn: this run's metrics.json has no per-seed Q profile around the first error "
-            "(<code>evaluation.first_error_profile</code>, recorded by notebook 04 from this version on; regenerate the report "
-            "to draw it). Each seed's difference in differences at the first wrong line: " + html.escape(per_seed) + ".</p>")
+    return part("first_error_missing", per_seed=per_seed)
 
 
 def savings_text(metrics: Mapping) -> str:
-    """The savings in numbers, seed-0 goal-conditioned RM, one row per benchmark in two tables:
+    """The savings in numbers, the detail seed's goal-conditioned RM (:func:`~goalrm_core.report.metrics_view.detail_seed`), one row per benchmark in two tables:
     Q-filtered voting (tokens saved, majority-vote accuracy before and after with Wilson intervals
     over the questions) and online pruning (its threshold, "no pruning" where tuning chose it, tokens
     saved, accuracy, wall time); then where pruning was off and what it cost in wall time."""
@@ -158,12 +147,11 @@ def savings_text(metrics: Mapping) -> str:
                     + "; ".join(slower) + ".")
     elif len(pruned) > len(off):
         said.append("Where pruning ran, it was not slower than sampling without it.")
-    out = ("<p>The same savings in numbers, seed-0 goal-conditioned RM, accuracy with 95% Wilson intervals over the "
-           "questions voted on; the across-seed intervals for toy-id are the primary findings above.</p>")
+    out = part("savings_head", seed=detail_seed(metrics))
     if filtered:
-        out += "<p>Q-filtered majority voting (samples of notebook 04):</p>" + html_table(pd.DataFrame(filtered))
+        out += part("savings_filtered") + html_table(pd.DataFrame(filtered))
     if pruned:
-        out += (f"<p>Online pruning (notebook 05). {html.escape(' '.join(said))}</p>" + html_table(pd.DataFrame(pruned)))
+        out += part("savings_pruned", said=" ".join(said)) + html_table(pd.DataFrame(pruned))
     return out
 
 
@@ -192,15 +180,11 @@ def savings_figure(metrics: Mapping) -> str:
     # a method that saved (almost) nothing anywhere is a sentence, not a panel of dots stacked at x = 1
     null = [method for method, g in frame.groupby("method", sort=False)
             if (g.loc[g["end"], "tokens"] >= 1 - NULL_SAVING).all()]
-    said = "".join(f"<p>{html.escape(method[0].upper() + method[1:])} saved under {100 * NULL_SAVING:.0f}% of the tokens on every "
-                   "benchmark, so it is not drawn: its numbers are in the tables below.</p>" for method in null)
+    said = "".join(part("savings_null", method=method[0].upper() + method[1:], share=f"{100 * NULL_SAVING:.0f}") for method in null)
     frame = frame[~frame["method"].isin(null)]
     if frame.empty:
         return said + savings_text(metrics)
-    return (f"<p>What the goal-conditioned RM's Q-values save, seed-{detail_seed(metrics)} RMs: majority-vote accuracy against the tokens "
-            "generated, as a share of every sample in full (x = 1; the axis spans the points). Each line runs from the "
-            "unfiltered vote (open circle) to the filtered or pruned one (dot); left is cheaper, up is more accurate.</p>"
-            + png(plots.savings_panels(frame)) + said + savings_text(metrics))
+    return part("savings_caption", seed=detail_seed(metrics)) + png(plots.savings_panels(frame)) + said + savings_text(metrics)
 
 
 # decoding methods as notebook 05 names them (metrics.json keeps them as snake_case keys)
@@ -278,12 +262,9 @@ def decoding_table(metrics: Mapping) -> str:
 
     rows = [{"method": method_name(name), **{b: cell(mapping(methods[b], name)) for b in benches}} for name in names]
     mismatch = budget_mismatches(methods)
-    return ("<p>Q-guided beam search against greedy decoding, majority voting and best-of-N at the smallest N whose "
-            f"token budget reaches the beam search's, seed-{detail_seed(metrics)} RMs, one run: accuracy with its 95% Wilson interval over the "
-            "questions (generated tokens per question, N samples per question). "
-            + html.escape(decoding_reading(metrics, methods)) + "</p>"
+    return (part("decoding_caption", seed=detail_seed(metrics), reading=decoding_reading(metrics, methods))
             + html_table(pd.DataFrame(rows))
-            + ("<p>" + " ".join(html.escape(s) for s in mismatch) + "</p>" if mismatch else ""))
+            + (part("paragraph", text=" ".join(mismatch)) if mismatch else ""))
 
 
 def steering_section(metrics: Mapping) -> str:
@@ -305,4 +286,4 @@ def steering_section(metrics: Mapping) -> str:
         text += f" The style goal's cosine separates styled from plain solutions with AUROC {fmt.num(s.get('goal_separation_auroc'))}."
     cost = verdicts.steering_cost(s.get("accuracy"), s.get("accuracy_unguided"))
     text += (f" {cost}" if cost else "") + " One seed and one run: a description, not a finding."
-    return f"<p>{html.escape(text)}</p>"
+    return part("paragraph", text=text)

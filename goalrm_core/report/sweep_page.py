@@ -23,7 +23,7 @@ from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.evaluation.stats import wilson_rate_interval as wilson  # the name tests/test_library_equivalents.py and docs/design.md use
 from goalrm_core.report.metrics_view import METRICS_FILE, Auroc, Metrics, entries, mapping, read_metrics, section, value
 from goalrm_core.report.page_parts import png
-from goalrm_core.report.templating import render
+from goalrm_core.report.templating import part, render
 from goalrm_core.report.sweep_layout import PAIRED_FILE, PLAN_FILE, POINT_MANIFEST, format_value
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study import plots
@@ -232,21 +232,19 @@ def seeds_note(plan: Mapping, rows: list[dict]) -> str:
 def _link(report_dir: Path, target: str, text: str) -> str:
     if not (report_dir / target).exists():
         return ""
-    return f'<a href="{html.escape(target)}">{html.escape(text)}</a>'
+    return part("link", href=target, text=text)
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
     """An HTML table whose cells are already HTML (escaped text, or a link)."""
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "\n".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table>\n<tr>{head}</tr>\n{body}\n</table>"
+    return part("table", header=header, rows=rows)
 
 
 Q_SERIES = "goal-conditioned Q"  # the cosine of the last token's state to the goal state (notebook 03)
 
 
 def _point_cell(plan: Mapping, r: dict) -> str:
-    return html.escape(r["point"]) + (" <b>(base point)</b>" if r["point"] == plan.get("default_point") else "")
+    return html.escape(r["point"]) + (" " + part("bold", text="(base point)") if r["point"] == plan.get("default_point") else "")
 
 
 def headline_table(plan: Mapping, rows: list[dict], report_dir: Path, report_links: bool) -> str:
@@ -295,7 +293,7 @@ def config_table(plan: Mapping, rows: list[dict]) -> str:
     body = []
     for r in rows:
         point = next((p for p in plan["points"] if p["name"] == r["point"]), {"values": {}})
-        body.append([_point_cell(plan, r), *((f"<b>{html.escape(format_value(r['values'][k]))}</b>" if k in point["values"]
+        body.append([_point_cell(plan, r), *((part("bold", text=format_value(r['values'][k])) if k in point["values"]
                                               else html.escape(format_value(r["values"][k]))) for k in plan["grid"])])
     return _table(header, body)
 
@@ -332,7 +330,7 @@ def key_figures(plan: Mapping, rows: list[dict]) -> str:
         if len({json.dumps(rec["x"]) for rec in records}) < 2:
             continue
         fig = plots.sweep_curve(pd.DataFrame(records), key, title=f"{ID_BENCH} AUROC against {key} (95% CI)")
-        parts.append(f"<h3>{html.escape(key)}</h3>\n{png(fig)}")
+        parts.append(part("heading", level=3, text=key) + "\n" + png(fig))
     return "\n".join(parts)
 
 

@@ -13,10 +13,11 @@ import pandas as pd
 from goalrm_core.data.io import require_artifact
 from goalrm_core.data.rundir import RunDir
 from goalrm_core.data.questions import group_by_question
-from goalrm_core.evaluation import hierarchical, metrics, q_analysis, stats, tables, verdicts
+from goalrm_core.evaluation import hierarchical, metrics, q_analysis, stats, tables
 from goalrm_core.evaluation.localisation import REFERENCES, DidResult, first_error_did
 from goalrm_core.evaluation import voting as metrics_voting
 from goalrm_core.inference.scoring import eval_rm
+from goalrm_core.report import conclusions
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study.artifacts import headline_rows, malformed_share, subset_rows, well_formed_only
 from goalrm_core.study.rms import BASELINE, GOAL_CONDITIONED, RMS
@@ -504,88 +505,22 @@ def seed_interval(s: dict, scale: float = 1.0, signed: bool = True) -> str:
     return f"{show(s['mean'])} [{show(s.get('ci_low'))}, {show(s.get('ci_high'))}]"
 
 
-def well_formed_failure(well_formed: dict, gate_state: str) -> str:
-    """What the gate's second condition failing means, in words that follow the share of malformed
-    errors (``malformed_share``): "mostly malformed output" only where the RMs beat length on all errors
-    (``gate_state``, the first condition, passed) and most errors are malformed; where every error is
-    well-formed the two conditions read the same generations and differ only by the margin, so nothing
-    is said of malformed output; where the share is not recorded, only what failed."""
-    share = well_formed.get("malformed_share")
-    if not _defined(share):
-        return "they are not shown to check the arithmetic."
-    if share == 0:
-        return ("they are not shown to check the arithmetic by that margin; every incorrect solution here is "
-                "well-formed, so this says nothing about malformed output.")
-    of = f"{fmt.pct(share, 0)} of the incorrect solutions are malformed"
-    if gate_state == "passed" and share >= 0.5:
-        return f"what they detect is mostly malformed output, not wrong arithmetic ({of})."
-    return f"they are not shown to check the arithmetic ({of})."
-
-
-def _said(s: dict, holds: str, reversed_: str, not_shown: str = "not shown", scale: float = 1.0, unit: str = "") -> str:
-    """One summary's verdict in words (`evaluation.verdicts`); an undefined one "cannot be judged (reason)"."""
-    if verdicts.state(s) == verdicts.UNDEFINED:
-        return f"cannot be judged ({verdicts.reason(s)})"
-    return verdicts.words(s, holds=holds, reversed_=reversed_, not_shown=not_shown, scale=scale, unit=unit)
-
-
 def primary_frame(primary: dict) -> pd.DataFrame:
-    """The primary figures as one table: figure, RM, mean over seeds [95% interval over RM seeds and
-    questions], seeds pointing the expected way, and the two-sided verdict (a "not shown" with the
-    effect the run would have seen with 80% power)."""
-    rows = []
-
-    def add(figure, rm, s, scale=1.0, signed=True, unit=""):
-        rows.append({"figure": figure, "rm": rm, "mean over seeds [95% CI]": seed_interval(s, scale, signed),
-                     "seeds the expected way": f"{s['k']} of {s['n_seeds']}",
-                     "conclusion": _said(s, "holds", "reversed", scale=scale, unit=unit)})
-
-    for rm, s in primary["gate"]["margin_over_length"].items():
-        add("AUROC − length-only AUROC (> 0)", rm, s)
-    well_formed = primary["gate"].get("well_formed")
-    for rm, s in (well_formed or {}).get("margin_over_length", {}).items():
-        add(f"the same on well-formed errors only (> {well_formed['required_margin']:g})", rm, s)
-    if "delta_auroc" in primary:
-        add("ΔAUROC goal-conditioned − baseline (> 0)", "both", primary["delta_auroc"])
-    for rm, s in primary["first_error_did"].items():
-        add("Q's change at the first wrong line − at that line of correct solutions (< 0)", rm, s)
-    for rm, f in primary["filter"].items():
-        add(f"tokens saved by the threshold-{f['threshold']:g} filter, % (> 0)", rm, f["tokens_saved_pct"], unit=" %")
-        add("its accuracy change, points (< 0 = costs accuracy)", rm, f["accuracy_change"], scale=100.0, unit=" points")
-    return pd.DataFrame(rows)
+    """The primary figures as one table, one row per conclusion record (:func:`goalrm_core.report.conclusions.conclusions`,
+    the README's rows): figure, RM, mean over seeds [95% interval over RM seeds and questions], seeds pointing
+    the expected way, and the two-sided verdict (a "not shown" with the effect the run would have seen with
+    80% power, a "cannot be judged" with its reason)."""
+    return pd.DataFrame([{"figure": c.claim, "rm": c.rm, "mean over seeds [95% CI]": c.interval,
+                          "seeds the expected way": c.seeds, "conclusion": c.verdict_words}
+                         for c in conclusions.conclusions({"evaluation": {"primary": primary}})])
 
 
 def primary_reading(primary: dict, policy_seeds=None) -> str:
-    """The primary conclusions in words, generated from the across-seed numbers, each two-sided
-    (holds / reversed / not shown with its minimum detectable effect / cannot be judged), all of them
-    for the one policy the run trained unless ``policy_seeds`` names two or more."""
-    n, bench = primary["n_seeds"], primary["benchmark"]
-    gate = primary["gate"]
-    scope = verdicts.policy_scope(policy_seeds if policy_seeds is not None else primary.get("policy_seeds"))
-    interval = "RM seeds and questions" if any(
-        isinstance(s, dict) and s.get("interval") == "seeds and questions" for s in gate["margin_over_length"].values()) else "RM seeds"
-    lines = [f"All conclusions are {scope}; each interval is over {interval}.",
-             {"passed": f"Both RMs beat the length-only scorer on {bench} over {n} seeds.",
-              "failed": f"Not every RM beats the length-only scorer on {bench} over {n} seeds: the comparisons below measure little.",
-              "undefined": f"The length gate cannot be judged: {gate['reason']}."}[gate["state"]]]
-    if "well_formed" in gate:
-        wf = gate["well_formed"]
-        margin = wf["required_margin"]
-        lines.append({"passed": f"On well-formed errors only, both RMs beat it by more than {margin:g}: they check the arithmetic.",
-                      "failed": f"On well-formed errors only, not every RM beats it by more than {margin:g}: "
-                                + well_formed_failure(wf, gate["state"]),
-                      "undefined": f"On well-formed errors only the gate cannot be judged: {wf['reason']}."}[wf["state"]])
-    if "delta_auroc" in primary:
-        d = primary["delta_auroc"]
-        said = _said(d, "the goal-conditioned RM ranks generations better",
-                     "reversed: the baseline RM ranks generations better", "a difference between the RMs is not shown")
-        lines.append(f"ΔAUROC on {bench}: {seed_interval(d)}, higher in {d['k']} of {d['n_seeds']} seeds: {said}.")
-    for rm, s in primary["first_error_did"].items():
-        said = _said(s, "Q falls at the first wrong line, against correct solutions at that line",
-                     "reversed: Q rises at the first wrong line, against correct solutions at that line",
-                     "a fall of Q at the first wrong line is not shown")
-        lines.append(f"{rm}: {said}; difference in differences {seed_interval(s)}, a fall in {s['k']} of {s['n_seeds']} seeds.")
-    return " ".join(lines)
+    """The primary conclusions in words, each two-sided (holds / reversed / not shown with its minimum
+    detectable effect / cannot be judged), all of them for the one policy the run trained unless
+    ``policy_seeds`` names two or more: the front page's sentences (:func:`goalrm_core.report.conclusions.reading`,
+    where each conclusion is worded once)."""
+    return conclusions.reading(primary, policy_seeds)
 
 
 def exploratory_frame(exploratory: dict) -> pd.DataFrame:

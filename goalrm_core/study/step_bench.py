@@ -367,8 +367,7 @@ def reading(result: Mapping[str, Any], verifier: str = "goal-conditioned Q") -> 
         return f"The step-verifier bench has no {verifier} or no reference to compare it with."
     mine, ref, diff = f1[verifier], f1[reference], f1.get(f"{verifier} − {reference}", {})
 
-    def figure(s, signed=False):
-        return fmt.interval(s.get("mean"), s.get("ci_low"), s.get("ci_high"), 3, signed=signed)
+    figure = f1_figure
 
     prm = f1.get(f"{PRM_LABEL} partial reward")
     share = ""
@@ -380,6 +379,15 @@ def reading(result: Mapping[str, Any], verifier: str = "goal-conditioned Q") -> 
     return (f"Step verification on {result['bench']}'s exact labels: {verifier}'s first-error F1 is {figure(mine)}, "
             f"{reference}'s {figure(ref)}; difference {figure(diff, signed=True)}: {_verdict(diff)} "
             f"(95% intervals over RM seeds and questions).{share}")
+
+
+def f1_figure(s: Mapping[str, Any], signed: bool = False) -> str:
+    """``mean [low, high]`` of an F1 (``signed``: of a difference of two F1s, which may be negative). An F1
+    lies in [0, 1], and so does its interval: a t-interval that reaches past a bound is shown cut at it."""
+    low, high = s.get("ci_low"), s.get("ci_high")
+    if not signed:
+        low, high = (min(max(v, 0.0), 1.0) if isinstance(v, (int, float)) and not fmt.is_undefined(v) else v for v in (low, high))
+    return fmt.interval(s.get("mean"), low, high, 3, signed=signed)
 
 
 def _verdict(diff: Mapping[str, Any]) -> str:
@@ -414,7 +422,7 @@ def label_noise_reading(rows: Sequence[Mapping[str, Any]], design: str) -> str:
         if r.get("name") == diff.get("name") and r.get("verifier") in (f"rollout-label PRM ({n} pairs) partial reward",
                                                                        f"exact-label PRM ({n} pairs) partial reward"):
             twin[r["verifier"].split(" ")[0]] = r
-    figure = lambda s, signed=False: fmt.interval(s.get("mean"), s.get("ci_low"), s.get("ci_high"), 3, signed=signed)
+    figure = f1_figure
     both = (f": first-error F1 {figure(twin['rollout-label'])} (rollout labels) against {figure(twin['exact-label'])} (exact)"
             if {"rollout-label", "exact-label"} <= set(twin) else "")
     seeds = ", ".join(str(s) for s in diff.get("seeds", []))

@@ -62,7 +62,7 @@ def test_identical_runs_agree_on_every_figure_and_conclusion():
     assert figures["evaluation.primary.delta_auroc"]["difference"] == pytest.approx(0.0)
     assert all(f["agree"] is True for f in figures.values())
     assert all(c["holds_in_both"] is True for c in conclusions.values())
-    assert conclusions["delta_auroc.toy-id@seeds"]["a"] == "better"
+    assert conclusions["delta_auroc.toy-id@seeds"]["a"] == "holds"
     assert conclusions["gate@seeds"]["a"] == "passed" and conclusions["gate@seed0"]["a"] == "passed"
     assert conclusions["first_error_did.goal-conditioned@seeds"]["a"] == "holds"
     assert conclusions["pruning.saves_tokens@seeds"]["a"] == "holds"  # ratio < 1 in every seed
@@ -88,7 +88,7 @@ def test_runs_that_disagree_on_a_figure_and_a_conclusion():
     f = by_name(r)["evaluation.primary.delta_auroc"]
     assert f["agree"] is False and f["difference"] == pytest.approx(-0.05)
     c = by_name(r, "conclusions", "id")["delta_auroc.toy-id@seeds"]
-    assert (c["a"], c["b"], c["holds_in_both"]) == ("better", "worse", False)
+    assert (c["a"], c["b"], c["holds_in_both"]) == ("holds", "reversed", False)
     # a figure that moves within its spread agrees, and its conclusion holds in both
     near = compare.compare_runs(a, schema2(delta=(0.021, 0.029, 0.027)))
     assert by_name(near)["evaluation.primary.delta_auroc"]["agree"] is True
@@ -149,7 +149,7 @@ def test_schema_1_against_schema_2_compares_what_both_have():
     assert figures["evaluation.delta_auroc.toy-unseen"]["agree"] is True
     assert figures["training.baseline.eval_accuracy"]["method"] == "welch_summary"
     unseen = demo["evaluation"]["delta_auroc"]["toy-unseen"]  # the committed seed-0 Δ and its CI decide the verdict
-    expected = "better" if unseen["ci_low"] > 0 else "worse" if unseen["ci_high"] < 0 else "no difference"
+    expected = "better" if unseen["ci_low"] > 0 else "worse" if unseen["ci_high"] < 0 else "not shown"  # never "no difference"
     assert conclusions["delta_auroc.toy-unseen@seed0"]["a"] == expected
     assert conclusions["gate@seed0"]["holds_in_both"] is True
     # what schema 1 lacks: the across-seed figures and conclusions

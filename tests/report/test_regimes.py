@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from goalrm_core.report import regimes
+from goalrm_core.report import conclusions
 
 DEMO = Path(__file__).resolve().parents[2] / "reports" / "demo" / "metrics.json"
 
@@ -32,7 +33,7 @@ def test_rows_put_each_design_in_its_column(two_reports):
     assert designs == ["demo", "confident"]
     gate = next(values for claim, rm, values in rows if claim.startswith("gate: AUROC") and rm == "baseline")
     demo_gate = json.loads(DEMO.read_text())["evaluation"]["primary"]["gate"]["margin_over_length"]["baseline"]
-    assert gate[0] == regimes.across_cell(demo_gate, signed=True, scale=1.0)
+    assert gate[0] == conclusions.Conclusion("gate.baseline", "gate", "baseline", demo_gate).cell
     assert gate[1] == "−0.50 [−0.60, −0.40], 0 of 5 seeds: reversed"  # wholly below 0: the other way
     steering = next(values for claim, _, values in rows if claim.startswith("steering"))
     assert steering[0] != "absent" and steering[1] == "absent"

@@ -43,7 +43,7 @@ def test_length_gate_needs_both_rms_above_length_only():
     assert passed["passed"] and passed["length_only"]["auroc"] == 0.6
     failed = ev.length_gate(auroc_frame({"baseline": 0.8, "goal-conditioned": 0.55, "length only": 0.6}))
     assert not failed["passed"]
-    assert "#c62828" in gate_html(failed) and "measure noise" in gate_html(failed)
+    assert "#c62828" in gate_html(failed) and "no evidence for or against the method" in gate_html(failed)
     assert "#2e7d32" in gate_html(passed) and "0.82 [0.77, 0.87]" in gate_html(passed)
 
 

@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from goalrm_core.report import conclusions
 from goalrm_core.study import evaluation as ev
 from goalrm_core.study.rms import RMS
 
@@ -104,7 +105,7 @@ def test_an_rm_that_only_spots_malformed_text_fails_the_second_condition(tmp_pat
     (None, "passed", "they are not shown to check the arithmetic.")])
 def test_a_failed_second_condition_says_malformed_only_where_most_errors_are(share, first, says):
     wf = {} if share is None else {"malformed_share": share}
-    words = ev.well_formed_failure(wf, first)
+    words = conclusions.well_formed_failure(wf, first)
     assert says in words
     assert ("malformed output, not wrong" in words) == (share == 0.8 and first == "passed")
 
