@@ -112,19 +112,31 @@ def token_logprobs(hidden: torch.Tensor, weight: torch.Tensor, input_ids: torch.
     return torch.cat([torch.zeros_like(picked[:, :1]), picked], dim=1)
 
 
+#: Config fields that do not change what the frozen layers compute (where the model came from, the RM's own
+#: fields, the cache flag): left out of :func:`backbone_identity`, so the same weights read from two folders match.
+IDENTITY_IGNORES = ("_name_or_path", "architectures", "transformers_version", "use_cache", "num_labels", "id2label", "label2id",
+                    "reward_mean", "reward_std", "normalize_reward", "value_head_strategy", "output_router_logits")
+
+
 def backbone_identity(backbone: nn.Module, start: int) -> str:
-    """A sha256 of what decides the frozen layers' output: the backbone's config, its dtype and attention kernel,
-    the layer index and the bytes of every frozen tensor (embeddings and layers below ``start``). The key of a
-    cache on disk: another model, dtype or layer never reads it."""
+    """A sha256 of what decides the states entering layer ``start``: the backbone's class and config (but
+    :data:`IDENTITY_IGNORES`), its attention kernel, the layer index and the bytes, dtypes and shapes of every frozen
+    tensor (the embeddings and the layers below ``start``). What a :class:`FeatureCache` is keyed by: another model,
+    dtype or layer never reads it (each text is keyed by its token ids, which covers the tokenizer, template and
+    --max_len)."""
+    config = {k: v for k, v in backbone.config.to_dict().items() if k not in IDENTITY_IGNORES}
     h = hashlib.sha256()
-    h.update(json.dumps({"config": backbone.config.to_diff_dict(), "layer": start,
+    h.update(json.dumps({"class": type(backbone).__name__, "config": config, "layer": start,
                          "attn": getattr(backbone.config, "_attn_implementation", None)}, sort_keys=True, default=str).encode())
-    layers = decoder_layers(backbone)
-    for module in (backbone.embed_tokens, *layers[:start]):
+    for module in (backbone.embed_tokens, *decoder_layers(backbone)[:start]):
         for name, t in sorted(module.state_dict().items()):
-            h.update(name.encode() + str(t.dtype).encode() + str(tuple(t.shape)).encode())
+            h.update(f"{name} {t.dtype} {tuple(t.shape)}".encode())
             h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
     return h.hexdigest()
+
+
+def _text_key(text: tuple[int, ...]) -> str:
+    return hashlib.sha256(torch.tensor(text, dtype=torch.int64).numpy().tobytes()).hexdigest()[:32]
 
 
 class FeatureCache:
@@ -132,8 +144,10 @@ class FeatureCache:
     when asked for, the base LM's per-token log-probs. :meth:`fill` computes what is missing; :meth:`padded`
     lays them out as a left-padded batch; :class:`FeatureCollator` adds them to a training batch."""
 
-    def __init__(self, layer: int):
+    def __init__(self, layer: int, identity: str | None = None):
         self.layer = layer
+        self.identity = identity  # the backbone_identity of the model it holds the states of; set by the first fill
+        self.read = 0  # texts read from a file (load)
         self.states: dict[tuple[int, ...], torch.Tensor] = {}
         self.logprobs: dict[tuple[int, ...], torch.Tensor] = {}
         self.tokens = 0  # tokens run through the frozen layers
@@ -155,7 +169,13 @@ class FeatureCache:
 
         t0 = time.perf_counter()
         backbone = model.backbone
-        todo = sorted({tuple(t) for t in texts if tuple(t) not in self.states}, key=lambda t: (-len(t), t))
+        identity = backbone_identity(backbone, self.layer)
+        if self.identity not in (None, identity):
+            raise ValueError(f"this feature cache holds the states of another backbone, dtype or layer (identity {self.identity[:12]}, "
+                             f"this model's {identity[:12]} at layer {self.layer}): start a new cache")
+        self.identity = identity
+        todo = sorted({tuple(t) for t in texts if tuple(t) not in (self.logprobs if logprobs else self.states)},
+                      key=lambda t: (-len(t), t))
         weight = lm_head_weight(backbone, pretrain) if logprobs else None
         if logprobs and weight is None:
             raise ValueError("the base LM's log-probs need its LM head: the backbone has no tied embeddings and --pretrain "
@@ -198,6 +218,69 @@ class FeatureCache:
             raise ValueError(f"--train_top_layers: the top layers run from cached states differ from the backbone's own forward "
                              f"by {diff:.3g} (> {tol:g}) on {type(model.backbone).__name__}: its forward is not the Llama-style "
                              f"loop goalrm mirrors; train every layer (--train_top_layers 0)")
+
+    def path(self, folder: str | Path) -> Path:
+        """The file of this cache in ``folder``: one per backbone identity (which holds the layer)."""
+        return Path(folder) / f"features-{self.identity[:24]}.safetensors"
+
+    def save(self, folder: str | Path) -> Path:
+        """Write every cached text (its ids, states and any log-probs) to :meth:`path` in ``folder``, atomically
+        (a temporary file renamed into place: two runs writing at once leave one whole file)."""
+        import os
+        import tempfile
+
+        from safetensors.torch import save_file
+
+        if self.identity is None:
+            raise ValueError("an empty feature cache has no identity yet: fill it before saving")
+        tensors = {}
+        for text, states in self.states.items():
+            key = _text_key(text)
+            tensors[f"{key}.ids"] = torch.tensor(text, dtype=torch.int64)
+            tensors[f"{key}.states"] = states.contiguous()
+            if text in self.logprobs:
+                tensors[f"{key}.logprobs"] = self.logprobs[text].contiguous()
+        target = self.path(folder)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        os.close(fd)
+        try:
+            save_file(tensors, tmp, metadata={"identity": self.identity, "layer": str(self.layer)})
+            os.replace(tmp, target)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+        return target
+
+    @classmethod
+    def load(cls, folder: str | Path, model: "RewardModel", layer: int) -> "FeatureCache":
+        """The cache of ``model``'s states entering ``layer`` kept in ``folder`` (:meth:`save`); an empty one with
+        that identity when the folder holds none. A file whose recorded identity is not the model's is a one-line error."""
+        from safetensors import safe_open
+
+        cache = cls(layer, backbone_identity(model.backbone, layer))
+        path = cache.path(folder)
+        if not path.is_file():
+            return cache
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                recorded = (f.metadata() or {}).get("identity")
+                if recorded != cache.identity:
+                    raise ValueError(f"{path}: a feature cache of another backbone or layer (identity {str(recorded)[:12]}, "
+                                     f"this model's {cache.identity[:12]}): remove it, or give another folder")
+                names = set(f.keys())
+                for name in sorted(n for n in names if n.endswith(".ids")):
+                    key = name[:-len(".ids")]
+                    text = tuple(f.get_tensor(name).tolist())
+                    cache.states[text] = f.get_tensor(f"{key}.states")
+                    if f"{key}.logprobs" in names:
+                        cache.logprobs[text] = f.get_tensor(f"{key}.logprobs")
+        except ValueError:
+            raise
+        except Exception as e:  # a truncated or foreign file: safetensors raises its own error types
+            raise ValueError(f"{path}: not a readable feature cache ({type(e).__name__}); remove it and run again") from None
+        cache.read = len(cache.states)
+        return cache
 
     def padded(self, texts: Sequence[Sequence[int]]) -> torch.Tensor:
         """The cached states of ``texts`` as one left-padded (rows, longest, hidden) tensor, zeros at the padding,

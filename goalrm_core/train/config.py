@@ -47,7 +47,7 @@ OFFICIAL_FLAGS = (
 
 # Fields that say where a run's files go or who watches it: two configs that differ only here train
 # the same RM (see :meth:`TrainRMConfig.training_fields`).
-OUTPUT_FIELDS = ("save_path", "overwrite", "ckpt_path", "max_ckpt_num", "max_ckpt_mem", "metrics_path", "use_wandb", "wandb_project",
+OUTPUT_FIELDS = ("save_path", "overwrite", "feature_cache_dir", "ckpt_path", "max_ckpt_num", "max_ckpt_mem", "metrics_path", "use_wandb", "wandb_project",
                  "wandb_group", "wandb_org", "wandb_run_name", "use_tensorboard", "s3_save_path", "local_rank")
 # Fields only the contrastive term reads: a vanilla RM's weights do not depend on them (nor does its
 # random state: the vanilla objective never draws from the contrastive sampler).
@@ -203,6 +203,10 @@ class TrainRMConfig:
     feature_cache: str = _help("With --train_top_layers: memory (the frozen layers' output kept in memory for the run) or "
                                "off (no cache: every step runs the frozen layers too, without their gradients; the same "
                                "losses to float rounding).", "memory", choices=FEATURE_CACHES)
+    feature_cache_dir: str = _help("With --train_top_layers and --feature_cache memory: a folder that also keeps the cache "
+                                   "across runs, one file per backbone identity (its frozen weights, dtype, config and the "
+                                   "layer) holding each text's states under its token ids; a later run of the same backbone "
+                                   "reads the texts it holds and runs the frozen layers on the rest only. Empty = none.", "")
     local_rank: int = _help("Set by the deepspeed launcher.", -1,
                             range=Range(int, ">= 0", also=(-1,), note="-1 = not launched by deepspeed"))
 
@@ -285,6 +289,9 @@ class TrainRMConfig:
         if self.torch_compile and (self.zero_stage == 3 or self.gradient_checkpointing):
             raise ValueError("--torch_compile needs --zero_stage 0, 1 or 2 and no --gradient_checkpointing: ZeRO-3's "
                              "parameter hooks and activation recomputation break the compiled graph")
+        if self.feature_cache_dir and not (self.train_top_layers and self.feature_cache == "memory"):
+            raise ValueError(f"--feature_cache_dir {self.feature_cache_dir} keeps the cache of --train_top_layers N > 0 with "
+                             f"--feature_cache memory: give both, or drop it")
         if self.train_top_layers and self.lora_rank > 0:
             raise ValueError("--train_top_layers trains whole layers; LoRA (--lora_rank) is not combined with it: give one of them")
         if self.train_top_layers and self.zero_stage == 3:

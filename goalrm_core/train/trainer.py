@@ -257,16 +257,20 @@ class Trainer:
         into each batch, so that every step, training and evaluation, runs the top layers only."""
         from goalrm_core.model.top_layers import FeatureCache, FeatureCollator, decoder_layers
 
-        model = self.engine.module
-        cache = FeatureCache(model.feature_layer)
+        t0 = time.time()
+        model, folder = self.engine.module, self.cfg.feature_cache_dir
+        cache = FeatureCache.load(folder, model, model.feature_layer) if folder else FeatureCache(model.feature_layer)
         texts = [text for it in (*self.train_items, *self.eval_items) for text in (it["chosen_ids"], it["rejected_ids"])]
         cache.fill(model, texts, self.tokenizer.pad_token_id)
-        self.collate = FeatureCollator(self.collate, cache)
-        self.feature_cache_s = cache.seconds
         top = len(decoder_layers(model.backbone))
         frozen = "embeddings" + (f" and layers 0-{cache.layer - 1}" if cache.layer else "")
-        self.say(f"feature cache: {len(cache)} texts, {cache.tokens} tokens through the frozen {frozen} in {cache.seconds:.1f} s "
-                 f"({cache.tokens / max(cache.seconds, 1e-9):.0f} tokens/s); each step runs the top {top - cache.layer} of {top} layers")
+        self.say(f"feature cache: {len(cache) - cache.read} texts, {cache.tokens} tokens through the frozen {frozen} in {cache.seconds:.1f} s "
+                 f"({cache.tokens / max(cache.seconds, 1e-9):.0f} tokens/s){f', {cache.read} read from {cache.path(folder)}' if cache.read else ''}; "
+                 f"each step runs the top {top - cache.layer} of {top} layers")
+        if folder and cache.tokens and self.rank == 0:  # new texts: kept for the next run of this backbone
+            self.say(f"feature cache: {len(cache)} texts kept in {cache.save(folder)}")
+        self.collate = FeatureCollator(self.collate, cache)
+        self.feature_cache_s = time.time() - t0
 
     # ---- checkpoints ---------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ import copy
 
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 from torch import nn
 
 from goalrm_core.model.encoding import PreferenceCollator
@@ -162,9 +163,48 @@ def test_what_cannot_run_is_refused_in_one_line(twin):
     ({"lora_rank": 4}, r"--train_top_layers trains whole layers; LoRA \(--lora_rank\) is not combined with it"),
     ({"zero_stage": 3}, r"--train_top_layers needs --zero_stage 0, 1 or 2"),
     ({"gradient_checkpointing": True, "gradient_checkpointing_use_reentrant": True}, r"reentrant"),
+    ({"feature_cache": "off", "feature_cache_dir": "f"}, r"--feature_cache_dir f keeps the cache of --train_top_layers N > 0 with "
+                                                          r"--feature_cache memory"),
 ])
 def test_the_flags_it_does_not_combine_with_are_refused(flags, message):
     with pytest.raises(ValueError, match=message):
         TrainRMConfig(pretrain="p", train_top_layers=1, **flags)
     TrainRMConfig(pretrain="p", train_top_layers=1, zero_stage=0)
-    TrainRMConfig(pretrain="p", **flags) if "lora_rank" not in flags else None
+    with pytest.raises(ValueError, match="--feature_cache_dir f keeps the cache"):
+        TrainRMConfig(pretrain="p", feature_cache_dir="f")
+
+
+def test_a_cache_is_keyed_by_the_backbone_and_the_layer_and_kept_on_disk(twin, items, tmp_path):
+    texts = [t for it in items for t in (it["chosen_ids"], it["rejected_ids"])]
+    model = reward_model(twin)
+    start = freeze_lower_layers(model, 1)
+    cache = FeatureCache(start).fill(model, texts[:10], PAD, logprobs=True)
+    path = cache.save(tmp_path)
+    assert path.parent == tmp_path and cache.identity[:24] in path.name and list(tmp_path.iterdir()) == [path]
+
+    again = FeatureCache.load(tmp_path, reward_model(twin, seed=9), start)  # the same backbone, another head: the same cache
+    assert again.read == len(again) == len(cache) and again.identity == cache.identity
+    assert all(torch.equal(again.states[t], cache.states[t]) and torch.equal(again.logprobs[t], cache.logprobs[t]) for t in cache.states)
+    again.fill(model, texts[:10], PAD)
+    assert again.tokens == 0  # nothing left to compute
+    again.fill(model, texts, PAD)
+    assert again.tokens == sum(len(t) for t in {tuple(t) for t in texts} - {tuple(t) for t in texts[:10]})
+
+    other = reward_model(twin)
+    with torch.no_grad():
+        other.backbone.embed_tokens.weight[5] += 1e-3  # another backbone
+    with pytest.raises(ValueError, match="holds the states of another backbone, dtype or layer"):
+        cache.fill(other, texts[:2], PAD)
+    assert FeatureCache.load(tmp_path, other, start).read == 0  # its own file, none yet
+    assert FeatureCache.load(tmp_path, model, 0).read == 0  # another layer: another file
+    bf16 = reward_model(twin).to(torch.bfloat16)
+    assert FeatureCache.load(tmp_path, bf16, start).identity != cache.identity
+
+    # a file under the other backbone's name that records this one's identity (copied by hand): refused
+    forged = FeatureCache(start, identity=FeatureCache.load(tmp_path, other, start).identity)
+    save_file(load_file(str(path)), str(forged.path(tmp_path)), metadata={"identity": cache.identity, "layer": str(start)})
+    with pytest.raises(ValueError, match="a feature cache of another backbone or layer"):
+        FeatureCache.load(tmp_path, other, start)
+    path.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(ValueError, match="not a readable feature cache"):
+        FeatureCache.load(tmp_path, model, start)

@@ -1,7 +1,7 @@
 """``--train_top_layers`` through the real command line (``python -m goalrm_core.train.trainer``, ZeRO-0 on CPU): a run
 from the feature cache logs the losses of a run that runs the frozen layers at every step (``--feature_cache off``)
 to float rounding, evaluations included; the saved RM's frozen weights are the pretrained ones, bit for bit; the
-summary says what the cache pass cost."""
+summary says what the cache pass cost; --feature_cache_dir keeps the cache for the next run."""
 
 import json
 
@@ -25,7 +25,8 @@ def runs(tmp_path_factory, tiny_policy_dir):
             "sim_samples": 2, "unsim_samples": 2, "seed": 7, "train_top_layers": 1}
     logs = {}
     for cache in ("memory", "off"):
-        logs[cache] = run({**args, "feature_cache": cache, "save_path": str(root / cache)}, root / f"{cache}.log")
+        kept = {"feature_cache_dir": str(root / "features")} if cache == "memory" else {}
+        logs[cache] = run({**args, "feature_cache": cache, "save_path": str(root / cache), **kept}, root / f"{cache}.log")
     return root, logs
 
 
@@ -33,6 +34,8 @@ def test_a_run_from_the_cache_is_a_run_through_the_frozen_layers(runs, tiny_poli
     root, logs = runs
     assert "feature cache:" in logs["memory"] and "each step runs the top 1 of 2 layers" in logs["memory"]
     assert "feature cache:" not in logs["off"]
+    kept = list((root / "features").glob("features-*.safetensors"))  # the cache kept for the next run of this backbone
+    assert len(kept) == 1 and f"texts kept in {kept[0]}" in logs["memory"]
     cached, full = metrics(root / "memory.metrics.jsonl"), metrics(root / "off.metrics.jsonl")
     assert [(r["step"], r["split"]) for r in cached] == [(r["step"], r["split"]) for r in full]
     assert [r["split"] for r in cached].count("eval") == 2
