@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 import torch
 from torch import nn
 
-from goalrm_core.model.encoding import left_pad
+from goalrm_core.model.encoding import left_pad, position_ids_from_mask
 
 if TYPE_CHECKING:  # the reward model imports this module
     from goalrm_core.model.reward_model import RewardModel
@@ -165,9 +165,10 @@ class FeatureCache:
         continues through the top layers and the norm (the backbone as loaded) to the LM head."""
         import time
 
-        from goalrm_core.model.reward_model import position_ids_from_mask
-
         t0 = time.perf_counter()
+        if model.feature_layer != self.layer:
+            raise ValueError(f"a feature cache of the states entering layer {self.layer} filled from a model that trains from "
+                             f"layer {model.feature_layer}: freeze_lower_layers the model to match")
         backbone = model.backbone
         identity = backbone_identity(backbone, self.layer)
         if self.identity not in (None, identity):

@@ -191,12 +191,15 @@ def test_a_cache_is_keyed_by_the_backbone_and_the_layer_and_kept_on_disk(twin, i
     assert again.tokens == sum(len(t) for t in {tuple(t) for t in texts} - {tuple(t) for t in texts[:10]})
 
     other = reward_model(twin)
+    freeze_lower_layers(other, 1)
     with torch.no_grad():
         other.backbone.embed_tokens.weight[5] += 1e-3  # another backbone
     with pytest.raises(ValueError, match="holds the states of another backbone, dtype or layer"):
         cache.fill(other, texts[:2], PAD)
     assert FeatureCache.load(tmp_path, other, start).read == 0  # its own file, none yet
     assert FeatureCache.load(tmp_path, model, 0).read == 0  # another layer: another file
+    with pytest.raises(ValueError, match="a feature cache of the states entering layer 0 filled from a model that trains from layer 1"):
+        FeatureCache(0).fill(model, texts[:2], PAD)
     bf16 = reward_model(twin).to(torch.bfloat16)
     assert FeatureCache.load(tmp_path, bf16, start).identity != cache.identity
 
