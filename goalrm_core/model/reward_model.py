@@ -34,7 +34,7 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_SEQUENCE_CLASSIFICA
 from goalrm_core.choices import CHECKPOINT_FORMATS, MLP_HEADS, REWARD_POOLS, VALUE_HEAD_STRATEGIES
 from goalrm_core.data.io import UMASK, ArtifactError, atomic_write_json
 from goalrm_core.flags import check_choice
-from goalrm_core.model.encoding import position_ids_from_mask  # noqa: F401  (its readers import it from here too)
+from goalrm_core.model.encoding import position_ids_from_mask  # defined beside left_pad; readers import it from here too
 from goalrm_core.model.pretrained import PACKAGED_MODELS
 from goalrm_core.model.top_layers import run_layers
 
