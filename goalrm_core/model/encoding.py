@@ -170,6 +170,11 @@ def error_action(tokenizer, response: str, first_error_char: int, num_actions: i
     return index if index < num_actions else -1
 
 
+def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Positions that start at 0 on the first real token, so left padding does not shift them."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
 def left_pad(sequences: Iterable[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Left-pad to the longest sequence, so every response ends at the last position.
 

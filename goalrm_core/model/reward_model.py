@@ -34,7 +34,9 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_SEQUENCE_CLASSIFICA
 from goalrm_core.choices import CHECKPOINT_FORMATS, MLP_HEADS, REWARD_POOLS, VALUE_HEAD_STRATEGIES
 from goalrm_core.data.io import UMASK, ArtifactError, atomic_write_json
 from goalrm_core.flags import check_choice
+from goalrm_core.model.encoding import position_ids_from_mask  # defined beside left_pad; readers import it from here too
 from goalrm_core.model.pretrained import PACKAGED_MODELS
+from goalrm_core.model.top_layers import run_layers
 
 GOALRM_JSON = "goalrm.json"
 OFFICIAL_HEAD = "value_head"  # the official code's name for the head, whatever its strategy
@@ -103,11 +105,6 @@ def response_mean(values: torch.Tensor, num_actions: torch.Tensor) -> torch.Tens
     return torch.where(in_response, values, torch.zeros_like(values)).sum(-1) / n.to(values.dtype)
 
 
-def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    """Positions that start at 0 on the first real token, so left padding does not shift them."""
-    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-
-
 @dataclass
 class RewardOutput:
     reward: torch.Tensor  # (batch,) the value at the last non-pad token, or the response mean (``reward_pool``)
@@ -134,6 +131,7 @@ class RewardModel(nn.Module):
         self.value_head_strategy = value_head_strategy
         self.mlp_head = mlp_head
         self.reward_pool = reward_pool
+        self.feature_layer: int | None = None  # the first trained layer under --train_top_layers (goalrm_core.model.top_layers)
         head = build_value_head(self.config.hidden_size, value_head_strategy, mlp_head)
         # "score" for the linear head is the name AutoModelForSequenceClassification expects.
         self.add_module("score" if value_head_strategy == "linear" else "value_head", head)
@@ -164,14 +162,19 @@ class RewardModel(nn.Module):
         return cls(backbone, value_head_strategy, mlp_head, reward_pool)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                num_actions: torch.Tensor | None = None) -> RewardOutput:
-        out = self.backbone(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids_from_mask(attention_mask),
-            use_cache=False,
-        )
-        hidden = out.last_hidden_state
+                num_actions: torch.Tensor | None = None, features: torch.Tensor | None = None) -> RewardOutput:
+        """``features``: the hidden states entering decoder layer ``feature_layer`` (what
+        :func:`~goalrm_core.model.top_layers.freeze_lower_layers` set), laid out as ``input_ids``; only the layers
+        from there up, the final norm and the head then run (``--train_top_layers``, :mod:`goalrm_core.model.top_layers`)."""
+        position_ids = position_ids_from_mask(attention_mask)
+        if features is not None:
+            if self.feature_layer is None:
+                raise ValueError("features were given but no layer was frozen below them (freeze_lower_layers sets feature_layer)")
+            hidden = self.backbone.norm(run_layers(self.backbone, features, attention_mask, position_ids, self.feature_layer))
+            out = None
+        else:
+            out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
+            hidden = out.last_hidden_state
         values = self.head(hidden).squeeze(-1)
         if not self.training and getattr(self.config, "normalize_reward", False):
             values = (values - self.config.reward_mean) / self.config.reward_std

@@ -32,6 +32,7 @@ STEP_UNITS = ("optimizer", "micro_batch")
 REWARD_MODEL_STRATEGIES = ("vanilla", "contrastive")
 LOSS_TYPES = ("sigmoid", "logexp")
 GRAD_ACCUM_DTYPES = ("", "fp32", "fp16", "bf16")
+FEATURE_CACHES = ("memory", "off")
 SPECIAL_TOKENS = ("bos_token", "eos_token", "pad_token", "unk_token")
 # The flags the official code's train scripts always write (``train_contrastive_rm.sh`` …): :meth:`TrainRMConfig.to_argv`
 # writes them even at their defaults, so a generated command line reads like the official code's. Every
@@ -46,7 +47,7 @@ OFFICIAL_FLAGS = (
 
 # Fields that say where a run's files go or who watches it: two configs that differ only here train
 # the same RM (see :meth:`TrainRMConfig.training_fields`).
-OUTPUT_FIELDS = ("save_path", "overwrite", "ckpt_path", "max_ckpt_num", "max_ckpt_mem", "metrics_path", "use_wandb", "wandb_project",
+OUTPUT_FIELDS = ("save_path", "overwrite", "feature_cache_dir", "ckpt_path", "max_ckpt_num", "max_ckpt_mem", "metrics_path", "use_wandb", "wandb_project",
                  "wandb_group", "wandb_org", "wandb_run_name", "use_tensorboard", "s3_save_path", "local_rank")
 # Fields only the contrastive term reads: a vanilla RM's weights do not depend on them (nor does its
 # random state: the vanilla objective never draws from the contrastive sampler).
@@ -192,6 +193,20 @@ class TrainRMConfig:
                                "bf16 compute; the official code's QLoRA). Needs a CUDA GPU with bitsandbytes, --bf16, --lora_rank > 0 "
                                "and --zero_stage 0-2; the saved RM has the backbone dequantised and the adapters merged, an "
                                "ordinary bf16 checkpoint.", False)
+    # partial fine-tuning (not in the official code: a cost lever for small CPUs, docs/migration.md)
+    train_top_layers: int = _help("Train only the top N decoder layers, the final norm and the value head; the embeddings and "
+                                  "the layers below are frozen, and what they compute for each training and eval text is run "
+                                  "once at the start (no gradients, eval mode) and cached (--feature_cache): each step then "
+                                  "runs the top N layers only. Llama-style backbones (SmolLM2, Llama, Mistral, Qwen2); not "
+                                  "with LoRA or ZeRO-3. 0 = every layer trains (the official code).", 0,
+                                  range=Range(int, ">= 0", note="0 = all layers"))
+    feature_cache: str = _help("With --train_top_layers: memory (the frozen layers' output kept in memory for the run) or "
+                               "off (no cache: every step runs the frozen layers too, without their gradients; the same "
+                               "losses to float rounding).", "memory", choices=FEATURE_CACHES)
+    feature_cache_dir: str = _help("With --train_top_layers and --feature_cache memory: a folder that also keeps the cache "
+                                   "across runs, one file per backbone identity (its frozen weights, dtype, config and the "
+                                   "layer) holding each text's states under its token ids; a later run of the same backbone "
+                                   "reads the texts it holds and runs the frozen layers on the rest only. Empty = none.", "")
     local_rank: int = _help("Set by the deepspeed launcher.", -1,
                             range=Range(int, ">= 0", also=(-1,), note="-1 = not launched by deepspeed"))
 
@@ -274,6 +289,17 @@ class TrainRMConfig:
         if self.torch_compile and (self.zero_stage == 3 or self.gradient_checkpointing):
             raise ValueError("--torch_compile needs --zero_stage 0, 1 or 2 and no --gradient_checkpointing: ZeRO-3's "
                              "parameter hooks and activation recomputation break the compiled graph")
+        if self.feature_cache_dir and not (self.train_top_layers and self.feature_cache == "memory"):
+            raise ValueError(f"--feature_cache_dir {self.feature_cache_dir} keeps the cache of --train_top_layers N > 0 with "
+                             f"--feature_cache memory: give both, or drop it")
+        if self.train_top_layers and self.lora_rank > 0:
+            raise ValueError("--train_top_layers trains whole layers; LoRA (--lora_rank) is not combined with it: give one of them")
+        if self.train_top_layers and self.zero_stage == 3:
+            raise ValueError("--train_top_layers needs --zero_stage 0, 1 or 2: the frozen layers' cache pass runs on whole "
+                             "weights, which ZeRO-3 partitions")
+        if self.train_top_layers and self.gradient_checkpointing and self.gradient_checkpointing_use_reentrant:
+            raise ValueError("--train_top_layers with --gradient_checkpointing: drop --gradient_checkpointing_use_reentrant (reentrant "
+                             "recomputation passes no gradient to layers whose input, the frozen layers' output, needs none)")
         if self.load_in_4bit and self.zero_stage == 3:
             raise ValueError("--load_in_4bit needs --zero_stage 0, 1 or 2: transformers loads a 4-bit backbone whole on each "
                              "GPU, outside ZeRO-3's partitioning")

@@ -294,6 +294,10 @@ def build_model(cfg: TrainRMConfig, ds_config: dict) -> RewardModel:
     torch.manual_seed(cfg.seed)
     model = RewardModel(backbone, cfg.value_head_strategy, cfg.mlp_head, cfg.reward_pool)
     model.head.to(dtype)
+    if cfg.train_top_layers:  # before the optimiser's groups are made: the frozen parameters are in none of them
+        from goalrm_core.model.top_layers import freeze_lower_layers
+
+        freeze_lower_layers(model, cfg.train_top_layers)
     model._hf_deepspeed_config = hf_ds_config  # keep it alive as long as the model
     if cfg.gradient_checkpointing:
         backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs=gradient_checkpointing_kwargs(cfg))

@@ -234,6 +234,9 @@ class Trainer:
         self.resumed_from: int | None = None
         if cfg.load_checkpoint:
             self.resume()
+        self.feature_cache_s: float | None = None
+        if cfg.train_top_layers and cfg.feature_cache != "off":
+            self.cache_features()
         self.sinks = MetricSinks(cfg, self.metrics_path, enabled=self.rank == 0, resume=self.resumed_from is not None)
         if self.rank == 0 and self.resumed_from is not None:
             self.sinks.drop_rows_after(self.resumed_from)
@@ -247,6 +250,27 @@ class Trainer:
     def say(self, msg: str) -> None:
         if self.launched_rank == 0:
             print(msg, flush=True)
+
+    def cache_features(self) -> None:
+        """``--train_top_layers``: run the frozen layers once over every training and eval text (eval mode, no
+        gradients, batched by length; :class:`~goalrm_core.model.top_layers.FeatureCache`) and collate their output
+        into each batch, so that every step, training and evaluation, runs the top layers only."""
+        from goalrm_core.model.top_layers import FeatureCache, FeatureCollator, decoder_layers
+
+        t0 = time.time()
+        model, folder = self.engine.module, self.cfg.feature_cache_dir
+        cache = FeatureCache.load(folder, model, model.feature_layer) if folder else FeatureCache(model.feature_layer)
+        texts = [text for it in (*self.train_items, *self.eval_items) for text in (it["chosen_ids"], it["rejected_ids"])]
+        cache.fill(model, texts, self.tokenizer.pad_token_id)
+        top = len(decoder_layers(model.backbone))
+        frozen = "embeddings" + (f" and layers 0-{cache.layer - 1}" if cache.layer else "")
+        self.say(f"feature cache: {len(cache) - cache.read} texts, {cache.tokens} tokens through the frozen {frozen} in {cache.seconds:.1f} s "
+                 f"({cache.tokens / max(cache.seconds, 1e-9):.0f} tokens/s){f', {cache.read} read from {cache.path(folder)}' if cache.read else ''}; "
+                 f"each step runs the top {top - cache.layer} of {top} layers")
+        if folder and cache.tokens and self.rank == 0:  # new texts: kept for the next run of this backbone
+            self.say(f"feature cache: {len(cache)} texts kept in {cache.save(folder)}")
+        self.collate = FeatureCollator(self.collate, cache)
+        self.feature_cache_s = time.time() - t0
 
     # ---- checkpoints ---------------------------------------------------------------------------
 
@@ -532,6 +556,8 @@ class Trainer:
             "template": cfg.template,
             "zero_stage": cfg.zero_stage,
             "lora_rank": cfg.lora_rank,
+            "train_top_layers": cfg.train_top_layers,
+            "feature_cache_s": None if self.feature_cache_s is None else round(self.feature_cache_s, 3),
             "world_size": self.world,
             "bf16": bool(cfg.bf16),
             "device": device_name(),

@@ -11,7 +11,7 @@ from goalrm_core.cli.train_rm import parse_args
 # settings valid only with others: what each needs beside it
 COMPANIONS = {"chosen_key": {"rejected_key": "rejected"}, "rejected_key": {"chosen_key": "chosen"},
               "prompt_key": {"chosen_key": "chosen", "rejected_key": "rejected"}, "adam_offload": {"zero_stage": 2},
-              "load_in_4bit": {"bf16": True, "lora_rank": 4}}
+              "load_in_4bit": {"bf16": True, "lora_rank": 4}, "feature_cache_dir": {"train_top_layers": 1}}
 
 
 def changed_value(f: dataclasses.Field):
@@ -55,9 +55,10 @@ def test_a_config_with_everything_changed_round_trips():
     # contrastive_loss is a shorthand that sets the strategy; --margin_loss replaces --margin; --adam_offload needs ZeRO;
     # the official save format reads the last token, so a changed reward_pool is checked on its own below; --load_in_4bit
     # needs ZeRO 0-2 and a CUDA GPU, which the command line checks (tests/train/test_load_in_4bit.py); --torch_compile
-    # needs ZeRO 0-2 and no --gradient_checkpointing (its own round trip below)
+    # needs ZeRO 0-2 and no --gradient_checkpointing, --train_top_layers ZeRO 0-2 and no LoRA (their own round trips below)
     fields = [f for f in dataclasses.fields(TrainRMConfig)
-              if f.name not in ("contrastive_loss", "margin", "zero_stage", "reward_pool", "load_in_4bit", "torch_compile")]
+              if f.name not in ("contrastive_loss", "margin", "zero_stage", "reward_pool", "load_in_4bit", "torch_compile",
+                                "train_top_layers", "feature_cache_dir")]
     cfg = TrainRMConfig(**{f.name: changed_value(f) for f in fields}, zero_stage=3)
     assert TrainRMConfig.from_argv(cfg.to_argv()) == cfg
     assert parse_args(cfg.to_argv()) == cfg  # the trainer's own parser reads the same command line
@@ -65,6 +66,9 @@ def test_a_config_with_everything_changed_round_trips():
     assert TrainRMConfig.from_argv(pooled.to_argv()) == pooled == parse_args(pooled.to_argv())
     compiled = TrainRMConfig(pretrain="p", torch_compile=True)
     assert TrainRMConfig.from_argv(compiled.to_argv()) == compiled == parse_args(compiled.to_argv())
+    for top in (TrainRMConfig(pretrain="p", train_top_layers=2, feature_cache="off", zero_stage=0),
+                TrainRMConfig(pretrain="p", train_top_layers=1, feature_cache_dir="features")):
+        assert TrainRMConfig.from_argv(top.to_argv()) == top == parse_args(top.to_argv())
 
 
 @pytest.mark.parametrize("flags", [{"zero_stage": 3}, {"gradient_checkpointing": True}])
