@@ -15,6 +15,7 @@ import pickle
 import random
 import re
 import socket
+import sys
 from typing import Any
 
 import numpy as np
@@ -147,6 +148,20 @@ def deepspeed_config(cfg: TrainRMConfig, world_size: int) -> dict:
     return config
 
 
+def own_extensions_dir() -> str:
+    """Point torch's C++ extension cache (``TORCH_EXTENSIONS_DIR``, where DeepSpeed builds its CPU communication op)
+    at a folder of this Python environment's own, unless the variable is set: two environments sharing
+    ``~/.cache/torch_extensions`` rebuild the op (one to two minutes) every time they alternate, since each build
+    names its own include paths. Returns the folder."""
+    import hashlib
+
+    if not os.environ.get("TORCH_EXTENSIONS_DIR"):
+        key = hashlib.sha256(os.path.abspath(sys.prefix).encode()).hexdigest()[:12]  # as seen: a linked venv is its own
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        os.environ["TORCH_EXTENSIONS_DIR"] = str(base / "torch_extensions" / f"env-{key}")
+    return os.environ["TORCH_EXTENSIONS_DIR"]
+
+
 def quiet_deepspeed_logs() -> None:
     """DeepSpeed's INFO records (config dumps, timers) out of the run's log; warnings stay."""
     import deepspeed  # lazy: importing it costs seconds and pulls in its accelerator detection
@@ -215,6 +230,7 @@ def join_process_group(init, backend: str | None = None, timeout_s: float | None
 
 def init_distributed() -> tuple[int, int, int]:
     """(rank, local rank, world size), creating a one-process group when no launcher set one up."""
+    own_extensions_dir()  # before DeepSpeed builds its communication op
     import deepspeed  # lazy: importing it costs seconds and pulls in its accelerator detection
 
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:

@@ -16,7 +16,7 @@ Every run goes through ``deepspeed.initialize``; a plain ``python -m`` run sets 
 group itself (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT with a free port). On CPU DeepSpeed uses its
 CPU accelerator and gloo, and bf16 and ZeRO 0-3 all work. The optimiser is torch's AdamW, so no
 optimiser op (CPU Adam) is compiled; DeepSpeed does compile its small CPU shared-memory comm op on
-the first run on a machine (30-60 s, cached in ~/.cache/torch_extensions).
+the first run in a Python environment (30-60 s, cached in ~/.cache/torch_extensions/env-<hash of sys.prefix>, see distributed.own_extensions_dir).
 
 What a run writes:
 
