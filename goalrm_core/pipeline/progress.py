@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -74,8 +75,19 @@ def last_log_line(log_path: Path | None, width: int = 100) -> str:
     lines = [next((piece.strip() for piece in reversed(line.split("\r")) if piece.strip()), "")
              for line in tail.replace("\r\n", "\n").split("\n")]
     lines = [line for line in lines if line]
-    last = lines[-1] if lines else ""
+    last = _said_plainly(lines[-1] if lines else "")
     return last if len(last) <= width else last[:width - 1] + "…"
+
+
+# papermill's own bar in a stage's log: "Executing:  53%|█████▎    | 9/17 [00:31<00:28,  3.50s/cell]"
+_PAPERMILL_BAR = re.compile(r"^Executing:?\s+\d+%\|[^|]*\|\s*(\d+)/(\d+)\b")
+
+
+def _said_plainly(line: str) -> str:
+    """A log line as the stage line shows it: papermill's bar says which cell of the notebook runs
+    (``9 of 17 notebook cells done``), not a percentage that reads as the stage's progress."""
+    bar = _PAPERMILL_BAR.match(line)
+    return f"{bar.group(1)} of {bar.group(2)} notebook cells done" if bar else line
 
 
 def training_progress(log_path: Path | None, since: float | None = None) -> str:

@@ -639,3 +639,9 @@ def test_a_probe_on_a_loaded_machine_says_the_eta_may_be_long(tmp_path, monkeypa
     assert main([*p["flags"], "--dry-run", "--only", "01", "--reports-dir", str(tmp_path / "elsewhere")]) == 0
     assert "with load" not in capsys.readouterr().out
     assert progress.loaded_probe_note(30.0, threads=2, load=1.5, cores=16) is None  # 14 cores idle beside the probe's 2
+
+
+def test_papermill_s_bar_reads_as_cells_done_not_as_the_stage_s_progress(tmp_path):
+    log_path = tmp_path / "01_data.log"
+    log_path.write_text("Executing:  41%|####1     | 7/17 [00:20<00:29]\rExecuting:  53%|#####2    | 9/17 [00:31<00:28,  3.50s/cell]")
+    assert runner.last_log_line(log_path) == "9 of 17 notebook cells done"
