@@ -129,10 +129,16 @@ def _clock(seconds: float) -> str:
 
 
 def describe(record: Mapping[str, Any], now: float | None = None, fallback_label: str = "RM") -> str:
-    """``baseline seed 1: step 840/2400, ETA 6m00s`` (``ETA unknown`` before the first step)."""
+    """``baseline seed 1: step 840/2400, ETA 6m00s`` (``ETA unknown`` before the first step, ``evaluating and
+    saving`` after the last)."""
     label = record.get("label") or fallback_label
     left = eta_s(record, now)
-    eta = "done" if record.get("done") else ("ETA unknown" if left is None else f"ETA {_clock(left)}")
+    if record.get("done"):
+        eta = "done"
+    elif record["step"] >= record["total"]:
+        eta = "evaluating and saving"
+    else:
+        eta = "ETA unknown" if left is None else f"ETA {_clock(left)}"
     return f"{label}: step {int(record['step'])}/{int(record['total'])}, {eta}"
 
 

@@ -57,6 +57,7 @@ def test_readers_say_step_total_and_eta(tmp_path):
     assert pf.eta_s(record) == 390.0  # 1560 steps at 0.25 s
     assert pf.describe(record, now=5030.0) == "baseline seed 1: step 840/2400, ETA 6m00s"
     assert pf.describe({**record, "step": 0}) == "baseline seed 1: step 0/2400, ETA unknown"
+    assert pf.describe({**record, "step": 2400}) == "baseline seed 1: step 2400/2400, evaluating and saving"
     (tmp_path / "bad.progress.json").write_text('{"step": 3, "tot')  # half-written: skipped
     assert pf.read_progress(tmp_path / "bad.progress.json") is None and pf.read_progress(tmp_path / "absent") is None
 
