@@ -51,8 +51,29 @@ def main(argv: list[str] | None = None) -> int:
                      flash_attn=args.flash_attn, device=args.device, goal_rows=args.goal_rows, command=manifest.command_line("goalrm eval-rm", argv))
     for bench, splits in counts.items():
         if splits:
-            print(bench, ", ".join(f"{k}: {v} scored" for k, v in splits.items()))
+            print(bench, scored_line(splits))
     return 0
+
+
+def scored_line(splits: dict[str, int]) -> str:
+    """What one benchmark's scoring wrote, by file: ``greedy: 4 rows scored, all: 12 rows (8 samples scored, 4
+    greedy rows)``. ``all/`` holds the greedy rows first, as the official layout does, then the samples: only
+    the samples are scored there (the greedy rows are ``greedy/``'s scores).
+
+    >>> scored_line({"greedy": 4, "all": 8})
+    'greedy: 4 rows scored, all: 12 rows (8 samples scored, 4 greedy rows)'
+    >>> scored_line({"all": 8})
+    'all: 8 rows (8 samples scored)'
+    """
+    parts = []
+    for split, n in splits.items():
+        if split == "all":
+            greedy = splits.get("greedy", 0)
+            parts.append(f"all: {n + greedy} rows ({n} sample{'s' if n != 1 else ''} scored"
+                         + (f", {greedy} greedy row{'s' if greedy != 1 else ''})" if greedy else ")"))
+        else:
+            parts.append(f"{split}: {n} row{'s' if n != 1 else ''} scored")
+    return ", ".join(parts)
 
 
 if __name__ == "__main__":

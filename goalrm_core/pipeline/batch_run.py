@@ -40,7 +40,8 @@ def _deepspeed_falls_back_to_cpu() -> bool:
 def batch_environment(stage_log: str | os.PathLike | None = None) -> dict[str, str]:
     """Environment variables for a kernel that runs a notebook as a report page.
 
-    Progress bars off (tqdm, Hugging Face), transformers and PyTorch at errors only, Python warnings
+    Progress bars off (tqdm, Hugging Face; an RM training's step goes to a file in the stage's progress
+    folder instead, :mod:`goalrm_core.train.progress_file`), transformers and PyTorch at errors only, Python warnings
     ignored in subprocesses (the kernel itself sends them to ``stage_log``). Where DeepSpeed would
     pick the CPU anyway it is told so up front, which skips its "Setting accelerator to CPU" warning.
     """
@@ -61,6 +62,10 @@ def batch_environment(stage_log: str | os.PathLike | None = None) -> dict[str, s
         env["DS_ACCELERATOR"] = "cpu"
     if stage_log is not None:
         env[STAGE_LOG_VAR] = str(stage_log)
+        # where the stage's RM trainings say their step (the runner's heartbeat line reads it)
+        from goalrm_core.train.progress_file import PROGRESS_DIR_VAR, stage_progress_dir
+
+        env[PROGRESS_DIR_VAR] = str(stage_progress_dir(stage_log))
     return env
 
 

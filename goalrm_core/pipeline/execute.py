@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import socket
 import tempfile
 from pathlib import Path
@@ -17,6 +18,7 @@ from goalrm_core.data.io import atomic_path, timestamp
 from goalrm_core.paths import project_root
 from goalrm_core.pipeline.batch_run import batch_environment
 from goalrm_core.pipeline.signals import interrupts_deferred
+from goalrm_core.train.progress_file import stage_progress_dir
 
 STAGE_PATTERN = re.compile(r"^\d{2}_[A-Za-z0-9_\-]+\.ipynb$")
 
@@ -114,6 +116,8 @@ def execute_stage(
     if log_path is not None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         log_path.write_text(f"# {notebook.name} -> {output}, started {timestamp()}\n", encoding="utf-8")
+        # the stage's trainings' progress files (batch_environment): none from an earlier run
+        shutil.rmtree(stage_progress_dir(log_path), ignore_errors=True)
     # append mode: the kernel appends its held-back warnings to the same file
     log = open(log_path, "a", encoding="utf-8") if log_path is not None else open(os.devnull, "w")
     with contextlib.ExitStack() as stack:

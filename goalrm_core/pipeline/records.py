@@ -80,10 +80,14 @@ def record_provenance(provenance: Mapping[str, Any], reports_dir: str | os.PathL
 _REPORT_ONLY = ("profile", "reports_dir")
 
 
-def record_stage(run_dir: Path, stage: str, params: Mapping[str, Any]) -> None:
-    """Note in the run directory that ``stage`` succeeded, and with which parameters."""
+def record_stage(run_dir: Path, stage: str, params: Mapping[str, Any], duration_s: float | None = None) -> None:
+    """Note in the run directory that ``stage`` succeeded, with which parameters and, given, in how many
+    seconds (the next run's ETA for it where its report folder has no earlier run)."""
     computed = {k: v for k, v in params.items() if k not in _REPORT_ONLY}
-    atomic_write_json(RunDir(run_dir).stage_record(stage), {"stage": stage, "finished": timestamp(), "parameters": _sorted_tree(computed)})
+    record = {"stage": stage, "finished": timestamp(), "parameters": _sorted_tree(computed)}
+    if isinstance(duration_s, (int, float)) and not isinstance(duration_s, bool):
+        record["duration_s"] = round(float(duration_s), 2)
+    atomic_write_json(RunDir(run_dir).stage_record(stage), record)
 
 
 def stage_is_current(run_dir: Path, stage: str, params: Mapping[str, Any]) -> bool:

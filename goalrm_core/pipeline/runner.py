@@ -29,7 +29,7 @@ from goalrm_core.pipeline.profile_checks import check_settings, coerce_to_declar
 from goalrm_core.pipeline.profile_files import load_profile, notebook_profile, profile_path
 from goalrm_core.pipeline.profile_values import check_value, parse_set_flags
 from goalrm_core.pipeline.progress import (HEARTBEAT_S, SUCCEEDED, estimated_durations, heartbeat, last_durations, last_log_line,  # noqa: F401
-                                           plan_lines, progress_line)
+                                           plan_lines, progress_line, stage_estimates)
 from goalrm_core.pipeline.provenance import code_version, collect_provenance
 from goalrm_core.pipeline.records import record_provenance, record_stage
 from goalrm_core.pipeline.signals import Terminated, interrupts_deferred, sigterm_as_interrupt
@@ -316,10 +316,13 @@ def run_report(
         _record_run_provenance(profile, settings, applied, out_dir)
 
         progress = _Progress(profile, out_dir, names, selected, previous, log)
-        if not progress.durations:  # a first run here (runs/reports/): the committed report's times at this machine's speed
-            progress.durations = estimated_durations(profile, out_dir, int(settings.get("torch_threads") or 1),
-                                                     resolve_path(REFERENCE_REPORTS))[0]
-            progress.basis = "estimated from the committed report"
+        # each stage's ETA: an earlier run's own time (status.json, metrics.json's timings, the run folder's stage
+        # records), else the committed report's at this machine's speed, said when the probe ran on a loaded machine
+        estimate = stage_estimates(profile, out_dir, int(settings.get("torch_threads") or 1), resolve_path(REFERENCE_REPORTS),
+                                   names=progress.todo, run_dir=run_dir_of(profile, settings))
+        progress.durations, progress.basis = estimate.durations, estimate.bases
+        if estimate.note:
+            log(f"ETA: {estimate.note}")
         try:
             for k, name in enumerate(progress.todo, 1):
                 if progress.failed:
@@ -396,13 +399,13 @@ class _Progress:
         self.refresh()
         self.log(progress_line(k, self.todo, log_path, self.durations, self.basis))
         tag = f"[{k}/{len(self.todo)} {name}]"
-        with heartbeat(tag, log_path, self.durations.get(name), self.log):
+        with heartbeat(tag, log_path, self.durations.get(name), self.log, every=HEARTBEAT_S):
             self.entries[name] = _run_one(notebook, self.out_dir, params, kernel_name, self.log, stages=self.names,
                                           log_path=log_path, tag=tag)
         self.current, self.last_done = None, name
         self.failed = self.entries[name]["status"] == "failed"
         if not self.failed and run_dir is not None:
-            record_stage(run_dir, name, params)
+            record_stage(run_dir, name, params, duration_s=self.entries[name].get("duration_s"))
         refresh_navigation(self.out_dir, self.names)
         self.refresh()
 

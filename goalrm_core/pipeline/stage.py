@@ -89,4 +89,5 @@ class Stage:
         notebook = json.loads(path.read_text(encoding="utf-8"))
         cell = next(c for c in notebook["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
         keys = declared_keys("".join(cell["source"]), path)
-        record_stage(self.run.root, path.stem, {k: shell.user_ns[k] for k in keys if k in shell.user_ns})
+        record_stage(self.run.root, path.stem, {k: shell.user_ns[k] for k in keys if k in shell.user_ns},
+                     duration_s=time.perf_counter() - self.started)

@@ -24,6 +24,7 @@ from goalrm_core.study.rms import OVERRIDES as RM_OVERRIDES, STRATEGY as RM_STRA
 from goalrm_core.train.config import TrainRMConfig
 from goalrm_core.study.live import tail_view
 from goalrm_core.train.launch import run_streaming, train_command
+from goalrm_core.train.progress_file import PROGRESS_FILE_VAR, PROGRESS_LABEL_VAR, progress_path, read_progress
 from goalrm_core.train.store import from_store, link_stored
 
 if TYPE_CHECKING:
@@ -87,15 +88,19 @@ def train_rm(cfg: TrainRMConfig, log, *, threads_per_process: int = 1, num_proce
     goalrm_core.train.trainer`` + ``cfg.to_argv()``) in a subprocess, since DeepSpeed never runs in the
     kernel, with ``threads_per_process`` threads set explicitly (the floats depend on it) and its output in
     ``log`` (the last lines shown live unless ``live`` is off). Returns its ``train_summary.json``.
+    The trainer writes its step and total to :func:`~goalrm_core.train.progress_file.progress_path` ``(log)``
+    as it goes (the report runner's stage line and notebook 02's bars read it).
 
     ``store`` (a folder, e.g. ``RunDir.rm_store``) keeps every RM by :func:`~goalrm_core.train.store.rm_key`: an RM whose training
     config and inputs are already there is not trained again. ``cfg``'s model folder, its metrics and
     ``log`` then link to the stored ones, and the summary says ``reused``."""
     log = Path(log)
+    progress = progress_path(log)  # of the log asked for (a stored training logs elsewhere): where the watchers look
 
     def run_training(c: TrainRMConfig, lg: Path) -> None:
         show = tail_view(5, desc) if live else (lambda *_: None)
-        env = {"OMP_NUM_THREADS": str(threads_per_process)}
+        progress.unlink(missing_ok=True)  # an earlier training's file would pass for this one's
+        env = {"OMP_NUM_THREADS": str(threads_per_process), PROGRESS_FILE_VAR: str(progress), PROGRESS_LABEL_VAR: desc or log.stem}
         run_streaming(train_command(c, num_processes=num_processes), lg, desc=desc, env=env, show=show)
 
     reused = False
@@ -120,7 +125,51 @@ def start_rm(cfg: TrainRMConfig, log, *, desc: str = "", **kwargs: Any) -> Futur
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="goalrm-rm")
     future = pool.submit(run)
     pool.shutdown(wait=False)
+    future.progress_path, future.desc = progress_path(log), desc  # for train_rms's bars while it waits on it
     return future
+
+
+def show_step_bars() -> bool:
+    """Whether waiting on trainings draws a bar per RM: in a Jupyter kernel run by hand, never in a batch
+    run (``goalrm report``, whose pages show no progress; its terminal line reads the same files)."""
+    from goalrm_core.pipeline.batch_run import BATCH_VAR
+    from goalrm_core.study.live import in_kernel
+
+    return not os.environ.get(BATCH_VAR) and in_kernel()
+
+
+def wait_showing_steps(futures: dict, watched: dict, poll_s: float = 1.0, bars: bool | None = None) -> dict:
+    """Wait for every future of ``futures`` (a key each) and return their results by key. Meanwhile, where
+    :func:`show_step_bars` (or ``bars``) says so, each training in ``watched`` (key -> (progress file, label))
+    shows its steps as a ``tqdm.auto`` bar (a widget in JupyterLab) once its trainer writes the file."""
+    import concurrent.futures
+
+    if not (show_step_bars() if bars is None else bars):
+        return {key: f.result() for key, f in futures.items()}
+    shown: dict = {}
+
+    def draw() -> None:
+        for key, (path, label) in watched.items():
+            record = read_progress(path) if key in futures else None
+            if record is None:
+                continue
+            bar = shown.get(key)
+            if bar is None:
+                bar = shown[key] = tqdm(total=int(record["total"]), initial=int(record.get("initial", 0)), desc=label, unit="step")
+            bar.n = int(record["total"]) if record.get("done") else int(record["step"])
+            bar.refresh()
+
+    try:
+        while True:
+            pending = [f for f in futures.values() if not f.done()]
+            draw()
+            if not pending:
+                break
+            concurrent.futures.wait(pending, timeout=poll_s, return_when=concurrent.futures.FIRST_COMPLETED)
+    finally:
+        for bar in shown.values():
+            bar.close()
+    return {key: f.result() for key, f in futures.items()}
 
 
 def train_rms(run_dir, rms: Sequence[str], seeds: Sequence[int], recipe: RMRecipe, num_processes: int = 1, parallel: int = 1,
@@ -150,10 +199,24 @@ def train_rms(run_dir, rms: Sequence[str], seeds: Sequence[int], recipe: RMRecip
     left_over = min((len(running) + len(todo)) % parallel, len(todo))
     rounds = [(todo[:len(todo) - left_over], parallel, running), (todo[len(todo) - left_over:], left_over, {})]
 
+    def log_of(job, cfg=None) -> Path:
+        rm, seed = job
+        if out_root is None:
+            return RunDir(run_dir).training_log(rm, seed)
+        cfg = cfg or rm_config(recipe, run_dir, rm, seed, out_root, **overrides)
+        return Path(cfg.save_path + ".log")
+
+    # each RM's steps as it trains: a bar per RM in JupyterLab (wait_showing_steps), nothing on a batch run's page
+    watched = {job: (progress_path(log_of(job)), f"{job[0]} seed {job[1]}") for job in todo}
+    for path, _ in watched.values():  # an earlier training's file would show as this one's until it starts
+        path.unlink(missing_ok=True)
+    watched.update({job: (f.progress_path, f.desc or f"{job[0]} seed {job[1]}") for job, f in running.items()
+                    if getattr(f, "progress_path", None) is not None})
+
     def train(job, per_process):
         rm, seed = job
         cfg = rm_config(recipe, run_dir, rm, seed, out_root, **overrides)
-        log = Path(cfg.save_path + ".log") if out_root is not None else RunDir(run_dir).training_log(rm, seed)
+        log = log_of(job, cfg)
         summary = train_rm(cfg, log, threads_per_process=per_process, num_processes=num_processes, store=store,
                            desc=f"{rm} seed {seed}", live=parallel == 1)
         reused = summary.get("reused", False)
@@ -172,7 +235,7 @@ def train_rms(run_dir, rms: Sequence[str], seeds: Sequence[int], recipe: RMRecip
                            **{job: pool.submit(train, job, per_process) for job in round_jobs}}
                 for future in futures.values():
                     future.add_done_callback(lambda _: bar.update(1))
-                done.update({job: f.result() for job, f in futures.items()})
+                done.update(wait_showing_steps(futures, watched))
     bar.close()
     import pandas as pd
 

@@ -76,7 +76,7 @@ def load_items(cfg: TrainRMConfig, tokenizer, say: Callable[[str], None]) -> tup
     if cfg.template in ("math", "nemo") and all(set(r.shapes) == {HH_RLHF} for r in reports):
         # The official code's HH script passes no template: a whole dialogue already holds its prompt.
         cfg.template = "hh"
-        say("data: every row is an HH-RLHF dialogue; using --template hh (the dialogue is the prompt)")
+        say(hh_switch_line(cfg.apply_chat_template))
     train_items, train_stats = encode_preference_rows(tokenizer, train_rows, cfg.template, cfg.max_len, cfg.encoding, cfg.input_template)
     eval_items, eval_stats = encode_preference_rows(tokenizer, eval_rows, cfg.template, cfg.max_len, cfg.encoding, cfg.input_template) if eval_rows else ([], None)
     say(f"tokenised train: {train_stats.summary()}")
@@ -91,6 +91,19 @@ def load_items(cfg: TrainRMConfig, tokenizer, say: Callable[[str], None]) -> tup
         "skipped_rows": sum(r.n_skipped for r in reports),
     }
     return train_items, eval_items, stats
+
+
+def hh_switch_line(chat_template: bool) -> str:
+    """What the trainer says when whole conversations switch a math template to ``hh``: HH-RLHF dialogues, or,
+    with ``--apply_chat_template``, conversations the tokenizer's chat template rendered (no HH-RLHF text).
+
+    >>> print(hh_switch_line(True))
+    data: every row is a chat conversation (rendered with the tokenizer's chat template, --apply_chat_template); using --template hh (the conversation up to the reply is the prompt)
+    """
+    if chat_template:
+        return ("data: every row is a chat conversation (rendered with the tokenizer's chat template, --apply_chat_template); "
+                "using --template hh (the conversation up to the reply is the prompt)")
+    return "data: every row is an HH-RLHF dialogue; using --template hh (the dialogue is the prompt)"
 
 
 def item_length(item: dict) -> int:

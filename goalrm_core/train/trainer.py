@@ -64,6 +64,7 @@ from goalrm_core.train.distributed import (
     checkpoint_tag, load_checkpoint_file, quiet_deepspeed_logs, rng_states, set_cpu_threads, set_rng_states,
     teardown,
 )
+from goalrm_core.train.progress_file import ProgressWriter
 from goalrm_core.train.preflight import default_paths, preflight  # noqa: F401  (preflight: train-rm's entry point and tests import it here)
 from goalrm_core.train.sinks import MetricSinks
 
@@ -425,6 +426,9 @@ class Trainer:
         With ``--stop_after_steps`` it checkpoints and stops early instead, saving nothing."""
         cfg = self.cfg
         bar = tqdm(total=self.total_steps, initial=self.step, disable=self.rank != 0, desc="train-rm", dynamic_ncols=True, mininterval=1.0)
+        # the step and total for whoever watches ($GOALRM_PROGRESS_FILE: the report runner's line, notebook 02's bars)
+        progress = ProgressWriter.from_environment(self.total_steps, self.step) if self.rank == 0 else ProgressWriter(None, 0)
+        progress.update(self.step, force=True)
         last_eval: dict | None = None
         last_eval_step = -1
         self.engine.train()
@@ -437,6 +441,7 @@ class Trainer:
                 batches_epoch = epoch
             self.train_step(batches[step_in_epoch * self.gas:(step_in_epoch + 1) * self.gas], epoch)
             bar.update(1)
+            progress.update(self.step)
             if self.due(max(cfg.logging_steps, 1)) or self.step == self.total_steps:
                 row = self.log_train_row()
                 bar.set_postfix(loss=f"{row['loss']:.4f}", acc=f"{row['accuracy']:.2f}")
@@ -450,13 +455,17 @@ class Trainer:
                 if not saved:
                     self.checkpoint()
                 bar.close()
+                progress.finish(self.step)
                 self.sinks.close()
                 self.say(f"stopped after step {self.step} (--stop_after_steps); resume with --load_checkpoint --ckpt_path {self.ckpt_dir}")
                 return None
         bar.close()
+        progress.update(self.step, force=True)
         if last_eval_step != self.step:
             last_eval = self.log_eval_row()
-        return self.save(last_eval)
+        summary = self.save(last_eval)
+        progress.finish(self.step)
+        return summary
 
     def due(self, every: int) -> bool:
         """Whether an event every ``every`` steps (``--step_unit``) falls after the optimiser step just taken.

@@ -559,3 +559,89 @@ def test_a_first_run_takes_its_eta_from_the_committed_report(tmp_path, monkeypat
     assert re.search(r"ETA ~\d+(m\d+)?s \(estimated from the committed report: [\d.]+ s\), ~\d", first), first
     assert main(p["flags"]) == 0  # the second run has its own last run
     assert "(last run: " in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------- progress and ETA (53, item 4)
+
+
+class TrainingStage(FakeStages):
+    """A stage that trains an RM: its trainer's progress file appears in the stage's progress folder, as
+    ``train_rm`` places it in a report run, and the stage runs on past a heartbeat."""
+
+    def __call__(self, notebook, output, parameters, kernel_name, cwd, log_path=None):
+        from goalrm_core.pipeline.batch_run import batch_environment
+        from goalrm_core.train.progress_file import PROGRESS_DIR_VAR, ProgressWriter, progress_path
+
+        self.calls.append((notebook.stem, dict(parameters)))
+        env = batch_environment(log_path)  # what the stage's kernel, and so its trainings, inherit
+        assert env[PROGRESS_DIR_VAR].endswith(f"{notebook.stem}.progress")
+        writer = ProgressWriter(progress_path(resolve_path(parameters["run_dir"]) / "logs" / "train-baseline-seed1.log", env),
+                                total=2400, label="baseline seed 1")
+        writer.started -= 210.0  # 840 steps in 210 s: 1560 left at 0.25 s
+        writer.update(840, force=True)
+        time.sleep(0.4)
+        return None, False
+
+
+def test_each_rm_s_step_and_eta_reach_the_stage_line(tmp_path, monkeypatch, capsys):
+    p = _project(tmp_path)
+    monkeypatch.setattr(runner, "execute_stage", TrainingStage())
+    monkeypatch.setattr(runner, "HEARTBEAT_S", 0.1)
+    assert main([*p["flags"], "--only", "02"]) == 0
+    beats = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[1/1 02_beta] ") and " in, " in line]
+    assert beats, "no heartbeat line"
+    assert re.search(r" — baseline seed 1: step 840/2400, ETA 6m\d\ds$", beats[-1]), beats[-1]
+
+
+def test_the_eta_takes_an_earlier_run_s_own_time_before_the_scaled_reference(tmp_path, monkeypatch, capsys):
+    """A new report folder of a run folder that ran before: the stage records' own times, not the committed
+    report's scaled by the probe (which then never runs); metrics.json's stage times count as well."""
+    p = _project(tmp_path)
+    reference = tmp_path / "reference"
+    (reference / "tiny").mkdir(parents=True)
+    (reference / "tiny" / "status.json").write_text(json.dumps({"stages": [
+        {"name": n, "status": "ok", "duration_s": 60.0} for n in ("01_alpha", "02_beta", "03_gamma")]}))
+    (reference / "tiny" / "metrics.json").write_text(json.dumps({"provenance": {"machine": {"speed": {"matmul_gflops": 100.0}}}}))
+    monkeypatch.setattr(runner, "REFERENCE_REPORTS", str(reference))
+    records.record_stage(p["run"], "01_alpha", {"run_dir": str(p["run"])}, duration_s=1500.0)
+    p["out"].mkdir(parents=True)
+    (p["out"] / "metrics.json").write_text(json.dumps({"timings": {"beta": {"wall_s": 700.0}}}))
+    probed = []
+    monkeypatch.setattr("goalrm_core.threads.matmul_gflops", lambda threads: probed.append(threads) or 50.0)
+    monkeypatch.setattr(runner, "execute_stage", FakeStages())
+    assert main([*p["flags"], "--only", "01", "02"]) == 0
+    out = capsys.readouterr().out
+    assert "[1/2 01_alpha] running — " in out and "ETA ~25m00s (last run: 1500.0 s)" in out
+    assert "ETA ~11m40s (last run: 700.0 s)" in out and probed == []
+    assert json.loads((p["run"] / "stages" / "01_alpha.json").read_text())["duration_s"] >= 0  # this run's, for the next
+
+
+def test_a_probe_on_a_loaded_machine_says_the_eta_may_be_long(tmp_path, monkeypatch, capsys):
+    from goalrm_core.pipeline import progress
+
+    p = _project(tmp_path)
+    reference = tmp_path / "reference"
+    (reference / "tiny").mkdir(parents=True)
+    (reference / "tiny" / "status.json").write_text(json.dumps({"stages": [{"name": "01_alpha", "status": "ok", "duration_s": 600.0}]}))
+    (reference / "tiny" / "metrics.json").write_text(json.dumps({"provenance": {"machine": {"speed": {"matmul_gflops": 300.0}}}}))
+    monkeypatch.setattr("goalrm_core.threads.matmul_gflops", lambda threads: 30.0)
+    monkeypatch.setattr(progress.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(progress, "_load_average", lambda: 5.2)
+    monkeypatch.setattr(runner, "REFERENCE_REPORTS", str(reference))
+    monkeypatch.setattr(runner, "execute_stage", FakeStages())
+    assert main([*p["flags"], "--only", "01"]) == 0
+    out = capsys.readouterr().out
+    assert "ETA: speed probe 30 GFLOP/s with load 5.2 on 2 cores: the ETA may be long" in out
+    assert "ETA ~1h40m (estimated from the committed report: 6000.0 s)" in out
+    assert main([*p["flags"], "--dry-run", "--only", "01", "--reports-dir", str(tmp_path / "elsewhere")]) == 0
+    assert "  (speed probe 30 GFLOP/s with load 5.2 on 2 cores: the ETA may be long)" in capsys.readouterr().out
+    monkeypatch.setattr(progress, "_load_average", lambda: 0.3)  # an idle machine: no note
+    assert main([*p["flags"], "--dry-run", "--only", "01", "--reports-dir", str(tmp_path / "elsewhere")]) == 0
+    assert "with load" not in capsys.readouterr().out
+    assert progress.loaded_probe_note(30.0, threads=2, load=1.5, cores=16) is None  # 14 cores idle beside the probe's 2
+
+
+def test_papermill_s_bar_reads_as_cells_done_not_as_the_stage_s_progress(tmp_path):
+    log_path = tmp_path / "01_data.log"
+    log_path.write_text("Executing:  41%|####1     | 7/17 [00:20<00:29]\rExecuting:  53%|#####2    | 9/17 [00:31<00:28,  3.50s/cell]")
+    assert runner.last_log_line(log_path) == "9 of 17 notebook cells done"

@@ -236,3 +236,65 @@ def test_the_shown_training_command_carries_no_machine_path(tmp_path):
     assert str(tmp_path) not in text and sys.executable not in text
     launcher = shown_command(["/opt/env/bin/deepspeed", "--num_gpus", "2", "--module", "m"], run)
     assert launcher.startswith("deepspeed --num_gpus 2") and "/opt/env" not in launcher
+
+
+def test_a_training_writes_its_progress_file_where_the_report_runner_reads_it(tmp_path, tiny_policy_dir, monkeypatch):
+    """(53, item 4) The trainer writes its step and total as it goes: in a report run into the stage's progress
+    folder, which the runner's heartbeat reads; the file ends marked done with every step."""
+    from goalrm_core.train import progress_file as pf
+
+    run = _tiny_run(tmp_path / "run", tiny_policy_dir)
+    folder = tmp_path / "logs" / "02_training.progress"
+    monkeypatch.setenv(pf.PROGRESS_DIR_VAR, str(folder))
+    log = RunDir(run).training_log("baseline", 0)
+    tr.train_rm(tr.rm_config(_tiny_recipe(), run, "baseline", 0), log, live=False, desc="baseline seed 0")
+    record = pf.read_progress(folder / "train-baseline-seed0.progress.json")
+    assert (record["label"], record["step"], record["total"], record["done"]) == ("baseline seed 0", 2, 2, True)
+    assert record["train_s"] > 0
+    assert pf.stage_progress(folder) == ([], 1) and pf.running_lines(folder) == ""  # finished: no longer on the line
+    assert not pf.progress_path(log, {}).exists()  # a report run's file is in the stage's folder only
+
+
+def test_waiting_on_trainings_draws_a_bar_per_rm_by_hand_and_none_in_a_batch_run(tmp_path, monkeypatch):
+    """In JupyterLab each RM's steps show as a tqdm.auto bar fed by its progress file; in a batch run (goalrm
+    report) no bar is made, so none reaches the executed notebook or its page."""
+    import threading
+    import time
+    from concurrent.futures import Future
+
+    from goalrm_core.pipeline.batch_run import BATCH_VAR
+    from goalrm_core.train.progress_file import ProgressWriter
+
+    drawn = []
+
+    class Bar:
+        def __init__(self, total, initial, desc, unit):
+            self.total, self.n, self.desc = total, initial, desc
+            drawn.append(self)
+
+        def refresh(self):
+            pass
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(tr, "tqdm", Bar)
+    path = tmp_path / "train-baseline-seed0.progress.json"
+    writer = ProgressWriter(path, total=10, label="baseline seed 0")
+    future = Future()
+
+    def train():
+        for step in range(1, 11):
+            writer.update(step, force=True)
+            time.sleep(0.02)
+        writer.finish(10)
+        future.set_result({"steps": 10})
+
+    threading.Thread(target=train).start()
+    out = tr.wait_showing_steps({("baseline", 0): future}, {("baseline", 0): (path, "baseline seed 0")}, poll_s=0.01, bars=True)
+    assert out == {("baseline", 0): {"steps": 10}}
+    assert [(b.desc, b.total, b.n, b.closed) for b in drawn] == [("baseline seed 0", 10, 10, True)]
+    drawn.clear()
+    monkeypatch.setenv(BATCH_VAR, "1")
+    assert tr.show_step_bars() is False
+    assert tr.wait_showing_steps({("baseline", 0): future}, {("baseline", 0): (path, "baseline seed 0")}) == out and drawn == []
