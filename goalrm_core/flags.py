@@ -170,14 +170,39 @@ def one_line(error: BaseException | str, longest: int = 400) -> str:
     return " ".join(cut(word) for word in str(error).split())
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) that stopped a command, with the one line saying what was kept and how to
+    resume (``Interrupted("the last checkpoint is …; resume with …", how="SIGTERM")``):
+    :func:`run_command` prints ``<prog>: interrupted: <that>`` and exits 130 (143 for SIGTERM)."""
+
+    def __init__(self, resume: str = "", how: str = "Ctrl-C"):
+        super().__init__(resume)
+        self.resume, self.how = resume, how
+
+
+def interrupted_how(stop: BaseException) -> str:
+    """``SIGTERM`` for goalrm's SIGTERM-as-Ctrl-C (:class:`goalrm_core.pipeline.signals.Terminated`), else ``Ctrl-C``."""
+    return getattr(stop, "how", None) or ("SIGTERM" if type(stop).__name__ == "Terminated" else "Ctrl-C")
+
+
 def run_command(main_fn, argv: list[str], prog: str) -> int:
     """Run a command's ``main(argv)``; an expected error becomes one line on stderr,
-    ``<prog>: error: <message>``, and exit code 2. ``--debug`` (anywhere in ``argv``) or
-    ``GOALRM_DEBUG=1`` shows the full traceback instead."""
+    ``<prog>: error: <message>``, and exit code 2. Ctrl-C (and SIGTERM where the command turns it into
+    one) becomes one line too, ``<prog>: interrupted: <what was kept and how to resume>``, exit 130
+    (143 for SIGTERM). ``--debug`` (anywhere in ``argv``) or ``GOALRM_DEBUG=1`` shows the full
+    traceback instead."""
     token = _DEBUG.set("--debug" in argv)
     argv = [a for a in argv if a != "--debug"]
     try:
         return int(main_fn(argv) or 0)
+    except KeyboardInterrupt as stop:
+        if debugging():
+            raise
+        how = interrupted_how(stop)
+        what = "interrupted" if how == "Ctrl-C" else f"interrupted ({how})"
+        resume = one_line(getattr(stop, "resume", "")) or "stopped before it finished; run the same command again"
+        print(f"\n{prog}: {what}: {resume}", file=sys.stderr, flush=True)
+        return 143 if how == "SIGTERM" else 130
     except Exception as error:
         if debugging() or not _expected(error):
             raise

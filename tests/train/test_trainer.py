@@ -394,3 +394,24 @@ def test_sigkill_after_a_checkpoint_then_resume_matches_an_uninterrupted_run(uni
     assert max_weight_diff(out / "rm", tmp_path / "rm") < 1e-6
     assert without_timing(metrics(tmp_path / "rm.metrics.jsonl")) == without_timing(metrics(out / "rm.metrics.jsonl"))
     assert not list(tmp_path.rglob("*.tmp*")), "a half-written artifact was left behind"
+
+
+def test_ctrl_c_says_in_one_line_where_to_resume_and_that_command_finishes(base_args, tmp_path):
+    """Ctrl-C in train-rm (53): no traceback; one line naming the last complete checkpoint and the command
+    that resumes from it, which then trains to the end."""
+    import shlex
+    import subprocess
+
+    args = {**base_args, "save_path": str(tmp_path / "rm"), "max_steps": 3, "save_steps": 1, "eval_steps": -1}
+    cmd = [sys.executable, str(FAULTS), "sigint_at_step", "3", "train-rm", *train_command(TrainRMConfig.from_dict(args))[3:]]
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **RUN_ENV}, timeout=RUN_TIMEOUT_S)
+    assert done.returncode == 130 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if "interrupted" in line]
+    assert len(lines) == 1 and lines[0].startswith("goalrm train-rm: interrupted: the last complete checkpoint is "), lines
+    assert str(tmp_path / "rm.checkpoints" / "global_step2") in lines[0] and not (tmp_path / "rm").exists()
+    resume = shlex.split(lines[0].split("resume with: ", 1)[1])
+    assert resume[:2] == ["goalrm", "train-rm"] and "--load_checkpoint" in resume
+    again = subprocess.run([sys.executable, "-m", "goalrm_core.cli", *resume[1:]], capture_output=True, text=True,
+                           env={**os.environ, **RUN_ENV}, timeout=RUN_TIMEOUT_S)
+    assert again.returncode == 0 and "at step 2" in again.stdout, again.stderr[-3000:]
+    assert load_reward_model(tmp_path / "rm") is not None
