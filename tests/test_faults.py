@@ -146,3 +146,29 @@ def test_a_report_folder_has_one_writer_and_a_killed_runs_leftovers_are_cleared(
                                          "02_training": {"name": "02_training", "status": "ok"}})
     assert previous["01_data"]["status"] == "interrupted" and previous["02_training"]["status"] == "ok"
     assert not (out / ".01_data.abc.tmp.ipynb").exists()
+
+
+def test_a_training_started_by_a_killed_process_dies_with_it(tmp_path):
+    """(53) SIGKILL of the process that started a training (the report's kernel): the command run_streaming
+    started, in a session of its own, gets SIGTERM from the kernel (PR_SET_PDEATHSIG) instead of running on."""
+    import signal
+
+    import psutil
+
+    child_pid = tmp_path / "child.pid"
+    child = f"import os, time; open({str(child_pid)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+    parent = ("import sys; from goalrm_core.train.launch import run_streaming; "
+              f"run_streaming([sys.executable, '-c', {child!r}], {str(tmp_path / 'log')!r}, show=lambda *a: None)")
+    proc = subprocess.Popen([sys.executable, "-c", parent], env={**os.environ, "PYTHONPATH": os.getcwd()})
+    deadline = time.time() + 60
+    while not (child_pid.exists() and child_pid.read_text()) and time.time() < deadline:
+        time.sleep(0.05)
+    pid = int(child_pid.read_text())
+    assert psutil.pid_exists(pid)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    try:
+        psutil.Process(pid).wait(timeout=10)
+    except psutil.NoSuchProcess:
+        pass
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
