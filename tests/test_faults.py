@@ -172,3 +172,28 @@ def test_a_training_started_by_a_killed_process_dies_with_it(tmp_path):
     except psutil.NoSuchProcess:
         pass
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_eval_rm_refuses_a_benchmark_it_would_score_as_nothing(tmp_path, tiny_config, tokenizer, capsys):
+    """(53) a benchmark folder without a generation file it can read (empty, other names, a folder where the
+    file goes) or whose files hold no rows: one line naming the benchmark and the folder, nothing written."""
+    from goalrm_core import cli
+
+    rm = save_reward_model(RewardModel(LlamaModel(tiny_config)).eval(), tmp_path / "rm", tokenizer)
+    gens = tmp_path / "gens"
+    write_jsonl(gens / "toy" / "greedy.jsonl", [{"question": "1 +1", "generated_solution": "1+1=2\n#2", "is_correct": True}])
+    (gens / "other").mkdir()
+    argv = ["eval-rm", "--reward_model_path", str(rm), "--save_dir", str(tmp_path / "eval"), "--completions_data_path", str(gens),
+            "--benchmarks", "toy", "other", "--template", "toymath", "--vanilla"]
+    cases = {"empty": ([], "holds no generation file"), "other names": (["greedy.json"], "it holds greedy.json"),
+             "a folder": (["greedy.jsonl/"], "greedy.jsonl cannot be read (not a file)"),
+             "no rows": (["greedy.jsonl"], "greedy.jsonl hold no rows")}
+    for case, (names, says) in cases.items():
+        for p in list((gens / "other").iterdir()):
+            p.rmdir() if p.is_dir() else p.unlink()
+        for name in names:
+            (gens / "other" / name.rstrip("/")).mkdir() if name.endswith("/") else (gens / "other" / name).write_text("")
+        assert cli.main(argv) == 2, case
+        errors = [line for line in capsys.readouterr().err.splitlines() if ": error: " in line]
+        assert len(errors) == 1 and "--benchmarks other: " in errors[0] and says in errors[0], (case, errors)
+        assert not (tmp_path / "eval").exists(), case
