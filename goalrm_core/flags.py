@@ -152,9 +152,23 @@ def debugging() -> bool:
 def _expected(error: BaseException) -> bool:
     """Errors that mean bad input or a missing file, not a bug: bad values (ArtifactError and the
     data errors are ValueErrors), files that are missing or unreadable, and goalrm's own run errors."""
-    if isinstance(error, (ValueError, OSError)):
+    if isinstance(error, (ValueError, OSError)) or symlink_loop(error):
         return True
     return isinstance(error, RuntimeError) and type(error).__module__.startswith("goalrm_core")
+
+
+def symlink_loop(error: BaseException) -> str | None:
+    """The message for pathlib's ``RuntimeError("Symlink loop from '<path>'")`` (``Path.resolve`` on a
+    link that leads back to itself, Python < 3.13), naming the path; ``None`` for any other error."""
+    text = str(error)
+    if type(error) is RuntimeError and text.startswith("Symlink loop from "):
+        return f"{text[len('Symlink loop from '):]} is a symbolic link loop (it leads back to itself); remove the link or give another path"
+    return None
+
+
+def error_line(error: BaseException) -> str:
+    """An expected error as the one line a command prints (without the program's name)."""
+    return one_line(symlink_loop(error) or error) or type(error).__name__
 
 
 def one_line(error: BaseException | str, longest: int = 400) -> str:
@@ -206,8 +220,7 @@ def run_command(main_fn, argv: list[str], prog: str) -> int:
     except Exception as error:
         if debugging() or not _expected(error):
             raise
-        message = one_line(error) or type(error).__name__
-        print(f"{prog}: error: {message} (--debug for the traceback)", file=sys.stderr)
+        print(f"{prog}: error: {error_line(error)} (--debug for the traceback)", file=sys.stderr)
         return 2
     finally:
         _DEBUG.reset(token)

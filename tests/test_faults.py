@@ -197,3 +197,38 @@ def test_eval_rm_refuses_a_benchmark_it_would_score_as_nothing(tmp_path, tiny_co
         errors = [line for line in capsys.readouterr().err.splitlines() if ": error: " in line]
         assert len(errors) == 1 and "--benchmarks other: " in errors[0] and says in errors[0], (case, errors)
         assert not (tmp_path / "eval").exists(), case
+
+
+def test_a_symlink_loop_or_a_file_as_the_output_folder_is_one_line(tmp_path, capsys):
+    """(53) an output folder that is a symlink loop (every writer, the report and the sweep, dry runs included)
+    or a reports folder that is a file: one line naming the link or the file, before any work."""
+    from goalrm_core import cli
+    from goalrm_core.data.io import check_output_dir
+    from goalrm_core.flags import run_command
+
+    loop = tmp_path / "loop"
+    loop.symlink_to("loop")
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(ArtifactError, match=rf"--save_dir {loop}/rm: {loop} is a symbolic link loop"):
+        check_output_dir(loop / "rm", "--save_dir")
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    with pytest.raises(ArtifactError, match=r"dangling is a symbolic link to .*gone, which is not there"):
+        check_output_dir(tmp_path / "dangling", "--save_dir")
+
+    def resolves(argv):  # a symlink loop met anywhere else: pathlib's RuntimeError, said in one line
+        return loop.resolve(strict=False)
+
+    assert run_command(resolves, [], "goalrm x") == 2
+    assert capsys.readouterr().err.startswith(f"goalrm x: error: '{loop}' is a symbolic link loop")
+    eval_rm = ["eval-rm", "--reward_model_path", str(tmp_path), "--completions_data_path", str(tmp_path), "--benchmarks", "toy",
+               "--save_dir", str(loop)]
+    for argv, culprit in [(eval_rm, f"{loop} is a symbolic link loop"),
+                          (["report", "--profile", "demo", "--dry-run", "--reports-dir", str(loop)], f"{loop} is a symbolic link loop"),
+                          (["report", "--profile", "demo", "--dry-run", "--reports-dir", str(tmp_path / "afile")],
+                           f"lies under the file {tmp_path / 'afile'}"),
+                          (["sweep", "--grid", "contrastive_beta=0.1", "--dry-run", "--reports-dir", str(tmp_path / "afile")],
+                           f"lies under the file {tmp_path / 'afile'}")]:
+        assert cli.main(argv) == 2, argv
+        err = capsys.readouterr().err
+        errors = [line for line in err.splitlines() if ": error: " in line]
+        assert len(errors) == 1 and culprit in errors[0] and "Traceback" not in err, (argv, err)

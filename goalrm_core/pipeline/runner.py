@@ -19,9 +19,9 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from goalrm_core.data.io import ArtifactError, timestamp, writer_lock
+from goalrm_core.data.io import ArtifactError, check_output_dir, timestamp, writer_lock
 from goalrm_core.data.rundir import RunDir
-from goalrm_core.flags import debugging, one_line, path_part
+from goalrm_core.flags import debugging, error_line, one_line, path_part, symlink_loop
 from goalrm_core.paths import relative_paths, resolve_path, shown_path
 from goalrm_core.pipeline.execute import error_info, discover_stages, execute_stage, match_stage, project_relative
 from goalrm_core.pipeline.notebook_params import declared_parameters, missing_keys
@@ -301,6 +301,7 @@ def run_report(
         _check_resumable(names, from_stage, load_previous(out_dir / "status.json"), profile)
     if notice:
         log(notice)
+    check_output_dir(out_dir, "--reports-dir: the report folder")  # a file, under a file, a link loop, not writable
     if dry_run:
         for line in plan_lines(profile, _select(names, from_stage, only), out_dir, settings, resolve_path(REFERENCE_REPORTS)):
             log(line)
@@ -495,10 +496,10 @@ def main(argv: list[str] | None = None) -> int:
         terminated = isinstance(stop, Terminated)
         print(f"goalrm report: interrupted{' (SIGTERM)' if terminated else ''} before any stage ran", file=sys.stderr, flush=True)
         return TERMINATED_EXIT if terminated else INTERRUPTED_EXIT
-    except (ValueError, ArtifactError) as e:
-        if debugging():  # --debug: the traceback, as every goalrm command shows it
+    except (ValueError, ArtifactError, OSError, RuntimeError) as e:
+        if debugging() or not (isinstance(e, (ValueError, OSError)) or symlink_loop(e)):  # --debug: the traceback, as every goalrm command shows it
             raise
-        print(f"goalrm report: error: {one_line(e)}", file=sys.stderr)
+        print(f"goalrm report: error: {error_line(e)}", file=sys.stderr)
         return 2
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from goalrm_core.flags import Interrupted, interrupted_how, path_part, positive_int, run_command
-from goalrm_core.data.io import ArtifactError, atomic_write_json, timestamp
+from goalrm_core.data.io import ArtifactError, atomic_write_json, check_output_dir, timestamp
 from goalrm_core.data.rundir import STAGE_FOLDERS, RunDir
 from goalrm_core.paths import resolve_path
 from goalrm_core.pipeline.profile_checks import check_profile_against_notebooks, check_ranges, coerce_to_declared, unknown_key_message
@@ -571,6 +571,7 @@ def main(argv: list[str] | None = None) -> int:
         seeds=_parse_seeds(args.seeds) if args.seeds else spec["seeds"], common={**spec["common"], **_parse_set(args.set)},
         name=args.name or spec["name"], notebooks_dir=args.notebooks_dir, params_dir=args.params_dir,
         reports_root=args.reports_dir, kernel_name=args.kernel)
+    check_output_dir(plan.report_dir, "--reports-dir: the sweep's folder")  # a file, under a file, a link loop, not writable
     if args.dry_run:
         print(f"sweep {plan.title}: stages {', '.join(plan.stages)}; shared from {_shown_path(plan.base_run)}: "
               f"{', '.join(plan.shared) or 'none'}")
