@@ -232,3 +232,19 @@ def test_a_symlink_loop_or_a_file_as_the_output_folder_is_one_line(tmp_path, cap
         err = capsys.readouterr().err
         errors = [line for line in err.splitlines() if ": error: " in line]
         assert len(errors) == 1 and culprit in errors[0] and "Traceback" not in err, (argv, err)
+
+
+def test_pairs_whose_sides_are_identical_once_cut_to_max_len_are_refused(tokenizer):
+    """(53) --encoding official with a --max_len the prompt fills: both sides are the prompt, so an RM would train
+    on nothing (loss ln 2, exit 0). Refused naming max_len, the count, the first row and its prompt's length."""
+    from goalrm_core.model.encoding import encode_preference_rows
+
+    long_q = "1 + 2 + 3 + 4 + 5 + 6 + 7 + 8 + 9"
+    rows = [{"question": long_q, "correct": "aaa #1", "incorrect": "bbb #2", "_source": f"pairs.jsonl:{n}"} for n in (1, 2)]
+    rows.append({"question": "1 +2", "correct": "aaa #1", "incorrect": "bbb #2", "_source": "pairs.jsonl:3"})
+    with pytest.raises(ValueError, match=r"^2 of 3 pairs have identical chosen and rejected sides once cut to --max_len 16 "
+                                         r"\(--encoding official; the first, pairs\.jsonl:1, has a prompt of \d+ tokens\)"):
+        encode_preference_rows(tokenizer, rows, "toymath", 16, encoding="official")
+    items, stats = encode_preference_rows(tokenizer, rows, "toymath", 16, encoding="split")  # the response kept whole
+    assert len(items) == 3 and stats.n_truncated == 2
+    assert len(encode_preference_rows(tokenizer, rows, "toymath", 256, encoding="official")[0]) == 3
