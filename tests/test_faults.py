@@ -248,3 +248,21 @@ def test_pairs_whose_sides_are_identical_once_cut_to_max_len_are_refused(tokeniz
     items, stats = encode_preference_rows(tokenizer, rows, "toymath", 16, encoding="split")  # the response kept whole
     assert len(items) == 3 and stats.n_truncated == 2
     assert len(encode_preference_rows(tokenizer, rows, "toymath", 256, encoding="official")[0]) == 3
+
+
+def test_two_trainings_into_one_checkpoint_folder_the_second_is_refused(tmp_path, tiny_policy_dir, capsys):
+    """(53) the official entry point's shared ./ckpt/checkpoints_rm: a second training (another --save_path) into the
+    checkpoint folder a first one is writing would rotate away its checkpoints; refused naming the first's PID."""
+    from goalrm_core import cli
+
+    pairs = tmp_path / "pairs.jsonl"
+    write_jsonl(pairs, [{"question": "1 +2", "correct": "1+2=3\n#3", "incorrect": "1+2=4\n#4"}] * 4)
+    ckpt = tmp_path / "ckpt" / "checkpoints_rm"
+    with writer_lock(ckpt, "--ckpt_path", "goalrm train-rm --save_path first"):
+        argv = ["train-rm", "--pretrain", str(tiny_policy_dir), "--dataset", str(pairs), "--save_path", str(tmp_path / "second"),
+                "--ckpt_path", str(ckpt), "--template", "toymath", "--zero_stage", "0", "--save_steps", "1"]
+        assert cli.main(argv) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if ": error: " in line]
+    assert len(errors) == 1 and errors[0].startswith(
+        f"goalrm train-rm: error: --ckpt_path {ckpt} is being written by another run (PID {os.getpid()}: goalrm train-rm --save_path first)")
+    assert not (tmp_path / "second").exists() and not lock_path(tmp_path / "second").exists()

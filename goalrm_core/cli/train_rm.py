@@ -57,7 +57,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if cfg.s3_save_path and first:
         print(f"goalrm train-rm: --s3_save_path {cfg.s3_save_path}: not uploaded (goalrm saves to --save_path {cfg.save_path} only; "
               f"copy it yourself, e.g. aws s3 cp --recursive)", file=sys.stderr)
-    with writer_lock(cfg.save_path, "--save_path", command_line("goalrm train-rm", argv)) if first else nullcontext():
+    from goalrm_core.train.preflight import default_paths
+
+    command = command_line("goalrm train-rm", argv)
+    ckpt_dir, _ = default_paths(cfg)
+    # one writer per RM folder, and per checkpoint folder: the official entry point gives every run ./ckpt/checkpoints_rm,
+    # and two runs into one would rotate (delete) each other's checkpoints
+    with (writer_lock(cfg.save_path, "--save_path", command) if first else nullcontext(),
+          writer_lock(ckpt_dir, "--ckpt_path", command) if first else nullcontext()):
         try:
             with sigterm_as_interrupt():
                 Trainer(cfg).fit()
