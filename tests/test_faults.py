@@ -266,3 +266,22 @@ def test_two_trainings_into_one_checkpoint_folder_the_second_is_refused(tmp_path
     assert len(errors) == 1 and errors[0].startswith(
         f"goalrm train-rm: error: --ckpt_path {ckpt} is being written by another run (PID {os.getpid()}: goalrm train-rm --save_path first)")
     assert not (tmp_path / "second").exists() and not lock_path(tmp_path / "second").exists()
+
+
+def test_a_run_folder_records_its_profile_and_refuses_another(tmp_path, capsys):
+    """(53) two profiles that share a run folder would mix their data: the first report run records its profile
+    in <run_dir>/profile.json, and another profile's run (a dry run too) is refused in one line naming both."""
+    from goalrm_core import cli
+    from goalrm_core.pipeline.runner import RUN_DIR_OWNER, check_run_dir_owner, claim_run_dir
+
+    run = tmp_path / "run"
+    claim_run_dir(run, "smoke")
+    assert json.loads((run / RUN_DIR_OWNER).read_text()) == {"profile": "smoke"}
+    claim_run_dir(run, "smoke")  # its own: fine, again and again
+    with pytest.raises(ValueError, match=r"run_dir .*run holds the run of profile 'smoke' \(.*profile\.json\), not of 'demo'"):
+        check_run_dir_owner(run, "demo")
+    argv = ["report", "--profile", "demo", "--set", f"run_dir={run}", "--reports-dir", str(tmp_path / "reports"), "--dry-run"]
+    assert cli.main(argv) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if ": error: " in line]
+    assert len(errors) == 1 and "holds the run of profile 'smoke'" in errors[0] and "not of 'demo'" in errors[0], errors
+    assert sorted(p.name for p in run.iterdir()) == [RUN_DIR_OWNER]
