@@ -199,12 +199,28 @@ def interrupted_how(stop: BaseException) -> str:
     return getattr(stop, "how", None) or ("SIGTERM" if type(stop).__name__ == "Terminated" else "Ctrl-C")
 
 
+def working_folder_gone() -> str | None:
+    """The one line for a working folder deleted under the shell (``os.getcwd()`` fails): every relative path
+    would fail later, and torch's libraries do not even load there (oneMKL stops the process); ``None`` when
+    the working folder is there."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        where = os.environ.get("PWD") or "the shell's folder"
+        return f"the working folder {where} no longer exists (deleted or moved under the shell): cd to an existing folder and run again"
+    return None
+
+
 def run_command(main_fn, argv: list[str], prog: str) -> int:
     """Run a command's ``main(argv)``; an expected error becomes one line on stderr,
     ``<prog>: error: <message>``, and exit code 2. Ctrl-C (and SIGTERM where the command turns it into
     one) becomes one line too, ``<prog>: interrupted: <what was kept and how to resume>``, exit 130
     (143 for SIGTERM). ``--debug`` (anywhere in ``argv``) or ``GOALRM_DEBUG=1`` shows the full
     traceback instead."""
+    gone = working_folder_gone()
+    if gone:
+        print(f"{prog}: error: {gone}", file=sys.stderr)
+        return 2
     token = _DEBUG.set("--debug" in argv)
     argv = [a for a in argv if a != "--debug"]
     try:

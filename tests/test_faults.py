@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -285,3 +286,17 @@ def test_a_run_folder_records_its_profile_and_refuses_another(tmp_path, capsys):
     errors = [line for line in capsys.readouterr().err.splitlines() if ": error: " in line]
     assert len(errors) == 1 and "holds the run of profile 'smoke'" in errors[0] and "not of 'demo'" in errors[0], errors
     assert sorted(p.name for p in run.iterdir()) == [RUN_DIR_OWNER]
+
+
+@pytest.mark.parametrize("command", [["report", "--profile", "demo", "--dry-run"],
+                                     ["eval-rm", "--reward_model_path", "rm", "--completions_data_path", "g", "--benchmarks", "toy"]])
+def test_a_working_folder_deleted_under_the_shell_is_goalrms_one_line(tmp_path, command):
+    """(53) the shell's folder deleted: goalrm's line naming it, before torch (which cannot load there) or any relative path."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = f"cd {gone} && rmdir {gone} && exec {sys.executable} -m goalrm_core.cli {' '.join(command)}"
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip() == (f"goalrm {command[0]}: error: the working folder {gone} no longer exists (deleted or moved under "
+                                   f"the shell): cd to an existing folder and run again")
