@@ -300,3 +300,23 @@ def test_a_working_folder_deleted_under_the_shell_is_goalrms_one_line(tmp_path, 
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.strip() == (f"goalrm {command[0]}: error: the working folder {gone} no longer exists (deleted or moved under "
                                    f"the shell): cd to an existing folder and run again")
+
+
+def test_an_error_on_a_read_only_torch_extensions_cache_says_that_deepspeed_builds_there(tmp_path, monkeypatch):
+    """(53) DeepSpeed builds its ops into the torch extensions folder on first use: when that folder is not writable,
+    the error of the build says so, naming the folder and TORCH_EXTENSIONS_DIR."""
+    from goalrm_core.train import distributed
+    from goalrm_core.train.trainer import TrainingError, _op_build_named
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(cache / "torch_extensions"))
+    assert distributed.extensions_dir_hint() is None
+    with pytest.raises(OSError, match="unrelated"):  # a writable cache: the error as it is
+        with _op_build_named():
+            raise OSError(errno.EIO, "unrelated")
+    monkeypatch.setattr(distributed.os, "access", lambda path, mode: str(path) != str(cache))  # read-only (root ignores chmod)
+    with pytest.raises(TrainingError, match=rf"OSError: \[Errno 30\] Read-only file system: .*; DeepSpeed builds its ops on first "
+                                            rf"use into {cache}/torch_extensions \(TORCH_EXTENSIONS_DIR.*{cache} is not writable"):
+        with _op_build_named():
+            raise OSError(errno.EROFS, "Read-only file system", str(cache / "torch_extensions"))
