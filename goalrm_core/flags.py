@@ -152,9 +152,23 @@ def debugging() -> bool:
 def _expected(error: BaseException) -> bool:
     """Errors that mean bad input or a missing file, not a bug: bad values (ArtifactError and the
     data errors are ValueErrors), files that are missing or unreadable, and goalrm's own run errors."""
-    if isinstance(error, (ValueError, OSError)):
+    if isinstance(error, (ValueError, OSError)) or symlink_loop(error):
         return True
     return isinstance(error, RuntimeError) and type(error).__module__.startswith("goalrm_core")
+
+
+def symlink_loop(error: BaseException) -> str | None:
+    """The message for pathlib's ``RuntimeError("Symlink loop from '<path>'")`` (``Path.resolve`` on a
+    link that leads back to itself, Python < 3.13), naming the path; ``None`` for any other error."""
+    text = str(error)
+    if type(error) is RuntimeError and text.startswith("Symlink loop from "):
+        return f"{text[len('Symlink loop from '):]} is a symbolic link loop (it leads back to itself); remove the link or give another path"
+    return None
+
+
+def error_line(error: BaseException) -> str:
+    """An expected error as the one line a command prints (without the program's name)."""
+    return one_line(symlink_loop(error) or error) or type(error).__name__
 
 
 def one_line(error: BaseException | str, longest: int = 400) -> str:
@@ -170,19 +184,59 @@ def one_line(error: BaseException | str, longest: int = 400) -> str:
     return " ".join(cut(word) for word in str(error).split())
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) that stopped a command, with the one line saying what was kept and how to
+    resume (``Interrupted("the last checkpoint is …; resume with …", how="SIGTERM")``):
+    :func:`run_command` prints ``<prog>: interrupted: <that>`` and exits 130 (143 for SIGTERM)."""
+
+    def __init__(self, resume: str = "", how: str = "Ctrl-C"):
+        super().__init__(resume)
+        self.resume, self.how = resume, how
+
+
+def interrupted_how(stop: BaseException) -> str:
+    """``SIGTERM`` for goalrm's SIGTERM-as-Ctrl-C (:class:`goalrm_core.pipeline.signals.Terminated`), else ``Ctrl-C``."""
+    return getattr(stop, "how", None) or ("SIGTERM" if type(stop).__name__ == "Terminated" else "Ctrl-C")
+
+
+def working_folder_gone() -> str | None:
+    """The one line for a working folder deleted under the shell (``os.getcwd()`` fails): every relative path
+    would fail later, and torch's libraries do not even load there (oneMKL stops the process); ``None`` when
+    the working folder is there."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        where = os.environ.get("PWD") or "the shell's folder"
+        return f"the working folder {where} no longer exists (deleted or moved under the shell): cd to an existing folder and run again"
+    return None
+
+
 def run_command(main_fn, argv: list[str], prog: str) -> int:
     """Run a command's ``main(argv)``; an expected error becomes one line on stderr,
-    ``<prog>: error: <message>``, and exit code 2. ``--debug`` (anywhere in ``argv``) or
-    ``GOALRM_DEBUG=1`` shows the full traceback instead."""
+    ``<prog>: error: <message>``, and exit code 2. Ctrl-C (and SIGTERM where the command turns it into
+    one) becomes one line too, ``<prog>: interrupted: <what was kept and how to resume>``, exit 130
+    (143 for SIGTERM). ``--debug`` (anywhere in ``argv``) or ``GOALRM_DEBUG=1`` shows the full
+    traceback instead."""
+    gone = working_folder_gone()
+    if gone:
+        print(f"{prog}: error: {gone}", file=sys.stderr)
+        return 2
     token = _DEBUG.set("--debug" in argv)
     argv = [a for a in argv if a != "--debug"]
     try:
         return int(main_fn(argv) or 0)
+    except KeyboardInterrupt as stop:
+        if debugging():
+            raise
+        how = interrupted_how(stop)
+        what = "interrupted" if how == "Ctrl-C" else f"interrupted ({how})"
+        resume = one_line(getattr(stop, "resume", "")) or "stopped before it finished; run the same command again"
+        print(f"\n{prog}: {what}: {resume}", file=sys.stderr, flush=True)
+        return 143 if how == "SIGTERM" else 130
     except Exception as error:
         if debugging() or not _expected(error):
             raise
-        message = one_line(error) or type(error).__name__
-        print(f"{prog}: error: {message} (--debug for the traceback)", file=sys.stderr)
+        print(f"{prog}: error: {error_line(error)} (--debug for the traceback)", file=sys.stderr)
         return 2
     finally:
         _DEBUG.reset(token)

@@ -44,12 +44,61 @@ def markdown(df: pd.DataFrame, index: bool = True) -> str:
     return "\n".join(lines)
 
 
-def _read(path: Path) -> pd.DataFrame:
-    """A table's rows, indexed by their line number in ``path``."""
+# The fields each table reads from every row (a row missing one would be dropped by a groupby, or become NaN in a
+# mean, or stop the page with a KeyError that names neither file nor line): checked by _read, named by file and line.
+# confident.jsonl holds two kinds of row: its policy rows (kind: policy) need POLICY_OF_CONFIDENT instead.
+RM_FIELDS = ("name", "strategy", "run_dir", "seed", "recipe", "auroc", "auroc_ci", "eval_accuracy", "length_auroc",
+             "logprob_auroc", "train_s")
+REQUIRED = {
+    "policy.jsonl": ("name", "policy_steps", "decoding", "benchmark", "accuracy"),
+    "rm.jsonl": RM_FIELDS,
+    "verify.jsonl": ("name", "strategy", "run_dir", "seed", "recipe", "data", "eval_accuracy", "auroc", "auroc_well_formed",
+                     "auroc_well_formed_ci", "length_auroc_well_formed", "logprob_auroc_well_formed", "n_incorrect_well_formed",
+                     "train_s"),
+    "filter-rules.jsonl": ("name", "run_dir", "rm", "rm_seed", "benchmark", "rule", "q_based", "share_of_oracle", "accuracy_change"),
+    "confident.jsonl": RM_FIELDS + ("data", "n_eval_rows", "n_incorrect"),
+    "step-verifier.jsonl": ("name", "run_dir", "bench", "kind", "verifier", "split_seed"),
+    "rollout-labels.jsonl": ("name", "n_pairs", "n_available", "subset_seed", "k", "temperature", "same_line", "earlier", "later",
+                             "none", "n_rollouts", "seconds", "seconds_per_pair", "load_average_1min", "exact_file", "rollout_file"),
+}
+POLICY_OF_CONFIDENT = ("name", "run_dir", "task", "policy_steps", "policy_hidden_size", "policy_layers", "temperature", "n_questions",
+                       "samples", "accuracy", "errors_on_mistaught", "n_errors", "share_errors_well_formed", "length_auroc",
+                       "logprob_auroc")
+# fields that may be null in a row (a figure that is undefined for it); the rest must hold a value
+NULLABLE = {"auroc_well_formed", "auroc_well_formed_ci", "length_auroc_well_formed", "logprob_auroc_well_formed"}
+
+
+def _check_fields(path: Path, number: int, row) -> None:
+    if not isinstance(row, dict):
+        raise ValueError(f"{path}:{number}: a row must be a JSON object, got {type(row).__name__}")
+    needed = REQUIRED.get(path.name, ())
+    if path.name == "confident.jsonl" and row.get("kind") == "policy":
+        needed = POLICY_OF_CONFIDENT
+    for field in needed:
+        if field not in row:
+            raise ValueError(f"{path}:{number}: field {field!r} is missing (every row of {path.name} needs {', '.join(needed)})")
+        if row[field] is None and field not in NULLABLE:
+            raise ValueError(f"{path}:{number}: field {field!r} is null; this table needs a value there")
+
+
+def _read(path: Path, check: bool = False) -> pd.DataFrame:
+    """A table's rows, indexed by their line number in ``path``; a line that is no JSON, or (``check``) a row
+    without a field its table reads (:data:`REQUIRED`), is a ``ValueError`` naming the file, the line and the field."""
     if not path.exists():
         return pd.DataFrame()
-    lines = [(number, line) for number, line in enumerate(path.read_text().splitlines(), 1) if line.strip()]
-    return pd.DataFrame([json.loads(line) for _, line in lines], index=[number for number, _ in lines])
+    rows, numbers = [], []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{number}: not a JSON row ({e.msg})") from None
+        if check:
+            _check_fields(path, number, row)
+        rows.append(row)
+        numbers.append(number)
+    return pd.DataFrame(rows, index=numbers)
 
 
 # An RM calibration row is one seed of a recipe: the rows of one (name, strategy, run_dir) are averaged together,
@@ -466,21 +515,22 @@ CONFIDENT_PROSE = DIR / "confident-findings.md"
 
 
 def render() -> str:
-    policy, rm, verify = _read(DIR / "policy.jsonl"), _read(DIR / "rm.jsonl"), _read(DIR / "verify.jsonl")
-    for name, rows in (("rm.jsonl", rm), ("verify.jsonl", verify), ("confident.jsonl", _read(DIR / "confident.jsonl"))):
-        conflict = recipe_conflict(rows, DIR / name)  # a recipe's seeds are averaged: they must be one recipe's
+    for name in ("rm.jsonl", "verify.jsonl", "confident.jsonl"):
+        conflict = recipe_conflict(_read(DIR / name), DIR / name)  # a recipe's seeds are averaged: they must be one recipe's
         if conflict:
             raise ValueError(conflict)
+    tables = {name: _read(DIR / name, check=True) for name in REQUIRED}  # every field each table reads, in every row
+    policy, rm, verify = tables["policy.jsonl"], tables["rm.jsonl"], tables["verify.jsonl"]
     return (INTRO + "\n## Policy: accuracy per benchmark\n\n" + policy_table(policy)
             + "\n## Reward model: toy-id AUROC on the headline set\n\n" + rm_table(rm)
             + "\nTraining times are wall seconds per RM with two trainings side by side on 2 cores, while other work "
               "shared the machine; the demo report's own timings are in its status.json.\n"
             + "\n## Reward models that verify: well-formed errors only\n\n" + VERIFY_INTRO + "\n" + verify_table(verify)
             + "\n## Filtering rules: which signal saves tokens\n\n" + RULES_INTRO + "\n"
-            + rules_table(_read(DIR / "filter-rules.jsonl"))
-            + confident_section(_read(DIR / "confident.jsonl"))
-            + "\n## Step verifiers against exact labels\n\n" + STEP_INTRO + "\n" + step_table(_read(DIR / "step-verifier.jsonl"))
-            + "\n## Rollout-estimated step labels\n\n" + ROLLOUT_INTRO + "\n" + rollout_table(_read(DIR / "rollout-labels.jsonl")))
+            + rules_table(tables["filter-rules.jsonl"])
+            + confident_section(tables["confident.jsonl"])
+            + "\n## Step verifiers against exact labels\n\n" + STEP_INTRO + "\n" + step_table(tables["step-verifier.jsonl"])
+            + "\n## Rollout-estimated step labels\n\n" + ROLLOUT_INTRO + "\n" + rollout_table(tables["rollout-labels.jsonl"]))
 
 
 def main() -> int:

@@ -3,6 +3,8 @@ command line; the production code reads no switch for them.
 
 * ``nan_loss_at_step N``: the training objective's preference loss (and so its total) is NaN on the
   first micro-batch of optimiser step N.
+* ``sigint_at_step N``: Ctrl-C (SIGINT to the process itself) as optimiser step N starts.
+* ``disk_full_at_save 1``: the final save of the RM finds the disk full (ENOSPC at its first byte).
 * ``kill_after_rows N``: eval-rm's process is SIGKILLed (no clean-up, as by a power cut or the OOM
   killer) once N generations are scored, counted over all its files.
 
@@ -34,6 +36,30 @@ def nan_loss_at_step(step: int) -> None:
     Trainer.compute_loss = poisoned
 
 
+def sigint_at_step(step: int) -> None:
+    from goalrm_core.train.trainer import Trainer
+
+    train_step = Trainer.train_step
+
+    def interrupted(self, micro_batches, epoch):
+        if self.step + 1 == step:
+            os.kill(os.getpid(), signal.SIGINT)
+        return train_step(self, micro_batches, epoch)
+
+    Trainer.train_step = interrupted
+
+
+def disk_full_at_save(_: int) -> None:
+    import errno
+
+    from goalrm_core.train import trainer
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    trainer.save_reward_model = full
+
+
 def kill_after_rows(rows: int) -> None:
     from goalrm_core.inference import scoring
 
@@ -55,7 +81,7 @@ def kill_after_rows(rows: int) -> None:
     scoring.score_generations = killed
 
 
-FAULTS = {"nan_loss_at_step": nan_loss_at_step, "kill_after_rows": kill_after_rows}
+FAULTS = {"nan_loss_at_step": nan_loss_at_step, "sigint_at_step": sigint_at_step, "disk_full_at_save": disk_full_at_save, "kill_after_rows": kill_after_rows}
 
 
 def apply(name: str, value: int) -> None:

@@ -53,3 +53,25 @@ def test_the_table_script_refuses_in_one_line(table, tmp_path, monkeypatch, caps
     assert table.main() == 2 and not (tmp_path / "README.md").exists()
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"calibration_table.py: error: {tmp_path / 'rm.jsonl'}: recipe 'base'"), err
+
+
+def test_a_row_missing_a_field_its_table_reads_is_refused_naming_file_line_and_field(table, tmp_path, monkeypatch, capsys):
+    """(53) a calibration row without a field (or with it null) is never dropped by a groupby nor averaged as NaN:
+    the page is not written, and the one line names the file, the line and the field."""
+    import shutil
+
+    for name in table.REQUIRED:  # the committed tables, as they are
+        if (table.DIR / name).exists():
+            shutil.copy(table.DIR / name, tmp_path / name)
+    monkeypatch.setattr(table, "DIR", tmp_path)
+    assert table.render()  # the committed rows have every field
+    rows = [json.loads(line) for line in (tmp_path / "rm.jsonl").read_text().splitlines() if line.strip()]
+    for broken, says in [({k: v for k, v in rows[1].items() if k != "eval_accuracy"}, "field 'eval_accuracy' is missing"),
+                         ({**rows[1], "run_dir": None}, "field 'run_dir' is null")]:
+        write(tmp_path / "rm.jsonl", [rows[0], broken, *rows[2:]])
+        assert table.main() == 2 and not (tmp_path / "README.md").exists()
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"calibration_table.py: error: {tmp_path / 'rm.jsonl'}:2: {says}"), err
+    (tmp_path / "rm.jsonl").write_text(json.dumps(rows[0]) + "\n{oops\n")
+    assert table.main() == 2
+    assert f"{tmp_path / 'rm.jsonl'}:2: not a JSON row" in capsys.readouterr().err

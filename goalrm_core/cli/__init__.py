@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from goalrm_core.flags import run_command
+from goalrm_core.flags import run_command, working_folder_gone
 
 # command -> (module, one-line help). Each module exposes ``main(argv) -> int | None``.
 COMMANDS = {
@@ -49,6 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
         print(f"goalrm: unknown command {command!r}; valid: {', '.join(COMMANDS)}", file=sys.stderr)
+        return 2
+    gone = working_folder_gone()  # before a command's imports: torch does not load in a deleted folder
+    if gone:
+        print(f"goalrm {command}: error: {gone}", file=sys.stderr)
         return 2
     module = importlib.import_module(COMMANDS[command][0])
     return run_command(module.main, rest, f"goalrm {command}")

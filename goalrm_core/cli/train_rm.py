@@ -14,7 +14,8 @@ from typing import Sequence
 
 from goalrm_core.data.io import writer_lock
 from goalrm_core.data.manifest import command_line
-from goalrm_core.flags import run_command
+from goalrm_core.flags import Interrupted, interrupted_how, run_command
+from goalrm_core.pipeline.signals import sigterm_as_interrupt
 from goalrm_core.train.config import TrainRMConfig
 from goalrm_core.train.lora import missing_peft_message, peft_missing, require_four_bit
 
@@ -56,12 +57,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     if cfg.s3_save_path and first:
         print(f"goalrm train-rm: --s3_save_path {cfg.s3_save_path}: not uploaded (goalrm saves to --save_path {cfg.save_path} only; "
               f"copy it yourself, e.g. aws s3 cp --recursive)", file=sys.stderr)
-    with writer_lock(cfg.save_path, "--save_path", command_line("goalrm train-rm", argv)) if first else nullcontext():
+    from goalrm_core.train.preflight import default_paths
+
+    command = command_line("goalrm train-rm", argv)
+    ckpt_dir, _ = default_paths(cfg)
+    # one writer per RM folder, and per checkpoint folder: the official entry point gives every run ./ckpt/checkpoints_rm,
+    # and two runs into one would rotate (delete) each other's checkpoints
+    with (writer_lock(cfg.save_path, "--save_path", command) if first else nullcontext(),
+          writer_lock(ckpt_dir, "--ckpt_path", command) if first else nullcontext()):
         try:
-            Trainer(cfg).fit()
+            with sigterm_as_interrupt():
+                Trainer(cfg).fit()
+        except KeyboardInterrupt as stop:
+            raise Interrupted(resume_hint(cfg, argv), interrupted_how(stop)) from None
         finally:
             teardown()
     return 0
+
+
+def resume_hint(cfg: TrainRMConfig, argv: Sequence[str] | None) -> str:
+    """What an interrupted training kept and the command that resumes it: the last checkpoint of
+    ``--ckpt_path`` (its step), or that none was written and the run starts again. The RM at
+    ``--save_path`` is only ever replaced whole, so an earlier one there is untouched."""
+    import shlex
+
+    from goalrm_core.train.preflight import default_paths
+
+    ckpt_dir, _ = default_paths(cfg)
+    given = list(sys.argv[1:] if argv is None else argv)
+    latest = ckpt_dir / "latest"
+    tag = latest.read_text(errors="replace").strip() if latest.is_file() else ""
+    if tag and (ckpt_dir / tag).is_dir():
+        flags = [] if cfg.load_checkpoint else ["--load_checkpoint"]
+        if not cfg.ckpt_path:
+            flags += ["--ckpt_path", str(ckpt_dir)]
+        command = " ".join(["goalrm train-rm", *map(shlex.quote, given), *map(shlex.quote, flags)])
+        return f"the last complete checkpoint is {ckpt_dir / tag}; nothing was saved to --save_path {cfg.save_path}; resume with: {command}"
+    every = f"--save_steps {cfg.save_steps}" if cfg.save_steps > 0 else "--save_steps -1, none"
+    return (f"no checkpoint was written ({every}) and nothing was saved to --save_path {cfg.save_path}; "
+            f"run the same command again to start over (give --save_steps N --load_checkpoint to make a run resumable)")
 
 
 if __name__ == "__main__":

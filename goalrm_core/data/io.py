@@ -6,6 +6,7 @@ half-written file behind: data is written to a temporary file in the same direct
 
 from __future__ import annotations
 
+import errno
 import gzip
 import json
 import math
@@ -278,6 +279,11 @@ def check_output_dir(path: str | os.PathLike, flag: str) -> None:
     under a file, or its nearest existing folder is not writable. Names the flag and the culprit."""
     path = Path(path)
     for folder in (path, *path.parents):
+        if folder.is_symlink() and not folder.exists():  # ELOOP or a missing target: no folder can be made there
+            loop = _symlink_loops(folder)
+            raise ArtifactError(f"{flag} {path}: {folder} is a symbolic link "
+                                f"{'loop (it leads back to itself)' if loop else 'to ' + os.readlink(folder) + ', which is not there'}; "
+                                f"remove the link or give another folder")
         if not folder.exists():
             continue
         if not folder.is_dir():
@@ -286,6 +292,14 @@ def check_output_dir(path: str | os.PathLike, flag: str) -> None:
         if not os.access(folder, os.W_OK | os.X_OK):
             raise ArtifactError(f"{flag} {path}: {folder} is not writable")
         return
+
+
+def _symlink_loops(path: Path) -> bool:
+    try:
+        os.stat(path)
+    except OSError as e:
+        return e.errno == errno.ELOOP
+    return False
 
 
 #: Endings of a data file: a ``--dataset`` that ends so and is not there is a missing file, not a Hub name.

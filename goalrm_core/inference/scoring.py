@@ -24,7 +24,7 @@ import torch
 
 from goalrm_core.data import manifest
 from goalrm_core.data.adapters import benchmark_dir, generation_files
-from goalrm_core.data.io import (atomic_write_json, check_label, check_not_an_input, check_output_dir, read_jsonl, write_jsonl,
+from goalrm_core.data.io import (ArtifactError, atomic_write_json, check_label, check_not_an_input, check_output_dir, read_jsonl, write_jsonl,
                                  writer_lock)
 from goalrm_core.data.rundir import eval_settings_path, official_all_rows, rm_name, scored_path
 from goalrm_core.data.schema import SCORED_GENERATION_FIELDS
@@ -280,11 +280,44 @@ def read_generations(completions_data_path: str | Path, benchmarks: Sequence[str
     inputs: list[Path] = []
     work: Work = []
     for bench, bench_path in dirs.items():
-        for split, files in generation_files(bench_path).items():
+        found = _readable_generation_files(bench, bench_path)
+        n_rows = 0
+        for split, files in found.items():
             rows = [r for f in files for r in read_jsonl(f, required=SCORED_GENERATION_FIELDS, check=check_label)]
             inputs += files
+            n_rows += len(rows)
             work.append((bench, split, rows[:max_samples] if max_samples else rows))
+        if n_rows == 0:  # it would be scored as nothing and reported as nothing
+            names = ", ".join(str(f) for fs in found.values() for f in fs)
+            raise ArtifactError(f"--benchmarks {bench}: its generation file(s) {names} hold no rows; nothing of it could be scored")
     return inputs, work
+
+
+GENERATION_FILE_NAMES = "greedy.jsonl and/or samples.jsonl (or the official output-greedy.jsonl, output-rs*.jsonl)"
+
+
+def _readable_generation_files(bench: str, bench_path: Path) -> dict[str, list[Path]]:
+    """The benchmark's generation files by split; an :class:`ArtifactError` naming the benchmark and its
+    folder when that folder cannot be listed or holds none of them (a benchmark asked for is never
+    silently scored as nothing)."""
+    if not os.access(bench_path, os.R_OK | os.X_OK):
+        raise ArtifactError(f"--benchmarks {bench}: its folder {bench_path} cannot be read (permission denied); "
+                            f"nothing of it could be scored")
+    try:
+        present = sorted(p.name for p in bench_path.iterdir())
+    except OSError as e:
+        raise ArtifactError(f"--benchmarks {bench}: its folder {bench_path} cannot be read ({e.strerror or e}); "
+                            f"nothing of it could be scored") from None
+    found = generation_files(bench_path)
+    if not any(found.values()):
+        raise ArtifactError(f"--benchmarks {bench}: {bench_path} holds no generation file ({GENERATION_FILE_NAMES}); "
+                            f"it holds {', '.join(present[:8]) + (' …' if len(present) > 8 else '') if present else 'nothing'}")
+    for files in found.values():
+        for f in files:
+            if not f.is_file() or not os.access(f, os.R_OK):
+                raise ArtifactError(f"--benchmarks {bench}: {f} cannot be read ({'not a file' if not f.is_file() else 'permission denied'}); "
+                                    f"nothing of it could be scored")
+    return found
 
 
 def _score_and_write(work: Work, out_dir: Path, command: str, score) -> tuple[dict, dict]:

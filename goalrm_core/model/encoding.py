@@ -125,10 +125,12 @@ def encode_preference_rows(
 
     Each output item holds chosen/rejected ids and num_actions. A pair is dropped when either
     response alone exceeds ``max_len``; drops and truncations are counted in the stats. A row whose
-    two responses are identical is an error naming its file and line (or its index).
+    two responses are identical is an error naming its file and line (or its index); so are pairs whose
+    two sides are identical once cut to ``max_len`` (``official``: a prompt that fills it), counted.
     """
     stats = EncodingStats()
     items = []
+    identical: list[tuple[int, dict, str]] = []
     for i, row in enumerate(rows):
         stats.n_rows += 1
         prompt = row_prompt(row, require_text(row, "question", i), template, input_template)
@@ -143,6 +145,9 @@ def encode_preference_rows(
             stats.dropped_rows.append(i)
             continue
         stats.n_truncated += int(chosen.truncated or rejected.truncated)
+        if chosen.input_ids == rejected.input_ids:  # the cut left the prompt (and a common start) only
+            identical.append((i, row, prompt))
+            continue
         item = {
             "chosen_ids": chosen.input_ids,
             "rejected_ids": rejected.input_ids,
@@ -153,6 +158,13 @@ def encode_preference_rows(
         if row.get("first_error_char") is not None:
             item["rejected_error_action"] = error_action(tokenizer, incorrect, row["first_error_char"], rejected.num_actions)
         items.append(item)
+    if identical:
+        i, row, prompt = identical[0]
+        prompt_len = len(tokenizer(prompt)["input_ids"])
+        raise ValueError(
+            f"{len(identical)} of {stats.n_rows} pairs have identical chosen and rejected sides once cut to --max_len {max_len} "
+            f"(--encoding {encoding}; the first, {_where(row, i)}, has a prompt of {prompt_len} tokens): an RM would learn nothing "
+            f"from them; raise --max_len above the prompts' length or use --encoding split")
     return items, stats
 
 

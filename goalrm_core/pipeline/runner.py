@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import json
 import os
 import sys
 import time
@@ -19,9 +20,9 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from goalrm_core.data.io import ArtifactError, timestamp, writer_lock
+from goalrm_core.data.io import ArtifactError, atomic_write_json, check_output_dir, timestamp, writer_lock
 from goalrm_core.data.rundir import RunDir
-from goalrm_core.flags import debugging, one_line, path_part
+from goalrm_core.flags import debugging, error_line, one_line, path_part, symlink_loop
 from goalrm_core.paths import relative_paths, resolve_path, shown_path
 from goalrm_core.pipeline.execute import error_info, discover_stages, execute_stage, match_stage, project_relative
 from goalrm_core.pipeline.notebook_params import declared_parameters, missing_keys
@@ -99,6 +100,34 @@ def stage_parameters(profile_name: str, profile: Mapping[str, Any], declared: Ma
     if "reports_dir" in declared:
         params["reports_dir"] = project_relative(out_dir)
     return params
+
+
+#: The file of a run folder that names the profile whose stages write it (``{"profile": ...}``).
+RUN_DIR_OWNER = "profile.json"
+
+
+def check_run_dir_owner(run_dir: Path, profile: str) -> None:
+    """A ``ValueError`` naming both profiles when ``run_dir`` records another profile: two profiles that share a run
+    folder would mix their data, models and scores silently (each stage reads what the other wrote)."""
+    owner_file = run_dir / RUN_DIR_OWNER
+    if not owner_file.is_file():
+        return
+    try:
+        owner = json.loads(owner_file.read_text(encoding="utf-8")).get("profile")
+    except (OSError, ValueError, AttributeError):
+        raise ValueError(f"{owner_file}: damaged (it should name the profile whose run this is); fix or delete it") from None
+    if owner != profile:
+        raise ValueError(f"run_dir {run_dir} holds the run of profile {owner!r} ({owner_file}), not of {profile!r}: two profiles in one "
+                         f"run folder would mix their data; give this profile its own run_dir (--set run_dir=runs/{profile}), "
+                         f"or delete that folder")
+
+
+def claim_run_dir(run_dir: Path, profile: str) -> None:
+    """Record ``profile`` as the one whose stages write ``run_dir`` (:func:`check_run_dir_owner` first)."""
+    check_run_dir_owner(run_dir, profile)
+    if not (run_dir / RUN_DIR_OWNER).is_file():
+        run_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(run_dir / RUN_DIR_OWNER, {"profile": profile})
 
 
 def run_dir_of(profile_name: str, profile: Mapping[str, Any]) -> Path:
@@ -301,6 +330,9 @@ def run_report(
         _check_resumable(names, from_stage, load_previous(out_dir / "status.json"), profile)
     if notice:
         log(notice)
+    check_output_dir(out_dir, "--reports-dir: the report folder")  # a file, under a file, a link loop, not writable
+    run_dir = run_dir_of(profile, settings)
+    check_run_dir_owner(run_dir, profile)  # another profile's run folder: its data would mix with this one's
     if dry_run:
         for line in plan_lines(profile, _select(names, from_stage, only), out_dir, settings, resolve_path(REFERENCE_REPORTS)):
             log(line)
@@ -309,6 +341,7 @@ def run_report(
     # one run per report folder at a time; a run killed outright (SIGKILL, a power cut) is found here
     with writer_lock(out_dir, "goalrm report: the report folder", f"goalrm report --profile {profile}"):
         previous = killed_run_cleared(out_dir, load_previous(out_dir / "status.json"))
+        claim_run_dir(run_dir, profile)
         if from_stage is not None:
             _check_resumable(names, from_stage, previous, profile)
         selected = _select(names, from_stage, only)
@@ -498,10 +531,10 @@ def main(argv: list[str] | None = None) -> int:
         terminated = isinstance(stop, Terminated)
         print(f"goalrm report: interrupted{' (SIGTERM)' if terminated else ''} before any stage ran", file=sys.stderr, flush=True)
         return TERMINATED_EXIT if terminated else INTERRUPTED_EXIT
-    except (ValueError, ArtifactError) as e:
-        if debugging():  # --debug: the traceback, as every goalrm command shows it
+    except (ValueError, ArtifactError, OSError, RuntimeError) as e:
+        if debugging() or not (isinstance(e, (ValueError, OSError)) or symlink_loop(e)):  # --debug: the traceback, as every goalrm command shows it
             raise
-        print(f"goalrm report: error: {one_line(e)}", file=sys.stderr)
+        print(f"goalrm report: error: {error_line(e)}", file=sys.stderr)
         return 2
 
 

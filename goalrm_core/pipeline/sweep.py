@@ -36,14 +36,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from goalrm_core.flags import path_part, positive_int, run_command
-from goalrm_core.data.io import ArtifactError, atomic_write_json, timestamp
+from goalrm_core.flags import Interrupted, interrupted_how, path_part, positive_int, run_command
+from goalrm_core.data.io import ArtifactError, atomic_write_json, check_output_dir, timestamp
 from goalrm_core.data.rundir import STAGE_FOLDERS, RunDir
 from goalrm_core.paths import resolve_path
 from goalrm_core.pipeline.profile_checks import check_profile_against_notebooks, check_ranges, coerce_to_declared, unknown_key_message
 from goalrm_core.pipeline.profile_files import load_profile, notebook_profile, read_yaml, sweep_spec_path
 from goalrm_core.pipeline.profile_values import parse_set_flags, parse_value
 from goalrm_core.pipeline.records import stage_is_current
+from goalrm_core.pipeline.signals import sigterm_as_interrupt
 from goalrm_core.pipeline.runner import (USER_REPORTS, discover_stages, inspect_stages, match_stage, run_dir_of, run_report,
                                          stage_parameters)
 from goalrm_core.report.sweep_layout import PAIRED_FILE, PLAN_FILE, POINT_MANIFEST, format_value
@@ -570,6 +571,7 @@ def main(argv: list[str] | None = None) -> int:
         seeds=_parse_seeds(args.seeds) if args.seeds else spec["seeds"], common={**spec["common"], **_parse_set(args.set)},
         name=args.name or spec["name"], notebooks_dir=args.notebooks_dir, params_dir=args.params_dir,
         reports_root=args.reports_dir, kernel_name=args.kernel)
+    check_output_dir(plan.report_dir, "--reports-dir: the sweep's folder")  # a file, under a file, a link loop, not writable
     if args.dry_run:
         print(f"sweep {plan.title}: stages {', '.join(plan.stages)}; shared from {_shown_path(plan.base_run)}: "
               f"{', '.join(plan.shared) or 'none'}")
@@ -580,7 +582,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.index_only:
         print(f"comparison: {write_comparison(plan.report_dir, report_links=not args.no_report_links)}")
         return 0
-    return run_sweep(plan, jobs=args.jobs, report_links=not args.no_report_links)
+    try:
+        with sigterm_as_interrupt():
+            return run_sweep(plan, jobs=args.jobs, report_links=not args.no_report_links)
+    except KeyboardInterrupt as stop:
+        import shlex
+
+        done = [p.name for p in plan.points if point_complete(plan, p)]
+        command = " ".join(["goalrm sweep", *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
+        raise Interrupted(f"{len(done)} of {len(plan.points)} point(s) complete in {_shown_path(plan.report_dir)} and kept "
+                          f"(an interrupted point is never counted complete); resume with: {command}",
+                          interrupted_how(stop)) from None
 
 
 if __name__ == "__main__":

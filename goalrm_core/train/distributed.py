@@ -376,3 +376,25 @@ def set_rng_states(state: dict, generator: torch.Generator) -> None:
     if state.get("cuda") is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
     generator.set_state(state["contrastive"])
+
+
+def torch_extensions_dir() -> Path:
+    """Where torch builds DeepSpeed's ops (the CPU shared-memory comm op, CPU Adam …) on their first use:
+    ``TORCH_EXTENSIONS_DIR``, else ``$XDG_CACHE_HOME/torch_extensions`` (``~/.cache/torch_extensions``)."""
+    if os.environ.get("TORCH_EXTENSIONS_DIR"):
+        return Path(os.environ["TORCH_EXTENSIONS_DIR"]).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "torch_extensions"
+
+
+def extensions_dir_hint() -> str | None:
+    """A line saying that DeepSpeed's op build writes into :func:`torch_extensions_dir` when that folder (or, when it
+    is not there yet, the nearest folder above it) is not writable; ``None`` when it is."""
+    where = torch_extensions_dir()
+    for folder in (where, *where.parents):
+        if folder.exists():
+            if os.access(folder, os.W_OK | os.X_OK):
+                return None
+            return (f"DeepSpeed builds its ops on first use into {where} (TORCH_EXTENSIONS_DIR, default ~/.cache/torch_extensions), "
+                    f"and {folder} is not writable: set TORCH_EXTENSIONS_DIR to a writable folder (or XDG_CACHE_HOME)")
+    return None

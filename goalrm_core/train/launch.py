@@ -187,7 +187,7 @@ def run_streaming(
         log.flush()
         proc = subprocess.Popen(
             [str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=full_env,
-            cwd=cwd, text=True, errors="replace", bufsize=1, start_new_session=True,
+            cwd=cwd, text=True, errors="replace", bufsize=1, start_new_session=True, preexec_fn=_dies_with_parent(),
         )
 
         def pump() -> None:  # a thread, so a silent command still times out
@@ -230,6 +230,31 @@ def run_streaming(
         label = f"{desc}: " if desc else ""
         raise LaunchError(f"{label}command {reason}: {shlex.join(str(c) for c in cmd)}\nfull log: {log_path}\n--- last lines ---\n{tail}")
     return RunResult(proc.returncode, log_path, wall, list(recent)[-tail_lines:])
+
+
+def _dies_with_parent() -> Callable[[], None] | None:
+    """On Linux, what makes the started command get SIGTERM when the process that started it dies,
+    however it dies (SIGKILL, the OOM killer, a kernel whose report was killed): ``prctl(PR_SET_PDEATHSIG)``
+    in the child between fork and exec. The command runs in a session of its own (so that Ctrl-C
+    reaches it only through :func:`_stop`), so without this nothing would stop a training that
+    outlived its notebook, and it would keep the GPU and write into a run no one watches. ``None``
+    elsewhere (and where libc has no prctl)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent, pr_set_pdeathsig, sigterm = os.getpid(), 1, int(signal.SIGTERM)
+
+    def preexec() -> None:  # only a libc call, bound before the fork
+        prctl(pr_set_pdeathsig, sigterm, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
 
 
 def _stop(proc: subprocess.Popen, grace_s: float = 10.0) -> None:

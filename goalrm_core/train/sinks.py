@@ -44,12 +44,22 @@ def wandb_run_name(cfg: TrainRMConfig, now: datetime | None = None) -> str:
     return cfg.wandb_run_name or f"rm_{(now or datetime.now()):%m%dT%H:%M}"
 
 
+def partial_log(metrics_path: Path) -> Path:
+    """Where a run writes its metrics log until its RM is saved: ``<metrics_path>.partial``."""
+    return metrics_path.with_name(metrics_path.name + ".partial")
+
+
 class MetricSinks:
-    """The metrics JSONL plus optional tensorboard and wandb, on rank 0 only."""
+    """The metrics JSONL plus optional tensorboard and wandb, on rank 0 only.
+
+    The rows go to :func:`partial_log` while the run trains (a resume continues that file) and it becomes
+    ``metrics_path`` only when the RM is saved (:meth:`finish`): a run that fails (a full disk, a crash,
+    Ctrl-C) leaves the earlier RM's log beside the earlier RM untouched."""
 
     def __init__(self, cfg: TrainRMConfig, metrics_path: Path, enabled: bool, resume: bool):
         self.enabled = enabled
-        self.path = metrics_path
+        self.final = metrics_path
+        self.path = partial_log(metrics_path)
         self.tb = None
         self.wandb = None
         if not enabled:
@@ -57,6 +67,8 @@ class MetricSinks:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if not resume:
             self.path.write_text("")
+        elif not self.path.is_file() and self.final.is_file():  # a run stopped before logs were written beside
+            atomic_write_text(self.path, self.final.read_text(encoding="utf-8"))
         if cfg.use_tensorboard:
             from torch.utils.tensorboard import SummaryWriter  # lazy: needs the optional tensorboard package (checked in preflight)
 
@@ -102,6 +114,11 @@ class MetricSinks:
                 self.tb.add_scalar(key, value, row["step"])
         if self.wandb is not None:
             self.wandb.log(numbers, step=row["step"])
+
+    def finish(self) -> None:
+        """The RM is saved: its log takes the place of the earlier one (one rename)."""
+        if self.enabled and self.path.is_file():
+            os.replace(self.path, self.final)
 
     def close(self) -> None:
         if self.tb is not None:

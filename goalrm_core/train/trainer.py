@@ -36,6 +36,7 @@ after step N and exits without the final save, while ``--max_steps`` still sets 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -62,7 +63,7 @@ from goalrm_core.train.lora import merged_state_dict, trainable_parameters
 from goalrm_core.train.distributed import (
     all_reduce, build_engine, deepspeed_config, device_name, gradient_accumulation_steps, init_distributed,
     checkpoint_tag, load_checkpoint_file, quiet_deepspeed_logs, rng_states, set_cpu_threads, set_rng_states,
-    teardown,
+    extensions_dir_hint, teardown,
 )
 from goalrm_core.train.progress_file import ProgressWriter
 from goalrm_core.train.preflight import default_paths, preflight  # noqa: F401  (preflight: train-rm's entry point and tests import it here)
@@ -181,6 +182,20 @@ def to_device(batch: dict, device) -> dict:
 # the run
 # ---------------------------------------------------------------------------------------------
 
+@contextlib.contextmanager
+def _op_build_named():
+    """An error while DeepSpeed sets up (it builds its ops into the torch extensions folder on first use) says so
+    in one line when that folder is not writable (a read-only cache), instead of the compiler's or the file's error alone."""
+    try:
+        yield
+    except Exception as e:
+        hint = extensions_dir_hint()
+        if hint is None or isinstance(e, TrainingError):
+            raise
+        detail = " ".join(str(e).split())[:300] or type(e).__name__
+        raise TrainingError(f"{type(e).__name__}: {detail}; {hint}") from e
+
+
 class Trainer:
     """One reward-model training run on a DeepSpeed engine: ``Trainer(cfg).fit()``.
 
@@ -209,7 +224,8 @@ class Trainer:
 
         quiet_deepspeed_logs()
         set_cpu_threads()
-        self.rank, _local_rank, self.world = init_distributed()
+        with _op_build_named():
+            self.rank, _local_rank, self.world = init_distributed()
         ds_config = deepspeed_config(cfg, self.world)
         self.gas = ds_config["gradient_accumulation_steps"]
         self.steps_per_epoch = len(self.train_items) // cfg.train_batch_size
@@ -221,7 +237,8 @@ class Trainer:
             f"world {self.world} x micro {cfg.micro_train_batch_size} x accumulation {self.gas} = batch {cfg.train_batch_size}; "
             f"ZeRO-{cfg.zero_stage}, {'bf16' if cfg.bf16 else 'fp32'}, device {device_name()}"
         )
-        self.engine = build_engine(cfg, ds_config, self.total_steps)
+        with _op_build_named():
+            self.engine = build_engine(cfg, ds_config, self.total_steps)
         if cfg.lora_rank > 0:
             trainable, total = trainable_parameters(self.engine.module)
             self.say(f"LoRA rank {cfg.lora_rank}, alpha {cfg.lora_alpha} on {cfg.target_modules or 'every linear layer'}"
@@ -545,6 +562,7 @@ class Trainer:
         self.sinks.close()
         if self.rank != 0:
             return None
+        self.sinks.finish()  # the new RM is in place: its log now replaces the earlier one
         wall = time.time() - self.started
         summary = {
             "steps": self.step,
@@ -598,9 +616,20 @@ class Trainer:
         if all_reduce(torch.tensor([float(bool(bad))], device=engine.device), "max").item():  # every rank stops together
             raise TrainingError(f"NaN or inf weights after training ({describe_tensors(bad) if bad else 'found on rank 0'}); "
                                 f"nothing was saved to {cfg.save_path}. Lower --learning_rate / --head_learning_rate.")
+        failed = ""
         if rank == 0:
-            save_reward_model(engine.module, cfg.save_path, self.tokenizer, training_args=cfg.to_dict(), state_dict=state_dict,
-                              save_format=cfg.save_format)
+            earlier = Path(cfg.save_path).exists()
+            try:
+                save_reward_model(engine.module, cfg.save_path, self.tokenizer, training_args=cfg.to_dict(), state_dict=state_dict,
+                                  save_format=cfg.save_format)
+            except Exception as e:  # a full disk or a folder gone read-only (safetensors and torch raise their own errors)
+                detail = (e.strerror if isinstance(e, OSError) and e.strerror else " ".join(str(e).split())[:200]) or type(e).__name__
+                failed = (f"--save_path {cfg.save_path}: the RM could not be written ({detail}); "
+                          f"{'the earlier RM there and its metrics log are kept' if earlier else 'nothing was saved'}. Free space "
+                          f"(or give another --save_path) and resume with --load_checkpoint from the last good checkpoint: "
+                          f"{self._last_good_checkpoint()}")
+        if all_reduce(torch.tensor([float(bool(failed))], device=engine.device), "max").item():  # every rank stops together
+            raise TrainingError(failed or f"--save_path {cfg.save_path}: rank 0 could not write the RM")
         dist.barrier()
 
 

@@ -328,3 +328,23 @@ def test_the_page_names_the_code_its_points_ran_on_and_the_profile_reports(tmp_p
     page = render_comparison(plan, root)
     assert "The demo report beside this sweep ran at e4d05a0: its numbers come from other code" in page
     assert "max-width: 86rem" not in page  # a reading column like every other page
+
+
+def test_ctrl_c_in_a_sweep_is_one_line_saying_what_is_kept_and_how_to_resume(tmp_path, monkeypatch, capsys):
+    """(53) Ctrl-C while a stage runs: no traceback, exit 130, one line with the points kept and the command."""
+    from goalrm_core import cli
+    from goalrm_core.pipeline import sweep
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep, "run_report", interrupted)
+    params = smoke_params(tmp_path)
+    argv = ["sweep", "--profile", "smoke", "--params-dir", str(params), "--reports-dir", str(tmp_path / "reports"),
+            "--grid=contrastive_beta=0.1,0.5"]
+    assert cli.main(argv) == 130
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert "Traceback" not in err and len(lines) == 1, err
+    assert lines[0].startswith("goalrm sweep: interrupted: 0 of 2 point(s) complete in ")
+    assert lines[0].endswith("resume with: goalrm sweep " + " ".join(argv[1:]))

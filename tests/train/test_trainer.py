@@ -394,3 +394,51 @@ def test_sigkill_after_a_checkpoint_then_resume_matches_an_uninterrupted_run(uni
     assert max_weight_diff(out / "rm", tmp_path / "rm") < 1e-6
     assert without_timing(metrics(tmp_path / "rm.metrics.jsonl")) == without_timing(metrics(out / "rm.metrics.jsonl"))
     assert not list(tmp_path.rglob("*.tmp*")), "a half-written artifact was left behind"
+
+
+def test_ctrl_c_says_in_one_line_where_to_resume_and_that_command_finishes(base_args, tmp_path):
+    """Ctrl-C in train-rm (53): no traceback; one line naming the last complete checkpoint and the command
+    that resumes from it, which then trains to the end."""
+    import shlex
+    import subprocess
+
+    args = {**base_args, "save_path": str(tmp_path / "rm"), "max_steps": 3, "save_steps": 1, "eval_steps": -1}
+    cmd = [sys.executable, str(FAULTS), "sigint_at_step", "3", "train-rm", *train_command(TrainRMConfig.from_dict(args))[3:]]
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **RUN_ENV}, timeout=RUN_TIMEOUT_S)
+    assert done.returncode == 130 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if "interrupted" in line]
+    assert len(lines) == 1 and lines[0].startswith("goalrm train-rm: interrupted: the last complete checkpoint is "), lines
+    assert str(tmp_path / "rm.checkpoints" / "global_step2") in lines[0] and not (tmp_path / "rm").exists()
+    resume = shlex.split(lines[0].split("resume with: ", 1)[1])
+    assert resume[:2] == ["goalrm", "train-rm"] and "--load_checkpoint" in resume
+    again = subprocess.run([sys.executable, "-m", "goalrm_core.cli", *resume[1:]], capture_output=True, text=True,
+                           env={**os.environ, **RUN_ENV}, timeout=RUN_TIMEOUT_S)
+    assert again.returncode == 0 and "at step 2" in again.stdout, again.stderr[-3000:]
+    assert load_reward_model(tmp_path / "rm") is not None
+
+
+def test_a_full_disk_at_the_final_save_is_one_line_and_keeps_the_earlier_rm_and_its_log(base_args, tmp_path, tiny_config, tokenizer):
+    """(53) --overwrite of an earlier RM on a full disk: one line naming --save_path and the last checkpoint; the
+    earlier RM and its metrics log are as they were (the new log waits in <log>.partial until its RM is saved)."""
+    import subprocess
+
+    from transformers import LlamaModel
+
+    from goalrm_core.model.reward_model import RewardModel, save_reward_model
+
+    save_reward_model(RewardModel(LlamaModel(tiny_config)), tmp_path / "rm", tokenizer)
+    log = tmp_path / "rm.metrics.jsonl"
+    log.write_text('{"step": 1, "split": "train", "loss": 0.5}\n')
+    before = {p.name: p.read_bytes() for p in (tmp_path / "rm").iterdir()}
+    args = {**base_args, "save_path": str(tmp_path / "rm"), "max_steps": 2, "save_steps": 1, "eval_steps": -1, "overwrite": True}
+    cmd = [sys.executable, str(FAULTS), "disk_full_at_save", "1", "train-rm", *train_command(TrainRMConfig.from_dict(args))[3:]]
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **RUN_ENV}, timeout=RUN_TIMEOUT_S)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if ": error: " in line]
+    assert len(errors) == 1 and errors[0].startswith(f"goalrm train-rm: error: --save_path {tmp_path / 'rm'}: the RM could not be "
+                                                     f"written (No space left on device")
+    assert "the earlier RM there and its metrics log are kept" in errors[0] and str(tmp_path / "rm.checkpoints" / "global_step2") in errors[0]
+    assert {p.name: p.read_bytes() for p in (tmp_path / "rm").iterdir()} == before
+    assert log.read_text() == '{"step": 1, "split": "train", "loss": 0.5}\n'
+    rows = [json.loads(line) for line in (tmp_path / "rm.metrics.jsonl.partial").read_text().splitlines()]
+    assert [(r["step"], r["split"]) for r in rows] == [(1, "train"), (2, "train"), (2, "eval")]  # the failed run's own log, beside
