@@ -148,6 +148,28 @@ def across_seeds(values: Sequence[float | None], null: float = 0.0, expect: str 
     return out
 
 
+#: The spread an arm's per-seed AUROC may have (issue 50's target): an SD over RM seeds of at most this.
+SD_TARGET = 0.03
+
+
+def sd_upper(values: Sequence[float | None], power: float = 0.8) -> float:
+    """The one-sided ``power`` upper confidence bound of the SD of ``values`` (chi-square, n − 1 df):
+    ``sqrt((n − 1) s² / χ²_{1−power, n−1})``; undefined values (None, NaN) are left out, and fewer than
+    two defined values give NaN.
+
+    >>> round(sd_upper([0.611, 0.685, 0.786, 0.618, 0.650]), 3)  # SD 0.071 over 5 seeds
+    0.111
+    >>> sd_upper([0.5, None])
+    nan
+    """
+    from scipy import stats
+
+    v = np.asarray([float(x) for x in values if num(x) is not None], dtype=np.float64)
+    if v.size < 2:
+        return math.nan
+    return float(math.sqrt((v.size - 1) * v.var(ddof=1) / stats.chi2.ppf(1 - power, v.size - 1)))
+
+
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm–Bonferroni adjusted p-values, in the input order; NaN stays NaN and does not count as a test.
 

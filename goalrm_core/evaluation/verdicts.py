@@ -35,6 +35,32 @@ STATES = (HOLDS, REVERSED, NOT_SHOWN, NOT_TESTED, UNDEFINED)
 POWER = 0.8
 
 
+#: The equivalence bound of the analysis plan: a "not shown" whose whole interval lies inside ±this reads
+#: "equivalent within ±0.05"; one that reaches past it stays "not shown" (never "shown equal").
+EQUIVALENCE = 0.05
+#: A seed "clears" length-only when its AUROC exceeds length-only's by at least this (issue 50's target).
+LENGTH_TARGET = 0.15
+
+
+def equivalent(summary: Any, bound: float = EQUIVALENCE) -> bool:
+    """Whether a "not shown" summary's whole interval lies inside ``±bound`` (both bounds strictly).
+
+    >>> s = {"verdict": "not shown", "ci_low": -0.03, "ci_high": 0.04}
+    >>> equivalent(s), equivalent({**s, "ci_low": -0.06}), equivalent({**s, "verdict": "holds"})
+    (True, False, False)
+    """
+    if state(summary) != NOT_SHOWN:
+        return False
+    lo, hi = num(summary.get("ci_low")), num(summary.get("ci_high"))
+    return lo is not None and hi is not None and -bound < lo and hi < bound
+
+
+def clears_length(margin: Any, target: float = LENGTH_TARGET) -> bool:
+    """Whether one seed's AUROC − length-only AUROC reaches ``target`` (False where it is undefined)."""
+    m = num(margin)
+    return m is not None and m >= target
+
+
 def judge_interval(low: Any, high: Any, null: float = 0.0, expect: str = "greater") -> str:
     """``holds`` / ``reversed`` / ``not shown`` for an interval against ``null``; ``undefined`` when a
     bound is.

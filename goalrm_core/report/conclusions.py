@@ -28,8 +28,10 @@ from typing import Any
 
 from goalrm_core.evaluation import verdicts
 from goalrm_core.evaluation.auroc import delta_of
+from goalrm_core.evaluation.stats import SD_TARGET, sd_upper
+from goalrm_core.evaluation.verdicts import EQUIVALENCE, LENGTH_TARGET, clears_length
 from goalrm_core.report.formats import across
-from goalrm_core.report.metrics_view import Metrics, entries, mapping, section, value
+from goalrm_core.report.metrics_view import Metrics, detail_seed, entries, mapping, section, value
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study.rms import ID_BENCH
 
@@ -67,12 +69,15 @@ def judge(s: Any, shown: str, not_shown: str = "not shown", opposite: str | None
 
 def verdict_text(s: Any, full: bool = False, scale: float = 1.0, unit: str = "") -> str:
     """One primary conclusion's two-sided verdict (`evaluation.verdicts`): holds, reversed, not shown,
-    not tested, or "cannot be judged" where undefined. ``full``: a "not shown" with the effect the run
-    would have seen with 80% power (shown times ``scale``, then ``unit``), a "not tested" or
-    "cannot be judged" with its reason."""
+    not tested ("not testable here" where the design cannot test it, :func:`untestable`), or "cannot be
+    judged" where undefined. ``full``: a "not shown" with the effect the run would have seen with 80% power
+    (shown times ``scale``, then ``unit``), a "not tested", "not testable here" or "cannot be judged" with
+    its reason."""
     state = verdicts.state(s)
     if state == verdicts.UNDEFINED:
         return f"cannot be judged ({verdicts.reason(s)})" if full else "cannot be judged"
+    if state == verdicts.NOT_TESTED and (verdicts.reason(s) or "").startswith(NOT_TESTABLE):
+        return verdicts.reason(s) if full else NOT_TESTABLE  # the design cannot test it (:func:`untestable`)
     if full and state in (verdicts.NOT_SHOWN, verdicts.NOT_TESTED):
         return verdicts.words(s, scale=scale, unit=unit)
     return state
@@ -214,6 +219,29 @@ def gate_sentence(primary: Mapping) -> str:
     return sentence
 
 
+def detail_gate_reading(metrics: Mapping) -> str:
+    """Where the detail seed's own gate (``evaluation.gate``: one RM seed's point estimates) reads otherwise
+    than the verdict over seeds (``evaluation.primary.gate``), that reading worded as the detail seed's, so
+    the page holds one verdict; empty where they agree or either is missing."""
+    m = Metrics(metrics)
+    over_seeds, detail = mapping(m.primary, "gate"), mapping(metrics, "evaluation", "gate")
+    if over_seeds is None or detail is None:
+        return ""
+    state, _ = gate_state(over_seeds)
+    seed_state, _ = gate_state(detail)
+    if seed_state == state:
+        return ""
+    scorers = [(("length only" if k == "length_only" else k), v) for k, v in detail.items()
+               if isinstance(v, Mapping) and "auroc" in v]
+    aurocs = ", ".join(f"{name} {fmt.num(v.get('auroc'), 3)}" for name, v in scorers)
+    n = fmt.count(m.primary.get("n_seeds"))
+    seed = detail_seed(metrics)
+    said = {"passed": "passed", "failed": "failed", "undefined": "cannot be judged"}
+    return (f"RM seed {seed} alone (the detail seed of the tables below, point estimates" + (f": AUROC {aurocs}" if aurocs else "")
+            + f") reads the gate as {said[seed_state]}: that is one seed's reading; the gate's verdict is over "
+            + (f"all {n} RM seeds" if n else "the RM seeds") + f": {said[state]}.")
+
+
 def design_scope(primary: Mapping) -> str:
     """What the design can and cannot test, from the length gate and its well-formed condition."""
     gate = mapping(primary, "gate")
@@ -247,9 +275,170 @@ def design_scope(primary: Mapping) -> str:
 
 
 def delta_verdict(d: Any) -> str:
-    """The primary reward comparison's verdict in words."""
-    return judge(d, "the goal-conditioned RM ranks better (the interval lies above 0)", "a difference is not shown",
-                 opposite="the baseline RM ranks better (the interval lies wholly below 0)")
+    """The primary reward comparison's verdict in words; a "not shown" whose whole interval lies inside
+    ±:data:`EQUIVALENCE` adds that it is equivalent within that bound."""
+    words = judge(d, "the goal-conditioned RM ranks better (the interval lies above 0)", "a difference is not shown",
+                  opposite="the baseline RM ranks better (the interval lies wholly below 0)")
+    return words + (f"; {equivalence_words()} (the whole interval lies inside it)" if verdicts.equivalent(d) else "")
+
+
+# ------------------------------------------------------------------ the answer: the page's first sentence
+
+
+def equivalence_words(bound: float = EQUIVALENCE) -> str:
+    return f"equivalent within ±{bound:g}"
+
+
+#: The first sentence's verdict, by state: the answer to "does goal-conditioning help here?".
+ANSWER_VERDICT = {verdicts.HOLDS: "Yes (holds)",
+                  verdicts.REVERSED: "No, reversed (the baseline RM ranks better)",
+                  verdicts.NOT_SHOWN: "Not shown",
+                  verdicts.NOT_TESTED: "Not tested",
+                  verdicts.UNDEFINED: "Cannot be judged"}
+
+
+def answer_verdict(d: Any) -> str:
+    """The verdict that opens the first sentence: holds / reversed / not shown, a "not shown" whose whole
+    interval lies inside ±:data:`EQUIVALENCE` reading "Not shown; equivalent within ±0.05" (never "shown
+    equal"); "Not tested" or "Cannot be judged" with its reason."""
+    state = verdicts.state(d)
+    head = ANSWER_VERDICT[state]
+    if state == verdicts.NOT_SHOWN and verdicts.equivalent(d):
+        return f"{head}; {equivalence_words()}"
+    if state in (verdicts.NOT_TESTED, verdicts.UNDEFINED):
+        why = fmt.reason_of(d) if state == verdicts.UNDEFINED else None
+        return f"{head} ({why or verdicts.reason(d)})"
+    return head
+
+
+def paired_seeds_text(d: Mapping) -> str:
+    """``"over 5 paired RM seeds"``, with the undefined ones counted apart; empty where none is recorded."""
+    total, n = fmt.count(d.get("n_seeds")), fmt.count(d.get("n"))
+    if not total:
+        return ""
+    if n is not None and n < total:
+        return f"over {n} of {total} paired RM seeds ({total - n} undefined)"
+    return f"over {total} paired RM seed{'s' if total != 1 else ''}"
+
+
+def answer_sentence(metrics: Mapping) -> str:
+    """The front page's first sentence: does goal-conditioning help here? The verdict (:func:`answer_verdict`),
+    then the primary ΔAUROC (goal-conditioned − baseline) with its 95% interval, the number of paired RM
+    seeds and the MDE, every number from ``evaluation.primary.delta_auroc``. Empty before notebook 04
+    recorded it (schema 2).
+
+    >>> d = {"mean": 0.0619, "ci_low": -0.0270, "ci_high": 0.1508, "mde": 0.1226, "n": 5, "n_seeds": 5, "verdict": "not shown"}
+    >>> answer_sentence({"evaluation": {"primary": {"delta_auroc": d}}})
+    'Does goal-conditioning help here? Not shown: ΔAUROC (goal-conditioned − baseline RM, toy-id) +0.062 [−0.027, +0.151] over 5 paired RM seeds, MDE 0.123.'
+    """
+    primary = Metrics(metrics).primary
+    d = mapping(primary, "delta_auroc")
+    if d is None:
+        return ""
+    bench = primary.get("benchmark", ID_BENCH)
+    mde = verdicts.mde(d)
+    shown = {k: v for k, v in d.items() if k != "reason"}  # the verdict says why it cannot be judged, once
+    parts = [f"ΔAUROC (goal-conditioned − baseline RM, {bench}) {across(shown, True, 1.0, digits=3)}", paired_seeds_text(d)]
+    tail = ", ".join(p for p in (" ".join(p for p in parts if p), f"MDE {fixed3(mde)}" if mde is not None else "MDE not recorded"))
+    return f"Does goal-conditioning help here? {answer_verdict(d)}: {tail}."
+
+
+def fixed3(x: Any) -> str:
+    return fmt.num(x, 3, minus="−")
+
+
+def answer_note(metrics: Mapping) -> str:
+    """What the first sentence's numbers are: the interval's reach, the MDE's meaning, the policy they are for."""
+    primary = Metrics(metrics).primary
+    d = mapping(primary, "delta_auroc") or {}
+    interval = "RM seeds and questions" if over_questions([d]) else "RM seeds"
+    return (f"The interval is 95%, over {interval}; the MDE is the effect this run would have seen with 80% power; "
+            f"all {scope(metrics)}.")
+
+
+# ----------------------------------------------------------- each arm's spread over seeds, against its targets
+
+
+@dataclass(frozen=True)
+class Spread:
+    """One arm's per-seed AUROC on the primary benchmark against the targets: its SD over seeds with the SD's
+    80% upper bound (chi-square), and how many seeds clear length-only + :data:`LENGTH_TARGET`."""
+
+    rm: str
+    n: int
+    sd: float | None
+    sd_upper: float | None
+    clearing: int
+
+    @property
+    def sd_state(self) -> str:
+        """``met`` (the 80% upper bound within :data:`SD_TARGET`), ``missed`` (the SD above it), ``not shown``
+        (the SD within, its upper bound above), or ``undefined`` (fewer than two seeds)."""
+        if self.sd is None or self.sd_upper is None:
+            return "undefined"
+        return "met" if self.sd_upper <= SD_TARGET else "missed" if self.sd > SD_TARGET else "not shown"
+
+
+def spreads(metrics: Mapping) -> list[Spread]:
+    """Each arm's :class:`Spread`, from the gate's per-seed margins over length-only
+    (``evaluation.primary.gate.margin_over_length.<rm>.per_seed``: each seed's AUROC − length-only AUROC on the
+    same generations). Length-only scores the policy's generations, the same for every RM seed, so the SD of
+    the per-seed AUROC is the SD of these margins. Empty where no per-seed margin is recorded."""
+    out = []
+    for rm, m in entries(Metrics(metrics).primary, "gate", "margin_over_length", strict=True).items():
+        per_seed = m.get("per_seed")
+        if not isinstance(per_seed, list) or not per_seed:
+            continue
+        defined = [float(v) for v in per_seed if not fmt.is_undefined(v)]
+        sd = upper = None
+        if len(defined) >= 2:
+            mean = sum(defined) / len(defined)
+            sd = math.sqrt(sum((v - mean) ** 2 for v in defined) / (len(defined) - 1))
+            upper = sd_upper(defined)
+        out.append(Spread(rm, len(defined), sd, upper, sum(clears_length(v) for v in defined)))
+    return out
+
+
+def spread_sentence(metrics: Mapping) -> str:
+    """Each arm's SD of per-seed AUROC with its 80% upper bound and how many seeds clear length-only + 0.15,
+    against the targets; empty where no per-seed margin is recorded."""
+    rows = spreads(metrics)
+    if not rows:
+        return ""
+    bench = Metrics(metrics).primary.get("benchmark", ID_BENCH)
+
+    def one(s: Spread) -> str:
+        sd = (f"SD {fixed3(s.sd)} (80% upper bound {fixed3(s.sd_upper)}): {s.sd_state}" if s.sd is not None
+              else f"SD undefined ({s.n} seed{'s' if s.n != 1 else ''} defined)")
+        return f"{s.rm} {sd}; {s.clearing} of {s.n} seeds clear length-only + {LENGTH_TARGET:g}"
+
+    return (f"Each arm's per-seed AUROC on {bench} against the targets (SD over RM seeds ≤ {SD_TARGET:g}, met only where "
+            f"its 80% upper bound is too; AUROC ≥ length-only + {LENGTH_TARGET:g} in each seed): "
+            + "; ".join(one(s) for s in rows) + ".")
+
+
+# ------------------------------------------------------------ what a design cannot test: the filter's rule
+
+#: A Q filter's saving is testable only where the oracle filter (each wrong sample dropped at its first
+#: wrong line, the most any filter can save at no cost) saves at least this share of the primary benchmark's
+#: tokens, in percent: below it a Q filter has nothing to find.
+FILTER_TESTABLE_PCT = 1.0
+#: The verdict of a claim the design cannot test (a "not tested" state whose reason begins so).
+NOT_TESTABLE = "not testable here"
+
+
+def filter_untestable(metrics: Mapping) -> str | None:
+    """Why the Q-filter claim cannot be tested on this run (the oracle's saving on the primary benchmark,
+    ``evaluation.filter_rules.<bench>["oracle (first error)"].tokens_saved_pct``, is below
+    :data:`FILTER_TESTABLE_PCT`); None where it can, or where no oracle saving is recorded."""
+    bench = Metrics(metrics).primary.get("benchmark", ID_BENCH)
+    saved = value(metrics, "evaluation", "filter_rules", bench, "oracle (first error)", "tokens_saved_pct")
+    if fmt.is_undefined(saved) or not isinstance(saved, (int, float)) or saved >= FILTER_TESTABLE_PCT:
+        return None
+    return (f"the oracle filter (each wrong sample dropped at its first wrong line) saves only {fmt.num(saved, 2)}% of "
+            f"{bench} tokens, under the {FILTER_TESTABLE_PCT:g}% a saving needs to be testable: the filter saves nothing "
+            "in a question whose every sample is wrong (it falls back to plain voting there), and nearly all wrong "
+            "samples sit in such questions")
 
 
 def delta_sentence(primary: Mapping, n_exploratory: int = 0) -> str:
@@ -281,10 +470,16 @@ def first_error_sentence(rm: str, s: Mapping) -> str:
                     opposite="Q rises (the interval lies wholly above 0)") + ".")
 
 
-def filter_sentence(rm: str, f: Mapping, bench: str) -> str:
+def filter_sentence(rm: str, f: Mapping, bench: str, untestable: str | None = None) -> str:
+    """The Q filter's finding for one RM; where the claim cannot be tested on this run (``untestable``, the
+    reason :func:`filter_untestable` gives), "not testable here" with that reason, the figures only recorded."""
     threshold = f.get("threshold")
     at = f"threshold {fmt.num(threshold, 2)}" if not fmt.is_undefined(threshold) else "its threshold"
     tokens, change = f.get("tokens_saved_pct"), f.get("accuracy_change")
+    if untestable:
+        return (f"Q-filtered majority voting at {at} ({rm} Q, {bench}): {NOT_TESTABLE}: {untestable}. Recorded, not "
+                f"judged: tokens saved {figure_text(tokens, 'more than 0', digits=1, signed=False, suffix=' %')}; accuracy "
+                f"change {figure_text(change, 'lower', digits=1, scale=100, suffix=' points')}.")
     return (f"Q-filtered majority voting at {at} ({rm} Q, {bench}): tokens saved "
             f"{figure_text(tokens, 'more than 0', digits=1, signed=False, suffix=' %')} ("
             + judge(tokens, "a saving", "a saving is not shown", opposite="the filter adds tokens", unit=" %") + "); accuracy change "
@@ -343,7 +538,7 @@ def sentences(metrics: Mapping) -> list[str]:
                       if "first_error_did" not in primary else [])  # a report from before 2026-12-07
         items = [gate_sentence(primary), delta_sentence(primary, n_exploratory), *superseded,
                  *(first_error_sentence(rm, s) for rm, s in entries(primary, "first_error_did", strict=True).items()),
-                 *(filter_sentence(rm, f, bench) for rm, f in entries(primary, "filter", strict=True).items()),
+                 *(filter_sentence(rm, f, bench, filter_untestable(metrics)) for rm, f in entries(primary, "filter", strict=True).items()),
                  pruning_sentence(metrics)]
     return [s for s in items if s]
 
@@ -411,7 +606,8 @@ class Conclusion:
 
     @property
     def verdict(self) -> str:
-        """The two-sided state: holds, reversed, not shown, not tested, or "cannot be judged"."""
+        """The two-sided state: holds, reversed, not shown, not tested ("not testable here" where the design
+        cannot test the claim), or "cannot be judged"."""
         return verdict_text(self.figure)
 
     @property
@@ -425,7 +621,9 @@ class Conclusion:
         """What :attr:`verdict_words` adds to the verdict (the effect a "not shown" would have seen, the
         reason of a "not tested" or "cannot be judged"); None where it adds nothing."""
         words, state = self.verdict_words, self.verdict
-        return words[len(state):].strip().removeprefix("(").removesuffix(")") or None if words.startswith(state) else None
+        if not words.startswith(state):
+            return None
+        return words[len(state):].strip().removeprefix(":").strip().removeprefix("(").removesuffix(")") or None
 
     @property
     def seeds(self) -> str:
@@ -437,6 +635,14 @@ class Conclusion:
         """``mean [low, high], k of n seeds: verdict``; plain ``undefined (...)`` where the mean is."""
         text = self.interval
         return text if fmt.is_undefined(self.figure.get("mean")) else f"{text}, {self.seeds} seeds: {self.verdict}"
+
+
+def untestable(summary: Any, why: str | None) -> Any:
+    """``summary`` marked ``not tested`` for ``why`` (the design cannot test the claim, whatever the figure
+    recorded); unchanged where ``why`` is None or there is no summary."""
+    if why is None or not isinstance(summary, Mapping):
+        return summary
+    return {**summary, "verdict": verdicts.NOT_TESTED, "holds": None, "reason": f"{NOT_TESTABLE}: {why}"}
 
 
 def conclusions(metrics: Mapping[str, Any]) -> list[Conclusion]:
@@ -467,14 +673,16 @@ def conclusions(metrics: Mapping[str, Any]) -> list[Conclusion]:
         for rm, s in entries(primary, "first_error_delta_q").items():
             add(f"first_error_delta_q.{rm}", "Q after − before the first error (superseded: it measures position)", rm, s,
                 sentence=superseded_first_error_sentence(rm, s))
+    why_untestable = filter_untestable(metrics)  # the oracle itself saves (almost) nothing here: nothing to test
     for rm, f in entries(primary, "filter").items():
         threshold = f.get("threshold")
         name = (f"threshold-{threshold:g} filter" if isinstance(threshold, (int, float)) and not fmt.is_undefined(threshold)
                 else "Q filter (threshold undefined)")
-        sentence = filter_sentence(rm, f, bench)
-        add(f"filter.{rm}.saves_tokens", f"{name}: tokens saved, % (> 0)", rm, f.get("tokens_saved_pct"), 1.0, False, " %", sentence)
-        add(f"filter.{rm}.costs_accuracy", f"{name}: accuracy change, points (< 0: costs accuracy)", rm, f.get("accuracy_change"),
-            100.0, True, " points", sentence)
+        sentence = filter_sentence(rm, f, bench, why_untestable)
+        add(f"filter.{rm}.saves_tokens", f"{name}: tokens saved, % (> 0)", rm, untestable(f.get("tokens_saved_pct"), why_untestable),
+            1.0, False, " %", sentence)
+        add(f"filter.{rm}.costs_accuracy", f"{name}: accuracy change, points (< 0: costs accuracy)", rm,
+            untestable(f.get("accuracy_change"), why_untestable), 100.0, True, " points", sentence)
     pruning = mapping(metrics, "decoding", "primary", "pruning")
     if pruning:
         # every seed's tuning turned pruning off: nothing was pruned, so nothing was tested (older

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from goalrm_core.report.conclusions import (design_scope, figure_text, gate_state, judge, over_questions, scope,  # noqa: F401
-                                            seed0_delta_sentence, seeds_text, sentences)
+from goalrm_core.report.conclusions import (answer_note, answer_sentence, design_scope, figure_text, gate_state,  # noqa: F401
+                                            judge, over_questions, scope, seed0_delta_sentence, seeds_text, sentences,
+                                            spread_sentence)
 from goalrm_core.report.metrics_view import Metrics, detail_seed, entries, mapping, section, value
 from goalrm_core.report.page_parts import html_table
 from goalrm_core.report.templating import part
@@ -22,21 +23,18 @@ from goalrm_core.study.rms import HEADLINE_SETS, ID_BENCH, RMS
 
 
 def answer(metrics: Mapping) -> str:
-    """The page's first paragraph: does goal-conditioning help here (the primary ΔAUROC with its
-    interval and two-sided verdict, a "not shown" with the effect the run would have seen), and what
-    this design can and cannot test, read from its gates. Empty before notebook 04 recorded primary
+    """The page's first paragraph: does goal-conditioning help here? Its first sentence
+    (:func:`~goalrm_core.report.conclusions.answer_sentence`) gives the verdict, the primary ΔAUROC with its
+    interval, the paired RM seeds and the MDE; then what those numbers cover and what this design can and
+    cannot test, read from its gates; then each arm's spread over seeds against its targets
+    (:func:`~goalrm_core.report.conclusions.spread_sentence`). Empty before notebook 04 recorded primary
     findings (schema 2)."""
-    primary = Metrics(metrics).primary
-    d = mapping(primary, "delta_auroc")
-    if d is None:
+    first = answer_sentence(metrics)
+    if not first:
         return ""
-    bench = primary.get("benchmark", ID_BENCH)
-    reach = scope(metrics)
-    verdict = judge(d, "yes, the goal-conditioned RM ranks them better", "not shown",
-                    opposite="no, the baseline RM ranks them better")
-    first = (f"Does goal-conditioning help here? Goal-conditioned minus baseline AUROC on {bench} is "
-             f"{figure_text(d, 'positive')}, {reach}: {verdict}.")
-    return part("answer", first=first, scope=design_scope(primary))
+    spread = spread_sentence(metrics)
+    return (part("answer", first=first, scope=f"{answer_note(metrics)} {design_scope(Metrics(metrics).primary)}")
+            + (part("paragraph", text=spread, css="answer") if spread else ""))
 
 
 def step_answer(metrics: Mapping, calibration: Sequence[Mapping] = (), design: str = "") -> str:

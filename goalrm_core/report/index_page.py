@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-from goalrm_core.report.conclusions import conclusions, gate_words, over_questions
+from goalrm_core.report.conclusions import conclusions, detail_gate_reading, gate_state, gate_words, over_questions
 from goalrm_core.report.frontpage import answer, result_sections, step_answer
-from goalrm_core.report.metrics_view import PROVENANCE_KEY, TIMINGS_KEY, Metrics, entries, mapping, value
+from goalrm_core.report.metrics_view import PROVENANCE_KEY, TIMINGS_KEY, Metrics, detail_seed, entries, mapping, value
 from goalrm_core.report.provenance import provenance_html
 from goalrm_core.report.regimes import regimes_html
 from goalrm_core.report.reproduction import dropped, reruns_of, verdicts
@@ -59,7 +59,8 @@ def _gate(metrics: Mapping[str, Any]) -> str:
     (``evaluation.primary.gate``, schema 2) where recorded, else the seed-0 gate (schema 1)."""
     primary = Metrics(metrics).primary
     if (gate := mapping(primary, "gate")) is not None:
-        return gate_html(dict(gate), benchmark=primary.get("benchmark"), n_seeds=primary.get("n_seeds"))
+        return gate_html(dict(gate), benchmark=primary.get("benchmark"), n_seeds=primary.get("n_seeds"),
+                         detail_reading=detail_gate_reading(metrics))
     gate = mapping(metrics, "evaluation", "gate")
     return "" if gate is None else gate_html(dict(gate))
 
@@ -69,15 +70,19 @@ GATE_STYLE = {  # state -> (background, border)
     "failed": ("#ffebee", "#c62828"),
     "undefined": ("#fff8e1", "#b7791f"),  # amber: neither a pass nor a failure
 }
+#: The detail seed's own gate in the "all metrics" table: annotated where it reads otherwise than the verdict over seeds.
+DETAIL_GATE_KEY = "evaluation.gate.passed"
 GATE_KEYS = ("benchmark", "passed", "length_only", "state", "reason", "margin_over_length", "n_seeds")
 
 
-def gate_html(gate: Mapping, benchmark: str | None = None, n_seeds: int | None = None) -> str:
+def gate_html(gate: Mapping, benchmark: str | None = None, n_seeds: int | None = None, detail_reading: str = "") -> str:
     """The gate as a coloured notice, in one of three states: green (both RMs above length-only), red
     (the later tables are no evidence about the method), amber ("cannot be judged: <reason>", an undefined AUROC or too
     few seeds: neither a pass nor a failure). Takes the seed-0 gate (``benchmark``, ``passed``, per
     scorer ``auroc``/``ci_low``/``ci_high``) or the across-seeds one (``state``, ``reason``,
-    ``margin_over_length``: per RM an ``evaluation.stats.across_seeds`` summary)."""
+    ``margin_over_length``: per RM an ``evaluation.stats.across_seeds`` summary). ``detail_reading``: where
+    the detail seed's own gate reads otherwise (`conclusions.detail_gate_reading`), that reading, said as one
+    seed's after the verdict over seeds."""
     bench = str(gate.get("benchmark") or benchmark or "toy-id")
     if "state" in gate:
         margins = entries(gate, "margin_over_length")
@@ -98,6 +103,8 @@ def gate_html(gate: Mapping, benchmark: str | None = None, n_seeds: int | None =
     state, head, tail = gate_words(gate)
     if state == "failed" and failing:
         tail = f"Not shown for {', '.join(failing)}. " + tail
+    if detail_reading:
+        tail += " " + detail_reading
     second = mapping(gate, "well_formed")
     notice = _notice("gate", state, head, bench, scores, tail)
     return notice if second is None else notice + well_formed_gate_html(second, bench, state)
@@ -196,6 +203,11 @@ def render_index(profile: str, generated: str, stages: list[dict], metrics: Mapp
     the length gate, a summary generated from the numbers, the key figures and tables (``frontpage``),
     the stage table with links and failures, then every metric in a collapsible section."""
     rows = _flatten({k: v for k, v in metrics.items() if k not in (TIMINGS_KEY, PROVENANCE_KEY)})
+    # where the detail seed's gate reads otherwise than the verdict over seeds, its row says whose reading it is
+    seed_only = (f" (RM seed {detail_seed(metrics)} alone; over seeds the gate "
+                 f"{gate_state(Metrics(metrics).primary['gate'])[0]}: evaluation.primary.gate.state)"
+                 if detail_gate_reading(metrics) else "")
+    metric_rows = [(k, _format_value(v) + (seed_only if k == DETAIL_GATE_KEY else "")) for k, v in rows]
     sections = [_drawn("The answer", answer, metrics), _drawn("The step-verifier answer", step_answer, metrics, calibration_rows(out_dir), profile),
                 _drawn("The length gate", _gate, metrics),
                 _drawn("The result sections", result_sections, metrics)
@@ -203,4 +215,4 @@ def render_index(profile: str, generated: str, stages: list[dict], metrics: Mapp
                 + _drawn("The side-by-side section", regimes_html, profile, out_dir)]
     return render("index.html.j2", profile=profile, generated=generated, companion=companion_of(profile, out_dir),
                   sections=sections, stages=[stage_view(s, out_dir) for s in stages],
-                  metric_rows=[(k, _format_value(v)) for k, v in rows], provenance=provenance_html(metrics))
+                  metric_rows=metric_rows, provenance=provenance_html(metrics))

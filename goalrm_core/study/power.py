@@ -13,20 +13,20 @@ reports/confident/analysis-plan.md:
 
 from __future__ import annotations
 
-import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from goalrm_core.evaluation import hierarchical
 from goalrm_core.evaluation.localisation import first_error_did
+from goalrm_core.evaluation.stats import sd_upper
+from goalrm_core.evaluation.verdicts import EQUIVALENCE, LENGTH_TARGET, clears_length, equivalent  # noqa: F401
 from goalrm_core.study.records import as_rows
 from goalrm_core.study.rms import BASELINE, GOAL_CONDITIONED, PRM, PRM_LABEL, RMS
 
-#: the equivalence bound of the plan: a null whose interval lies inside ±0.05 reads "equivalent"
-EQUIVALENCE = 0.05
-#: a seed "clears" length-only when its AUROC exceeds length-only's by this much
-LENGTH_TARGET = 0.15
+# the equivalence bound of the plan (a null whose interval lies inside ±EQUIVALENCE reads "equivalent"), the margin a
+# seed clears length-only by (LENGTH_TARGET) and the SD's 80% upper bound (sd_upper) are defined once in the core
+# (evaluation.verdicts, evaluation.stats), where the front page reads them too
 EQUIVALENT = "equivalent"
 
 
@@ -52,20 +52,9 @@ def headline(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return sorted((r for r in rows if r["sample"] == 0), key=lambda r: r["question"])
 
 
-def sd_upper(values: Sequence[float], power: float = 0.8) -> float:
-    """The one-sided ``power`` upper confidence bound of the SD of ``values`` (chi-square, n − 1 df)."""
-    from scipy import stats
-
-    v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=np.float64)
-    if v.size < 2:
-        return math.nan
-    return float(math.sqrt((v.size - 1) * v.var(ddof=1) / stats.chi2.ppf(1 - power, v.size - 1)))
-
-
 def with_equivalence(summary: dict, bound: float = EQUIVALENCE) -> dict:
     """A "not shown" whose interval lies inside ``±bound`` reads :data:`EQUIVALENT` (the plan's rule)."""
-    lo, hi = summary.get("ci_low"), summary.get("ci_high")
-    if summary.get("verdict") == "not shown" and lo is not None and hi is not None and -bound < lo and hi < bound:
+    if equivalent(summary, bound):
         return {**summary, "verdict": EQUIVALENT, "equivalence_bound": bound}
     return {**summary, "equivalence_bound": bound}
 
@@ -116,7 +105,7 @@ def primary_from_records(records: Sequence[Mapping[str, Any]], n_boot: int = 200
         out[rm] = {"auroc": summarise(stats[rm], null=0.5),
                    "margin_over_length": summarise(margin),
                    "sd": float(np.std(values, ddof=1)), "sd_upper_80": sd_upper(values),
-                   "seeds_clearing_length": int(sum(v - point(length) > LENGTH_TARGET for v in values)),
+                   "seeds_clearing_length": int(sum(clears_length(v - point(length)) for v in values)),
                    "first_error_did": did_summary(arms[rm], seeds, index, n_boot, boot_seed)}
     return out
 

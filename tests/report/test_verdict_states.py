@@ -181,9 +181,14 @@ def test_the_page_opens_with_the_answer_and_what_the_design_can_test(state, gate
     page = html.unescape(frontpage.answer(metrics))
     assert page.startswith('<p class="answer"><b>Does goal-conditioning help here?') and says in page
     assert "for this policy (policy seed 0)" in page
-    words = {"holds": "yes, the goal-conditioned RM ranks them better", "reversed": "reversed: no, the baseline RM ranks them better",
-             "not shown": "not shown (an effect of 0.05 would have been seen with 80% power)", "undefined": "cannot be judged"}
-    assert words[state] in page
+    # the first sentence: the verdict, then ΔAUROC with its interval, the paired seeds and the MDE (50, item 5)
+    words = {"holds": "Yes (holds): ΔAUROC (goal-conditioned − baseline RM, toy-id) +0.050 [+0.030, +0.070] over 5 paired RM seeds, MDE 0.052.",
+             "reversed": "No, reversed (the baseline RM ranks better): ΔAUROC (goal-conditioned − baseline RM, toy-id) −0.050 [−0.070, −0.030]",
+             # its whole interval lies inside ±0.05: equivalent within it, and still "not shown", never "shown equal"
+             "not shown": "Not shown; equivalent within ±0.05: ΔAUROC (goal-conditioned − baseline RM, toy-id) +0.010 [−0.010, +0.030] over 5",
+             "undefined": "Cannot be judged (1 of 5 seeds defined: no spread over seeds to judge by): ΔAUROC (goal-conditioned − baseline RM, "
+                          "toy-id) +0.100 (no interval: undefined) over 1 of 5 paired RM seeds (4 undefined), MDE not recorded."}
+    assert page.startswith(f'<p class="answer"><b>Does goal-conditioning help here? {words[state]}'), page[:400]
     assert frontpage.answer({"schema_version": 2, "evaluation": {}}) == ""  # before notebook 04: nothing to answer
 
 
