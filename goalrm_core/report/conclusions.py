@@ -437,8 +437,8 @@ def filter_untestable(metrics: Mapping) -> str | None:
         return None
     return (f"the oracle filter (each wrong sample dropped at its first wrong line) saves only {fmt.num(saved, 2)}% of "
             f"{bench} tokens, under the {FILTER_TESTABLE_PCT:g}% a saving needs to be testable: the filter saves nothing "
-            "in a question whose every sample is wrong (it falls back to plain voting there), and nearly all wrong "
-            "samples sit in such questions")
+            "in a question whose every sample is wrong (it falls back to plain voting there), so a saving this small "
+            "means the wrong samples sit almost only in such questions")
 
 
 def delta_sentence(primary: Mapping, n_exploratory: int = 0) -> str:
