@@ -510,6 +510,11 @@ def pruning_sentence(metrics: Mapping) -> str:
                  + (f" ({threads} thread{'s' if threads != 1 else ''})" if threads else "") + ": "
                  + judge(wall, "pruning saves wall time", "a wall-time saving is not shown",
                          opposite="pruning is slower (the interval lies wholly above 1)"))
+        tokens = p.get("tokens_ratio")
+        if (verdicts.state(tokens) == verdicts.HOLDS and isinstance(wall.get("ci_low"), (int, float))
+                and wall["ci_low"] >= 1):
+            text += (" (pruning saves tokens but not wall time: at this model's size a sampling step costs about the same "
+                     "however many rows still run, and the pruned run adds the RM's scoring)")
     text += "."
     off = fmt.count(p.get("pruning_off"))
     if off is not None and n:

@@ -197,3 +197,19 @@ def test_the_page_reads_one_gate_verdict():
     assert "gate-failed" in page and "gate-passed" not in page and reading in page
     assert "True (RM seed 10 alone; over seeds the gate failed" in page
     assert conclusions.detail_gate_reading(committed("demo")) == ""  # the two agree: nothing to add
+
+
+def test_pruning_that_saves_tokens_but_not_wall_time_says_why():
+    """(54, item 3) Where pruning's token saving holds and its wall-time ratio lies wholly at or above 1, the
+    sentence says that a sampling step costs the same however many rows run; elsewhere it says nothing of it."""
+    import json
+    from pathlib import Path
+
+    from goalrm_core.report import conclusions
+
+    metrics = json.loads((Path(__file__).resolve().parents[2] / "reports" / "confident" / "metrics.json").read_text())
+    assert "saves tokens but not wall time" in conclusions.pruning_sentence(metrics)
+    wall = metrics["timings"]["decoding"]["pruning_across_seeds"]["wall_ratio"]
+    faster = {**metrics, "timings": {**metrics["timings"], "decoding": {**metrics["timings"]["decoding"], "pruning_across_seeds": {
+        "wall_ratio": {**wall, "mean": 0.8, "ci_low": 0.7, "ci_high": 0.9}}}}}
+    assert "saves tokens but not wall time" not in conclusions.pruning_sentence(faster)
