@@ -2,8 +2,8 @@
 once, and the check every one of them passes before a command is built.
 
 A command-line profile is read by :mod:`goalrm_core.recipes.paper`, not by the notebooks. Its keys are of
-three kinds: the trainer's settings under the profile's names (``rm_steps``, ``max_len``, ``bf16``: type,
-range and help from ``TrainRMConfig``, through ``study.recipe``), notebook keys that mean the same here
+three kinds: the trainer's settings in its ``rm:`` block under the trainer's names (``max_steps``, ``max_len``,
+``bf16``: type, range and help from ``TrainRMConfig``, through ``study.recipe``) and its ``seed``, notebook keys that mean the same here
 (``run_dir``, ``rm_processes``, ``filter_threshold``, ``n_boot``: ``pipeline.profile_rules``), and the keys only
 these commands read, in :data:`COMMAND_LINE_KEYS` below. Any other key is a typo and is refused, with the
 keys it resembles; a value of the wrong type or out of range is refused the same way, in one line naming
@@ -20,7 +20,8 @@ from goalrm_core.paths import shown_path
 from goalrm_core.pipeline.profile_checks import check_ranges, did_you_mean
 from goalrm_core.pipeline.profile_files import load_profile, profile_path
 from goalrm_core.pipeline.profile_rules import PROFILE_RULES
-from goalrm_core.study.recipe import RMRecipe
+from goalrm_core.study.recipe import TRAINER_KEYS
+from goalrm_core.train.config import TrainRMConfig
 
 _COUNT = Range(int, ">= 1")
 _SHARE = Range(float, "(0, 1)")
@@ -58,7 +59,8 @@ COMMAND_LINE_KEYS: dict[str, tuple[type, Range | None, str]] = {
 }
 #: the notebook keys a command-line profile may set, meaning the same as in a notebook profile
 SHARED_NOTEBOOK_KEYS = ("run_dir", "rm_processes", "filter_threshold", "n_boot")
-_RECIPE_TYPES = {f.name: {"str": str, "int": int, "float": float, "bool": bool}.get(f.type) for f in dataclasses.fields(RMRecipe)}
+_RECIPE_TYPES = {f.name: {"str": str, "int": int, "float": float, "bool": bool}.get(f.type)
+                 for f in dataclasses.fields(TrainRMConfig) if f.name in TRAINER_KEYS}
 _RECIPE_TYPES["run_dir"] = str
 
 

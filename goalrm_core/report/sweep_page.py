@@ -24,7 +24,7 @@ from goalrm_core.evaluation.stats import wilson_rate_interval as wilson  # the n
 from goalrm_core.report.metrics_view import METRICS_FILE, Auroc, Metrics, entries, mapping, read_metrics, section, value
 from goalrm_core.report.page_parts import png
 from goalrm_core.report.templating import render
-from goalrm_core.report.sweep_layout import PAIRED_FILE, PLAN_FILE, POINT_MANIFEST, format_value
+from goalrm_core.report.sweep_layout import PAIRED_FILE, PLAN_FILE, POINT_MANIFEST, format_value, renamed_record
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study import plots
 from goalrm_core.study.rms import GOAL_CONDITIONED, ID_BENCH, RMS
@@ -96,7 +96,7 @@ def base_label(plan: Mapping, rows: list[dict]) -> str:
     if base is None:
         return "the base point"
     common = plan.get("common") or {}
-    steps = common.get("rm_steps", base.get("steps"))
+    steps = common.get("max_steps", base.get("steps"))
     seeds = common.get("rm_seeds")
     n = len(seeds) if isinstance(seeds, (list, tuple)) else base.get("n_seeds")
     what = [f"{steps} RM steps" if steps else "", f"{n} RM seed{'s' if n != 1 else ''}" if n else ""]
@@ -165,7 +165,7 @@ def profile_note(plan: Mapping, rows: list[dict], report_dir: Path) -> str:
     seeds = value(m.training, GOAL_CONDITIONED, "n_seeds")
     auroc = m.auroc(GOAL_CONDITIONED, ID_BENCH)
     common = plan.get("common") or {}
-    base_steps = common.get("rm_steps", base.get("steps"))
+    base_steps = common.get("max_steps", base.get("steps"))
     base_seeds = len(common["rm_seeds"]) if isinstance(common.get("rm_seeds"), list) else base.get("n_seeds")
     if steps == base_steps and seeds == base_seeds:
         return ""
@@ -359,6 +359,7 @@ def write_comparison(report_dir: Path, report_links: bool = True) -> Path:
     plan = _read(Path(report_dir) / PLAN_FILE)
     if not isinstance(plan, dict) or "points" not in plan:
         raise ValueError(f"{Path(report_dir) / PLAN_FILE} is missing or unreadable: run the sweep first")
+    plan = renamed_record(plan, names=False)  # an older sweep's keys (contrastive_beta) under today's names
     page = Path(report_dir) / "index.html"
     atomic_write_text(page, render_comparison(plan, Path(report_dir), report_links))
     return page
