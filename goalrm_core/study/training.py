@@ -7,7 +7,6 @@ paths, strategy and seed, and :func:`train_rms` runs the trainer's command line 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -38,11 +37,11 @@ def rm_config(recipe: TrainRMConfig, run_dir, rm: str, seed: int, out_root=None,
 
     run = RunDir(run_dir)
     out = run.model(rm, seed) if out_root is None else Path(out_root) / RunDir.model_name(rm, seed)
-    return dataclasses.replace(recipe, **{
+    return TrainRMConfig.from_dict({**recipe.to_dict(), **{
         "pretrain": str(run.policy), "dataset": str(run.preference_pairs("train")), "eval_dataset": str(run.preference_pairs("eval")),
         "save_path": str(out), "metrics_path": str(rm_metrics_path(out)), "template": TEMPLATE,
         "reward_model_strategy": RM_STRATEGIES[rm], "seed": seed, **RM_OVERRIDES.get(rm, {}), **overrides,
-    })
+    }})
 
 
 def config_table(cfg: TrainRMConfig, run_dir) -> pd.DataFrame:
@@ -52,6 +51,8 @@ def config_table(cfg: TrainRMConfig, run_dir) -> pd.DataFrame:
     import pandas as pd
 
     root = os.fspath(RunDir(run_dir).root)
+    import dataclasses
+
     default = TrainRMConfig()
     rows = []
     for f in dataclasses.fields(cfg):
