@@ -101,7 +101,10 @@ def setting_key(key: str, where: str) -> str:
         if name in OLD_KEYS:
             raise ValueError(old_key_message(name, where, in_block=True))
         if name not in RM_KEYS:
-            raise ValueError(f"{where}: key {key!r} is no setting of the trainer (goalrm train-rm --help)")
+            from goalrm_core.pipeline.profile_checks import did_you_mean  # (profile_checks imports this module)
+
+            raise ValueError(f"{where}: key {key!r} is no setting of the trainer (goalrm train-rm --help)"
+                             f"{did_you_mean(name, RM_KEYS)}")
         return name
     if key in OLD_KEYS:
         raise ValueError(old_key_message(key, where))
