@@ -161,6 +161,15 @@ class SweepPlan:
                 return p.name
         return None
 
+    def report_folder(self, point: str) -> Path:
+        """Point ``point``'s report folder: its own, or an older sweep's named before the ``rm:`` block
+        (``contrastive_beta=0.1`` for ``contrastive_loss_beta=0.1``, :func:`point_folder`)."""
+        return point_folder(self.report_dir, point)
+
+    def run_folder(self, point: str) -> Path:
+        """Point ``point``'s run folder, found as :meth:`report_folder` finds its report folder."""
+        return point_folder(self.run_root, point)
+
     def overrides(self, point: Point) -> dict:
         """What the point's report runs with on top of the base profile."""
         return {**self.common, **point.values, "run_dir": _shown_path(self.run_root / point.name),
@@ -362,7 +371,7 @@ def _link_shared(plan: SweepPlan, run: Path) -> None:
 def point_complete(plan: SweepPlan, point: Point) -> bool:
     """The point's manifest is there and records the overrides and stages it would run with now."""
     try:
-        manifest = json.loads((point_folder(plan.report_dir, point.name) / POINT_MANIFEST).read_text(encoding="utf-8"))
+        manifest = json.loads((plan.report_folder(point.name) / POINT_MANIFEST).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return False
     if not isinstance(manifest, dict):
@@ -390,30 +399,31 @@ def record_paired_deltas(plan: SweepPlan, n_boot: int = 1000, seed: int = 0) -> 
     bootstrap Δ of the goal-conditioned RM's seed-0 reward AUROC, point − base point, on the same
     headline generations of the primary benchmark (every point shares the base run's data), written
     to ``<point>/paired_vs_base.json`` for the comparison page. Returns the points recorded; a point
-    whose scored generations are missing or differ from the base point's is left out."""
+    whose scored generations are missing or differ from the base point's is left out. A point of an older
+    sweep is found in its folders as they were named (:meth:`SweepPlan.report_folder`, :meth:`SweepPlan.run_folder`)."""
     from goalrm_core.evaluation.tables import delta_auroc  # the scoring stack: only once points have run
     from goalrm_core.study.artifacts import headline_rows
     from goalrm_core.study.rms import GOAL_CONDITIONED, ID_BENCH
 
     base = plan.default_point
-    if base is None or not (plan.report_dir / base / POINT_MANIFEST).exists():
+    if base is None or not (plan.report_folder(base) / POINT_MANIFEST).exists():
         return []
     headline = str(plan.settings.get("headline", "greedy"))
     detail_seed = int((plan.settings.get("rm_seeds") or [0])[0])  # the RM seed of the detail tables
     try:
-        base_rows = headline_rows(plan.run_root / base, GOAL_CONDITIONED, ID_BENCH, headline, detail_seed)
+        base_rows = headline_rows(plan.run_folder(base), GOAL_CONDITIONED, ID_BENCH, headline, detail_seed)
     except (OSError, ValueError):
         return []
     done = []
     for p in plan.points:
-        if p.name == base or not (plan.report_dir / p.name / POINT_MANIFEST).exists():
+        if p.name == base or not (plan.report_folder(p.name) / POINT_MANIFEST).exists():
             continue
         try:
-            rows = headline_rows(plan.run_root / p.name, GOAL_CONDITIONED, ID_BENCH, headline, detail_seed)
+            rows = headline_rows(plan.run_folder(p.name), GOAL_CONDITIONED, ID_BENCH, headline, detail_seed)
             d = delta_auroc(rows, base_rows, n_boot=n_boot, seed=seed)
         except (OSError, ValueError):
             continue
-        atomic_write_json(plan.report_dir / p.name / PAIRED_FILE,
+        atomic_write_json(plan.report_folder(p.name) / PAIRED_FILE,
                           {"base_point": base, "rm": GOAL_CONDITIONED, "benchmark": ID_BENCH, "headline": headline, "rm_seed": 0,
                            "n_boot": n_boot, "delta": d["delta"], "ci_low": d["ci_low"], "ci_high": d["ci_high"],
                            "p_value": d["p_value_two_sided"]})
@@ -456,7 +466,7 @@ def run_sweep(plan: SweepPlan, jobs: int = 1, log: Callable[[str], Any] | None =
         if point_complete(plan, p):
             log(f"[{p.name}] complete: skipped")
             continue
-        (plan.report_dir / p.name / POINT_MANIFEST).unlink(missing_ok=True)
+        plan.report_folder(p.name).joinpath(POINT_MANIFEST).unlink(missing_ok=True)  # (an older sweep's folder too)
         _link_shared(plan, plan.run_root / p.name)
         todo.append({"point": p.name, "values": p.values, "profile": plan.profile, "overrides": plan.overrides(p),
                      "notebooks_dir": str(plan.notebooks_dir), "params_dir": str(plan.params_dir),

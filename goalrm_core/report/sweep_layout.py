@@ -51,6 +51,23 @@ def point_folder(report_dir: Path, name: str) -> Path:
     return next((p for p in sorted(Path(report_dir).iterdir()) if p.is_dir() and renamed_point(p.name) == name), own)
 
 
+def renamed_parameters(parameters: Mapping[str, Any]) -> dict:
+    """A point's parameters as an older sweep recorded them (a manifest's ``overrides``, a report's recorded
+    profile) under today's names: every key through the rename rule, and the point's run folder (``run_dir``)
+    named as its point is now.
+
+    >>> renamed_parameters({"rm_steps": 200, "run_dir": "runs/demo-sweep-ablations/contrastive_beta=0.1"})
+    {'max_steps': 200, 'run_dir': 'runs/demo-sweep-ablations/contrastive_loss_beta=0.1'}
+    """
+    from goalrm_core.study.recipe import renamed
+
+    out = {renamed(k): v for k, v in parameters.items()}
+    if isinstance(out.get("run_dir"), str):
+        run_dir = PurePosixPath(out["run_dir"])
+        out["run_dir"] = str(run_dir.parent / renamed_point(run_dir.name))
+    return out
+
+
 def renamed_record(record: Mapping[str, Any], names: bool = True) -> dict:
     """A sweep's record (``sweep.json``, a ``point.json``) with every profile key and (``names``) point name read
     through the rename rule, so an older sweep's files read under today's names. Without ``names`` the points
@@ -67,9 +84,8 @@ def renamed_record(record: Mapping[str, Any], names: bool = True) -> dict:
     for field in ("point", "default_point") if names else ():
         if isinstance(out.get(field), str):
             out[field] = renamed_point(out[field])
-    if names and isinstance(out.get("overrides"), Mapping) and isinstance(out["overrides"].get("run_dir"), str):
-        run_dir = PurePosixPath(out["overrides"]["run_dir"])
-        out["overrides"]["run_dir"] = str(run_dir.parent / renamed_point(run_dir.name))
+    if names and isinstance(out.get("overrides"), Mapping):
+        out["overrides"] = renamed_parameters(out["overrides"])
     if isinstance(out.get("points"), list):
         out["points"] = [{**p, "name": renamed_point(p["name"]) if names else p["name"], "values": keys(p.get("values", {}))}
                          if isinstance(p, Mapping) else p
