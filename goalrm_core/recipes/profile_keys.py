@@ -20,7 +20,7 @@ from goalrm_core.paths import shown_path
 from goalrm_core.pipeline.profile_checks import check_ranges, did_you_mean
 from goalrm_core.pipeline.profile_files import load_profile, profile_path
 from goalrm_core.pipeline.profile_rules import PROFILE_RULES
-from goalrm_core.study.recipe import TRAINER_KEYS
+from goalrm_core.study.recipe import OLD_KEYS, TRAINER_KEYS, old_key_message
 from goalrm_core.train.config import TrainRMConfig
 
 _COUNT = Range(int, ">= 1")
@@ -81,6 +81,8 @@ def check_command_line_profile(profile: Mapping[str, Any], source: str, sources:
     known = {*_RECIPE_TYPES, *COMMAND_LINE_KEYS, *SHARED_NOTEBOOK_KEYS}
     for key, value in profile.items():
         where = (sources or {}).get(key, source)
+        if key in OLD_KEYS:  # a key of the profiles before the rm: block: its new name
+            raise ValueError(old_key_message(key, where))
         if key not in known:
             raise ValueError(f"{where}: key {key!r} is not read by the command-line profiles{did_you_mean(key, known)}")
         expected, rule = (COMMAND_LINE_KEYS[key][:2] if key in COMMAND_LINE_KEYS
