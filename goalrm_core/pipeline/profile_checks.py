@@ -10,9 +10,9 @@ to ``--set`` values alike, before any kernel starts.
 from __future__ import annotations
 
 import ast
-import difflib
 from typing import Any, Iterable, Mapping
 
+from goalrm_core.flags import did_you_mean
 from goalrm_core.pipeline.profile_rules import PROFILE_RULES, RELATIONS
 from goalrm_core.pipeline.profile_values import parse_value
 from goalrm_core.study.recipe import RM_KEYS, trainer_settings
@@ -56,12 +56,6 @@ def _type_matches(expected: type, value: Any) -> bool:
 # Keys the runner itself reads (the report's name, where the run goes, the pinned thread count): a
 # profile may set them although no notebook declares them.
 RUNNER_READS = ("profile", "run_dir", "torch_threads")
-
-
-def did_you_mean(key: str, known: Iterable[str]) -> str:
-    """``"; did you mean a, b?"`` for the known names close to ``key``, else ``""``."""
-    close = difflib.get_close_matches(key, sorted(set(known)), n=3)
-    return f"; did you mean {', '.join(close)}?" if close else ""
 
 
 def declared_keys_of(declared: Mapping[str, Mapping[str, Any]]) -> set[str]:

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from goalrm_core.flags import safe_path_part
+from goalrm_core.flags import did_you_mean, safe_path_part
 from goalrm_core.paths import resolve_path, shown_path
 from goalrm_core.pipeline.profile_values import check_value
 from goalrm_core.study.recipe import RM_BLOCK, RM_KEYS, old_key_message
@@ -143,8 +143,6 @@ BASE_KEY = "base"
 def rm_block(block: Any, where: str) -> dict:
     """A profile's ``rm:`` block (``where`` names it in errors), checked: a mapping of trainer settings
     (:data:`~goalrm_core.study.recipe.RM_KEYS`) to flat values; an old key is refused with its new name."""
-    from goalrm_core.pipeline.profile_checks import did_you_mean
-
     if block is None:
         return {}
     if not isinstance(block, dict):

@@ -15,9 +15,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
-from goalrm_core.flags import Range
+from goalrm_core.flags import Range, did_you_mean
 from goalrm_core.paths import shown_path
-from goalrm_core.pipeline.profile_checks import check_ranges, did_you_mean
+from goalrm_core.pipeline.profile_checks import check_ranges
 from goalrm_core.pipeline.profile_files import load_profile, profile_path
 from goalrm_core.pipeline.profile_rules import PROFILE_RULES
 from goalrm_core.study.recipe import OLD_KEYS, TRAINER_KEYS, old_key_message

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
+from goalrm_core.flags import did_you_mean
 from goalrm_core.train.config import OUTPUT_FIELDS, TrainRMConfig
 
 #: the profile's block of trainer settings
@@ -101,8 +102,6 @@ def setting_key(key: str, where: str) -> str:
         if name in OLD_KEYS:
             raise ValueError(old_key_message(name, where, in_block=True))
         if name not in RM_KEYS:
-            from goalrm_core.pipeline.profile_checks import did_you_mean  # (profile_checks imports this module)
-
             raise ValueError(f"{where}: key {key!r} is no setting of the trainer (goalrm train-rm --help)"
                              f"{did_you_mean(name, RM_KEYS)}")
         return name
