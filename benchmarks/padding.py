@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from goalrm_core.model.encoding import PreferenceCollator  # noqa: E402
 from goalrm_core.pipeline.profile_files import load_profile  # noqa: E402
-from goalrm_core.study.recipe import RMRecipe, rm_max_len  # noqa: E402
+from goalrm_core.study.recipe import notebook_recipe  # noqa: E402
 from goalrm_core.study.training import rm_config  # noqa: E402
 from goalrm_core.train.batching import epoch_batches, item_length, load_items, load_tokenizer  # noqa: E402
 
@@ -80,9 +80,9 @@ def main(argv=None) -> int:
         p.error("--run_dir and --name are needed to measure (or --doc to write the table)")
 
     values = load_profile(args.profile)
-    recipe = RMRecipe.from_profile(values)
+    recipe = notebook_recipe(values)
     with tempfile.TemporaryDirectory() as tmp:  # notebook 02's config of the baseline RM, seed 0
-        cfg = rm_config(recipe, args.run_dir, "baseline", 0, out_root=tmp, max_len=rm_max_len(values["max_new_tokens"]))
+        cfg = rm_config(recipe, args.run_dir, "baseline", 0, out_root=tmp)
         tokenizer = load_tokenizer(cfg)
         items, _, _ = load_items(cfg, tokenizer, say=lambda line: None)
     lengths = [item_length(it) for it in items]

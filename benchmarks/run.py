@@ -56,6 +56,7 @@ from goalrm_core.model.templates import apply_template  # noqa: E402
 from goalrm_core.generated_block import update_file  # noqa: E402
 from goalrm_core.pipeline.profile_files import load_profile  # noqa: E402
 from goalrm_core.study.training import notebook_recipe  # noqa: E402
+from goalrm_core.train.config import TrainRMConfig  # noqa: E402
 from goalrm_core.tasks.toymath import problems as toymath  # noqa: E402
 from goalrm_core.tasks.toymath.pipeline import TEMPLATE, configs_from_profile  # noqa: E402
 from goalrm_core.tasks.toymath.policy import build_policy  # noqa: E402
@@ -86,7 +87,7 @@ class Setup:
 
     def config(self, **flags):
         """Notebook 02's trainer config of the profile (``flags``: trainer flags that win over it)."""
-        return notebook_recipe(self.values).config(**{"pretrain": "unused", **flags})
+        return TrainRMConfig.from_dict({**notebook_recipe(self.values).to_dict(), "pretrain": "unused", **flags})
 
     @property
     def recipe(self):

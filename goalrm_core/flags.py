@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import argparse
 import contextvars
+import difflib
 import math
 import numbers
 import os
 import re
 import sys
+from typing import Iterable
 
 
 class Range:
@@ -266,3 +268,13 @@ def path_part(text: str) -> str:
         return safe_path_part(text, "name")
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def did_you_mean(key: str, known: Iterable[str]) -> str:
+    """``"; did you mean a, b?"`` for the known names close to ``key``, else ``""``.
+
+    >>> did_you_mean("max_stepz", ["max_steps", "seed"]), did_you_mean("x", ["seed"])
+    ('; did you mean max_steps?', '')
+    """
+    close = difflib.get_close_matches(key, sorted(set(known)), n=3)
+    return f"; did you mean {', '.join(close)}?" if close else ""

@@ -36,7 +36,8 @@ from goalrm_core.data.io import append_jsonl  # noqa: E402
 from goalrm_core.evaluation import tables  # noqa: E402
 from goalrm_core.study.artifacts import HEADLINE_SETS, first_samples  # noqa: E402
 from goalrm_core.study.rms import STRATEGY  # noqa: E402
-from goalrm_core.study.training import RMRecipe, rm_max_len, train_rms  # noqa: E402
+from goalrm_core.study.training import notebook_recipe, train_rms  # noqa: E402
+from goalrm_core.train.config import TrainRMConfig  # noqa: E402
 from goalrm_core.pipeline.profile_files import load_profile  # noqa: E402
 from goalrm_core.tasks.toymath.pipeline import TEMPLATE  # noqa: E402
 from goalrm_core.model.reward_model import load_reward_model  # noqa: E402
@@ -51,13 +52,10 @@ from goalrm_core.tasks.toymath.pipeline import read_generations, task_config, tr
 TABLE = ROOT / "reports" / "calibration" / "rm.jsonl"
 
 
-def profile_recipe(profile: str) -> RMRecipe:
-    """Notebook 02's recipe as the profile sets it (steps, rates, batch, encoding, contrastive
+def profile_recipe(profile: str) -> TrainRMConfig:
+    """Notebook 02's recipe as the profile sets it (its rm: block: steps, rates, batch, encoding, contrastive
     settings), with the evaluation passes off: the table records the final held-out accuracy."""
-    values = load_profile(profile)
-    recipe = RMRecipe.from_profile(values)
-    return dataclasses.replace(recipe, rm_eval_steps=-1, max_len=rm_max_len(values["max_new_tokens"]), max_epochs=1000,
-                               logging_steps=5)
+    return dataclasses.replace(notebook_recipe(load_profile(profile)), eval_steps=-1)
 
 
 # The trainer flags a row records (the paths, strategy and seed are recorded apart).
@@ -132,7 +130,7 @@ def main(argv=None) -> int:
     if data["path"] is not None:
         overrides.setdefault("dataset", str(data["path"]))
     base = profile_recipe(args.profile)
-    ran = base.config(**overrides)  # unknown flags stop here, before any training
+    ran = TrainRMConfig.from_dict({**base.to_dict(), **overrides})  # unknown flags stop here, before any training
     recipe = {**{k: getattr(ran, k) for k in RECORDED_FLAGS}, **{k: v for k, v in overrides.items() if k != "dataset"}}
     # one recipe name is one recipe: the table averages a name's seeds, so rows of another recipe under it are refused
     # before anything trains (scripts/calibration_table.py refuses them too when it renders)

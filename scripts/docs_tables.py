@@ -20,7 +20,7 @@ from goalrm_core.generated_block import update_file  # noqa: E402
 from goalrm_core.model.strategies import strategies_table  # noqa: E402
 from goalrm_core.recipes.profile_keys import command_line_keys_table  # noqa: E402
 from goalrm_core.pipeline.profile_rules import profile_keys_table  # noqa: E402
-from goalrm_core.study.recipe import alias_table  # noqa: E402
+from goalrm_core.study.recipe import old_keys_table  # noqa: E402
 from goalrm_core.tasks.toymath.problems import benchmark_table  # noqa: E402
 from goalrm_core.train.config import official_defaults_table  # noqa: E402
 
@@ -29,7 +29,7 @@ COMMAND = "python scripts/docs_tables.py --write"
 #: (document, the source its markers name) -> the function that writes the table
 TABLES = {
     ("docs/migration.md", "OFFICIAL_DEFAULTS in goalrm_core/train/config.py"): official_defaults_table,
-    ("docs/migration.md", "PROFILE_ALIASES in goalrm_core/study/recipe.py"): alias_table,
+    ("docs/migration.md", "OLD_KEYS in goalrm_core/study/recipe.py"): old_keys_table,
     ("docs/toymath.md", "CHAIN_BENCHMARKS in goalrm_core/tasks/toymath/problems.py"): benchmark_table,
     ("docs/profiles.md", "PROFILE_RULES and PROFILE_HELP in goalrm_core/pipeline/profile_rules.py"): profile_keys_table,
     ("docs/profiles.md", "COMMAND_LINE_KEYS in goalrm_core/recipes/profile_keys.py"): command_line_keys_table,

@@ -10,6 +10,8 @@ committed. A manifest is written back only where the point's ``metrics.json`` ho
 sweep runs and its recorded profile parameters equal the overrides the plan gives that point today (the
 same test :func:`goalrm_core.pipeline.sweep.point_complete` applies); anything else is refused and nothing
 is written. Each restored manifest says so (``restored``) and has no ``finished`` time: the original was lost.
+A point of a sweep run before the profiles' ``rm:`` block is found in its folder as it was named
+(``contrastive_beta=0.1``) and its recorded parameters read under today's names (``rm_steps`` is ``max_steps``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import sys
 
 from goalrm_core.data.io import atomic_write_json
 from goalrm_core.pipeline.sweep import load_sweep_spec, plan_sweep
-from goalrm_core.report.sweep_layout import POINT_MANIFEST
+from goalrm_core.report.sweep_layout import POINT_MANIFEST, renamed_parameters
 
 
 def main(argv=None) -> int:
@@ -33,7 +35,7 @@ def main(argv=None) -> int:
                       seeds=spec["seeds"], common=spec["common"], name=spec["name"], reports_root=args.reports_dir)
     manifests, faults = {}, []
     for point in plan.points:
-        folder = plan.report_dir / point.name
+        folder = plan.report_folder(point.name)
         if (folder / POINT_MANIFEST).exists():
             continue
         try:
@@ -42,7 +44,7 @@ def main(argv=None) -> int:
             faults.append(f"{folder / 'metrics.json'}: {err}")
             continue
         missing = [s for s in plan.stages if s.split("_", 1)[-1] not in metrics]  # a stage writes the section of its topic
-        recorded = metrics.get("provenance", {}).get("profile", {}).get("parameters", {})
+        recorded = renamed_parameters(metrics.get("provenance", {}).get("profile", {}).get("parameters", {}))
         overrides = json.loads(json.dumps(plan.overrides(point)))
         differ = {k: (recorded.get(k), v) for k, v in overrides.items() if recorded.get(k) != v}
         if missing or differ:

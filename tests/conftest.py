@@ -70,6 +70,16 @@ def tiny_policy_dir(tiny_run):
     return tiny_run.policy
 
 
+def profile_file(resolved: dict) -> dict:
+    """A resolved profile (:func:`~goalrm_core.pipeline.profile_files.load_profile`) as a profile file writes
+    it: the trainer's settings (``study.recipe.RM_KEYS``) in its ``rm:`` block, the other keys as they are;
+    ``load_profile`` reads the file back to ``resolved``."""
+    from goalrm_core.study.recipe import RM_BLOCK, RM_KEYS
+
+    block = {k: v for k, v in resolved.items() if k in RM_KEYS}
+    return {**{k: v for k, v in resolved.items() if k not in RM_KEYS}, **({RM_BLOCK: block} if block else {})}
+
+
 def smoke_run(tmp_path_factory, name):
     """``goalrm report --profile smoke`` with its run directory in tmp (tests never touch runs/) and
     one thread, since identical numbers need an identical thread count. Returns (exit code, the
@@ -83,7 +93,7 @@ def smoke_run(tmp_path_factory, name):
     root = tmp_path_factory.mktemp(name)
     profile = load_profile("smoke") | {"run_dir": str(root / "run"), "torch_threads": 1}
     (root / "params").mkdir()
-    (root / "params" / "smoke.yaml").write_text(yaml.safe_dump(profile))
+    (root / "params" / "smoke.yaml").write_text(yaml.safe_dump(profile_file(profile)))
     code = run_report("smoke", params_dir=root / "params", reports_root=root / "reports", notebooks_dir=resolve_path("notebooks"))
     return code, root / "reports" / "smoke", root / "run"
 

@@ -105,7 +105,7 @@ def test_an_over_long_value_is_cut_in_the_error_line(capsys):
         f"unknown encoding '{'x' * 59}…(5,003 characters)'; valid: a"
     from goalrm_core.pipeline.runner import main as report_main
 
-    assert report_main(["--profile", "smoke", "--dry-run", "--set", f"encoding={long}"]) == 2
+    assert report_main(["--profile", "smoke", "--dry-run", "--set", f"rm.encoding={long}"]) == 2
     err = capsys.readouterr().err
     assert len(err) < 300 and "(5,003 characters)'; valid: official, split" in err
 

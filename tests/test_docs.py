@@ -119,21 +119,22 @@ def _docs_tables():
 
 
 def test_the_tables_the_code_defines_are_generated_from_it():
-    """docs/'s tables of the official defaults, the profile aliases, the ToyMath benchmarks, the profile keys (notebook and command-line)
-    and the contrastive strategies are their definitions in the code, one row per entry (``python scripts/docs_tables.py --write``)."""
+    """docs/'s tables of the official defaults, the renamed profile keys, the ToyMath benchmarks, the profile keys (notebook and
+    command-line) and the contrastive strategies are their definitions in the code, one row per entry
+    (``python scripts/docs_tables.py --write``)."""
     from goalrm_core.model.strategies import CONTRASTIVE_STRATEGIES
     from goalrm_core.recipes.profile_keys import COMMAND_LINE_KEYS
     from goalrm_core.pipeline.profile_rules import PROFILE_HELP
-    from goalrm_core.study.recipe import PROFILE_ALIASES, profile_flags
+    from goalrm_core.study.recipe import OLD_KEYS, TRAINER_KEYS
     from goalrm_core.tasks.toymath.problems import CHAIN_BENCHMARKS
     from goalrm_core.train.config import OFFICIAL_DEFAULTS
 
     tables = _docs_tables()
     assert tables.stale(write=False) == [], "run: python scripts/docs_tables.py --write"
     firsts = {"OFFICIAL_DEFAULTS": [f"`--{name}`" for name in OFFICIAL_DEFAULTS],
-              "PROFILE_ALIASES": [f"`{key}`" for key in PROFILE_ALIASES],
+              "OLD_KEYS": [f"`{key}`" for key in OLD_KEYS],
               "CHAIN_BENCHMARKS": [f"`{name}`" for name in CHAIN_BENCHMARKS],
-              "PROFILE_RULES": [f"`{key}`" for key in PROFILE_HELP if key not in profile_flags()],
+              "PROFILE_RULES": [f"`{key}`" for key in PROFILE_HELP if key not in TRAINER_KEYS],
               "COMMAND_LINE_KEYS": [f"`{key}`" for key in COMMAND_LINE_KEYS],
               "CONTRASTIVE_STRATEGIES": [f"`{name}`" for name in CONTRASTIVE_STRATEGIES]}
     for (doc, source), _ in tables.TABLES.items():

@@ -1,7 +1,7 @@
-"""A new contrastive strategy with one hyperparameter is four hand-edited files: its scoring function
-(``model/strategies.py``), its hyperparameter (``train/config.py``), the demo profile's value
-(``params/demo.yaml``) and its test. Everything else (the trainer's flags and checks, the profile rules
-and the profile <-> flag mapping, notebook 02's parameters through ``goalrm sync-notebooks``) follows.
+"""A new contrastive strategy with one hyperparameter is three hand-edited files: its scoring function
+(``model/strategies.py``), its hyperparameter (``train/config.py``) and its test. Everything else (the trainer's
+flags and checks, the profile's ``rm:`` key of the same name and its rule, notebook 02's parameters, which the
+runner hands every ``rm`` key) follows; no profile, not even the demo, needs to name it.
 
 The test does exactly that in a copy of the project and then trains one step of a tiny RM with the new
 strategy along the path a report takes: a profile on the demo resolves and passes the checks, notebook
@@ -38,8 +38,7 @@ def _cosine_scaled(source, goal, contrastive_scale):
     return contrastive_scale * cosine_matrix(source, goal)
 '''
 FIELD = '    contrastive_scale: float = _help("cosine_scaled: the factor on each cosine.", 1.0, range=Range(float, "> 0"))\n'
-DEMO_VALUE = "contrastive_scale: 2.0\n"
-HAND_EDITED = ("goalrm_core/model/strategies.py", "goalrm_core/train/config.py", "params/demo.yaml", "tests/test_extension.py")
+HAND_EDITED = ("goalrm_core/model/strategies.py", "goalrm_core/train/config.py", "tests/test_extension.py")
 
 # Run in the copy: generate, resolve, check, build the config as notebook 02 does, train through the command line.
 SCRIPT = r'''
@@ -52,12 +51,11 @@ from goalrm_core.cli import main
 from goalrm_core.pipeline.notebook_params import declared_parameters
 from goalrm_core.pipeline.profile_checks import check_settings
 from goalrm_core.pipeline.profile_files import load_profile
-from goalrm_core.pipeline.runner import discover_stages, inspect_stages
+from goalrm_core.pipeline.runner import discover_stages, inspect_stages, stage_parameters
 from goalrm_core.study.training import notebook_recipe, rm_config
 
-assert main(["sync-notebooks"]) == 0                                       # generated, not hand-edited
-assert declared_parameters(Path("notebooks/02_training.ipynb"))["contrastive_scale"]["default"] == "2.0"
-assert main(["sync-notebooks", "--check"]) == 0
+assert main(["sync-notebooks", "--check"]) == 0                            # the notebooks need no edit
+assert "contrastive_scale" not in declared_parameters(Path("notebooks/02_training.ipynb"))
 
 declared = inspect_stages(discover_stages(Path("notebooks")))
 settings = load_profile("scaled")                                          # base: demo + the new strategy
@@ -70,7 +68,8 @@ except ValueError as e:
 else:
     raise AssertionError("a scale out of range passed")
 
-params = {k: settings[k] for k in declared["02_training"] if k in settings}  # what papermill hands notebook 02
+params = stage_parameters("scaled", settings, declared["02_training"], Path("r"), "02_training")  # what papermill hands notebook 02
+assert params["contrastive_scale"] == 3.0
 cfg = rm_config(notebook_recipe(params), sys.argv[1], "goal-conditioned", 0)
 assert (cfg.contrastive_strategy, cfg.contrastive_scale) == ("cosine_scaled", 3.0)
 argv = cfg.to_argv()
@@ -93,19 +92,18 @@ def _edit(path, anchor, text, after=True):
     path.write_text(source.replace(anchor, anchor + text if after else text + anchor))
 
 
-def test_a_new_strategy_with_a_hyperparameter_is_four_files_and_trains(tmp_path):
+def test_a_new_strategy_with_a_hyperparameter_is_three_files_and_trains(tmp_path):
     project = tmp_path / "project"
     _copy_project(project)
-    # the three edits besides this test
+    # the two edits besides this test
     (project / HAND_EDITED[0]).write_text((project / HAND_EDITED[0]).read_text() + STRATEGY)
     config = project / HAND_EDITED[1]
     _edit(config, next(line + "\n" for line in config.read_text().splitlines() if line.startswith("    contrastive_loss_beta:")), FIELD)
-    (project / HAND_EDITED[2]).write_text((project / HAND_EDITED[2]).read_text() + DEMO_VALUE)
     # a profile that uses it (not one of the files to edit: any profile may now choose it)
     (project / "params" / "scaled.yaml").write_text(
-        "base: demo\ncontrastive_strategy: cosine_scaled\ncontrastive_scale: 3.0\n"
-        "rm_steps: 1\nrm_batch_size: 2\nrm_micro_batch_size: 2\nrm_eval_steps: -1\nsim_samples: 2\nunsim_samples: 3\n"
-        "contrastive_pairs: all\n")
+        "base: demo\nrm:\n  contrastive_strategy: cosine_scaled\n  contrastive_scale: 3.0\n"
+        "  max_steps: 1\n  train_batch_size: 2\n  micro_train_batch_size: 2\n  eval_steps: -1\n  sim_samples: 2\n  unsim_samples: 3\n"
+        "  contrastive_pairs: all\n")
     run = make_tiny_run(tmp_path / "run").root  # a tiny policy and pairs (goalrm tiny-run)
     seen = tmp_path / "seen.txt"
     env = {**os.environ, "PYTHONPATH": str(project), "OMP_NUM_THREADS": "1", "SCALE_SEEN": str(seen)}
@@ -116,9 +114,9 @@ def test_a_new_strategy_with_a_hyperparameter_is_four_files_and_trains(tmp_path)
     # the scoring function got the profile's value, and under the official `all` pairing every row's 2 positive
     # sources with its 2 goals and its 3 negative sources with its 3 goals: the loss pairs them, not the strategy
     assert set(seen.read_text().splitlines()) == {"3.0 (2, 2) (2, 2)", "3.0 (2, 3) (2, 3)"}, seen.read_text()
-    # the other files a strategy used to need are untouched, the notebooks only regenerated
+    # the other files a strategy used to need are untouched, the notebooks too
     for name in ("goalrm_core/choices.py", "goalrm_core/model/losses.py", "goalrm_core/study/recipe.py",
-                 "goalrm_core/pipeline/profile_rules.py", "params/smoke.yaml"):
+                 "goalrm_core/pipeline/profile_rules.py", "params/demo.yaml", "params/smoke.yaml", "notebooks/02_training.ipynb"):
         assert (project / name).read_text() == (ROOT / name).read_text(), name
     assert "contrastive_scale = 2.0" in (project / "notebooks" / "02_training.ipynb").read_text()
 

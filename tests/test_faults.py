@@ -119,7 +119,7 @@ def test_yaml_keys_given_twice_and_sweep_values_of_the_wrong_kind(tmp_path):
     (tmp_path / "p.yaml").write_text("n_samples: 4\nseed: 1\nn_samples: 8\n")
     with pytest.raises(ValueError, match=r"p\.yaml:3: key 'n_samples' is given twice \(first on line 1\)"):
         load_profile("p", tmp_path)
-    (tmp_path / "nan.yaml").write_text("rm_learning_rate: .nan\n")
+    (tmp_path / "nan.yaml").write_text("rm:\n  learning_rate: .nan\n")
     with pytest.raises(ValueError, match="must be a finite number"):
         load_profile("nan", tmp_path)
     specs = {"grid": "sweep:\n  grid:\n    rm_seeds: [[0]]\n    rm_seeds: [[1]]\n",

@@ -59,7 +59,7 @@ def test_training_representation_and_evaluation_metrics(smoke_report):
     m = load_metrics(reports)
     for rm in ("baseline", "goal-conditioned"):
         assert 0.0 <= m["training"][rm]["eval_accuracy"] <= 1.0
-        assert m["training"][rm]["steps"] == load_profile("smoke")["rm_steps"]
+        assert m["training"][rm]["steps"] == load_profile("smoke")["max_steps"]
         rep = m["representations"][rm]
         assert -1.0 <= rep["cos_correct_mean"] <= 1.0 and -1.0 <= rep["cos_incorrect_mean"] <= 1.0
         detail = load_profile("smoke")["rm_seeds"][0]  # not 0: the detail tables follow the profile's first seed
@@ -168,7 +168,7 @@ def test_metrics_record_provenance(smoke_report):
     prov = load_metrics(reports)["provenance"]
     assert prov["profile"]["name"] == "smoke"
     assert prov["profile"]["parameters"]["torch_threads"] == 1 == prov["threads"]["used"]
-    assert prov["profile"]["parameters"]["rm_steps"] == load_profile("smoke")["rm_steps"]
+    assert prov["profile"]["parameters"]["max_steps"] == load_profile("smoke")["max_steps"]
     assert set(prov["versions"]) >= {"torch", "transformers", "deepspeed", "papermill"}
     assert all(prov["versions"][p] for p in ("torch", "transformers", "deepspeed", "papermill"))
     assert prov["machine"]["cores"] >= 1 and prov["date"]

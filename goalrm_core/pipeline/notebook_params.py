@@ -4,7 +4,8 @@ A notebook opened in JupyterLab runs with the defaults in its ``parameters`` cel
 must be the profile the report is named after, or an interactive run is another experiment under the
 demo's name. This module writes each cell whole, names and values, from the resolved demo profile:
 a notebook keeps the keys it declares, and a key the profile sets that no notebook declares yet is
-added to the notebook that reads its kind (a trainer setting to notebook 02, :data:`TRAINING_STAGE`).
+added to the notebook that reads its kind (a trainer setting of the ``rm:`` block, under its own name, to
+notebook 02, :data:`TRAINING_STAGE`).
 Comment lines written in a cell stay above the key they precede. ``goalrm sync-notebooks --check``
 (a test runs it) fails when a cell has drifted.
 
@@ -26,7 +27,8 @@ from typing import Any, Mapping
 SOURCE_PROFILE = "demo"
 INTERACTIVE_ROOT = "runs/interactive"
 RUNNER_KEYS = ("profile", "run_dir", "reports_dir")
-#: the notebook that trains the RMs: it declares every trainer setting the profile gives
+#: the notebook that trains the RMs: it declares every trainer setting the demo profile gives, and receives
+#: every one a profile gives (``runner.stage_parameters``)
 TRAINING_STAGE = "02_training"
 _HEADER = (f"# generated from params/{SOURCE_PROFILE}.yaml by `goalrm sync-notebooks` (edit the profile, not this cell);\n"
            f"# run by hand, this notebook writes under {INTERACTIVE_ROOT}/, never into reports/\n")
@@ -144,14 +146,13 @@ def _cell_of(path: Path) -> tuple[dict, dict, str]:
 
 def notebook_keys(paths: list[Path], profile: Mapping[str, Any]) -> dict[Path, list[str]]:
     """The keys each notebook's cell holds: those it declares now and, for the training notebook,
-    every trainer setting the profile gives that no notebook declares yet."""
-    from goalrm_core.study.recipe import profile_flags
+    every trainer setting of the profile's ``rm:`` block it does not hold yet."""
+    from goalrm_core.study.recipe import RM_KEYS
 
     keys = {path: declared_keys(_cell_of(path)[2], path) for path in paths}
-    declared = {k for ks in keys.values() for k in ks}
     for path in paths:
         if path.stem == TRAINING_STAGE:
-            keys[path] += [k for k in profile if k in profile_flags() and k not in declared]
+            keys[path] += [k for k in profile if k in RM_KEYS and k not in keys[path]]
     return keys
 
 

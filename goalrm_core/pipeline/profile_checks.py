@@ -10,11 +10,12 @@ to ``--set`` values alike, before any kernel starts.
 from __future__ import annotations
 
 import ast
-import difflib
 from typing import Any, Iterable, Mapping
 
+from goalrm_core.flags import did_you_mean
 from goalrm_core.pipeline.profile_rules import PROFILE_RULES, RELATIONS
 from goalrm_core.pipeline.profile_values import parse_value
+from goalrm_core.study.recipe import RM_KEYS, trainer_settings
 
 _TYPE_NAMES = {bool: "bool", int: "int", float: "float", str: "str", list: "list"}
 
@@ -57,12 +58,6 @@ def _type_matches(expected: type, value: Any) -> bool:
 RUNNER_READS = ("profile", "run_dir", "torch_threads")
 
 
-def did_you_mean(key: str, known: Iterable[str]) -> str:
-    """``"; did you mean a, b?"`` for the known names close to ``key``, else ``""``."""
-    close = difflib.get_close_matches(key, sorted(set(known)), n=3)
-    return f"; did you mean {', '.join(close)}?" if close else ""
-
-
 def declared_keys_of(declared: Mapping[str, Mapping[str, Any]]) -> set[str]:
     """Every key some notebook declares."""
     return {k for params in declared.values() for k in params}
@@ -74,7 +69,7 @@ def unknown_key_message(key: str, declared: Mapping[str, Mapping[str, Any]], sou
     declares ``key`` (and the runner does not read it either), else ``None``. ``exclude`` names keys
     never suggested (those the caller sets itself)."""
     known = declared_keys_of(declared)
-    if key in known or key in RUNNER_READS:
+    if key in known or key in RUNNER_READS or key in RM_KEYS:  # the rm block goes to notebook 02 whole
         return None
     hint = did_you_mean(key, (known | set(RUNNER_READS)) - set(exclude) - {"profile"})
     return f"{source}: key {key!r} is not a parameter of any notebook{hint}"
@@ -102,6 +97,8 @@ def check_profile_against_notebooks(
     warnings_out = []
     for key, value in profile.items():
         users = [nb for nb, params in declared.items() if key in params]
+        if not users and key in RM_KEYS:
+            continue  # an rm key no notebook writes out: notebook 02 receives it all the same, the trainer checks it
         if not users:
             message = unknown_key_message(key, declared, _source_of(key, source, sources))
             if message:
@@ -175,4 +172,16 @@ def check_settings(
     as a one-line ``ValueError``; returns the warnings (keys no notebook declares, with "did you mean")."""
     found = check_profile_against_notebooks(settings, declared, source=source, sources=sources)
     check_ranges(settings, source, sources)
+    check_trainer(settings, source)
     return found
+
+
+def check_trainer(settings: Mapping[str, Any], source: str) -> None:
+    """The trainer's own checks of the profile's ``rm`` block and seed (its choices, ranges and the rules
+    between its flags), as notebook 02 will build the config: a one-line ``ValueError`` naming ``source``."""
+    from goalrm_core.train.config import TrainRMConfig
+
+    try:
+        TrainRMConfig.from_dict(trainer_settings(settings))
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{source}: {e}") from None

@@ -1,8 +1,11 @@
-"""Run profiles, the files: one flat YAML file per profile in ``params/``, shared by every notebook.
+"""Run profiles, the files: one YAML file per profile in ``params/``, shared by every notebook.
 
-A profile is deliberately flat (``key: scalar`` or ``key: [scalars]``) because papermill injects it
-as literal assignments into each notebook's ``parameters`` cell; anything nested would not round-trip
-into a readable parameters cell. This module finds a profile or a sweep spec by name, reads it strictly
+A profile is flat (``key: scalar`` or ``key: [scalars]``) because papermill injects it as literal
+assignments into each notebook's ``parameters`` cell, with one block: ``rm:``, the reward model's settings
+under :class:`~goalrm_core.train.config.TrainRMConfig`'s field names (``study.recipe``). The resolved profile
+holds the block's keys under those same names beside the others (no other key may share one), so a notebook
+receives ``max_steps = 400`` and the trainer reads ``max_steps``: nothing is renamed. A key profiles used
+before the block (``contrastive_beta``) is refused in one line naming its new name. This module finds a profile or a sweep spec by name, reads it strictly
 (a key given twice, bad YAML, a value that is not flat) and resolves its ``base`` chain. What a value
 may be is :mod:`~goalrm_core.pipeline.profile_rules`'s; the checks against the notebooks are
 :mod:`~goalrm_core.pipeline.profile_checks`'; values typed on a command line are
@@ -17,9 +20,10 @@ from typing import Any
 
 import yaml
 
-from goalrm_core.flags import safe_path_part
+from goalrm_core.flags import did_you_mean, safe_path_part
 from goalrm_core.paths import resolve_path, shown_path
 from goalrm_core.pipeline.profile_values import check_value
+from goalrm_core.study.recipe import RM_BLOCK, RM_KEYS, old_key_message
 
 SWEEP_KEY = "sweep"
 
@@ -136,26 +140,54 @@ def sweep_spec_path(name: str, params_dir: str | os.PathLike | None = None) -> P
 BASE_KEY = "base"
 
 
+def rm_block(block: Any, where: str) -> dict:
+    """A profile's ``rm:`` block (``where`` names it in errors), checked: a mapping of trainer settings
+    (:data:`~goalrm_core.study.recipe.RM_KEYS`) to flat values; an old key is refused with its new name."""
+    if block is None:
+        return {}
+    if not isinstance(block, dict):
+        raise ValueError(f"{where}: key {RM_BLOCK!r} must be a mapping of the trainer's settings "
+                         f"({RM_BLOCK}: {{max_steps: 400, ...}}), got {type(block).__name__}: {block!r}")
+    for key, value in block.items():
+        message = old_key_message(str(key), where, in_block=True)
+        if message:
+            raise ValueError(message)
+        if key not in RM_KEYS:
+            raise ValueError(f"{where}: key {f'{RM_BLOCK}.{key}'!r} is no setting of the trainer (goalrm train-rm --help)"
+                             f"{did_you_mean(str(key), RM_KEYS)}")
+        check_value(where, f"{RM_BLOCK}.{key}", value)
+    return dict(block)
+
+
 def _profile_file(path: Path) -> dict:
-    """One profile file's own mapping (its ``base`` key included), checked to be flat."""
+    """One profile file's own mapping (its ``base`` key and ``rm`` block included), checked to be flat but
+    for the block."""
     data = read_yaml(path)
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a flat mapping of parameter names to values, got {type(data).__name__}")
+    where = shown_path(path)
     for key, value in data.items():
         if not isinstance(key, str):
             raise ValueError(f"{path}: key {key!r} must be a string, got {type(key).__name__}")
+        if key == RM_BLOCK:
+            rm_block(value, where)
+            continue
+        message = old_key_message(key, where)
+        if message:
+            raise ValueError(message)
         check_value(str(path), key, value)
     return data
 
 
 def load_profile(name: str, params_dir: str | os.PathLike | None = None) -> dict:
-    """Read and validate profile ``name``: a flat mapping of string keys to scalars or scalar lists.
+    """Read and validate profile ``name``: a flat mapping of string keys to scalars or scalar lists, the
+    keys of its ``rm:`` block among them under their own names (the trainer's).
 
     A profile may name another as its ``base`` (``base: demo``) and state only what differs: its
     values are the base's (resolved the same way, so bases chain), with its own on top, in the base's
-    key order and then its own new keys. A base that is missing, a sweep spec, or leads back to the
+    key order and then its own new keys; an ``rm:`` block overrides the base's key by key. A base that is missing, a sweep spec, or leads back to the
     profile is a one-line error naming the file, the ``base`` field and its value."""
     chain: list[str] = []
     layers: list[dict] = []
@@ -179,5 +211,9 @@ def load_profile(name: str, params_dir: str | os.PathLike | None = None) -> dict
         current, path = base, base_path
     resolved: dict = {}
     for data in reversed(layers):
-        resolved.update((k, v) for k, v in data.items() if k != BASE_KEY)
+        for key, value in data.items():
+            if key == RM_BLOCK:
+                resolved.update(value or {})
+            elif key != BASE_KEY:
+                resolved[key] = value
     return resolved

@@ -1,7 +1,7 @@
 """What each key of a notebook profile may be and what it is, defined once: :data:`PROFILE_RULES` adds
 what a type cannot say (each key's valid range or choices: ``sampling_temperature > 0``, ``encoding`` in
 ``split``/``official`` …; a trainer setting's are the trainer's own), :data:`PROFILE_HELP` says what each
-key is, and :data:`RELATIONS` holds the constraints between keys. docs/profiles.md's table of the keys is
+key is (a trainer setting of the ``rm:`` block: its ``TrainRMConfig`` field's), and :data:`RELATIONS` holds the constraints between keys. docs/profiles.md's table of the keys is
 generated from them (:func:`profile_keys_table`). They are applied in
 :mod:`~goalrm_core.pipeline.profile_checks`."""
 
@@ -17,7 +17,7 @@ from goalrm_core.choices import GOAL_METHODS, READOUTS
 from goalrm_core.flags import Range
 from goalrm_core.inference.decode_config import DecodeConfig
 from goalrm_core.pipeline.profile_files import load_profile
-from goalrm_core.study.recipe import profile_rules, recipe_help
+from goalrm_core.study.recipe import rm_help, rm_rules
 from goalrm_core.study.rms import HEADLINE_SETS
 from goalrm_core.tasks.toymath.problems import OPERATORS, PREFERENCE_SOURCES
 
@@ -89,7 +89,7 @@ def _search(setting: str, help_text: str = "") -> tuple[Range, str]:
 # Every key of a notebook profile, defined once: its valid values and what it is (params/demo.yaml sets
 # every key written out here; a test holds it to that). A rule of ``None``: any value of the type the
 # notebook's default has. The trainer's settings are not written here: their ranges, choices and help
-# are the trainer's own (``TrainRMConfig``'s fields), under the profile's names (``study.recipe``), and
+# are the trainer's own (``TrainRMConfig``'s fields), under the same names (the ``rm:`` block, ``study.recipe``), and
 # the beam search's are its own (``DecodeConfig``'s fields).
 # docs/profiles.md's table of the keys is generated from this (scripts/docs_tables.py).
 _NOTEBOOK_KEYS: dict[str, tuple[Any, str]] = {
@@ -123,7 +123,7 @@ _NOTEBOOK_KEYS: dict[str, tuple[Any, str]] = {
                                                  "slips and a confidently wrong generator."),
     "slips_per_question": (_COUNT, "One-fact slips per question (pair_source slips)."),
     "generator_extra_facts": (Range(int, ">= 0"), "Facts the confident generator gets wrong beyond the policy's mistaught ones."),
-    # 02_training: how many RMs, where, and how many at once (the trainer's settings follow below)
+    # 02_training: how many RMs, where, and how many at once (the trainer's settings, the rm: block, follow below)
     "rm_seeds": (ListOf(Range(int, ">= 0"), distinct=True), "One RM of each kind per seed."),
     "rm_processes": (_COUNT, "Processes per RM (DeepSpeed data parallel)."),
     "rm_parallel": (_COUNT, "RMs trained at once."),
@@ -152,7 +152,7 @@ _NOTEBOOK_KEYS: dict[str, tuple[Any, str]] = {
     "steer_learning_rate": (_RATE, "Peak learning rate of that SFT."),
     "steer_goal_solutions": (_COUNT, "Solutions of the wanted style the steering goal is averaged over."),
 }
-_TRAINER_KEYS = {key: Choice(*rule) if isinstance(rule, tuple) else rule for key, rule in profile_rules().items()}
+_TRAINER_KEYS = {key: Choice(*rule) if isinstance(rule, tuple) else rule for key, rule in rm_rules().items()}
 _NOTEBOOK_ORDER = list(_NOTEBOOK_KEYS)
 _AFTER_TRAINING = _NOTEBOOK_ORDER.index("readout")
 
@@ -163,7 +163,7 @@ PROFILE_RULES: dict[str, Any] = {
     **{key: _NOTEBOOK_KEYS[key][0] for key in _NOTEBOOK_ORDER[_AFTER_TRAINING:]},
 }
 #: what every notebook key is: its own line, or the trainer flag's help
-PROFILE_HELP: dict[str, str] = {key: _NOTEBOOK_KEYS[key][1] if key in _NOTEBOOK_KEYS else recipe_help(key) for key in PROFILE_RULES}
+PROFILE_HELP: dict[str, str] = {key: _NOTEBOOK_KEYS[key][1] if key in _NOTEBOOK_KEYS else rm_help(key) for key in PROFILE_RULES}
 
 
 
@@ -200,6 +200,6 @@ RELATIONS: tuple[tuple[tuple[str, ...], Callable[..., bool], str], ...] = (
      lambda mis, held, m: mis == 0 or (m >= 2 and mis + held <= 2 * m * (m - 1)),
      "mistaught_facts ({0}) needs digit chains (modulus >= 2) and at most the 2*m*(m-1) '+'/'-' facts mod m "
      "that are not held out ({1}), got modulus {2}"),
-    (("rm_batch_size", "rm_micro_batch_size", "rm_processes"), lambda b, m, p: b % (m * p) == 0,
-     "rm_batch_size ({0}) must be a multiple of rm_micro_batch_size x rm_processes ({1} x {2})"),
+    (("train_batch_size", "micro_train_batch_size", "rm_processes"), lambda b, m, p: b % (m * p) == 0,
+     "rm.train_batch_size ({0}) must be a multiple of rm.micro_train_batch_size x rm_processes ({1} x {2})"),
 )

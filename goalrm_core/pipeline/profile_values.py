@@ -70,17 +70,22 @@ def _yaml_value(text: str, what: str) -> Any:
 
 def parse_set_flags(flags: Iterable[str], what: str = "--set") -> dict:
     """``["n_samples=4", "rm_seeds=[0, 1]"]`` -> ``{"n_samples": 4, "rm_seeds": [0, 1]}``: each value a
-    YAML scalar or list of scalars; a key given twice is an error.
+    YAML scalar or list of scalars; a key given twice is an error. A trainer setting is named as the profile's
+    ``rm:`` block has it, ``rm.learning_rate`` (or ``learning_rate``), and held under its own name; an old key
+    is refused with its new name (``study.recipe.setting_key``).
 
-    >>> parse_set_flags(["n_samples=4", "rm_seeds=[0, 1]", "rm_learning_rate=1e-5", "operations='+-'", "rm_store="])
-    {'n_samples': 4, 'rm_seeds': [0, 1], 'rm_learning_rate': 1e-05, 'operations': '+-', 'rm_store': ''}
+    >>> parse_set_flags(["n_samples=4", "rm_seeds=[0, 1]", "rm.learning_rate=1e-5", "operations='+-'", "rm_store="])
+    {'n_samples': 4, 'rm_seeds': [0, 1], 'learning_rate': 1e-05, 'operations': '+-', 'rm_store': ''}
     """
+    from goalrm_core.study.recipe import setting_key
+
     out: dict[str, Any] = {}
     for flag in flags:
         key, sep, text = flag.partition("=")
         key = key.strip()
         if not sep or not key:
             raise ValueError(f"{what} {flag!r}: expected KEY=VALUE")
+        key = setting_key(key, what)
         if key in out:
             raise ValueError(f"{what}: key {key!r} is given twice")
         value = _yaml_value(text, f"{what} {flag!r}")

@@ -90,12 +90,31 @@ def record_stage(run_dir: Path, stage: str, params: Mapping[str, Any], duration_
     atomic_write_json(RunDir(run_dir).stage_record(stage), record)
 
 
+def recorded_parameters(parameters: Any) -> Any:
+    """Parameters a run recorded (a stage record's, a report's provenance) under today's names: a key profiles
+    used before the ``rm:`` block (``rm_steps``) read as the trainer's name that replaced it (``max_steps``,
+    :data:`~goalrm_core.study.recipe.OLD_KEYS`), so a run folder recorded before the rename is current when
+    its values are. A record holding both an old key and its new name is left as it is (it matches nothing);
+    anything but a mapping too.
+
+    >>> recorded_parameters({"rm_steps": 200, "contrastive_beta": 0.5, "seed": 0})
+    {'max_steps': 200, 'contrastive_loss_beta': 0.5, 'seed': 0}
+    """
+    from goalrm_core.study.recipe import renamed
+
+    if not isinstance(parameters, Mapping):
+        return parameters
+    out = {renamed(str(k)): v for k, v in parameters.items()}
+    return out if len(out) == len(parameters) else dict(parameters)
+
+
 def stage_is_current(run_dir: Path, stage: str, params: Mapping[str, Any]) -> bool:
     """Did ``stage`` last succeed in ``run_dir`` with these parameters (its artifacts are then
-    what running it again would write)?"""
+    what running it again would write)? The record is read under today's names (:func:`recorded_parameters`):
+    a run folder of the profiles before the ``rm:`` block is current when its values are the same."""
     try:
         record = read_json_object(RunDir(run_dir).stage_record(stage))
     except ArtifactError:
         return False
     computed = {k: v for k, v in params.items() if k not in _REPORT_ONLY}
-    return record.get("parameters") == json.loads(json.dumps(_sorted_tree(computed)))
+    return recorded_parameters(record.get("parameters")) == json.loads(json.dumps(_sorted_tree(computed)))

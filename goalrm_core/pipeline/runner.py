@@ -25,7 +25,8 @@ from goalrm_core.data.rundir import RunDir
 from goalrm_core.flags import debugging, error_line, one_line, path_part, symlink_loop
 from goalrm_core.paths import relative_paths, resolve_path, shown_path
 from goalrm_core.pipeline.execute import error_info, discover_stages, execute_stage, match_stage, project_relative
-from goalrm_core.pipeline.notebook_params import declared_parameters, missing_keys
+from goalrm_core.pipeline.notebook_params import TRAINING_STAGE, declared_parameters, missing_keys
+from goalrm_core.study.recipe import RM_KEYS
 from goalrm_core.pipeline.profile_checks import check_settings, coerce_to_declared, list_from_text, unknown_key_message
 from goalrm_core.pipeline.profile_files import load_profile, notebook_profile, profile_path
 from goalrm_core.pipeline.profile_values import check_value, parse_set_flags
@@ -89,13 +90,16 @@ def _carried_over(name: str, previous: dict[str, dict]) -> dict:
     return entry
 
 
-def stage_parameters(profile_name: str, profile: Mapping[str, Any], declared: Mapping[str, Any], out_dir: Path) -> dict:
-    """What papermill injects: the keys the notebook declares, ``profile``, and the report folder.
+def stage_parameters(profile_name: str, profile: Mapping[str, Any], declared: Mapping[str, Any], out_dir: Path,
+                     stage: str | None = None) -> dict:
+    """What papermill injects: the keys the notebook declares, ``profile``, and the report folder; the
+    training notebook (``stage`` :data:`TRAINING_STAGE`) also every key of the profile's ``rm:`` block it does
+    not write out, under the trainer's names (a new trainer flag needs no notebook edit).
 
     ``reports_dir`` is owned by the runner (it follows ``--reports-dir``), so a notebook that
     declares it records its metrics next to its own executed copy.
     """
-    params = {k: v for k, v in profile.items() if k in declared}
+    params = {k: v for k, v in profile.items() if k in declared or (stage == TRAINING_STAGE and k in RM_KEYS)}
     params["profile"] = profile_name
     if "reports_dir" in declared:
         params["reports_dir"] = project_relative(out_dir)
@@ -361,7 +365,7 @@ def run_report(
                 if progress.failed:
                     progress.entries[name] = status_entry(name, "not run")
                     continue
-                params = stage_parameters(profile, settings, declared[name], out_dir)
+                params = stage_parameters(profile, settings, declared[name], out_dir, name)
                 progress.run_stage(k, name, notebooks[name], params, logs / f"{name}.log", kernel_name)
             progress.finish()
         except KeyboardInterrupt as stop:

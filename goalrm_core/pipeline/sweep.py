@@ -1,6 +1,6 @@
 """``goalrm sweep``: a profile's stages once per point of a parameter grid, and one page comparing the points.
 
-    goalrm sweep --profile demo --grid contrastive_beta=0,0.1,0.5,1 --grid goal_state_percentile=0,0.5
+    goalrm sweep --profile demo --grid rm.contrastive_loss_beta=0,0.1,0.5,1 --grid rm.goal_state_percentile=0,0.5
     goalrm sweep --spec ablations        # params/ablations.yaml: the paper's ablations, one key at a time
 
 Repeated ``--grid`` flags form a Cartesian product; ``--one-at-a-time`` varies each key alone around
@@ -39,16 +39,18 @@ from typing import Any, Callable, Mapping, Sequence
 from goalrm_core.flags import Interrupted, interrupted_how, path_part, positive_int, run_command
 from goalrm_core.data.io import ArtifactError, atomic_write_json, check_output_dir, timestamp
 from goalrm_core.data.rundir import STAGE_FOLDERS, RunDir
-from goalrm_core.paths import resolve_path
-from goalrm_core.pipeline.profile_checks import check_profile_against_notebooks, check_ranges, coerce_to_declared, unknown_key_message
+from goalrm_core.paths import resolve_path, shown_path
+from goalrm_core.pipeline.profile_checks import (check_profile_against_notebooks, check_ranges, check_trainer, coerce_to_declared,
+                                                 unknown_key_message)
 from goalrm_core.pipeline.profile_files import load_profile, notebook_profile, read_yaml, sweep_spec_path
+from goalrm_core.pipeline.notebook_params import TRAINING_STAGE
 from goalrm_core.pipeline.profile_values import parse_set_flags, parse_value
 from goalrm_core.pipeline.records import stage_is_current
 from goalrm_core.pipeline.signals import sigterm_as_interrupt
 from goalrm_core.pipeline.runner import (USER_REPORTS, discover_stages, inspect_stages, match_stage, run_dir_of, run_report,
                                          stage_parameters)
-from goalrm_core.report.sweep_layout import PAIRED_FILE, PLAN_FILE, POINT_MANIFEST, format_value
-from goalrm_core.study.training import RMRecipe
+from goalrm_core.report.sweep_layout import PAIRED_FILE, PLAN_FILE, POINT_MANIFEST, format_value, point_folder, renamed_record
+from goalrm_core.study.recipe import RM_BLOCK, RM_KEYS, setting_key
 
 # Keys the sweep sets itself for every point: a grid or --set may not.
 SET_BY_SWEEP = ("profile", "run_dir", "reports_dir", "rm_store")
@@ -68,11 +70,13 @@ def write_comparison(report_dir: Path, report_links: bool = True) -> Path:
 
 
 def parse_grid_flag(flag: str) -> tuple[str, list]:
-    """``"contrastive_beta=0,0.1"`` -> ``("contrastive_beta", [0, 0.1])``."""
+    """``"rm.contrastive_loss_beta=0,0.1"`` -> ``("contrastive_loss_beta", [0, 0.1])``: a trainer setting is
+    named as the profile's ``rm:`` block has it (``study.recipe.setting_key``), an old key refused."""
     key, sep, values = flag.partition("=")
     key = key.strip()
     if not sep or not key:
         raise ValueError(f"--grid {flag!r}: expected KEY=VALUE[,VALUE...]")
+    key = setting_key(key, "--grid")
     parts = [v for v in values.split(",")]
     if not values.strip() or any(not v.strip() for v in parts):
         raise ValueError(f"--grid {flag!r}: empty value")
@@ -158,6 +162,15 @@ class SweepPlan:
                 return p.name
         return None
 
+    def report_folder(self, point: str) -> Path:
+        """Point ``point``'s report folder: its own, or an older sweep's named before the ``rm:`` block
+        (``contrastive_beta=0.1`` for ``contrastive_loss_beta=0.1``, :func:`point_folder`)."""
+        return point_folder(self.report_dir, point)
+
+    def run_folder(self, point: str) -> Path:
+        """Point ``point``'s run folder, found as :meth:`report_folder` finds its report folder."""
+        return point_folder(self.run_root, point)
+
     def overrides(self, point: Point) -> dict:
         """What the point's report runs with on top of the base profile."""
         return {**self.common, **point.values, "run_dir": _shown_path(self.run_root / point.name),
@@ -199,6 +212,8 @@ def _check_key(key: str, declared: Mapping[str, Mapping], stages: list[str], sha
     if key in SET_BY_SWEEP:
         raise ValueError(f"{what} key {key!r} is set by the sweep itself for every point")
     users = [nb for nb, params in declared.items() if key in params]
+    if not users and key in RM_KEYS:  # an rm key no notebook writes out: notebook 02 receives the block whole
+        users = [nb for nb in declared if nb == TRAINING_STAGE]
     if not users:
         raise ValueError(unknown_key_message(key, declared, what, exclude=SET_BY_SWEEP)
                          or f"{what}: key {key!r} is read by no notebook the sweep runs")
@@ -220,10 +235,7 @@ def check_point(settings: Mapping[str, Any], declared: Mapping[str, Mapping], so
     notebooks declare, the trainer's choices and ranges, then every profile key's range, choices and
     relations (``profiles.check_ranges``, which ``goalrm report`` applies to a profile and its ``--set``)."""
     check_profile_against_notebooks(settings, declared, source=source)
-    try:
-        RMRecipe.from_profile(settings).config()  # the trainer's choices and ranges
-    except (ValueError, TypeError) as e:
-        raise ValueError(f"{source}: {e}") from None
+    check_trainer(settings, source)  # the trainer's choices and ranges
     check_ranges(settings, source)
 
 
@@ -341,7 +353,7 @@ def _points(grid: Mapping[str, list], base_values: Mapping[str, Any], one_at_a_t
 def _stale_shared_stages(plan: SweepPlan) -> list[str]:
     """The shared stages whose record in the base run does not match the base profile (to run)."""
     return [s for s in plan.shared
-            if not stage_is_current(plan.base_run, s, stage_parameters(plan.profile, plan.settings, plan.declared[s], plan.report_dir))]
+            if not stage_is_current(plan.base_run, s, stage_parameters(plan.profile, plan.settings, plan.declared[s], plan.report_dir, s))]
 
 
 def _link_shared(plan: SweepPlan, run: Path) -> None:
@@ -360,11 +372,12 @@ def _link_shared(plan: SweepPlan, run: Path) -> None:
 def point_complete(plan: SweepPlan, point: Point) -> bool:
     """The point's manifest is there and records the overrides and stages it would run with now."""
     try:
-        manifest = json.loads((plan.report_dir / point.name / POINT_MANIFEST).read_text(encoding="utf-8"))
+        manifest = json.loads((plan.report_folder(point.name) / POINT_MANIFEST).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return False
     if not isinstance(manifest, dict):
         return False
+    manifest = renamed_record(manifest)  # a point of an older sweep, its keys read under their names now
     expected = json.loads(json.dumps({"overrides": plan.overrides(point), "stages": plan.stages}))
     return {k: manifest.get(k) for k in expected} == expected
 
@@ -387,30 +400,31 @@ def record_paired_deltas(plan: SweepPlan, n_boot: int = 1000, seed: int = 0) -> 
     bootstrap Δ of the goal-conditioned RM's seed-0 reward AUROC, point − base point, on the same
     headline generations of the primary benchmark (every point shares the base run's data), written
     to ``<point>/paired_vs_base.json`` for the comparison page. Returns the points recorded; a point
-    whose scored generations are missing or differ from the base point's is left out."""
+    whose scored generations are missing or differ from the base point's is left out. A point of an older
+    sweep is found in its folders as they were named (:meth:`SweepPlan.report_folder`, :meth:`SweepPlan.run_folder`)."""
     from goalrm_core.evaluation.tables import delta_auroc  # the scoring stack: only once points have run
     from goalrm_core.study.artifacts import headline_rows
     from goalrm_core.study.rms import GOAL_CONDITIONED, ID_BENCH
 
     base = plan.default_point
-    if base is None or not (plan.report_dir / base / POINT_MANIFEST).exists():
+    if base is None or not (plan.report_folder(base) / POINT_MANIFEST).exists():
         return []
     headline = str(plan.settings.get("headline", "greedy"))
     detail_seed = int((plan.settings.get("rm_seeds") or [0])[0])  # the RM seed of the detail tables
     try:
-        base_rows = headline_rows(plan.run_root / base, GOAL_CONDITIONED, ID_BENCH, headline, detail_seed)
+        base_rows = headline_rows(plan.run_folder(base), GOAL_CONDITIONED, ID_BENCH, headline, detail_seed)
     except (OSError, ValueError):
         return []
     done = []
     for p in plan.points:
-        if p.name == base or not (plan.report_dir / p.name / POINT_MANIFEST).exists():
+        if p.name == base or not (plan.report_folder(p.name) / POINT_MANIFEST).exists():
             continue
         try:
-            rows = headline_rows(plan.run_root / p.name, GOAL_CONDITIONED, ID_BENCH, headline, detail_seed)
+            rows = headline_rows(plan.run_folder(p.name), GOAL_CONDITIONED, ID_BENCH, headline, detail_seed)
             d = delta_auroc(rows, base_rows, n_boot=n_boot, seed=seed)
         except (OSError, ValueError):
             continue
-        atomic_write_json(plan.report_dir / p.name / PAIRED_FILE,
+        atomic_write_json(plan.report_folder(p.name) / PAIRED_FILE,
                           {"base_point": base, "rm": GOAL_CONDITIONED, "benchmark": ID_BENCH, "headline": headline, "rm_seed": 0,
                            "n_boot": n_boot, "delta": d["delta"], "ci_low": d["ci_low"], "ci_high": d["ci_high"],
                            "p_value": d["p_value_two_sided"]})
@@ -453,7 +467,7 @@ def run_sweep(plan: SweepPlan, jobs: int = 1, log: Callable[[str], Any] | None =
         if point_complete(plan, p):
             log(f"[{p.name}] complete: skipped")
             continue
-        (plan.report_dir / p.name / POINT_MANIFEST).unlink(missing_ok=True)
+        plan.report_folder(p.name).joinpath(POINT_MANIFEST).unlink(missing_ok=True)  # (an older sweep's folder too)
         _link_shared(plan, plan.run_root / p.name)
         todo.append({"point": p.name, "values": p.values, "profile": plan.profile, "overrides": plan.overrides(p),
                      "notebooks_dir": str(plan.notebooks_dir), "params_dir": str(plan.params_dir),
@@ -487,10 +501,25 @@ def run_sweep(plan: SweepPlan, jobs: int = 1, log: Callable[[str], Any] | None =
 # ------------------------------------------------------------------------------------ spec files
 
 
+def _spec_keys(mapping: Mapping[str, Any], where: str) -> dict:
+    """A spec's ``grid`` or ``set`` with its ``rm:`` block's keys lifted under their own names, every key
+    read through :func:`~goalrm_core.study.recipe.setting_key`."""
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if key == RM_BLOCK and isinstance(value, dict):
+            out.update({setting_key(f"{RM_BLOCK}.{k}", where): v for k, v in value.items()})
+        else:
+            out[setting_key(str(key), where)] = value
+    return out
+
+
 def load_sweep_spec(name: str, params_dir: str | os.PathLike = "params") -> dict:
     """A sweep spec (``params/<name>.yaml`` with a top-level ``sweep:`` mapping), keys checked."""
     path = sweep_spec_path(name, params_dir)
-    spec = read_yaml(path)["sweep"]
+    spec = dict(read_yaml(path)["sweep"])
+    for part in ("grid", "set"):  # an rm: block of the trainer's settings, as in a profile; old keys refused
+        if isinstance(spec.get(part), dict):
+            spec[part] = _spec_keys(spec[part], f"{shown_path(path)}: sweep {part}")
     unknown = sorted(set(spec) - set(SPEC_KEYS))
     if unknown:
         raise ValueError(f"{path}: unknown sweep key(s) {unknown}; valid: {', '.join(SPEC_KEYS)}")

@@ -16,9 +16,9 @@ Three profiles in ``params/`` are read here rather than by the notebooks:
   on them (:func:`real_cpu_commands`, :func:`real_cpu_run`); :func:`real_cpu_summary` reads the
   results. Every number it gives is CPU-scale.
 
-A profile's training keys become train-rm flags through :class:`goalrm_core.study.training.RMRecipe`,
-the one mapping the notebooks use too (``rm_batch_size`` is ``--train_batch_size``; keys such as
-``max_len`` or ``bf16`` keep the trainer's names); every profile is checked first, its other keys
+A profile's ``rm:`` block holds the train-rm flags under their own names (``max_steps``, ``train_batch_size``,
+``max_len``, ``bf16``), as in the notebooks' profiles, and becomes the config by name
+(:func:`goalrm_core.study.recipe.trainer_settings`); every profile is checked first, its other keys
 against :data:`goalrm_core.recipes.profile_keys.COMMAND_LINE_KEYS` (a typo is refused, not ignored).
 """
 
@@ -51,7 +51,7 @@ from goalrm_core.model.templates import apply_template
 from goalrm_core.model.tokenization import build_char_tokenizer
 from goalrm_core.recipes.profile_keys import command_line_profile
 from goalrm_core.paths import resolve_path
-from goalrm_core.study.training import RMRecipe
+from goalrm_core.study.recipe import trainer_settings
 from goalrm_core.tasks.toymath import problems as toymath
 from goalrm_core.train.config import TrainRMConfig
 from goalrm_core.study.live import tail_view
@@ -72,7 +72,7 @@ def strategy_name(strategy: str) -> str:
 
 
 def train_config_from_profile(profile: Mapping[str, Any], strategy: str, save_path: str | None = None, **overrides: Any) -> TrainRMConfig:
-    """The train-rm config of one RM from a profile's training keys (:meth:`RMRecipe.from_profile`).
+    """The train-rm config of one RM from a profile's ``rm:`` block and seed, by name (:func:`trainer_settings`).
 
     ``save_path`` defaults to ``<ckpt_dir>/{baseline,contrastive}_reward_model`` (the official code's names).
     ``overrides`` are train-rm flags and win over the profile.
@@ -80,7 +80,8 @@ def train_config_from_profile(profile: Mapping[str, Any], strategy: str, save_pa
     strategy = strategy_name(strategy)
     if save_path is None:
         save_path = f"{str(profile.get('ckpt_dir', './ckpt')).rstrip('/')}/{CKPT_NAMES[strategy]}"
-    return RMRecipe.from_profile(profile).config(save_path=save_path, reward_model_strategy=strategy, **overrides)
+    return TrainRMConfig.from_dict({**trainer_settings(profile), "save_path": save_path, "reward_model_strategy": strategy,
+                                    **overrides})
 
 
 def paper_train_command(
@@ -504,7 +505,7 @@ def real_cpu_summary(profile_name: str = "real-cpu", **changes: Any) -> dict[str
     n_boot, seed = int(profile.get("n_boot", 1000)), int(profile.get("seed", 0))
     out: dict[str, Any] = {"scale": CPU_SCALE, "note": (
         f"{CPU_SCALE}: a {profile['backbone_layers']}-layer, hidden-{profile['backbone_hidden_size']} character-level Llama "
-        f"with random initial weights, {profile['rm_steps']} steps per RM on 2 CPU cores; not comparable to the paper's 7B numbers")}
+        f"with random initial weights, {profile['max_steps']} steps per RM on 2 CPU cores; not comparable to the paper's 7B numbers")}
     hh_pairs = read_jsonl(p["hh_eval"], required=("question", "correct", "incorrect"))
     correct = {}
     for rm in ("hh-baseline", "hh-goal"):

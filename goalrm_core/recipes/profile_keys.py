@@ -2,8 +2,8 @@
 once, and the check every one of them passes before a command is built.
 
 A command-line profile is read by :mod:`goalrm_core.recipes.paper`, not by the notebooks. Its keys are of
-three kinds: the trainer's settings under the profile's names (``rm_steps``, ``max_len``, ``bf16``: type,
-range and help from ``TrainRMConfig``, through ``study.recipe``), notebook keys that mean the same here
+three kinds: the trainer's settings in its ``rm:`` block under the trainer's names (``max_steps``, ``max_len``,
+``bf16``: type, range and help from ``TrainRMConfig``, through ``study.recipe``) and its ``seed``, notebook keys that mean the same here
 (``run_dir``, ``rm_processes``, ``filter_threshold``, ``n_boot``: ``pipeline.profile_rules``), and the keys only
 these commands read, in :data:`COMMAND_LINE_KEYS` below. Any other key is a typo and is refused, with the
 keys it resembles; a value of the wrong type or out of range is refused the same way, in one line naming
@@ -15,12 +15,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
-from goalrm_core.flags import Range
+from goalrm_core.flags import Range, did_you_mean
 from goalrm_core.paths import shown_path
-from goalrm_core.pipeline.profile_checks import check_ranges, did_you_mean
+from goalrm_core.pipeline.profile_checks import check_ranges
 from goalrm_core.pipeline.profile_files import load_profile, profile_path
 from goalrm_core.pipeline.profile_rules import PROFILE_RULES
-from goalrm_core.study.recipe import RMRecipe
+from goalrm_core.study.recipe import OLD_KEYS, TRAINER_KEYS, old_key_message
+from goalrm_core.train.config import TrainRMConfig
 
 _COUNT = Range(int, ">= 1")
 _SHARE = Range(float, "(0, 1)")
@@ -58,7 +59,8 @@ COMMAND_LINE_KEYS: dict[str, tuple[type, Range | None, str]] = {
 }
 #: the notebook keys a command-line profile may set, meaning the same as in a notebook profile
 SHARED_NOTEBOOK_KEYS = ("run_dir", "rm_processes", "filter_threshold", "n_boot")
-_RECIPE_TYPES = {f.name: {"str": str, "int": int, "float": float, "bool": bool}.get(f.type) for f in dataclasses.fields(RMRecipe)}
+_RECIPE_TYPES = {f.name: {"str": str, "int": int, "float": float, "bool": bool}.get(f.type)
+                 for f in dataclasses.fields(TrainRMConfig) if f.name in TRAINER_KEYS}
 _RECIPE_TYPES["run_dir"] = str
 
 
@@ -79,6 +81,8 @@ def check_command_line_profile(profile: Mapping[str, Any], source: str, sources:
     known = {*_RECIPE_TYPES, *COMMAND_LINE_KEYS, *SHARED_NOTEBOOK_KEYS}
     for key, value in profile.items():
         where = (sources or {}).get(key, source)
+        if key in OLD_KEYS:  # a key of the profiles before the rm: block: its new name
+            raise ValueError(old_key_message(key, where))
         if key not in known:
             raise ValueError(f"{where}: key {key!r} is not read by the command-line profiles{did_you_mean(key, known)}")
         expected, rule = (COMMAND_LINE_KEYS[key][:2] if key in COMMAND_LINE_KEYS

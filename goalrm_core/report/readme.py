@@ -18,6 +18,7 @@ from typing import Any, Mapping
 from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.report import regimes
 from goalrm_core.report.formats import across, ci, fixed
+from goalrm_core.study.recipe import renamed
 from goalrm_core.report.metrics_view import detail_seed, read_metrics
 from goalrm_core.generated_block import update_file
 from goalrm_core.report.provenance import speed_text
@@ -63,10 +64,11 @@ def findings(report: Path = REPORT, reruns: Path = RERUNS) -> str:
     ev, data = metrics.get("evaluation", {}), metrics.get("data", {})
     primary = ev.get("primary", {})
     params = metrics.get("provenance", {}).get("profile", {}).get("parameters", {})
+    params = {renamed(k): v for k, v in params.items()}  # a report recorded before the rm: block, under today's names
     rerun_runs = reruns_of(report) if reruns == report.parent / "reproducibility" else {
         p.name: m for p in sorted(reruns.glob("*")) if (m := read_metrics(p, strict=True)) is not None}
     out = [f"From the committed [`reports/demo/`](reports/demo/index.html): {primary.get('n_seeds', '?')} RM seeds per RM, "
-           f"{params.get('rm_steps', '?')} steps each; {params.get('n_benchmark_questions', '?')} questions per benchmark; "
+           f"{params.get('max_steps', '?')} steps each; {params.get('n_benchmark_questions', '?')} questions per benchmark; "
            f"{params.get('torch_threads', '?')} torch threads; headline set `{primary.get('headline', ev.get('headline', '?'))}`.", ""]
     rows = conclusions(metrics)
     if rows:

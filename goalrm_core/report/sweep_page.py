@@ -24,7 +24,7 @@ from goalrm_core.evaluation.stats import wilson_rate_interval as wilson  # the n
 from goalrm_core.report.metrics_view import METRICS_FILE, Auroc, Metrics, entries, mapping, read_metrics, section, value
 from goalrm_core.report.page_parts import png
 from goalrm_core.report.templating import part, render
-from goalrm_core.report.sweep_layout import PAIRED_FILE, PLAN_FILE, POINT_MANIFEST, format_value
+from goalrm_core.report.sweep_layout import PAIRED_FILE, PLAN_FILE, POINT_MANIFEST, format_value, point_folder, renamed_record
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study import plots
 from goalrm_core.study.rms import GOAL_CONDITIONED, ID_BENCH, RMS
@@ -51,14 +51,18 @@ def point_status(report_dir: Path, point: str) -> str:
 
 
 def point_rows(plan: Mapping, report_dir: Path) -> list[dict]:
-    """One dict per point: its values, status and headline numbers (value, CI low, CI high)."""
+    """One dict per point: its values, status, headline numbers (value, CI low, CI high) and ``folder``, the
+    name of its folder in ``report_dir`` (an older sweep's point keeps the name it was run under,
+    :func:`~goalrm_core.report.sweep_layout.point_folder`)."""
     n_eval = plan.get("n_eval_pairs")
     rows = []
     for p in plan["points"]:
-        m = Metrics(read_metrics(report_dir / p["name"]))
+        folder = point_folder(report_dir, p["name"]).name
+        m = Metrics(read_metrics(report_dir / folder))
         ev, training = m.evaluation, m.training
-        row: dict[str, Any] = {"point": p["name"], "values": {k: p["values"].get(k, plan["base_values"][k]) for k in plan["grid"]},
-                               "status": point_status(report_dir, p["name"]), "has_metrics": bool(m.raw), "auroc": {}, "accuracy": {}}
+        row: dict[str, Any] = {"point": p["name"], "folder": folder,
+                               "values": {k: p["values"].get(k, plan["base_values"][k]) for k in plan["grid"]},
+                               "status": point_status(report_dir, folder), "has_metrics": bool(m.raw), "auroc": {}, "accuracy": {}}
         for rm in RMS:
             for bench, scores in entries(ev, rm).items():
                 if "auroc" in scores:
@@ -78,7 +82,7 @@ def point_rows(plan: Mapping, report_dir: Path) -> list[dict]:
         row["delta_seeds"] = section(m.primary, "delta_auroc") or None  # schema 2: the same Δ over the point's RM seeds
         row["n_seeds"] = _first_int(m.primary.get("n_seeds"), *(value(training, rm, "n_seeds") for rm in RMS))
         row["steps"] = _first_int(*(value(training, rm, "steps") for rm in RMS))
-        row["vs_base"] = mapping(_read(report_dir / p["name"] / PAIRED_FILE))
+        row["vs_base"] = mapping(_read(report_dir / folder / PAIRED_FILE))
         tuned = section(ev, GOAL_CONDITIONED, ID_BENCH, "filter_validation")
         row["tokens_saved"] = (tuned.get("tokens_saved_pct"), tuned.get("tokens_saved_ci_low"), tuned.get("tokens_saved_ci_high"))
         row["tuned_accuracy"] = (tuned.get("accuracy"), tuned.get("accuracy_unfiltered"))
@@ -96,7 +100,7 @@ def base_label(plan: Mapping, rows: list[dict]) -> str:
     if base is None:
         return "the base point"
     common = plan.get("common") or {}
-    steps = common.get("rm_steps", base.get("steps"))
+    steps = common.get("max_steps", base.get("steps"))
     seeds = common.get("rm_seeds")
     n = len(seeds) if isinstance(seeds, (list, tuple)) else base.get("n_seeds")
     what = [f"{steps} RM steps" if steps else "", f"{n} RM seed{'s' if n != 1 else ''}" if n else ""]
@@ -165,7 +169,7 @@ def profile_note(plan: Mapping, rows: list[dict], report_dir: Path) -> str:
     seeds = value(m.training, GOAL_CONDITIONED, "n_seeds")
     auroc = m.auroc(GOAL_CONDITIONED, ID_BENCH)
     common = plan.get("common") or {}
-    base_steps = common.get("rm_steps", base.get("steps"))
+    base_steps = common.get("max_steps", base.get("steps"))
     base_seeds = len(common["rm_seeds"]) if isinstance(common.get("rm_seeds"), list) else base.get("n_seeds")
     if steps == base_steps and seeds == base_seeds:
         return ""
@@ -187,7 +191,7 @@ def _code(metrics: Any) -> str | None:
 def code_note(plan: Mapping, report_dir: Path) -> str:
     """The code every point ran on, from their ``metrics.json`` provenance, and the code of the profile's
     report beside the sweep where there is one: numbers from different code are not comparable."""
-    runs = {p["name"]: read_metrics(report_dir / p["name"]) for p in plan["points"]}
+    runs = {p["name"]: read_metrics(point_folder(report_dir, p["name"])) for p in plan["points"]}
     if plan.get("shared"):
         runs["shared"] = read_metrics(report_dir / "shared")
     by_code: dict[str, list[str]] = {}
@@ -279,8 +283,9 @@ def training_table(plan: Mapping, rows: list[dict], report_dir: Path, report_lin
     table = []
     for r in rows:
         saved, low, high = r["tokens_saved"]
-        links = [_link(report_dir, f"{r['point']}/index.html", "report") if report_links else "",
-                 _link(report_dir, f"{r['point']}/{METRICS_FILE}", METRICS_FILE)]
+        folder = r.get("folder", r["point"])
+        links = [_link(report_dir, f"{folder}/index.html", "report") if report_links else "",
+                 _link(report_dir, f"{folder}/{METRICS_FILE}", METRICS_FILE)]
         table.append([_point_cell(plan, r), e(fmt.ci(*r["q_auroc"])),
                       *(e(fmt.undefined() if r["accuracy"].get(rm) is None else fmt.ci(*r["accuracy"][rm][:3])) for rm in RMS),
                       e(fmt.interval(saved, low, high, 1, suffix=" %")), e(r["status"]), " · ".join(x for x in links if x)])
@@ -336,7 +341,9 @@ def key_figures(plan: Mapping, rows: list[dict]) -> str:
 
 def render_comparison(plan: Mapping, report_dir: Path, report_links: bool = True) -> str:
     """The page (``templates/sweep.html.j2``), results first: the verdict, the results tables, the OOD
-    AUROCs and a figure per swept key; then the configuration of each point and what ran."""
+    AUROCs and a figure per swept key; then the configuration of each point and what ran. An older sweep's
+    keys and points (``contrastive_beta=0.1``) are shown under today's names, its folders found as they are."""
+    plan = renamed_record(plan)
     rows = point_rows(plan, report_dir)
     return render(
         "sweep.html.j2", plan=plan, generated=timestamp(), n_done=sum(r["status"] == "complete" for r in rows), n_points=len(rows),

@@ -1,8 +1,8 @@
 """Notebook 02: train the baseline and the goal-conditioned RM of the embedded task, every seed.
 
-A profile's training keys become the trainer's config through :class:`~goalrm_core.study.recipe.RMRecipe`
-(``study.recipe``, re-exported here); :func:`rm_config` adds one RM's paths and seed, and
-:func:`train_rms` runs the trainer's command line for every RM and seed.
+A profile's ``rm:`` block is the trainer's config by name: :func:`~goalrm_core.study.recipe.notebook_recipe`
+(``study.recipe``, re-exported here) builds it from notebook 02's parameters, :func:`rm_config` adds one RM's
+paths, strategy and seed, and :func:`train_rms` runs the trainer's command line for every RM and seed.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 from goalrm_core.data.io import read_jsonl
 from goalrm_core.data.rundir import RunDir, rm_metrics_path, train_summary_path
 from goalrm_core.evaluation.stats import mean_ci
-from goalrm_core.study.recipe import RMRecipe, notebook_recipe, rm_max_len  # noqa: F401 (re-exported)
+from goalrm_core.study.recipe import notebook_recipe, rm_max_len  # noqa: F401 (re-exported)
 from goalrm_core.study.rms import OVERRIDES as RM_OVERRIDES, STRATEGY as RM_STRATEGIES
 from goalrm_core.train.config import TrainRMConfig
 from goalrm_core.study.live import tail_view
@@ -39,30 +39,31 @@ def shown_command(command: Sequence[str], run_root: str | os.PathLike) -> str:
     head = " ".join([exe, *command[1:3]])
     return head + " \\\n    " + " ".join(command[3:]).replace(str(run_root), "run")
 
-def rm_config(recipe: RMRecipe, run_dir, rm: str, seed: int, out_root=None, **overrides: Any) -> TrainRMConfig:
-    """The config of one RM of the embedded task and one seed: initialised from the base policy,
-    trained on the run's preference pairs; saved to the run's model folder or, given ``out_root``,
-    to ``out_root/<rm>-seed<k>``. ``overrides`` are trainer flags that win over the recipe."""
+
+def rm_config(recipe: TrainRMConfig, run_dir, rm: str, seed: int, out_root=None, **overrides: Any) -> TrainRMConfig:
+    """The config of one RM of the embedded task and one seed: ``recipe`` (:func:`notebook_recipe`) initialised
+    from the base policy, trained on the run's preference pairs; saved to the run's model folder or, given
+    ``out_root``, to ``out_root/<rm>-seed<k>``. ``overrides`` are trainer flags that win over the recipe."""
     from goalrm_core.tasks.toymath.pipeline import TEMPLATE  # the embedded task (its data stage loads transformers)
 
     run = RunDir(run_dir)
     out = run.model(rm, seed) if out_root is None else Path(out_root) / RunDir.model_name(rm, seed)
-    return recipe.config(**{
+    return TrainRMConfig.from_dict({**recipe.to_dict(), **{
         "pretrain": str(run.policy), "dataset": str(run.preference_pairs("train")), "eval_dataset": str(run.preference_pairs("eval")),
         "save_path": str(out), "metrics_path": str(rm_metrics_path(out)), "template": TEMPLATE,
         "reward_model_strategy": RM_STRATEGIES[rm], "seed": seed, **RM_OVERRIDES.get(rm, {}), **overrides,
-    })
+    }})
 
 
 def config_table(cfg: TrainRMConfig, run_dir) -> pd.DataFrame:
     """One RM's configuration as a reader's table: every setting that differs from the trainer's
     default (``goalrm train-rm --help``), in the config's field order, paths shown relative to the run
     folder (``run/...``) so no machine path reaches a page."""
-    import dataclasses
-
     import pandas as pd
 
     root = os.fspath(RunDir(run_dir).root)
+    import dataclasses
+
     default = TrainRMConfig()
     rows = []
     for f in dataclasses.fields(cfg):
@@ -172,7 +173,7 @@ def wait_showing_steps(futures: dict, watched: dict, poll_s: float = 1.0, bars: 
     return {key: f.result() for key, f in futures.items()}
 
 
-def train_rms(run_dir, rms: Sequence[str], seeds: Sequence[int], recipe: RMRecipe, num_processes: int = 1, parallel: int = 1,
+def train_rms(run_dir, rms: Sequence[str], seeds: Sequence[int], recipe: TrainRMConfig, num_processes: int = 1, parallel: int = 1,
               out_root=None, store=None, threads: int | None = None, done: dict | None = None, **overrides: Any) -> pd.DataFrame:
     """Train every RM for every seed with :func:`train_rm`; returns one row per run from its
     train_summary.json, in the order of ``rms`` then ``seeds``.

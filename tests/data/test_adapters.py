@@ -284,7 +284,7 @@ def test_paper_profiles_load_and_build_their_command_lines():
     from goalrm_core.recipes.paper import paper_commands, paper_script, paper_train_command
 
     math_profile, hh_profile = load_profile("paper-math"), load_profile("paper-hh")
-    assert math_profile["rm_learning_rate"] == pytest.approx(9e-6) and hh_profile["rm_learning_rate"] == pytest.approx(1e-5)
+    assert math_profile["learning_rate"] == pytest.approx(9e-6) and hh_profile["learning_rate"] == pytest.approx(1e-5)
     cmd = paper_train_command("paper-math", "goal-conditioned", num_gpus=8)
     assert Path(cmd[0]).name == "deepspeed" and cmd[cmd.index("--num_gpus") + 1] == "8"
     assert cmd[cmd.index("--pretrain") + 1] == "nvidia/OpenMath-CodeLlama-7b-Python-hf"
@@ -380,10 +380,11 @@ def test_random_llama_and_gpu_check_data_are_written_locally(tmp_path):
 @pytest.mark.parametrize("change, message", [
     ({"ckpt_dirr": "x"}, "key 'ckpt_dirr' is not read by the command-line profiles; did you mean ckpt_dir?"),
     ({"backbone_layers": 0}, "backbone_layers must be an integer >= 1, got 0"),
-    ({"rm_steps": -1}, "rm_steps must be an integer >= 0 (0 = the epochs), got -1"),
+    ({"max_steps": -1}, "max_steps must be an integer >= 0 (0 = the epochs), got -1"),
+    ({"rm_steps": 10}, "key 'rm_steps' is now rm.max_steps"),
     ({"bf16": "yes"}, "key 'bf16' must be true or false, got 'yes'"),
     ({"benchmarks": "gsm8k"}, "key 'benchmarks' must be a list of names, got 'gsm8k'"),
-    ({"rm_batch_size": 63}, "rm_batch_size (63) must be a multiple of rm_micro_batch_size x rm_processes (1 x 8)"),
+    ({"train_batch_size": 63}, "rm.train_batch_size (63) must be a multiple of rm.micro_train_batch_size x rm_processes (1 x 8)"),
 ])
 def test_a_command_line_profile_is_checked_whole_before_a_command_is_built(change, message):
     """Every key of a command-line profile is a trainer setting, a notebook key that means the same, or
@@ -407,13 +408,13 @@ def test_real_cpu_profile_and_commands(tmp_path):
     from goalrm_core.cli.train_rm import parse_args
 
     profile = load_profile("real-cpu")
-    assert profile["n_hh_pairs"] > 0 and profile["rm_zero_stage"] == 0
+    assert profile["n_hh_pairs"] > 0 and profile["zero_stage"] == 0
     cmds = real_cpu_commands(run_dir=str(tmp_path / "rc"))
     assert list(cmds) == ["train-hh-baseline", "train-hh-goal", "train-gsm8k-baseline", "train-gsm8k-goal", "get-representation",
                           "eval-rm-gsm8k-baseline", "metrics-gsm8k-baseline", "eval-rm-gsm8k-goal", "metrics-gsm8k-goal"]
     train = cmds["train-hh-goal"]
     cfg = parse_args(train[train.index("goalrm_core.train.trainer") + 1:])
-    assert cfg.contrastive and cfg.template == "hh" and cfg.max_steps == profile["rm_steps"]
+    assert cfg.contrastive and cfg.template == "hh" and cfg.max_steps == profile["max_steps"]
     assert command_text(cmds["eval-rm-gsm8k-goal"]).startswith("goalrm eval-rm --completions_data_path")
     assert command_text(train).startswith("goalrm train-rm ")
 

@@ -91,13 +91,13 @@ def test_sync_writes_names_a_new_trainer_setting_reaches_notebook_02_and_comment
     path = copy / "02_training.ipynb"
     notebook = json.loads(path.read_text())
     cell = nbp._parameters_cell(notebook, path)
-    cell["source"] = "".join(cell["source"]).replace("rm_steps = ", "# the step budget\nrm_steps = ").splitlines(keepends=True)
+    cell["source"] = "".join(cell["source"]).replace("max_steps = ", "# the step budget\nmax_steps = ").splitlines(keepends=True)
     path.write_text(json.dumps(notebook))
     profile = dict(load_profile("demo"), l2=0.25, not_a_setting=1)
     assert [p.name for p in nbp.sync_notebooks(copy, profile, write=True)] == ["02_training.ipynb"]
     source = "".join(nbp._parameters_cell(json.loads(path.read_text()), path)["source"])
     assert source.endswith("l2 = 0.25\n") and "not_a_setting" not in source
-    assert "# the step budget\nrm_steps = 400\n" in source
+    assert "# the step budget\nmax_steps = 400\n" in source
     assert nbp.sync_notebooks(copy, profile, write=False) == []
     assert all("not_a_setting" not in p.read_text() for p in copy.glob("*.ipynb"))
 

@@ -44,12 +44,13 @@ def python_s_own_signal_handlers():
     yield
     for number, handler in before.items():
         signal.signal(number, handler if handler is not None else signal.SIG_DFL)
-PROFILE = {"seed": 3, "torch_threads": 1, "sampling_temperature": 1.5, "encoding": "split", "n_samples": 4}
+PROFILE = {"seed": 3, "torch_threads": 1, "sampling_temperature": 1.5, "n_samples": 4, "rm": {"encoding": "split"}}
 
 
 def _project(root, profile: dict | None = None, body02: tuple[str, ...] = ()) -> dict:
     """Three notebooks (01 records metrics; 02 declares sampling_temperature and encoding), a profile
-    ``tiny`` and the flags that point ``goalrm report`` at them."""
+    ``tiny`` (the trainer's ``encoding`` in its ``rm:`` block; ``profile``'s own ``rm:`` block is merged into
+    it key by key) and the flags that point ``goalrm report`` at them."""
     nbs, params = root / "notebooks", root / "params"
     nbs.mkdir(parents=True)
     params.mkdir()
@@ -59,6 +60,7 @@ def _project(root, profile: dict | None = None, body02: tuple[str, ...] = ()) ->
                    *(body02 or ('print("beta", sampling_temperature)',)))
     write_notebook(nbs / "03_gamma.ipynb", 'profile = "demo"', 'print("gamma done")')
     values = {**PROFILE, "run_dir": str(root / "run"), "pid_file": str(root / "kernel.pid"), **(profile or {})}
+    values["rm"] = {**PROFILE["rm"], **(profile or {}).get("rm", {})}
     (params / "tiny.yaml").write_text(yaml.safe_dump(values), encoding="utf-8")
     flags = ["--profile", "tiny", "--kernel", KERNEL, "--notebooks-dir", str(nbs), "--params-dir", str(params),
              "--reports-dir", str(root / "reports")]
@@ -265,7 +267,7 @@ def test_set_values_are_yaml_and_reach_the_notebooks(tmp_path, monkeypatch, caps
     p = _project(tmp_path)
     fake = FakeStages()
     monkeypatch.setattr(runner, "execute_stage", fake)
-    assert main([*p["flags"], "--set", "sampling_temperature=2", "--set", "encoding=official", "--set", "n_samples=6"]) == 0
+    assert main([*p["flags"], "--set", "sampling_temperature=2", "--set", "rm.encoding=official", "--set", "n_samples=6"]) == 0
     given = dict(fake.calls)
     assert given["02_beta"]["sampling_temperature"] == 2.0 and isinstance(given["02_beta"]["sampling_temperature"], float)
     assert given["02_beta"]["encoding"] == "official" and given["01_alpha"]["n_samples"] == 6
@@ -294,7 +296,7 @@ def test_parse_set_flags():
                                          r"did you mean sampling_temperature\?$"),
     (["--set", "sampling_temperature=-1"], r"^--set: sampling_temperature must be a finite number > 0, got -1$"),
     (["--set", "sampling_temperature=hot"], r"^--set: key 'sampling_temperature' expects float .*got str: 'hot'$"),
-    (["--set", "encoding=utf8"], r"^--set: unknown encoding 'utf8'; valid: official, split$"),
+    (["--set", "rm.encoding=utf8"], r"^--set: unknown encoding 'utf8'; valid: official, split$"),
     (["--set", "n_samples=0"], r"^--set: n_samples must be an integer >= 1, got 0$"),
     (["--set", "torch_threads=0"], r"^--set: torch_threads must be an integer >= 1 \(pinned: floats depend on it\), got 0$"),
     (["--set", "reports_dir=x"], r"^--set: key 'reports_dir' is the runner's to set"),
@@ -350,7 +352,7 @@ def test_command_line_profiles_point_to_their_command(capsys):
 
 @pytest.mark.parametrize("values, message", [
     ({"sampling_temperature": -1}, r"^tiny\.yaml: sampling_temperature must be a finite number > 0, got -1$"),
-    ({"encoding": "utf8"}, r"^tiny\.yaml: unknown encoding 'utf8'; valid: official, split$"),
+    ({"rm": {"encoding": "utf8"}}, r"^tiny\.yaml: unknown encoding 'utf8'; valid: official, split$"),
     ({"n_samples": 0}, r"^tiny\.yaml: n_samples must be an integer >= 1, got 0$"),
     ({"torch_threads": 0}, r"^tiny\.yaml: torch_threads must be an integer >= 1"),
 ])
@@ -367,11 +369,11 @@ def test_the_profile_files_values_are_checked_before_any_stage(tmp_path, monkeyp
 
 
 def test_the_demo_profile_lists_every_key_and_passes(tmp_path):
-    from goalrm_core.study.recipe import profile_flags
+    from goalrm_core.study.recipe import RM_KEYS
 
     demo = load_profile("demo")
     assert set(demo) <= set(PROFILE_RULES), sorted(set(demo) - set(PROFILE_RULES))
-    written_out = set(PROFILE_RULES) - set(profile_flags())  # the rules that are not the trainer's
+    written_out = set(PROFILE_RULES) - set(RM_KEYS)  # the rules that are not the trainer's rm: block
     assert written_out <= set(demo), sorted(written_out - set(demo))
     for name in ("demo", "smoke", "multidigit", "confident"):
         check_ranges(load_profile(name), f"params/{name}.yaml")
@@ -384,15 +386,15 @@ def test_every_profile_key_says_what_it_is():
     import dataclasses
 
     from goalrm_core.pipeline.profile_rules import PROFILE_HELP
-    from goalrm_core.study.recipe import profile_flags
+    from goalrm_core.study.recipe import TRAINER_KEYS
     from goalrm_core.train.config import TrainRMConfig
 
     assert list(PROFILE_HELP) == list(PROFILE_RULES)
     for key, text in PROFILE_HELP.items():
         assert isinstance(text, str) and text.strip() and "\n" not in text, key
     flags = {f.name: f for f in dataclasses.fields(TrainRMConfig)}
-    for key, flag in profile_flags().items():
-        assert PROFILE_HELP[key] == flags[flag].metadata["help"], key
+    for key in TRAINER_KEYS:  # the rm: block's keys and the seed, each under the trainer's own name
+        assert PROFILE_HELP[key] == flags[key].metadata["help"], key
 
 
 def test_every_notebook_key_has_a_rule():
@@ -416,7 +418,7 @@ def test_the_rules_agree_with_the_library():
     from goalrm_core.model.losses import CONTRASTIVE_STRATEGIES, PAIR_FORMS, PERCENTILE_WINDOWS
     from goalrm_core.model.reward_model import VALUE_HEAD_STRATEGIES
     from goalrm_core.study.artifacts import HEADLINE_SETS
-    from goalrm_core.study.training import RMRecipe
+    from goalrm_core.study.recipe import TRAINER_KEYS
     from goalrm_core.train.config import TrainRMConfig
 
     choices = {"goal_method": GOAL_METHODS, "encoding": ENCODINGS, "readout": READOUTS, "headline": HEADLINE_SETS,
@@ -425,19 +427,21 @@ def test_the_rules_agree_with_the_library():
     for key, options in choices.items():
         assert set(PROFILE_RULES[key].options) == set(options), key
     fields = {f.name: f for f in dataclasses.fields(TrainRMConfig)}
-    for key, flag in RMRecipe.aliases().items():  # an aliased key checks its value as the trainer's flag does
-        meta = fields[flag].metadata
+    for key in TRAINER_KEYS:  # a trainer key checks its value as the trainer's flag of the same name does
+        meta = fields[key].metadata
         if "range" in meta:
             assert PROFILE_RULES[key] is meta["range"], key
-        else:
+        elif "choices" in meta:
             assert set(PROFILE_RULES[key].options) == set(meta["choices"]), key
-    assert set(PROFILE_RULES["rm_zero_stage"].options) == {0, 1, 2, 3}
+        else:  # a flag with neither: any value of its type, as the trainer takes it
+            assert PROFILE_RULES[key] is None, key
+    assert set(PROFILE_RULES["zero_stage"].options) == {0, 1, 2, 3}
 
 
 @pytest.mark.parametrize("values, message", [
     ({"sampling_temperature": 0}, "sampling_temperature must be a finite number > 0, got 0"),
     ({"decode_temperature": -0.5}, "decode_temperature must be a finite number >= 0 (0 = greedy), got -0.5"),
-    ({"rm_steps": -1}, "rm_steps must be an integer >= 0 (0 = the epochs), got -1"),
+    ({"max_steps": -1}, "max_steps must be an integer >= 0 (0 = the epochs), got -1"),
     ({"val_fraction": 0.0}, "val_fraction must be a finite number in (0, 1), got 0.0"),
     ({"eval_fraction": 1}, "eval_fraction must be a finite number in (0, 1), got 1"),
     ({"readout": "first"}, "unknown readout 'first'; valid: eos, last_token"),
@@ -447,7 +451,7 @@ def test_the_rules_agree_with_the_library():
     ({"operations": "+/"}, "operations must be a non-empty string of distinct operators from '+-*', got '+/'"),
     ({"sampling_temperature": float("nan")}, "sampling_temperature must be a finite number > 0, got nan"),
     ({"min_chain_steps": 4, "max_chain_steps": 3}, "max_chain_steps (3) must be >= min_chain_steps (4)"),
-    ({"rm_batch_size": 32, "rm_micro_batch_size": 5, "rm_processes": 1}, "rm_batch_size (32) must be a multiple of"),
+    ({"train_batch_size": 32, "micro_train_batch_size": 5, "rm_processes": 1}, "rm.train_batch_size (32) must be a multiple of"),
 ])
 def test_ranges_choices_and_relations(values, message):
     with pytest.raises(ValueError) as caught:
@@ -463,7 +467,7 @@ def test_sweep_and_report_share_the_checks(tmp_path):
     from goalrm_core.pipeline import profile_checks, profile_values
 
     assert sweep.parse_value is profile_values.parse_value and sweep.check_ranges is profile_checks.check_ranges
-    assert sweep._parse_set(["rm_seeds=[0, 1]", "contrastive_beta=1e-1"]) == {"rm_seeds": [0, 1], "contrastive_beta": 0.1}
+    assert sweep._parse_set(["rm_seeds=[0, 1]", "rm.contrastive_loss_beta=1e-1"]) == {"rm_seeds": [0, 1], "contrastive_loss_beta": 0.1}
     declared = {"01_a": {"sampling_temperature": {"inferred_type_name": "None", "default": "1.7"}}}
     with pytest.raises(ValueError, match=r"^p 1: sampling_temperature must be a finite number > 0, got -1$"):
         sweep.check_point({"sampling_temperature": -1}, declared, source="p 1")

@@ -19,6 +19,7 @@ from goalrm_core.paths import resolve_path
 from goalrm_core.pipeline.profile_files import available_profiles, load_profile
 from goalrm_core.pipeline.sweep import load_sweep_spec, main, parse_grid_flag, plan_sweep, point_name
 from goalrm_core.report.sweep_page import render_comparison, verdict, write_comparison
+from conftest import profile_file
 
 NOTEBOOKS = resolve_path("notebooks")
 
@@ -28,7 +29,7 @@ def smoke_params(root: Path) -> Path:
     params = root / "params"
     params.mkdir(parents=True, exist_ok=True)
     profile = load_profile("smoke") | {"run_dir": str(root / "run"), "torch_threads": 1}
-    (params / "smoke.yaml").write_text(yaml.safe_dump(profile))
+    (params / "smoke.yaml").write_text(yaml.safe_dump(profile_file(profile)))
     return params
 
 
@@ -36,49 +37,53 @@ def smoke_params(root: Path) -> Path:
 
 
 def test_grid_flags_and_point_names():
-    assert parse_grid_flag("contrastive_beta=0,0.1, 1") == ("contrastive_beta", [0, 0.1, 1])
+    assert parse_grid_flag("rm.contrastive_loss_beta=0,0.1, 1") == ("contrastive_loss_beta", [0, 0.1, 1])
     assert parse_grid_flag("contrastive_strategy=cosine_avg") == ("contrastive_strategy", ["cosine_avg"])
-    assert point_name({"contrastive_beta": 0.5, "goal_method": "random_token"}) == "contrastive_beta=0.5__goal_method=random_token"
+    assert point_name({"contrastive_loss_beta": 0.5, "goal_method": "random_token"}) == "contrastive_loss_beta=0.5__goal_method=random_token"
     assert point_name({}) == "base"
-    for bad in ("contrastive_beta", "=1", "contrastive_beta=", "contrastive_beta=0,,1", "contrastive_beta=nan"):
+    for bad in ("rm.contrastive_loss_beta", "=1", "rm.contrastive_loss_beta=", "rm.contrastive_loss_beta=0,,1",
+                "rm.contrastive_loss_beta=nan", "contrastive_beta=0.1", "rm.contrastive_beta=0.1", "rm.contrastive_loss_bta=0.1"):
         with pytest.raises(ValueError):
             parse_grid_flag(bad)
 
 
 def test_cartesian_and_one_at_a_time_points(tmp_path):
     params = smoke_params(tmp_path)
-    plan = plan_sweep("smoke", {"contrastive_beta": [0, 0.5], "goal_state_percentile": [0, 0.5]}, params_dir=params,
+    plan = plan_sweep("smoke", {"contrastive_loss_beta": [0, 0.5], "goal_state_percentile": [0, 0.5]}, params_dir=params,
                       reports_root=tmp_path / "reports")
     assert [p.name for p in plan.points] == [
-        "contrastive_beta=0__goal_state_percentile=0", "contrastive_beta=0__goal_state_percentile=0.5",
-        "contrastive_beta=0.5__goal_state_percentile=0", "contrastive_beta=0.5__goal_state_percentile=0.5"]
-    assert plan.points[0].values == {"contrastive_beta": 0.0, "goal_state_percentile": 0.0}  # ints become the declared floats
+        "contrastive_loss_beta=0__goal_state_percentile=0", "contrastive_loss_beta=0__goal_state_percentile=0.5",
+        "contrastive_loss_beta=0.5__goal_state_percentile=0", "contrastive_loss_beta=0.5__goal_state_percentile=0.5"]
+    assert plan.points[0].values == {"contrastive_loss_beta": 0.0, "goal_state_percentile": 0.0}  # ints become the declared floats
     assert (plan.stages, plan.shared) == (["02_training", "03_representations", "04_evaluation"], ["01_data"])
     # smoke's beta is 0.5 and notebook 02's goal_state_percentile default is 0.0
-    assert plan.default_point == "contrastive_beta=0.5__goal_state_percentile=0"
-    assert plan.title == "smoke-sweep-contrastive_beta-goal_state_percentile"
-    assert plan.run_root == tmp_path / "smoke-sweep-contrastive_beta-goal_state_percentile"
+    assert plan.default_point == "contrastive_loss_beta=0.5__goal_state_percentile=0"
+    assert plan.title == "smoke-sweep-contrastive_loss_beta-goal_state_percentile"
+    assert plan.run_root == tmp_path / "smoke-sweep-contrastive_loss_beta-goal_state_percentile"
     over = plan.overrides(plan.points[1])
     assert over["run_dir"] == str(plan.run_root / plan.points[1].name) and over["rm_store"] == str(tmp_path / "run" / "rm-store")
 
-    one = plan_sweep("smoke", {"contrastive_beta": [0.1, 0.5, 1.0], "goal_method": ["random_token"]}, one_at_a_time=True,
+    one = plan_sweep("smoke", {"contrastive_loss_beta": [0.1, 0.5, 1.0], "goal_method": ["random_token"]}, one_at_a_time=True,
                      seeds=[0, 1], params_dir=params, reports_root=tmp_path / "reports", name="ab")
-    assert [p.name for p in one.points] == ["base", "contrastive_beta=0.1", "contrastive_beta=1", "goal_method=random_token"]
+    assert [p.name for p in one.points] == ["base", "contrastive_loss_beta=0.1", "contrastive_loss_beta=1", "goal_method=random_token"]
     assert one.default_point == "base" and one.common == {"rm_seeds": [0, 1]}
 
 
 @pytest.mark.parametrize("grid, message", [
-    ({"contrastive_bta": [0.1]}, r"'contrastive_bta' is not a parameter of any notebook; did you mean contrastive_beta"),
+    ({"contrastive_loss_bta": [0.1]}, r"'contrastive_loss_bta' is not a parameter of any notebook; did you mean contrastive_loss_beta"),
+    ({"rm.contrastive_loss_bta": [0.1]}, r"^--grid: key 'rm.contrastive_loss_bta' is no setting of the trainer .*did you mean contrastive_loss_beta"),
+    ({"contrastive_beta": [0.1]}, r"^--grid: key 'contrastive_beta' is now rm.contrastive_loss_beta$"),
+    ({"rm.rm_steps": [10]}, r"^--grid: key 'rm.rm_steps' is now rm.max_steps$"),
     ({"n_samples": [2]}, r"'n_samples' is read by 01_data, which the sweep shares"),
     ({"run_dir": ["x"]}, r"'run_dir' is set by the sweep itself"),
-    ({"contrastive_beta": ["high"]}, r"key 'contrastive_beta' expects float .* got str"),
-    ({"contrastive_beta": [-1]}, r"contrastive_beta=-1: --contrastive_loss_beta must be a finite number >= 0"),
-    ({"contrastive_strategy": ["cosine", "dot"]}, r"unknown contrastive_strategy 'dot'"),
-    ({"value_head_strategy": ["deep"]}, r"unknown value_head_strategy 'deep'"),
-    ({"source_state_percentile": [1.5]}, r"--source_state_percentile must be a finite number in \[0, 1\), got 1.5"),
+    ({"rm.contrastive_loss_beta": ["high"]}, r"key 'contrastive_loss_beta' expects float .* got str"),
+    ({"rm.contrastive_loss_beta": [-1]}, r"contrastive_loss_beta=-1: --contrastive_loss_beta must be a finite number >= 0"),
+    ({"rm.contrastive_strategy": ["cosine", "dot"]}, r"unknown contrastive_strategy 'dot'"),
+    ({"rm.value_head_strategy": ["deep"]}, r"unknown value_head_strategy 'deep'"),
+    ({"rm.source_state_percentile": [1.5]}, r"--source_state_percentile must be a finite number in \[0, 1\), got 1.5"),
     ({"goal_method": ["mean_last", "median"]}, r"unknown goal_method 'median'"),
-    ({"sim_samples": [0]}, r"--sim_samples must be an integer >= 1, got 0"),
-    ({"contrastive_beta": [0.1, 0.1]}, r"repeats a value"),
+    ({"rm.sim_samples": [0]}, r"--sim_samples must be an integer >= 1, got 0"),
+    ({"rm.contrastive_loss_beta": [0.1, 0.1]}, r"repeats a value"),
 ])
 def test_a_bad_grid_key_or_value_fails_before_any_stage_runs(tmp_path, capsys, grid, message):
     params = smoke_params(tmp_path)
@@ -93,13 +98,13 @@ def test_a_bad_grid_key_or_value_fails_before_any_stage_runs(tmp_path, capsys, g
 def test_stages_must_be_contiguous_and_grid_keys_read_by_them(tmp_path):
     params = smoke_params(tmp_path)
     with pytest.raises(ValueError, match="skips 03_representations"):
-        plan_sweep("smoke", {"contrastive_beta": [0.1]}, stages="02,04", params_dir=params)
+        plan_sweep("smoke", {"contrastive_loss_beta": [0.1]}, stages="02,04", params_dir=params)
     with pytest.raises(ValueError, match="is read by 02_training, which the sweep shares"):
-        plan_sweep("smoke", {"contrastive_beta": [0.1]}, stages="03-04", params_dir=params)
+        plan_sweep("smoke", {"contrastive_loss_beta": [0.1]}, stages="03-04", params_dir=params)
     with pytest.raises(ValueError, match="read only by 04_evaluation, which --stages 02_training-03_representations does not run"):
         plan_sweep("smoke", {"headline": ["greedy"]}, stages="02-03", params_dir=params)
     with pytest.raises(ValueError, match="unknown stage '07'"):
-        plan_sweep("smoke", {"contrastive_beta": [0.1]}, stages="02-07", params_dir=params)
+        plan_sweep("smoke", {"contrastive_loss_beta": [0.1]}, stages="02-07", params_dir=params)
 
 
 def test_the_ablations_spec_is_a_sweep_not_a_profile():
@@ -108,7 +113,7 @@ def test_the_ablations_spec_is_a_sweep_not_a_profile():
         load_profile("ablations")
     spec = load_sweep_spec("ablations")
     assert spec["one_at_a_time"] and spec["profile"] == "demo" and spec["seeds"] == [0]
-    assert set(spec["grid"]) == {"contrastive_beta", "source_state_percentile", "goal_state_percentile", "sim_samples",
+    assert set(spec["grid"]) == {"contrastive_loss_beta", "source_state_percentile", "goal_state_percentile", "sim_samples",
                                  "unsim_samples", "contrastive_strategy", "value_head_strategy", "goal_method"}
     assert set(spec["grid"]["goal_method"]) == {"random_token", "mean_all_tokens", "random_response"}
     plan = plan_sweep(spec["profile"], spec["grid"], one_at_a_time=True, stages=spec["stages"], seeds=spec["seeds"],
@@ -126,10 +131,12 @@ def test_the_committed_ablation_sweep_counts_every_point_complete_from_committed
     spec = load_sweep_spec("ablations")
     plan = plan_sweep(spec["profile"], spec["grid"], one_at_a_time=True, stages=spec["stages"], seeds=spec["seeds"],
                       common=spec["common"], name=spec["name"], reports_root=resolve_path("reports"))
-    committed = [p for p in plan.points if (plan.report_dir / p.name / "metrics.json").exists()]
+    # the sweep ran before the rm: block: its contrastive_beta=0.1 is the point contrastive_loss_beta=0.1, found in its folder
+    committed = [p for p in plan.points if (plan.report_folder(p.name) / "metrics.json").exists()]
     assert len(committed) == len(plan.points)
+    assert any(plan.report_folder(p.name).name != p.name for p in committed)  # read through the rename
     assert all(point_complete(plan, p) for p in committed), [p.name for p in committed if not point_complete(plan, p)]
-    manifest = plan.report_dir / plan.points[0].name / POINT_MANIFEST
+    manifest = plan.report_folder(plan.points[0].name) / POINT_MANIFEST
     ignored = subprocess.run(["git", "check-ignore", "-q", str(manifest)], cwd=resolve_path("."))
     if ignored.returncode == 128:
         pytest.skip("no git here to ask what is committed")
@@ -178,11 +185,13 @@ def _metrics(goal, goal_ci, base=0.6, acc=0.8, saved=12.5):
     return {"evaluation": ev, "training": training}
 
 
-def _write_sweep(root: Path, scores: dict, default="base"):
-    plan = {"profile": "demo", "name": "t", "grid": {"contrastive_beta": [0.1, 1.0]}, "one_at_a_time": True,
-            "stages": ["02_training"], "shared": ["01_data"], "common": {}, "base_values": {"contrastive_beta": 0.5},
+def _write_sweep(root: Path, scores: dict, default="base", key="contrastive_loss_beta"):
+    """A one-key sweep of ``key`` (``contrastive_beta``: as a sweep before the rm: block wrote it) whose points
+    ``scores`` names."""
+    plan = {"profile": "demo", "name": "t", "grid": {key: [0.1, 1.0]}, "one_at_a_time": True,
+            "stages": ["02_training"], "shared": ["01_data"], "common": {}, "base_values": {key: 0.5},
             "default_point": default, "n_eval_pairs": 100,
-            "points": [{"name": n, "values": {} if n == "base" else {"contrastive_beta": float(n.split("=")[1])}} for n in scores]}
+            "points": [{"name": n, "values": {} if n == "base" else {key: float(n.split("=")[1])}} for n in scores]}
     root.mkdir(parents=True, exist_ok=True)
     (root / "sweep.json").write_text(json.dumps(plan))
     for name, (goal, ci) in scores.items():
@@ -201,20 +210,20 @@ def _paired(root: Path, point: str, delta: float, low: float, high: float, p: fl
 def test_the_verdict_judges_by_the_paired_delta_against_the_base_point_with_holm(tmp_path):
     from goalrm_core.report.sweep_page import point_rows
 
-    scores = {"base": (0.70, (0.66, 0.74)), "contrastive_beta=0.1": (0.80, (0.76, 0.84)), "contrastive_beta=1": (0.80, (0.75, 0.85))}
+    scores = {"base": (0.70, (0.66, 0.74)), "contrastive_loss_beta=0.1": (0.80, (0.76, 0.84)), "contrastive_loss_beta=1": (0.80, (0.75, 0.85))}
     unpaired = _write_sweep(tmp_path / "a", scores)
     text = verdict(unpaired, point_rows(unpaired, tmp_path / "a"))
-    assert "highest, 0.80, at contrastive_beta=0.1, contrastive_beta=1 (tied at two decimals)" in text  # both tied points named
+    assert "highest, 0.80, at contrastive_loss_beta=0.1, contrastive_loss_beta=1 (tied at two decimals)" in text  # both tied points named
     assert "No paired Δ against the base point is recorded" in text and "compares no points" in text
     assert "The base point “base” (the demo profile's values; 6 RM steps, 1 RM seed) scores 0.70 [0.66, 0.74]" in text
     paired = _write_sweep(tmp_path / "b", scores)
-    _paired(tmp_path / "b", "contrastive_beta=0.1", 0.10, 0.05, 0.15, 0.002)
-    _paired(tmp_path / "b", "contrastive_beta=1", 0.10, -0.01, 0.20, 0.04)
+    _paired(tmp_path / "b", "contrastive_loss_beta=0.1", 0.10, 0.05, 0.15, 0.002)
+    _paired(tmp_path / "b", "contrastive_loss_beta=1", 0.10, -0.01, 0.20, 0.04)
     text = verdict(paired, point_rows(paired, tmp_path / "b"))
     assert "2 comparisons, p-values Holm-corrected over the 2" in text
     # 0.002 * 2 = 0.004 survives; 0.04 (the larger, times 1) does not reach 0.05 either way: both survive here
-    assert "contrastive_beta=0.1 +0.10 [+0.05, +0.15] (Holm p 0.004)" in text
-    _paired(tmp_path / "b", "contrastive_beta=1", 0.02, -0.01, 0.05, 0.30)
+    assert "contrastive_loss_beta=0.1 +0.10 [+0.05, +0.15] (Holm p 0.004)" in text
+    _paired(tmp_path / "b", "contrastive_loss_beta=1", 0.02, -0.01, 0.05, 0.30)
     text = verdict(paired, point_rows(paired, tmp_path / "b"))
     assert "no detectable difference at the other 1" in text
     page = render_comparison(paired, tmp_path / "b")
@@ -222,14 +231,16 @@ def test_the_verdict_judges_by_the_paired_delta_against_the_base_point_with_holm
     assert "(base point)" in page and "(default)" not in page
 
 
-def test_the_comparison_page_links_only_files_that_are_there(tmp_path):
+@pytest.mark.parametrize("key", ["contrastive_loss_beta", "contrastive_beta"])  # a sweep of today, one before the rm: block
+def test_the_comparison_page_links_only_files_that_are_there(tmp_path, key):
     root = tmp_path / "demo-sweep-t"
-    _write_sweep(root, {"base": (0.70, (0.66, 0.74)), "contrastive_beta=0.1": (0.80, (0.76, 0.84))})
+    _write_sweep(root, {"base": (0.70, (0.66, 0.74)), f"{key}=0.1": (0.80, (0.76, 0.84))}, key=key)
     (root / "base" / "index.html").write_text("<html></html>")
     page = write_comparison(root).read_text()
-    assert 'href="base/index.html"' in page and 'href="contrastive_beta=0.1/metrics.json"' in page
-    assert 'href="contrastive_beta=0.1/index.html"' not in page  # not there: not linked
-    assert "<h3>contrastive_beta</h3>" in page and "data:image/png;base64," in page
+    assert 'href="base/index.html"' in page and f'href="{key}=0.1/metrics.json"' in page  # the folder as it is named
+    assert f'href="{key}=0.1/index.html"' not in page  # not there: not linked
+    assert "<h3>contrastive_loss_beta</h3>" in page and "data:image/png;base64," in page  # the key under today's name
+    assert "contrastive_loss_beta=0.1" in page and "2 of 2 points complete" in page  # its point, found in its folder
     assert "0.80 [0.71, 0.87]" in page  # one seed: the Wilson interval over the 100 held-out pairs
     assert "12.5 [10.5, 14.5] %" in page and "toy-zero" in page
     committed = render_comparison(json.loads((root / "sweep.json").read_text()), root, report_links=False)
@@ -269,9 +280,9 @@ def _kill_tree(pid: int) -> None:
 def test_smoke_sweep_runs_resumes_after_a_kill_and_reproduces_the_report(tmp_path, request, capsys):
     params = smoke_params(tmp_path)
     argv = ["sweep", "--profile", "smoke", "--params-dir", str(params), "--reports-dir", str(tmp_path / "reports"),
-            "--grid", "contrastive_beta=0.1,0.5", "--grid", "goal_method=mean_last", "--name", "t"]
+            "--grid", "rm.contrastive_loss_beta=0.1,0.5", "--grid", "goal_method=mean_last", "--name", "t"]
     reports = tmp_path / "reports" / "smoke-sweep-t"
-    first, second = "contrastive_beta=0.1__goal_method=mean_last", "contrastive_beta=0.5__goal_method=mean_last"
+    first, second = "contrastive_loss_beta=0.1__goal_method=mean_last", "contrastive_loss_beta=0.5__goal_method=mean_last"
     log = (tmp_path / "sweep.log").open("w")
     proc = subprocess.Popen([sys.executable, "-m", "goalrm_core.cli", *argv], stdout=log, stderr=subprocess.STDOUT,
                             cwd=resolve_path("."), env={**os.environ, "PYTHONPATH": str(resolve_path("."))})
@@ -307,17 +318,17 @@ def test_smoke_sweep_runs_resumes_after_a_kill_and_reproduces_the_report(tmp_pat
 
     page = (reports / "index.html").read_text()
     assert f'href="{first}/index.html"' in page and f'href="{second}/metrics.json"' in page
-    assert "<h3>contrastive_beta</h3>" in page and "<h3>goal_method</h3>" not in page  # one value: no figure
+    assert "<h3>contrastive_loss_beta</h3>" in page and "<h3>goal_method</h3>" not in page  # one value: no figure
     assert "(base point)" in page and "2 of 2 points complete" in page
     assert (reports / first / "paired_vs_base.json").exists()  # the paired Δ against the base point (beta 0.5)
 
 
 def test_the_page_names_the_code_its_points_ran_on_and_the_profile_reports(tmp_path):
     root = tmp_path / "demo-sweep-t"
-    plan = _write_sweep(root, {"base": (0.70, (0.66, 0.74)), "contrastive_beta=0.1": (0.80, (0.76, 0.84))})
+    plan = _write_sweep(root, {"base": (0.70, (0.66, 0.74)), "contrastive_loss_beta=0.1": (0.80, (0.76, 0.84))})
     page = render_comparison(plan, root)
     assert "Code:" not in page  # no provenance recorded: nothing claimed
-    for name, date in (("base", "2026-12-01T10:00:00+00:00"), ("contrastive_beta=0.1", "2026-12-02T10:00:00+00:00")):
+    for name, date in (("base", "2026-12-01T10:00:00+00:00"), ("contrastive_loss_beta=0.1", "2026-12-02T10:00:00+00:00")):
         m = json.loads((root / name / "metrics.json").read_text())
         m["provenance"] = {"git": {"commit": "b1166d23" + "0" * 32, "dirty": True}, "date": date}
         (root / name / "metrics.json").write_text(json.dumps(m))

@@ -145,10 +145,10 @@ def test_a_seed0_gate_with_one_undefined_auroc_cannot_be_judged():
 @pytest.mark.parametrize("schema, value", CASES)
 def test_the_sweep_page_renders_every_metric_undefined(tmp_path, schema, value):
     metrics = all_undefined(schema, value)
-    plan = {"profile": "demo", "name": "t", "grid": {"contrastive_beta": [0.1, 1.0]}, "one_at_a_time": True,
-            "stages": ["02_training"], "shared": ["01_data"], "common": {}, "base_values": {"contrastive_beta": 0.5},
+    plan = {"profile": "demo", "name": "t", "grid": {"contrastive_loss_beta": [0.1, 1.0]}, "one_at_a_time": True,
+            "stages": ["02_training"], "shared": ["01_data"], "common": {}, "base_values": {"contrastive_loss_beta": 0.5},
             "default_point": "base", "n_eval_pairs": None,
-            "points": [{"name": "base", "values": {}}, {"name": "contrastive_beta=0.1", "values": {"contrastive_beta": 0.1}}]}
+            "points": [{"name": "base", "values": {}}, {"name": "contrastive_loss_beta=0.1", "values": {"contrastive_loss_beta": 0.1}}]}
     for point in plan["points"]:
         (tmp_path / point["name"]).mkdir()
         (tmp_path / point["name"] / "metrics.json").write_text(json.dumps(metrics))

@@ -1,4 +1,4 @@
-"""Notebook 02's study layer: one recipe from profile keys to the trainer's config, one max_len, and
+"""Notebook 02's study layer: the profile's rm: block to the trainer's config by name, one max_len, and
 every RM of every seed trained side by side."""
 
 import dataclasses
@@ -15,7 +15,8 @@ from goalrm_core.model.reward_model import load_reward_model
 from goalrm_core.paths import resolve_path
 from goalrm_core.pipeline.profile_files import available_profiles, load_profile
 from goalrm_core.study import training as tr
-from goalrm_core.study.training import RMRecipe, rm_max_len
+from goalrm_core.study.recipe import RM_KEYS, TRAINER_KEYS
+from goalrm_core.study.training import rm_max_len
 from goalrm_core.train.config import TrainRMConfig
 from goalrm_core.train.store import STORED_KEY, store_trained_rm
 
@@ -32,19 +33,18 @@ def notebook_code(name: str) -> str:
 
 
 def other_value(f: dataclasses.Field):
-    """A valid value of recipe field ``f`` other than its default."""
-    trainer_field = next(t for t in dataclasses.fields(TrainRMConfig) if t.name == f.metadata["flag"])
-    if trainer_field.metadata.get("choices"):
-        return next(c for c in trainer_field.metadata["choices"] if c != f.default)
+    """A valid value of trainer field ``f`` other than its default."""
+    if f.metadata.get("choices"):
+        return next(c for c in f.metadata["choices"] if c != f.default)
     if isinstance(f.default, bool):
         return not f.default
     if isinstance(f.default, float):
         return f.default + 0.125  # inside every float flag's declared range (fractions in [0, 1) included)
     if isinstance(f.default, int):
         return f.default + 5
-    if f.metadata["flag"] == "input_template":
+    if f.name == "input_template":
         return "Question: {}\nAnswer:"  # a format string with the one {} the trainer requires
-    if f.metadata["flag"] == "target_modules":
+    if f.name == "target_modules":
         return "q_proj v_proj"  # module names, as LoRA's flag takes them
     return f"{f.name}-value"
 
@@ -52,41 +52,45 @@ def other_value(f: dataclasses.Field):
 # Settings the trainer takes only together (one alone is a one-line error): each set with its companions.
 COMPANIONS = {"prompt_key": {"chosen_key": "c", "rejected_key": "r"}, "chosen_key": {"rejected_key": "r"},
               "rejected_key": {"chosen_key": "c"}, "load_in_4bit": {"bf16": True, "lora_rank": 4}}
+FIELDS = {f.name: f for f in dataclasses.fields(TrainRMConfig)}
+# what notebook 02 decides itself: the token budget, the epoch limit and the metrics rows (notebook_recipe), the
+# backbone, the pairs and the template of the embedded task (rm_config)
+NOTEBOOK_02_SETS = ("max_len", "max_epochs", "logging_steps", "pretrain", "dataset", "eval_dataset", "template")
 
 
-def test_recipe_defaults_are_the_trainers():
-    assert RMRecipe().config() == TrainRMConfig()
-
-
-@pytest.mark.parametrize("key", [f.name for f in dataclasses.fields(RMRecipe)])
-def test_every_recipe_key_sets_its_trainer_flag(key):
-    f = next(f for f in dataclasses.fields(RMRecipe) if f.name == key)
-    value = other_value(f)
-    cfg = RMRecipe(**{key: value, **COMPANIONS.get(key, {})}).config()
-    assert getattr(cfg, RMRecipe.flag_of(key)) == value
-    assert cfg != TrainRMConfig()
+@pytest.mark.parametrize("key", RM_KEYS)
+def test_every_rm_key_reaches_the_trainer_under_its_own_name(key, tmp_path):
+    """A key of the rm: block is the trainer's field of that name, from the profile file to the config notebook 02
+    trains: no key is renamed or dropped on the way."""
+    value = other_value(FIELDS[key])
+    block = {key: value, **COMPANIONS.get(key, {})}
+    (tmp_path / "p.yaml").write_text("max_new_tokens: 40\nrm:\n" + "".join(f"  {k}: {json.dumps(v)}\n" for k, v in block.items()))
+    settings = load_profile("p", tmp_path)
+    assert settings[key] == value
+    cfg = tr.rm_config(tr.notebook_recipe(settings), tmp_path, "goal-conditioned", 3)
+    assert getattr(cfg, key) == value or key in NOTEBOOK_02_SETS
+    assert cfg.seed == 3
 
 
 def test_the_recipe_covers_every_training_key_notebook_02_declares():
-    """A new training key in notebook 02's parameters must be a recipe field, and the recipe the
-    notebook builds from its parameters must carry it to the trainer: nothing can be dropped on the way."""
+    """Every training key in notebook 02's parameters is a trainer field of the same name, and the recipe the
+    notebook builds from its parameters carries it to the trainer: nothing can be dropped on the way."""
     declared = pm.inspect_notebook(str(NOTEBOOKS / "02_training.ipynb"))
-    fields = {f.name: f for f in dataclasses.fields(RMRecipe)}
-    assert set(declared) - NOT_RECIPE_KEYS <= set(fields), sorted(set(declared) - NOT_RECIPE_KEYS - set(fields))
+    assert set(declared) - NOT_RECIPE_KEYS <= set(RM_KEYS), sorted(set(declared) - NOT_RECIPE_KEYS - set(RM_KEYS))
     assert "recipe = tr.notebook_recipe(globals())" in notebook_code("02_training.ipynb")
-    params = {key: other_value(fields[key]) if key in fields else None for key in declared} | {"max_new_tokens": 40}
-    cfg = tr.notebook_recipe(params).config()
+    params = {key: other_value(FIELDS[key]) if key in FIELDS else None for key in declared} | {"max_new_tokens": 40}
+    cfg = tr.notebook_recipe(params)
     for key in set(declared) - NOT_RECIPE_KEYS:
-        assert getattr(cfg, RMRecipe.flag_of(key)) == params[key], f"notebook 02 declares {key} but its recipe drops it"
+        assert getattr(cfg, key) == params[key], f"notebook 02 declares {key} but its recipe drops it"
     assert cfg.max_len == rm_max_len(40)
 
 
 @pytest.mark.parametrize("profile", available_profiles())
 def test_every_profile_training_key_reaches_the_trainer(profile):
     settings = load_profile(profile)
-    cfg = RMRecipe.from_profile(settings).config()
-    for key in settings.keys() & {f.name for f in dataclasses.fields(RMRecipe)}:
-        assert getattr(cfg, RMRecipe.flag_of(key)) == settings[key], key
+    cfg = TrainRMConfig.from_dict({k: v for k, v in settings.items() if k in TRAINER_KEYS})
+    for key in settings.keys() & set(TRAINER_KEYS):
+        assert getattr(cfg, key) == settings[key], key
 
 
 def test_max_len_comes_from_one_function():
@@ -100,7 +104,7 @@ def test_max_len_comes_from_one_function():
 
 
 def test_rm_config_places_the_rm_in_the_run_directory(tmp_path):
-    recipe = RMRecipe(rm_steps=7, rm_zero_stage=0, logging_steps=5)
+    recipe = TrainRMConfig(max_steps=7, zero_stage=0, logging_steps=5)
     cfg = tr.rm_config(recipe, tmp_path, "goal-conditioned", 2)
     run = RunDir(tmp_path)
     assert cfg.save_path == str(run.model("goal-conditioned", 2)) and cfg.metrics_path == cfg.save_path + ".metrics.jsonl"
@@ -121,10 +125,10 @@ def _tiny_run(base: Path, policy_dir) -> Path:
     return base
 
 
-def _tiny_recipe(**overrides) -> RMRecipe:
+def _tiny_recipe(**overrides) -> TrainRMConfig:
     """Two optimiser steps of a tiny RM: enough to write every file a trained RM has."""
-    return RMRecipe(rm_steps=2, rm_batch_size=4, rm_micro_batch_size=4, rm_eval_steps=-1, rm_zero_stage=0, max_len=64,
-                    max_epochs=10, sim_samples=2, unsim_samples=2, logging_steps=5, **overrides)
+    return TrainRMConfig(max_steps=2, train_batch_size=4, micro_train_batch_size=4, eval_steps=-1, zero_stage=0, max_len=64,
+                         max_epochs=10, sim_samples=2, unsim_samples=2, logging_steps=5, **overrides)
 
 
 def test_train_rms_side_by_side_trains_every_rm_and_seed(tmp_path, tiny_policy_dir):
@@ -190,7 +194,7 @@ def test_an_rm_whose_config_did_not_change_is_not_trained_again(tmp_path, tiny_p
         point = tmp_path / f"beta{beta}"
         point.mkdir()
         (point / "data").symlink_to(base / "data")
-        recipe = _tiny_recipe(contrastive_beta=beta)
+        recipe = _tiny_recipe(contrastive_loss_beta=beta)
         runs[beta] = tr.train_rms(point, ["baseline", "goal-conditioned"], [0], recipe, store=store).set_index("rm")
     assert not runs[0.1]["reused"].any()
     assert runs[1.0].loc["baseline", "reused"] and not runs[1.0].loc["goal-conditioned", "reused"]
