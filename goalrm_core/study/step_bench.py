@@ -325,11 +325,15 @@ def skill_scores(result: Mapping[str, Any], floors: Mapping[str, Mapping[str, An
 
 
 def floor_frame(floors: Mapping[str, Mapping[str, Any]], skill: Mapping[str, Any]):
-    """The floors, then each verifier's skill score, as one table."""
+    """The floors' first-error F1, then each verifier's skill score, each with its 95% interval, as one table."""
     import pandas as pd
 
-    rows = [{"row": f"floor: {rule}", "value": f["f1"], "ci_low": f["ci_low"], "ci_high": f["ci_high"]} for rule, f in floors.items()]
-    rows += [{"row": f"skill: {name}", "value": s.get("mean"), "ci_low": s.get("ci_low"), "ci_high": s.get("ci_high")}
+    def interval(lo, hi) -> str:
+        return "" if lo is None or hi is None else f"[{lo:.3f}, {hi:.3f}]"
+
+    rows = [{"reading": f"floor: {rule}", "F1 or skill": f["f1"], "95% interval": interval(f["ci_low"], f["ci_high"])}
+            for rule, f in floors.items()]
+    rows += [{"reading": f"skill: {name}", "F1 or skill": s.get("mean"), "95% interval": interval(s.get("ci_low"), s.get("ci_high"))}
              for name, s in skill.get("verifiers", {}).items()]
     return pd.DataFrame(rows)
 
