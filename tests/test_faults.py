@@ -227,7 +227,7 @@ def test_a_symlink_loop_or_a_file_as_the_output_folder_is_one_line(tmp_path, cap
                           (["report", "--profile", "demo", "--dry-run", "--reports-dir", str(loop)], f"{loop} is a symbolic link loop"),
                           (["report", "--profile", "demo", "--dry-run", "--reports-dir", str(tmp_path / "afile")],
                            f"lies under the file {tmp_path / 'afile'}"),
-                          (["sweep", "--grid", "contrastive_beta=0.1", "--dry-run", "--reports-dir", str(tmp_path / "afile")],
+                          (["sweep", "--grid", "rm.contrastive_loss_beta=0.1", "--dry-run", "--reports-dir", str(tmp_path / "afile")],
                            f"lies under the file {tmp_path / 'afile'}")]:
         assert cli.main(argv) == 2, argv
         err = capsys.readouterr().err

@@ -352,7 +352,7 @@ def test_ctrl_c_in_a_sweep_is_one_line_saying_what_is_kept_and_how_to_resume(tmp
     monkeypatch.setattr(sweep, "run_report", interrupted)
     params = smoke_params(tmp_path)
     argv = ["sweep", "--profile", "smoke", "--params-dir", str(params), "--reports-dir", str(tmp_path / "reports"),
-            "--grid=contrastive_beta=0.1,0.5"]
+            "--grid=rm.contrastive_loss_beta=0.1,0.5"]
     assert cli.main(argv) == 130
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.strip()]
