@@ -1,5 +1,5 @@
-"""Training only the top decoder layers of the backbone, from a cache of the frozen layers' output (issue 51's
-cost levers; ``--train_top_layers N``).
+"""Training only the top decoder layers of the backbone, from a cache of the frozen layers' output, the
+levers that make a pretrained LM affordable on a CPU (``--train_top_layers N``, ``--feature_cache``).
 
 With ``N`` of a backbone's ``L`` decoder layers trained, the embeddings and layers ``0 .. L-N-1`` are frozen
 (:func:`freeze_lower_layers`); layers ``L-N .. L-1``, the final norm and the value head train. What the frozen
