@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PROFILE ?= demo
 KERNEL := goalrm
 
-.PHONY: test report bench venv clean-venv lab screenshot
+.PHONY: test lint report bench venv clean-venv lab screenshot
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,11 @@ venv: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q -n 2 --dist loadgroup $(PYTEST_ARGS)
+
+# ruff's lint (pycodestyle, pyflakes, isort, bugbear; pyproject.toml) and its formatter, checked, never rewritten
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 report: $(VENV)/.installed
 	$(VENV)/bin/goalrm report --profile $(PROFILE)
