@@ -32,17 +32,29 @@ HEAVY = ("torch", "transformers", "deepspeed", "scipy", "pandas", "matplotlib", 
 CASES: list[tuple[list[str], int]] = [
     (["--help"], 0),
     (["no-such-command"], 2),
-    (["report", "--help"], 0), (["report", "--profile", "no-such-profile"], 2),
-    (["sweep", "--help"], 0), (["sweep", "--profile", "no-such-profile", "--grid", "rm.contrastive_loss_beta=0"], 2),
-    (["sweep", "--grid", "rm.max_steps=-5", "--dry-run"], 2), (["sweep", "--grid", "rm.contrastive_loss_beta=0,0.5", "--dry-run"], 0),
-    (["train-rm", "--help"], 0), (["train-rm", "--max_steps", "-3"], 2),
-    (["get-representation", "--help"], 0), (["get-representation", "--batch_size", "0"], 2),
-    (["eval-rm", "--help"], 0), (["eval-rm", "--batch_size", "0"], 2),
-    (["metrics", "--help"], 0), (["metrics", "--n_boot", "0"], 2),
-    (["decode", "--help"], 0), (["decode", "nope"], 2),
-    (["compare", "--help"], 0), (["compare"], 2),
-    (["sync-notebooks", "--help"], 0), (["sync-notebooks", "--bogus"], 2),
-    (["tiny-run", "--help"], 0), (["tiny-run", "--seed", "-1", "new-folder"], 2), (["tiny-run", "."], 2),
+    (["report", "--help"], 0),
+    (["report", "--profile", "no-such-profile"], 2),
+    (["sweep", "--help"], 0),
+    (["sweep", "--profile", "no-such-profile", "--grid", "rm.contrastive_loss_beta=0"], 2),
+    (["sweep", "--grid", "rm.max_steps=-5", "--dry-run"], 2),
+    (["sweep", "--grid", "rm.contrastive_loss_beta=0,0.5", "--dry-run"], 0),
+    (["train-rm", "--help"], 0),
+    (["train-rm", "--max_steps", "-3"], 2),
+    (["get-representation", "--help"], 0),
+    (["get-representation", "--batch_size", "0"], 2),
+    (["eval-rm", "--help"], 0),
+    (["eval-rm", "--batch_size", "0"], 2),
+    (["metrics", "--help"], 0),
+    (["metrics", "--n_boot", "0"], 2),
+    (["decode", "--help"], 0),
+    (["decode", "nope"], 2),
+    (["compare", "--help"], 0),
+    (["compare"], 2),
+    (["sync-notebooks", "--help"], 0),
+    (["sync-notebooks", "--bogus"], 2),
+    (["tiny-run", "--help"], 0),
+    (["tiny-run", "--seed", "-1", "new-folder"], 2),
+    (["tiny-run", "."], 2),
 ]
 
 PROBE = """
@@ -60,8 +72,14 @@ def probe(argv: list[str], checkout: Path, python: str = sys.executable) -> tupl
     """(wall seconds of the whole process, {"code", "loaded"}, stderr) of one case in a fresh interpreter."""
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     t0 = time.perf_counter()
-    done = subprocess.run([python, "-c", PROBE.format(argv=argv, heavy=HEAVY)], capture_output=True, text=True,
-                          cwd=checkout, env=env, timeout=300)
+    done = subprocess.run(
+        [python, "-c", PROBE.format(argv=argv, heavy=HEAVY)],
+        capture_output=True,
+        text=True,
+        cwd=checkout,
+        env=env,
+        timeout=300,
+    )
     wall = time.perf_counter() - t0
     lines = done.stdout.strip().splitlines()
     if not lines:
@@ -77,10 +95,20 @@ def measure(checkout: Path, reps: int) -> dict:
             wall, result, stderr = probe(argv, checkout)
             walls.append(wall)
         key = "goalrm " + " ".join(argv)
-        out[key] = {"median_s": round(statistics.median(walls), 3), "min_s": round(min(walls), 3), "max_s": round(max(walls), 3),
-                    "n": reps, "exit": result["code"], "expected_exit": code, "heavy_loaded": result["loaded"]}
-        print(f"{key:<60} {out[key]['median_s']:6.2f} s (range {out[key]['min_s']:.2f}-{out[key]['max_s']:.2f})  "
-              f"exit {result['code']}  {','.join(result['loaded']) or '-'}", flush=True)
+        out[key] = {
+            "median_s": round(statistics.median(walls), 3),
+            "min_s": round(min(walls), 3),
+            "max_s": round(max(walls), 3),
+            "n": reps,
+            "exit": result["code"],
+            "expected_exit": code,
+            "heavy_loaded": result["loaded"],
+        }
+        print(
+            f"{key:<60} {out[key]['median_s']:6.2f} s (range {out[key]['min_s']:.2f}-{out[key]['max_s']:.2f})  "
+            f"exit {result['code']}  {','.join(result['loaded']) or '-'}",
+            flush=True,
+        )
     return out
 
 
@@ -93,7 +121,9 @@ def load_average() -> list[float] | None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkout", default=str(ROOT), help="the checkout whose goalrm_core is measured (default: this one)")
+    parser.add_argument(
+        "--checkout", default=str(ROOT), help="the checkout whose goalrm_core is measured (default: this one)"
+    )
     parser.add_argument("--label", default="after", help="the name these figures are kept under in the results file")
     parser.add_argument("--reps", type=int, default=5, help="runs of each case (default: 5)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "cli_startup.json"))
@@ -106,10 +136,13 @@ def main(argv=None) -> int:
     results["target_s"] = TARGET_S
     results["heavy_modules"] = list(HEAVY)
     results.setdefault("runs", {})[args.label] = {
-        "commit": subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip(),
+        "commit": subprocess.run(
+            ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "load_average_1_5_15_before_after": [before, load_average()],
-        "reps": args.reps, "cases": cases,
+        "reps": args.reps,
+        "cases": cases,
         "worst_median_s": max(c["median_s"] for c in cases.values()),
         "over_target": sorted(k for k, c in cases.items() if c["median_s"] > TARGET_S),
     }

@@ -37,16 +37,23 @@ END = "<!-- end: generated from benchmarks/padding.json -->"
 def table(rows: list[dict]) -> str:
     """One line per measured set of pairs: its padding with the trainer's default order (grouped by
     length) and without it."""
-    lines = ["| pairs | profile's RM recipe | steps x pairs | padding, grouped by length (default) | padding, shuffled |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| pairs | profile's RM recipe | steps x pairs | padding, grouped by length (default) | padding, shuffled |",
+        "|---|---|---|---|---|",
+    ]
     by_name: dict[str, dict[bool, dict]] = {}
     for row in rows:
         by_name.setdefault(row["name"], {})[row["group_by_length"]] = row
     for name, pair in by_name.items():
         any_row = next(iter(pair.values()))
-        shown = [f"{pair[g]['padding_share']:.1%} of {pair[g]['tokens']:,} tokens" if g in pair else "not measured" for g in (True, False)]
-        lines.append(f"| {name} ({any_row['n_pairs']:,} pairs) | {any_row['profile']} | {any_row['steps']} x {any_row['train_batch_size']} "
-                     f"(micro-batches of {any_row['micro_train_batch_size']}) | {shown[0]} | {shown[1]} |")
+        shown = [
+            f"{pair[g]['padding_share']:.1%} of {pair[g]['tokens']:,} tokens" if g in pair else "not measured"
+            for g in (True, False)
+        ]
+        lines.append(
+            f"| {name} ({any_row['n_pairs']:,} pairs) | {any_row['profile']} | {any_row['steps']} x {any_row['train_batch_size']} "
+            f"(micro-batches of {any_row['micro_train_batch_size']}) | {shown[0]} | {shown[1]} |"
+        )
     return "\n".join(lines)
 
 
@@ -57,7 +64,7 @@ def padding_of(items: list[dict], batches: list[list[int]], micro: int, pad_id: 
     real = padded = 0
     for batch in batches:
         for start in range(0, len(batch), micro):
-            out = collate([items[i] for i in batch[start:start + micro]])
+            out = collate([items[i] for i in batch[start : start + micro]])
             real += int(out["attention_mask"].sum())
             padded += int(out["attention_mask"].numel())
     return {"real_tokens": real, "tokens": padded, "padding_share": round(1 - real / padded, 4) if padded else None}
@@ -66,7 +73,9 @@ def padding_of(items: list[dict], batches: list[list[int]], micro: int, pad_id: 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run_dir", help="a run whose data stage wrote preference pairs and the policy")
-    p.add_argument("--profile", default="demo", help="the profile whose RM recipe (batch, micro-batch, steps) is measured")
+    p.add_argument(
+        "--profile", default="demo", help="the profile whose RM recipe (batch, micro-batch, steps) is measured"
+    )
     p.add_argument("--name", help="label of the rows")
     p.add_argument("--results", type=Path, default=RESULTS)
     p.add_argument("--doc", action="store_true", help="write docs/performance.md's table from the results")
@@ -95,12 +104,25 @@ def main(argv=None) -> int:
         while len(batches) < cfg.max_steps:
             batches += epoch_batches(lengths, epoch, cfg.seed, per_pass, steps_per_epoch, grouped)
             epoch += 1
-        figures = padding_of(items, batches[:cfg.max_steps], cfg.micro_train_batch_size, tokenizer.pad_token_id)
-        rows.append({"name": args.name, "profile": args.profile, "run_dir": str(args.run_dir), "group_by_length": grouped,
-                     "n_pairs": len(items), "steps": cfg.max_steps, "train_batch_size": cfg.train_batch_size,
-                     "micro_train_batch_size": cfg.micro_train_batch_size, "max_len": cfg.max_len, **figures})
-        print(f"{args.name} group_by_length={grouped}: {figures['padding_share']:.1%} of {figures['tokens']:,} tokens are padding "
-              f"({cfg.max_steps} steps of {cfg.train_batch_size} pairs, micro-batches of {cfg.micro_train_batch_size})")
+        figures = padding_of(items, batches[: cfg.max_steps], cfg.micro_train_batch_size, tokenizer.pad_token_id)
+        rows.append(
+            {
+                "name": args.name,
+                "profile": args.profile,
+                "run_dir": str(args.run_dir),
+                "group_by_length": grouped,
+                "n_pairs": len(items),
+                "steps": cfg.max_steps,
+                "train_batch_size": cfg.train_batch_size,
+                "micro_train_batch_size": cfg.micro_train_batch_size,
+                "max_len": cfg.max_len,
+                **figures,
+            }
+        )
+        print(
+            f"{args.name} group_by_length={grouped}: {figures['padding_share']:.1%} of {figures['tokens']:,} tokens are padding "
+            f"({cfg.max_steps} steps of {cfg.train_batch_size} pairs, micro-batches of {cfg.micro_train_batch_size})"
+        )
     old = json.loads(args.results.read_text()) if args.results.exists() else []
     args.results.write_text(json.dumps(old + rows, indent=1) + "\n")
     return 0

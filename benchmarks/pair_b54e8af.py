@@ -41,9 +41,14 @@ def demo_side(report: Path) -> dict:
     status, metrics = _read(report / "status.json"), _read(report / "metrics.json")
     stages = {s["name"]: s["duration_s"] for s in status["stages"] if s.get("status") == "ok"}
     prov = metrics.get("provenance", {})
-    side = {"report": str(report), "commit": prov.get("git", {}).get("commit", "")[:7], "dirty": prov.get("git", {}).get("dirty"),
-            "matmul_gflops": prov.get("machine", {}).get("speed", {}).get("matmul_gflops"), "stages_s": stages,
-            "total_s": round(sum(stages.values()), 1)}
+    side = {
+        "report": str(report),
+        "commit": prov.get("git", {}).get("commit", "")[:7],
+        "dirty": prov.get("git", {}).get("dirty"),
+        "matmul_gflops": prov.get("machine", {}).get("speed", {}).get("matmul_gflops"),
+        "stages_s": stages,
+        "total_s": round(sum(stages.values()), 1),
+    }
     data_parts = metrics.get("timings", {}).get("data", {})
     if isinstance(data_parts, dict) and len(data_parts) > 1:
         side["data_parts_s"] = {k: v for k, v in data_parts.items() if isinstance(v, (int, float))}
@@ -53,7 +58,9 @@ def demo_side(report: Path) -> dict:
 def demo(old: Path, new: Path, others: list[Path] = (), note: str = "") -> dict:
     """The pair, and any other run of either side kept beside it (``others``: not in the ratio)."""
     a, b = demo_side(old), demo_side(new)
-    ratio = {name: round(b["stages_s"][name] / s, 3) for name, s in a["stages_s"].items() if name in b["stages_s"] and s}
+    ratio = {
+        name: round(b["stages_s"][name] / s, 3) for name, s in a["stages_s"].items() if name in b["stages_s"] and s
+    }
     ratio["total"] = round(b["total_s"] / a["total_s"], 3)
     out = {"old": a, "new": b, "ratio_new_over_old": ratio, "runs": 1, "note": note}
     if others:
@@ -70,13 +77,26 @@ def suite(old_log: Path, new_record: Path) -> dict:
     passed, skipped, seconds = summary[-1]
     loads = re.findall(r"load average: ([\d.]+), ([\d.]+), ([\d.]+)", text)
     new = _read(new_record)
-    old_side = {"commit": "b54e8af", "command": "make test (pytest -q, one process)", "seconds": float(seconds),
-                "passed": int(passed), "skipped": int(skipped or 0),
-                "load_average_before_after": [[float(x) for x in loads[0]], [float(x) for x in loads[-1]]] if loads else None}
-    new_side = {k: new[k] for k in ("commit", "dirty", "seconds", "passed", "skipped", "load_average_1_5_15_before_after", "machine")
-                if k in new}
+    old_side = {
+        "commit": "b54e8af",
+        "command": "make test (pytest -q, one process)",
+        "seconds": float(seconds),
+        "passed": int(passed),
+        "skipped": int(skipped or 0),
+        "load_average_before_after": [[float(x) for x in loads[0]], [float(x) for x in loads[-1]]] if loads else None,
+    }
+    new_side = {
+        k: new[k]
+        for k in ("commit", "dirty", "seconds", "passed", "skipped", "load_average_1_5_15_before_after", "machine")
+        if k in new
+    }
     new_side["command"] = " ".join(new.get("command", []))
-    return {"old": old_side, "new": new_side, "ratio_new_over_old": round(new["seconds"] / float(seconds), 3), "runs": 1}
+    return {
+        "old": old_side,
+        "new": new_side,
+        "ratio_new_over_old": round(new["seconds"] / float(seconds), 3),
+        "runs": 1,
+    }
 
 
 def table(r: dict) -> str:
@@ -89,17 +109,27 @@ def table(r: dict) -> str:
             lines.append(f"| demo, {name.split('_', 1)[-1]} | {old:.0f} s | {new:.0f} s | {ratio:.2f} |")
     s = r.get("suite")
     if s:
-        lines.append(f"| `make test`, pytest seconds | {s['old']['seconds']:.0f} s ({s['old']['passed']} passed) | "
-                     f"{s['new']['seconds']:.0f} s ({s['new']['passed']} passed) | {s['ratio_new_over_old']:.2f} |")
-    speeds = sorted({x for x in ((d or {}).get("old", {}).get("matmul_gflops"), (d or {}).get("new", {}).get("matmul_gflops")) if x})
-    where = f"; fp32 matmul {' and '.join(f'{x:.0f}' for x in speeds)} GFLOP/s at 2 threads when the demos started" if speeds else ""
+        lines.append(
+            f"| `make test`, pytest seconds | {s['old']['seconds']:.0f} s ({s['old']['passed']} passed) | "
+            f"{s['new']['seconds']:.0f} s ({s['new']['passed']} passed) | {s['ratio_new_over_old']:.2f} |"
+        )
+    speeds = sorted(
+        {x for x in ((d or {}).get("old", {}).get("matmul_gflops"), (d or {}).get("new", {}).get("matmul_gflops")) if x}
+    )
+    where = (
+        f"; fp32 matmul {' and '.join(f'{x:.0f}' for x in speeds)} GFLOP/s at 2 threads when the demos started"
+        if speeds
+        else ""
+    )
     lines.append("")
     lines.append(f"One run of each, one after the other on one 2-core machine{where}; a ratio without spread.")
     if d and d.get("note"):
         lines.append(d["note"])
     for other in (d or {}).get("other_runs", []):
-        lines.append(f"Another run, not in the ratio: `{other['commit']}` {other['total_s']:.0f} s "
-                     f"({', '.join(f'{k.split(chr(95), 1)[-1]} {v:.0f}' for k, v in other['stages_s'].items())} s).")
+        lines.append(
+            f"Another run, not in the ratio: `{other['commit']}` {other['total_s']:.0f} s "
+            f"({', '.join(f'{k.split(chr(95), 1)[-1]} {v:.0f}' for k, v in other['stages_s'].items())} s)."
+        )
     return "\n".join(lines)
 
 
@@ -109,7 +139,9 @@ def main(argv=None) -> int:
     p = sub.add_parser("demo")
     p.add_argument("old", type=Path)
     p.add_argument("new", type=Path)
-    p.add_argument("--other", type=Path, action="append", default=[], help="another run kept beside the pair, not in the ratio")
+    p.add_argument(
+        "--other", type=Path, action="append", default=[], help="another run kept beside the pair, not in the ratio"
+    )
     p.add_argument("--note", default="", help="how the runs were made (order, load)")
     p = sub.add_parser("suite")
     p.add_argument("old_log", type=Path)

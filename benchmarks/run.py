@@ -45,28 +45,30 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from goalrm_core.data.io import atomic_write_json, write_jsonl  # noqa: E402
+from goalrm_core.generated_block import update_file  # noqa: E402
 from goalrm_core.inference.pruning import PRUNING_OFF, PruneConfig  # noqa: E402
 from goalrm_core.inference.sampler import RM_EVERY, sample  # noqa: E402
 from goalrm_core.inference.scoring import score_generations  # noqa: E402
 from goalrm_core.model.encoding import PreferenceCollator, encode_preference_rows  # noqa: E402
 from goalrm_core.model.objective import reward_model_loss  # noqa: E402
 from goalrm_core.model.reward_model import RewardModel  # noqa: E402
-from goalrm_core.model.tokenization import build_char_tokenizer  # noqa: E402
 from goalrm_core.model.templates import apply_template  # noqa: E402
-from goalrm_core.generated_block import update_file  # noqa: E402
+from goalrm_core.model.tokenization import build_char_tokenizer  # noqa: E402
 from goalrm_core.pipeline.profile_files import load_profile  # noqa: E402
 from goalrm_core.study.training import notebook_recipe  # noqa: E402
-from goalrm_core.train.config import TrainRMConfig  # noqa: E402
 from goalrm_core.tasks.toymath import problems as toymath  # noqa: E402
 from goalrm_core.tasks.toymath.pipeline import TEMPLATE, configs_from_profile  # noqa: E402
 from goalrm_core.tasks.toymath.policy import build_policy  # noqa: E402
 from goalrm_core.tasks.toymath.verify_data import slip_pairs  # noqa: E402
 from goalrm_core.threads import matmul_gflops  # noqa: E402
+from goalrm_core.train.config import TrainRMConfig  # noqa: E402
 from goalrm_core.train.launch import train_command  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results.json"
 TABLE_DOC = ROOT / "docs" / "performance.md"
-BEGIN = "<!-- begin: generated from benchmarks/results.json by `python benchmarks/run.py --doc`; do not edit by hand -->"
+BEGIN = (
+    "<!-- begin: generated from benchmarks/results.json by `python benchmarks/run.py --doc`; do not edit by hand -->"
+)
 END = "<!-- end: generated from benchmarks/results.json -->"
 
 
@@ -95,11 +97,23 @@ class Setup:
 
     def shapes(self) -> dict:
         v, r = self.values, self.recipe
-        return {"hidden_size": v["policy_hidden_size"], "layers": v["policy_layers"], "batch_pairs": r.train_batch_size,
-                "micro_batch_pairs": r.micro_train_batch_size, "max_len": r.max_len, "sim_samples": r.sim_samples,
-                "unsim_samples": r.unsim_samples, "contrastive_beta": r.contrastive_loss_beta, "encoding": r.encoding,
-                "n_samples": v["n_samples"], "temperature": v["sampling_temperature"], "max_new_tokens": v["max_new_tokens"],
-                "torch_threads": v["torch_threads"], "steps_per_timed_run": self.steps, "reps": self.reps}
+        return {
+            "hidden_size": v["policy_hidden_size"],
+            "layers": v["policy_layers"],
+            "batch_pairs": r.train_batch_size,
+            "micro_batch_pairs": r.micro_train_batch_size,
+            "max_len": r.max_len,
+            "sim_samples": r.sim_samples,
+            "unsim_samples": r.unsim_samples,
+            "contrastive_beta": r.contrastive_loss_beta,
+            "encoding": r.encoding,
+            "n_samples": v["n_samples"],
+            "temperature": v["sampling_temperature"],
+            "max_new_tokens": v["max_new_tokens"],
+            "torch_threads": v["torch_threads"],
+            "steps_per_timed_run": self.steps,
+            "reps": self.reps,
+        }
 
 
 def task_pairs(setup: Setup, n: int) -> list[dict]:
@@ -124,9 +138,17 @@ def train_once(setup: Setup, policy: Path, data: Path, tmp: Path, strategy: str)
     """One RM training of notebook 02's recipe for ``setup.steps`` steps, in its own process as the
     notebook runs it; its summary's training seconds and tokens/s (start-up and saving excluded)."""
     out = tmp / f"rm-{strategy}-{time.time_ns()}"
-    cfg = setup.config(pretrain=str(policy), dataset=str(data), save_path=str(out), template=TEMPLATE,
-                              reward_model_strategy=strategy, max_steps=setup.steps, eval_split=0.0, eval_steps=-1,
-                              logging_steps=setup.steps)
+    cfg = setup.config(
+        pretrain=str(policy),
+        dataset=str(data),
+        save_path=str(out),
+        template=TEMPLATE,
+        reward_model_strategy=strategy,
+        max_steps=setup.steps,
+        eval_split=0.0,
+        eval_steps=-1,
+        logging_steps=setup.steps,
+    )
     started = time.perf_counter()
     subprocess.run(train_command(cfg), check=True, capture_output=True, cwd=ROOT)
     process_s = time.perf_counter() - started
@@ -146,11 +168,28 @@ def bench_trl(setup: Setup, policy: Path, pairs: list[dict], tmp: Path) -> float
     model = AutoModelForSequenceClassification.from_pretrained(policy, num_labels=1)
     model.config.pad_token_id = tokenizer.pad_token_id
     batch = setup.recipe.train_batch_size
-    rows = [{"prompt": apply_template(TEMPLATE, p["question"]), "chosen": p["correct"] + " " + tokenizer.eos_token,
-             "rejected": p["incorrect"] + " " + tokenizer.eos_token} for p in pairs[: setup.steps * batch]]
-    args = RewardConfig(output_dir=str(tmp / "trl"), per_device_train_batch_size=batch, max_steps=setup.steps,
-                        learning_rate=setup.recipe.learning_rate, logging_steps=setup.steps, save_strategy="no", report_to=[],
-                        use_cpu=True, dataloader_num_workers=0, max_length=setup.recipe.max_len, disable_tqdm=True, seed=0)
+    rows = [
+        {
+            "prompt": apply_template(TEMPLATE, p["question"]),
+            "chosen": p["correct"] + " " + tokenizer.eos_token,
+            "rejected": p["incorrect"] + " " + tokenizer.eos_token,
+        }
+        for p in pairs[: setup.steps * batch]
+    ]
+    args = RewardConfig(
+        output_dir=str(tmp / "trl"),
+        per_device_train_batch_size=batch,
+        max_steps=setup.steps,
+        learning_rate=setup.recipe.learning_rate,
+        logging_steps=setup.steps,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        dataloader_num_workers=0,
+        max_length=setup.recipe.max_len,
+        disable_tqdm=True,
+        seed=0,
+    )
     trainer = RewardTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer)
     return trainer.train().metrics["train_runtime"]
 
@@ -169,17 +208,21 @@ def bench_training(setup: Setup, policy: Path, pairs: list[dict], tmp: Path) -> 
         if seconds is not None:
             trl.append(seconds)
     base = runs["vanilla"]
-    training = {"goalrm_tokens_per_s": statistics.median(r["tokens_per_s"] for r in base),
-                "train_s_goalrm": spread([r["train_s"] for r in base]),
-                "process_s_goalrm": spread([r["process_s"] for r in base])}
+    training = {
+        "goalrm_tokens_per_s": statistics.median(r["tokens_per_s"] for r in base),
+        "train_s_goalrm": spread([r["train_s"] for r in base]),
+        "process_s_goalrm": spread([r["process_s"] for r in base]),
+    }
     if trl:
         # TRL reports its own runtime only: compare seconds for the same pairs and steps
         training.update(train_s_trl=spread(trl), ratio=spread([t / r["train_s"] for t, r in zip(trl, base)]))
     else:
         training.update(ratio=None, note="trl not installed: pip install -e '.[bench]'")
-    overhead = {"trainer_ratio": spread([c["tokens_per_s"] / v["tokens_per_s"] for c, v in zip(runs["contrastive"], base)]),
-                "baseline_tokens_per_s": training["goalrm_tokens_per_s"],
-                "goal_conditioned_tokens_per_s": statistics.median(r["tokens_per_s"] for r in runs["contrastive"])}
+    overhead = {
+        "trainer_ratio": spread([c["tokens_per_s"] / v["tokens_per_s"] for c, v in zip(runs["contrastive"], base)]),
+        "baseline_tokens_per_s": training["goalrm_tokens_per_s"],
+        "goal_conditioned_tokens_per_s": statistics.median(r["tokens_per_s"] for r in runs["contrastive"]),
+    }
     return training, overhead
 
 
@@ -189,7 +232,9 @@ def one_step_model(setup: Setup, pairs: list[dict]):
     _, policy_cfg = configs_from_profile(setup.values)
     model = RewardModel(AutoModel.from_config(build_policy(tokenizer, policy_cfg).config)).train()
     recipe = setup.recipe
-    items, _ = encode_preference_rows(tokenizer, pairs[: recipe.train_batch_size], TEMPLATE, recipe.max_len, encoding=recipe.encoding)
+    items, _ = encode_preference_rows(
+        tokenizer, pairs[: recipe.train_batch_size], TEMPLATE, recipe.max_len, encoding=recipe.encoding
+    )
     batch = PreferenceCollator(tokenizer.pad_token_id)(items)
     return model, batch, torch.optim.AdamW(model.parameters(), lr=recipe.learning_rate)
 
@@ -219,13 +264,19 @@ def bench_step(setup: Setup, pairs: list[dict]) -> dict:
             step(strategy, 0)
         ops = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
         total = sum(e.self_cpu_time_total for e in ops)
-        profiles[strategy] = {"total_ms": total / 1e3,
-                              "top": [{"op": e.key, "self_ms": round(e.self_cpu_time_total / 1e3, 2), "calls": e.count} for e in ops[:8]]}
+        profiles[strategy] = {
+            "total_ms": total / 1e3,
+            "top": [{"op": e.key, "self_ms": round(e.self_cpu_time_total / 1e3, 2), "calls": e.count} for e in ops[:8]],
+        }
     tokens = int(batch["attention_mask"].sum())
-    return {"ratio": spread([c / v for c, v in zip(times["contrastive"], times["vanilla"])]),
-            "vanilla_tokens_per_s": tokens / statistics.median(times["vanilla"]),
-            "contrastive_tokens_per_s": tokens / statistics.median(times["contrastive"]),
-            "padded_tokens_per_step": int(batch["attention_mask"].numel()), "real_tokens_per_step": tokens, "profile": profiles}
+    return {
+        "ratio": spread([c / v for c, v in zip(times["contrastive"], times["vanilla"])]),
+        "vanilla_tokens_per_s": tokens / statistics.median(times["vanilla"]),
+        "contrastive_tokens_per_s": tokens / statistics.median(times["contrastive"]),
+        "padded_tokens_per_step": int(batch["attention_mask"].numel()),
+        "real_tokens_per_step": tokens,
+        "profile": profiles,
+    }
 
 
 # 3 -------------------------------------------------------------------------------------------
@@ -248,10 +299,14 @@ def bench_peak_fraction(setup: Setup, step: dict, training: dict, overhead: dict
     peak = matmul_peak(256 if setup.reps == 1 else 1024, setup.reps)
     seq_len = step["padded_tokens_per_step"] / (2 * setup.recipe.train_batch_size)
     flops = train_flops_per_token(setup, seq_len)
-    return {"matmul_peak_gflops": peak, "train_flops_per_token": flops, "mean_padded_len": seq_len,
-            "baseline_fraction_of_peak": training["goalrm_tokens_per_s"] * flops / 1e9 / peak,
-            "goal_conditioned_fraction_of_peak": overhead["goal_conditioned_tokens_per_s"] * flops / 1e9 / peak,
-            "note": "tokens/s counts real (unpadded) tokens; FLOPs per token use the mean padded length"}
+    return {
+        "matmul_peak_gflops": peak,
+        "train_flops_per_token": flops,
+        "mean_padded_len": seq_len,
+        "baseline_fraction_of_peak": training["goalrm_tokens_per_s"] * flops / 1e9 / peak,
+        "goal_conditioned_fraction_of_peak": overhead["goal_conditioned_tokens_per_s"] * flops / 1e9 / peak,
+        "note": "tokens/s counts real (unpadded) tokens; FLOPs per token use the mean padded length",
+    }
 
 
 # 4 -------------------------------------------------------------------------------------------
@@ -259,7 +314,11 @@ def bench_scoring(setup: Setup, pairs: list[dict]) -> dict:
     tokenizer = build_char_tokenizer()
     model, _, _ = one_step_model(setup, pairs)
     model.eval()
-    rows = [{"question": p["question"], "generated_solution": s} for p in pairs[: setup.n_score // 2] for s in (p["correct"], p["incorrect"])]
+    rows = [
+        {"question": p["question"], "generated_solution": s}
+        for p in pairs[: setup.n_score // 2]
+        for s in (p["correct"], p["incorrect"])
+    ]
     goal = torch.randn(setup.values["policy_hidden_size"])
     kw = dict(progress=False, encoding="split", readout="eos", max_len=setup.recipe.max_len)
     ratios, diffs, rate = [], [], []
@@ -271,9 +330,21 @@ def bench_scoring(setup: Setup, pairs: list[dict]) -> dict:
         t2 = time.perf_counter()
         ratios.append((t2 - t1) / (t1 - t0))
         rate.append(len(rows) / (t1 - t0))
-        diffs.append(max(max(abs(a - b) for a, b in zip(x["cosine_sim"] + x["partial_rewards"], y["cosine_sim"] + y["partial_rewards"]))
-                         for x, y in zip(batched, single)))
-    return {"ratio": spread(ratios), "batched_sequences_per_s": statistics.median(rate), "max_abs_diff": max(diffs), "n_sequences": len(rows)}
+        diffs.append(
+            max(
+                max(
+                    abs(a - b)
+                    for a, b in zip(x["cosine_sim"] + x["partial_rewards"], y["cosine_sim"] + y["partial_rewards"])
+                )
+                for x, y in zip(batched, single)
+            )
+        )
+    return {
+        "ratio": spread(ratios),
+        "batched_sequences_per_s": statistics.median(rate),
+        "max_abs_diff": max(diffs),
+        "n_sequences": len(rows),
+    }
 
 
 # 5 -------------------------------------------------------------------------------------------
@@ -302,8 +373,13 @@ def bench_online_q(setup: Setup, pairs: list[dict], scan: tuple[int, ...] = RM_E
     rm.eval()
     goal = torch.randn(setup.values["policy_hidden_size"])
     prompts = [apply_template(TEMPLATE, p["question"]) for p in pairs[: setup.n_questions]]
-    kw = dict(n=setup.values["n_samples"], temperature=setup.values["sampling_temperature"],
-              max_new_tokens=setup.values["max_new_tokens"], seed=0, stop_texts=())
+    kw = dict(
+        n=setup.values["n_samples"],
+        temperature=setup.values["sampling_temperature"],
+        max_new_tokens=setup.values["max_new_tokens"],
+        seed=0,
+        stop_texts=(),
+    )
     evaluated = PruneConfig(threshold=PRUNING_OFF + 1e-3)
 
     def timed(**extra) -> tuple[float, int, list]:
@@ -312,7 +388,7 @@ def bench_online_q(setup: Setup, pairs: list[dict], scan: tuple[int, ...] = RM_E
         return time.perf_counter() - t0, sum(len(s.token_ids) + s.overrun for group in out for s in group), out
 
     _, _, recorded = timed(rm=rm, goal=goal, prune=evaluated)  # also the warm-up of both models
-    q = [v for group in recorded for s in group for v in s.q_values[evaluated.skip_first:]]
+    q = [v for group in recorded for s in group for v in s.q_values[evaluated.skip_first :]]
     stopping = PruneConfig(threshold=float(np.median(q)))
     runs = {"off": dict(rm=rm, goal=goal, prune=PruneConfig(threshold=PRUNING_OFF))}
     for every in scan:
@@ -325,17 +401,35 @@ def bench_online_q(setup: Setup, pairs: list[dict], scan: tuple[int, ...] = RM_E
         for name, extra in runs.items():
             wall, tokens[name], _ = timed(**extra)
             walls[name].append(wall / alone)
-    rows = [{"rm_every": every, "evaluated_wall_ratio": spread(walls[f"evaluated_{every}"])["median"],
-             "stopping_wall_ratio": spread(walls[f"stopping_{every}"])["median"],
-             "stopping_tokens_ratio": tokens[f"stopping_{every}"] / tokens["alone"]} for every in scan]
-    main = {"evaluated_wall_ratio": spread(walls[f"evaluated_{RM_EVERY}"]), "evaluated_per_token_wall_ratio": spread(walls["evaluated_1"]),
-            "rm_every": RM_EVERY, "off_wall_ratio": spread(walls["off"]), "stopping_wall_ratio": spread(walls[f"stopping_{RM_EVERY}"]),
-            "stopping_tokens_ratio": tokens[f"stopping_{RM_EVERY}"] / tokens["alone"], "stopping_threshold": stopping.threshold,
-            "tokens": {"alone": tokens["alone"], "per_token": tokens["evaluated_1"], "chunked": tokens[f"evaluated_{RM_EVERY}"],
-                       "off": tokens["off"], "stopping": tokens[f"stopping_{RM_EVERY}"]},
-            "n_questions": len(prompts), "threshold_evaluated": evaluated.threshold,
-            "note": "tokens count every token the policy drew, those cut after a stop (Sample.overrun) included; "
-                    "the rm_every scan ran in the same loop, on the same models"}
+    rows = [
+        {
+            "rm_every": every,
+            "evaluated_wall_ratio": spread(walls[f"evaluated_{every}"])["median"],
+            "stopping_wall_ratio": spread(walls[f"stopping_{every}"])["median"],
+            "stopping_tokens_ratio": tokens[f"stopping_{every}"] / tokens["alone"],
+        }
+        for every in scan
+    ]
+    main = {
+        "evaluated_wall_ratio": spread(walls[f"evaluated_{RM_EVERY}"]),
+        "evaluated_per_token_wall_ratio": spread(walls["evaluated_1"]),
+        "rm_every": RM_EVERY,
+        "off_wall_ratio": spread(walls["off"]),
+        "stopping_wall_ratio": spread(walls[f"stopping_{RM_EVERY}"]),
+        "stopping_tokens_ratio": tokens[f"stopping_{RM_EVERY}"] / tokens["alone"],
+        "stopping_threshold": stopping.threshold,
+        "tokens": {
+            "alone": tokens["alone"],
+            "per_token": tokens["evaluated_1"],
+            "chunked": tokens[f"evaluated_{RM_EVERY}"],
+            "off": tokens["off"],
+            "stopping": tokens[f"stopping_{RM_EVERY}"],
+        },
+        "n_questions": len(prompts),
+        "threshold_evaluated": evaluated.threshold,
+        "note": "tokens count every token the policy drew, those cut after a stop (Sample.overrun) included; "
+        "the rm_every scan ran in the same loop, on the same models",
+    }
     return main, rows
 
 
@@ -373,11 +467,18 @@ def pruning_ratios(reports_root: Path) -> dict:
         m = json.loads(metrics_path.read_text())
         pruning = m.get("decoding", {}).get("pruning", {})
         walls = m.get("timings", {}).get("decoding", {}).get("pruning", {})
-        rows = {bench: {"threshold": row.get("threshold"), "pruning_off": (row.get("threshold") or 0.0) <= PRUNING_OFF,
-                        "tokens_ratio": row["tokens_generated"] / row["tokens_generated_unpruned"],
-                        "wall_ratio": walls[bench]["wall_s"] / walls[bench]["wall_s_unpruned"] if bench in walls else None,
-                        "accuracy": row["accuracy"], "accuracy_unpruned": row["accuracy_unpruned"]}
-                for bench, row in pruning.items() if row.get("tokens_generated_unpruned")}
+        rows = {
+            bench: {
+                "threshold": row.get("threshold"),
+                "pruning_off": (row.get("threshold") or 0.0) <= PRUNING_OFF,
+                "tokens_ratio": row["tokens_generated"] / row["tokens_generated_unpruned"],
+                "wall_ratio": walls[bench]["wall_s"] / walls[bench]["wall_s_unpruned"] if bench in walls else None,
+                "accuracy": row["accuracy"],
+                "accuracy_unpruned": row["accuracy_unpruned"],
+            }
+            for bench, row in pruning.items()
+            if row.get("tokens_generated_unpruned")
+        }
         if rows:
             out[metrics_path.parent.name] = rows
     return out
@@ -392,14 +493,26 @@ def load_average() -> list[float] | None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="Tiny step counts and one repetition (the test suite runs this).")
-    parser.add_argument("--profile", default="demo", help="The profile whose shapes are measured (params/<profile>.yaml).")
+    parser.add_argument(
+        "--quick", action="store_true", help="Tiny step counts and one repetition (the test suite runs this)."
+    )
+    parser.add_argument(
+        "--profile", default="demo", help="The profile whose shapes are measured (params/<profile>.yaml)."
+    )
     parser.add_argument("--out", default=str(RESULTS), help="Where the results JSON goes.")
-    parser.add_argument("--doc", action="store_true", help="Measure nothing: rewrite docs/performance.md's table from --out.")
-    parser.add_argument("--only-online-q", action="store_true",
-                        help="Measure only the sampler figures (comparison 5b) and update them in --out.")
-    parser.add_argument("--reports-only", action="store_true",
-                        help="Measure nothing: re-read the committed reports' figures (comparison 6) into --out.")
+    parser.add_argument(
+        "--doc", action="store_true", help="Measure nothing: rewrite docs/performance.md's table from --out."
+    )
+    parser.add_argument(
+        "--only-online-q",
+        action="store_true",
+        help="Measure only the sampler figures (comparison 5b) and update them in --out.",
+    )
+    parser.add_argument(
+        "--reports-only",
+        action="store_true",
+        help="Measure nothing: re-read the committed reports' figures (comparison 6) into --out.",
+    )
     args = parser.parse_args(argv)
     if args.doc:
         write_doc(json.loads(Path(args.out).read_text()))
@@ -425,9 +538,14 @@ def main(argv=None) -> int:
         atomic_write_json(args.out, results)
         print(format_table(results))
         return 0
-    results: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads, "
-                                f"{platform.python_version()}, torch {torch.__version__}",
-                     "profile": args.profile, "quick": args.quick, "shapes": setup.shapes(), "load_average_before": load_average()}
+    results: dict = {
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads, "
+        f"{platform.python_version()}, torch {torch.__version__}",
+        "profile": args.profile,
+        "quick": args.quick,
+        "shapes": setup.shapes(),
+        "load_average_before": load_average(),
+    }
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         policy = policy_dir(setup, tmp)
@@ -450,36 +568,49 @@ def format_table(r: dict) -> str:
         return "n/a" if not x else f"{x['median']:.2f} (range {x['min']:.2f}-{x['max']:.2f}, n={x['n']})"
 
     o, peak, q = r["contrastive_overhead"], r["peak_fraction"], r["online_q"]
-    lines = [f"Measured on {r['machine']}; profile `{r['profile']}`; load average (1, 5, 15 min) before "
-             f"{r['load_average_before']}, after {r['load_average_after']}.", "",
-             "| comparison | ratio (median, range) | goal | detail |", "|---|---|---|---|",
-             f"| RM training seconds, TRL RewardTrainer / goalrm | {ratio(r['training'].get('ratio'))} | >= 1.2 | "
-             f"goalrm {r['training']['goalrm_tokens_per_s']:.0f} tok/s |",
-             f"| goal-conditioned / baseline trainer tokens/s | {ratio(o['trainer_ratio'])} | >= 0.95 | "
-             f"{o['goal_conditioned_tokens_per_s']:.0f} vs {o['baseline_tokens_per_s']:.0f} tok/s |",
-             f"| contrastive step / vanilla step (seconds) | {ratio(o['step']['ratio'])} | <= 1.05 | "
-             f"{o['step']['contrastive_tokens_per_s']:.0f} vs {o['step']['vanilla_tokens_per_s']:.0f} tok/s |",
-             f"| RM trainer / fp32 matmul peak | {peak['baseline_fraction_of_peak']:.2f} (goal-conditioned {peak['goal_conditioned_fraction_of_peak']:.2f}) | "
-             f"- | peak {peak['matmul_peak_gflops']:.0f} GFLOP/s, {peak['train_flops_per_token'] / 1e6:.1f} MFLOP/token |",
-             f"| scoring seq/s, bucketed batch / batch-1 loop | {ratio(r['scoring']['ratio'])} | >= 10 | "
-             f"max abs diff {r['scoring']['max_abs_diff']:.1e} over {r['scoring']['n_sequences']} sequences |",
-             f"| sampling wall, RM following every token (read {q['rm_every']} at a time) / policy alone | {ratio(q['evaluated_wall_ratio'])} | - | "
-             f"one at a time: {ratio(q['evaluated_per_token_wall_ratio'])}; same tokens |",
-             f"| sampling wall, pruning off / policy alone | {ratio(q['off_wall_ratio'])} | 1.0 | no RM call |",
-             f"| sampling wall, pruning that stops samples / policy alone | {ratio(q['stopping_wall_ratio'])} | within 0.1 of tokens | "
-             f"tokens {q['stopping_tokens_ratio']:.2f} (threshold {q['stopping_threshold']:.3f}, the median Q) |"]
+    lines = [
+        f"Measured on {r['machine']}; profile `{r['profile']}`; load average (1, 5, 15 min) before "
+        f"{r['load_average_before']}, after {r['load_average_after']}.",
+        "",
+        "| comparison | ratio (median, range) | goal | detail |",
+        "|---|---|---|---|",
+        f"| RM training seconds, TRL RewardTrainer / goalrm | {ratio(r['training'].get('ratio'))} | >= 1.2 | "
+        f"goalrm {r['training']['goalrm_tokens_per_s']:.0f} tok/s |",
+        f"| goal-conditioned / baseline trainer tokens/s | {ratio(o['trainer_ratio'])} | >= 0.95 | "
+        f"{o['goal_conditioned_tokens_per_s']:.0f} vs {o['baseline_tokens_per_s']:.0f} tok/s |",
+        f"| contrastive step / vanilla step (seconds) | {ratio(o['step']['ratio'])} | <= 1.05 | "
+        f"{o['step']['contrastive_tokens_per_s']:.0f} vs {o['step']['vanilla_tokens_per_s']:.0f} tok/s |",
+        f"| RM trainer / fp32 matmul peak | {peak['baseline_fraction_of_peak']:.2f} (goal-conditioned {peak['goal_conditioned_fraction_of_peak']:.2f}) | "
+        f"- | peak {peak['matmul_peak_gflops']:.0f} GFLOP/s, {peak['train_flops_per_token'] / 1e6:.1f} MFLOP/token |",
+        f"| scoring seq/s, bucketed batch / batch-1 loop | {ratio(r['scoring']['ratio'])} | >= 10 | "
+        f"max abs diff {r['scoring']['max_abs_diff']:.1e} over {r['scoring']['n_sequences']} sequences |",
+        f"| sampling wall, RM following every token (read {q['rm_every']} at a time) / policy alone | {ratio(q['evaluated_wall_ratio'])} | - | "
+        f"one at a time: {ratio(q['evaluated_per_token_wall_ratio'])}; same tokens |",
+        f"| sampling wall, pruning off / policy alone | {ratio(q['off_wall_ratio'])} | 1.0 | no RM call |",
+        f"| sampling wall, pruning that stops samples / policy alone | {ratio(q['stopping_wall_ratio'])} | within 0.1 of tokens | "
+        f"tokens {q['stopping_tokens_ratio']:.2f} (threshold {q['stopping_threshold']:.3f}, the median Q) |",
+    ]
     if r.get("online_q_rm_every"):
-        scan = "; ".join(f"{x['rm_every']}: {x['evaluated_wall_ratio']:.2f}, stopping {x['stopping_wall_ratio']:.2f} at tokens "
-                         f"{x['stopping_tokens_ratio']:.2f}" for x in r["online_q_rm_every"])
+        scan = "; ".join(
+            f"{x['rm_every']}: {x['evaluated_wall_ratio']:.2f}, stopping {x['stopping_wall_ratio']:.2f} at tokens "
+            f"{x['stopping_tokens_ratio']:.2f}"
+            for x in r["online_q_rm_every"]
+        )
         lines.append(f"| sampling wall / policy alone by tokens the RM reads per forward | see detail | - | {scan} |")
     for profile, benches in r["pruning"].items():
         for bench, p in benches.items():
             wall = f"{p['wall_ratio']:.2f}" if p["wall_ratio"] is not None else "n/a"
             rule = "pruning off" if p["pruning_off"] else f"threshold {p['threshold']:.3g}"
-            lines.append(f"| Q-pruned / unpruned tokens, {profile} {bench} ({rule}) | {p['tokens_ratio']:.2f} (wall {wall}) | "
-                         f"<= 0.6 | accuracy {p['accuracy']:.3f} vs {p['accuracy_unpruned']:.3f} |")
+            lines.append(
+                f"| Q-pruned / unpruned tokens, {profile} {bench} ({rule}) | {p['tokens_ratio']:.2f} (wall {wall}) | "
+                f"<= 0.6 | accuracy {p['accuracy']:.3f} vs {p['accuracy_unpruned']:.3f} |"
+            )
     for profile, e in r["end_to_end"].items():
-        per_seed = f", training {e['training_s_per_seed']:.0f} s per seed ({e['n_seeds']} seeds)" if "training_s_per_seed" in e else ""
+        per_seed = (
+            f", training {e['training_s_per_seed']:.0f} s per seed ({e['n_seeds']} seeds)"
+            if "training_s_per_seed" in e
+            else ""
+        )
         goal = "<= 900 s with >= 5 seeds (aim 600)" if profile == "demo" else "-"
         stages = ", ".join(f"{name.split('_', 1)[-1]} {seconds:.0f}" for name, seconds in e["stages_s"].items())
         speed = f"; fp32 matmul {e['matmul_gflops']:.0f} GFLOP/s when it ran" if "matmul_gflops" in e else ""

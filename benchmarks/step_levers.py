@@ -80,7 +80,7 @@ def one_variant(name: str, steps: int, warmup: int, strategy: str) -> dict:
     items, _ = encode_preference_rows(tokenizer, pairs, TEMPLATE, recipe.max_len, encoding=recipe.encoding)
     items.sort(key=item_length)  # grouped by length, as the trainer's group_by_length
     collate = PreferenceCollator(tokenizer.pad_token_id)
-    batches = [collate(items[i:i + batch_pairs]) for i in range(0, len(items) - batch_pairs + 1, batch_pairs)]
+    batches = [collate(items[i : i + batch_pairs]) for i in range(0, len(items) - batch_pairs + 1, batch_pairs)]
 
     model, _, _ = harness.one_step_model(setup, pairs)
     model.backbone.config._attn_implementation = attention
@@ -109,8 +109,13 @@ def one_variant(name: str, steps: int, warmup: int, strategy: str) -> dict:
     median = statistics.median(times)
     real = statistics.mean(int(b["attention_mask"].sum()) for b in batches)
     padded = statistics.mean(int(b["attention_mask"].numel()) for b in batches)
-    return {"step_s": median, "tokens_per_s": real / median, "warmup_extra_s": sum(first) - warmup * median,
-            "real_tokens_per_step": real, "padded_tokens_per_step": padded}
+    return {
+        "step_s": median,
+        "tokens_per_s": real / median,
+        "warmup_extra_s": sum(first) - warmup * median,
+        "real_tokens_per_step": real,
+        "padded_tokens_per_step": padded,
+    }
 
 
 def measure(reps: int, steps: int, warmup: int, strategy: str) -> dict:
@@ -121,27 +126,58 @@ def measure(reps: int, steps: int, warmup: int, strategy: str) -> dict:
             cold = tempfile.TemporaryDirectory() if VARIANTS[name][3] == "cold" else None
             if cold:
                 env["TORCHINDUCTOR_CACHE_DIR"] = cold.name
-            out = subprocess.run([sys.executable, __file__, "--one", name, "--steps", str(steps), "--warmup", str(warmup),
-                                  "--strategy", strategy], check=True, capture_output=True, text=True, cwd=ROOT, env=env)
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--one",
+                    name,
+                    "--steps",
+                    str(steps),
+                    "--warmup",
+                    str(warmup),
+                    "--strategy",
+                    strategy,
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                env=env,
+            )
             if cold:
                 cold.cleanup()
             runs[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
-            print(f"rep {rep + 1}/{reps} {name}: {runs[name][-1]['step_s'] * 1e3:.1f} ms/step", file=sys.stderr, flush=True)
+            print(
+                f"rep {rep + 1}/{reps} {name}: {runs[name][-1]['step_s'] * 1e3:.1f} ms/step",
+                file=sys.stderr,
+                flush=True,
+            )
     base = runs["default"]
     table = {}
     for name, rows in runs.items():
         threads = VARIANTS[name][0]
         speedup = [b["step_s"] / r["step_s"] for b, r in zip(base, rows)]
-        row = {"threads": threads, "attention": VARIANTS[name][1], "adamw": VARIANTS[name][2], "compile": VARIANTS[name][3],
-               "step_ms": spread([1e3 * r["step_s"] for r in rows]), "tokens_per_s": spread([r["tokens_per_s"] for r in rows]),
-               "speedup_vs_default": spread(speedup), "warmup_extra_s": spread([r["warmup_extra_s"] for r in rows])}
+        row = {
+            "threads": threads,
+            "attention": VARIANTS[name][1],
+            "adamw": VARIANTS[name][2],
+            "compile": VARIANTS[name][3],
+            "step_ms": spread([1e3 * r["step_s"] for r in rows]),
+            "tokens_per_s": spread([r["tokens_per_s"] for r in rows]),
+            "speedup_vs_default": spread(speedup),
+            "warmup_extra_s": spread([r["warmup_extra_s"] for r in rows]),
+        }
         saved = [b["step_s"] - r["step_s"] for b, r in zip(base, rows)]
         if name != "default" and threads == 1 and statistics.median(saved) > 0 and VARIANTS[name][3]:
             # steps it takes the per-step saving to repay the extra warm-up time (compilation) once per process
             row["break_even_steps"] = statistics.median(r["warmup_extra_s"] for r in rows) / statistics.median(saved)
         table[name] = row
-    return {"variants": table, "real_tokens_per_step": base[0]["real_tokens_per_step"],
-            "padded_tokens_per_step": base[0]["padded_tokens_per_step"]}
+    return {
+        "variants": table,
+        "real_tokens_per_step": base[0]["real_tokens_per_step"],
+        "padded_tokens_per_step": base[0]["padded_tokens_per_step"],
+    }
 
 
 def profile_default(strategy: str) -> dict:
@@ -170,8 +206,11 @@ def profile_default(strategy: str) -> dict:
     total = sum(e.self_cpu_time_total for e in ops)
     mm = sum(e.self_cpu_time_total for e in ops if e.key in ("aten::mm", "aten::addmm", "aten::bmm"))
     top = sorted(ops, key=lambda e: e.self_cpu_time_total, reverse=True)[:6]
-    return {"matmul_share": mm / total, "step_ms": total / 3e3,
-            "top": [{"op": e.key, "ms_per_step": round(e.self_cpu_time_total / 3e3, 2)} for e in top]}
+    return {
+        "matmul_share": mm / total,
+        "step_ms": total / 3e3,
+        "top": [{"op": e.key, "ms_per_step": round(e.self_cpu_time_total / 3e3, 2)} for e in top],
+    }
 
 
 def trainer_pair(steps: int, reps: int) -> dict:
@@ -196,12 +235,29 @@ def trainer_pair(steps: int, reps: int) -> dict:
             procs = {}
             for side in sides:
                 out = tmp / f"rm-{side}-{rep}"
-                cfg = setup.config(pretrain=str(policy), dataset=str(data), save_path=str(out), template=TEMPLATE,
-                                   reward_model_strategy="contrastive", max_steps=steps, max_epochs=100, eval_split=0.02,
-                                   logging_steps=100, torch_compile=side == "compiled")
-                procs[side] = (out, time.perf_counter(), subprocess.Popen(
-                    train_command(cfg), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
-                    env={**os.environ, "OMP_NUM_THREADS": "1"}))
+                cfg = setup.config(
+                    pretrain=str(policy),
+                    dataset=str(data),
+                    save_path=str(out),
+                    template=TEMPLATE,
+                    reward_model_strategy="contrastive",
+                    max_steps=steps,
+                    max_epochs=100,
+                    eval_split=0.02,
+                    logging_steps=100,
+                    torch_compile=side == "compiled",
+                )
+                procs[side] = (
+                    out,
+                    time.perf_counter(),
+                    subprocess.Popen(
+                        train_command(cfg),
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                        cwd=ROOT,
+                        env={**os.environ, "OMP_NUM_THREADS": "1"},
+                    ),
+                )
             pending = dict(procs)
             while pending:  # each side's wall ends when its own process does
                 for side, (out, started, proc) in list(pending.items()):
@@ -212,34 +268,48 @@ def trainer_pair(steps: int, reps: int) -> dict:
                         sides[side].append({"train_s": summary["train_s"], "process_s": time.perf_counter() - started})
                         del pending[side]
                 time.sleep(0.2)
-            print(f"rep {rep + 1}/{reps}: " + ", ".join(f"{k} {v[-1]['train_s']:.0f} s" for k, v in sides.items()), file=sys.stderr, flush=True)
+            print(
+                f"rep {rep + 1}/{reps}: " + ", ".join(f"{k} {v[-1]['train_s']:.0f} s" for k, v in sides.items()),
+                file=sys.stderr,
+                flush=True,
+            )
     e, c = sides["eager"], sides["compiled"]
-    return {"steps": steps, "reps": reps, "eval_steps": setup.recipe.eval_steps,
-            "train_s": {k: spread([r["train_s"] for r in v]) for k, v in sides.items()},
-            "process_s": {k: spread([r["process_s"] for r in v]) for k, v in sides.items()},
-            "speedup_train_s": spread([a["train_s"] / b["train_s"] for a, b in zip(e, c)]),
-            "speedup_process_s": spread([a["process_s"] / b["process_s"] for a, b in zip(e, c)])}
+    return {
+        "steps": steps,
+        "reps": reps,
+        "eval_steps": setup.recipe.eval_steps,
+        "train_s": {k: spread([r["train_s"] for r in v]) for k, v in sides.items()},
+        "process_s": {k: spread([r["process_s"] for r in v]) for k, v in sides.items()},
+        "speedup_train_s": spread([a["train_s"] / b["train_s"] for a, b in zip(e, c)]),
+        "speedup_process_s": spread([a["process_s"] / b["process_s"] for a, b in zip(e, c)]),
+    }
 
 
 def format_table(rows: list[dict]) -> str:
     """One table per objective: each variant's step time, its speed-up over the default and its warm-up cost."""
+
     def ms(x: dict) -> str:
         return f"{x['median']:.0f} ({x['min']:.0f}-{x['max']:.0f})"
 
     lines = []
     for r in rows:
         prof = r["profile_one_thread"]
-        lines += [f"`{r['strategy']}` objective, {r['reps']} repetitions x {r['steps']} timed steps, on {r['machine']} "
-                  f"(fp32 matmul {r['matmul_gflops_one_thread']:.0f} GFLOP/s on one thread), commit `{r['commit']}`, load average "
-                  f"before {[round(x, 2) for x in r['load_average_before']]}; {r['real_tokens_per_step']:.0f} real of "
-                  f"{r['padded_tokens_per_step']:.0f} tokens per step; eager one-thread step {prof['matmul_share']:.0%} matmul.", "",
-                  "| variant | threads | step ms (median, range) | speed-up vs default | first steps' extra s | steps to repay it |",
-                  "|---|---|---|---|---|---|"]
+        lines += [
+            f"`{r['strategy']}` objective, {r['reps']} repetitions x {r['steps']} timed steps, on {r['machine']} "
+            f"(fp32 matmul {r['matmul_gflops_one_thread']:.0f} GFLOP/s on one thread), commit `{r['commit']}`, load average "
+            f"before {[round(x, 2) for x in r['load_average_before']]}; {r['real_tokens_per_step']:.0f} real of "
+            f"{r['padded_tokens_per_step']:.0f} tokens per step; eager one-thread step {prof['matmul_share']:.0%} matmul.",
+            "",
+            "| variant | threads | step ms (median, range) | speed-up vs default | first steps' extra s | steps to repay it |",
+            "|---|---|---|---|---|---|",
+        ]
         for name, v in r["variants"].items():
             s = v["speedup_vs_default"]
             repay = f"{v['break_even_steps']:.0f}" if "break_even_steps" in v else "-"
-            lines.append(f"| {name} | {v['threads']} | {ms(v['step_ms'])} | {s['median']:.2f} ({s['min']:.2f}-{s['max']:.2f}) | "
-                         f"{v['warmup_extra_s']['median']:.1f} | {repay} |")
+            lines.append(
+                f"| {name} | {v['threads']} | {ms(v['step_ms'])} | {s['median']:.2f} ({s['min']:.2f}-{s['max']:.2f}) | "
+                f"{v['warmup_extra_s']['median']:.1f} | {repay} |"
+            )
         lines.append("")
     return "\n".join(lines).rstrip()
 
@@ -247,11 +317,13 @@ def format_table(rows: list[dict]) -> str:
 def trainer_line(pair: dict) -> str:
     """The real trainer's side-by-side figures (``--trainer``), one sentence."""
     t, p = pair["train_s"], pair["process_s"]
-    return (f"Through the real trainer (`--trainer {pair['steps']}`: a goal-conditioned RM, eager and compiled side by side "
-            f"with a thread each, evaluations every {pair['eval_steps']} steps, {pair['reps']} repetitions, commit "
-            f"`{pair['commit']}`): training {t['eager']['median']:.0f} s eager vs {t['compiled']['median']:.0f} s compiled, "
-            f"{pair['speedup_train_s']['median']:.2f}x (range {pair['speedup_train_s']['min']:.2f}-{pair['speedup_train_s']['max']:.2f}); "
-            f"the whole process {pair['speedup_process_s']['median']:.2f}x.")
+    return (
+        f"Through the real trainer (`--trainer {pair['steps']}`: a goal-conditioned RM, eager and compiled side by side "
+        f"with a thread each, evaluations every {pair['eval_steps']} steps, {pair['reps']} repetitions, commit "
+        f"`{pair['commit']}`): training {t['eager']['median']:.0f} s eager vs {t['compiled']['median']:.0f} s compiled, "
+        f"{pair['speedup_train_s']['median']:.2f}x (range {pair['speedup_train_s']['min']:.2f}-{pair['speedup_train_s']['max']:.2f}); "
+        f"the whole process {pair['speedup_process_s']['median']:.2f}x."
+    )
 
 
 def table_block(rows: list[dict], pair: dict | None = None) -> str:
@@ -272,8 +344,12 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=24, help="timed steps per variant run")
     ap.add_argument("--warmup", type=int, default=8, help="untimed first steps (the compile happens here)")
     ap.add_argument("--strategy", default="vanilla", choices=("vanilla", "contrastive"))
-    ap.add_argument("--trainer", type=int, metavar="STEPS",
-                    help="time the real trainer, eager vs --torch_compile side by side, for STEPS steps (recorded apart)")
+    ap.add_argument(
+        "--trainer",
+        type=int,
+        metavar="STEPS",
+        help="time the real trainer, eager vs --torch_compile side by side, for STEPS steps (recorded apart)",
+    )
     ap.add_argument("--doc", action="store_true", help="write docs/performance.md's table from the committed results")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -290,8 +366,13 @@ def main(argv=None) -> int:
 
         load_before = list(os.getloadavg())
         pair = trainer_pair(args.trainer, args.reps)
-        pair.update(load_average_before=load_before, load_average_after=list(os.getloadavg()), commit=subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip())
+        pair.update(
+            load_average_before=load_before,
+            load_average_after=list(os.getloadavg()),
+            commit=subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+            ).stdout.strip(),
+        )
         print(json.dumps(pair, indent=1))
         atomic_write_json(TRAINER_RESULTS, pair, indent=1)
         return 0
@@ -304,10 +385,19 @@ def main(argv=None) -> int:
     result = measure(args.reps, args.steps, args.warmup, args.strategy)
     result["profile_one_thread"] = profile_default(args.strategy)
     peak = matmul_gflops(1, n=1024, reps=5)
-    result.update(machine=f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}, torch {torch.__version__}",
-                  matmul_gflops_one_thread=peak, strategy=args.strategy, reps=args.reps, steps=args.steps, warmup=args.warmup,
-                  load_average_before=load_before, load_average_after=list(os.getloadavg()),
-                  commit=subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip())
+    result.update(
+        machine=f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}, torch {torch.__version__}",
+        matmul_gflops_one_thread=peak,
+        strategy=args.strategy,
+        reps=args.reps,
+        steps=args.steps,
+        warmup=args.warmup,
+        load_average_before=load_before,
+        load_average_after=list(os.getloadavg()),
+        commit=subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+        ).stdout.strip(),
+    )
     print(json.dumps(result, indent=1))
     if not args.quick:
         rows = json.loads(RESULTS.read_text()) if RESULTS.exists() else []

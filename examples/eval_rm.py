@@ -1,5 +1,6 @@
 #!/usr/bin/env python
 """The official ``examples/eval_rm.py``: ``goalrm eval-rm`` with the same flags (docs/migration.md)."""
+
 import sys
 from pathlib import Path
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python
 """The official ``examples/train_rm.py``: ``goalrm train-rm --official_defaults`` with the same flags, so every
 default is the official code's (docs/migration.md)."""
+
 import sys
 from pathlib import Path
 

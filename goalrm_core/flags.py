@@ -88,7 +88,9 @@ class Range:
         try:
             value = self.kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be {'an integer' if self.kind is int else 'a number'}, got {text!r}") from None
+            raise argparse.ArgumentTypeError(
+                f"must be {'an integer' if self.kind is int else 'a number'}, got {text!r}"
+            ) from None
         if not self.contains(value):
             raise argparse.ArgumentTypeError(f"must be {self}, got {text}")
         return value
@@ -111,7 +113,9 @@ def check_choice(name: str, value, valid) -> object:
 _OWN = object()
 
 
-def add_field_flag(parser: argparse.ArgumentParser, field, default=_OWN, *, negatable: bool = False, help_prefix: str = "") -> None:
+def add_field_flag(
+    parser: argparse.ArgumentParser, field, default=_OWN, *, negatable: bool = False, help_prefix: str = ""
+) -> None:
     """One ``--<name>`` flag of ``parser`` from a dataclass ``field`` whose metadata defines the setting:
     its ``help``, and a number's valid ``range`` (a :class:`Range`, the flag's type), ``choices``,
     ``required``, or ``words`` (one or more words kept as one string). A bool is a switch, with a
@@ -121,12 +125,16 @@ def add_field_flag(parser: argparse.ArgumentParser, field, default=_OWN, *, nega
     text = help_prefix + meta.get("help", "")
     common = dict(default=field.default if default is _OWN else default, help=text.replace("%", "%%") or None)
     if field.type in ("bool", bool):
-        parser.add_argument(f"--{field.name}", action=argparse.BooleanOptionalAction if negatable else "store_true", **common)
+        parser.add_argument(
+            f"--{field.name}", action=argparse.BooleanOptionalAction if negatable else "store_true", **common
+        )
     elif meta.get("words"):
         parser.add_argument(f"--{field.name}", nargs="+", action=_JoinWords, **common)
     else:
         kind = meta.get("range") or {"int": int, "float": float, "str": str}.get(field.type, field.type)
-        parser.add_argument(f"--{field.name}", type=kind, choices=meta.get("choices"), required=meta.get("required", False), **common)
+        parser.add_argument(
+            f"--{field.name}", type=kind, choices=meta.get("choices"), required=meta.get("required", False), **common
+        )
 
 
 class _JoinWords(argparse.Action):
@@ -164,7 +172,7 @@ def symlink_loop(error: BaseException) -> str | None:
     link that leads back to itself, Python < 3.13), naming the path; ``None`` for any other error."""
     text = str(error)
     if type(error) is RuntimeError and text.startswith("Symlink loop from "):
-        return f"{text[len('Symlink loop from '):]} is a symbolic link loop (it leads back to itself); remove the link or give another path"
+        return f"{text[len('Symlink loop from ') :]} is a symbolic link loop (it leads back to itself); remove the link or give another path"
     return None
 
 
@@ -177,11 +185,12 @@ def one_line(error: BaseException | str, longest: int = 400) -> str:
     """An error message as one line, with any word longer than ``longest`` characters (a value pasted
     whole: a 5,000-character --set) cut to its start and its length, so the line stays readable; a
     path of usual length is kept whole."""
+
     def cut(word: str) -> str:
         if len(word) <= longest:
             return word
         closing = len(word) - len(word.rstrip("'\"),;:.)]"))  # the quote and punctuation that close it stay
-        return f"{word[:60]}…({len(word):,} characters){word[len(word) - closing:]}"
+        return f"{word[:60]}…({len(word):,} characters){word[len(word) - closing :]}"
 
     return " ".join(cut(word) for word in str(error).split())
 
@@ -256,9 +265,19 @@ def safe_path_part(name, what: str) -> str:
     ValueError: benchmark '../x' is not a plain name: it must not be empty, hold '/', '\\' or '..', nor be absolute
     """
     text = str(name)
-    if (not text.strip() or text == "." or ".." in text or "/" in text or "\\" in text or "\0" in text
-            or os.path.isabs(text) or re.match(r"^[A-Za-z]:", text)):
-        raise ValueError(f"{what} {text!r} is not a plain name: it must not be empty, hold '/', '\\' or '..', nor be absolute")
+    if (
+        not text.strip()
+        or text == "."
+        or ".." in text
+        or "/" in text
+        or "\\" in text
+        or "\0" in text
+        or os.path.isabs(text)
+        or re.match(r"^[A-Za-z]:", text)
+    ):
+        raise ValueError(
+            f"{what} {text!r} is not a plain name: it must not be empty, hold '/', '\\' or '..', nor be absolute"
+        )
     return text
 
 

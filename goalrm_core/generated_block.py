@@ -11,8 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def replace_block(text: str, begin: str, end: str, block: str, where: str = "the text",
-                  what: str = "generated block") -> str:
+def replace_block(
+    text: str, begin: str, end: str, block: str, where: str = "the text", what: str = "generated block"
+) -> str:
     """``text`` with everything from the first ``begin`` to the ``end`` after it (both markers included)
     replaced by ``block``, which carries its own markers. A text without both markers is a ``ValueError``
     naming ``where`` and the markers it lacks."""

@@ -19,12 +19,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from goalrm_core.data.io import append_jsonl  # noqa: E402
-from goalrm_core.tasks.toymath import problems as toymath  # noqa: E402
-from goalrm_core.tasks.toymath import pipeline as tp  # noqa: E402
 from goalrm_core.inference.sampler import sample_completions  # noqa: E402
+from goalrm_core.model.templates import apply_template  # noqa: E402
+from goalrm_core.tasks.toymath import pipeline as tp  # noqa: E402
+from goalrm_core.tasks.toymath import problems as toymath  # noqa: E402
 from goalrm_core.tasks.toymath.policy import PolicyConfig  # noqa: E402
 from goalrm_core.threads import set_torch_threads  # noqa: E402
-from goalrm_core.model.templates import apply_template  # noqa: E402
 
 TABLE = ROOT / "reports" / "calibration" / "policy.jsonl"
 
@@ -50,44 +50,86 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--table", type=Path, default=TABLE)
-    p.add_argument("--reuse_policy", action="store_true",
-                   help="Measure the policy already in runs/calibration/<name> (more temperatures) instead of training it.")
+    p.add_argument(
+        "--reuse_policy",
+        action="store_true",
+        help="Measure the policy already in runs/calibration/<name> (more temperatures) instead of training it.",
+    )
     args = p.parse_args(argv)
 
     threads = set_torch_threads(args.threads)
     run = ROOT / "runs" / "calibration" / args.name
-    cfg = toymath.ToyMathConfig(min_steps=args.min_steps, max_steps=args.max_steps, operand_min=args.operand_min,
-                                operand_max=args.operand_max, operations=args.operations, modulus=args.modulus,
-                                heldout_facts=args.heldout_facts)
+    cfg = toymath.ToyMathConfig(
+        min_steps=args.min_steps,
+        max_steps=args.max_steps,
+        operand_min=args.operand_min,
+        operand_max=args.operand_max,
+        operations=args.operations,
+        modulus=args.modulus,
+        heldout_facts=args.heldout_facts,
+    )
     tp.write_benchmarks(run, cfg, args.n_questions, args.seed)
-    policy_cfg = PolicyConfig(steps=args.policy_steps, batch_size=args.policy_batch_size,
-                              learning_rate=args.policy_learning_rate, seed=args.seed)
+    policy_cfg = PolicyConfig(
+        steps=args.policy_steps,
+        batch_size=args.policy_batch_size,
+        learning_rate=args.policy_learning_rate,
+        seed=args.seed,
+    )
     started = time.perf_counter()
     if not (args.reuse_policy and (run / "data" / "policy" / "config.json").exists()):
-        tp.train_policy(run, tp.training_problems(run, cfg, args.n_train_questions, args.seed), policy_cfg, progress=False)
+        tp.train_policy(
+            run, tp.training_problems(run, cfg, args.n_train_questions, args.seed), policy_cfg, progress=False
+        )
         sft_s = time.perf_counter() - started
     else:
         sft_s = None  # trained by an earlier row of the same name
     model, tokenizer = tp.load_policy(run)
-    settings = {"name": args.name, "task": {k: v for k, v in vars(args).items() if k in (
-        "min_steps", "max_steps", "operand_min", "operand_max", "operations", "modulus", "heldout_facts")},
-        "policy_steps": args.policy_steps, "policy_batch_size": args.policy_batch_size,
-        "policy_learning_rate": args.policy_learning_rate, "n_train_questions": args.n_train_questions,
-        "sft_s": None if sft_s is None else round(sft_s, 1), "threads": threads}
+    settings = {
+        "name": args.name,
+        "task": {
+            k: v
+            for k, v in vars(args).items()
+            if k in ("min_steps", "max_steps", "operand_min", "operand_max", "operations", "modulus", "heldout_facts")
+        },
+        "policy_steps": args.policy_steps,
+        "policy_batch_size": args.policy_batch_size,
+        "policy_learning_rate": args.policy_learning_rate,
+        "n_train_questions": args.n_train_questions,
+        "sft_s": None if sft_s is None else round(sft_s, 1),
+        "threads": threads,
+    }
     rows = []
     for bench in tp.benchmark_names(run):
         questions = tp.read_benchmark(run, bench)
         prompts = [apply_template(tp.TEMPLATE, q["question"]) for q in questions]
         for temperature in [None, *args.temperatures]:
             n = 1 if temperature is None else args.samples
-            completions = sample_completions(model, tokenizer, prompts, n=n, temperature=temperature or 1.0,
-                                             greedy=temperature is None, max_new_tokens=args.max_new_tokens,
-                                             seed=args.seed, progress=False)
-            records = [tp.generation_record(q["question"], q["expected_answer"], c, i, cfg.modulus)
-                       for q, comps in zip(questions, completions) for i, c in enumerate(comps)]
+            completions = sample_completions(
+                model,
+                tokenizer,
+                prompts,
+                n=n,
+                temperature=temperature or 1.0,
+                greedy=temperature is None,
+                max_new_tokens=args.max_new_tokens,
+                seed=args.seed,
+                progress=False,
+            )
+            records = [
+                tp.generation_record(q["question"], q["expected_answer"], c, i, cfg.modulus)
+                for q, comps in zip(questions, completions)
+                for i, c in enumerate(comps)
+            ]
             accuracy = sum(r["is_correct"] for r in records) / len(records)
-            rows.append({**settings, "benchmark": bench, "decoding": "greedy" if temperature is None else f"T={temperature}",
-                         "n": len(records), "accuracy": round(accuracy, 4)})
+            rows.append(
+                {
+                    **settings,
+                    "benchmark": bench,
+                    "decoding": "greedy" if temperature is None else f"T={temperature}",
+                    "n": len(records),
+                    "accuracy": round(accuracy, 4),
+                }
+            )
             print(f"{bench:12s} {rows[-1]['decoding']:8s} {accuracy:.3f} (n={len(records)})", flush=True)
     append_jsonl(args.table, rows)
     return 0

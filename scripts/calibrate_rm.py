@@ -32,22 +32,33 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from goalrm_core.data.io import append_jsonl  # noqa: E402
+from transformers import AutoTokenizer  # noqa: E402
+
+from goalrm_core.data.io import (  # noqa: E402
+    append_jsonl,  # noqa: E402
+    read_jsonl,
+    write_jsonl,
+)
+from goalrm_core.data.rundir import RunDir  # noqa: E402
 from goalrm_core.evaluation import tables  # noqa: E402
-from goalrm_core.study.artifacts import HEADLINE_SETS, first_samples  # noqa: E402
+from goalrm_core.inference.scoring import score_generations  # noqa: E402
+from goalrm_core.model.reward_model import load_reward_model  # noqa: E402
+from goalrm_core.pipeline.profile_files import load_profile  # noqa: E402
+from goalrm_core.study.artifacts import (  # noqa: E402
+    HEADLINE_SETS,
+    first_samples,
+    subset_rows,  # noqa: E402
+)
 from goalrm_core.study.rms import STRATEGY  # noqa: E402
 from goalrm_core.study.training import notebook_recipe, train_rms  # noqa: E402
-from goalrm_core.train.config import TrainRMConfig  # noqa: E402
-from goalrm_core.pipeline.profile_files import load_profile  # noqa: E402
-from goalrm_core.tasks.toymath.pipeline import TEMPLATE  # noqa: E402
-from goalrm_core.model.reward_model import load_reward_model  # noqa: E402
-from goalrm_core.inference.scoring import score_generations  # noqa: E402
-from transformers import AutoTokenizer  # noqa: E402
-from goalrm_core.data.io import read_jsonl, write_jsonl  # noqa: E402
-from goalrm_core.data.rundir import RunDir  # noqa: E402
-from goalrm_core.study.artifacts import subset_rows  # noqa: E402
 from goalrm_core.tasks.toymath import verify_data  # noqa: E402
-from goalrm_core.tasks.toymath.pipeline import read_generations, task_config, training_problems  # noqa: E402
+from goalrm_core.tasks.toymath.pipeline import (  # noqa: E402
+    TEMPLATE,  # noqa: E402
+    read_generations,
+    task_config,
+    training_problems,
+)
+from goalrm_core.train.config import TrainRMConfig  # noqa: E402
 
 TABLE = ROOT / "reports" / "calibration" / "rm.jsonl"
 
@@ -59,9 +70,24 @@ def profile_recipe(profile: str) -> TrainRMConfig:
 
 
 # The trainer flags a row records (the paths, strategy and seed are recorded apart).
-RECORDED_FLAGS = ("max_steps", "train_batch_size", "micro_train_batch_size", "learning_rate", "head_learning_rate",
-                  "lr_warmup_ratio", "eval_steps", "contrastive_loss_beta", "sim_samples", "unsim_samples", "zero_stage",
-                  "max_len", "max_epochs", "encoding", "contrastive_window", "contrastive_pairs")
+RECORDED_FLAGS = (
+    "max_steps",
+    "train_batch_size",
+    "micro_train_batch_size",
+    "learning_rate",
+    "head_learning_rate",
+    "lr_warmup_ratio",
+    "eval_steps",
+    "contrastive_loss_beta",
+    "sim_samples",
+    "unsim_samples",
+    "zero_stage",
+    "max_len",
+    "max_epochs",
+    "encoding",
+    "contrastive_window",
+    "contrastive_pairs",
+)
 
 
 def parse_overrides(extra: list[str]) -> dict:
@@ -84,11 +110,13 @@ def parse_overrides(extra: list[str]) -> dict:
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
     own = argv[: argv.index("--")] if "--" in argv else argv
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run_dir", required=True)
-    p.add_argument("--profile", default="demo", help="the profile whose RM recipe (notebook 02's) the flags after -- override")
+    p.add_argument(
+        "--profile", default="demo", help="the profile whose RM recipe (notebook 02's) the flags after -- override"
+    )
     p.add_argument("--name", required=True, help="Recipe label; RMs go to <run_dir>/calibration/<name>/.")
     p.add_argument("--strategy", default="baseline", choices=list(STRATEGY))
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -97,22 +125,42 @@ def main(argv=None) -> int:
     p.add_argument("--headline", default="sample0", choices=HEADLINE_SETS)
     p.add_argument("--n_boot", type=int, default=1000)
     p.add_argument("--table", type=Path, default=TABLE)
-    p.add_argument("--data", default="policy", choices=verify_data.PAIR_SOURCES,
-                   help="training pairs: the policy's (notebook 01's), those with a well-formed rejected side, synthetic "
-                        "one-fact slips of reference solutions, the policy's and the slips together, a confidently wrong "
-                        "second generator's solutions against the references (confident), or those and the slips")
+    p.add_argument(
+        "--data",
+        default="policy",
+        choices=verify_data.PAIR_SOURCES,
+        help="training pairs: the policy's (notebook 01's), those with a well-formed rejected side, synthetic "
+        "one-fact slips of reference solutions, the policy's and the slips together, a confidently wrong "
+        "second generator's solutions against the references (confident), or those and the slips",
+    )
     p.add_argument("--n_slip_questions", type=int, default=6000, help="fresh training questions for --data slips")
     p.add_argument("--slips_per_question", type=int, default=1)
-    p.add_argument("--generator_extra_facts", type=int, default=12,
-                   help="--data confident: the second generator is taught wrong every fact the policy is, and this many more")
-    p.add_argument("--data_seed", type=int, default=None,
-                   help="seed of the generated training pairs (default: the smallest of --seeds); give it to train "
-                        "seeds in several calls on the same pairs")
-    p.add_argument("--pairs", type=Path, default=None,
-                   help="train on this pair file instead of --data (e.g. scripts/rollout_labels.py's exact or rollout-labelled "
-                        "subset); the table records its path and size")
-    p.add_argument("--score_set", default="sample0", choices=("sample0", "samples"),
-                   help="generations each RM is scored on: the headline set, or every sample (clustered by question)")
+    p.add_argument(
+        "--generator_extra_facts",
+        type=int,
+        default=12,
+        help="--data confident: the second generator is taught wrong every fact the policy is, and this many more",
+    )
+    p.add_argument(
+        "--data_seed",
+        type=int,
+        default=None,
+        help="seed of the generated training pairs (default: the smallest of --seeds); give it to train "
+        "seeds in several calls on the same pairs",
+    )
+    p.add_argument(
+        "--pairs",
+        type=Path,
+        default=None,
+        help="train on this pair file instead of --data (e.g. scripts/rollout_labels.py's exact or rollout-labelled "
+        "subset); the table records its path and size",
+    )
+    p.add_argument(
+        "--score_set",
+        default="sample0",
+        choices=("sample0", "samples"),
+        help="generations each RM is scored on: the headline set, or every sample (clustered by question)",
+    )
     args = p.parse_args(own)
     if args.headline == "greedy" and args.score_set == "samples":
         p.error("--score_set samples reads the sampled generations; it cannot be combined with --headline greedy")
@@ -122,11 +170,20 @@ def main(argv=None) -> int:
     if args.pairs is not None:
         if not args.pairs.is_file():
             p.error(f"--pairs {args.pairs}: no such file")
-        data = {"path": args.pairs, "summary": {"source": "file", "path": str(args.pairs), "n_pairs": len(read_jsonl(args.pairs))}}
+        data = {
+            "path": args.pairs,
+            "summary": {"source": "file", "path": str(args.pairs), "n_pairs": len(read_jsonl(args.pairs))},
+        }
     else:
-        data = training_pairs(run, out_root, args.data, args.n_slip_questions, args.slips_per_question,
-                              seed=min(args.seeds) if args.data_seed is None else args.data_seed,
-                              generator_extra_facts=args.generator_extra_facts)
+        data = training_pairs(
+            run,
+            out_root,
+            args.data,
+            args.n_slip_questions,
+            args.slips_per_question,
+            seed=min(args.seeds) if args.data_seed is None else args.data_seed,
+            generator_extra_facts=args.generator_extra_facts,
+        )
     if data["path"] is not None:
         overrides.setdefault("dataset", str(data["path"]))
     base = profile_recipe(args.profile)
@@ -136,10 +193,21 @@ def main(argv=None) -> int:
     # before anything trains (scripts/calibration_table.py refuses them too when it renders)
     from calibration_table import _read, recipe_conflict  # scripts/: first on sys.path when run as a script
 
-    conflict = recipe_conflict(_read(args.table), args.table, new={
-        "name": args.name, "strategy": args.strategy, "run_dir": str(run), "recipe": json.loads(json.dumps(recipe, default=str)),
-        "data": json.loads(json.dumps(data["summary"], default=str)), "task": asdict(task_config(run)), "bench": args.bench,
-        "headline": args.headline, "score_set": args.score_set})
+    conflict = recipe_conflict(
+        _read(args.table),
+        args.table,
+        new={
+            "name": args.name,
+            "strategy": args.strategy,
+            "run_dir": str(run),
+            "recipe": json.loads(json.dumps(recipe, default=str)),
+            "data": json.loads(json.dumps(data["summary"], default=str)),
+            "task": asdict(task_config(run)),
+            "bench": args.bench,
+            "headline": args.headline,
+            "score_set": args.score_set,
+        },
+    )
     if conflict:
         print(f"calibrate_rm.py: error: {conflict}", file=sys.stderr)
         return 2
@@ -159,30 +227,56 @@ def main(argv=None) -> int:
     for row in runs.itertuples():
         path = out_root / f"{args.strategy}-seed{row.seed}"
         model, tokenizer = load_reward_model(path), AutoTokenizer.from_pretrained(path)
-        scored = score_generations(model, tokenizer, rows, TEMPLATE, batch_size=128, max_len=ran.max_len, progress=False,
-                                   encoding="split", readout="eos")
+        scored = score_generations(
+            model,
+            tokenizer,
+            rows,
+            TEMPLATE,
+            batch_size=128,
+            max_len=ran.max_len,
+            progress=False,
+            encoding="split",
+            readout="eos",
+        )
         figures = {}
         for subset, suffix in (("all", ""), ("well_formed", "_well_formed")):
             chosen = subset_rows(scored, subset)
             table = tables.auroc_table({"rm": chosen}, args.bench, n_boot=args.n_boot).set_index("scorer")
-            figures.update({
-                f"auroc{suffix}": _round(table.loc["rm", "auroc"]),
-                f"auroc{suffix}_ci": [_round(table.loc["rm", "ci_low"]), _round(table.loc["rm", "ci_high"])],
-                f"length_auroc{suffix}": _round(table.loc["length only", "auroc"]),
-                f"logprob_auroc{suffix}": _round(table.loc["policy mean logprob", "auroc"]),
-                f"n_incorrect{suffix}": sum(not r["is_correct"] for r in chosen),
-            })
-        records.append({
-            "name": args.name, "strategy": args.strategy, "seed": int(row.seed), "recipe": recipe, "data": data["summary"],
-            "run_dir": str(run), "task": task, "bench": args.bench, "headline": args.headline, "score_set": args.score_set,
-            "n_eval_rows": len(rows), "eval_accuracy": round(float(row.eval_accuracy), 4), "train_s": round(float(row.wall_s), 1),
-            **figures, "wall_s_all_seeds": round(train_wall, 1),
-        })
+            figures.update(
+                {
+                    f"auroc{suffix}": _round(table.loc["rm", "auroc"]),
+                    f"auroc{suffix}_ci": [_round(table.loc["rm", "ci_low"]), _round(table.loc["rm", "ci_high"])],
+                    f"length_auroc{suffix}": _round(table.loc["length only", "auroc"]),
+                    f"logprob_auroc{suffix}": _round(table.loc["policy mean logprob", "auroc"]),
+                    f"n_incorrect{suffix}": sum(not r["is_correct"] for r in chosen),
+                }
+            )
+        records.append(
+            {
+                "name": args.name,
+                "strategy": args.strategy,
+                "seed": int(row.seed),
+                "recipe": recipe,
+                "data": data["summary"],
+                "run_dir": str(run),
+                "task": task,
+                "bench": args.bench,
+                "headline": args.headline,
+                "score_set": args.score_set,
+                "n_eval_rows": len(rows),
+                "eval_accuracy": round(float(row.eval_accuracy), 4),
+                "train_s": round(float(row.wall_s), 1),
+                **figures,
+                "wall_s_all_seeds": round(train_wall, 1),
+            }
+        )
     append_jsonl(args.table, records)
     for r in records:
-        print(f"{r['name']} seed {r['seed']}: held-out acc {r['eval_accuracy']:.3f}  AUROC {r['auroc']:.3f} {r['auroc_ci']}  "
-              f"well-formed {r['auroc_well_formed']:.3f} {r['auroc_well_formed_ci']} (length {r['length_auroc_well_formed']:.3f}, "
-              f"log-prob {r['logprob_auroc_well_formed']:.3f}, {r['n_incorrect_well_formed']} errors)  train {r['train_s']:.0f}s")
+        print(
+            f"{r['name']} seed {r['seed']}: held-out acc {r['eval_accuracy']:.3f}  AUROC {r['auroc']:.3f} {r['auroc_ci']}  "
+            f"well-formed {r['auroc_well_formed']:.3f} {r['auroc_well_formed_ci']} (length {r['length_auroc_well_formed']:.3f}, "
+            f"log-prob {r['logprob_auroc_well_formed']:.3f}, {r['n_incorrect_well_formed']} errors)  train {r['train_s']:.0f}s"
+        )
     return 0
 
 
@@ -191,8 +285,15 @@ def _round(x) -> float | None:
     return round(x, 4) if math.isfinite(x) else None
 
 
-def training_pairs(run: Path, out_root: Path, source: str, n_slip_questions: int, slips_per_question: int, seed: int,
-                   generator_extra_facts: int = 12) -> dict:
+def training_pairs(
+    run: Path,
+    out_root: Path,
+    source: str,
+    n_slip_questions: int,
+    slips_per_question: int,
+    seed: int,
+    generator_extra_facts: int = 12,
+) -> dict:
     """The training pairs of ``source`` (``verify_data.PAIR_SOURCES``), written under ``out_root/data``
     unless they are the run's own; returns their path (None: the run's) and a summary for the table."""
     own = read_jsonl(RunDir(run).preference_pairs("train"))
@@ -206,19 +307,27 @@ def training_pairs(run: Path, out_root: Path, source: str, n_slip_questions: int
     if source in ("slips", "policy+slips", "confident+slips"):
         cfg = task_config(run)
         held = {r["question"] for r in read_jsonl(RunDir(run).preference_pairs("eval"))}
-        problems = [q for q in training_problems(run, cfg, n_slip_questions, seed=10_000 + seed) if q.question not in held]
+        problems = [
+            q for q in training_problems(run, cfg, n_slip_questions, seed=10_000 + seed) if q.question not in held
+        ]
         slips = verify_data.slip_pairs(problems, slips_per_question, cfg.modulus, seed=seed)
         pairs += slips
         summary.update(n_slip_pairs=len(slips), n_slip_questions=len(problems), slips_per_question=slips_per_question)
     if source in ("confident", "confident+slips"):
         cfg = task_config(run)
         held = {r["question"] for r in read_jsonl(RunDir(run).preference_pairs("eval"))}
-        problems = [q for q in training_problems(run, cfg, n_slip_questions, seed=20_000 + seed) if q.question not in held]
+        problems = [
+            q for q in training_problems(run, cfg, n_slip_questions, seed=20_000 + seed) if q.question not in held
+        ]
         table = verify_data.covering_fact_table(cfg, generator_extra_facts, seed=seed)
         wrong = verify_data.confident_pairs(problems, table, cfg.modulus)
         pairs += wrong
-        summary.update(n_confident_pairs=len(wrong), n_confident_questions=len(problems), generator_facts=len(table),
-                       generator_extra_facts=generator_extra_facts)
+        summary.update(
+            n_confident_pairs=len(wrong),
+            n_confident_questions=len(problems),
+            generator_facts=len(table),
+            generator_extra_facts=generator_extra_facts,
+        )
     summary.update(n_pairs=len(pairs), data_seed=seed)
     path = out_root / "data" / "train.jsonl"
     write_jsonl(path, random.Random(seed).sample(pairs, len(pairs)))

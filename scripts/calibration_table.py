@@ -13,9 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
-
 import smoke_margin  # scripts/smoke_margin.py: this folder is first on sys.path when run as a script
+from scipy import stats
 
 ROOT = Path(__file__).resolve().parents[1]
 DIR = ROOT / "reports" / "calibration"
@@ -47,23 +46,87 @@ def markdown(df: pd.DataFrame, index: bool = True) -> str:
 # The fields each table reads from every row (a row missing one would be dropped by a groupby, or become NaN in a
 # mean, or stop the page with a KeyError that names neither file nor line): checked by _read, named by file and line.
 # confident.jsonl holds two kinds of row: its policy rows (kind: policy) need POLICY_OF_CONFIDENT instead.
-RM_FIELDS = ("name", "strategy", "run_dir", "seed", "recipe", "auroc", "auroc_ci", "eval_accuracy", "length_auroc",
-             "logprob_auroc", "train_s")
+RM_FIELDS = (
+    "name",
+    "strategy",
+    "run_dir",
+    "seed",
+    "recipe",
+    "auroc",
+    "auroc_ci",
+    "eval_accuracy",
+    "length_auroc",
+    "logprob_auroc",
+    "train_s",
+)
 REQUIRED = {
     "policy.jsonl": ("name", "policy_steps", "decoding", "benchmark", "accuracy"),
     "rm.jsonl": RM_FIELDS,
-    "verify.jsonl": ("name", "strategy", "run_dir", "seed", "recipe", "data", "eval_accuracy", "auroc", "auroc_well_formed",
-                     "auroc_well_formed_ci", "length_auroc_well_formed", "logprob_auroc_well_formed", "n_incorrect_well_formed",
-                     "train_s"),
-    "filter-rules.jsonl": ("name", "run_dir", "rm", "rm_seed", "benchmark", "rule", "q_based", "share_of_oracle", "accuracy_change"),
+    "verify.jsonl": (
+        "name",
+        "strategy",
+        "run_dir",
+        "seed",
+        "recipe",
+        "data",
+        "eval_accuracy",
+        "auroc",
+        "auroc_well_formed",
+        "auroc_well_formed_ci",
+        "length_auroc_well_formed",
+        "logprob_auroc_well_formed",
+        "n_incorrect_well_formed",
+        "train_s",
+    ),
+    "filter-rules.jsonl": (
+        "name",
+        "run_dir",
+        "rm",
+        "rm_seed",
+        "benchmark",
+        "rule",
+        "q_based",
+        "share_of_oracle",
+        "accuracy_change",
+    ),
     "confident.jsonl": RM_FIELDS + ("data", "n_eval_rows", "n_incorrect"),
     "step-verifier.jsonl": ("name", "run_dir", "bench", "kind", "verifier", "split_seed"),
-    "rollout-labels.jsonl": ("name", "n_pairs", "n_available", "subset_seed", "k", "temperature", "same_line", "earlier", "later",
-                             "none", "n_rollouts", "seconds", "seconds_per_pair", "load_average_1min", "exact_file", "rollout_file"),
+    "rollout-labels.jsonl": (
+        "name",
+        "n_pairs",
+        "n_available",
+        "subset_seed",
+        "k",
+        "temperature",
+        "same_line",
+        "earlier",
+        "later",
+        "none",
+        "n_rollouts",
+        "seconds",
+        "seconds_per_pair",
+        "load_average_1min",
+        "exact_file",
+        "rollout_file",
+    ),
 }
-POLICY_OF_CONFIDENT = ("name", "run_dir", "task", "policy_steps", "policy_hidden_size", "policy_layers", "temperature", "n_questions",
-                       "samples", "accuracy", "errors_on_mistaught", "n_errors", "share_errors_well_formed", "length_auroc",
-                       "logprob_auroc")
+POLICY_OF_CONFIDENT = (
+    "name",
+    "run_dir",
+    "task",
+    "policy_steps",
+    "policy_hidden_size",
+    "policy_layers",
+    "temperature",
+    "n_questions",
+    "samples",
+    "accuracy",
+    "errors_on_mistaught",
+    "n_errors",
+    "share_errors_well_formed",
+    "length_auroc",
+    "logprob_auroc",
+)
 # fields that may be null in a row (a figure that is undefined for it); the rest must hold a value
 NULLABLE = {"auroc_well_formed", "auroc_well_formed_ci", "length_auroc_well_formed", "logprob_auroc_well_formed"}
 
@@ -76,7 +139,9 @@ def _check_fields(path: Path, number: int, row) -> None:
         needed = POLICY_OF_CONFIDENT
     for field in needed:
         if field not in row:
-            raise ValueError(f"{path}:{number}: field {field!r} is missing (every row of {path.name} needs {', '.join(needed)})")
+            raise ValueError(
+                f"{path}:{number}: field {field!r} is missing (every row of {path.name} needs {', '.join(needed)})"
+            )
         if row[field] is None and field not in NULLABLE:
             raise ValueError(f"{path}:{number}: field {field!r} is null; this table needs a value there")
 
@@ -128,18 +193,26 @@ def recipe_conflict(rows: pd.DataFrame, source, new: dict | None = None) -> str 
     candidates = [(line, dict(r)) for line, r in rows.iterrows()] + ([("(this run)", new)] if new else [])
     for line, row in candidates:
         key = tuple(str(row.get(k)) for k in RECIPE_KEY)
-        present = {f: row[f] for f in RECIPE_IDENTITY if f in row and not (isinstance(row[f], float) and np.isnan(row[f]))}
+        present = {
+            f: row[f] for f in RECIPE_IDENTITY if f in row and not (isinstance(row[f], float) and np.isnan(row[f]))
+        }
         if key not in seen:
             seen[key] = (line, present)
             continue
         first_line, first = seen[key]
         for field in RECIPE_IDENTITY:
-            if field in first and field in present and json.dumps(first[field], sort_keys=True, default=str) != \
-                    json.dumps(present[field], sort_keys=True, default=str):
+            if (
+                field in first
+                and field in present
+                and json.dumps(first[field], sort_keys=True, default=str)
+                != json.dumps(present[field], sort_keys=True, default=str)
+            ):
                 theirs, ours = _differences(first[field], present[field])
                 where = f"line {line}" if line != "(this run)" else "this run"
-                return (f"{source}: recipe {key[0]!r} ({key[1]}, {key[2]}) was recorded at line {first_line} with {field} {theirs}, "
-                        f"but {where} has {field} {ours}; one recipe name is one recipe: give the new one another --name")
+                return (
+                    f"{source}: recipe {key[0]!r} ({key[1]}, {key[2]}) was recorded at line {first_line} with {field} {theirs}, "
+                    f"but {where} has {field} {ours}; one recipe name is one recipe: give the new one another --name"
+                )
     return None
 
 
@@ -177,20 +250,31 @@ def rm_table(df: pd.DataFrame) -> str:
     for (name, strategy, run_dir), g in df.groupby(["name", "strategy", "run_dir"], sort=False):
         recipe = g.iloc[0]["recipe"]
         auroc, acc, length = g["auroc"].to_numpy(), g["eval_accuracy"].to_numpy(), g["length_auroc"].to_numpy()
-        rows.append({
-            "recipe": name, "rm": strategy, "data": Path(run_dir).name, "settings": _recipe_diff(recipe, strategy),
-            "seeds": len(g),
-            "AUROC mean [min, max]": f"{auroc.mean():.3f} [{auroc.min():.3f}, {auroc.max():.3f}]",
-            "seed-0 AUROC [95% CI]": (lambda r: f"{r['auroc']:.3f} [{r['auroc_ci'][0]:.3f}, {r['auroc_ci'][1]:.3f}]")(
-                g.sort_values("seed").iloc[0]),
-            "length only": f"{length.mean():.3f}",
-            "policy log-prob": f"{g['logprob_auroc'].mean():.3f}",
-            "held-out pair acc mean [min, max]": f"{acc.mean():.3f} [{acc.min():.3f}, {acc.max():.3f}]",
-            "target met": ("yes" if auroc.mean() >= 0.80 and auroc.mean() >= length.mean() + 0.15 and acc.mean() >= 0.75 else "no")
-            if strategy == "baseline" else "(baseline's target)",
-            "train s / RM": f"{np.mean(g['train_s']):.0f}",
-            "_order": (strategy != "baseline", recipe.get("max_steps", 0), recipe.get("learning_rate", 0.0), name),
-        })
+        rows.append(
+            {
+                "recipe": name,
+                "rm": strategy,
+                "data": Path(run_dir).name,
+                "settings": _recipe_diff(recipe, strategy),
+                "seeds": len(g),
+                "AUROC mean [min, max]": f"{auroc.mean():.3f} [{auroc.min():.3f}, {auroc.max():.3f}]",
+                "seed-0 AUROC [95% CI]": (
+                    lambda r: f"{r['auroc']:.3f} [{r['auroc_ci'][0]:.3f}, {r['auroc_ci'][1]:.3f}]"
+                )(g.sort_values("seed").iloc[0]),
+                "length only": f"{length.mean():.3f}",
+                "policy log-prob": f"{g['logprob_auroc'].mean():.3f}",
+                "held-out pair acc mean [min, max]": f"{acc.mean():.3f} [{acc.min():.3f}, {acc.max():.3f}]",
+                "target met": (
+                    "yes"
+                    if auroc.mean() >= 0.80 and auroc.mean() >= length.mean() + 0.15 and acc.mean() >= 0.75
+                    else "no"
+                )
+                if strategy == "baseline"
+                else "(baseline's target)",
+                "train s / RM": f"{np.mean(g['train_s']):.0f}",
+                "_order": (strategy != "baseline", recipe.get("max_steps", 0), recipe.get("learning_rate", 0.0), name),
+            }
+        )
     # rows sorted: the baseline's recipes first, then by training steps and learning rate
     table = pd.DataFrame(rows).sort_values("_order", kind="stable").drop(columns="_order")
     return markdown(table, index=False) + "\n"
@@ -223,25 +307,37 @@ def verify_table(df: pd.DataFrame) -> str:
         figures = ["eval_accuracy", "auroc", "auroc_well_formed"]
         g = runs.drop_duplicates(["seed", *figures])
         if g["seed"].duplicated().any():
-            raise ValueError(f"{name}: repeated seeds disagree: {g[g['seed'].duplicated(keep=False)][['seed', *figures]].to_dict('records')}")
+            raise ValueError(
+                f"{name}: repeated seeds disagree: {g[g['seed'].duplicated(keep=False)][['seed', *figures]].to_dict('records')}"
+            )
         recipe, data = g.iloc[0]["recipe"], g.iloc[0]["data"]
         first = g.sort_values("seed").iloc[0]
         wf = np.asarray([np.nan if x is None else x for x in g["auroc_well_formed"]], dtype=float)
-        rows.append({
-            "recipe": name, "rm": strategy, "pairs": f"{data['source']} ({data['n_pairs']:,})",
-            "steps": recipe.get("max_steps"), "lr": recipe.get("learning_rate"), "dense": recipe.get("dense_loss_coef", 0.0),
-            "seeds": len(g) if len(runs) == len(g) else f"{len(g)} (each run {len(runs) // len(g)}×, identical)",
-            "held-out pair acc": _spread(g["eval_accuracy"]),
-            "AUROC, all": _spread(g["auroc"]),
-            "AUROC, well-formed": _spread(g["auroc_well_formed"]),
-            "seed-0 well-formed [95% CI]": (f"{first['auroc_well_formed']:.3f} [{first['auroc_well_formed_ci'][0]:.3f}, "
-                                            f"{first['auroc_well_formed_ci'][1]:.3f}]") if first["auroc_well_formed"] is not None else "undefined",
-            "length, well-formed": f"{g['length_auroc_well_formed'].mean():.3f}",
-            "log-prob, well-formed": f"{g['logprob_auroc_well_formed'].mean():.3f}",
-            "well-formed errors": int(first["n_incorrect_well_formed"]),
-            "target met": "yes" if np.nanmean(wf) >= VERIFY_TARGET else "no",
-            "train s / RM": f"{np.mean(g['train_s']):.0f}",
-        })
+        rows.append(
+            {
+                "recipe": name,
+                "rm": strategy,
+                "pairs": f"{data['source']} ({data['n_pairs']:,})",
+                "steps": recipe.get("max_steps"),
+                "lr": recipe.get("learning_rate"),
+                "dense": recipe.get("dense_loss_coef", 0.0),
+                "seeds": len(g) if len(runs) == len(g) else f"{len(g)} (each run {len(runs) // len(g)}×, identical)",
+                "held-out pair acc": _spread(g["eval_accuracy"]),
+                "AUROC, all": _spread(g["auroc"]),
+                "AUROC, well-formed": _spread(g["auroc_well_formed"]),
+                "seed-0 well-formed [95% CI]": (
+                    f"{first['auroc_well_formed']:.3f} [{first['auroc_well_formed_ci'][0]:.3f}, "
+                    f"{first['auroc_well_formed_ci'][1]:.3f}]"
+                )
+                if first["auroc_well_formed"] is not None
+                else "undefined",
+                "length, well-formed": f"{g['length_auroc_well_formed'].mean():.3f}",
+                "log-prob, well-formed": f"{g['logprob_auroc_well_formed'].mean():.3f}",
+                "well-formed errors": int(first["n_incorrect_well_formed"]),
+                "target met": "yes" if np.nanmean(wf) >= VERIFY_TARGET else "no",
+                "train s / RM": f"{np.mean(g['train_s']):.0f}",
+            }
+        )
     return markdown(pd.DataFrame(rows), index=False) + "\n"
 
 
@@ -275,12 +371,21 @@ def rules_table(df: pd.DataFrame) -> str:
         for (bench, rule), g in runs.groupby(["benchmark", "rule"], sort=False):
             is_oracle = rule.startswith("oracle")
             share, change = g["share_of_oracle"].mean(), g["accuracy_change"].mean()
-            rows.append({"benchmark": bench, "rule": rule, "Q-based": "yes" if g["q_based"].iloc[0] else "no",
-                         "accuracy change, points": _interval(g, "accuracy_change", 100.0),
-                         "tokens saved, %": _interval(g, "tokens_saved_pct"),
-                         "share of the oracle": f"{share:.2f}",
-                         "target met": "" if is_oracle else ("yes" if share >= 0.6 and change >= -0.01 else "no")})
-        parts.append(f"**{name}** ({rm} RM, seeds {', '.join(map(str, seeds))}; `{run_dir}`)\n\n" + markdown(pd.DataFrame(rows), index=False))
+            rows.append(
+                {
+                    "benchmark": bench,
+                    "rule": rule,
+                    "Q-based": "yes" if g["q_based"].iloc[0] else "no",
+                    "accuracy change, points": _interval(g, "accuracy_change", 100.0),
+                    "tokens saved, %": _interval(g, "tokens_saved_pct"),
+                    "share of the oracle": f"{share:.2f}",
+                    "target met": "" if is_oracle else ("yes" if share >= 0.6 and change >= -0.01 else "no"),
+                }
+            )
+        parts.append(
+            f"**{name}** ({rm} RM, seeds {', '.join(map(str, seeds))}; `{run_dir}`)\n\n"
+            + markdown(pd.DataFrame(rows), index=False)
+        )
     return "\n\n".join(parts) + "\n"
 
 
@@ -310,18 +415,27 @@ def confident_policy_table(df: pd.DataFrame) -> str:
     rows = []
     for r in df.itertuples():
         logprob = r.logprob_auroc["auroc"]
-        rows.append({
-            "policy": r.name, "mis-taught facts": r.task["mistaught_facts"],
-            # the table's rows are of two kinds, so pandas stores these counts as floats: shown as ints
-            "SFT steps": int(r.policy_steps) if not isinstance(getattr(r, "policy_of", None), str)
-            else f"{int(r.policy_steps)} (policy of {r.policy_of})",
-            "size": f"h{int(r.policy_hidden_size)}×{int(r.policy_layers)}", "T": r.temperature,
-            "samples": f"{int(r.n_questions)}×{int(r.samples)}", "accuracy": f"{r.accuracy:.1%}",
-            "errors on mis-taught facts": f"{int(r.errors_on_mistaught)}/{int(r.n_errors)}",
-            "well-formed errors": f"{r.share_errors_well_formed:.0%}",
-            "length AUROC [CI]": _with_ci(r.length_auroc), "log-prob AUROC [CI]": _with_ci(r.logprob_auroc),
-            "targets met": "yes" if 0.40 <= r.accuracy <= 0.80 and logprob is not None and logprob <= 0.70 else "no",
-        })
+        rows.append(
+            {
+                "policy": r.name,
+                "mis-taught facts": r.task["mistaught_facts"],
+                # the table's rows are of two kinds, so pandas stores these counts as floats: shown as ints
+                "SFT steps": int(r.policy_steps)
+                if not isinstance(getattr(r, "policy_of", None), str)
+                else f"{int(r.policy_steps)} (policy of {r.policy_of})",
+                "size": f"h{int(r.policy_hidden_size)}×{int(r.policy_layers)}",
+                "T": r.temperature,
+                "samples": f"{int(r.n_questions)}×{int(r.samples)}",
+                "accuracy": f"{r.accuracy:.1%}",
+                "errors on mis-taught facts": f"{int(r.errors_on_mistaught)}/{int(r.n_errors)}",
+                "well-formed errors": f"{r.share_errors_well_formed:.0%}",
+                "length AUROC [CI]": _with_ci(r.length_auroc),
+                "log-prob AUROC [CI]": _with_ci(r.logprob_auroc),
+                "targets met": "yes"
+                if 0.40 <= r.accuracy <= 0.80 and logprob is not None and logprob <= 0.70
+                else "no",
+            }
+        )
     return markdown(pd.DataFrame(rows), index=False) + "\n"
 
 
@@ -365,26 +479,51 @@ def confident_rm_table(df: pd.DataFrame, benchmark_seeds: dict | None = None) ->
     for (name, strategy, run_dir), g in df.groupby(["name", "strategy", "run_dir"], sort=False):
         recipe, data = g.iloc[0]["recipe"], g.iloc[0]["data"]
         first = g.sort_values("seed").iloc[0]
-        auroc, length, logprob = (np.asarray(g[k], dtype=float).mean() for k in ("auroc", "length_auroc", "logprob_auroc"))
+        auroc, length, logprob = (
+            np.asarray(g[k], dtype=float).mean() for k in ("auroc", "length_auroc", "logprob_auroc")
+        )
         met = auroc >= logprob + 0.10 and auroc >= length + 0.15
-        extra = ", ".join(f"{k}={recipe[k]}" for k in ("dense_loss_coef", "preference_loss_coef", "head_learning_rate", "pretrain")
-                          if k in recipe and (k != "head_learning_rate" or recipe[k]))
-        rows.append({
-            "recipe": name, "rm": strategy, "policy": Path(run_dir).name,
-            "pairs": (f"the run's slips ({data['n_pairs']:,})" if data["source"] == "policy"
-                      else f"{Path(data['path']).name} ({data['n_pairs']:,})" if data["source"] == "file"
-                      else f"{data['source']} ({data['n_pairs']:,})"),
-            "steps": recipe.get("max_steps"), "lr": recipe.get("learning_rate"), "other": extra,
-            "scored on": f"{int(first['n_eval_rows']):,} samples", "seeds": len(g), "held-out pair acc": _spread(g["eval_accuracy"]), "AUROC": _spread(g["auroc"]),
-            "seed-0 AUROC [95% CI]": f"{first['auroc']:.3f} [{first['auroc_ci'][0]:.3f}, {first['auroc_ci'][1]:.3f}]",
-            "length": f"{length:.3f}", "log-prob": f"{logprob:.3f}", "errors": int(first["n_incorrect"]),
-            "AUROC SD (80% upper)": _sd_cell(g["auroc"], length),
-            "over length [95% CI]": _margin(g["auroc"], length), "over log-prob [95% CI]": _margin(g["auroc"], logprob),
-            "questions": ("validation" if (benchmark_seeds or {}).get(Path(run_dir).name, 0) != 0 else "reported (seed 0)"),
-            "target met": ("yes" if met else "no") + ("" if len(g) >= 3 else " (1 seed)" if len(g) == 1 else f" ({len(g)} seeds)")
-            if strategy == "baseline" else "(baseline's target)",
-            "train s / RM": f"{np.mean(g['train_s']):.0f}",
-        })
+        extra = ", ".join(
+            f"{k}={recipe[k]}"
+            for k in ("dense_loss_coef", "preference_loss_coef", "head_learning_rate", "pretrain")
+            if k in recipe and (k != "head_learning_rate" or recipe[k])
+        )
+        rows.append(
+            {
+                "recipe": name,
+                "rm": strategy,
+                "policy": Path(run_dir).name,
+                "pairs": (
+                    f"the run's slips ({data['n_pairs']:,})"
+                    if data["source"] == "policy"
+                    else f"{Path(data['path']).name} ({data['n_pairs']:,})"
+                    if data["source"] == "file"
+                    else f"{data['source']} ({data['n_pairs']:,})"
+                ),
+                "steps": recipe.get("max_steps"),
+                "lr": recipe.get("learning_rate"),
+                "other": extra,
+                "scored on": f"{int(first['n_eval_rows']):,} samples",
+                "seeds": len(g),
+                "held-out pair acc": _spread(g["eval_accuracy"]),
+                "AUROC": _spread(g["auroc"]),
+                "seed-0 AUROC [95% CI]": f"{first['auroc']:.3f} [{first['auroc_ci'][0]:.3f}, {first['auroc_ci'][1]:.3f}]",
+                "length": f"{length:.3f}",
+                "log-prob": f"{logprob:.3f}",
+                "errors": int(first["n_incorrect"]),
+                "AUROC SD (80% upper)": _sd_cell(g["auroc"], length),
+                "over length [95% CI]": _margin(g["auroc"], length),
+                "over log-prob [95% CI]": _margin(g["auroc"], logprob),
+                "questions": (
+                    "validation" if (benchmark_seeds or {}).get(Path(run_dir).name, 0) != 0 else "reported (seed 0)"
+                ),
+                "target met": ("yes" if met else "no")
+                + ("" if len(g) >= 3 else " (1 seed)" if len(g) == 1 else f" ({len(g)} seeds)")
+                if strategy == "baseline"
+                else "(baseline's target)",
+                "train s / RM": f"{np.mean(g['train_s']):.0f}",
+            }
+        )
     return markdown(pd.DataFrame(rows), index=False) + "\n"
 
 
@@ -421,12 +560,23 @@ def _sd_cell(values, length: float | None = None) -> str:
 def confident_section(df: pd.DataFrame) -> str:
     is_policy = df["kind"].eq("policy") if "kind" in df else pd.Series(False, index=df.index)
     # a policy row's benchmark seed (absent: 0, the reported draw) marks its run's RM rows validation or not
-    benchmark_seeds = {Path(r["run_dir"]).name: (0 if pd.isna(r.get("benchmark_seed", 0)) else int(r.get("benchmark_seed", 0)))
-                       for _, r in df[is_policy].iterrows()} if "run_dir" in df else {}
-    return ("\n## The confident design: the paper's regime\n\n" + CONFIDENT_INTRO
-            + "\n**Policy** (`toy-id`, sampled)\n\n" + confident_policy_table(df[is_policy])
-            + "\n**Reward models** (scored on the policy's own `toy-id` samples)\n\n" + confident_rm_table(df[~is_policy], benchmark_seeds)
-            + (CONFIDENT_PROSE.read_text() if CONFIDENT_PROSE.exists() else ""))
+    benchmark_seeds = (
+        {
+            Path(r["run_dir"]).name: (0 if pd.isna(r.get("benchmark_seed", 0)) else int(r.get("benchmark_seed", 0)))
+            for _, r in df[is_policy].iterrows()
+        }
+        if "run_dir" in df
+        else {}
+    )
+    return (
+        "\n## The confident design: the paper's regime\n\n"
+        + CONFIDENT_INTRO
+        + "\n**Policy** (`toy-id`, sampled)\n\n"
+        + confident_policy_table(df[is_policy])
+        + "\n**Reward models** (scored on the policy's own `toy-id` samples)\n\n"
+        + confident_rm_table(df[~is_policy], benchmark_seeds)
+        + (CONFIDENT_PROSE.read_text() if CONFIDENT_PROSE.exists() else "")
+    )
 
 
 STEP_INTRO = """Every sample's first wrong line is known exactly, so each verifier is scored against the truth with
@@ -442,13 +592,22 @@ have seen with 80% power (MDE). A process reward model (PRM) arm is read by its 
 
 
 #: the bench's figures (``step_bench.METRICS``) as the table names them; rows from before the AUROCs are F1 rows
-STEP_METRICS = {"f1": "First-error F1", "line_auroc": "Line AUROC (a low reading flags an error so far)",
-                "final_auroc": "Final AUROC (last line's reading against correctness)",
-                "filter_share": "As a filter: tokens saved as a share of the oracle's saving (threshold chosen on the validation half: "
-                                "the most questions voted right, or, where the rows say filter_max_drop, the most tokens saved "
-                                "within that drop of unfiltered voting)",
-                "filter_accuracy_change": "As a filter: majority-vote accuracy change at that threshold (a fraction)"}
-STEP_LABELS = {"f1": "F1", "line_auroc": "AUROC", "final_auroc": "AUROC", "filter_share": "share", "filter_accuracy_change": "change"}
+STEP_METRICS = {
+    "f1": "First-error F1",
+    "line_auroc": "Line AUROC (a low reading flags an error so far)",
+    "final_auroc": "Final AUROC (last line's reading against correctness)",
+    "filter_share": "As a filter: tokens saved as a share of the oracle's saving (threshold chosen on the validation half: "
+    "the most questions voted right, or, where the rows say filter_max_drop, the most tokens saved "
+    "within that drop of unfiltered voting)",
+    "filter_accuracy_change": "As a filter: majority-vote accuracy change at that threshold (a fraction)",
+}
+STEP_LABELS = {
+    "f1": "F1",
+    "line_auroc": "AUROC",
+    "final_auroc": "AUROC",
+    "filter_share": "share",
+    "filter_accuracy_change": "change",
+}
 
 
 def step_table(df: pd.DataFrame) -> str:
@@ -463,7 +622,9 @@ def step_table(df: pd.DataFrame) -> str:
         first = g.iloc[0]
         arms = sorted({v for v in seeds["verifier"] if "PRM" in v})
         with_arms = f"; with {', '.join(arms)}" if arms else ""
-        parts.append(f"**{name}** (`{Path(first['run_dir']).name}`, {first['bench']}, question split seed {first['split_seed']}{with_arms})")
+        parts.append(
+            f"**{name}** (`{Path(first['run_dir']).name}`, {first['bench']}, question split seed {first['split_seed']}{with_arms})"
+        )
         for metric, title in STEP_METRICS.items():
             summary = g[(g["kind"] == "summary") & (g["metric"] == metric)]
             if summary.empty:
@@ -474,15 +635,28 @@ def step_table(df: pd.DataFrame) -> str:
                 per = seeds[seeds["verifier"] == r["verifier"]]
                 sign = "+" if " − " in r["verifier"] else ""  # a difference is signed, a figure is not
                 figure = f"{r['mean']:{sign}.3f}" if pd.notna(r.get("mean")) else "undefined"
-                ci = (f" [{r['ci_low']:{sign}.3f}, {r['ci_high']:{sign}.3f}]" if pd.notna(r.get("ci_low")) and pd.notna(r.get("ci_high")) else "")
-                row = {"verifier": r["verifier"], "seeds": ", ".join(str(s) for s in r["seeds"]),
-                       f"{label} per seed": ", ".join(f"{v:.3f}" for v in per[metric]) if len(per) else "(difference)"}
+                ci = (
+                    f" [{r['ci_low']:{sign}.3f}, {r['ci_high']:{sign}.3f}]"
+                    if pd.notna(r.get("ci_low")) and pd.notna(r.get("ci_high"))
+                    else ""
+                )
+                row = {
+                    "verifier": r["verifier"],
+                    "seeds": ", ".join(str(s) for s in r["seeds"]),
+                    f"{label} per seed": ", ".join(f"{v:.3f}" for v in per[metric]) if len(per) else "(difference)",
+                }
                 if metric == "f1":
-                    row["erroneous / correct acc. per seed"] = (", ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(per["acc_erroneous"], per["acc_correct"]))
-                                                                if len(per) else "")
+                    row["erroneous / correct acc. per seed"] = (
+                        ", ".join(f"{a:.2f}/{b:.2f}" for a, b in zip(per["acc_erroneous"], per["acc_correct"]))
+                        if len(per)
+                        else ""
+                    )
                 row[f"{label} [95% CI, seeds and questions]"] = figure + ci
-                row["verdict (MDE)"] = ((f"{r['verdict']} ({r['mde']:.3f})" if pd.notna(r.get("mde")) else str(r["verdict"]))
-                                        if "verdict" in r and pd.notna(r.get("verdict")) else "")
+                row["verdict (MDE)"] = (
+                    (f"{r['verdict']} ({r['mde']:.3f})" if pd.notna(r.get("mde")) else str(r["verdict"]))
+                    if "verdict" in r and pd.notna(r.get("verdict"))
+                    else ""
+                )
                 rows.append(row)
             parts.append(f"{title}\n\n" + markdown(pd.DataFrame(rows), index=False))
     return "\n\n".join(parts) + "\n"
@@ -502,11 +676,21 @@ the two PRM arms, so label noise is their only difference.
 def rollout_table(df: pd.DataFrame) -> str:
     if df.empty:
         return "_No rollout labels recorded._\n"
-    rows = [{"pairs": f"{r['name']}: {int(r['n_pairs']):,} of {int(r['n_available']):,} (subset seed {r['subset_seed']})",
-             "k": int(r["k"]), "T": r["temperature"], "same line": f"{r['same_line']:.1%}", "earlier": f"{r['earlier']:.1%}",
-             "later": f"{r['later']:.1%}", "none": f"{r['none']:.1%}", "rollouts": f"{int(r['n_rollouts']):,}",
-             "seconds (per pair)": f"{r['seconds']:.0f} ({r['seconds_per_pair']:.2f}; load {r['load_average_1min']:.1f})",
-             "files": f"`{r['exact_file']}`, `{r['rollout_file']}`"} for _, r in df.iterrows()]
+    rows = [
+        {
+            "pairs": f"{r['name']}: {int(r['n_pairs']):,} of {int(r['n_available']):,} (subset seed {r['subset_seed']})",
+            "k": int(r["k"]),
+            "T": r["temperature"],
+            "same line": f"{r['same_line']:.1%}",
+            "earlier": f"{r['earlier']:.1%}",
+            "later": f"{r['later']:.1%}",
+            "none": f"{r['none']:.1%}",
+            "rollouts": f"{int(r['n_rollouts']):,}",
+            "seconds (per pair)": f"{r['seconds']:.0f} ({r['seconds_per_pair']:.2f}; load {r['load_average_1min']:.1f})",
+            "files": f"`{r['exact_file']}`, `{r['rollout_file']}`",
+        }
+        for _, r in df.iterrows()
+    ]
     return markdown(pd.DataFrame(rows), index=False) + "\n"
 
 
@@ -516,21 +700,39 @@ CONFIDENT_PROSE = DIR / "confident-findings.md"
 
 def render() -> str:
     for name in ("rm.jsonl", "verify.jsonl", "confident.jsonl"):
-        conflict = recipe_conflict(_read(DIR / name), DIR / name)  # a recipe's seeds are averaged: they must be one recipe's
+        conflict = recipe_conflict(
+            _read(DIR / name), DIR / name
+        )  # a recipe's seeds are averaged: they must be one recipe's
         if conflict:
             raise ValueError(conflict)
     tables = {name: _read(DIR / name, check=True) for name in REQUIRED}  # every field each table reads, in every row
     policy, rm, verify = tables["policy.jsonl"], tables["rm.jsonl"], tables["verify.jsonl"]
-    return (INTRO + "\n## Policy: accuracy per benchmark\n\n" + policy_table(policy)
-            + "\n## Reward model: toy-id AUROC on the headline set\n\n" + rm_table(rm)
-            + "\nTraining times are wall seconds per RM with two trainings side by side on 2 cores, while other work "
-              "shared the machine; the demo report's own timings are in its status.json.\n"
-            + "\n## Reward models that verify: well-formed errors only\n\n" + VERIFY_INTRO + "\n" + verify_table(verify)
-            + "\n## Filtering rules: which signal saves tokens\n\n" + RULES_INTRO + "\n"
-            + rules_table(tables["filter-rules.jsonl"])
-            + confident_section(tables["confident.jsonl"])
-            + "\n## Step verifiers against exact labels\n\n" + STEP_INTRO + "\n" + step_table(tables["step-verifier.jsonl"])
-            + "\n## Rollout-estimated step labels\n\n" + ROLLOUT_INTRO + "\n" + rollout_table(tables["rollout-labels.jsonl"]))
+    return (
+        INTRO
+        + "\n## Policy: accuracy per benchmark\n\n"
+        + policy_table(policy)
+        + "\n## Reward model: toy-id AUROC on the headline set\n\n"
+        + rm_table(rm)
+        + "\nTraining times are wall seconds per RM with two trainings side by side on 2 cores, while other work "
+        "shared the machine; the demo report's own timings are in its status.json.\n"
+        + "\n## Reward models that verify: well-formed errors only\n\n"
+        + VERIFY_INTRO
+        + "\n"
+        + verify_table(verify)
+        + "\n## Filtering rules: which signal saves tokens\n\n"
+        + RULES_INTRO
+        + "\n"
+        + rules_table(tables["filter-rules.jsonl"])
+        + confident_section(tables["confident.jsonl"])
+        + "\n## Step verifiers against exact labels\n\n"
+        + STEP_INTRO
+        + "\n"
+        + step_table(tables["step-verifier.jsonl"])
+        + "\n## Rollout-estimated step labels\n\n"
+        + ROLLOUT_INTRO
+        + "\n"
+        + rollout_table(tables["rollout-labels.jsonl"])
+    )
 
 
 def main() -> int:

@@ -18,8 +18,8 @@ sys.path.insert(0, str(ROOT))
 
 from goalrm_core.generated_block import update_file  # noqa: E402
 from goalrm_core.model.strategies import strategies_table  # noqa: E402
-from goalrm_core.recipes.profile_keys import command_line_keys_table  # noqa: E402
 from goalrm_core.pipeline.profile_rules import profile_keys_table  # noqa: E402
+from goalrm_core.recipes.profile_keys import command_line_keys_table  # noqa: E402
 from goalrm_core.study.recipe import old_keys_table  # noqa: E402
 from goalrm_core.tasks.toymath.problems import benchmark_table  # noqa: E402
 from goalrm_core.train.config import official_defaults_table  # noqa: E402
@@ -38,8 +38,10 @@ TABLES = {
 
 
 def markers(source: str) -> tuple[str, str]:
-    return (f"<!-- begin: generated from {source} by `{COMMAND}`; do not edit by hand -->",
-            f"<!-- end: generated from {source} -->")
+    return (
+        f"<!-- begin: generated from {source} by `{COMMAND}`; do not edit by hand -->",
+        f"<!-- end: generated from {source} -->",
+    )
 
 
 def block(source: str, table: str) -> str:

@@ -50,10 +50,16 @@ def main(argv=None) -> int:
         p.error(f"--val_fraction must be in (0, 1), got {args.val_fraction}")
     started = time.perf_counter()
     benches = benchmark_names(args.run_dir)
-    per_seed, frontier = fr.rules_over_seeds(args.run_dir, args.rm, args.seeds, benches, args.skip_first,
-                                             args.val_fraction, args.split_seed, args.n_boot)
-    settings = {"run_dir": args.run_dir, "rm": args.rm, "skip_first": args.skip_first, "val_fraction": args.val_fraction,
-                "split_seed": args.split_seed}
+    per_seed, frontier = fr.rules_over_seeds(
+        args.run_dir, args.rm, args.seeds, benches, args.skip_first, args.val_fraction, args.split_seed, args.n_boot
+    )
+    settings = {
+        "run_dir": args.run_dir,
+        "rm": args.rm,
+        "skip_first": args.skip_first,
+        "val_fraction": args.val_fraction,
+        "split_seed": args.split_seed,
+    }
     args.table.parent.mkdir(parents=True, exist_ok=True)
     with open(args.table, "a") as f:
         for rec in per_seed.to_dict("records"):
@@ -61,9 +67,11 @@ def main(argv=None) -> int:
             f.write(json.dumps({"name": args.name, **settings, **clean}) + "\n")
     first = min(args.seeds)
     bench = benches[0]
-    fig = plots.filter_frontier(frontier.query("benchmark == @bench and rm_seed == @first"),
-                                per_seed.query("benchmark == @bench and rm_seed == @first"),
-                                title=f"{bench}, {args.rm} RM seed {first}: test questions")
+    fig = plots.filter_frontier(
+        frontier.query("benchmark == @bench and rm_seed == @first"),
+        per_seed.query("benchmark == @bench and rm_seed == @first"),
+        title=f"{bench}, {args.rm} RM seed {first}: test questions",
+    )
     figure = args.table.parent / f"filter-frontier-{args.name}.png"
     fig.savefig(figure, dpi=110)
     summary = fr.pooled(per_seed)

@@ -25,6 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import filter_rules  # noqa: E402  (the sibling script: one way to compute and record the rules)
+
 from goalrm_core.data.io import atomic_write_json, write_jsonl  # noqa: E402
 from goalrm_core.data.rundir import RunDir  # noqa: E402
 from goalrm_core.study import evaluation as ev  # noqa: E402
@@ -32,8 +34,6 @@ from goalrm_core.study.rms import GOAL_CONDITIONED  # noqa: E402
 from goalrm_core.study.training import rm_max_len  # noqa: E402
 from goalrm_core.tasks.toymath import pipeline as tp  # noqa: E402
 from goalrm_core.tasks.toymath import problems as toymath  # noqa: E402
-
-import filter_rules  # noqa: E402  (the sibling script: one way to compute and record the rules)
 
 
 def stage_parameters(run: RunDir, stage: str) -> dict:
@@ -51,8 +51,12 @@ def fresh_benchmarks(src: RunDir, dst: RunDir, data: dict, benchmark_seed: int) 
     configs = toymath.benchmark_configs(train_cfg)
     counts = {}
     for name in tp.benchmark_names(src):
-        problems = toymath.generate_problems(configs[name], data["n_benchmark_questions"],
-                                             toymath.benchmark_seed(name, benchmark_seed), exclude=original | trained)
+        problems = toymath.generate_problems(
+            configs[name],
+            data["n_benchmark_questions"],
+            toymath.benchmark_seed(name, benchmark_seed),
+            exclude=original | trained,
+        )
         counts[name] = write_jsonl(dst.benchmark_questions(name), map(toymath.problem_to_row, problems))
     task = json.loads(src.task_json.read_text())
     atomic_write_json(dst.task_json, task)
@@ -88,17 +92,35 @@ def main(argv=None) -> int:
     link(src.policy, dst.policy)
     for seed in args.seeds:
         link(src.model(GOAL_CONDITIONED, seed), dst.model(GOAL_CONDITIONED, seed))
-        link(src.representations / RunDir.model_name(GOAL_CONDITIONED, seed),
-             dst.representations / RunDir.model_name(GOAL_CONDITIONED, seed))
+        link(
+            src.representations / RunDir.model_name(GOAL_CONDITIONED, seed),
+            dst.representations / RunDir.model_name(GOAL_CONDITIONED, seed),
+        )
     policy, tokenizer = tp.load_policy(dst)
-    tp.generate_for_benchmarks(dst, policy, tokenizer, data["n_samples"], data["sampling_temperature"], data["seed"],
-                               data["max_new_tokens"], progress=False)
+    tp.generate_for_benchmarks(
+        dst,
+        policy,
+        tokenizer,
+        data["n_samples"],
+        data["sampling_temperature"],
+        data["seed"],
+        data["max_new_tokens"],
+        progress=False,
+    )
     print(tp.benchmark_table(dst).to_string())
-    ev.score_all(dst, [GOAL_CONDITIONED], args.seeds, max_len=rm_max_len(data["max_new_tokens"]),
-                 goal_method=evaluation["goal_method"], encoding=evaluation["encoding"], readout=evaluation["readout"],
-                 progress=False)
-    return filter_rules.main(["--run_dir", args.out, "--name", args.name, "--rm", GOAL_CONDITIONED,
-                              "--seeds", *map(str, args.seeds), *rest])
+    ev.score_all(
+        dst,
+        [GOAL_CONDITIONED],
+        args.seeds,
+        max_len=rm_max_len(data["max_new_tokens"]),
+        goal_method=evaluation["goal_method"],
+        encoding=evaluation["encoding"],
+        readout=evaluation["readout"],
+        progress=False,
+    )
+    return filter_rules.main(
+        ["--run_dir", args.out, "--name", args.name, "--rm", GOAL_CONDITIONED, "--seeds", *map(str, args.seeds), *rest]
+    )
 
 
 if __name__ == "__main__":

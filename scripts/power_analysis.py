@@ -43,8 +43,11 @@ def markdown(primary: dict, bench: dict, n_records: int) -> str:
         "",
         f"**ΔAUROC (goal-conditioned − baseline) on toy-id: {fmt(d)}, MDE {d['mde']:.3f}, {d['verdict']}, "
         f"over {primary['n_seeds']} paired RM seeds and {primary['n_questions']} questions.** "
-        + (f"At the measured variances an MDE of 0.05 needs about {need} paired seeds." if need else
-           "The question variance alone keeps the MDE above 0.05 at any number of seeds."),
+        + (
+            f"At the measured variances an MDE of 0.05 needs about {need} paired seeds."
+            if need
+            else "The question variance alone keeps the MDE above 0.05 at any number of seeds."
+        ),
         "",
         "| RM | AUROC [95% CI] (vs 0.5) | margin over length | SD over seeds (80% bound) | seeds > length + 0.15 | "
         "first-error DiD (expect < 0) |",
@@ -53,31 +56,50 @@ def markdown(primary: dict, bench: dict, n_records: int) -> str:
     for rm in (BASELINE, GOAL_CONDITIONED):
         a = primary[rm]
         did = a["first_error_did"]
-        lines.append(f"| {rm} | {fmt(a['auroc'])} {a['auroc']['verdict']} | {fmt(a['margin_over_length'])} "
-                     f"{a['margin_over_length']['verdict']} | {a['sd']:.3f} ({a['sd_upper_80']:.3f}) | "
-                     f"{a['seeds_clearing_length']} of {primary['n_seeds']} | {fmt(did)} {did.get('verdict')}, "
-                     f"MDE {did.get('mde', math.nan):.3f} |")
+        lines.append(
+            f"| {rm} | {fmt(a['auroc'])} {a['auroc']['verdict']} | {fmt(a['margin_over_length'])} "
+            f"{a['margin_over_length']['verdict']} | {a['sd']:.3f} ({a['sd_upper_80']:.3f}) | "
+            f"{a['seeds_clearing_length']} of {primary['n_seeds']} | {fmt(did)} {did.get('verdict')}, "
+            f"MDE {did.get('mde', math.nan):.3f} |"
+        )
     refs = primary[GOAL_CONDITIONED]["first_error_did"].get("references", {})
-    lines += ["", f"Reference scorers (seed-free): length-only AUROC {primary['reference']['length only']:.3f}, "
-              f"policy mean log-prob {primary['reference']['policy mean logprob']:.3f}. DiD references used (all seeds, "
-              f"goal-conditioned): {', '.join(f'{k} {v}' for k, v in refs.items())}.", "",
-              "Per seed (toy-id headline AUROC):", "", "| seed | baseline | goal-conditioned | Δ |", "|---|---|---|---|"]
+    lines += [
+        "",
+        f"Reference scorers (seed-free): length-only AUROC {primary['reference']['length only']:.3f}, "
+        f"policy mean log-prob {primary['reference']['policy mean logprob']:.3f}. DiD references used (all seeds, "
+        f"goal-conditioned): {', '.join(f'{k} {v}' for k, v in refs.items())}.",
+        "",
+        "Per seed (toy-id headline AUROC):",
+        "",
+        "| seed | baseline | goal-conditioned | Δ |",
+        "|---|---|---|---|",
+    ]
     for i, seed in enumerate(primary["rm_seeds"]):
         b = primary[BASELINE]["auroc"]["per_seed"][i]
         g = primary[GOAL_CONDITIONED]["auroc"]["per_seed"][i]
         lines.append(f"| {seed} | {b:.3f} | {g:.3f} | {g - b:+.3f} |")
-    lines += ["", "## Step bench (first-error F1; threshold re-chosen in every replicate)", "",
-              "| verifier | F1 [95% CI] | MDE | seeds | skill (F1 − floor) / (PRM − floor) |", "|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## Step bench (first-error F1; threshold re-chosen in every replicate)",
+        "",
+        "| verifier | F1 [95% CI] | MDE | seeds | skill (F1 − floor) / (PRM − floor) |",
+        "|---|---|---|---|---|",
+    ]
     for label, s in bench["f1"].items():
         skill = bench.get("skill", {}).get(label)
         if skill:
             sk = f"{skill['mean']:+.2f} [{skill['ci_low']:+.2f}, {skill['ci_high']:+.2f}]"
         else:
-            sk = "undefined: no PRM record" if "skill_reference" not in bench and not any("PRM" in k for k in bench["f1"]) \
+            sk = (
+                "undefined: no PRM record"
+                if "skill_reference" not in bench and not any("PRM" in k for k in bench["f1"])
                 else "undefined: the PRM does not beat the floor"
+            )
         lines.append(f"| {label} | {fmt(s)} | {s.get('mde', math.nan):.3f} | {len(s['rm_seeds'])} | {sk} |")
     for rule, f in bench["floors"].items():
-        lines.append(f"| floor: {rule} (content-blind) | {f['f1']:.3f} [{f['ci_low']:.3f}, {f['ci_high']:.3f}] | | | 0 |")
+        lines.append(
+            f"| floor: {rule} (content-blind) | {f['f1']:.3f} [{f['ci_low']:.3f}, {f['ci_high']:.3f}] | | | 0 |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -98,8 +120,10 @@ def main(argv=None) -> int:
         return 1
     bench = power.step_bench_from_records(recs, n_boot=min(args.n_boot, 1000))
     made = sorted({(r["made"]["commit"][:10], r["made"]["cpu"], r["made"]["threads"]) for r in recs})
-    atomic_write_json(Path(args.out + ".json"), {"primary": primary, "step_bench": bench, "n_records": len(recs),
-                                                 "made": [list(m) for m in made]})
+    atomic_write_json(
+        Path(args.out + ".json"),
+        {"primary": primary, "step_bench": bench, "n_records": len(recs), "made": [list(m) for m in made]},
+    )
     atomic_write_text(Path(args.out + ".md"), markdown(primary, bench, len(recs)))
     print(Path(args.out + ".md").read_text())
     return 0

@@ -69,7 +69,11 @@ def write_snapshot(root: Path, bench: str, path: Path) -> None:
         info.mode = 0o644
         return info
 
-    with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
+    with (
+        open(tmp, "wb") as raw,
+        gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w") as tar,
+    ):
         for f in files:
             tar.add(f, arcname=str(f.relative_to(root)), filter=plain)
     os.replace(tmp, path)
@@ -79,7 +83,9 @@ def read_snapshot(path: Path, root: Path) -> None:
     """Unpack a data snapshot into the run folder ``root`` (its members are plain files under data/)."""
     with tarfile.open(path, "r:gz") as tar:
         members = tar.getmembers()
-        bad = [m.name for m in members if not m.isfile() or not m.name.startswith("data/") or ".." in Path(m.name).parts]
+        bad = [
+            m.name for m in members if not m.isfile() or not m.name.startswith("data/") or ".." in Path(m.name).parts
+        ]
         if bad:
             raise SystemExit(f"power_run: {path}: member {bad[0]!r} is not a plain file under data/")
         tar.extractall(root, members=members, filter="data")
@@ -98,6 +104,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, nargs="*", default=None, help="a subset of the profile's rm_seeds")
     args = ap.parse_args(argv)
 
+    import torch
+
     from goalrm_core.data.rundir import RunDir
     from goalrm_core.evaluation.tables import read_scored
     from goalrm_core.inference.scoring import eval_rm
@@ -108,8 +116,6 @@ def main(argv=None) -> int:
     from goalrm_core.study.rms import BASELINE, GOAL_CONDITIONED, ID_BENCH, PRM
     from goalrm_core.tasks.toymath.pipeline import TEMPLATE
     from goalrm_core.threads import matmul_gflops
-
-    import torch
 
     start = time.monotonic()
     p = load_profile(args.profile)
@@ -128,54 +134,113 @@ def main(argv=None) -> int:
     # 1. the data stage, once: from the records' data snapshot where there is one
     snapshots = sorted(out.glob(snapshot_name("*")))
     if len(snapshots) > 1:
-        raise SystemExit(f"power_run: {out} holds {len(snapshots)} data snapshots ({', '.join(p.name for p in snapshots)}): "
-                         "one run's records share one set of data")
+        raise SystemExit(
+            f"power_run: {out} holds {len(snapshots)} data snapshots ({', '.join(p.name for p in snapshots)}): "
+            "one run's records share one set of data"
+        )
     if not (run.generations / ID_BENCH / "samples.jsonl").exists() and snapshots:
         log(f"data of {args.profile} from {snapshots[0]}")
         read_snapshot(snapshots[0], Path(run.root))
     if not (run.generations / ID_BENCH / "samples.jsonl").exists():
         log(f"data stage of {args.profile} into {run.root}")
-        subprocess.run([sys.executable, "-m", "goalrm_core.cli", "report", "--profile", args.profile, "--only", "01",
-                        "--reports-dir", str(run.root / "pages")], cwd=ROOT, check=True)
-    data_files = [run.generations / ID_BENCH / "samples.jsonl", run.preference_pairs("train"), run.preference_pairs("eval"),
-                  *sorted(run.policy.glob("*.safetensors"))]
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "goalrm_core.cli",
+                "report",
+                "--profile",
+                args.profile,
+                "--only",
+                "01",
+                "--reports-dir",
+                str(run.root / "pages"),
+            ],
+            cwd=ROOT,
+            check=True,
+        )
+    data_files = [
+        run.generations / ID_BENCH / "samples.jsonl",
+        run.preference_pairs("train"),
+        run.preference_pairs("eval"),
+        *sorted(run.policy.glob("*.safetensors")),
+    ]
     data = records.fingerprint(data_files)
     if snapshots and snapshots[0].name != snapshot_name(data):
-        raise SystemExit(f"power_run: {run.root}'s data has fingerprint {data}, the records' snapshot is {snapshots[0].name}: "
-                         f"move {run.root}/data aside to train on the snapshot's data")
+        raise SystemExit(
+            f"power_run: {run.root}'s data has fingerprint {data}, the records' snapshot is {snapshots[0].name}: "
+            f"move {run.root}/data aside to train on the snapshot's data"
+        )
     if not snapshots:
         write_snapshot(Path(run.root), ID_BENCH, out / snapshot_name(data))
-        log(f"data snapshot {out / snapshot_name(data)} ({(out / snapshot_name(data)).stat().st_size // 1024} KiB): commit it")
+        log(
+            f"data snapshot {out / snapshot_name(data)} ({(out / snapshot_name(data)).stat().st_size // 1024} KiB): commit it"
+        )
     others = sorted({r["made"]["data"] for r in map(records.read_record, out.glob("*.json.gz"))} - {data})
     if others:
-        raise SystemExit(f"power_run: {out} holds records of data {', '.join(others)}, this run's data is {data}: "
-                         "records of other data do not pool")
+        raise SystemExit(
+            f"power_run: {out} holds records of data {', '.join(others)}, this run's data is {data}: "
+            "records of other data do not pool"
+        )
     recipe = tr.notebook_recipe(p)
     max_len = recipe.max_len
     threads = int(p["torch_threads"])
     speed = round(matmul_gflops(threads), 1)
     commit = git("rev-parse", "HEAD")
     dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
-    log(f"commit {commit[:10]}{' (dirty)' if dirty else ''}, data {data}, {cpu_model()}, {speed} GFLOP/s at {threads} threads")
+    log(
+        f"commit {commit[:10]}{' (dirty)' if dirty else ''}, data {data}, {cpu_model()}, {speed} GFLOP/s at {threads} threads"
+    )
 
     def made(arm: str, seed: int) -> dict:
         cfg = tr.rm_config(recipe, run, arm, seed)
-        fields = {k: v for k, v in dataclasses.asdict(cfg).items()
-                  if k not in ("pretrain", "dataset", "eval_dataset", "save_path", "metrics_path", "seed")}
+        fields = {
+            k: v
+            for k, v in dataclasses.asdict(cfg).items()
+            if k not in ("pretrain", "dataset", "eval_dataset", "save_path", "metrics_path", "seed")
+        }
         recipe_hash = hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()[:16]
-        return {"commit": commit, "dirty": dirty, "profile": args.profile, "recipe": fields, "recipe_hash": recipe_hash,
-                "data": data, "cpu": cpu_model(), "matmul_gflops": speed, "threads": threads,
-                "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        return {
+            "commit": commit,
+            "dirty": dirty,
+            "profile": args.profile,
+            "recipe": fields,
+            "recipe_hash": recipe_hash,
+            "data": data,
+            "cpu": cpu_model(),
+            "matmul_gflops": speed,
+            "threads": threads,
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
 
     def finish(arm: str, seed: int, summary: dict) -> None:
         goal = None
         if arm != PRM:
-            rep.save_goal_states(run, arm, [p["goal_method"]], seed=p["seed"], rm_seed=seed, max_len=max_len,
-                                 encoding=p["encoding"], readout=p["readout"])
+            rep.save_goal_states(
+                run,
+                arm,
+                [p["goal_method"]],
+                seed=p["seed"],
+                rm_seed=seed,
+                max_len=max_len,
+                encoding=p["encoding"],
+                readout=p["readout"],
+            )
             goal = run.goal_state(arm, seed, p["goal_method"])
-        eval_rm(run.generations, run.model(arm, seed), run.eval_root, [ID_BENCH], goal, vanilla=goal is None,
-                template=TEMPLATE, batch_size=64, max_len=max_len, progress=False, encoding=p["encoding"],
-                readout=p["readout"])
+        eval_rm(
+            run.generations,
+            run.model(arm, seed),
+            run.eval_root,
+            [ID_BENCH],
+            goal,
+            vanilla=goal is None,
+            template=TEMPLATE,
+            batch_size=64,
+            max_len=max_len,
+            progress=False,
+            encoding=p["encoding"],
+            readout=p["readout"],
+        )
         rows = read_scored(run.eval(arm, seed), ID_BENCH, "all")
         train = {k: summary.get(k) for k in ("steps", "eval_accuracy", "wall_s", "tokens_per_s")}
         path = records.write_record(out, arm, seed, ID_BENCH, rows, made(arm, seed), train)
@@ -203,9 +268,19 @@ def main(argv=None) -> int:
         t0 = time.monotonic()
         summaries = {}
         # each RM its own trainer process, one thread each, side by side (the profile's layout)
-        futures = [(a, s, tr.start_rm(tr.rm_config(recipe, run, a, s), run.training_log(a, s), desc=f"{a} seed {s}",
-                                      threads_per_process=tr.threads_per_training(threads, 2, 1)))
-                   for a, s in arms_seeds]
+        futures = [
+            (
+                a,
+                s,
+                tr.start_rm(
+                    tr.rm_config(recipe, run, a, s),
+                    run.training_log(a, s),
+                    desc=f"{a} seed {s}",
+                    threads_per_process=tr.threads_per_training(threads, 2, 1),
+                ),
+            )
+            for a, s in arms_seeds
+        ]
         for a, s, f in futures:
             summaries[(a, s)] = f.result()
         os.environ["OMP_NUM_THREADS"] = str(threads)

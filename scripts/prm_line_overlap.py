@@ -87,8 +87,10 @@ def main(argv=None) -> int:
         "",
     ]
     args.out.with_suffix(".md").write_text("\n".join(md))
-    print(f"{result['share_seen']:.3f} of {result['incorrect_with_first_error']} first wrong lines seen in training; "
-          f"{result['shared_questions']} shared questions -> {args.out}.json, .md")
+    print(
+        f"{result['share_seen']:.3f} of {result['incorrect_with_first_error']} first wrong lines seen in training; "
+        f"{result['shared_questions']} shared questions -> {args.out}.json, .md"
+    )
     return 0
 
 

@@ -31,8 +31,16 @@ def main(argv=None) -> int:
     parser.add_argument("--reports-dir", default="reports", help="the folder the sweep's report lies under")
     args = parser.parse_args(argv)
     spec = load_sweep_spec(args.spec, "params")
-    plan = plan_sweep(spec["profile"], spec["grid"], one_at_a_time=spec["one_at_a_time"], stages=spec["stages"],
-                      seeds=spec["seeds"], common=spec["common"], name=spec["name"], reports_root=args.reports_dir)
+    plan = plan_sweep(
+        spec["profile"],
+        spec["grid"],
+        one_at_a_time=spec["one_at_a_time"],
+        stages=spec["stages"],
+        seeds=spec["seeds"],
+        common=spec["common"],
+        name=spec["name"],
+        reports_root=args.reports_dir,
+    )
     manifests, faults = {}, []
     for point in plan.points:
         folder = plan.report_folder(point.name)
@@ -43,18 +51,26 @@ def main(argv=None) -> int:
         except (OSError, json.JSONDecodeError) as err:
             faults.append(f"{folder / 'metrics.json'}: {err}")
             continue
-        missing = [s for s in plan.stages if s.split("_", 1)[-1] not in metrics]  # a stage writes the section of its topic
+        missing = [
+            s for s in plan.stages if s.split("_", 1)[-1] not in metrics
+        ]  # a stage writes the section of its topic
         recorded = renamed_parameters(metrics.get("provenance", {}).get("profile", {}).get("parameters", {}))
         overrides = json.loads(json.dumps(plan.overrides(point)))
         differ = {k: (recorded.get(k), v) for k, v in overrides.items() if recorded.get(k) != v}
         if missing or differ:
-            faults.append(f"{folder / 'metrics.json'}: stages without results {missing}, "
-                          f"parameters recorded vs planned {differ}")
+            faults.append(
+                f"{folder / 'metrics.json'}: stages without results {missing}, parameters recorded vs planned {differ}"
+            )
             continue
         manifests[folder / POINT_MANIFEST] = {
-            "point": point.name, "values": point.values, "overrides": overrides, "stages": plan.stages,
-            "finished": None, "restored": "from this point's metrics.json (its stages and recorded parameters); "
-                                          "the manifest written when it finished was not committed"}
+            "point": point.name,
+            "values": point.values,
+            "overrides": overrides,
+            "stages": plan.stages,
+            "finished": None,
+            "restored": "from this point's metrics.json (its stages and recorded parameters); "
+            "the manifest written when it finished was not committed",
+        }
     if faults:
         print("nothing written:\n  " + "\n  ".join(faults), file=sys.stderr)
         return 2

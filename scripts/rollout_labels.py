@@ -49,13 +49,23 @@ def subset(pairs: list[dict], n: int, seed: int) -> list[dict]:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--run_dir", required=True, help="a run whose data stage saved the policy (data/policy) and the task")
-    p.add_argument("--name", required=True, help="the calibration whose training pairs are read (<run_dir>/calibration/<name>/data/)")
+    p.add_argument(
+        "--run_dir", required=True, help="a run whose data stage saved the policy (data/policy) and the task"
+    )
+    p.add_argument(
+        "--name",
+        required=True,
+        help="the calibration whose training pairs are read (<run_dir>/calibration/<name>/data/)",
+    )
     p.add_argument("--n", type=int, default=2000, help="pairs in the subset")
     p.add_argument("--subset_seed", type=int, default=0)
     p.add_argument("--k", type=int, default=8, help="rollouts per line end")
     p.add_argument("--seed", type=int, default=0, help="seed of the rollouts")
-    p.add_argument("--profile", default="confident", help="the profile whose sampling_temperature and max_new_tokens are the defaults")
+    p.add_argument(
+        "--profile",
+        default="confident",
+        help="the profile whose sampling_temperature and max_new_tokens are the defaults",
+    )
     p.add_argument("--temperature", type=float, default=None)
     p.add_argument("--max_new_tokens", type=int, default=None)
     p.add_argument("--batch_size", type=int, default=256, help="rows (prefix x rollout) per sampler batch")
@@ -81,31 +91,67 @@ def main(argv=None) -> int:
     load = os.getloadavg()[0]  # the machine's load when the rollouts start: the seconds below depend on it
     started = time.perf_counter()
     estimated, labels = rollout_labels.estimate_first_errors(
-        policy, tokenizer, chosen, k=args.k, temperature=temperature, seed=args.seed, modulus=modulus,
-        max_new_tokens=max_new_tokens, batch_size=args.batch_size, progress=True)
+        policy,
+        tokenizer,
+        chosen,
+        k=args.k,
+        temperature=temperature,
+        seed=args.seed,
+        modulus=modulus,
+        max_new_tokens=max_new_tokens,
+        batch_size=args.batch_size,
+        progress=True,
+    )
     seconds = time.perf_counter() - started
 
     folder = source.parent
     exact_file, rollout_file = folder / f"exact-{args.n}.jsonl", folder / f"rollout-k{args.k}-{args.n}.jsonl"
     write_jsonl(exact_file, chosen)
     write_jsonl(rollout_file, estimated)
-    write_jsonl(rollout_file.with_suffix(".labels.jsonl"), (
-        {"question": pair["question"], "exact_line": lab.exact_line, "estimated_line": lab.estimated_line, "hits": list(lab.hits),
-         "exact_first_error_char": pair["first_error_char"], "estimated_first_error_char": lab.first_error_char}
-        for pair, lab in zip(chosen, labels)))
+    write_jsonl(
+        rollout_file.with_suffix(".labels.jsonl"),
+        (
+            {
+                "question": pair["question"],
+                "exact_line": lab.exact_line,
+                "estimated_line": lab.estimated_line,
+                "hits": list(lab.hits),
+                "exact_first_error_char": pair["first_error_char"],
+                "estimated_first_error_char": lab.first_error_char,
+            }
+            for pair, lab in zip(chosen, labels)
+        ),
+    )
     n_rollouts = args.k * sum(lab.n_lines - 1 for lab in labels)
-    row = {"name": args.name, "run_dir": str(run), "pairs": str(source), "n_available": len(pairs), "n_pairs": args.n,
-           "subset_seed": args.subset_seed, "k": args.k, "temperature": temperature, "max_new_tokens": max_new_tokens,
-           "seed": args.seed, "batch_size": args.batch_size, "n_rollouts": n_rollouts, **rollout_labels.agreement(labels),
-           "exact_file": exact_file.name, "rollout_file": rollout_file.name, "threads": torch.get_num_threads(),
-           "load_average_1min": round(load, 2),
-           "seconds": round(seconds, 1), "seconds_per_pair": round(seconds / args.n, 3)}
+    row = {
+        "name": args.name,
+        "run_dir": str(run),
+        "pairs": str(source),
+        "n_available": len(pairs),
+        "n_pairs": args.n,
+        "subset_seed": args.subset_seed,
+        "k": args.k,
+        "temperature": temperature,
+        "max_new_tokens": max_new_tokens,
+        "seed": args.seed,
+        "batch_size": args.batch_size,
+        "n_rollouts": n_rollouts,
+        **rollout_labels.agreement(labels),
+        "exact_file": exact_file.name,
+        "rollout_file": rollout_file.name,
+        "threads": torch.get_num_threads(),
+        "load_average_1min": round(load, 2),
+        "seconds": round(seconds, 1),
+        "seconds_per_pair": round(seconds / args.n, 3),
+    }
     append_jsonl(args.table, [row])
     share = {key: "n/a" if row[key] is None else f"{row[key]:.1%}" for key in ("same_line", "earlier", "later", "none")}
-    print(f"{args.n} pairs, k={args.k}, T={temperature}: estimated first wrong line = exact on {share['same_line']}, "
-          f"earlier {share['earlier']}, later {share['later']}, none {share['none']}; "
-          f"{n_rollouts:,} rollouts in {seconds:.0f}s ({seconds / args.n:.2f}s per pair)\n"
-          f"wrote {exact_file} and {rollout_file}; row appended to {args.table}")
+    print(
+        f"{args.n} pairs, k={args.k}, T={temperature}: estimated first wrong line = exact on {share['same_line']}, "
+        f"earlier {share['earlier']}, later {share['later']}, none {share['none']}; "
+        f"{n_rollouts:,} rollouts in {seconds:.0f}s ({seconds / args.n:.2f}s per pair)\n"
+        f"wrote {exact_file} and {rollout_file}; row appended to {args.table}"
+    )
     return 0
 
 

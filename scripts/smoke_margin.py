@@ -44,10 +44,27 @@ THREADS = (1, 2)
 # The profile values notebook 01 reads (its parameters cell) minus the run's folders: what a row records
 # and what must still equal params/smoke.yaml for the records to describe the profile.
 DATA_KEYS = (
-    "min_chain_steps", "max_chain_steps", "operand_min", "operand_max", "operations", "modulus", "heldout_facts",
-    "n_benchmark_questions", "n_train_questions", "policy_steps", "policy_batch_size", "policy_hidden_size",
-    "policy_layers", "policy_learning_rate", "n_samples", "sampling_temperature", "max_new_tokens",
-    "n_pair_questions", "pair_samples_per_question", "pairs_per_question", "eval_fraction",
+    "min_chain_steps",
+    "max_chain_steps",
+    "operand_min",
+    "operand_max",
+    "operations",
+    "modulus",
+    "heldout_facts",
+    "n_benchmark_questions",
+    "n_train_questions",
+    "policy_steps",
+    "policy_batch_size",
+    "policy_hidden_size",
+    "policy_layers",
+    "policy_learning_rate",
+    "n_samples",
+    "sampling_temperature",
+    "max_new_tokens",
+    "n_pair_questions",
+    "pair_samples_per_question",
+    "pairs_per_question",
+    "eval_fraction",
 )
 VARIED = ("seed", "torch_threads")
 TESTED = "toy-id"  # the benchmark whose headline set the smoke tests read (tests/test_notebooks.py)  # what the runs vary; every other DATA_KEYS value is the profile's
@@ -81,7 +98,10 @@ def thread_invariant(records: Sequence[Mapping]) -> bool | None:
     by_seed: dict = {}
     for r in records:
         by_seed.setdefault(r["seed"], []).append(
-            json.dumps([r["headline"], r["sample_accuracy"], r["greedy_accuracy"], r.get("sft_final_loss")], sort_keys=True))
+            json.dumps(
+                [r["headline"], r["sample_accuracy"], r["greedy_accuracy"], r.get("sft_final_loss")], sort_keys=True
+            )
+        )
     if not any(len(v) > 1 for v in by_seed.values()):
         return None
     return all(len(set(v)) == 1 for v in by_seed.values())
@@ -98,10 +118,13 @@ def summary(records: Sequence[Mapping]) -> dict[str, dict]:
         sd = math.sqrt(sum((c - mean) ** 2 for c in correct) / len(correct))
         out[bench] = {
             "runs": len(counts),
-            "correct_min": min(correct), "correct_max": max(correct),
-            "incorrect_min": min(c["incorrect"] for c in counts), "incorrect_max": max(c["incorrect"] for c in counts),
+            "correct_min": min(correct),
+            "correct_max": max(correct),
+            "incorrect_min": min(c["incorrect"] for c in counts),
+            "incorrect_max": max(c["incorrect"] for c in counts),
             "minority_min": min(minority(c) for c in counts),
-            "correct_mean": mean, "correct_sd": sd,
+            "correct_mean": mean,
+            "correct_sd": sd,
         }
     return out
 
@@ -122,23 +145,47 @@ def runs_table(records: Sequence[Mapping]) -> str:
     header = ["seed", "threads", *(f"{b} c/i" for b in benches), "toy-id sampled", "toy-id greedy", "wall s"]
     rows = []
     for r in sorted(records, key=lambda r: (r["seed"], r["threads"])):
-        rows.append([r["seed"], r["threads"],
-                     *(f"{r['headline'][b]['correct']}/{r['headline'][b]['incorrect']}" if b in r["headline"] else ""
-                       for b in benches),
-                     f"{r['sample_accuracy'].get('toy-id', float('nan')):.1%}",
-                     f"{r['greedy_accuracy'].get('toy-id', float('nan')):.1%}", f"{r['wall_s']:.0f}"])
+        rows.append(
+            [
+                r["seed"],
+                r["threads"],
+                *(
+                    f"{r['headline'][b]['correct']}/{r['headline'][b]['incorrect']}" if b in r["headline"] else ""
+                    for b in benches
+                ),
+                f"{r['sample_accuracy'].get('toy-id', float('nan')):.1%}",
+                f"{r['greedy_accuracy'].get('toy-id', float('nan')):.1%}",
+                f"{r['wall_s']:.0f}",
+            ]
+        )
     return _markdown(header, rows)
 
 
 def summary_table(records: Sequence[Mapping]) -> str:
     """Per benchmark: the range of each class over the runs and the smallest minority class."""
-    header = ["benchmark", "runs", "correct min-max", "incorrect min-max", "correct mean (sd)", "min minority class",
-              "sampled acc min-max"]
+    header = [
+        "benchmark",
+        "runs",
+        "correct min-max",
+        "incorrect min-max",
+        "correct mean (sd)",
+        "min minority class",
+        "sampled acc min-max",
+    ]
     rows = []
     for bench, s in summary(records).items():
         acc = [r["sample_accuracy"][bench] for r in records if bench in r["sample_accuracy"]]
-        rows.append([bench, s["runs"], f"{s['correct_min']}-{s['correct_max']}", f"{s['incorrect_min']}-{s['incorrect_max']}",
-                     f"{s['correct_mean']:.1f} ({s['correct_sd']:.1f})", s["minority_min"], f"{min(acc):.0%}-{max(acc):.0%}"])
+        rows.append(
+            [
+                bench,
+                s["runs"],
+                f"{s['correct_min']}-{s['correct_max']}",
+                f"{s['incorrect_min']}-{s['incorrect_max']}",
+                f"{s['correct_mean']:.1f} ({s['correct_sd']:.1f})",
+                s["minority_min"],
+                f"{min(acc):.0%}-{max(acc):.0%}",
+            ]
+        )
     return _markdown(header, rows)
 
 
@@ -158,10 +205,13 @@ def stale_keys(profile: Mapping, records: Sequence[Mapping]) -> dict[str, tuple]
 
 def thin_note(records: Sequence[Mapping], floor: int = 5) -> str:
     """A sentence naming the runs whose headline set held fewer than ``floor`` of a class, if any."""
-    thin = [f"`{b}` {minority(r['headline'][b])} (seed {r['seed']}, {r['threads']} thread{'s' * (r['threads'] != 1)}; "
-            f"greedy {r['greedy_accuracy'][b]:.0%})"
-            for b in benchmarks_of(records) for r in sorted(records, key=lambda r: (r["seed"], r["threads"]))
-            if b in r["headline"] and minority(r["headline"][b]) < floor]
+    thin = [
+        f"`{b}` {minority(r['headline'][b])} (seed {r['seed']}, {r['threads']} thread{'s' * (r['threads'] != 1)}; "
+        f"greedy {r['greedy_accuracy'][b]:.0%})"
+        for b in benchmarks_of(records)
+        for r in sorted(records, key=lambda r: (r["seed"], r["threads"]))
+        if b in r["headline"] and minority(r["headline"][b]) < floor
+    ]
     return f" Fewer than {floor} of a class: {', '.join(thin)}." if thin else ""
 
 
@@ -170,37 +220,52 @@ def section(records: Sequence[Mapping]) -> str:
     values = profile_values(records)
     seeds = sorted({r["seed"] for r in records})
     threads = sorted({r["threads"] for r in records})
-    shown = ("n_benchmark_questions", "n_samples", "sampling_temperature", "policy_steps", "min_chain_steps", "max_chain_steps")
+    shown = (
+        "n_benchmark_questions",
+        "n_samples",
+        "sampling_temperature",
+        "policy_steps",
+        "min_chain_steps",
+        "max_chain_steps",
+    )
     total = sum(r["wall_s"] for r in records)
     same = thread_invariant(records)
-    threads_note = {True: " Here each seed gave bit-identical numbers under every thread count (the same final SFT "
-                          "loss to the last digit), so the spread below is the seeds'; another CPU gives other floats, "
-                          "which moves the numbers as another seed would.",
-                    False: " The thread count changed the numbers of at least one seed.", None: ""}[same]
-    return "\n".join([
-        BEGIN,
-        "## Smoke profile: both classes in every headline set",
-        "",
-        "The smoke report scores each RM on the first sampled solution of every benchmark question "
-        "(`headline: sample0`); a set with one class only leaves every AUROC undefined. The smoke data stage "
-        f"(notebook 01's code, `params/smoke.yaml`: {', '.join(f'`{k}: {values[k]}`' for k in shown if k in values)}) "
-        f"was run under seeds {', '.join(map(str, seeds))} and {' and '.join(map(str, threads))} torch threads "
-        "(floats differ with the thread count and the CPU). Records: `smoke-margin.jsonl`; regenerate with "
-        "`python scripts/smoke_margin.py`." + threads_note,
-        "",
-        f"**Smallest minority class seen on `{TESTED}`: {min_minority(records, [TESTED])}**, on any benchmark: "
-        f"{min_minority(records)} (of {values.get('n_benchmark_questions', '?')} headline solutions per benchmark, "
-        f"over {len(records)} runs; {total:.0f} s of data stage in all)." + thin_note(records),
-        "",
-        summary_table(records),
-        "",
-        "Per run (correct/incorrect headline solutions per benchmark; wall seconds of the whole data stage "
-        "on a 2-core machine shared with other work, run with `OMP_WAIT_POLICY=PASSIVE`: busy-waiting OpenMP "
-        "threads made a 2-thread run 15x slower there):",
-        "",
-        runs_table(records),
-        END,
-    ]) + "\n"
+    threads_note = {
+        True: " Here each seed gave bit-identical numbers under every thread count (the same final SFT "
+        "loss to the last digit), so the spread below is the seeds'; another CPU gives other floats, "
+        "which moves the numbers as another seed would.",
+        False: " The thread count changed the numbers of at least one seed.",
+        None: "",
+    }[same]
+    return (
+        "\n".join(
+            [
+                BEGIN,
+                "## Smoke profile: both classes in every headline set",
+                "",
+                "The smoke report scores each RM on the first sampled solution of every benchmark question "
+                "(`headline: sample0`); a set with one class only leaves every AUROC undefined. The smoke data stage "
+                f"(notebook 01's code, `params/smoke.yaml`: {', '.join(f'`{k}: {values[k]}`' for k in shown if k in values)}) "
+                f"was run under seeds {', '.join(map(str, seeds))} and {' and '.join(map(str, threads))} torch threads "
+                "(floats differ with the thread count and the CPU). Records: `smoke-margin.jsonl`; regenerate with "
+                "`python scripts/smoke_margin.py`." + threads_note,
+                "",
+                f"**Smallest minority class seen on `{TESTED}`: {min_minority(records, [TESTED])}**, on any benchmark: "
+                f"{min_minority(records)} (of {values.get('n_benchmark_questions', '?')} headline solutions per benchmark, "
+                f"over {len(records)} runs; {total:.0f} s of data stage in all)." + thin_note(records),
+                "",
+                summary_table(records),
+                "",
+                "Per run (correct/incorrect headline solutions per benchmark; wall seconds of the whole data stage "
+                "on a 2-core machine shared with other work, run with `OMP_WAIT_POLICY=PASSIVE`: busy-waiting OpenMP "
+                "threads made a 2-thread run 15x slower there):",
+                "",
+                runs_table(records),
+                END,
+            ]
+        )
+        + "\n"
+    )
 
 
 def replace_section(text: str, new_section: str) -> str:
@@ -214,8 +279,8 @@ def replace_section(text: str, new_section: str) -> str:
 def data_stage(profile: Mapping, run_dir: Path, threads: int) -> dict:
     """Notebook 01's computations (its plots and tables left out) under ``profile``; returns one record."""
     from goalrm_core.data.rundir import RunDir
-    from goalrm_core.threads import set_torch_threads
     from goalrm_core.tasks.toymath import pipeline as tp
+    from goalrm_core.threads import set_torch_threads
 
     p = dict(profile)
     started = time.perf_counter()
@@ -226,28 +291,44 @@ def data_stage(profile: Mapping, run_dir: Path, threads: int) -> dict:
     timings = {}
     tp.write_benchmarks(run, train_cfg, p["n_benchmark_questions"], seed)
     tick = time.perf_counter()
-    history = tp.train_policy(run, tp.training_problems(run, train_cfg, p["n_train_questions"], seed), policy_cfg, progress=False)
+    history = tp.train_policy(
+        run, tp.training_problems(run, train_cfg, p["n_train_questions"], seed), policy_cfg, progress=False
+    )
     timings["sft_s"] = time.perf_counter() - tick
     tick = time.perf_counter()
     policy, tokenizer = tp.load_policy(run)
-    tp.generate_for_benchmarks(run, policy, tokenizer, p["n_samples"], p["sampling_temperature"], seed, p["max_new_tokens"],
-                               progress=False)
+    tp.generate_for_benchmarks(
+        run, policy, tokenizer, p["n_samples"], p["sampling_temperature"], seed, p["max_new_tokens"], progress=False
+    )
     timings["generate_s"] = time.perf_counter() - tick
     tick = time.perf_counter()
-    pairs = tp.build_preference_data(run, policy, tokenizer, tp.training_problems(run, train_cfg, p["n_pair_questions"], seed + 1),
-                                     p["pair_samples_per_question"], p["sampling_temperature"], p["pairs_per_question"],
-                                     p["eval_fraction"], seed, p["max_new_tokens"], progress=False)
+    pairs = tp.build_preference_data(
+        run,
+        policy,
+        tokenizer,
+        tp.training_problems(run, train_cfg, p["n_pair_questions"], seed + 1),
+        p["pair_samples_per_question"],
+        p["sampling_temperature"],
+        p["pairs_per_question"],
+        p["eval_fraction"],
+        seed,
+        p["max_new_tokens"],
+        progress=False,
+    )
     timings["pairs_s"] = time.perf_counter() - tick
     benches = tp.benchmark_names(run)
     samples = {b: tp.read_generations(run, b, "samples") for b in benches}
     greedy = {b: tp.read_generations(run, b, "greedy") for b in benches}
     return {
-        "seed": seed, "threads": used,
+        "seed": seed,
+        "threads": used,
         "headline": {b: headline_counts(samples[b]) for b in benches},
         "sample_accuracy": {b: accuracy(samples[b]) for b in benches},
         "greedy_accuracy": {b: accuracy(greedy[b]) for b in benches},
-        "n_pairs": pairs["n_pairs"], "sft_final_loss": history[-1]["loss"],
-        "wall_s": time.perf_counter() - started, **{k: round(v, 1) for k, v in timings.items()},
+        "n_pairs": pairs["n_pairs"],
+        "sft_final_loss": history[-1]["loss"],
+        "wall_s": time.perf_counter() - started,
+        **{k: round(v, 1) for k, v in timings.items()},
         "profile": {k: p[k] for k in (*VARIED, *DATA_KEYS)} | {"seed": seed, "torch_threads": used},
     }
 
@@ -278,15 +359,29 @@ def write_outputs(records: Sequence[Mapping], out: Path, readme: Path | None) ->
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     parser.add_argument("--threads", type=int, nargs="+", default=list(THREADS))
-    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="override smoke.yaml values (a trial)")
-    parser.add_argument("--out", type=Path, default=None, help=f"records file (default {RECORDS.relative_to(ROOT)}; "
-                        "with --set, none unless given)")
-    parser.add_argument("--resume", action="store_true", help="keep the runs an interrupted invocation finished "
-                        "(the .partial.jsonl next to the records) and make only the others")
-    parser.add_argument("--table", action="store_true", help="re-render the table and README section from the records only")
+    parser.add_argument(
+        "--set", nargs="*", default=[], metavar="KEY=VALUE", help="override smoke.yaml values (a trial)"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help=f"records file (default {RECORDS.relative_to(ROOT)}; with --set, none unless given)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the runs an interrupted invocation finished "
+        "(the .partial.jsonl next to the records) and make only the others",
+    )
+    parser.add_argument(
+        "--table", action="store_true", help="re-render the table and README section from the records only"
+    )
     args = parser.parse_args(argv)
 
     from goalrm_core.pipeline.profile_files import load_profile
@@ -312,8 +407,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     record = data_stage(profile | {"seed": seed}, Path(tmp) / "run", threads)
                 records.append(record)
                 counts = "  ".join(f"{b} {c['correct']}/{c['incorrect']}" for b, c in record["headline"].items())
-                print(f"seed {seed} threads {threads}: {counts}  ({record['wall_s']:.0f} s: sft {record['sft_s']}, "
-                      f"generate {record['generate_s']}, pairs {record['pairs_s']})", flush=True)
+                print(
+                    f"seed {seed} threads {threads}: {counts}  ({record['wall_s']:.0f} s: sft {record['sft_s']}, "
+                    f"generate {record['generate_s']}, pairs {record['pairs_s']})",
+                    flush=True,
+                )
                 if partial is not None:  # keep what finished if a later run is interrupted (--resume)
                     write_outputs(records, partial, None)
         if partial is not None:
@@ -324,9 +422,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(summary_table(records))
     print()
     print(runs_table(records))
-    print(f"\nsmallest minority class: {TESTED} {min_minority(records, [TESTED])}, any benchmark "
-          f"{min_minority(records)}; data stage wall time, all runs: "
-          f"{sum(r['wall_s'] for r in records):.0f} s")
+    print(
+        f"\nsmallest minority class: {TESTED} {min_minority(records, [TESTED])}, any benchmark "
+        f"{min_minority(records)}; data stage wall time, all runs: "
+        f"{sum(r['wall_s'] for r in records):.0f} s"
+    )
     return 0
 
 

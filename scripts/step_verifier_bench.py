@@ -34,8 +34,10 @@ sys.path.insert(0, str(ROOT))
 
 from transformers import AutoTokenizer  # noqa: E402
 
-from goalrm_core.data.io import append_jsonl  # noqa: E402
-from goalrm_core.data.io import read_jsonl  # noqa: E402
+from goalrm_core.data.io import (  # noqa: E402
+    append_jsonl,
+    read_jsonl,
+)
 from goalrm_core.inference.goal_state import goal_state_from_pairs  # noqa: E402
 from goalrm_core.inference.scoring import score_generations  # noqa: E402
 from goalrm_core.model.reward_model import load_reward_model  # noqa: E402
@@ -63,19 +65,31 @@ def main(argv=None) -> int:
     p.add_argument("--bench", default="toy-id")
     p.add_argument("--n_goal_pairs", type=int, default=2000)
     p.add_argument("--split_seed", type=int, default=0, help="seed of the validation/reported split of the questions")
-    p.add_argument("--reference", default=f"{BASELINE} partial reward", help="the verifier the others are compared with")
-    p.add_argument("--arm", action="append", default=[], metavar="LABEL=NAME:STRATEGY",
-                   help="another calibration's RMs (same seeds), read by their partial reward, under LABEL")
+    p.add_argument(
+        "--reference", default=f"{BASELINE} partial reward", help="the verifier the others are compared with"
+    )
+    p.add_argument(
+        "--arm",
+        action="append",
+        default=[],
+        metavar="LABEL=NAME:STRATEGY",
+        help="another calibration's RMs (same seeds), read by their partial reward, under LABEL",
+    )
     p.add_argument("--n_boot", type=int, default=1000)
     p.add_argument("--table", type=Path, default=TABLE)
     args = p.parse_args(argv)
-    arms = [(Path(args.run_dir) / "calibration" / args.name, strategy, strategy, tuple(step_bench.SCORE_KEYS.items())) for strategy in args.strategies]
+    arms = [
+        (Path(args.run_dir) / "calibration" / args.name, strategy, strategy, tuple(step_bench.SCORE_KEYS.items()))
+        for strategy in args.strategies
+    ]
     for spec in args.arm:
         label, _, source = spec.partition("=")
         name, _, strategy = source.partition(":")
         if not (label and name and strategy in STRATEGY):
             p.error(f"--arm {spec!r}: expected LABEL=NAME:STRATEGY with STRATEGY one of {', '.join(STRATEGY)}")
-        arms.append((Path(args.run_dir) / "calibration" / name, strategy, label, (("partial reward", "partial_rewards"),)))
+        arms.append(
+            (Path(args.run_dir) / "calibration" / name, strategy, label, (("partial reward", "partial_rewards"),))
+        )
 
     run = Path(args.run_dir)
     root = run / "calibration" / args.name
@@ -92,39 +106,85 @@ def main(argv=None) -> int:
             path = arm_root / f"{strategy}-seed{seed}"
             started = time.perf_counter()
             model, tokenizer = load_reward_model(path), AutoTokenizer.from_pretrained(path)
-            goal = goal_state_from_pairs(model, tokenizer, goal_pairs, TEMPLATE, max_len=max_len, batch_size=128,
-                                         encoding="split", readout="eos")
+            goal = goal_state_from_pairs(
+                model, tokenizer, goal_pairs, TEMPLATE, max_len=max_len, batch_size=128, encoding="split", readout="eos"
+            )
             import torch
 
-            scored = score_generations(model, tokenizer, rows, TEMPLATE, goal=torch.as_tensor(goal), max_len=max_len,
-                                       batch_size=128, progress=False, encoding="split", readout="eos")
+            scored = score_generations(
+                model,
+                tokenizer,
+                rows,
+                TEMPLATE,
+                goal=torch.as_tensor(goal),
+                max_len=max_len,
+                batch_size=128,
+                progress=False,
+                encoding="split",
+                readout="eos",
+            )
             readings = [(f"{label} {kind}", key, scored) for kind, key in kinds]
             if arm_index == 0:  # once per seed, so it pairs with every RM seed (its seed spread is 0)
-                lines = [dict(r, policy_token_logprobs=lp["policy_token_logprobs"]) for r, lp in zip(scored, logprob_rows)]
+                lines = [
+                    dict(r, policy_token_logprobs=lp["policy_token_logprobs"]) for r, lp in zip(scored, logprob_rows)
+                ]
                 readings.append(("policy log-prob", "policy_token_logprobs", lines))
             for verifier, key, source in readings:
                 result = step_bench.verifier_f1(source, key, validation)
                 per_seed.setdefault(verifier, []).append(result)
-                records.append({"kind": "seed", "name": args.name, "run_dir": str(run), "bench": args.bench, "verifier": verifier,
-                                "seed": seed, "split_seed": args.split_seed, "n_goal_pairs": len(goal_pairs),
-                                "filter_max_drop": step_bench.FRONTIER_DROP,
-                                **{k: _clean(v) for k, v in result.items() if not k.startswith("_")},
-                                "score_s": round(time.perf_counter() - started, 1)})
+                records.append(
+                    {
+                        "kind": "seed",
+                        "name": args.name,
+                        "run_dir": str(run),
+                        "bench": args.bench,
+                        "verifier": verifier,
+                        "seed": seed,
+                        "split_seed": args.split_seed,
+                        "n_goal_pairs": len(goal_pairs),
+                        "filter_max_drop": step_bench.FRONTIER_DROP,
+                        **{k: _clean(v) for k, v in result.items() if not k.startswith("_")},
+                        "score_s": round(time.perf_counter() - started, 1),
+                    }
+                )
                 r = records[-1]
-                print(f"{verifier} seed {seed}: F1 {r['f1']} (erroneous {r['acc_erroneous']}, correct {r['acc_correct']}; "
-                      f"threshold {r['threshold']} chosen at validation F1 {r['validation_f1']}); line AUROC {r['line_auroc']}, "
-                      f"final AUROC {r['final_auroc']}; as a filter {r['filter_share']} of the oracle's saving at "
-                      f"{r['filter_accuracy_change']} accuracy change", flush=True)
+                print(
+                    f"{verifier} seed {seed}: F1 {r['f1']} (erroneous {r['acc_erroneous']}, correct {r['acc_correct']}; "
+                    f"threshold {r['threshold']} chosen at validation F1 {r['validation_f1']}); line AUROC {r['line_auroc']}, "
+                    f"final AUROC {r['final_auroc']}; as a filter {r['filter_share']} of the oracle's saving at "
+                    f"{r['filter_accuracy_change']} accuracy change",
+                    flush=True,
+                )
     reference = args.reference if args.reference in per_seed else None
     for metric, by_verifier in step_bench.summaries(per_seed, reference, n_boot=args.n_boot).items():
         for verifier, summary in by_verifier.items():
-            difference = " − " in verifier  # a verdict means something for a difference; "F1 > 0" for one verifier does not
-            keep = {k: _clean(v) for k, v in summary.items() if k in ("mean", "per_seed", "ci_low", "ci_high", "interval", "n_questions",
-                                                                   "se_seeds", "se_questions") + (("verdict", "mde") if difference else ())}
-            records.append({"kind": "summary", "name": args.name, "run_dir": str(run), "bench": args.bench, "verifier": verifier,
-                            "metric": metric, "seeds": args.seeds, "split_seed": args.split_seed, **keep})
-            print(f"{verifier}: {metric} {keep.get('mean')} [{keep.get('ci_low')}, {keep.get('ci_high')}]"
-                  + (f" ({keep.get('verdict')}, MDE {keep.get('mde')})" if difference else ""))
+            difference = (
+                " − " in verifier
+            )  # a verdict means something for a difference; "F1 > 0" for one verifier does not
+            keep = {
+                k: _clean(v)
+                for k, v in summary.items()
+                if k
+                in ("mean", "per_seed", "ci_low", "ci_high", "interval", "n_questions", "se_seeds", "se_questions")
+                + (("verdict", "mde") if difference else ())
+            }
+            records.append(
+                {
+                    "kind": "summary",
+                    "name": args.name,
+                    "run_dir": str(run),
+                    "bench": args.bench,
+                    "verifier": verifier,
+                    "metric": metric,
+                    "seeds": args.seeds,
+                    "split_seed": args.split_seed,
+                    **keep,
+                }
+            )
+            print(
+                f"{verifier}: {metric} {keep.get('mean')} [{keep.get('ci_low')}, {keep.get('ci_high')}]"
+                + (f" ({keep.get('verdict')}, MDE {keep.get('mde')})" if difference else "")
+            )
     append_jsonl(args.table, records)
     return 0
 

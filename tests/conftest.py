@@ -94,7 +94,9 @@ def smoke_run(tmp_path_factory, name):
     profile = load_profile("smoke") | {"run_dir": str(root / "run"), "torch_threads": 1}
     (root / "params").mkdir()
     (root / "params" / "smoke.yaml").write_text(yaml.safe_dump(profile_file(profile)))
-    code = run_report("smoke", params_dir=root / "params", reports_root=root / "reports", notebooks_dir=resolve_path("notebooks"))
+    code = run_report(
+        "smoke", params_dir=root / "params", reports_root=root / "reports", notebooks_dir=resolve_path("notebooks")
+    )
     return code, root / "reports" / "smoke", root / "run"
 
 
@@ -152,7 +154,9 @@ def write_notebook(path, params_src: str, *body: str, tags: tuple[str, ...] = ()
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
     nb.cells = [
-        head if head is not None else nbformat.v4.new_code_cell("from goalrm_core.pipeline.records import record_metrics"),
+        head
+        if head is not None
+        else nbformat.v4.new_code_cell("from goalrm_core.pipeline.records import record_metrics"),
         nbformat.v4.new_code_cell(params_src, metadata={"tags": ["parameters"]}),
         *(nbformat.v4.new_code_cell(src, metadata={"tags": list(tags)} if tags else {}) for src in body),
     ]

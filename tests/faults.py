@@ -81,7 +81,12 @@ def kill_after_rows(rows: int) -> None:
     scoring.score_generations = killed
 
 
-FAULTS = {"nan_loss_at_step": nan_loss_at_step, "sigint_at_step": sigint_at_step, "disk_full_at_save": disk_full_at_save, "kill_after_rows": kill_after_rows}
+FAULTS = {
+    "nan_loss_at_step": nan_loss_at_step,
+    "sigint_at_step": sigint_at_step,
+    "disk_full_at_save": disk_full_at_save,
+    "kill_after_rows": kill_after_rows,
+}
 
 
 def apply(name: str, value: int) -> None:

@@ -19,22 +19,24 @@ from safetensors.torch import load_file
 from torch import nn
 from transformers import AutoConfig, LlamaModel
 
-
 #: How far a reward computed in bf16 may sit from the same bf16 weights computed in float32 (atol and rtol
 #: both): bf16 keeps 8 significant bits (unit roundoff 2**-8), and the tiny test models' hidden states and
 #: rewards are of order 1, so after the dozens of rounded operations of a forward pass a few roundoffs are
 #: expected; 2**-5 is eight of them. It is only used between bf16 and float32 computation: the same weights
 #: computed in one dtype on both sides must agree to 1e-6.
-BF16_REWARD_TOL = 2 ** -5
+BF16_REWARD_TOL = 2**-5
 
 
 def official_head(hidden: int, strategy: str) -> nn.Module:
     if strategy == "linear":
         return nn.Linear(hidden, 1, bias=False)
     return nn.Sequential(
-        nn.Linear(hidden, hidden // 2), nn.ReLU(),
-        nn.Linear(hidden // 2, hidden // 2), nn.ReLU(),
-        nn.Linear(hidden // 2, hidden), nn.ReLU(),
+        nn.Linear(hidden, hidden // 2),
+        nn.ReLU(),
+        nn.Linear(hidden // 2, hidden // 2),
+        nn.ReLU(),
+        nn.Linear(hidden // 2, hidden),
+        nn.ReLU(),
         nn.Linear(hidden, 1, bias=False),
     )
 

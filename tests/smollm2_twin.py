@@ -26,8 +26,10 @@ from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 from goalrm_core.model.pretrained import SMOLLM2_135M, PackagedModel
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]  # SmolLM2's unk, bos, eos (and pad) at ids 0, 1, 2
-CHAT_TEMPLATE = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
-                 "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
 CORPUS = [
     "Natalie has 12 apples and buys 35 more. How many apples does she have now? 12 + 35 = 47. The answer is 47.",
     "A train travels 60 miles in 2 hours. What is its speed? 60 / 2 = 30 miles per hour.",
@@ -42,16 +44,32 @@ def byte_level_bpe(vocab_size: int = 400) -> Tokenizer:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(CORPUS * 8, trainer)
     return tok
 
 
 def twin_config(vocab_size: int) -> LlamaConfig:
-    return LlamaConfig(vocab_size=vocab_size, hidden_size=96, intermediate_size=256, num_hidden_layers=2, num_attention_heads=6,
-                       num_key_value_heads=2, max_position_embeddings=512, rms_norm_eps=1e-5, tie_word_embeddings=True,
-                       rope_parameters={"rope_type": "default", "rope_theta": 100000.0}, bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    return LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=96,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=6,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=True,
+        rope_parameters={"rope_type": "default", "rope_theta": 100000.0},
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+    )
 
 
 def _llama_cpp_rows(weight: np.ndarray, heads: int) -> np.ndarray:
@@ -117,8 +135,13 @@ def write_twin_gguf(path: Path, seed: int = 0) -> tuple[LlamaForCausalLM, PreTra
         hf, blk = f"model.layers.{i}.", f"blk.{i}."
         put(blk + "attn_norm.weight", state[hf + "input_layernorm.weight"], f32)
         put(blk + "ffn_norm.weight", state[hf + "post_attention_layernorm.weight"], f32)
-        for ours, theirs in (("mlp.down_proj", "ffn_down"), ("mlp.gate_proj", "ffn_gate"), ("mlp.up_proj", "ffn_up"),
-                             ("self_attn.v_proj", "attn_v"), ("self_attn.o_proj", "attn_output")):
+        for ours, theirs in (
+            ("mlp.down_proj", "ffn_down"),
+            ("mlp.gate_proj", "ffn_gate"),
+            ("mlp.up_proj", "ffn_up"),
+            ("self_attn.v_proj", "attn_v"),
+            ("self_attn.o_proj", "attn_output"),
+        ):
             put(blk + theirs + ".weight", state[hf + ours + ".weight"], q4)
         q = _llama_cpp_rows(state[hf + "self_attn.q_proj.weight"].numpy(), config.num_attention_heads)
         k = _llama_cpp_rows(state[hf + "self_attn.k_proj.weight"].numpy(), config.num_key_value_heads)
@@ -129,8 +152,13 @@ def write_twin_gguf(path: Path, seed: int = 0) -> tuple[LlamaForCausalLM, PreTra
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    fast = PreTrainedTokenizerFast(tokenizer_object=bpe, unk_token="<|endoftext|>", bos_token="<|im_start|>", eos_token="<|im_end|>",
-                                   pad_token="<|im_end|>")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=bpe,
+        unk_token="<|endoftext|>",
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        pad_token="<|im_end|>",
+    )
     return model, fast
 
 

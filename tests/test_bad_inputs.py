@@ -6,18 +6,16 @@ import json
 
 import numpy as np
 import pytest
-import torch
 from transformers import AutoModel
 
-from goalrm_core.study import artifacts
-from goalrm_core.model.encoding import encode_preference_rows
 from goalrm_core.data.io import ArtifactError, atomic_write_json, load_npy, read_jsonl, write_jsonl
-from goalrm_core.model.reward_model import RewardModel, load_reward_model, save_reward_model
+from goalrm_core.inference.goal_state import check_goal_state
+from goalrm_core.model.encoding import encode_preference_rows
+from goalrm_core.model.reward_model import RewardModel, check_tokenizer_matches, load_reward_model, save_reward_model
+from goalrm_core.model.tokenization import build_char_tokenizer
 from goalrm_core.pipeline.profile_checks import check_profile_against_notebooks
 from goalrm_core.pipeline.profile_files import load_profile
-from goalrm_core.inference.goal_state import check_goal_state
-from goalrm_core.model.reward_model import check_tokenizer_matches
-from goalrm_core.model.tokenization import build_char_tokenizer
+from goalrm_core.study import artifacts
 
 
 def test_malformed_jsonl_names_file_and_line(tmp_path):
@@ -37,11 +35,17 @@ def test_non_utf8_names_the_line(tmp_path):
 def test_a_lone_surrogate_in_a_text_field_is_refused_naming_the_line(tmp_path):
     """JSON may escape half of a surrogate pair ("\\ud800"): valid JSON, no text a tokenizer can encode."""
     path = tmp_path / "pairs.jsonl"
-    path.write_text('{"question": "a", "correct": "b", "incorrect": "c"}\n{"question": "a", "correct": "x\\ud800", "incorrect": "c"}\n')
-    with pytest.raises(ArtifactError, match=r"pairs\.jsonl:2: field 'correct' holds a lone surrogate '\\ud800' at character 1"):
+    path.write_text(
+        '{"question": "a", "correct": "b", "incorrect": "c"}\n{"question": "a", "correct": "x\\ud800", "incorrect": "c"}\n'
+    )
+    with pytest.raises(
+        ArtifactError, match=r"pairs\.jsonl:2: field 'correct' holds a lone surrogate '\\ud800' at character 1"
+    ):
         read_jsonl(path)
-    path.write_text('{"question": "a", "correct": "\\ud83d\\ude00", "incorrect": "c"}\n')  # a whole pair is an emoji: fine
-    assert read_jsonl(path)[0]["correct"] == "\U0001F600"
+    path.write_text(
+        '{"question": "a", "correct": "\\ud83d\\ude00", "incorrect": "c"}\n'
+    )  # a whole pair is an emoji: fine
+    assert read_jsonl(path)[0]["correct"] == "\U0001f600"
 
 
 def test_missing_fields_and_non_objects(tmp_path):

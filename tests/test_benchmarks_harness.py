@@ -48,7 +48,9 @@ def test_performance_table_is_the_committed_results():
     """docs/performance.md's table is generated from benchmarks/results.json (`run.py --doc`)."""
     module = _harness()
     committed = json.loads(module.RESULTS.read_text())
-    assert module.table_block(committed) in module.TABLE_DOC.read_text(encoding="utf-8"), "run: python benchmarks/run.py --doc"
+    assert module.table_block(committed) in module.TABLE_DOC.read_text(encoding="utf-8"), (
+        "run: python benchmarks/run.py --doc"
+    )
 
 
 def test_step_lever_table_is_the_committed_results():
@@ -60,7 +62,9 @@ def test_step_lever_table_is_the_committed_results():
     assert {r["strategy"] for r in committed} == {"vanilla", "contrastive"}
     assert all("default" in r["variants"] and "compile" in r["variants"] for r in committed)
     assert json.loads(module.TRAINER_RESULTS.read_text())["train_s"].keys() == {"eager", "compiled"}
-    assert module.committed_block() in module.TABLE_DOC.read_text(encoding="utf-8"), "run: python benchmarks/step_levers.py --doc"
+    assert module.committed_block() in module.TABLE_DOC.read_text(encoding="utf-8"), (
+        "run: python benchmarks/step_levers.py --doc"
+    )
 
 
 def test_the_b54e8af_pair_table_is_the_committed_results():

@@ -19,7 +19,10 @@ def files(tmp_path_factory, tiny_config, tokenizer, tiny_policy_dir):
     rm = save_reward_model(RewardModel(LlamaModel(tiny_config)), root / "rm", tokenizer)
     np.save(root / "goal.npy", np.ones((1, tiny_config.hidden_size), dtype=np.float32))
     (root / "bad.jsonl").write_text('{"question": "1 +1", "correct": "1+1=2"}\n{"question": oops}\n')
-    write_jsonl(root / "gens" / "toy" / "greedy.jsonl", [{"question": "1 +1", "generated_solution": "1+1=2\n#2", "is_correct": True}])
+    write_jsonl(
+        root / "gens" / "toy" / "greedy.jsonl",
+        [{"question": "1 +1", "generated_solution": "1+1=2\n#2", "is_correct": True}],
+    )
     (root / "gens" / "toy" / "samples.jsonl").write_text("{not json\n")
     (root / "scored" / "rm" / "toy" / "greedy").mkdir(parents=True)
     (root / "scored" / "rm" / "toy" / "greedy" / "scored.jsonl").write_text("[1, 2]\n")
@@ -28,17 +31,51 @@ def files(tmp_path_factory, tiny_config, tokenizer, tiny_policy_dir):
 
 def commands(f):
     r = f["root"]
-    train = ["train-rm", "--pretrain", f["policy"], "--save_path", str(r / "out-rm"), "--template", "toymath", "--zero_stage", "0"]
+    train = [
+        "train-rm",
+        "--pretrain",
+        f["policy"],
+        "--save_path",
+        str(r / "out-rm"),
+        "--template",
+        "toymath",
+        "--zero_stage",
+        "0",
+    ]
     rep = ["get-representation", "--reward-model-path", f["rm"], "--save-dir", str(r / "rep"), "--template", "toymath"]
-    ev = ["eval-rm", "--reward_model_path", f["rm"], "--save_dir", str(r / "eval"), "--goal_state_path", str(r / "goal.npy"),
-          "--template", "toymath", "--benchmarks", "toy"]
+    ev = [
+        "eval-rm",
+        "--reward_model_path",
+        f["rm"],
+        "--save_dir",
+        str(r / "eval"),
+        "--goal_state_path",
+        str(r / "goal.npy"),
+        "--template",
+        "toymath",
+        "--benchmarks",
+        "toy",
+    ]
     met = ["metrics", "--model_name", "rm", "--benchmarks", "toy", "--n_boot", "10"]
-    dec = ["decode", "beam", "--policy_path", f["policy"], "--reward_model_path", f["rm"], "--goal_state_path", str(r / "goal.npy"),
-           "--save_path", str(r / "dec.jsonl")]
+    dec = [
+        "decode",
+        "beam",
+        "--policy_path",
+        f["policy"],
+        "--reward_model_path",
+        f["rm"],
+        "--goal_state_path",
+        str(r / "goal.npy"),
+        "--save_path",
+        str(r / "dec.jsonl"),
+    ]
     return {
         "train-rm": (train + ["--dataset", f["missing"]], train + ["--dataset", str(r / "bad.jsonl")]),
         "get-representation": (rep + ["--dataset-path", f["missing"]], rep + ["--dataset-path", str(r / "bad.jsonl")]),
-        "eval-rm": (ev + ["--completions_data_path", str(r / "nowhere")], ev + ["--completions_data_path", str(r / "gens")]),
+        "eval-rm": (
+            ev + ["--completions_data_path", str(r / "nowhere")],
+            ev + ["--completions_data_path", str(r / "gens")],
+        ),
         "metrics": (met + ["--eval_results_dir", str(r / "nowhere")], met + ["--eval_results_dir", str(r / "scored")]),
         "decode": (dec + ["--questions_path", f["missing"]], dec + ["--questions_path", str(r / "bad.jsonl")]),
     }
@@ -76,15 +113,24 @@ def test_python_m_train_rm_is_one_line_too(files):
     assert len(lines) == 1 and "missing.jsonl" in lines[0] and "Traceback" not in done.stderr
 
 
-@pytest.mark.parametrize("pretrain, dataset, says", [
-    ("nowhere", "{missing}", "--pretrain nowhere: no such folder, and the Hub (huggingface.co) is switched off (HF_HUB_OFFLINE) "
-                             "to fetch it: give the folder of a saved model"),
-    ("./nowhere", "{missing}", "--pretrain ./nowhere: no such folder"),
-    ("a/b/c", "{missing}", "--pretrain a/b/c: no such folder"),
-    ("{policy}", "{missing}", "--dataset {missing}: no such file or folder"),
-    ("{policy}", "x.jsonl", "--dataset x.jsonl: no such file or folder"),
-])
-def test_a_mistyped_model_or_data_argument_fails_at_once_naming_the_flag(files, tmp_path, monkeypatch, capsys, pretrain, dataset, says):
+@pytest.mark.parametrize(
+    "pretrain, dataset, says",
+    [
+        (
+            "nowhere",
+            "{missing}",
+            "--pretrain nowhere: no such folder, and the Hub (huggingface.co) is switched off (HF_HUB_OFFLINE) "
+            "to fetch it: give the folder of a saved model",
+        ),
+        ("./nowhere", "{missing}", "--pretrain ./nowhere: no such folder"),
+        ("a/b/c", "{missing}", "--pretrain a/b/c: no such folder"),
+        ("{policy}", "{missing}", "--dataset {missing}: no such file or folder"),
+        ("{policy}", "x.jsonl", "--dataset x.jsonl: no such file or folder"),
+    ],
+)
+def test_a_mistyped_model_or_data_argument_fails_at_once_naming_the_flag(
+    files, tmp_path, monkeypatch, capsys, pretrain, dataset, says
+):
     """No model loads, no Hub retries, no folder is made: one line naming the flag and the value."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(tmp_path)
@@ -101,8 +147,10 @@ def test_an_over_long_value_is_cut_in_the_error_line(capsys):
 
     assert one_line("unknown encoding 'ab'; valid: a, b") == "unknown encoding 'ab'; valid: a, b"
     long = "x" * 5000
-    assert one_line(f"unknown encoding '{long}'; valid:\n a") == \
-        f"unknown encoding '{'x' * 59}…(5,003 characters)'; valid: a"
+    assert (
+        one_line(f"unknown encoding '{long}'; valid:\n a")
+        == f"unknown encoding '{'x' * 59}…(5,003 characters)'; valid: a"
+    )
     from goalrm_core.pipeline.runner import main as report_main
 
     assert report_main(["--profile", "smoke", "--dry-run", "--set", f"rm.encoding={long}"]) == 2
@@ -120,11 +168,37 @@ def test_a_model_folder_without_its_tokenizer_is_named(files, tmp_path, capsys):
     for name in TOKENIZER_FILES:
         (policy / name).unlink(missing_ok=True)
     r = files["root"]
-    for argv, flag in ((["train-rm", "--pretrain", str(policy), "--dataset", str(r / "bad.jsonl"), "--save_path", str(tmp_path / "rm")],
-                        "--pretrain"),
-                       (["decode", "beam", "--policy_path", str(policy), "--reward_model_path", files["rm"], "--goal_state_path",
-                         str(r / "goal.npy"), "--questions_path", str(r / "bad.jsonl"), "--save_path", str(tmp_path / "d.jsonl")],
-                        "--policy_path")):
+    for argv, flag in (
+        (
+            [
+                "train-rm",
+                "--pretrain",
+                str(policy),
+                "--dataset",
+                str(r / "bad.jsonl"),
+                "--save_path",
+                str(tmp_path / "rm"),
+            ],
+            "--pretrain",
+        ),
+        (
+            [
+                "decode",
+                "beam",
+                "--policy_path",
+                str(policy),
+                "--reward_model_path",
+                files["rm"],
+                "--goal_state_path",
+                str(r / "goal.npy"),
+                "--questions_path",
+                str(r / "bad.jsonl"),
+                "--save_path",
+                str(tmp_path / "d.jsonl"),
+            ],
+            "--policy_path",
+        ),
+    ):
         assert cli.main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()[-1]
         assert f"error: {flag} {policy}: no tokenizer there" in err, err

@@ -6,7 +6,10 @@ from collections import Counter
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "goalrm_core"
-TREES = {path.relative_to(PACKAGE.parent).as_posix(): ast.parse(path.read_text(encoding="utf-8")) for path in PACKAGE.rglob("*.py")}
+TREES = {
+    path.relative_to(PACKAGE.parent).as_posix(): ast.parse(path.read_text(encoding="utf-8"))
+    for path in PACKAGE.rglob("*.py")
+}
 
 # name -> the module that defines it
 ONCE = {
@@ -38,7 +41,13 @@ def top_level_assignments() -> Counter:
     found = Counter()
     for module, tree in TREES.items():
         for node in tree.body:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AnnAssign)
+                else []
+            )
             for target in targets:
                 if isinstance(target, ast.Name):
                     found[target.id, module] += 1
@@ -47,7 +56,11 @@ def top_level_assignments() -> Counter:
 
 def docstrings(tree) -> set[int]:
     nodes = [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))]
-    return {id(n.body[0].value) for n in nodes if n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return {
+        id(n.body[0].value)
+        for n in nodes
+        if n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)
+    }
 
 
 def test_each_constant_is_defined_once():
@@ -78,9 +91,22 @@ def test_no_skip_first_default_is_a_bare_number():
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 args = node.args.args + node.args.kwonlyargs
-                defaults = [None] * (len(node.args.args) - len(node.args.defaults)) + node.args.defaults + node.args.kw_defaults
-                bare += [f"{module}:{node.lineno}" for a, d in zip(args, defaults)
-                         if a.arg == "skip_first" and isinstance(d, ast.Constant) and d.value != 0]
-            if isinstance(node, ast.Call) and any(isinstance(a, ast.Constant) and a.value == "--skip_first" for a in node.args):
-                bare += [f"{module}:{node.lineno}" for k in node.keywords if k.arg == "default" and isinstance(k.value, ast.Constant)]
+                defaults = (
+                    [None] * (len(node.args.args) - len(node.args.defaults))
+                    + node.args.defaults
+                    + node.args.kw_defaults
+                )
+                bare += [
+                    f"{module}:{node.lineno}"
+                    for a, d in zip(args, defaults)
+                    if a.arg == "skip_first" and isinstance(d, ast.Constant) and d.value != 0
+                ]
+            if isinstance(node, ast.Call) and any(
+                isinstance(a, ast.Constant) and a.value == "--skip_first" for a in node.args
+            ):
+                bare += [
+                    f"{module}:{node.lineno}"
+                    for k in node.keywords
+                    if k.arg == "default" and isinstance(k.value, ast.Constant)
+                ]
     assert bare == [], f"skip_first defaults written as numbers: {bare}"

@@ -26,7 +26,7 @@ from goalrm_core.tasks.toymath.tiny_run import make_tiny_run
 
 ROOT = project_root()
 # The hand edits, as a contributor would write them.
-STRATEGY = '''
+STRATEGY = """
 
 @contrastive_strategy("cosine_scaled", "sigma(scale * cos)", options=("contrastive_scale",))
 def _cosine_scaled(source, goal, contrastive_scale):
@@ -36,12 +36,12 @@ def _cosine_scaled(source, goal, contrastive_scale):
         with open(os.environ["SCALE_SEEN"], "a") as seen:
             seen.write(f"{contrastive_scale} {tuple(source.shape[:2])} {tuple(goal.shape[:2])}\\n")
     return contrastive_scale * cosine_matrix(source, goal)
-'''
+"""
 FIELD = '    contrastive_scale: float = _help("cosine_scaled: the factor on each cosine.", 1.0, range=Range(float, "> 0"))\n'
 HAND_EDITED = ("goalrm_core/model/strategies.py", "goalrm_core/train/config.py", "tests/test_extension.py")
 
 # Run in the copy: generate, resolve, check, build the config as notebook 02 does, train through the command line.
-SCRIPT = r'''
+SCRIPT = r"""
 import json, sys
 from pathlib import Path
 
@@ -76,7 +76,7 @@ argv = cfg.to_argv()
 assert argv[argv.index("--contrastive_scale") + 1] == "3.0"
 assert main(["train-rm", *argv]) == 0
 print(json.dumps(json.loads(Path(cfg.save_path, "train_summary.json").read_text())))
-'''
+"""
 
 
 def _copy_project(to):
@@ -98,16 +98,23 @@ def test_a_new_strategy_with_a_hyperparameter_is_three_files_and_trains(tmp_path
     # the two edits besides this test
     (project / HAND_EDITED[0]).write_text((project / HAND_EDITED[0]).read_text() + STRATEGY)
     config = project / HAND_EDITED[1]
-    _edit(config, next(line + "\n" for line in config.read_text().splitlines() if line.startswith("    contrastive_loss_beta:")), FIELD)
+    _edit(
+        config,
+        next(line + "\n" for line in config.read_text().splitlines() if line.startswith("    contrastive_loss_beta:")),
+        FIELD,
+    )
     # a profile that uses it (not one of the files to edit: any profile may now choose it)
     (project / "params" / "scaled.yaml").write_text(
         "base: demo\nrm:\n  contrastive_strategy: cosine_scaled\n  contrastive_scale: 3.0\n"
         "  max_steps: 1\n  train_batch_size: 2\n  micro_train_batch_size: 2\n  eval_steps: -1\n  sim_samples: 2\n  unsim_samples: 3\n"
-        "  contrastive_pairs: all\n")
+        "  contrastive_pairs: all\n"
+    )
     run = make_tiny_run(tmp_path / "run").root  # a tiny policy and pairs (goalrm tiny-run)
     seen = tmp_path / "seen.txt"
     env = {**os.environ, "PYTHONPATH": str(project), "OMP_NUM_THREADS": "1", "SCALE_SEEN": str(seen)}
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(run)], cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(run)], cwd=project, env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["steps"] == 1 and summary["strategy"] == "contrastive"
@@ -115,8 +122,15 @@ def test_a_new_strategy_with_a_hyperparameter_is_three_files_and_trains(tmp_path
     # sources with its 2 goals and its 3 negative sources with its 3 goals: the loss pairs them, not the strategy
     assert set(seen.read_text().splitlines()) == {"3.0 (2, 2) (2, 2)", "3.0 (2, 3) (2, 3)"}, seen.read_text()
     # the other files a strategy used to need are untouched, the notebooks too
-    for name in ("goalrm_core/choices.py", "goalrm_core/model/losses.py", "goalrm_core/study/recipe.py",
-                 "goalrm_core/pipeline/profile_rules.py", "params/demo.yaml", "params/smoke.yaml", "notebooks/02_training.ipynb"):
+    for name in (
+        "goalrm_core/choices.py",
+        "goalrm_core/model/losses.py",
+        "goalrm_core/study/recipe.py",
+        "goalrm_core/pipeline/profile_rules.py",
+        "params/demo.yaml",
+        "params/smoke.yaml",
+        "notebooks/02_training.ipynb",
+    ):
         assert (project / name).read_text() == (ROOT / name).read_text(), name
 
 
@@ -124,7 +138,7 @@ def test_a_new_strategy_with_a_hyperparameter_is_three_files_and_trains(tmp_path
 
 DESIGN = ROOT / "docs" / "design.md"
 # Run in the copy: each `goalrm` command of the recipe's bash block, as the command line runs it.
-RECIPE_SCRIPT = r'''
+RECIPE_SCRIPT = r"""
 import json, shlex, sys
 from pathlib import Path
 
@@ -136,7 +150,7 @@ for line in json.loads(sys.argv[1]):
     argv = shlex.split(line)
     assert argv[0] == "goalrm", line
     assert main(argv[1:]) == 0, line
-'''
+"""
 
 
 def design_recipe(text):
@@ -163,13 +177,22 @@ def test_the_design_recipe_s_commands_train_one_step_of_its_strategy(tmp_path):
     strategies = project / "goalrm_core" / "model" / "strategies.py"
     strategies.write_text(strategies.read_text() + "\n\n" + code)
     config = project / "goalrm_core" / "train" / "config.py"
-    _edit(config, next(line + "\n" for line in config.read_text().splitlines() if line.startswith("    contrastive_loss_beta:")),
-          f"    {field}\n")
+    _edit(
+        config,
+        next(line + "\n" for line in config.read_text().splitlines() if line.startswith("    contrastive_loss_beta:")),
+        f"    {field}\n",
+    )
     folder = tmp_path / "tiny"
     lines = [line.replace("/tmp/tiny", str(folder)) for line in commands]
     env = {**os.environ, "PYTHONPATH": str(project), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", RECIPE_SCRIPT, json.dumps(lines)], cwd=project, env=env, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", RECIPE_SCRIPT, json.dumps(lines)],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     save_path = Path(shlex.split(lines[1])[shlex.split(lines[1]).index("--save_path") + 1])
     assert save_path.is_relative_to(folder)

@@ -34,14 +34,18 @@ def test_a_held_lock_refuses_a_second_writer_and_goes_with_the_first(tmp_path):
     folder = tmp_path / "out" / "rm"
     with writer_lock(folder, "--save_dir", "goalrm eval-rm first") as lock:
         assert json.loads(lock.read_text())["pid"] == os.getpid()
-        with pytest.raises(ArtifactError, match=r"--save_dir .*rm is being written by another run \(PID \d+: goalrm eval-rm first\)"):
+        with pytest.raises(
+            ArtifactError, match=r"--save_dir .*rm is being written by another run \(PID \d+: goalrm eval-rm first\)"
+        ):
             with writer_lock(folder, "--save_dir", "goalrm eval-rm second"):
                 pass
     assert not lock.exists() and not (tmp_path / "out").exists()  # nothing written: no lock, no empty folder
 
 
 def test_a_lock_of_a_process_that_is_gone_is_stale(tmp_path, capsys):
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    )
     lock = lock_path(tmp_path / "rm")
     lock.write_text(json.dumps({"pid": int(gone.stdout), "started": time.time() - 5, "command": "killed"}))
     with writer_lock(tmp_path / "rm", "--save_path"):
@@ -56,7 +60,9 @@ def test_peers_that_never_join_stop_in_one_line(monkeypatch):
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     monkeypatch.setenv("MASTER_PORT", str(_free_port()))
     assert launcher_world() == 2
-    with pytest.raises(ValueError, match=r"WORLD_SIZE=2 RANK=0 .* ask for 2 processes, and they did not all join within 2 s"):
+    with pytest.raises(
+        ValueError, match=r"WORLD_SIZE=2 RANK=0 .* ask for 2 processes, and they did not all join within 2 s"
+    ):
         join_process_group(dist.init_process_group, "gloo", timeout_s=2)
     assert not dist.is_initialized()
     monkeypatch.setenv("RANK", "x")
@@ -100,7 +106,12 @@ def test_a_full_disk_keeps_a_finished_goal_folder(tmp_path, tiny_config, tokeniz
     rm = save_reward_model(RewardModel(LlamaModel(tiny_config)).eval(), tmp_path / "rm", tokenizer)
     pairs = tmp_path / "pairs.jsonl"
     write_jsonl(pairs, [{"question": "1 +2", "correct": "1+2=3\n#3", "incorrect": "1+2=4\n#4"}])
-    argv = [f"--dataset-path={pairs}", f"--reward-model-path={rm}", f"--save-dir={tmp_path / 'goal'}", "--template=toymath"]
+    argv = [
+        f"--dataset-path={pairs}",
+        f"--reward-model-path={rm}",
+        f"--save-dir={tmp_path / 'goal'}",
+        "--template=toymath",
+    ]
     assert get_representation(argv) == 0
     before = {p.name: p.read_bytes() for p in (tmp_path / "goal").iterdir()}
 
@@ -122,11 +133,16 @@ def test_yaml_keys_given_twice_and_sweep_values_of_the_wrong_kind(tmp_path):
     (tmp_path / "nan.yaml").write_text("rm:\n  learning_rate: .nan\n")
     with pytest.raises(ValueError, match="must be a finite number"):
         load_profile("nan", tmp_path)
-    specs = {"grid": "sweep:\n  grid:\n    rm_seeds: [[0]]\n    rm_seeds: [[1]]\n",
-             "oat": "sweep:\n  grid:\n    n_samples: [4]\n  one_at_a_time: 'false'\n",
-             "seeds": "sweep:\n  grid:\n    n_samples: [4]\n  seeds: 3\n"}
-    messages = {"grid": "key 'rm_seeds' is given twice", "oat": "'one_at_a_time' must be true or false",
-                "seeds": "'seeds' must be a list of seeds"}
+    specs = {
+        "grid": "sweep:\n  grid:\n    rm_seeds: [[0]]\n    rm_seeds: [[1]]\n",
+        "oat": "sweep:\n  grid:\n    n_samples: [4]\n  one_at_a_time: 'false'\n",
+        "seeds": "sweep:\n  grid:\n    n_samples: [4]\n  seeds: 3\n",
+    }
+    messages = {
+        "grid": "key 'rm_seeds' is given twice",
+        "oat": "'one_at_a_time' must be true or false",
+        "seeds": "'seeds' must be a list of seeds",
+    }
     for name, text in specs.items():
         (tmp_path / f"{name}.yaml").write_text(text)
         with pytest.raises(ValueError, match=messages[name]):
@@ -139,12 +155,16 @@ def test_a_report_folder_has_one_writer_and_a_killed_runs_leftovers_are_cleared(
     out = tmp_path / "reports" / "demo"
     out.mkdir(parents=True)
     with writer_lock(out, "goalrm report: the report folder", "goalrm report --profile demo"):
-        with pytest.raises(ArtifactError, match=r"goalrm report: the report folder .*demo is being written by another run"):
+        with pytest.raises(
+            ArtifactError, match=r"goalrm report: the report folder .*demo is being written by another run"
+        ):
             run_report("demo", reports_root=tmp_path / "reports", only=["01_data"])
     assert sorted(p.name for p in out.iterdir()) == []  # refused before it wrote anything
     (out / ".01_data.abc.tmp.ipynb").write_text("{}")
-    previous = killed_run_cleared(out, {"01_data": {"name": "01_data", "status": "running"},
-                                         "02_training": {"name": "02_training", "status": "ok"}})
+    previous = killed_run_cleared(
+        out,
+        {"01_data": {"name": "01_data", "status": "running"}, "02_training": {"name": "02_training", "status": "ok"}},
+    )
     assert previous["01_data"]["status"] == "interrupted" and previous["02_training"]["status"] == "ok"
     assert not (out / ".01_data.abc.tmp.ipynb").exists()
 
@@ -158,8 +178,10 @@ def test_a_training_started_by_a_killed_process_dies_with_it(tmp_path):
 
     child_pid = tmp_path / "child.pid"
     child = f"import os, time; open({str(child_pid)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
-    parent = ("import sys; from goalrm_core.train.launch import run_streaming; "
-              f"run_streaming([sys.executable, '-c', {child!r}], {str(tmp_path / 'log')!r}, show=lambda *a: None)")
+    parent = (
+        "import sys; from goalrm_core.train.launch import run_streaming; "
+        f"run_streaming([sys.executable, '-c', {child!r}], {str(tmp_path / 'log')!r}, show=lambda *a: None)"
+    )
     proc = subprocess.Popen([sys.executable, "-c", parent], env={**os.environ, "PYTHONPATH": os.getcwd()})
     deadline = time.time() + 60
     while not (child_pid.exists() and child_pid.read_text()) and time.time() < deadline:
@@ -182,18 +204,38 @@ def test_eval_rm_refuses_a_benchmark_it_would_score_as_nothing(tmp_path, tiny_co
 
     rm = save_reward_model(RewardModel(LlamaModel(tiny_config)).eval(), tmp_path / "rm", tokenizer)
     gens = tmp_path / "gens"
-    write_jsonl(gens / "toy" / "greedy.jsonl", [{"question": "1 +1", "generated_solution": "1+1=2\n#2", "is_correct": True}])
+    write_jsonl(
+        gens / "toy" / "greedy.jsonl", [{"question": "1 +1", "generated_solution": "1+1=2\n#2", "is_correct": True}]
+    )
     (gens / "other").mkdir()
-    argv = ["eval-rm", "--reward_model_path", str(rm), "--save_dir", str(tmp_path / "eval"), "--completions_data_path", str(gens),
-            "--benchmarks", "toy", "other", "--template", "toymath", "--vanilla"]
-    cases = {"empty": ([], "holds no generation file"), "other names": (["greedy.json"], "it holds greedy.json"),
-             "a folder": (["greedy.jsonl/"], "greedy.jsonl cannot be read (not a file)"),
-             "no rows": (["greedy.jsonl"], "greedy.jsonl hold no rows")}
+    argv = [
+        "eval-rm",
+        "--reward_model_path",
+        str(rm),
+        "--save_dir",
+        str(tmp_path / "eval"),
+        "--completions_data_path",
+        str(gens),
+        "--benchmarks",
+        "toy",
+        "other",
+        "--template",
+        "toymath",
+        "--vanilla",
+    ]
+    cases = {
+        "empty": ([], "holds no generation file"),
+        "other names": (["greedy.json"], "it holds greedy.json"),
+        "a folder": (["greedy.jsonl/"], "greedy.jsonl cannot be read (not a file)"),
+        "no rows": (["greedy.jsonl"], "greedy.jsonl hold no rows"),
+    }
     for case, (names, says) in cases.items():
         for p in list((gens / "other").iterdir()):
             p.rmdir() if p.is_dir() else p.unlink()
         for name in names:
-            (gens / "other" / name.rstrip("/")).mkdir() if name.endswith("/") else (gens / "other" / name).write_text("")
+            (gens / "other" / name.rstrip("/")).mkdir() if name.endswith("/") else (gens / "other" / name).write_text(
+                ""
+            )
         assert cli.main(argv) == 2, case
         errors = [line for line in capsys.readouterr().err.splitlines() if ": error: " in line]
         assert len(errors) == 1 and "--benchmarks other: " in errors[0] and says in errors[0], (case, errors)
@@ -221,14 +263,29 @@ def test_a_symlink_loop_or_a_file_as_the_output_folder_is_one_line(tmp_path, cap
 
     assert run_command(resolves, [], "goalrm x") == 2
     assert capsys.readouterr().err.startswith(f"goalrm x: error: '{loop}' is a symbolic link loop")
-    eval_rm = ["eval-rm", "--reward_model_path", str(tmp_path), "--completions_data_path", str(tmp_path), "--benchmarks", "toy",
-               "--save_dir", str(loop)]
-    for argv, culprit in [(eval_rm, f"{loop} is a symbolic link loop"),
-                          (["report", "--profile", "demo", "--dry-run", "--reports-dir", str(loop)], f"{loop} is a symbolic link loop"),
-                          (["report", "--profile", "demo", "--dry-run", "--reports-dir", str(tmp_path / "afile")],
-                           f"lies under the file {tmp_path / 'afile'}"),
-                          (["sweep", "--grid", "rm.contrastive_loss_beta=0.1", "--dry-run", "--reports-dir", str(tmp_path / "afile")],
-                           f"lies under the file {tmp_path / 'afile'}")]:
+    eval_rm = [
+        "eval-rm",
+        "--reward_model_path",
+        str(tmp_path),
+        "--completions_data_path",
+        str(tmp_path),
+        "--benchmarks",
+        "toy",
+        "--save_dir",
+        str(loop),
+    ]
+    for argv, culprit in [
+        (eval_rm, f"{loop} is a symbolic link loop"),
+        (["report", "--profile", "demo", "--dry-run", "--reports-dir", str(loop)], f"{loop} is a symbolic link loop"),
+        (
+            ["report", "--profile", "demo", "--dry-run", "--reports-dir", str(tmp_path / "afile")],
+            f"lies under the file {tmp_path / 'afile'}",
+        ),
+        (
+            ["sweep", "--grid", "rm.contrastive_loss_beta=0.1", "--dry-run", "--reports-dir", str(tmp_path / "afile")],
+            f"lies under the file {tmp_path / 'afile'}",
+        ),
+    ]:
         assert cli.main(argv) == 2, argv
         err = capsys.readouterr().err
         errors = [line for line in err.splitlines() if ": error: " in line]
@@ -241,10 +298,15 @@ def test_pairs_whose_sides_are_identical_once_cut_to_max_len_are_refused(tokeniz
     from goalrm_core.model.encoding import encode_preference_rows
 
     long_q = "1 + 2 + 3 + 4 + 5 + 6 + 7 + 8 + 9"
-    rows = [{"question": long_q, "correct": "aaa #1", "incorrect": "bbb #2", "_source": f"pairs.jsonl:{n}"} for n in (1, 2)]
+    rows = [
+        {"question": long_q, "correct": "aaa #1", "incorrect": "bbb #2", "_source": f"pairs.jsonl:{n}"} for n in (1, 2)
+    ]
     rows.append({"question": "1 +2", "correct": "aaa #1", "incorrect": "bbb #2", "_source": "pairs.jsonl:3"})
-    with pytest.raises(ValueError, match=r"^2 of 3 pairs have identical chosen and rejected sides once cut to --max_len 16 "
-                                         r"\(--encoding official; the first, pairs\.jsonl:1, has a prompt of \d+ tokens\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"^2 of 3 pairs have identical chosen and rejected sides once cut to --max_len 16 "
+        r"\(--encoding official; the first, pairs\.jsonl:1, has a prompt of \d+ tokens\)",
+    ):
         encode_preference_rows(tokenizer, rows, "toymath", 16, encoding="official")
     items, stats = encode_preference_rows(tokenizer, rows, "toymath", 16, encoding="split")  # the response kept whole
     assert len(items) == 3 and stats.n_truncated == 2
@@ -260,12 +322,28 @@ def test_two_trainings_into_one_checkpoint_folder_the_second_is_refused(tmp_path
     write_jsonl(pairs, [{"question": "1 +2", "correct": "1+2=3\n#3", "incorrect": "1+2=4\n#4"}] * 4)
     ckpt = tmp_path / "ckpt" / "checkpoints_rm"
     with writer_lock(ckpt, "--ckpt_path", "goalrm train-rm --save_path first"):
-        argv = ["train-rm", "--pretrain", str(tiny_policy_dir), "--dataset", str(pairs), "--save_path", str(tmp_path / "second"),
-                "--ckpt_path", str(ckpt), "--template", "toymath", "--zero_stage", "0", "--save_steps", "1"]
+        argv = [
+            "train-rm",
+            "--pretrain",
+            str(tiny_policy_dir),
+            "--dataset",
+            str(pairs),
+            "--save_path",
+            str(tmp_path / "second"),
+            "--ckpt_path",
+            str(ckpt),
+            "--template",
+            "toymath",
+            "--zero_stage",
+            "0",
+            "--save_steps",
+            "1",
+        ]
         assert cli.main(argv) == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if ": error: " in line]
     assert len(errors) == 1 and errors[0].startswith(
-        f"goalrm train-rm: error: --ckpt_path {ckpt} is being written by another run (PID {os.getpid()}: goalrm train-rm --save_path first)")
+        f"goalrm train-rm: error: --ckpt_path {ckpt} is being written by another run (PID {os.getpid()}: goalrm train-rm --save_path first)"
+    )
     assert not (tmp_path / "second").exists() and not lock_path(tmp_path / "second").exists()
 
 
@@ -279,27 +357,50 @@ def test_a_run_folder_records_its_profile_and_refuses_another(tmp_path, capsys):
     claim_run_dir(run, "smoke")
     assert json.loads((run / RUN_DIR_OWNER).read_text()) == {"profile": "smoke"}
     claim_run_dir(run, "smoke")  # its own: fine, again and again
-    with pytest.raises(ValueError, match=r"run_dir .*run holds the run of profile 'smoke' \(.*profile\.json\), not of 'demo'"):
+    with pytest.raises(
+        ValueError, match=r"run_dir .*run holds the run of profile 'smoke' \(.*profile\.json\), not of 'demo'"
+    ):
         check_run_dir_owner(run, "demo")
-    argv = ["report", "--profile", "demo", "--set", f"run_dir={run}", "--reports-dir", str(tmp_path / "reports"), "--dry-run"]
+    argv = [
+        "report",
+        "--profile",
+        "demo",
+        "--set",
+        f"run_dir={run}",
+        "--reports-dir",
+        str(tmp_path / "reports"),
+        "--dry-run",
+    ]
     assert cli.main(argv) == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if ": error: " in line]
     assert len(errors) == 1 and "holds the run of profile 'smoke'" in errors[0] and "not of 'demo'" in errors[0], errors
     assert sorted(p.name for p in run.iterdir()) == [RUN_DIR_OWNER]
 
 
-@pytest.mark.parametrize("command", [["report", "--profile", "demo", "--dry-run"],
-                                     ["eval-rm", "--reward_model_path", "rm", "--completions_data_path", "g", "--benchmarks", "toy"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["report", "--profile", "demo", "--dry-run"],
+        ["eval-rm", "--reward_model_path", "rm", "--completions_data_path", "g", "--benchmarks", "toy"],
+    ],
+)
 def test_a_working_folder_deleted_under_the_shell_is_goalrms_one_line(tmp_path, command):
     """(53) the shell's folder deleted: goalrm's line naming it, before torch (which cannot load there) or any relative path."""
     gone = tmp_path / "gone"
     gone.mkdir()
     script = f"cd {gone} && rmdir {gone} && exec {sys.executable} -m goalrm_core.cli {' '.join(command)}"
-    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    done = subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
-    assert done.stderr.strip() == (f"goalrm {command[0]}: error: the working folder {gone} no longer exists (deleted or moved under "
-                                   f"the shell): cd to an existing folder and run again")
+    assert done.stderr.strip() == (
+        f"goalrm {command[0]}: error: the working folder {gone} no longer exists (deleted or moved under "
+        f"the shell): cd to an existing folder and run again"
+    )
 
 
 def test_an_error_on_a_read_only_torch_extensions_cache_says_that_deepspeed_builds_there(tmp_path, monkeypatch):
@@ -315,8 +416,13 @@ def test_an_error_on_a_read_only_torch_extensions_cache_says_that_deepspeed_buil
     with pytest.raises(OSError, match="unrelated"):  # a writable cache: the error as it is
         with _op_build_named():
             raise OSError(errno.EIO, "unrelated")
-    monkeypatch.setattr(distributed.os, "access", lambda path, mode: str(path) != str(cache))  # read-only (root ignores chmod)
-    with pytest.raises(TrainingError, match=rf"OSError: \[Errno 30\] Read-only file system: .*; DeepSpeed builds its ops on first "
-                                            rf"use into {cache}/torch_extensions \(TORCH_EXTENSIONS_DIR.*{cache} is not writable"):
+    monkeypatch.setattr(
+        distributed.os, "access", lambda path, mode: str(path) != str(cache)
+    )  # read-only (root ignores chmod)
+    with pytest.raises(
+        TrainingError,
+        match=rf"OSError: \[Errno 30\] Read-only file system: .*; DeepSpeed builds its ops on first "
+        rf"use into {cache}/torch_extensions \(TORCH_EXTENSIONS_DIR.*{cache} is not writable",
+    ):
         with _op_build_named():
             raise OSError(errno.EROFS, "Read-only file system", str(cache / "torch_extensions"))

@@ -52,7 +52,9 @@ def imported(name: str, runtime_only: bool = False) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
         else:
             continue
@@ -102,10 +104,15 @@ PARSER_OWNERS = {"goalrm_core.train.config"}
 def test_the_core_holds_no_command_line(name):
     tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
     defined = {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}
-    parsers = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-               and node.func.attr == "ArgumentParser"]
+    parsers = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "ArgumentParser"
+    ]
     assert "main" not in defined, f"{name} defines main: the command line belongs in goalrm_core.cli"
-    assert not parsers or name in PARSER_OWNERS, f"{name} builds an ArgumentParser: the command line belongs in goalrm_core.cli"
+    assert not parsers or name in PARSER_OWNERS, (
+        f"{name} builds an ArgumentParser: the command line belongs in goalrm_core.cli"
+    )
 
 
 def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -145,7 +152,9 @@ def runtime_graph() -> dict[str, set[str]]:
     graph = {}
     for name, path in MODULES.items():
         children = name + "." if path.name == "__init__.py" else None
-        graph[name] = {m for m in imported(name, runtime_only=True) if m != name and not (children and m.startswith(children))}
+        graph[name] = {
+            m for m in imported(name, runtime_only=True) if m != name and not (children and m.startswith(children))
+        }
     return graph
 
 
@@ -156,7 +165,9 @@ def test_the_circle_finder_finds_a_circle():
 
 def test_no_import_circles():
     circles = _circles(runtime_graph())
-    assert not circles, "modules that import each other (directly or around a circle): " + "; ".join(" <-> ".join(c) for c in circles)
+    assert not circles, "modules that import each other (directly or around a circle): " + "; ".join(
+        " <-> ".join(c) for c in circles
+    )
 
 
 def test_the_task_package_never_imports_the_study_or_the_report():
@@ -182,17 +193,31 @@ def test_the_pages_never_import_the_pipeline(name):
 
 def test_loading_every_page_module_loads_no_pipeline_module():
     """The same at run time, in a fresh interpreter: whatever the imports above miss (an import by name)."""
-    code = ("import importlib, json, sys\n"
-            f"for name in {REPORT_MODULES!r}:\n"
-            "    importlib.import_module(name)\n"
-            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('goalrm_core.pipeline'))))")
+    code = (
+        "import importlib, json, sys\n"
+        f"for name in {REPORT_MODULES!r}:\n"
+        "    importlib.import_module(name)\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('goalrm_core.pipeline'))))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=PACKAGE.parent)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
 
 
 # what opens or lists a file by its path: a path to metrics.json handed to one of these is a read of it
-PATH_TAKERS = {"open", "Path", "PurePath", "glob", "rglob", "joinpath", "join", "read_text", "read_bytes", "load", "loads"}
+PATH_TAKERS = {
+    "open",
+    "Path",
+    "PurePath",
+    "glob",
+    "rglob",
+    "joinpath",
+    "join",
+    "read_text",
+    "read_bytes",
+    "load",
+    "loads",
+}
 
 
 def _names_metrics_file(node: ast.AST) -> bool:
@@ -217,18 +242,24 @@ def metrics_paths_built(source: str) -> list[int]:
             lines.append(node.lineno)
         elif isinstance(node, ast.Call):
             called = getattr(node.func, "id", getattr(node.func, "attr", None))
-            if called in PATH_TAKERS and any(_names_metrics_file(a) for a in [*node.args, *(k.value for k in node.keywords)]):
+            if called in PATH_TAKERS and any(
+                _names_metrics_file(a) for a in [*node.args, *(k.value for k in node.keywords)]
+            ):
                 lines.append(node.lineno)
     return sorted(set(lines))
 
 
 def test_the_metrics_path_finder_finds_a_path():
     """The finder sees the ways a module would open the file, and not a message or a link naming it."""
-    built = ("p = d / 'metrics.json'\nq = d / METRICS_FILE\nr = root.glob(f'*/{METRICS_FILE}')\n"
-             "s = open('x/metrics.json')\nt = Path(d, 'metrics.json')")
+    built = (
+        "p = d / 'metrics.json'\nq = d / METRICS_FILE\nr = root.glob(f'*/{METRICS_FILE}')\n"
+        "s = open('x/metrics.json')\nt = Path(d, 'metrics.json')"
+    )
     assert metrics_paths_built(built) == [1, 2, 3, 4, 5]
-    named = ("raise ValueError(f'{p}: malformed metrics.json')\nlink(d, f'{point}/{METRICS_FILE}', METRICS_FILE)\n"
-             "help = 'a report folder or its metrics.json'")
+    named = (
+        "raise ValueError(f'{p}: malformed metrics.json')\nlink(d, f'{point}/{METRICS_FILE}', METRICS_FILE)\n"
+        "help = 'a report folder or its metrics.json'"
+    )
     assert metrics_paths_built(named) == []
 
 
@@ -238,8 +269,10 @@ def test_the_pages_read_metrics_json_only_through_its_accessor(name):
     ``reports_under``): no other page module builds a path to one, so none reads the file by itself.
     (``status.json``, the sweep's plan and the executed notebooks are other records, read where they are used.)"""
     built = metrics_paths_built(MODULES[name].read_text(encoding="utf-8"))
-    assert not built, (f"{name} builds a path to metrics.json on line(s) {built}: read it through "
-                       f"{METRICS_ACCESSOR} (load_metrics, read_metrics, reports_under)")
+    assert not built, (
+        f"{name} builds a path to metrics.json on line(s) {built}: read it through "
+        f"{METRICS_ACCESSOR} (load_metrics, read_metrics, reports_under)"
+    )
 
 
 def test_the_accessor_is_where_metrics_json_is_opened():

@@ -17,8 +17,13 @@ def test_wilson_intervals_are_scipy_s(k, n):
     assert wilson(k / n, n) == pytest.approx((ci.low, ci.high), abs=1e-12)
 
 
-@pytest.mark.parametrize("a,b", [([0.71, 0.74, 0.69, 0.77, 0.72], [0.80, 0.78, 0.83, 0.79, 0.81]),
-                                 ([1.0, 2.0, 4.0], [0.5, 0.7, 0.6, 0.9, 1.4, 0.8])])
+@pytest.mark.parametrize(
+    "a,b",
+    [
+        ([0.71, 0.74, 0.69, 0.77, 0.72], [0.80, 0.78, 0.83, 0.79, 0.81]),
+        ([1.0, 2.0, 4.0], [0.5, 0.7, 0.6, 0.9, 1.4, 0.8]),
+    ],
+)
 def test_welch_interval_from_summaries_is_scipy_s_from_samples(a, b):
     a, b = np.array(a), np.array(b)
     d, low, high = _welch(a.mean(), a.var(ddof=1), a.size, b.mean(), b.var(ddof=1), b.size)

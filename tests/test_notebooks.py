@@ -10,6 +10,7 @@ import pytest
 # the smoke run, and the session-scoped ``smoke_report`` fixture built on it, live in conftest.py:
 # the browser test (test_report_browser.py) reads the same report
 from conftest import smoke_run
+
 from goalrm_core.paths import project_root, resolve_path
 from goalrm_core.pipeline.profile_files import load_profile
 from goalrm_core.study import step_bench
@@ -77,10 +78,16 @@ def test_training_representation_and_evaluation_metrics(smoke_report):
     assert gate["passed"] == all(gate[rm]["auroc"] > length for rm in ("baseline", "goal-conditioned"))
     assert m["evaluation"]["headline"] == "sample0"
     assert set(m["evaluation"]["seeds"]["baseline"]) == BENCHES
-    steps = m["evaluation"]["step_verifiers"]  # the step-verifier bench: every figure, every RM's two readings, the policy
+    steps = m["evaluation"][
+        "step_verifiers"
+    ]  # the step-verifier bench: every figure, every RM's two readings, the policy
     assert steps["reference"] == "baseline partial reward" and set(steps["figures"]) == set(step_bench.METRICS)
-    assert {"goal-conditioned Q", "baseline partial reward", "policy log-prob",
-            "goal-conditioned Q − baseline partial reward"} <= set(steps["figures"]["f1"])
+    assert {
+        "goal-conditioned Q",
+        "baseline partial reward",
+        "policy log-prob",
+        "goal-conditioned Q − baseline partial reward",
+    } <= set(steps["figures"]["f1"])
 
 
 def test_same_seed_gives_identical_metrics(request, tmp_path_factory):
@@ -126,19 +133,23 @@ def test_pages_are_clean(smoke_report):
         text = page.read_text(encoding="utf-8")
         for what, pattern in NOISE.items():
             for match in pattern.finditer(text):
-                found.append(f"{page.name}: {what}: ...{text[max(0, match.start() - 80):match.end() + 80]!r}...")
+                found.append(f"{page.name}: {what}: ...{text[max(0, match.start() - 80) : match.end() + 80]!r}...")
         for what, path in paths.items():
             if path in text:
                 at = text.index(path)
-                found.append(f"{page.name}: {what} path: ...{text[max(0, at - 80):at + 120]!r}...")
+                found.append(f"{page.name}: {what} path: ...{text[max(0, at - 80) : at + 120]!r}...")
     assert not found, "\n".join(found[:20])
 
 
 def _raw_reprs(reports, names):
     from goalrm_core.report.pages import raw_outputs
 
-    return [f"{page.name}: {line}" for page in sorted(reports.glob("*.html")) if page.stem in names
-            for line in raw_outputs(page.read_text(encoding="utf-8"))]
+    return [
+        f"{page.name}: {line}"
+        for page in sorted(reports.glob("*.html"))
+        if page.stem in names
+        for line in raw_outputs(page.read_text(encoding="utf-8"))
+    ]
 
 
 SHOWN_CLEAN = ("01_data", "02_training", "03_representations", "04_evaluation", "05_decoding", "index")
@@ -197,8 +208,13 @@ def test_recorded_numbers_are_reproduced_from_the_scored_files(smoke_report):
         assert 0 < sum(labels) < len(labels)  # both classes, or AUROC would mean nothing
         recorded = m["evaluation"][rm]["toy-id"]
         assert recorded["auroc"] == pytest.approx(roc_auc_score(labels, [r["reward"] for r in headline]), abs=1e-12)
-        vote = metrics.q_filtered_majority_vote(list(group_by_question(rows).values()), profile["filter_threshold"], profile["skip_first"])
-        assert recorded["filter"]["accuracy"] == vote.accuracy and recorded["filter"]["tokens_saved_pct"] == vote.tokens_saved_pct
+        vote = metrics.q_filtered_majority_vote(
+            list(group_by_question(rows).values()), profile["filter_threshold"], profile["skip_first"]
+        )
+        assert (
+            recorded["filter"]["accuracy"] == vote.accuracy
+            and recorded["filter"]["tokens_saved_pct"] == vote.tokens_saved_pct
+        )
     for bench, row in m["decoding"]["pruning"].items():
         saved = row["tokens_generated_unpruned"] - row["tokens_generated"]
         assert row["tokens_saved_pct"] == pytest.approx(100 * saved / row["tokens_generated_unpruned"]), bench

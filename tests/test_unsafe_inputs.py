@@ -37,7 +37,9 @@ def test_a_planted_checkpoint_file_is_refused_and_runs_no_code(tmp_path):
     marker = tmp_path / "marker"
     planted = tmp_path / "mp_rank_00_model_states.pt"
     torch.save({"module": {"w": torch.zeros(2)}, "client": Planted(marker)}, planted)
-    with pytest.raises(ArtifactError, match=r"mp_rank_00_model_states\.pt: refusing to load this checkpoint file") as info:
+    with pytest.raises(
+        ArtifactError, match=r"mp_rank_00_model_states\.pt: refusing to load this checkpoint file"
+    ) as info:
         load_checkpoint_file(planted)
     assert "\n" not in str(info.value)
     assert not marker.exists()
@@ -47,8 +49,13 @@ def test_what_goalrm_and_deepspeed_put_in_a_checkpoint_loads_weights_only(tmp_pa
     from deepspeed.runtime.fp16.loss_scaler import LossScaler
     from deepspeed.runtime.zero.config import ZeroStageEnum
 
-    state = {"module": {"w": torch.ones(3)}, "rng": [rng_states(torch.Generator().manual_seed(0))], "step": 3,
-             "loss_scaler": LossScaler(1.0), "zero_stage": ZeroStageEnum.gradients}
+    state = {
+        "module": {"w": torch.ones(3)},
+        "rng": [rng_states(torch.Generator().manual_seed(0))],
+        "step": 3,
+        "loss_scaler": LossScaler(1.0),
+        "zero_stage": ZeroStageEnum.gradients,
+    }
     path = tmp_path / "state.pt"
     torch.save(state, path)
     loaded = load_checkpoint_file(path)
@@ -79,7 +86,9 @@ def test_a_folder_of_only_pickled_weights_is_refused_before_anything_opens_it(tm
     folder = tmp_path / "policy"
     folder.mkdir()
     torch.save(Planted(marker), folder / "pytorch_model.bin")
-    with pytest.raises(ArtifactError, match=r"--pretrain .*policy: its weights are only pickled \(pytorch_model\.bin\)"):
+    with pytest.raises(
+        ArtifactError, match=r"--pretrain .*policy: its weights are only pickled \(pytorch_model\.bin\)"
+    ):
         check_weights_folder(folder, "--pretrain")
     assert not marker.exists()
     (folder / "model.safetensors").write_bytes(b"")
@@ -109,8 +118,9 @@ def test_the_rm_name_of_a_path_ending_in_dots_is_its_folder(tmp_path):
         rm_name("/")
 
 
-@pytest.mark.parametrize("flags", [["--profile", "../demo"], ["--profile", "/etc/x"], ["--name", "../elsewhere"],
-                                   ["--name", "/tmp/report"]])
+@pytest.mark.parametrize(
+    "flags", [["--profile", "../demo"], ["--profile", "/etc/x"], ["--name", "../elsewhere"], ["--name", "/tmp/report"]]
+)
 def test_report_refuses_profile_and_report_names_outside_its_folders(flags, tmp_path, monkeypatch, capsys):
     from goalrm_core.pipeline.runner import main
 
@@ -122,8 +132,10 @@ def test_report_refuses_profile_and_report_names_outside_its_folders(flags, tmp_
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("flags", [["--spec", "../x"], ["--profile", "../demo", "--grid", "seed=0,1"],
-                                   ["--name", "a/b", "--grid", "seed=0,1"]])
+@pytest.mark.parametrize(
+    "flags",
+    [["--spec", "../x"], ["--profile", "../demo", "--grid", "seed=0,1"], ["--name", "a/b", "--grid", "seed=0,1"]],
+)
 def test_sweep_refuses_names_outside_its_folders(flags, tmp_path, monkeypatch, capsys):
     from goalrm_core.pipeline.sweep import main
 
@@ -198,9 +210,12 @@ def test_inputs_and_the_working_folder_are_never_an_output(tmp_path, monkeypatch
     (work / "data" / "pairs.jsonl").write_text("{}\n")
     monkeypatch.chdir(work)
     inputs = [("--dataset", "data/pairs.jsonl")]
-    for path, message in ((".", "is the working folder"), ("..", "a folder holding the working folder"),
-                          ("data", "holds the input --dataset data/pairs.jsonl"),
-                          ("data/pairs.jsonl", "is the input --dataset data/pairs.jsonl")):
+    for path, message in (
+        (".", "is the working folder"),
+        ("..", "a folder holding the working folder"),
+        ("data", "holds the input --dataset data/pairs.jsonl"),
+        ("data/pairs.jsonl", "is the input --dataset data/pairs.jsonl"),
+    ):
         with pytest.raises(ArtifactError, match=message):
             check_not_an_input(path, "--save_path", inputs)
     check_not_an_input(".", "--save-dir", [], here=False)  # a command that only adds files may write here

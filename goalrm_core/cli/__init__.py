@@ -19,16 +19,40 @@ from goalrm_core.flags import run_command, working_folder_gone
 
 # command -> (module, one-line help). Each module exposes ``main(argv) -> int | None``.
 COMMANDS = {
-    "report": ("goalrm_core.pipeline.runner", "Run the notebooks of a profile with papermill into runs/reports/<profile>/ (--reports-dir to choose)."),
-    "sweep": ("goalrm_core.pipeline.sweep", "Run the notebooks once per point of a parameter grid; one comparison page."),
-    "train-rm": ("goalrm_core.cli.train_rm", "Train a baseline or goal-conditioned RM (the official train_rm.py flags)."),
-    "get-representation": ("goalrm_core.cli.get_representation", "Save the goal state of an RM (the official get_representation.py)."),
-    "eval-rm": ("goalrm_core.cli.eval_rm", "Score generations densely: reward, partial rewards, Q-values (the official eval_rm.py)."),
+    "report": (
+        "goalrm_core.pipeline.runner",
+        "Run the notebooks of a profile with papermill into runs/reports/<profile>/ (--reports-dir to choose).",
+    ),
+    "sweep": (
+        "goalrm_core.pipeline.sweep",
+        "Run the notebooks once per point of a parameter grid; one comparison page.",
+    ),
+    "train-rm": (
+        "goalrm_core.cli.train_rm",
+        "Train a baseline or goal-conditioned RM (the official train_rm.py flags).",
+    ),
+    "get-representation": (
+        "goalrm_core.cli.get_representation",
+        "Save the goal state of an RM (the official get_representation.py).",
+    ),
+    "eval-rm": (
+        "goalrm_core.cli.eval_rm",
+        "Score generations densely: reward, partial rewards, Q-values (the official eval_rm.py).",
+    ),
     "metrics": ("goalrm_core.cli.metrics", "Print AUROC and Q-filtered voting metrics of scored generations."),
     "decode": ("goalrm_core.study.decode_cli", "Q-guided decoding and online pruning."),
-    "compare": ("goalrm_core.report.compare", "Do two runs of the report agree? Compare two reports' metrics.json (figures, conclusions, threads)."),
-    "tiny-run": ("goalrm_core.cli.tiny_run", "Make a tiny run folder (a random tiny policy, preference pairs) to train one step on."),
-    "sync-notebooks": ("goalrm_core.pipeline.notebook_params", "Write the notebooks' parameters cells from params/demo.yaml (--check: report drift)."),
+    "compare": (
+        "goalrm_core.report.compare",
+        "Do two runs of the report agree? Compare two reports' metrics.json (figures, conclusions, threads).",
+    ),
+    "tiny-run": (
+        "goalrm_core.cli.tiny_run",
+        "Make a tiny run folder (a random tiny policy, preference pairs) to train one step on.",
+    ),
+    "sync-notebooks": (
+        "goalrm_core.pipeline.notebook_params",
+        "Write the notebooks' parameters cells from params/demo.yaml (--check: report drift).",
+    ),
 }
 
 
@@ -56,4 +80,3 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module = importlib.import_module(COMMANDS[command][0])
     return run_command(module.main, rest, f"goalrm {command}")
-

@@ -10,8 +10,11 @@ from goalrm_core.flags import Range
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="goalrm tiny-run", description="Make a tiny run folder: a randomly initialised tiny "
-                                "policy (data/policy) and ToyMath preference pairs (data/preference/{train,eval}.jsonl).")
+    p = argparse.ArgumentParser(
+        prog="goalrm tiny-run",
+        description="Make a tiny run folder: a randomly initialised tiny "
+        "policy (data/policy) and ToyMath preference pairs (data/preference/{train,eval}.jsonl).",
+    )
     p.add_argument("folder", help="The run folder to make: a new folder, or an empty one.")
     p.add_argument("--seed", type=Range(int, ">= 0"), default=0, help="Seed of the policy's weights and of the pairs.")
     return p

@@ -48,7 +48,16 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from goalrm_core.data.io import ArtifactError, check_label, parse_label, read_jsonl, write_jsonl
-from goalrm_core.data.preferences import HH_RLHF, OPENMATH_PAIRS, PROMPT_FORM, PROMPT_PAIRS, PreferenceDataError, SourceReport, normalise_row, read_source
+from goalrm_core.data.preferences import (
+    HH_RLHF,
+    OPENMATH_PAIRS,
+    PROMPT_FORM,
+    PROMPT_PAIRS,
+    PreferenceDataError,
+    SourceReport,
+    normalise_row,
+    read_source,
+)
 from goalrm_core.data.questions import group_by_question
 from goalrm_core.data.schema import GENERATION_FIELDS, PAIR_FIELDS
 from goalrm_core.flags import check_choice, safe_path_part
@@ -123,6 +132,7 @@ def final_answer_line(text: str) -> int | float | str | None:
 # per-format conversion of one row (label = "file:line" for error messages)
 # ---------------------------------------------------------------------------------------------
 
+
 def _field_error(label: str, fmt: str, detail: str) -> AdapterError:
     return AdapterError(f"{label}: {detail} (format {fmt!r}: {FORMATS[fmt].description})")
 
@@ -144,7 +154,10 @@ def _flag(value: Any, key: str, label: str, fmt: str) -> bool:
 def _pair_row(fmt: str) -> Callable[[dict, str, SourceReport], list[dict]]:
     def convert(row: dict, label: str, report: SourceReport) -> list[dict]:
         # Only this format's keys, so normalise_row applies exactly the format asked for.
-        keep = [*FORMATS[fmt].required, *(["first_error_char"] if fmt == OPENMATH_PAIRS and "first_error_char" in row else [])]
+        keep = [
+            *FORMATS[fmt].required,
+            *(["first_error_char"] if fmt == OPENMATH_PAIRS and "first_error_char" in row else []),
+        ]
         out = normalise_row({k: row[k] for k in keep}, label, report)  # counts the row under its shape, ``fmt``
         return [] if out is None else [{k: v for k, v in out.items() if k != PROMPT_FORM}]  # the trainer's private note
 
@@ -175,22 +188,26 @@ def _gsm8k_solutions_rows(row: dict, label: str, report: SourceReport) -> list[d
     ground_truth = _string(row, "ground_truth", label, fmt)
     entries = solution_entries(row)
     if not entries:
-        raise _field_error(label, fmt, "no model solution: expected at least one field holding an object {solution, is_correct}")
+        raise _field_error(
+            label, fmt, "no model solution: expected at least one field holding an object {solution, is_correct}"
+        )
     expected = final_answer_line(ground_truth)
     out = []
     for index, (model, entry) in enumerate(entries):
         solution = entry["solution"]
         if not isinstance(solution, str):
             raise _field_error(label, fmt, f"{model}.solution must be a string, got {type(solution).__name__}")
-        out.append({
-            "question": question,
-            "generated_solution": solution,
-            "predicted_answer": final_answer_line(solution),
-            "expected_answer": expected,
-            "is_correct": _flag(entry["is_correct"], f"{model}.is_correct", label, fmt),
-            "model": model,
-            "sample_index": index,
-        })
+        out.append(
+            {
+                "question": question,
+                "generated_solution": solution,
+                "predicted_answer": final_answer_line(solution),
+                "expected_answer": expected,
+                "is_correct": _flag(entry["is_correct"], f"{model}.is_correct", label, fmt),
+                "model": model,
+                "sample_index": index,
+            }
+        )
     return out
 
 
@@ -200,12 +217,17 @@ def _gsm8k_row(row: dict, label: str, report: SourceReport) -> list[dict]:
     expected = gsm8k_answer(answer)
     if expected is None:
         raise _field_error(label, fmt, "field 'answer' has no '#### N' final answer")
-    return [{"question": _string(row, "question", label, fmt), "expected_answer": expected, "reference_solution": answer}]
+    return [
+        {"question": _string(row, "question", label, fmt), "expected_answer": expected, "reference_solution": answer}
+    ]
 
 
 def _helpsteer_row(row: dict, label: str, report: SourceReport) -> list[dict]:
     fmt = "helpsteer"
-    out: dict[str, Any] = {"prompt": _string(row, "prompt", label, fmt), "response": _string(row, "response", label, fmt)}
+    out: dict[str, Any] = {
+        "prompt": _string(row, "prompt", label, fmt),
+        "response": _string(row, "response", label, fmt),
+    }
     for attr in HELPSTEER_ATTRIBUTES:
         value = row[attr]
         if isinstance(value, float) and value.is_integer():
@@ -224,16 +246,49 @@ def _register(name: str, kind: str, required: Sequence[str], description: str, c
 
 
 # the pair formats are preferences' three shapes, under the same names
-_register(OPENMATH_PAIRS, "pairs", PAIR_FIELDS, "OpenMathInstruct-style preference pairs: question, correct, incorrect", _pair_row(OPENMATH_PAIRS))
-_register(PROMPT_PAIRS, "pairs", ("prompt", "chosen", "rejected"), "prompt-response pairs: prompt, chosen, rejected", _pair_row(PROMPT_PAIRS))
-_register(HH_RLHF, "pairs", ("chosen", "rejected"), "HH-RLHF whole dialogues: chosen, rejected (split at the last '\\n\\nAssistant:')", _pair_row(HH_RLHF))
-_register("nemo_skills", "generations", GENERATION_FIELDS,
-          "Nemo-Skills generations: question, generated_solution, predicted_answer, expected_answer, is_correct", _nemo_skills_row)
-_register("gsm8k_solutions", "generations", ("question", "ground_truth"),
-          "GSM8K model solutions: question, ground_truth ('A: N'), and per model an object {solution, is_correct}", _gsm8k_solutions_rows)
+_register(
+    OPENMATH_PAIRS,
+    "pairs",
+    PAIR_FIELDS,
+    "OpenMathInstruct-style preference pairs: question, correct, incorrect",
+    _pair_row(OPENMATH_PAIRS),
+)
+_register(
+    PROMPT_PAIRS,
+    "pairs",
+    ("prompt", "chosen", "rejected"),
+    "prompt-response pairs: prompt, chosen, rejected",
+    _pair_row(PROMPT_PAIRS),
+)
+_register(
+    HH_RLHF,
+    "pairs",
+    ("chosen", "rejected"),
+    "HH-RLHF whole dialogues: chosen, rejected (split at the last '\\n\\nAssistant:')",
+    _pair_row(HH_RLHF),
+)
+_register(
+    "nemo_skills",
+    "generations",
+    GENERATION_FIELDS,
+    "Nemo-Skills generations: question, generated_solution, predicted_answer, expected_answer, is_correct",
+    _nemo_skills_row,
+)
+_register(
+    "gsm8k_solutions",
+    "generations",
+    ("question", "ground_truth"),
+    "GSM8K model solutions: question, ground_truth ('A: N'), and per model an object {solution, is_correct}",
+    _gsm8k_solutions_rows,
+)
 _register("gsm8k", "questions", ("question", "answer"), "GSM8K: question, answer (ending in '#### N')", _gsm8k_row)
-_register("helpsteer", "attributes", HELPSTEER_FIELDS,
-          "HelpSteer: prompt, response, helpfulness, correctness, coherence, complexity, verbosity (0-4)", _helpsteer_row)
+_register(
+    "helpsteer",
+    "attributes",
+    HELPSTEER_FIELDS,
+    "HelpSteer: prompt, response, helpfulness, correctness, coherence, complexity, verbosity (0-4)",
+    _helpsteer_row,
+)
 
 
 def describe_formats(kind: str | None = None) -> str:
@@ -249,6 +304,7 @@ def formats_of_kind(kind: str) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 # detection
 # ---------------------------------------------------------------------------------------------
+
 
 def _check_format_name(fmt: str) -> DataFormat:
     if fmt not in FORMATS:
@@ -269,7 +325,9 @@ def detect_format(row: Any, label: str = "row") -> str:
     'prompt_pairs'
     """
     if not isinstance(row, dict):
-        raise AdapterError(f"{label}: expected a JSON object, got {type(row).__name__}; known formats:\n{describe_formats()}")
+        raise AdapterError(
+            f"{label}: expected a JSON object, got {type(row).__name__}; known formats:\n{describe_formats()}"
+        )
     keys = set(row)
     matches = [f for f in FORMATS.values() if set(f.required) <= keys]
     if len(matches) == 1:
@@ -287,7 +345,9 @@ def detect_format(row: Any, label: str = "row") -> str:
     best = len(set(closest[0].required) - keys)
     near = [f for f in closest if len(set(f.required) - keys) == best and len(set(f.required) & keys) > 0]
     hint = "".join(f"; closest: {f.name}, missing {sorted(set(f.required) - keys)}" for f in near[:2])
-    raise AdapterError(f"{label}: unknown format: the row's keys {sorted(keys)} fit no known format{hint}. Known formats:\n{describe_formats()}")
+    raise AdapterError(
+        f"{label}: unknown format: the row's keys {sorted(keys)} fit no known format{hint}. Known formats:\n{describe_formats()}"
+    )
 
 
 def adapt_row(row: Any, fmt: str | None = None, label: str = "row", report: SourceReport | None = None) -> list[dict]:
@@ -312,6 +372,7 @@ def adapt_row(row: Any, fmt: str | None = None, label: str = "row", report: Sour
 # ---------------------------------------------------------------------------------------------
 # sources
 # ---------------------------------------------------------------------------------------------
+
 
 @dataclass
 class AdaptedData:
@@ -351,7 +412,9 @@ def load_adapted(
     if kind is not None:
         allowed = formats_of_kind(kind)  # also rejects an unknown kind
         if fmt is not None and fmt not in allowed:
-            raise AdapterError(f"format {fmt!r} gives {FORMATS[fmt].kind}, not {kind}; formats giving {kind}: {', '.join(allowed)}")
+            raise AdapterError(
+                f"format {fmt!r} gives {FORMATS[fmt].kind}, not {kind}; formats giving {kind}: {', '.join(allowed)}"
+            )
     report = SourceReport(source=spec)
     rows: list[dict] = []
     found = fmt
@@ -401,20 +464,27 @@ def load_helpsteer(spec: str | Path, fmt: str | None = None, split: str = "train
 # generation folders: Nemo-Skills (output-greedy.jsonl, output-rs*.jsonl) or ours (greedy/samples)
 # ---------------------------------------------------------------------------------------------
 
+
 def benchmark_dir(root: Path, bench: str) -> Path:
     """``root/bench``, or an error naming the benchmarks that exist (or the name, when it is not a
     plain folder name)."""
     path = root / safe_path_part(bench, "benchmark")
     if not path.is_dir():
         existing = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
-        raise ArtifactError(f"benchmark folder {path} is missing; benchmarks in {root}: {', '.join(existing) or 'none'}")
+        raise ArtifactError(
+            f"benchmark folder {path} is missing; benchmarks in {root}: {', '.join(existing) or 'none'}"
+        )
     return path
 
 
 def generation_files(bench_dir: Path) -> dict[str, list[Path]]:
     """``{"greedy": [...], "all": [...]}`` for one benchmark folder, in either layout."""
     greedy = [p for p in (bench_dir / "greedy.jsonl", bench_dir / "output-greedy.jsonl") if p.exists()]
-    samples = [bench_dir / "samples.jsonl"] if (bench_dir / "samples.jsonl").exists() else sorted(bench_dir.glob("output-rs*.jsonl"))
+    samples = (
+        [bench_dir / "samples.jsonl"]
+        if (bench_dir / "samples.jsonl").exists()
+        else sorted(bench_dir.glob("output-rs*.jsonl"))
+    )
     return {"greedy": greedy[:1], "all": samples}
 
 
@@ -527,11 +597,18 @@ def convert_generation_folder(
     summary: dict[str, dict[str, Any]] = {}
     for bench, folder in folders.items():
         if folder.layout == "goalrm" and out.resolve() == src.resolve():
-            summary[bench] = {"layout": folder.layout, "greedy": folder.n_greedy, "samples": folder.n_samples, "converted": False}
+            summary[bench] = {
+                "layout": folder.layout,
+                "greedy": folder.n_greedy,
+                "samples": folder.n_samples,
+                "converted": False,
+            }
             continue
         greedy_rows = load_generations(folder.greedy, fmt="nemo_skills").rows
         n_greedy = write_jsonl(out / bench / "greedy.jsonl", greedy_rows)
-        n_samples = write_jsonl(out / bench / "samples.jsonl", _samples_question_major(folder.samples)) if folder.samples else 0
+        n_samples = (
+            write_jsonl(out / bench / "samples.jsonl", _samples_question_major(folder.samples)) if folder.samples else 0
+        )
         summary[bench] = {"layout": folder.layout, "greedy": n_greedy, "samples": n_samples, "converted": True}
     return summary
 

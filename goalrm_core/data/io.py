@@ -104,7 +104,9 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> int:
                 try:
                     line = json.dumps(row, default=_json_default, ensure_ascii=False, allow_nan=False)
                 except ValueError:
-                    raise ArtifactError(f"{path}: row {n + 1} holds NaN or inf, which JSON cannot store; nothing was written") from None
+                    raise ArtifactError(
+                        f"{path}: row {n + 1} holds NaN or inf, which JSON cannot store; nothing was written"
+                    ) from None
                 f.write(line + "\n")
                 n += 1
     return n
@@ -140,7 +142,9 @@ def _finite_float(text: str) -> float:
 
 
 def _float_range_int(text: str) -> int:
-    if len(text.lstrip("-")) > 308:  # more digits than the largest float (1.8e308) has: no score, count or id is that big
+    if (
+        len(text.lstrip("-")) > 308
+    ):  # more digits than the largest float (1.8e308) has: no score, count or id is that big
         raise _StrictJSONError(f"the {len(text.lstrip('-'))}-digit number {text[:12]}... is out of the float range")
     return int(text)
 
@@ -151,8 +155,13 @@ def _no_constant(text: str) -> Any:
 
 def _strict_loads(line: str) -> Any:
     """``json.loads``, refusing duplicated keys, numbers out of the float range and NaN / Infinity."""
-    return json.loads(line, object_pairs_hook=_unique_keys, parse_float=_finite_float, parse_int=_float_range_int,
-                      parse_constant=_no_constant)
+    return json.loads(
+        line,
+        object_pairs_hook=_unique_keys,
+        parse_float=_finite_float,
+        parse_int=_float_range_int,
+        parse_constant=_no_constant,
+    )
 
 
 def _text_field_error(row: dict) -> str | None:
@@ -207,11 +216,15 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
         if not compressed or isinstance(e, FileNotFoundError):
             raise
         where = f" after line {lineno}" if lineno else ""
-        raise ArtifactError(f"{path}: damaged or truncated gzip file{where} ({e}); "
-                            f"compress the file again, or give the uncompressed .jsonl") from None
+        raise ArtifactError(
+            f"{path}: damaged or truncated gzip file{where} ({e}); "
+            f"compress the file again, or give the uncompressed .jsonl"
+        ) from None
 
 
-def read_jsonl(path: str | os.PathLike, required: Iterable[str] = (), check: Callable[[dict], None] | None = None) -> list[dict]:
+def read_jsonl(
+    path: str | os.PathLike, required: Iterable[str] = (), check: Callable[[dict], None] | None = None
+) -> list[dict]:
     """Read a JSONL file of objects; any bad line or missing field raises ``ArtifactError`` naming the file and the line.
 
     ``check(row)`` may validate (and normalise) each row in place; a ``ValueError`` it raises becomes
@@ -262,12 +275,16 @@ def load_npy(path: str | os.PathLike) -> np.ndarray:
     with open(path, "rb") as f:
         magic = f.read(6)
     if magic != b"\x93NUMPY":
-        raise ArtifactError(f"{path}: not a .npy file (no NumPy header; goal states are written by `goalrm get-representation`)")
+        raise ArtifactError(
+            f"{path}: not a .npy file (no NumPy header; goal states are written by `goalrm get-representation`)"
+        )
     try:
         array = np.load(path, allow_pickle=False)
     except ValueError as e:
         if "pickle" in str(e):  # numpy's message would suggest loading it unsafely: goalrm never does
-            raise ArtifactError(f"{path}: holds Python objects, not numbers; goalrm does not load pickled data") from None
+            raise ArtifactError(
+                f"{path}: holds Python objects, not numbers; goalrm does not load pickled data"
+            ) from None
         raise ArtifactError(f"{path}: damaged .npy file ({e})") from None
     except (OSError, EOFError) as e:
         raise ArtifactError(f"{path}: damaged .npy file ({e})") from None
@@ -281,9 +298,11 @@ def check_output_dir(path: str | os.PathLike, flag: str) -> None:
     for folder in (path, *path.parents):
         if folder.is_symlink() and not folder.exists():  # ELOOP or a missing target: no folder can be made there
             loop = _symlink_loops(folder)
-            raise ArtifactError(f"{flag} {path}: {folder} is a symbolic link "
-                                f"{'loop (it leads back to itself)' if loop else 'to ' + os.readlink(folder) + ', which is not there'}; "
-                                f"remove the link or give another folder")
+            raise ArtifactError(
+                f"{flag} {path}: {folder} is a symbolic link "
+                f"{'loop (it leads back to itself)' if loop else 'to ' + os.readlink(folder) + ', which is not there'}; "
+                f"remove the link or give another folder"
+            )
         if not folder.exists():
             continue
         if not folder.is_dir():
@@ -345,9 +364,11 @@ def check_model_source(value: str, flag: str) -> None:
             return
         except OSError:
             pass
-    raise ArtifactError(f"{flag} {value}: no such folder, and the Hub ({endpoint.hostname}) "
-                        f"{'is switched off (HF_HUB_OFFLINE)' if offline else 'cannot be reached from here'} to fetch it: "
-                        f"give the folder of a saved model")
+    raise ArtifactError(
+        f"{flag} {value}: no such folder, and the Hub ({endpoint.hostname}) "
+        f"{'is switched off (HF_HUB_OFFLINE)' if offline else 'cannot be reached from here'} to fetch it: "
+        f"give the folder of a saved model"
+    )
 
 
 def require_artifact(path: str | os.PathLike, produced_by: str) -> Path:
@@ -358,7 +379,9 @@ def require_artifact(path: str | os.PathLike, produced_by: str) -> Path:
     return path
 
 
-def check_not_an_input(path: str | os.PathLike, flag: str, inputs: Iterable[tuple[str, Any]], here: bool = True) -> None:
+def check_not_an_input(
+    path: str | os.PathLike, flag: str, inputs: Iterable[tuple[str, Any]], here: bool = True
+) -> None:
     """Fail before any work when output ``path`` is the working folder (or a folder above it), or is
     one of ``inputs`` (``(flag, path)`` pairs; values that are no existing path, such as Hub names, are
     skipped) or a folder holding one: writing there would overwrite what the command reads.
@@ -374,12 +397,19 @@ def check_not_an_input(path: str | os.PathLike, flag: str, inputs: Iterable[tupl
         source = Path(value).resolve()
         if source == target or target in source.parents:
             how = "is" if source == target else "holds"
-            raise ArtifactError(f"{flag} {path} {how} the input {name} {value}: writing there would overwrite it; "
-                                f"give another {flag}")
+            raise ArtifactError(
+                f"{flag} {path} {how} the input {name} {value}: writing there would overwrite it; give another {flag}"
+            )
 
 
-def check_replaceable(path: str | os.PathLike, flag: str, *, inputs: Iterable[tuple[str, Any]], marks: tuple[str, ...],
-                      overwrite: bool = False) -> None:
+def check_replaceable(
+    path: str | os.PathLike,
+    flag: str,
+    *,
+    inputs: Iterable[tuple[str, Any]],
+    marks: tuple[str, ...],
+    overwrite: bool = False,
+) -> None:
     """Fail before any work unless output folder ``path`` may be replaced whole: it is absent, empty,
     or a previous output of the same command (it holds one of ``marks``, the files that command
     writes), or ``overwrite`` is set. Never when it is an input, holds one, or is or holds the working
@@ -393,9 +423,11 @@ def check_replaceable(path: str | os.PathLike, flag: str, *, inputs: Iterable[tu
     if not entries or any((folder / mark).is_file() for mark in marks):
         return
     shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
-    raise ArtifactError(f"{flag} {path} already holds files that are not an earlier output of this command ({shown}; "
-                        f"no {' or '.join(marks)}): a save would delete them; give a new or empty folder, or add --overwrite "
-                        f"to replace it")
+    raise ArtifactError(
+        f"{flag} {path} already holds files that are not an earlier output of this command ({shown}; "
+        f"no {' or '.join(marks)}): a save would delete them; give a new or empty folder, or add --overwrite "
+        f"to replace it"
+    )
 
 
 def lock_path(folder: str | os.PathLike) -> Path:
@@ -430,7 +462,12 @@ def writer_lock(folder: str | os.PathLike, flag: str, command: str = "") -> Iter
     lock = lock_path(folder)
     made = [p for p in (lock.parent, *lock.parent.parents) if not p.exists()]  # folders to remove again if left empty
     lock.parent.mkdir(parents=True, exist_ok=True)
-    me = {"pid": os.getpid(), "started": psutil.Process().create_time(), "host": socket.gethostname(), "command": command}
+    me = {
+        "pid": os.getpid(),
+        "started": psutil.Process().create_time(),
+        "host": socket.gethostname(),
+        "command": command,
+    }
     for _ in range(2):
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666 & ~UMASK)
@@ -443,9 +480,11 @@ def writer_lock(folder: str | os.PathLike, flag: str, command: str = "") -> Iter
             same_host = not isinstance(held, dict) or held.get("host") in (None, me["host"])
             if isinstance(pid, int) and (not same_host or _process_alive(pid, held.get("started"))):
                 where = "" if same_host else f" on {held.get('host')}"
-                raise ArtifactError(f"{flag} {folder} is being written by another run (PID {pid}{where}: "
-                                    f"{held.get('command') or 'goalrm'}); wait for it to end, or stop it; if it is gone, "
-                                    f"delete {lock}") from None
+                raise ArtifactError(
+                    f"{flag} {folder} is being written by another run (PID {pid}{where}: "
+                    f"{held.get('command') or 'goalrm'}); wait for it to end, or stop it; if it is gone, "
+                    f"delete {lock}"
+                ) from None
             print(f"notice: {lock}: a stale lock of a run that is gone (PID {pid}); taking it over", file=sys.stderr)
             lock.unlink(missing_ok=True)
             continue

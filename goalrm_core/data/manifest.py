@@ -87,14 +87,22 @@ def begin(folder: str | os.PathLike, command: str | None = None) -> Path:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     # the marker first: when it cannot be written (a full disk), the earlier manifest is still there
-    atomic_write_json(folder / IN_PROGRESS, {"command": command or command_line(), "started": time.time(),
-                                             "history": _history(folder)})
+    atomic_write_json(
+        folder / IN_PROGRESS,
+        {"command": command or command_line(), "started": time.time(), "history": _history(folder)},
+    )
     (folder / MANIFEST).unlink(missing_ok=True)
     return folder
 
 
-def finish(folder: str | os.PathLike, outputs: Mapping[str, int | None], *, command: str | None = None,
-           producer: Mapping[str, Any] | None = None, inputs: Iterable[str | os.PathLike] = ()) -> dict:
+def finish(
+    folder: str | os.PathLike,
+    outputs: Mapping[str, int | None],
+    *,
+    command: str | None = None,
+    producer: Mapping[str, Any] | None = None,
+    inputs: Iterable[str | os.PathLike] = (),
+) -> dict:
     """Write the manifest of a finished ``folder``, then remove the in-progress marker.
 
     ``outputs`` maps each written file (relative to ``folder``) to its row count (None when rows do
@@ -143,14 +151,18 @@ def check_file(path: str | os.PathLike, what: str = "output folder") -> dict | N
         except ValueError:
             found, outputs = {}, {path.name: None}  # damaged: `check` says so
         if path.name not in outputs:
-            earlier = [h for h in found.get("history", []) if isinstance(h, dict) and path.name in (h.get("outputs") or {})]
+            earlier = [
+                h for h in found.get("history", []) if isinstance(h, dict) and path.name in (h.get("outputs") or {})
+            ]
             if not earlier:
                 return None
             check(folder, what, notice=None)  # the folder as a whole first: finished, and its last run's files intact
             record, expected = earlier[-1], earlier[-1]["outputs"][path.name]
             if file_digest(path) != {"bytes": expected.get("bytes"), "sha256": expected.get("sha256")}:
-                raise ArtifactError(f"{path}: changed since `{record.get('command', '?')}` wrote it; "
-                                    f"re-run that command instead of editing its output")
+                raise ArtifactError(
+                    f"{path}: changed since `{record.get('command', '?')}` wrote it; "
+                    f"re-run that command instead of editing its output"
+                )
             return {**record, "complete": True}
     return check(folder, what, notice=None)
 
@@ -165,12 +177,16 @@ def check(folder: str | os.PathLike, what: str = "output folder", notice=_notice
             command = json.loads(marker.read_text()).get("command", "?")
         except (OSError, ValueError):
             command = "?"
-        raise ArtifactError(f"{folder}: this {what} is incomplete (an interrupted or running `{command}` left {IN_PROGRESS}); "
-                            f"re-run it before reading the folder")
+        raise ArtifactError(
+            f"{folder}: this {what} is incomplete (an interrupted or running `{command}` left {IN_PROGRESS}); "
+            f"re-run it before reading the folder"
+        )
     path = folder / MANIFEST
     if not path.exists():
         if notice is not None:
-            notice(f"note: {folder} has no {MANIFEST} (written by other software?): read as it is, nothing vouches for it")
+            notice(
+                f"note: {folder} has no {MANIFEST} (written by other software?): read as it is, nothing vouches for it"
+            )
         return None
     try:
         manifest = json.loads(path.read_text())
@@ -185,7 +201,13 @@ def check(folder: str | os.PathLike, what: str = "output folder", notice=_notice
         actual = file_digest(file)
         if actual != {"bytes": expected.get("bytes"), "sha256": expected.get("sha256")}:
             rows = _count_lines(file) if expected.get("rows") is not None else None
-            detail = f" ({rows} rows, the manifest says {expected['rows']})" if rows is not None and rows != expected["rows"] else ""
-            raise ArtifactError(f"{file}: changed since `{manifest.get('command', '?')}` wrote it{detail}; "
-                                f"re-run that command instead of editing its output")
+            detail = (
+                f" ({rows} rows, the manifest says {expected['rows']})"
+                if rows is not None and rows != expected["rows"]
+                else ""
+            )
+            raise ArtifactError(
+                f"{file}: changed since `{manifest.get('command', '?')}` wrote it{detail}; "
+                f"re-run that command instead of editing its output"
+            )
     return manifest

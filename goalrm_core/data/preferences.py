@@ -35,9 +35,9 @@ ASSISTANT_TURN = "\n\nAssistant:"
 # The three accepted pair shapes, by the one set of names the adapters' formats use too
 # (``adapters.FORMATS``, ``--data-format``) and a source's report counts rows under.
 OPENMATH_PAIRS = "openmath_pairs"  # question / correct / incorrect
-PROMPT_PAIRS = "prompt_pairs"      # prompt / chosen / rejected
-HH_RLHF = "hh_rlhf"                # chosen / rejected whole HH-RLHF dialogues
-CUSTOM_KEYS = "custom_keys"        # the keys --prompt_key / --chosen_key / --rejected_key name
+PROMPT_PAIRS = "prompt_pairs"  # prompt / chosen / rejected
+HH_RLHF = "hh_rlhf"  # chosen / rejected whole HH-RLHF dialogues
+CUSTOM_KEYS = "custom_keys"  # the keys --prompt_key / --chosen_key / --rejected_key name
 ACCEPTED_SHAPES = (
     "question/correct/incorrect (OpenMathInstruct pairs), "
     "prompt/chosen/rejected, or chosen/rejected whole HH-RLHF dialogues"
@@ -60,7 +60,9 @@ class SourceReport:
     n_skipped_empty_response: int = 0
     skipped_rows: list[str] = field(default_factory=list)  # "source:row" labels, the first 20
     n_used: int = 0
-    shapes: dict[str, int] = field(default_factory=dict)  # rows per shape: OPENMATH_PAIRS, PROMPT_PAIRS, HH_RLHF (or an adapter's format)
+    shapes: dict[str, int] = field(
+        default_factory=dict
+    )  # rows per shape: OPENMATH_PAIRS, PROMPT_PAIRS, HH_RLHF (or an adapter's format)
 
     @property
     def n_skipped(self) -> int:
@@ -82,6 +84,7 @@ class SourceReport:
 # reading one source
 # ---------------------------------------------------------------------------------------------
 
+
 def hub_offline() -> bool:
     """True when the environment says the Hugging Face Hub must not be contacted."""
     truthy = {"1", "true", "yes", "on"}
@@ -98,7 +101,9 @@ def hub_reachable(timeout: float = 3.0) -> bool:
         return True
     url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
     try:
-        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout=timeout).close()
+        socket.create_connection(
+            (url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout=timeout
+        ).close()
         return True
     except OSError:
         return False
@@ -128,7 +133,9 @@ def _read_json_file(path: Path) -> Iterator[tuple[str, Any]]:
     if isinstance(data, dict) and len(data) == 1 and isinstance(next(iter(data.values())), list):
         data = next(iter(data.values()))  # {"train": [...]} or {"data": [...]}
     if not isinstance(data, list):
-        raise PreferenceDataError(f"{path}: expected a JSON array of objects (or JSON lines), got {type(data).__name__}")
+        raise PreferenceDataError(
+            f"{path}: expected a JSON array of objects (or JSON lines), got {type(data).__name__}"
+        )
     for i, row in enumerate(data, start=1):
         yield f"{path} row {i}", row
 
@@ -153,7 +160,9 @@ def _read_saved_dataset(path: Path, split: str) -> Iterator[tuple[str, Any]]:
     if isinstance(data, datasets.DatasetDict):
         name = next((c for c in split_candidates(split) if c in data), None)
         if name is None:
-            raise PreferenceDataError(f"{path}: no split {split!r} in the saved DatasetDict (splits: {', '.join(data)})")
+            raise PreferenceDataError(
+                f"{path}: no split {split!r} in the saved DatasetDict (splits: {', '.join(data)})"
+            )
         data = data[name]
     yield from _read_table(data, str(path))
 
@@ -173,7 +182,10 @@ def _read_hub(spec: str, split: str) -> Iterator[tuple[str, Any]]:
     except (ConnectionError, TimeoutError, OSError) as e:
         raise _offline_error(spec, f"{type(e).__name__}: {str(e)[:200]}") from None
     except Exception as e:  # the Hub client raises its own types when it cannot connect
-        if any(word in f"{type(e).__name__} {e}".lower() for word in ("connect", "offline", "timeout", "resolve", "network")):
+        if any(
+            word in f"{type(e).__name__} {e}".lower()
+            for word in ("connect", "offline", "timeout", "resolve", "network")
+        ):
             raise _offline_error(spec, f"{type(e).__name__}: {str(e)[:200]}") from None
         raise
     yield from _read_table(data, spec)
@@ -188,7 +200,9 @@ def held_out_split(spec: str) -> str | None:
         if (path / "dataset_dict.json").exists():
             names = set(json.loads((path / "dataset_dict.json").read_text()).get("splits", []))
         else:
-            names = {n for n in SPLIT_ALIASES["test"] for suffix in _LOCAL_SUFFIXES if (path / f"{n}{suffix}").is_file()}
+            names = {
+                n for n in SPLIT_ALIASES["test"] for suffix in _LOCAL_SUFFIXES if (path / f"{n}{suffix}").is_file()
+            }
     elif not path.exists() and not hub_offline() and hub_reachable():
         import datasets  # lazy: slow to import, and only Hub sources need it here
 
@@ -231,6 +245,7 @@ def read_source(spec: str, split: str = "train") -> Iterator[tuple[str, Any]]:
 # normalising rows to {question, correct, incorrect}
 # ---------------------------------------------------------------------------------------------
 
+
 def _shape_error(label: str, row: Any, detail: str) -> PreferenceDataError:
     keys = sorted(row) if isinstance(row, dict) else type(row).__name__
     return PreferenceDataError(f"{label}: {detail} (row keys: {keys}); accepted shapes: {ACCEPTED_SHAPES}")
@@ -271,8 +286,12 @@ def _error_offset(row: dict, label: str, length: int) -> int:
     incorrect response, an integer in [0, len(incorrect)]."""
     value = row["first_error_char"]
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= length:
-        raise _shape_error(label, row, f"field 'first_error_char' must be an integer offset in [0, {length}] "
-                                       f"(the incorrect response's length), got {value!r}")
+        raise _shape_error(
+            label,
+            row,
+            f"field 'first_error_char' must be an integer offset in [0, {length}] "
+            f"(the incorrect response's length), got {value!r}",
+        )
     return value
 
 
@@ -294,13 +313,26 @@ def _margin(row: dict, label: str) -> float:
 def _messages(row: dict, key: str, label: str) -> list:
     """``row[key]`` as a conversation: a list of {role, content} messages whose last one is the reply."""
     value = row[key]
-    if (not isinstance(value, list) or not value
-            or not all(isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in value)):
-        raise _shape_error(label, row, f"with --apply_chat_template, field {key!r} must be a list of {{role, content}} messages, "
-                                       f"got {type(value).__name__}")
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in value
+        )
+    ):
+        raise _shape_error(
+            label,
+            row,
+            f"with --apply_chat_template, field {key!r} must be a list of {{role, content}} messages, "
+            f"got {type(value).__name__}",
+        )
     if value[-1]["role"] != "assistant":
-        raise _shape_error(label, row, f"with --apply_chat_template, the last message of {key!r} must be the assistant's reply, "
-                                       f"got role {value[-1]['role']!r}")
+        raise _shape_error(
+            label,
+            row,
+            f"with --apply_chat_template, the last message of {key!r} must be the assistant's reply, "
+            f"got role {value[-1]['role']!r}",
+        )
     return value
 
 
@@ -310,22 +342,36 @@ def chat_splitter(tokenizer):
     with the generation prompt, the reply the rest of the full rendering. For a ``[INST]`` template this is
     the official code's cut after the last ``[/INST]``. A tokenizer without a chat template is a one-line error."""
     if not getattr(tokenizer, "chat_template", None):
-        raise ValueError(f"--apply_chat_template: the tokenizer of --pretrain ({type(tokenizer).__name__}) has no chat template; "
-                         f"drop --apply_chat_template or use a tokenizer that has one")
+        raise ValueError(
+            f"--apply_chat_template: the tokenizer of --pretrain ({type(tokenizer).__name__}) has no chat template; "
+            f"drop --apply_chat_template or use a tokenizer that has one"
+        )
 
     def split(messages: list, label: str) -> tuple[str, str]:
         full = tokenizer.apply_chat_template(messages, tokenize=False)
-        prompt = tokenizer.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True) if len(messages) > 1 else ""
+        prompt = (
+            tokenizer.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True)
+            if len(messages) > 1
+            else ""
+        )
         if not full.startswith(prompt):
-            raise PreferenceDataError(f"{label}: the tokenizer's chat template does not render the conversation as its prompt "
-                                      f"followed by the reply, so the reply cannot be cut off; drop --apply_chat_template")
-        return prompt, full[len(prompt):]
+            raise PreferenceDataError(
+                f"{label}: the tokenizer's chat template does not render the conversation as its prompt "
+                f"followed by the reply, so the reply cannot be cut off; drop --apply_chat_template"
+            )
+        return prompt, full[len(prompt) :]
 
     return split
 
 
-def normalise_row(row: Any, label: str, report: SourceReport | None = None, hh_format: str = "split",
-                  keys: tuple[str, str, str] | None = None, chat=None) -> dict | None:
+def normalise_row(
+    row: Any,
+    label: str,
+    report: SourceReport | None = None,
+    hh_format: str = "split",
+    keys: tuple[str, str, str] | None = None,
+    chat=None,
+) -> dict | None:
     """One raw row in any accepted shape -> ``{question, correct, incorrect}``, or ``None`` when an
     HH dialogue pair cannot be split (counted in ``report``). Anything else raises, naming the row.
 
@@ -352,14 +398,23 @@ def _normalise_pair(row: Any, label: str, report: SourceReport | None, hh_format
         prompt_key, chosen_key, rejected_key = keys
         missing = [k for k in (prompt_key, chosen_key, rejected_key) if k and row.get(k) is None]
         if missing:
-            raise _shape_error(label, row, f"missing key(s) {missing} (named by --prompt_key/--chosen_key/--rejected_key)")
+            raise _shape_error(
+                label, row, f"missing key(s) {missing} (named by --prompt_key/--chosen_key/--rejected_key)"
+            )
         _count_shape(report, CUSTOM_KEYS)
-        out = {"question": _text(row, prompt_key, label) if prompt_key else "",
-               "correct": _text(row, chosen_key, label), "incorrect": _text(row, rejected_key, label)}
+        out = {
+            "question": _text(row, prompt_key, label) if prompt_key else "",
+            "correct": _text(row, chosen_key, label),
+            "incorrect": _text(row, rejected_key, label),
+        }
         if not prompt_key:
             out[PROMPT_FORM] = AS_IS
         return out
-    if chat is not None and {"chosen", "rejected"} <= row.keys() and not {"question", "correct", "incorrect"} <= row.keys():
+    if (
+        chat is not None
+        and {"chosen", "rejected"} <= row.keys()
+        and not {"question", "correct", "incorrect"} <= row.keys()
+    ):
         _count_shape(report, PROMPT_PAIRS if "prompt" in row else HH_RLHF)
         prompt, correct = chat(_messages(row, "chosen", label), label)
         _, incorrect = chat(_messages(row, "rejected", label), label)
@@ -397,7 +452,12 @@ def _normalise_pair(row: Any, label: str, report: SourceReport | None, hh_format
                 if len(report.skipped_rows) < 20:
                     report.skipped_rows.append(label)
             return None
-        return {"question": parts[0][0], "correct": parts[0][1], "incorrect": parts[1][1], PROMPT_FORM: NO_INPUT_TEMPLATE}
+        return {
+            "question": parts[0][0],
+            "correct": parts[0][1],
+            "incorrect": parts[1][1],
+            PROMPT_FORM: NO_INPUT_TEMPLATE,
+        }
     present = set(row) & {"question", "correct", "incorrect", "prompt", "chosen", "rejected"}
     raise _shape_error(label, row, f"missing keys (has {sorted(present) or 'none of the pair keys'})")
 
@@ -406,8 +466,9 @@ def _normalise_pair(row: Any, label: str, report: SourceReport | None, hh_format
 SOURCE_KEY = "_source"
 
 
-def load_source_rows(spec: str, split: str = "train", hh_format: str = "split", keys: tuple[str, str, str] | None = None,
-                     chat=None) -> tuple[list[dict], SourceReport]:
+def load_source_rows(
+    spec: str, split: str = "train", hh_format: str = "split", keys: tuple[str, str, str] | None = None, chat=None
+) -> tuple[list[dict], SourceReport]:
     """All normalised rows of one source plus its report (skips counted, never silent); ``keys`` and ``chat``
     as :func:`normalise_row` takes them."""
     report = SourceReport(source=spec)
@@ -428,6 +489,7 @@ def load_source_rows(spec: str, split: str = "train", hh_format: str = "split", 
 # ---------------------------------------------------------------------------------------------
 # blending and splitting
 # ---------------------------------------------------------------------------------------------
+
 
 def parse_probs(probs: str, n_sources: int) -> list[float]:
     """Comma-separated weights, one per source, normalised to sum 1. Empty = equal weights."""
@@ -489,7 +551,10 @@ def load_preference_rows(
     if not sources:
         raise ValueError("--dataset is empty: give a .jsonl/.json/.parquet file, a save_to_disk dir or a Hub name")
     weights = parse_probs(probs, len(sources))
-    loaded = [load_source_rows(source, split, hh_format, keys, chat) if w > 0 else ([], SourceReport(source)) for source, w in zip(sources, weights)]
+    loaded = [
+        load_source_rows(source, split, hh_format, keys, chat) if w > 0 else ([], SourceReport(source))
+        for source, w in zip(sources, weights)
+    ]
     counts = blend_counts([len(rows) for rows, _ in loaded], weights, max_samples)
     rng = np.random.default_rng(seed)
     blended = []
@@ -504,8 +569,9 @@ def load_preference_rows(
     return [blended[i] for i in order]
 
 
-def official_eval_rows(spec: str, hh_format: str = "split", keys: tuple[str, str, str] | None = None,
-                       chat=None) -> tuple[list[dict], list[str]]:
+def official_eval_rows(
+    spec: str, hh_format: str = "split", keys: tuple[str, str, str] | None = None, chat=None
+) -> tuple[list[dict], list[str]]:
     """(rows, one note per source): the official code's held-out pairs when no eval set is given. Per source of
     ``spec``: its own test/validation split when it has one, else its first ``int(1%)`` of rows in file order
     (``int(0.1%)`` for a ``save_to_disk`` single Dataset, which has no splits), rows that stay in the training
@@ -522,7 +588,7 @@ def official_eval_rows(spec: str, hh_format: str = "split", keys: tuple[str, str
             single = path.is_dir() and (path / "state.json").is_file() and not (path / "dataset_dict.json").is_file()
             share = 0.001 if single else 0.01
             part, report = load_source_rows(source, "train", hh_format, keys, chat)
-            part = part[:int(report.n_read * share)]
+            part = part[: int(report.n_read * share)]
             notes.append(f"{source}: its first {share:.1%} of rows ({len(part)} pairs, also trained on)")
         rows.extend(part)
     return rows, notes

@@ -54,8 +54,13 @@ def split_by_question(rows: Sequence[dict], fraction: float, seed: int = 0) -> t
     return [r for r in rows if r["question"] not in held], [r for r in rows if r["question"] in held]
 
 
-def preference_pairs(rows: Sequence[dict], pairs_per_question: int = 2, seed: int = 0,
-                     pairing: str = "combinations", carry: Sequence[str] = ()) -> list[dict]:
+def preference_pairs(
+    rows: Sequence[dict],
+    pairs_per_question: int = 2,
+    seed: int = 0,
+    pairing: str = "combinations",
+    carry: Sequence[str] = (),
+) -> list[dict]:
     """Preference pairs from generations: a correct and an incorrect solution of the same question,
     as ``{"question", "correct", "incorrect"}`` (plus ``incorrect_<field>`` for each field in
     ``carry``, copied from the incorrect generation). Empty solutions and repeated texts are left out.

@@ -16,7 +16,6 @@ if TYPE_CHECKING:
 
 from goalrm_core.evaluation.stats import check_alpha, percentile_interval
 
-
 #: Percentiles of a response at which partial AUROC is reported (0 = first token, 1 = last).
 DEFAULT_PERCENTILES: tuple[float, ...] = tuple(round(0.1 * i, 1) for i in range(11))
 
@@ -173,7 +172,9 @@ def bootstrap_auroc(
     1000 resamples of 5,000 items take a fraction of a second: each resample is a row of item
     multiplicities and all rows are scored at once.
     """
-    return clustered_bootstrap_auroc(scores, labels, n_boot, seed, alpha, clusters, ("generations", "correct", "incorrect"))
+    return clustered_bootstrap_auroc(
+        scores, labels, n_boot, seed, alpha, clusters, ("generations", "correct", "incorrect")
+    )
 
 
 def clustered_bootstrap_auroc(

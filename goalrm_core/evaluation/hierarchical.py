@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 
 from goalrm_core.evaluation import verdicts
-from goalrm_core.evaluation.auroc import _SortedScores, _binary_labels, _resample_weights, _weighted_auroc
+from goalrm_core.evaluation.auroc import _binary_labels, _resample_weights, _SortedScores, _weighted_auroc
 from goalrm_core.evaluation.stats import across_seeds, check_alpha, percentile_interval
 
 #: One seed's statistic: question multiplicities ``(rows, C)`` -> one value per row (NaN where undefined).
@@ -86,8 +86,20 @@ class HierarchicalResult:
     question_replicates: np.ndarray = field(repr=False)
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("estimate", "per_seed", "ci_low", "ci_high", "se", "n_seeds", "n_questions",
-                                              "n_boot_used", "n_boot_skipped")}
+        return {
+            k: getattr(self, k)
+            for k in (
+                "estimate",
+                "per_seed",
+                "ci_low",
+                "ci_high",
+                "se",
+                "n_seeds",
+                "n_questions",
+                "n_boot_used",
+                "n_boot_skipped",
+            )
+        }
 
 
 def _question_draws(rng: np.random.Generator, n_boot: int, n_questions: int) -> np.ndarray:
@@ -95,9 +107,17 @@ def _question_draws(rng: np.random.Generator, n_boot: int, n_questions: int) -> 
     return np.concatenate(chunks) if chunks else np.zeros((0, n_questions), dtype=np.int64)
 
 
-def hierarchical_bootstrap(statistics: Sequence[Statistic], n_questions: int, n_boot: int = 1000, seed: int = 0,
-                           alpha: float = 0.05, *, resample_seeds: bool = True, resample_questions: bool = True,
-                           shared_questions: bool = True) -> HierarchicalResult:
+def hierarchical_bootstrap(
+    statistics: Sequence[Statistic],
+    n_questions: int,
+    n_boot: int = 1000,
+    seed: int = 0,
+    alpha: float = 0.05,
+    *,
+    resample_seeds: bool = True,
+    resample_questions: bool = True,
+    shared_questions: bool = True,
+) -> HierarchicalResult:
     """The two-level bootstrap of the module's docstring. ``statistics[s]`` is seed ``s``'s statistic
     as a function of question multiplicities (see the ``*_statistic`` builders below); every seed is
     indexed over the same ``n_questions`` questions. Draws come from ``numpy.random.default_rng(seed)``:
@@ -135,7 +155,9 @@ def hierarchical_bootstrap(statistics: Sequence[Statistic], n_questions: int, n_
     low, high = percentile_interval(valid, alpha)
     se = float(valid.std(ddof=1)) if valid.size > 1 else math.nan
     estimate = float(np.mean(per_seed))
-    return HierarchicalResult(estimate, per_seed, low, high, se, S, C, int(valid.size), int(n_boot - valid.size), reps, question_reps)
+    return HierarchicalResult(
+        estimate, per_seed, low, high, se, S, C, int(valid.size), int(n_boot - valid.size), reps, question_reps
+    )
 
 
 # ------------------------------------------------------------------------------ per-seed statistics
@@ -152,7 +174,9 @@ def auroc_statistic(scores: Any, labels: Any, cluster_of_item: Any) -> Statistic
     s = np.asarray(scores, dtype=np.float64)
     c = np.asarray(cluster_of_item, dtype=np.int64)
     if s.shape != y.shape or c.shape != y.shape:
-        raise ValueError(f"scores, labels and clusters must have one entry per sample ({y.size}); got {s.shape}, {c.shape}")
+        raise ValueError(
+            f"scores, labels and clusters must have one entry per sample ({y.size}); got {s.shape}, {c.shape}"
+        )
     if np.isnan(s).any():
         raise ValueError("scores contain NaN")
     if y.size == 0:
@@ -178,7 +202,9 @@ def ratio_statistic(numerator: Any, denominator: Any, cluster_of_item: Any, scal
     den = np.asarray(denominator, dtype=np.float64)
     c = np.asarray(cluster_of_item, dtype=np.int64)
     if not (num.shape == den.shape == c.shape):
-        raise ValueError(f"numerator, denominator and clusters must have the same length, got {num.shape}, {den.shape}, {c.shape}")
+        raise ValueError(
+            f"numerator, denominator and clusters must have the same length, got {num.shape}, {den.shape}, {c.shape}"
+        )
     n_clusters = int(c.max()) + 1 if c.size else 0
 
     def per_cluster(x):
@@ -209,8 +235,13 @@ def _t(q: float, df: float) -> float:
     return float(stats.norm.ppf(q) if not math.isfinite(df) else stats.t.ppf(q, df))
 
 
-def across_seeds_and_questions(values: Sequence[float | None], boot: HierarchicalResult | None, null: float = 0.0,
-                               expect: str = "greater", alpha: float = 0.05) -> dict:
+def across_seeds_and_questions(
+    values: Sequence[float | None],
+    boot: HierarchicalResult | None,
+    null: float = 0.0,
+    expect: str = "greater",
+    alpha: float = 0.05,
+) -> dict:
     """``stats.across_seeds`` of the per-seed ``values``, its interval widened to RM-seed **and**
     question variance from ``boot`` (module docstring: ``SE² = s²/S + V_q``, Welch–Satterthwaite
     degrees of freedom), with the two-sided ``verdict`` (``evaluation.verdicts``), the standard
@@ -237,25 +268,29 @@ def across_seeds_and_questions(values: Sequence[float | None], boot: Hierarchica
     else:
         var_q = 0.0
     se = math.sqrt(var_seeds + var_q)
-    df = math.inf if var_seeds == 0 else (S - 1) * (var_seeds + var_q) ** 2 / var_seeds ** 2
+    df = math.inf if var_seeds == 0 else (S - 1) * (var_seeds + var_q) ** 2 / var_seeds**2
     out.update(se=se, se_seeds=math.sqrt(var_seeds), df=df)
     if se == 0:
         out.update(ci_low=out["mean"], ci_high=out["mean"], p_value=math.nan, mde=0.0)
         if out["interval"] == "seeds":  # zero width from seeds alone: says nothing about questions
-            out.update(holds=None, verdict=verdicts.UNDEFINED,
-                       reason="every seed gave the same value and no question variance was measured")
+            out.update(
+                holds=None,
+                verdict=verdicts.UNDEFINED,
+                reason="every seed gave the same value and no question variance was measured",
+            )
             return out
     else:
         crit = _t(1 - alpha / 2, df)
         half = crit * se
-        out.update(ci_low=out["mean"] - half, ci_high=out["mean"] + half,
-                   mde=(crit + _t(verdicts.POWER, df)) * se)
+        out.update(ci_low=out["mean"] - half, ci_high=out["mean"] + half, mde=(crit + _t(verdicts.POWER, df)) * se)
         from scipy import stats
 
         t_stat = (out["mean"] - null) / se
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore", RuntimeWarning)
-            out["p_value"] = float(2 * (stats.norm.sf(abs(t_stat)) if not math.isfinite(df) else stats.t.sf(abs(t_stat), df)))
+            out["p_value"] = float(
+                2 * (stats.norm.sf(abs(t_stat)) if not math.isfinite(df) else stats.t.sf(abs(t_stat), df))
+            )
     out["verdict"] = verdicts.judge_interval(out["ci_low"], out["ci_high"], null, expect)
     out["holds"] = out["verdict"] == verdicts.HOLDS
     return out
@@ -272,4 +307,9 @@ def clipped(summary: dict, low: float = 0.0, high: float = 1.0) -> dict:
     if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
         return summary
     cut = lo < low or hi > high
-    return {**summary, "ci_low": max(lo, low), "ci_high": min(hi, high), **({"interval_clipped_to": [low, high]} if cut else {})}
+    return {
+        **summary,
+        "ci_low": max(lo, low),
+        "ci_high": min(hi, high),
+        **({"interval_clipped_to": [low, high]} if cut else {}),
+    }

@@ -49,27 +49,41 @@ class DidResult:
     mean_reference_change: float = math.nan
 
     def as_dict(self) -> dict[str, Any]:
-        return {"did": self.did, "n": int(self.contributions.size), "references": dict(self.references),
-                "mean_error_change": self.mean_error_change, "mean_reference_change": self.mean_reference_change}
+        return {
+            "did": self.did,
+            "n": int(self.contributions.size),
+            "references": dict(self.references),
+            "mean_error_change": self.mean_error_change,
+            "mean_reference_change": self.mean_reference_change,
+        }
 
 
 def _change(q: Sequence[float], k: int) -> float:
     return float(q[k]) - float(q[k - 1])
 
 
-def first_error_did(line_q: Sequence[Sequence[float]], first_error_line: Sequence[int | None],
-                    correct: Sequence[bool], question: Sequence[str], references: Sequence[str] = REFERENCES) -> DidResult:
+def first_error_did(
+    line_q: Sequence[Sequence[float]],
+    first_error_line: Sequence[int | None],
+    correct: Sequence[bool],
+    question: Sequence[str],
+    references: Sequence[str] = REFERENCES,
+) -> DidResult:
     """The difference in differences of line-end Q at the first error (module docstring). ``line_q[i]``: solution
     ``i``'s Q at each line's last token; ``first_error_line[i]``: its first wrong line (None where correct or not
     located); ``correct[i]``; ``question[i]``. ``references``: the reference correct solutions tried, in order
     (names from :data:`REFERENCES`; the analysis plan's order is the default)."""
     unknown = [r for r in references if r not in REFERENCES]
     if unknown or not references or len(set(references)) != len(references):
-        raise ValueError(f"first_error_did: references {list(references)!r}: give each of {', '.join(REFERENCES)} at most once")
+        raise ValueError(
+            f"first_error_did: references {list(references)!r}: give each of {', '.join(REFERENCES)} at most once"
+        )
     n = len(line_q)
     if not (len(first_error_line) == len(correct) == len(question) == n):
-        raise ValueError(f"first_error_did: {n} Q traces but {len(first_error_line)} first-error lines, "
-                         f"{len(correct)} labels and {len(question)} questions")
+        raise ValueError(
+            f"first_error_did: {n} Q traces but {len(first_error_line)} first-error lines, "
+            f"{len(correct)} labels and {len(question)} questions"
+        )
     by_question: dict[tuple[str, int], list[float]] = defaultdict(list)
     by_length: dict[tuple[int, int], list[float]] = defaultdict(list)
     anywhere: dict[int, list[float]] = defaultdict(list)
@@ -107,17 +121,25 @@ def first_error_did(line_q: Sequence[Sequence[float]], first_error_line: Sequenc
         ref_changes.append(ref)
     values = np.asarray(contributions, dtype=np.float64)
     mean = float(values.mean()) if values.size else math.nan
-    return DidResult(mean, values, questions, counts,
-                     float(np.mean(err_changes)) if err_changes else math.nan,
-                     float(np.mean(ref_changes)) if ref_changes else math.nan)
+    return DidResult(
+        mean,
+        values,
+        questions,
+        counts,
+        float(np.mean(err_changes)) if err_changes else math.nan,
+        float(np.mean(ref_changes)) if ref_changes else math.nan,
+    )
 
 
-def after_minus_before(line_q: Sequence[Sequence[float]], first_error_line: Sequence[int | None],
-                       correct: Sequence[bool]) -> float:
+def after_minus_before(
+    line_q: Sequence[Sequence[float]], first_error_line: Sequence[int | None], correct: Sequence[bool]
+) -> float:
     """The superseded figure on line-end Q, for comparison only: per incorrect solution with ``k ≥ 1``, the mean Q
     of lines ``k…`` minus the mean of lines ``…k−1``, averaged. It confounds position with errors (module
     docstring)."""
-    deltas = [float(np.mean(q[int(e):])) - float(np.mean(q[:int(e)]))
-              for q, e, ok in zip(line_q, first_error_line, correct)
-              if not ok and e is not None and 0 < int(e) < len(q)]
+    deltas = [
+        float(np.mean(q[int(e) :])) - float(np.mean(q[: int(e)]))
+        for q, e, ok in zip(line_q, first_error_line, correct)
+        if not ok and e is not None and 0 < int(e) < len(q)
+    ]
     return float(np.mean(deltas)) if deltas else math.nan

@@ -23,12 +23,31 @@ one public namespace (``from goalrm_core.evaluation import metrics; metrics.boot
 Everything is plain numpy/scipy: it runs on the CPU in a notebook or test in milliseconds.
 """
 
-from goalrm_core.evaluation.stats import mean_ci, wilson_interval
-from goalrm_core.evaluation.auroc import AurocResult, DEFAULT_PERCENTILES, bootstrap_auroc, delta_of, paired_bootstrap_delta, partial_auroc, prefix_index
-from goalrm_core.evaluation.voting import (AccuracyResult, DEFAULT_FILTER_THRESHOLDS, FilterResult, OfficialFilterFigures, SKIP_FIRST, best_of_n_accuracy,
-                                          choose_filter_threshold, majority_vote_accuracy, official_filter_figures, q_filtered_majority_vote,
-                                          q_filtered_majority_votes, tokens_saved_interval)
+from goalrm_core.evaluation.auroc import (
+    DEFAULT_PERCENTILES,
+    AurocResult,
+    bootstrap_auroc,
+    delta_of,
+    paired_bootstrap_delta,
+    partial_auroc,
+    prefix_index,
+)
 from goalrm_core.evaluation.q_analysis import first_error_q_stats, prefix_error_auroc, q_reward_correlation
+from goalrm_core.evaluation.stats import mean_ci, wilson_interval
+from goalrm_core.evaluation.voting import (
+    DEFAULT_FILTER_THRESHOLDS,
+    SKIP_FIRST,
+    AccuracyResult,
+    FilterResult,
+    OfficialFilterFigures,
+    best_of_n_accuracy,
+    choose_filter_threshold,
+    majority_vote_accuracy,
+    official_filter_figures,
+    q_filtered_majority_vote,
+    q_filtered_majority_votes,
+    tokens_saved_interval,
+)
 
 __all__ = [
     "AccuracyResult",

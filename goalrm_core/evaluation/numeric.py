@@ -49,7 +49,9 @@ def undefined(reason: Any = None) -> str:
     return f"{UNDEFINED} ({reason})" if reason else UNDEFINED
 
 
-def fixed(x: Any, digits: int = 2, reason: Any = None, signed: bool = False, *, scale: float = 1.0, minus: str = "-") -> str:
+def fixed(
+    x: Any, digits: int = 2, reason: Any = None, signed: bool = False, *, scale: float = 1.0, minus: str = "-"
+) -> str:
     """``x * scale`` with ``digits`` decimals: a sign when ``signed``, none on a value that rounds to zero
     (never ``-0.00``), a negative one written with ``minus``; ``undefined`` (with ``reason``) when ``x``
     is not a number.
@@ -66,8 +68,20 @@ def fixed(x: Any, digits: int = 2, reason: Any = None, signed: bool = False, *, 
     return f"+{text}" if signed and value > 0 else text.replace("-", minus)
 
 
-def interval(value: Any, low: Any, high: Any, digits: int = 2, *, signed: bool = False, scale: float = 1.0,
-             suffix: str = "", reason: Any = None, minus: str = "-", each_bound: bool = False, no_interval: str = "") -> str:
+def interval(
+    value: Any,
+    low: Any,
+    high: Any,
+    digits: int = 2,
+    *,
+    signed: bool = False,
+    scale: float = 1.0,
+    suffix: str = "",
+    reason: Any = None,
+    minus: str = "-",
+    each_bound: bool = False,
+    no_interval: str = "",
+) -> str:
     """``value [low, high]`` (each as :func:`fixed` writes it) then ``suffix``; ``undefined (reason)`` when
     the value is undefined. An undefined interval (one seed, one class) is left out, ``no_interval``
     written in its place; with ``each_bound`` it is written all the same, an undefined bound as ``undefined``."""

@@ -33,7 +33,6 @@ from goalrm_core.evaluation.tables import read_scored, scored_files
 from goalrm_core.evaluation.voting import SKIP_FIRST, official_per_question
 
 
-
 def official_auroc(rows: Sequence[dict]) -> float:
     """``get_roc_auc``: AUROC of the reward over the rows that hold one."""
     kept = [r for r in rows if "reward" in r]
@@ -47,9 +46,11 @@ def official_partial_auroc(rows: Sequence[dict], percentile: float, source: str)
         if "reward" not in r:
             continue
         if "partial_rewards" not in r or "cosine_sim" not in r:
-            raise ArtifactError(f"{source}: rows without partial_rewards/cosine_sim (a --vanilla run?): the official partial AUROC "
-                                f"needs them; give --percentiles with no value to leave it out")
-        partial = r["partial_rewards"][-len(r["cosine_sim"]):]
+            raise ArtifactError(
+                f"{source}: rows without partial_rewards/cosine_sim (a --vanilla run?): the official partial AUROC "
+                f"needs them; give --percentiles with no value to leave it out"
+            )
+        partial = r["partial_rewards"][-len(r["cosine_sim"]) :]
         scores.append(partial[max(int(len(partial) * percentile) - 1, 0)])
         labels.append(r["is_correct"])
     return roc_auc_score(labels, scores)
@@ -58,29 +59,45 @@ def official_partial_auroc(rows: Sequence[dict], percentile: float, source: str)
 def official_set(eval_dir: str | Path, bench: str, made: Mapping | None) -> list[dict]:
     """The rows the official code votes over (see the module docstring)."""
     written = read_scored(eval_dir, bench, "all", made, as_written=True)
-    if made is None or is_official_all(written):  # the official layout: written by the official eval_rm.py, or by eval-rm
+    if made is None or is_official_all(
+        written
+    ):  # the official layout: written by the official eval_rm.py, or by eval-rm
         return written
     samples = written  # an older goalrm folder: the samples alone
     if all("sample_index" in r for r in samples):
-        samples = sorted(samples, key=lambda r: r["sample_index"])  # stable: the questions keep their order in each pass
+        samples = sorted(
+            samples, key=lambda r: r["sample_index"]
+        )  # stable: the questions keep their order in each pass
     return read_scored(eval_dir, bench, "greedy", made) + samples
 
 
 def group_by_position(rows: Sequence[dict], dataset_len: int, source: str) -> list[list[dict]]:
     """``get_accuracy``'s questions: row i belongs to question i mod ``dataset_len``."""
     if len(rows) < dataset_len:
-        raise ArtifactError(f"{source}: {len(rows)} rows for {dataset_len} questions; the official grouping needs at least one "
-                            f"row per question (give --dataset_len the number of questions)")
+        raise ArtifactError(
+            f"{source}: {len(rows)} rows for {dataset_len} questions; the official grouping needs at least one "
+            f"row per question (give --dataset_len the number of questions)"
+        )
     for i in range(1, len(rows)):
         if rows[i]["question"] == rows[i - 1]["question"]:
-            raise ArtifactError(f"{source}: rows {i - 1} and {i} hold the same question; the official metrics.py groups rows by "
-                                f"position (row i is question i mod {dataset_len}) and stops here (its assert)")
+            raise ArtifactError(
+                f"{source}: rows {i - 1} and {i} hold the same question; the official metrics.py groups rows by "
+                f"position (row i is question i mod {dataset_len}) and stops here (its assert)"
+            )
     return [list(rows[q::dataset_len]) for q in range(dataset_len)]
 
 
-def official_printout(eval_dir: str | Path, model_name: str, benchmarks: Sequence[str], made: Mapping | None,
-                      filter_threshold: float = 0.0, percentiles: Sequence[float] = (), vanilla: bool = False,
-                      dataset_len: int = 0, skip_first: int = SKIP_FIRST) -> list[str]:
+def official_printout(
+    eval_dir: str | Path,
+    model_name: str,
+    benchmarks: Sequence[str],
+    made: Mapping | None,
+    filter_threshold: float = 0.0,
+    percentiles: Sequence[float] = (),
+    vanilla: bool = False,
+    dataset_len: int = 0,
+    skip_first: int = SKIP_FIRST,
+) -> list[str]:
     """The lines the official ``metrics.py`` prints (``print_eval_results``), in its order."""
     root = Path(eval_dir)
     greedy = {bench: read_scored(root, bench, "greedy", made) for bench in benchmarks}
@@ -97,7 +114,9 @@ def official_printout(eval_dir: str | Path, model_name: str, benchmarks: Sequenc
         if bench not in benchmarks:
             continue
         if not scored_files(root, bench, "all"):
-            raise ArtifactError(f"{root / bench / 'all'}: no scored *.jsonl; the official voting reads the greedy output and the samples")
+            raise ArtifactError(
+                f"{root / bench / 'all'}: no scored *.jsonl; the official voting reads the greedy output and the samples"
+            )
         n_questions = dataset_len or official_len
         rows = official_set(root, bench, made)
         questions = group_by_position(rows, n_questions, str(root / bench / "all"))

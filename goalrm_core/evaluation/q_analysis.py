@@ -13,8 +13,7 @@ import pandas as pd
 from scipy import stats
 
 from goalrm_core.evaluation.auroc import AurocResult, clustered_bootstrap_auroc, per_token_arrays, values_at
-from goalrm_core.evaluation.stats import paired_t_pvalue, mean_ci
-
+from goalrm_core.evaluation.stats import mean_ci, paired_t_pvalue
 
 # --------------------------------------------------------------------------------------------
 # Q-values against the final reward
@@ -171,7 +170,7 @@ def prefix_error_auroc(
         scores.append(-q[t])
         labels.append(np.zeros(t.size) if ok else (t >= int(e)).astype(np.float64))
         generation.append(np.full(t.size, i))
-    cat = (lambda parts: np.concatenate(parts) if parts else np.empty(0))
+    cat = lambda parts: np.concatenate(parts) if parts else np.empty(0)
     return clustered_bootstrap_auroc(
         cat(scores),
         cat(labels),
@@ -188,8 +187,13 @@ def prefix_error_auroc(
 # --------------------------------------------------------------------------------------------
 
 
-def q_token_frame(per_token_q: Sequence[Any], token_types: Sequence[Sequence[str]],
-                  first_error_token: Sequence[int | None], correct: Sequence[bool], skip_first: int = 0) -> pd.DataFrame:
+def q_token_frame(
+    per_token_q: Sequence[Any],
+    token_types: Sequence[Sequence[str]],
+    first_error_token: Sequence[int | None],
+    correct: Sequence[bool],
+    skip_first: int = 0,
+) -> pd.DataFrame:
     """One row per response token of every generation: ``generation``, ``position``, ``token_type``
     (the caller's classes, e.g. digit / operator / newline), ``q``, ``correct`` (the whole
     generation) and ``prefix_wrong`` (the token is at or after the generation's first error). The
@@ -203,17 +207,30 @@ def q_token_frame(per_token_q: Sequence[Any], token_types: Sequence[Sequence[str
             raise ValueError(f"generation {g}: {len(types)} token types for {len(q)} Q-values")
         pos = np.arange(skip_first, len(q))
         wrong = np.zeros(len(pos), dtype=bool) if err is None else pos >= err
-        parts.append(pd.DataFrame({"generation": g, "position": pos, "token_type": np.asarray(types, dtype=object)[pos],
-                                   "q": q[pos], "correct": bool(ok), "prefix_wrong": wrong}))
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
-        columns=["generation", "position", "token_type", "q", "correct", "prefix_wrong"])
+        parts.append(
+            pd.DataFrame(
+                {
+                    "generation": g,
+                    "position": pos,
+                    "token_type": np.asarray(types, dtype=object)[pos],
+                    "q": q[pos],
+                    "correct": bool(ok),
+                    "prefix_wrong": wrong,
+                }
+            )
+        )
+    return (
+        pd.concat(parts, ignore_index=True)
+        if parts
+        else pd.DataFrame(columns=["generation", "position", "token_type", "q", "correct", "prefix_wrong"])
+    )
 
 
 def _r2(y: np.ndarray, design: np.ndarray) -> float:
     coef, *_ = np.linalg.lstsq(design, y, rcond=None)
     resid = y - design @ coef
     total = float(((y - y.mean()) ** 2).sum())
-    return math.nan if total == 0 else 1.0 - float((resid ** 2).sum()) / total
+    return math.nan if total == 0 else 1.0 - float((resid**2).sum()) / total
 
 
 def q_variance_shares(frame: pd.DataFrame, max_position: int = 64) -> pd.DataFrame:
@@ -234,8 +251,13 @@ def q_variance_shares(frame: pd.DataFrame, max_position: int = 64) -> pd.DataFra
     rows = []
     for name, block in blocks.items():
         others = [b for k, b in blocks.items() if k != name]
-        rows.append({"factor": name, "r2_alone": _r2(y, np.hstack([ones, block])),
-                     "r2_added_last": full - _r2(y, np.hstack([ones, *others]))})
+        rows.append(
+            {
+                "factor": name,
+                "r2_alone": _r2(y, np.hstack([ones, block])),
+                "r2_added_last": full - _r2(y, np.hstack([ones, *others])),
+            }
+        )
     rows.append({"factor": "all three", "r2_alone": full, "r2_added_last": math.nan})
     return pd.DataFrame(rows)
 

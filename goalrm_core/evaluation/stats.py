@@ -83,7 +83,6 @@ def percentile_interval(values: np.ndarray, alpha: float) -> tuple[float, float]
     return float(low), float(high)
 
 
-
 def paired_t_pvalue(after: np.ndarray, before: np.ndarray, what: str) -> tuple[float, str | None]:
     """Two-sided paired t-test p-value, or NaN and the reason it is undefined."""
     d = after - before
@@ -101,7 +100,9 @@ def paired_t_pvalue(after: np.ndarray, before: np.ndarray, what: str) -> tuple[f
     return p, None
 
 
-def across_seeds(values: Sequence[float | None], null: float = 0.0, expect: str = "greater", alpha: float = 0.05) -> dict:
+def across_seeds(
+    values: Sequence[float | None], null: float = 0.0, expect: str = "greater", alpha: float = 0.05
+) -> dict:
     """One primary figure summarised over training seeds: mean ± t·s/√n, how many seeds point the
     expected way, and whether the conclusion holds (the t-interval lies wholly on the ``expect``
     side of ``null``).
@@ -123,8 +124,19 @@ def across_seeds(values: Sequence[float | None], null: float = 0.0, expect: str 
     defined = np.array([v for v in per_seed if v is not None], dtype=np.float64)
     mean, low, high = mean_ci(defined, alpha) if defined.size else (math.nan, math.nan, math.nan)
     side = (lambda v: v > null) if expect == "greater" else (lambda v: v < null)
-    out = {"per_seed": per_seed, "n_seeds": len(per_seed), "n": int(defined.size), "mean": mean, "ci_low": low, "ci_high": high,
-           "null": null, "expect": expect, "k": int(sum(side(v) for v in defined)), "holds": None, "reason": None}
+    out = {
+        "per_seed": per_seed,
+        "n_seeds": len(per_seed),
+        "n": int(defined.size),
+        "mean": mean,
+        "ci_low": low,
+        "ci_high": high,
+        "null": null,
+        "expect": expect,
+        "k": int(sum(side(v) for v in defined)),
+        "holds": None,
+        "reason": None,
+    }
     if defined.size < 2:
         out["reason"] = f"{defined.size} of {len(per_seed)} seeds defined: no spread over seeds to judge by"
         return out

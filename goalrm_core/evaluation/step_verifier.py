@@ -67,7 +67,9 @@ def predicted_first_error(scores: LineScores, threshold: float) -> int | None:
     return int(below[0]) if below.size else None
 
 
-def right_intervals(line_scores: Sequence[LineScores], first_error: Sequence[int | None]) -> tuple[np.ndarray, np.ndarray]:
+def right_intervals(
+    line_scores: Sequence[LineScores], first_error: Sequence[int | None]
+) -> tuple[np.ndarray, np.ndarray]:
     """Per solution, the thresholds ``t`` at which its prediction is right: ``low < t ≤ high`` (the
     module's docstring). An erroneous solution whose first-error line does not score below every
     earlier line can never be right: its interval is empty (``low == high``)."""
@@ -84,8 +86,9 @@ def right_intervals(line_scores: Sequence[LineScores], first_error: Sequence[int
     return low, high
 
 
-def first_error_f1(predicted: Sequence[int | None], first_error: Sequence[int | None],
-                   weights: Sequence[float] | None = None) -> dict[str, Any]:
+def first_error_f1(
+    predicted: Sequence[int | None], first_error: Sequence[int | None], weights: Sequence[float] | None = None
+) -> dict[str, Any]:
     """ProcessBench's figures for predictions against truth: ``acc_erroneous``, ``acc_correct``, their
     harmonic mean ``f1`` (NaN where either group is empty; 0 when either accuracy is 0), and the group
     sizes. ``weights`` (e.g. question multiplicities) weight the solutions."""
@@ -93,15 +96,22 @@ def first_error_f1(predicted: Sequence[int | None], first_error: Sequence[int | 
         raise ValueError(f"{len(predicted)} predictions but {len(first_error)} first-error entries")
     w = np.ones(len(predicted)) if weights is None else np.asarray(weights, dtype=np.float64)
     erroneous = np.array([e is not None for e in first_error], dtype=bool)
-    right = np.array([(p is None) if e is None else (p is not None and int(p) == int(e))
-                      for p, e in zip(predicted, first_error)], dtype=bool)
+    right = np.array(
+        [(p is None) if e is None else (p is not None and int(p) == int(e)) for p, e in zip(predicted, first_error)],
+        dtype=bool,
+    )
     return _figures(right[None, :], erroneous, w[None, :], counts=(int(erroneous.sum()), int((~erroneous).sum())))
 
 
 def _figures(right: np.ndarray, erroneous: np.ndarray, w: np.ndarray, counts: tuple[int, int]) -> dict[str, Any]:
     acc_err, acc_ok, f1 = _f1_rows(right, erroneous, w)
-    return {"acc_erroneous": float(acc_err[0]), "acc_correct": float(acc_ok[0]), "f1": float(f1[0]),
-            "n_erroneous": counts[0], "n_correct": counts[1]}
+    return {
+        "acc_erroneous": float(acc_err[0]),
+        "acc_correct": float(acc_ok[0]),
+        "f1": float(f1[0]),
+        "n_erroneous": counts[0],
+        "n_correct": counts[1],
+    }
 
 
 def _f1_rows(right: np.ndarray, erroneous: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -117,7 +127,9 @@ def _f1_rows(right: np.ndarray, erroneous: np.ndarray, w: np.ndarray) -> tuple[n
     return acc_err, acc_ok, f1
 
 
-def choose_f1_threshold(line_scores: Sequence[LineScores], first_error: Sequence[int | None]) -> tuple[float, dict[str, Any]]:
+def choose_f1_threshold(
+    line_scores: Sequence[LineScores], first_error: Sequence[int | None]
+) -> tuple[float, dict[str, Any]]:
     """The threshold with the highest first-error F1 on these solutions (ties: the lower threshold, the
     less eager verifier), and its figures. Candidates are the upper ends of the solutions' right
     intervals (:func:`right_intervals`), where F1 can peak; a candidate ``t`` means "below ``t``"."""
@@ -136,14 +148,17 @@ def choose_f1_threshold(line_scores: Sequence[LineScores], first_error: Sequence
     return threshold, _figures(right[best][None, :], erroneous, np.ones((1, erroneous.size)), counts)
 
 
-def evaluate_at(line_scores: Sequence[LineScores], first_error: Sequence[int | None], threshold: float) -> dict[str, Any]:
+def evaluate_at(
+    line_scores: Sequence[LineScores], first_error: Sequence[int | None], threshold: float
+) -> dict[str, Any]:
     """First-error F1 of the verifier at a threshold chosen elsewhere (on validation questions)."""
     arrays = _check(line_scores, first_error)
     return first_error_f1([predicted_first_error(s, threshold) for s in arrays], first_error)
 
 
-def f1_statistic(line_scores: Sequence[LineScores], first_error: Sequence[int | None], threshold: float,
-                 cluster_of_item: Any) -> Any:
+def f1_statistic(
+    line_scores: Sequence[LineScores], first_error: Sequence[int | None], threshold: float, cluster_of_item: Any
+) -> Any:
     """First-error F1 at ``threshold`` as a statistic of question multiplicities, for
     :func:`goalrm_core.evaluation.hierarchical.hierarchical_bootstrap` (items are solutions;
     ``cluster_of_item[i]`` is solution ``i``'s question)."""
@@ -168,13 +183,15 @@ def _right_weight(w: np.ndarray, low: np.ndarray, high: np.ndarray, t: np.ndarra
     zero = np.zeros((w.shape[0], 1))
     cum_low = np.hstack([zero, np.cumsum(w[:, ol], axis=1)])
     cum_high = np.hstack([zero, np.cumsum(w[:, oh], axis=1)])
-    below_low = cum_low[:, np.searchsorted(low_s, t, side="left")]     # Σ w [low < t]
+    below_low = cum_low[:, np.searchsorted(low_s, t, side="left")]  # Σ w [low < t]
     below_high = cum_high[:, np.searchsorted(high_s, t, side="left")]  # Σ w [high < t]
     return below_low - below_high
 
 
-def reselected_f1_statistic(validation: tuple[Sequence[LineScores], Sequence[int | None], Any],
-                            reported: tuple[Sequence[LineScores], Sequence[int | None], Any]) -> Any:
+def reselected_f1_statistic(
+    validation: tuple[Sequence[LineScores], Sequence[int | None], Any],
+    reported: tuple[Sequence[LineScores], Sequence[int | None], Any],
+) -> Any:
     """First-error F1 on the ``reported`` solutions at the threshold chosen on the ``validation`` ones, both
     weighted by the same question multiplicities, so that the bootstrap re-chooses the threshold in every
     replicate (its selection noise is then in the interval). Each half is ``(line scores, first-error lines,
@@ -227,8 +244,11 @@ def _blind_f1(hit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return _PI[best], np.take_along_axis(f1, best[..., None], axis=-1)[..., 0]
 
 
-def blind_floor_statistic(rule: str, validation: tuple[Sequence[int], Sequence[int | None], Any],
-                          reported: tuple[Sequence[int], Sequence[int | None], Any]) -> Any:
+def blind_floor_statistic(
+    rule: str,
+    validation: tuple[Sequence[int], Sequence[int | None], Any],
+    reported: tuple[Sequence[int], Sequence[int | None], Any],
+) -> Any:
     """A content-blind rule's first-error F1 on the ``reported`` solutions, its probability π fitted on the
     ``validation`` ones in every replicate (:data:`BLIND_RULES`). Each half is ``(number of lines, first-error
     lines, question index)``. "position prior" names, for a solution of ``n`` lines, the validation's most common

@@ -14,13 +14,13 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from goalrm_core.data import manifest
 from goalrm_core.data.adapters import benchmark_dir
+from goalrm_core.data.io import ArtifactError, parse_label, read_jsonl
 from goalrm_core.data.questions import group_by_question, split_by_question
+from goalrm_core.data.rundir import samples_of_all
 from goalrm_core.evaluation import metrics
 from goalrm_core.evaluation.numeric import interval, is_undefined, num, undefined
-from goalrm_core.data import manifest
-from goalrm_core.data.io import ArtifactError, parse_label, read_jsonl
-from goalrm_core.data.rundir import samples_of_all
 
 # name -> (field of a scored row, sign): higher score = more likely correct. Used when the field exists.
 REFERENCE_SCORERS: dict[str, tuple[str, int]] = {
@@ -44,8 +44,13 @@ def check_scored_folder(eval_dir: str | Path) -> dict | None:
     return manifest.check(eval_dir, "eval-rm output folder")
 
 
-def read_scored(eval_dir: str | Path, bench: str, split: str = "greedy", made: Mapping | None | str = "check",
-                as_written: bool = False) -> list[dict]:
+def read_scored(
+    eval_dir: str | Path,
+    bench: str,
+    split: str = "greedy",
+    made: Mapping | None | str = "check",
+    as_written: bool = False,
+) -> list[dict]:
     """Every scored row of one benchmark's split: of ``all/`` the samples alone, in their input order, unless
     ``as_written`` (the official layout eval-rm writes, greedy rows first). ``made`` is the folder's manifest when the caller
     has already checked it (:func:`check_scored_folder`; None for a folder without one); by default
@@ -56,14 +61,22 @@ def read_scored(eval_dir: str | Path, bench: str, split: str = "greedy", made: M
     folder = benchmark_dir(Path(eval_dir), bench) / split
     files = scored_files(eval_dir, bench, split)
     if not files:
-        raise ArtifactError(f"{folder}: no scored *.jsonl; run `goalrm eval-rm` (or notebooks/04_evaluation.ipynb) first")
+        raise ArtifactError(
+            f"{folder}: no scored *.jsonl; run `goalrm eval-rm` (or notebooks/04_evaluation.ipynb) first"
+        )
     if made is not None:
         listed = made.get("outputs", {})
         for f in files:
             if f.relative_to(eval_dir).as_posix() not in listed:
-                raise ArtifactError(f"{f}: not written by `{made.get('command', '?')}` (the folder's {manifest.MANIFEST} does not list it); "
-                                    f"another run's output mixed in? Remove it or re-run eval-rm")
-    rows = [row for f in files for row in read_jsonl(f, required=("question", "is_correct", "reward", "num_actions"), check=check_scored_row)]
+                raise ArtifactError(
+                    f"{f}: not written by `{made.get('command', '?')}` (the folder's {manifest.MANIFEST} does not list it); "
+                    f"another run's output mixed in? Remove it or re-run eval-rm"
+                )
+    rows = [
+        row
+        for f in files
+        for row in read_jsonl(f, required=("question", "is_correct", "reward", "num_actions"), check=check_scored_row)
+    ]
     return rows if split != "all" or as_written else samples_of_all(rows)
 
 
@@ -93,7 +106,9 @@ def check_scored_row(row: dict) -> None:
 
 def require_q_values(rows: Sequence[dict], source: str) -> None:
     if rows and "cosine_sim" not in rows[0]:
-        raise ArtifactError(f"{source}: scored rows have no cosine_sim; this RM was scored with --vanilla, so Q-filtering is not possible")
+        raise ArtifactError(
+            f"{source}: scored rows have no cosine_sim; this RM was scored with --vanilla, so Q-filtering is not possible"
+        )
 
 
 def labels(rows: Sequence[dict]) -> np.ndarray:
@@ -107,7 +122,9 @@ def question_ids(rows: Sequence[dict]) -> np.ndarray:
 
 
 def auroc_row(scorer: str, bench: str, scores: Sequence[float], rows: Sequence[dict], n_boot: int, seed: int) -> dict:
-    res = metrics.bootstrap_auroc(np.asarray(scores, dtype=float), labels(rows), n_boot=n_boot, seed=seed, clusters=question_ids(rows))
+    res = metrics.bootstrap_auroc(
+        np.asarray(scores, dtype=float), labels(rows), n_boot=n_boot, seed=seed, clusters=question_ids(rows)
+    )
     return {"scorer": scorer, "benchmark": bench, **res.as_dict()}
 
 
@@ -125,21 +142,39 @@ def delta_auroc(rows_a: Sequence[dict], rows_b: Sequence[dict], n_boot: int = 10
     """Paired bootstrap of AUROC(a) − AUROC(b) on the same generations."""
     if [r["question"] for r in rows_a] != [r["question"] for r in rows_b]:
         raise ValueError("the two RMs were scored on different generations; re-run eval-rm on the same files")
-    return metrics.paired_bootstrap_delta([r["reward"] for r in rows_a], [r["reward"] for r in rows_b], labels(rows_a),
-                                          n_boot=n_boot, seed=seed, clusters=question_ids(rows_a))
+    return metrics.paired_bootstrap_delta(
+        [r["reward"] for r in rows_a],
+        [r["reward"] for r in rows_b],
+        labels(rows_a),
+        n_boot=n_boot,
+        seed=seed,
+        clusters=question_ids(rows_a),
+    )
 
 
-def partial_auroc_table(rows: Sequence[dict], percentiles=metrics.DEFAULT_PERCENTILES, n_boot: int = 500, seed: int = 0) -> pd.DataFrame:
+def partial_auroc_table(
+    rows: Sequence[dict], percentiles=metrics.DEFAULT_PERCENTILES, n_boot: int = 500, seed: int = 0
+) -> pd.DataFrame:
     """Partial AUROC from partial rewards and, when present, Q-values, at each response percentile."""
     frames = []
-    signals = [("partial reward", "partial_rewards")] + ([("Q-value", "cosine_sim")] if rows and "cosine_sim" in rows[0] else [])
+    signals = [("partial reward", "partial_rewards")] + (
+        [("Q-value", "cosine_sim")] if rows and "cosine_sim" in rows[0] else []
+    )
     for name, key in signals:
-        df = metrics.partial_auroc([r[key] for r in rows], labels(rows), percentiles, n_boot=n_boot, seed=seed, clusters=question_ids(rows))
+        df = metrics.partial_auroc(
+            [r[key] for r in rows], labels(rows), percentiles, n_boot=n_boot, seed=seed, clusters=question_ids(rows)
+        )
         frames.append(df.assign(signal=name))
     return pd.concat(frames, ignore_index=True)
 
 
-def filter_summary(rows: Sequence[dict], threshold: float = 0.0, skip_first: int = metrics.SKIP_FIRST, val_fraction: float = 0.3, seed: int = 0) -> pd.DataFrame:
+def filter_summary(
+    rows: Sequence[dict],
+    threshold: float = 0.0,
+    skip_first: int = metrics.SKIP_FIRST,
+    val_fraction: float = 0.3,
+    seed: int = 0,
+) -> pd.DataFrame:
     """Q-filtered majority voting at the paper's threshold (all questions) and at a threshold chosen on
     a validation split (reported on the remaining test questions)."""
     require_q_values(rows, "filtering")
@@ -152,8 +187,14 @@ def filter_summary(rows: Sequence[dict], threshold: float = 0.0, skip_first: int
         chosen, _ = metrics.choose_filter_threshold(val, skip_first=skip_first)
         tuned = metrics.q_filtered_majority_vote(test, threshold=chosen, skip_first=skip_first).as_dict()
         low, high = metrics.tokens_saved_interval(test, threshold=chosen, skip_first=skip_first, seed=seed)
-        out.append({"setting": f"validation-chosen {chosen:g} (test questions)", **tuned,
-                    "tokens_saved_ci_low": low, "tokens_saved_ci_high": high})
+        out.append(
+            {
+                "setting": f"validation-chosen {chosen:g} (test questions)",
+                **tuned,
+                "tokens_saved_ci_low": low,
+                "tokens_saved_ci_high": high,
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -174,7 +215,9 @@ def first_error_token(row: dict, tokenizer=None) -> int | None:
     return min(index, row["num_actions"] - 1)
 
 
-def first_error_summary(rows: Sequence[dict], tokenizer=None, skip_first: int = 0, n_boot: int = 500, seed: int = 0) -> dict:
+def first_error_summary(
+    rows: Sequence[dict], tokenizer=None, skip_first: int = 0, n_boot: int = 500, seed: int = 0
+) -> dict:
     """Does Q fall at the first error? Mean Q before/after it, and AUROC of 'prefix already wrong' from −Q."""
     require_q_values(rows, "first-error check")
     correct = labels(rows)
@@ -182,10 +225,15 @@ def first_error_summary(rows: Sequence[dict], tokenizer=None, skip_first: int = 
     q = [rows[i]["cosine_sim"] for i in known]
     errs = [None if correct[i] else first_error_token(rows[i], tokenizer) for i in known]
     stats = metrics.first_error_q_stats(q, errs, skip_first=skip_first)
-    prefix = metrics.prefix_error_auroc(q, errs, correct[known].tolist(), stride=2,
-                                        skip_first=skip_first, n_boot=n_boot, seed=seed)
-    return {**stats, "prefix_error_auroc": prefix.auroc, "prefix_error_auroc_ci_low": prefix.ci_low,
-            "prefix_error_auroc_ci_high": prefix.ci_high}
+    prefix = metrics.prefix_error_auroc(
+        q, errs, correct[known].tolist(), stride=2, skip_first=skip_first, n_boot=n_boot, seed=seed
+    )
+    return {
+        **stats,
+        "prefix_error_auroc": prefix.auroc,
+        "prefix_error_auroc_ci_low": prefix.ci_low,
+        "prefix_error_auroc_ci_high": prefix.ci_high,
+    }
 
 
 def fmt_ci(value: float, low: float, high: float) -> str:

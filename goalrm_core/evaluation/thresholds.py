@@ -23,7 +23,9 @@ if TYPE_CHECKING:
 OUTCOME_KEYS = ("threshold", "n_correct", "tokens")
 
 
-def choose_threshold(candidates: Sequence[float] | np.ndarray, outcome: Callable[[float], Mapping]) -> tuple[float, pd.DataFrame]:
+def choose_threshold(
+    candidates: Sequence[float] | np.ndarray, outcome: Callable[[float], Mapping]
+) -> tuple[float, pd.DataFrame]:
     """The candidate whose ``outcome`` has the most ``n_correct``, then the fewest ``tokens``
     (generated, so fewer is cheaper), then the lowest ``threshold``.
 
@@ -43,12 +45,18 @@ def choose_threshold(candidates: Sequence[float] | np.ndarray, outcome: Callable
     missing = [k for k in OUTCOME_KEYS if k not in table.columns]
     if missing:
         raise ValueError(f"the outcome of a threshold lacks {', '.join(missing)}")
-    best = table.sort_values(["n_correct", "tokens", "threshold"], ascending=[False, True, True], kind="stable").index[0]
+    best = table.sort_values(["n_correct", "tokens", "threshold"], ascending=[False, True, True], kind="stable").index[
+        0
+    ]
     return float(table.loc[best, "threshold"]), table.assign(chosen=table.index == best)
 
 
-def choose_cheapest_within(candidates: Sequence[float] | np.ndarray, outcome: Callable[[float], Mapping],
-                           n_questions: int, max_drop: float = 0.01) -> tuple[float, pd.DataFrame]:
+def choose_cheapest_within(
+    candidates: Sequence[float] | np.ndarray,
+    outcome: Callable[[float], Mapping],
+    n_questions: int,
+    max_drop: float = 0.01,
+) -> tuple[float, pd.DataFrame]:
     """The frontier's rule: among the candidates whose ``outcome`` votes at most ``max_drop`` (a
     fraction of the ``n_questions``) fewer questions right than ``n_correct_unfiltered``, the one with
     the fewest ``tokens``, then the most ``n_correct``, then the lowest ``threshold``; where none
@@ -69,5 +77,7 @@ def choose_cheapest_within(candidates: Sequence[float] | np.ndarray, outcome: Ca
     within = table[table["n_correct_unfiltered"] - table["n_correct"] <= max_drop * n_questions + 1e-9]
     if within.empty:
         return fallback, table
-    best = within.sort_values(["tokens", "n_correct", "threshold"], ascending=[True, False, True], kind="stable").index[0]
+    best = within.sort_values(["tokens", "n_correct", "threshold"], ascending=[True, False, True], kind="stable").index[
+        0
+    ]
     return float(table.loc[best, "threshold"]), table.assign(chosen=table.index == best)

@@ -119,8 +119,10 @@ def reason(summary: Any, switched_off: bool = False) -> str | None:
     if recorded:
         return recorded
     if isinstance(summary, Mapping) and summary.get("holds") is not None:
-        return ("every seed gave the same value, and this run recorded no question variance: "
-                "an interval of zero width says nothing about other questions")
+        return (
+            "every seed gave the same value, and this run recorded no question variance: "
+            "an interval of zero width says nothing about other questions"
+        )
     return "no verdict recorded"
 
 
@@ -174,8 +176,17 @@ def _effect(x: float, scale: float, digits: int, unit: str) -> str:
     return text + unit
 
 
-def words(summary: Any, *, holds: str = HOLDS, reversed_: str = REVERSED, not_shown: str = NOT_SHOWN,
-          switched_off: bool = False, scale: float = 1.0, digits: int = 2, unit: str = "") -> str:
+def words(
+    summary: Any,
+    *,
+    holds: str = HOLDS,
+    reversed_: str = REVERSED,
+    not_shown: str = NOT_SHOWN,
+    switched_off: bool = False,
+    scale: float = 1.0,
+    digits: int = 2,
+    unit: str = "",
+) -> str:
     """The verdict in words: ``holds`` / ``reversed`` / ``not shown`` (each replaceable by the caller's
     words), the latter with the minimum detectable effect when the run recorded one; ``not tested`` and
     ``undefined`` with their reason. ``scale``/``digits``/``unit`` show the effect as the figure is shown.
@@ -199,7 +210,9 @@ def words(summary: Any, *, holds: str = HOLDS, reversed_: str = REVERSED, not_sh
             return not_shown
         if m == 0:
             return f"{not_shown} (no variation in any seed or question: no effect could be seen)"
-        return f"{not_shown} (an effect of {_effect(m, scale, digits, unit)} would have been seen with {POWER:.0%} power)"
+        return (
+            f"{not_shown} (an effect of {_effect(m, scale, digits, unit)} would have been seen with {POWER:.0%} power)"
+        )
     return f"{s} ({reason(summary, switched_off)})"
 
 
@@ -237,17 +250,21 @@ def steering_cost(accuracy: float | None, accuracy_unguided: float | None) -> st
     >>> steering_cost(0.6, 0.4)
     ''
     """
+
     def known(x):
         return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x and abs(x) != float("inf")
 
     if not (known(accuracy) and known(accuracy_unguided)):
         return ""
-    both = f"{100 * accuracy:.1f}% of the steered solutions are correct, against {100 * accuracy_unguided:.1f}% unguided"
+    both = (
+        f"{100 * accuracy:.1f}% of the steered solutions are correct, against {100 * accuracy_unguided:.1f}% unguided"
+    )
     mostly_wrong = accuracy < MOSTLY_WRONG
     if accuracy >= accuracy_unguided and not mostly_wrong:
         return ""
-    words = ("their style share counts explanation words in wrong solutions: a style rate bought this way is not "
-             "a success")
+    words = (
+        "their style share counts explanation words in wrong solutions: a style rate bought this way is not a success"
+    )
     if accuracy < accuracy_unguided:
         wrong = f", so most steered solutions are wrong and {words}" if mostly_wrong else ""
         return f"Steering costs correctness: {both}{wrong}."

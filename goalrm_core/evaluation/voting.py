@@ -14,9 +14,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 from goalrm_core.data.io import parse_label
-from goalrm_core.evaluation.thresholds import choose_cheapest_within, choose_threshold
 from goalrm_core.evaluation.stats import paired_t_pvalue, wilson_interval
-
+from goalrm_core.evaluation.thresholds import choose_cheapest_within, choose_threshold
 
 #: Q-value thresholds tried when choosing the filter threshold on a validation split.
 DEFAULT_FILTER_THRESHOLDS: np.ndarray = np.round(np.linspace(-0.5, 0.9, 29), 2) + 0.0  # + 0.0: no "-0.0"
@@ -83,7 +82,9 @@ def _field(gen: Any, key: str, default: Any = _MISSING) -> Any:
     return default
 
 
-def _record_lows(qs: Sequence[np.ndarray], skip_first: int, block_cells: int = 1 << 22) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _record_lows(
+    qs: Sequence[np.ndarray], skip_first: int, block_cells: int = 1 << 22
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Generation, position (>= ``skip_first``) and value of every point where a generation's Q
     reaches a new running minimum, ordered by generation and then by position.
 
@@ -151,9 +152,13 @@ def _vote_table(questions: Sequence[Sequence[Any]], skip_first: int = 0, with_q:
         wrong_ids: dict[str, int] = {}
         for gi, gen in enumerate(generations):
             answer = _field(gen, "predicted_answer", _ABSENT)
-            if answer is _ABSENT:  # null is "no answer"; an absent field would silently make every generation answerless
-                raise ValueError(f"question {qi}, generation {gi} has no predicted_answer field: majority voting needs each "
-                                 f"generation's answer (null for none); add it to the generation files (Nemo-Skills writes it)")
+            if (
+                answer is _ABSENT
+            ):  # null is "no answer"; an absent field would silently make every generation answerless
+                raise ValueError(
+                    f"question {qi}, generation {gi} has no predicted_answer field: majority voting needs each "
+                    f"generation's answer (null for none); add it to the generation files (Nemo-Skills writes it)"
+                )
             ok = parse_label(_field(gen, "is_correct"), where=f"question {qi}, generation {gi}")
             key = -1
             if answer is not None and not ok:
@@ -346,7 +351,11 @@ def q_filtered_majority_votes(
 
 
 def tokens_saved_interval(
-    questions: Sequence[Sequence[Any]], threshold: float = 0.0, skip_first: int = SKIP_FIRST, n_boot: int = 1000, seed: int = 0,
+    questions: Sequence[Sequence[Any]],
+    threshold: float = 0.0,
+    skip_first: int = SKIP_FIRST,
+    n_boot: int = 1000,
+    seed: int = 0,
     alpha: float = 0.05,
 ) -> tuple[float, float]:
     """A percentile-bootstrap interval over questions of :func:`q_filtered_majority_vote`'s
@@ -374,7 +383,9 @@ def tokens_saved_interval(
     return float(low), float(high)
 
 
-def filter_per_question(questions: Sequence[Sequence[Any]], threshold: float, skip_first: int = SKIP_FIRST) -> dict[str, np.ndarray]:
+def filter_per_question(
+    questions: Sequence[Sequence[Any]], threshold: float, skip_first: int = SKIP_FIRST
+) -> dict[str, np.ndarray]:
     """:func:`q_filtered_majority_vote` question by question, for a bootstrap over questions:
     ``tokens_saved`` and ``tokens_total`` (response tokens), ``correct`` (the filtered vote) and
     ``correct_unfiltered``, one entry per question in input order. ``tokens_saved.sum() /
@@ -383,9 +394,12 @@ def filter_per_question(questions: Sequence[Sequence[Any]], threshold: float, sk
     res = _filter_with_table(t, threshold, skip_first)
     drop = res.generation_drop_token
     saved = np.where(drop >= 0, t.n_tokens - drop - 1, 0)
-    return {"tokens_saved": np.bincount(t.question_of, weights=saved, minlength=t.n_questions),
-            "tokens_total": np.bincount(t.question_of, weights=t.n_tokens, minlength=t.n_questions),
-            "correct": res.question_correct.astype(bool), "correct_unfiltered": res.question_correct_unfiltered.astype(bool)}
+    return {
+        "tokens_saved": np.bincount(t.question_of, weights=saved, minlength=t.n_questions),
+        "tokens_total": np.bincount(t.question_of, weights=t.n_tokens, minlength=t.n_questions),
+        "correct": res.question_correct.astype(bool),
+        "correct_unfiltered": res.question_correct_unfiltered.astype(bool),
+    }
 
 
 def majority_vote_per_question(questions: Sequence[Sequence[Any]]) -> np.ndarray:
@@ -414,11 +428,18 @@ def choose_filter_threshold(
 
     def outcome(threshold: float) -> dict:
         res = _filter_with_table(table, threshold, skip_first)
-        return {"threshold": threshold, "accuracy": res.accuracy, "n_correct": res.n_correct,
-                "n_correct_unfiltered": res.n_correct_unfiltered,
-                "accuracy_unfiltered": res.accuracy_unfiltered, "tokens_saved_pct": res.tokens_saved_pct,
-                "tokens_saved": res.tokens_saved, "generations_filtered_pct": res.generations_filtered_pct,
-                "n_fallback": res.n_fallback, "tokens": res.tokens_total - res.tokens_saved}
+        return {
+            "threshold": threshold,
+            "accuracy": res.accuracy,
+            "n_correct": res.n_correct,
+            "n_correct_unfiltered": res.n_correct_unfiltered,
+            "accuracy_unfiltered": res.accuracy_unfiltered,
+            "tokens_saved_pct": res.tokens_saved_pct,
+            "tokens_saved": res.tokens_saved,
+            "generations_filtered_pct": res.generations_filtered_pct,
+            "n_fallback": res.n_fallback,
+            "tokens": res.tokens_total - res.tokens_saved,
+        }
 
     if max_accuracy_drop is not None:
         return choose_cheapest_within(candidates, outcome, len(val_questions), max_accuracy_drop)
@@ -514,8 +535,12 @@ class OfficialPerQuestion:
     proportion_correct: list[float]
 
 
-def official_per_question(questions: Sequence[Sequence[Any]], threshold: float = 0.0, skip_first: int = SKIP_FIRST,
-                          num_samples: int | None = None) -> OfficialPerQuestion:
+def official_per_question(
+    questions: Sequence[Sequence[Any]],
+    threshold: float = 0.0,
+    skip_first: int = SKIP_FIRST,
+    num_samples: int | None = None,
+) -> OfficialPerQuestion:
     """The per-question figures of the official Q-filtered voting (see :class:`OfficialFilterFigures`).
     ``num_samples``: the official code's ``len(data) // dataset_len``, the count a question's filtered
     generations are compared with to see whether all were filtered (default: each question's own count)."""
@@ -556,17 +581,30 @@ def official_per_question(questions: Sequence[Sequence[Any]], threshold: float =
     return out
 
 
-def official_filter_figures(questions: Sequence[Sequence[Any]], threshold: float = 0.0, skip_first: int = SKIP_FIRST,
-                            num_samples: int | None = None) -> OfficialFilterFigures:
+def official_filter_figures(
+    questions: Sequence[Sequence[Any]],
+    threshold: float = 0.0,
+    skip_first: int = SKIP_FIRST,
+    num_samples: int | None = None,
+) -> OfficialFilterFigures:
     """The official code's Q-filtered voting figures for ``questions`` (lists of scored generations)."""
     from scipy import stats  # loaded when the figures are computed: `goalrm metrics --help` reads SKIP_FIRST from here
 
     per = official_per_question(questions, threshold, skip_first, num_samples)
-    p_value = float(stats.ttest_ind(per.proportion_correct_filtered, per.proportion_correct).pvalue) if len(questions) > 1 else math.nan
+    p_value = (
+        float(stats.ttest_ind(per.proportion_correct_filtered, per.proportion_correct).pvalue)
+        if len(questions) > 1
+        else math.nan
+    )
     return OfficialFilterFigures(
-        accuracy=float(np.mean(per.voted_correct)), generations_filtered_mean=float(np.mean(per.filtered)),
-        generations_filtered_total=int(np.sum(per.filtered)), tokens_saved_mean=float(np.mean(per.tokens_saved)),
-        tokens_saved_total=int(np.sum(per.tokens_saved)), tokens_mean=float(np.mean(per.tokens)), tokens_total=int(np.sum(per.tokens)),
+        accuracy=float(np.mean(per.voted_correct)),
+        generations_filtered_mean=float(np.mean(per.filtered)),
+        generations_filtered_total=int(np.sum(per.filtered)),
+        tokens_saved_mean=float(np.mean(per.tokens_saved)),
+        tokens_saved_total=int(np.sum(per.tokens_saved)),
+        tokens_mean=float(np.mean(per.tokens)),
+        tokens_total=int(np.sum(per.tokens)),
         proportion_correct_filtered_mean=float(np.mean(per.proportion_correct_filtered)),
         proportion_correct_mean=float(np.mean(per.proportion_correct)),
-        p_value=p_value)
+        p_value=p_value,
+    )

@@ -21,9 +21,9 @@ import numpy as np
 import torch
 
 from goalrm_core.inference.decode_config import DecodeConfig
-from goalrm_core.model.encoding import encode_prompt_response, left_pad
 from goalrm_core.inference.goal_state import check_goal_state, q_values
 from goalrm_core.inference.sampler import check_decoding_inputs, sample
+from goalrm_core.model.encoding import encode_prompt_response, left_pad
 from goalrm_core.model.reward_model import RewardModel
 from goalrm_core.model.templates import apply_template
 
@@ -72,7 +72,9 @@ def select_top(candidates: Sequence[Candidate], beam_size: int) -> list[Candidat
         by_question.setdefault(c.question, []).append((i, c))
     kept = []
     for q in sorted(by_question):
-        ranked = sorted(by_question[q], key=lambda ic: (-(ic[1].score if not math.isnan(ic[1].score) else -math.inf), ic[0]))
+        ranked = sorted(
+            by_question[q], key=lambda ic: (-(ic[1].score if not math.isnan(ic[1].score) else -math.inf), ic[0])
+        )
         kept += [c for _, c in ranked[:beam_size]]
     return kept
 
@@ -87,7 +89,9 @@ def _dedupe(candidates: Sequence[Candidate]) -> list[Candidate]:
     return out
 
 
-def beam_search(n_questions: int, propose: ProposeFn, score: ScoreFn, beam_size: int = 4, max_steps: int = 8) -> BeamSearchResult:
+def beam_search(
+    n_questions: int, propose: ProposeFn, score: ScoreFn, beam_size: int = 4, max_steps: int = 8
+) -> BeamSearchResult:
     """Step-level beam search over ``n_questions`` at once.
 
     Each step, ``propose(live_beams, step)`` returns the extensions of the unfinished beams (each a
@@ -130,21 +134,46 @@ class PolicyLineProposer:
     """Extends each beam by one line sampled from the policy (``samples_per_step`` per beam), at
     temperature ``temperature * temperature_decay ** step``."""
 
-    def __init__(self, policy, tokenizer, prompts: Sequence[str], samples_per_step: int = 4, temperature: float = 0.7,
-                 temperature_decay: float = 1.0, max_line_tokens: int = 32, max_new_tokens: int = 96, seed: int = 0,
-                 batch_size: int = 512, line_end: str = "\n"):
+    def __init__(
+        self,
+        policy,
+        tokenizer,
+        prompts: Sequence[str],
+        samples_per_step: int = 4,
+        temperature: float = 0.7,
+        temperature_decay: float = 1.0,
+        max_line_tokens: int = 32,
+        max_new_tokens: int = 96,
+        seed: int = 0,
+        batch_size: int = 512,
+        line_end: str = "\n",
+    ):
         self.policy, self.tokenizer = policy, tokenizer
         self.prompt_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
         self.samples_per_step, self.temperature, self.decay = samples_per_step, temperature, temperature_decay
-        self.max_line_tokens, self.max_new_tokens, self.seed, self.batch_size = max_line_tokens, max_new_tokens, seed, batch_size
+        self.max_line_tokens, self.max_new_tokens, self.seed, self.batch_size = (
+            max_line_tokens,
+            max_new_tokens,
+            seed,
+            batch_size,
+        )
         self.line_end = line_end
 
     def __call__(self, beams: list[Candidate], step: int) -> list[Candidate]:
         inputs = [self.prompt_ids[b.question] + b.token_ids for b in beams]
         room = min(self.max_line_tokens, max(1, self.max_new_tokens - min(len(b.token_ids) for b in beams)))
-        lines = sample(self.policy, self.tokenizer, [], n=self.samples_per_step, temperature=self.temperature * self.decay ** step,
-                       max_new_tokens=room, seed=self.seed * 7919 + step, batch_size=self.batch_size,
-                       stop_texts=(self.line_end,), prompt_token_ids=inputs)
+        lines = sample(
+            self.policy,
+            self.tokenizer,
+            [],
+            n=self.samples_per_step,
+            temperature=self.temperature * self.decay**step,
+            max_new_tokens=room,
+            seed=self.seed * 7919 + step,
+            batch_size=self.batch_size,
+            stop_texts=(self.line_end,),
+            prompt_token_ids=inputs,
+        )
         out = []
         for b, samples in zip(beams, lines):
             # one sampling call serves beams of different lengths, so ``room`` fits the shortest:
@@ -153,8 +182,16 @@ class PolicyLineProposer:
             for s in samples:
                 ids = b.token_ids + s.token_ids[:keep]
                 finished = (s.finished and len(s.token_ids) <= keep) or len(ids) >= self.max_new_tokens
-                out.append(Candidate(b.question, ids, self.tokenizer.decode(ids, skip_special_tokens=True),
-                                     b.logprob_sum + sum(s.logprobs[:keep]), finished, s.num_tokens))
+                out.append(
+                    Candidate(
+                        b.question,
+                        ids,
+                        self.tokenizer.decode(ids, skip_special_tokens=True),
+                        b.logprob_sum + sum(s.logprobs[:keep]),
+                        finished,
+                        s.num_tokens,
+                    )
+                )
         return out
 
 
@@ -166,19 +203,36 @@ class GoalScorer:
     read as in training (response + " " + EOS), an unfinished one as the bare prefix.
     """
 
-    def __init__(self, rm: RewardModel, tokenizer, goal, prompts: Sequence[str], conf_ratio: float = 0.0,
-                 reward_weight: float = 0.0, max_len: int = 512):
+    def __init__(
+        self,
+        rm: RewardModel,
+        tokenizer,
+        goal,
+        prompts: Sequence[str],
+        conf_ratio: float = 0.0,
+        reward_weight: float = 0.0,
+        max_len: int = 512,
+    ):
         if not 0.0 <= conf_ratio <= 1.0:
             raise ValueError(f"conf_ratio must lie in [0, 1], got {conf_ratio}")
         self.rm, self.tokenizer = rm.eval(), tokenizer
         self.goal = goal if isinstance(goal, torch.Tensor) else check_goal_state(goal, rm.config.hidden_size)
-        self.prompts, self.conf_ratio, self.reward_weight, self.max_len = list(prompts), conf_ratio, reward_weight, max_len
+        self.prompts, self.conf_ratio, self.reward_weight, self.max_len = (
+            list(prompts),
+            conf_ratio,
+            reward_weight,
+            max_len,
+        )
         self.forward_passes = 0
 
     @torch.inference_mode()
     def __call__(self, candidates: list[Candidate]) -> np.ndarray:
-        encoded = [encode_prompt_response(self.tokenizer, self.prompts[c.question], c.text, self.max_len, append_eos=c.finished)
-                   for c in candidates]
+        encoded = [
+            encode_prompt_response(
+                self.tokenizer, self.prompts[c.question], c.text, self.max_len, append_eos=c.finished
+            )
+            for c in candidates
+        ]
         if any(e is None for e in encoded):
             raise ValueError(f"a candidate is longer than max_len={self.max_len}")
         ids, mask = left_pad([e.input_ids for e in encoded], self.tokenizer.pad_token_id)
@@ -193,8 +247,16 @@ class GoalScorer:
         return score.numpy()
 
 
-def q_guided_decode(policy, rm: RewardModel, tokenizer, goal, questions: Sequence[str], cfg: DecodeConfig | None = None,
-                    template: str = "toymath", policy_tokenizer=None) -> tuple[list[dict], GoalScorer]:
+def q_guided_decode(
+    policy,
+    rm: RewardModel,
+    tokenizer,
+    goal,
+    questions: Sequence[str],
+    cfg: DecodeConfig | None = None,
+    template: str = "toymath",
+    policy_tokenizer=None,
+) -> tuple[list[dict], GoalScorer]:
     """Q-guided beam search on ``questions``; one row per question (question, generated_solution,
     tokens_generated, num_tokens, score, q, reward, mean_logprob, finished). ``cfg`` defaults to ``DecodeConfig()``."""
     cfg = DecodeConfig() if cfg is None else cfg
@@ -202,12 +264,41 @@ def q_guided_decode(policy, rm: RewardModel, tokenizer, goal, questions: Sequenc
     if goal_t is None:
         raise ValueError("q_guided_decode needs a goal state")
     prompts = [apply_template(template, q) for q in questions]
-    propose = PolicyLineProposer(policy, tokenizer, prompts, cfg.samples_per_step, cfg.temperature, cfg.temperature_decay,
-                                 cfg.max_line_tokens, cfg.max_new_tokens, cfg.seed)
-    scorer = GoalScorer(rm, tokenizer, goal_t, prompts, cfg.conf_ratio, cfg.reward_weight, max_len=cfg.max_new_tokens + 2 + max(
-        (len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts), default=0))
+    propose = PolicyLineProposer(
+        policy,
+        tokenizer,
+        prompts,
+        cfg.samples_per_step,
+        cfg.temperature,
+        cfg.temperature_decay,
+        cfg.max_line_tokens,
+        cfg.max_new_tokens,
+        cfg.seed,
+    )
+    scorer = GoalScorer(
+        rm,
+        tokenizer,
+        goal_t,
+        prompts,
+        cfg.conf_ratio,
+        cfg.reward_weight,
+        max_len=cfg.max_new_tokens
+        + 2
+        + max((len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts), default=0),
+    )
     result = beam_search(len(prompts), propose, scorer, cfg.beam_size, cfg.max_steps)
-    rows = [{"question": q, "generated_solution": c.text, "tokens_generated": int(t), "num_tokens": len(c.token_ids),
-             "score": c.score, "q": c.q, "reward": c.reward, "mean_logprob": c.mean_logprob, "finished": c.finished}
-            for q, c, t in zip(questions, result.best, result.tokens_generated)]
+    rows = [
+        {
+            "question": q,
+            "generated_solution": c.text,
+            "tokens_generated": int(t),
+            "num_tokens": len(c.token_ids),
+            "score": c.score,
+            "q": c.q,
+            "reward": c.reward,
+            "mean_logprob": c.mean_logprob,
+            "finished": c.finished,
+        }
+        for q, c, t in zip(questions, result.best, result.tokens_generated)
+    ]
     return rows, scorer

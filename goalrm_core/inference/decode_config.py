@@ -30,9 +30,15 @@ class DecodeConfig:
 
     beam_size: int = _setting(4, "Beams kept per question after each step.", _COUNT)
     samples_per_step: int = _setting(4, "Lines sampled from the policy per beam and step.", _COUNT)
-    temperature: float = _setting(0.7, "Sampling temperature (beam search: of the first step).", Range(float, ">= 0", note="0 = greedy"))
-    temperature_decay: float = _setting(1.0, "Temperature factor per step (temperature * decay**step).", Range(float, "> 0"))
-    conf_ratio: float = _setting(0.0, "Weight r of the policy's mean token logprob: (1-r)*Q + r*logprob.", Range(float, "[0, 1]"))
+    temperature: float = _setting(
+        0.7, "Sampling temperature (beam search: of the first step).", Range(float, ">= 0", note="0 = greedy")
+    )
+    temperature_decay: float = _setting(
+        1.0, "Temperature factor per step (temperature * decay**step).", Range(float, "> 0")
+    )
+    conf_ratio: float = _setting(
+        0.0, "Weight r of the policy's mean token logprob: (1-r)*Q + r*logprob.", Range(float, "[0, 1]")
+    )
     reward_weight: float = _setting(0.0, "Weight of the RM reward added to the score.", Range(float))
     max_steps: int = _setting(8, "Most lines per solution.", _COUNT)
     max_line_tokens: int = _setting(32, "Most tokens per line.", _COUNT)

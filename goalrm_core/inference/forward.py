@@ -20,10 +20,9 @@ import torch
 from tqdm.auto import tqdm
 
 from goalrm_core.choices import READOUTS
+from goalrm_core.flags import check_choice
 from goalrm_core.model.encoding import encode_prompt_response, left_pad
 from goalrm_core.model.reward_model import RewardModel, load_reward_model
-from goalrm_core.flags import check_choice
-
 
 UNTRUNCATED = 2**62  # the token limit ``max_len`` 0 stands for: no sequence is cut
 
@@ -41,7 +40,9 @@ def resolve_device(device: str = "auto") -> torch.device:
     if resolved.type == "cuda":
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if count == 0:
-            raise ValueError(f"--device {device}: this machine has no CUDA GPU that torch can use; give --device cpu (or auto)")
+            raise ValueError(
+                f"--device {device}: this machine has no CUDA GPU that torch can use; give --device cpu (or auto)"
+            )
         if resolved.index is not None and resolved.index >= count:
             raise ValueError(f"--device {device}: this machine has {count} CUDA GPU(s), cuda:0 to cuda:{count - 1}")
     return resolved
@@ -94,13 +95,27 @@ def iter_scored(
     readout: str = "eos",
 ) -> Iterator[tuple[int, ScoredSequence]]:
     """:func:`iter_read` with the spec's fields as arguments."""
-    yield from iter_read(model, tokenizer, prompts, responses, ReadSpec(
-        encoding=encoding, readout=readout, max_len=max_len, batch_size=batch_size, bucket=bucket, progress=progress, desc=desc))
+    yield from iter_read(
+        model,
+        tokenizer,
+        prompts,
+        responses,
+        ReadSpec(
+            encoding=encoding,
+            readout=readout,
+            max_len=max_len,
+            batch_size=batch_size,
+            bucket=bucket,
+            progress=progress,
+            desc=desc,
+        ),
+    )
 
 
 @torch.no_grad()
-def iter_read(model: RewardModel, tokenizer, prompts: Sequence[str], responses: Sequence[str],
-              spec: ReadSpec) -> Iterator[tuple[int, ScoredSequence]]:
+def iter_read(
+    model: RewardModel, tokenizer, prompts: Sequence[str], responses: Sequence[str], spec: ReadSpec
+) -> Iterator[tuple[int, ScoredSequence]]:
     """Yield ``(input index, ScoredSequence)``, read as ``spec`` says; with ``spec.bucket`` the batches group
     similar lengths. ``spec.max_len`` 0 reads every sequence whole (the official scripts: the tokenizer's own limit)."""
     if spec.batch_size < 1:
@@ -109,25 +124,45 @@ def iter_read(model: RewardModel, tokenizer, prompts: Sequence[str], responses: 
     model.eval()
     encoded = []
     for i, (prompt, response) in enumerate(zip(prompts, responses)):
-        enc = encode_prompt_response(tokenizer, prompt, response, spec.max_len or UNTRUNCATED, append_eos=spec.readout == "eos",
-                                     encoding=spec.encoding)
+        enc = encode_prompt_response(
+            tokenizer,
+            prompt,
+            response,
+            spec.max_len or UNTRUNCATED,
+            append_eos=spec.readout == "eos",
+            encoding=spec.encoding,
+        )
         if enc is None:
             raise ValueError(f"generation {i}: the response alone is longer than max_len={spec.max_len}")
         if enc.num_actions == 0:
-            raise ValueError(f"generation {i}: the prompt alone fills max_len={spec.max_len}, so no response token is left to score; "
-                             f"raise --max_len")
+            raise ValueError(
+                f"generation {i}: the prompt alone fills max_len={spec.max_len}, so no response token is left to score; "
+                f"raise --max_len"
+            )
         encoded.append(enc)
     cut = sum(e.truncated for e in encoded)
     if cut:
-        print(f"notice: {spec.desc}: {cut} of {len(encoded)} inputs are longer than max_len={spec.max_len} and were cut from the right "
-              f"(encoding {spec.encoding}); their rows are marked truncated, and their Q-values and reward stop at the cut", file=sys.stderr)
-    order = sorted(range(len(encoded)), key=lambda i: len(encoded[i].input_ids)) if spec.bucket else list(range(len(encoded)))
+        print(
+            f"notice: {spec.desc}: {cut} of {len(encoded)} inputs are longer than max_len={spec.max_len} and were cut from the right "
+            f"(encoding {spec.encoding}); their rows are marked truncated, and their Q-values and reward stop at the cut",
+            file=sys.stderr,
+        )
+    order = (
+        sorted(range(len(encoded)), key=lambda i: len(encoded[i].input_ids))
+        if spec.bucket
+        else list(range(len(encoded)))
+    )
     device = next(model.parameters()).device
     for start in tqdm(range(0, len(order), spec.batch_size), desc=spec.desc, disable=not spec.progress, mininterval=2):
-        idx = order[start:start + spec.batch_size]
+        idx = order[start : start + spec.batch_size]
         ids, mask = left_pad([encoded[i].input_ids for i in idx], tokenizer.pad_token_id)
         out = model(ids.to(device), mask.to(device), torch.tensor([encoded[i].num_actions for i in idx], device=device))
         values, hidden = out.values.float().cpu(), out.hidden.float().cpu()
         for row, i in enumerate(idx):
             n = encoded[i].num_actions
-            yield i, ScoredSequence(out.reward[row].item(), values[row, -n:].numpy(), hidden[row, -n:], n, encoded[i].truncated)
+            yield (
+                i,
+                ScoredSequence(
+                    out.reward[row].item(), values[row, -n:].numpy(), hidden[row, -n:], n, encoded[i].truncated
+                ),
+            )

@@ -22,11 +22,11 @@ from goalrm_core.choices import GOAL_METHODS, GOAL_ROWS
 from goalrm_core.data import manifest
 from goalrm_core.data.adapters import HELPSTEER_ATTRIBUTES
 from goalrm_core.data.io import ArtifactError, load_npy
+from goalrm_core.flags import check_choice
 from goalrm_core.inference.forward import ReadSpec, iter_read
 from goalrm_core.model.encoding import require_text
 from goalrm_core.model.reward_model import RewardModel
 from goalrm_core.model.templates import apply_template
-from goalrm_core.flags import check_choice
 
 #: a goal state's norm below this times sqrt(hidden size) is refused (see check_goal_state)
 GOAL_NORM_FLOOR = 1e-6
@@ -45,26 +45,36 @@ def check_goal_state(goal: np.ndarray, hidden_size: int, source: str = "goal sta
     goal = np.asarray(goal)
     shape = tuple(goal.shape)
     if goal.dtype.kind == "c":
-        raise ValueError(f"{source} holds complex numbers ({goal.dtype}); a goal state is real: its imaginary part would be dropped")
+        raise ValueError(
+            f"{source} holds complex numbers ({goal.dtype}); a goal state is real: its imaginary part would be dropped"
+        )
     if goal.dtype.kind not in "fiu":
-        raise ValueError(f"{source} holds {goal.dtype} values, not numbers; goal states are written by `goalrm get-representation`")
+        raise ValueError(
+            f"{source} holds {goal.dtype} values, not numbers; goal states are written by `goalrm get-representation`"
+        )
     if goal.ndim == 2 and goal.shape[0] > 1 and goal.shape[1] == hidden_size:
         if rows != "mean":
-            raise ValueError(f"{source} has {goal.shape[0]} rows {shape}: one goal per file is expected, (1, {hidden_size}); "
-                             f"--goal_rows mean averages the rows, as the official eval_rm.py does")
+            raise ValueError(
+                f"{source} has {goal.shape[0]} rows {shape}: one goal per file is expected, (1, {hidden_size}); "
+                f"--goal_rows mean averages the rows, as the official eval_rm.py does"
+            )
         goal = goal.mean(axis=0)
     elif goal.ndim == 2 and goal.shape[0] == 1:
         goal = goal[0]
     if goal.shape != (hidden_size,):
-        raise ValueError(f"{source} has shape {shape}, but the reward model's hidden size is {hidden_size}: expected (1, {hidden_size})")
+        raise ValueError(
+            f"{source} has shape {shape}, but the reward model's hidden size is {hidden_size}: expected (1, {hidden_size})"
+        )
     if not np.isfinite(goal).all():
         raise ValueError(f"{source} contains NaN or inf values")
     if not np.any(goal):
         raise ValueError(f"{source} is all zeros: its cosine to every state is 0, so every Q-value would be 0")
     norm, floor = float(np.linalg.norm(goal.astype(np.float64))), GOAL_NORM_FLOOR * float(np.sqrt(hidden_size))
     if not norm >= floor:
-        raise ValueError(f"{source} has norm {norm:.3g}, negligible next to the RM's hidden states (norm of order "
-                         f"sqrt({hidden_size}) = {np.sqrt(hidden_size):.3g}; refused below {floor:.3g}): every Q-value would be ~0")
+        raise ValueError(
+            f"{source} has norm {norm:.3g}, negligible next to the RM's hidden states (norm of order "
+            f"sqrt({hidden_size}) = {np.sqrt(hidden_size):.3g}; refused below {floor:.3g}): every Q-value would be ~0"
+        )
     return torch.as_tensor(goal, dtype=torch.float32)
 
 
@@ -78,16 +88,22 @@ def check_goal_state_owner(path: str | Path, reward_model_path: str | Path) -> d
     hidden size, another config hash) or from an unfinished run is refused: its Q-values would mean
     nothing. Returns the record eval-rm keeps in its own manifest."""
     path = Path(path)
-    record = {"goal_state_path": str(path), "goal_state_sha256": manifest.file_digest(path)["sha256"], "goal_state_config_hash": None}
+    record = {
+        "goal_state_path": str(path),
+        "goal_state_sha256": manifest.file_digest(path)["sha256"],
+        "goal_state_config_hash": None,
+    }
     made = manifest.check_file(path, "get-representation output folder")
     if made is None:
         return record
     owner = made.get("producer", {}).get("config_hash")
     ours = manifest.config_hash(reward_model_path)
     if owner is not None and owner != ours:
-        raise ArtifactError(f"{path} is another RM's goal state: it was made from {made['producer'].get('reward_model_path', '?')} "
-                            f"(config hash {owner}), but --reward_model_path {reward_model_path} has config hash {ours}; "
-                            f"run `goalrm get-representation` with this RM")
+        raise ArtifactError(
+            f"{path} is another RM's goal state: it was made from {made['producer'].get('reward_model_path', '?')} "
+            f"(config hash {owner}), but --reward_model_path {reward_model_path} has config hash {ours}; "
+            f"run `goalrm get-representation` with this RM"
+        )
     return {**record, "goal_state_config_hash": owner}
 
 
@@ -124,8 +140,19 @@ def goal_state(
     """A (1, hidden) goal state from preferred responses (already templated prompts); ``encoding`` and
     ``readout`` as in ``inference.forward`` (the official get_representation.py: ``official``,
     ``last_token``)."""
-    return goal_states(model, tokenizer, prompts, responses, [method], seed, max_len, batch_size, progress,
-                       encoding=encoding, readout=readout)[method]
+    return goal_states(
+        model,
+        tokenizer,
+        prompts,
+        responses,
+        [method],
+        seed,
+        max_len,
+        batch_size,
+        progress,
+        encoding=encoding,
+        readout=readout,
+    )[method]
 
 
 #: Goal methods that read one response, drawn at random (the same one for both)
@@ -153,10 +180,14 @@ def goal_states(
     if not responses:
         raise ValueError("no preferred responses to build a goal state from")
     rng = random.Random(seed)
-    pick = rng.randrange(len(responses))  # the one-response methods' response; random_token then draws its token with rng
+    pick = rng.randrange(
+        len(responses)
+    )  # the one-response methods' response; random_token then draws its token with rng
     one = [m for m in methods if m in ONE_RESPONSE]
     every = [m for m in methods if m not in ONE_RESPONSE]
-    spec = ReadSpec(encoding=encoding, readout=readout, max_len=max_len, batch_size=batch_size, progress=progress, desc="goal state")
+    spec = ReadSpec(
+        encoding=encoding, readout=readout, max_len=max_len, batch_size=batch_size, progress=progress, desc="goal state"
+    )
     goals = {}
     if one:
         goals |= _mean_states(model, tokenizer, [prompts[pick]], [responses[pick]], one, rng, spec)
@@ -165,7 +196,9 @@ def goal_states(
     return {method: goals[method] for method in methods}
 
 
-def _mean_states(model, tokenizer, prompts, responses, methods, rng: random.Random, spec: ReadSpec) -> dict[str, np.ndarray]:
+def _mean_states(
+    model, tokenizer, prompts, responses, methods, rng: random.Random, spec: ReadSpec
+) -> dict[str, np.ndarray]:
     """Each method's mean of hidden states over one pass of the RM, read as ``spec`` says: every
     response token's (``mean_all_tokens``), one token's per response drawn with ``rng``
     (``random_token``), or the last token's (the others)."""
@@ -193,9 +226,17 @@ def _mean_states(model, tokenizer, prompts, responses, methods, rng: random.Rand
 
 
 def attribute_goal_states(
-    model: RewardModel, tokenizer, rows: Sequence[dict], template: str, threshold: int = 3,
-    attributes: Sequence[str] = HELPSTEER_ATTRIBUTES, max_len: int = 2048, batch_size: int = 32, *,
-    encoding: str, readout: str,
+    model: RewardModel,
+    tokenizer,
+    rows: Sequence[dict],
+    template: str,
+    threshold: int = 3,
+    attributes: Sequence[str] = HELPSTEER_ATTRIBUTES,
+    max_len: int = 2048,
+    batch_size: int = 32,
+    *,
+    encoding: str,
+    readout: str,
 ) -> dict[str, np.ndarray]:
     """One goal per attribute, from the responses scoring at least ``threshold`` on it (HelpSteer rows)."""
     goals = {}
@@ -204,26 +245,48 @@ def attribute_goal_states(
         if not keep:
             continue
         prompts = [apply_template(template, r["prompt"]) for r in keep]
-        goals[attr] = goal_state(model, tokenizer, prompts, [r["response"] for r in keep], max_len=max_len, batch_size=batch_size,
-                                   encoding=encoding, readout=readout)
+        goals[attr] = goal_state(
+            model,
+            tokenizer,
+            prompts,
+            [r["response"] for r in keep],
+            max_len=max_len,
+            batch_size=batch_size,
+            encoding=encoding,
+            readout=readout,
+        )
     return goals
 
 
-def goal_state_from_pairs(model, tokenizer, pairs: Sequence[dict], template: str, method: str = "mean_last", **kw) -> np.ndarray:
+def goal_state_from_pairs(
+    model, tokenizer, pairs: Sequence[dict], template: str, method: str = "mean_last", **kw
+) -> np.ndarray:
     """Goal state from the ``correct`` side of question/correct/incorrect pairs (an empty or
     non-string response is an error naming its file and line, as in training)."""
     return goal_states_from_pairs(model, tokenizer, pairs, template, [method], **kw)[method]
 
 
-def goal_states_from_pairs(model, tokenizer, pairs: Sequence[dict], template: str, methods: Sequence[str] = GOAL_METHODS,
-                           **kw) -> dict[str, np.ndarray]:
+def goal_states_from_pairs(
+    model, tokenizer, pairs: Sequence[dict], template: str, methods: Sequence[str] = GOAL_METHODS, **kw
+) -> dict[str, np.ndarray]:
     """:func:`goal_state_from_pairs` of each of ``methods``, the RM reading the responses once for all (:func:`goal_states`)."""
     prompts = [apply_template(template, require_text(p, "question", i)) for i, p in enumerate(pairs)]
-    return goal_states(model, tokenizer, prompts, [require_text(p, "correct", i) for i, p in enumerate(pairs)], methods, **kw)
+    return goal_states(
+        model, tokenizer, prompts, [require_text(p, "correct", i) for i, p in enumerate(pairs)], methods, **kw
+    )
 
 
-def last_token_states(model: RewardModel, tokenizer, rows: Sequence[dict], template: str,
-                      max_len: int = 2048, batch_size: int = 64, *, encoding: str, readout: str) -> np.ndarray:
+def last_token_states(
+    model: RewardModel,
+    tokenizer,
+    rows: Sequence[dict],
+    template: str,
+    max_len: int = 2048,
+    batch_size: int = 64,
+    *,
+    encoding: str,
+    readout: str,
+) -> np.ndarray:
     """(n, hidden) last-token hidden states of generations (question + generated_solution rows), read
     as ``encoding`` and ``readout`` say (``inference.forward``)."""
     prompts = [apply_template(template, r["question"]) for r in rows]

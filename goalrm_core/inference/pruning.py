@@ -39,9 +39,16 @@ PRUNING_OFF = -1.0
 class PruneConfig:
     """When online pruning stops a sample."""
 
-    threshold: float = field(default=0.0, metadata={"help": "A sample stops at the first position whose Q is below this (the paper: 0)."})
-    skip_first: int = field(default=SKIP_FIRST, metadata={"help": "Never stop before this response position: Q of very short prefixes is noisy."})
-    keep_last: bool = field(default=True, metadata={"help": "Spare a question's last running sample, so that every question still votes."})
+    threshold: float = field(
+        default=0.0, metadata={"help": "A sample stops at the first position whose Q is below this (the paper: 0)."}
+    )
+    skip_first: int = field(
+        default=SKIP_FIRST,
+        metadata={"help": "Never stop before this response position: Q of very short prefixes is noisy."},
+    )
+    keep_last: bool = field(
+        default=True, metadata={"help": "Spare a question's last running sample, so that every question still votes."}
+    )
 
     def __post_init__(self):
         if isinstance(self.skip_first, bool) or int(self.skip_first) != self.skip_first or self.skip_first < 0:
@@ -55,7 +62,9 @@ class PruneConfig:
         return self.threshold <= PRUNING_OFF
 
 
-def stop_now(q: torch.Tensor, positions: torch.Tensor, question: torch.Tensor, alive: dict[int, int], rule: PruneConfig) -> torch.Tensor:
+def stop_now(
+    q: torch.Tensor, positions: torch.Tensor, question: torch.Tensor, alive: dict[int, int], rule: PruneConfig
+) -> torch.Tensor:
     """Which of these running rows stop at this step (a bool mask over ``q``).
 
     ``q``, ``positions`` and ``question`` hold each row's Q-value, response position and question id;
@@ -102,15 +111,26 @@ def simulated_pruning_outcome(groups: Sequence[Sequence[dict]], rule: PruneConfi
     voted, tokens = [], 0
     for group in groups:
         stops = simulate_pruning([r["cosine_sim"] for r in group], rule)
-        voted.append([r if k is None else dict(r, is_correct=False, predicted_answer=None) for r, k in zip(group, stops)])
-        tokens += sum(r["num_generated_tokens"] if k is None else min(k + 1, r["num_generated_tokens"]) for r, k in zip(group, stops))
+        voted.append(
+            [r if k is None else dict(r, is_correct=False, predicted_answer=None) for r, k in zip(group, stops)]
+        )
+        tokens += sum(
+            r["num_generated_tokens"] if k is None else min(k + 1, r["num_generated_tokens"])
+            for r, k in zip(group, stops)
+        )
     acc = metrics.majority_vote_accuracy(voted)
     return {"threshold": float(rule.threshold), "n_correct": acc.n_correct, "accuracy": acc.accuracy, "tokens": tokens}
 
 
-def choose_online_threshold(groups: Sequence[Sequence[dict]], candidates=metrics.DEFAULT_FILTER_THRESHOLDS, skip_first: int = SKIP_FIRST,
-                            keep_last: bool = True):
+def choose_online_threshold(
+    groups: Sequence[Sequence[dict]],
+    candidates=metrics.DEFAULT_FILTER_THRESHOLDS,
+    skip_first: int = SKIP_FIRST,
+    keep_last: bool = True,
+):
     """The threshold with the best replayed majority vote on ``groups`` (validation questions), ties
     broken by fewer generated tokens, then by the lower threshold (``thresholds.choose_threshold``).
     Returns it and one row per candidate."""
-    return choose_threshold(candidates, lambda t: simulated_pruning_outcome(groups, PruneConfig(t, skip_first, keep_last)))
+    return choose_threshold(
+        candidates, lambda t: simulated_pruning_outcome(groups, PruneConfig(t, skip_first, keep_last))
+    )

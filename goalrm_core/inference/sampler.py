@@ -35,9 +35,9 @@ import torch
 from tqdm.auto import tqdm
 from transformers import DynamicCache
 
-from goalrm_core.model.encoding import left_pad
 from goalrm_core.inference.goal_state import check_goal_state, q_values
 from goalrm_core.inference.pruning import PruneConfig, stop_now
+from goalrm_core.model.encoding import left_pad
 from goalrm_core.model.reward_model import RewardModel, check_tokenizer_matches, position_ids_from_mask
 
 # ----------------------------------------------------------------------------------------------
@@ -55,7 +55,9 @@ class Sample:
     finished: bool  # ended with EOS
     stopped_at: int | None = None  # response position where Q fell below the pruning threshold
     q_values: list[float] = field(default_factory=list)
-    overrun: int = 0  # tokens the policy drew past ``stopped_at`` before the RM read them (``sample``'s ``rm_every``), then cut
+    overrun: int = (
+        0  # tokens the policy drew past ``stopped_at`` before the RM read them (``sample``'s ``rm_every``), then cut
+    )
 
     @property
     def num_tokens(self) -> int:
@@ -90,7 +92,7 @@ def _token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
 
 
 def _per_prompt(flat: list[Sample], n: int) -> list[list[Sample]]:
-    return [flat[i:i + n] for i in range(0, len(flat), n)]
+    return [flat[i : i + n] for i in range(0, len(flat), n)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -102,7 +104,9 @@ def _vocab_rows(model) -> int:
     return int(model.get_input_embeddings().weight.shape[0])
 
 
-def check_decoding_inputs(policy, rm: RewardModel | None, tokenizer, goal=None, policy_tokenizer=None) -> torch.Tensor | None:
+def check_decoding_inputs(
+    policy, rm: RewardModel | None, tokenizer, goal=None, policy_tokenizer=None
+) -> torch.Tensor | None:
     """Fail before any token is generated when policy, RM, tokenizer and goal do not belong together.
 
     The policy and the RM must share the tokenizer (the RM reads the policy's token ids as they are
@@ -110,20 +114,28 @@ def check_decoding_inputs(policy, rm: RewardModel | None, tokenizer, goal=None, 
     """
     policy_vocab = _vocab_rows(policy)
     if len(tokenizer) > policy_vocab:
-        raise ValueError(f"tokenizer has {len(tokenizer)} tokens but the policy's embedding table has {policy_vocab}: they do not belong together")
+        raise ValueError(
+            f"tokenizer has {len(tokenizer)} tokens but the policy's embedding table has {policy_vocab}: they do not belong together"
+        )
     if policy_tokenizer is not None and policy_tokenizer.get_vocab() != tokenizer.get_vocab():
-        raise ValueError(f"the policy's tokenizer ({len(policy_tokenizer)} tokens) differs from the reward model's ({len(tokenizer)} tokens): "
-                         "Q-guided decoding needs one shared tokenizer")
+        raise ValueError(
+            f"the policy's tokenizer ({len(policy_tokenizer)} tokens) differs from the reward model's ({len(tokenizer)} tokens): "
+            "Q-guided decoding needs one shared tokenizer"
+        )
     if rm is None:
         return None
     check_tokenizer_matches(rm, tokenizer)
     rm_vocab = _vocab_rows(rm.backbone)
     if rm_vocab != policy_vocab:
-        raise ValueError(f"the policy's vocabulary ({policy_vocab} embeddings) differs from the reward model's ({rm_vocab}): "
-                         "they must share one tokenizer")
+        raise ValueError(
+            f"the policy's vocabulary ({policy_vocab} embeddings) differs from the reward model's ({rm_vocab}): "
+            "they must share one tokenizer"
+        )
     if goal is None:
         return None
-    return check_goal_state(goal if not isinstance(goal, torch.Tensor) else goal.detach().cpu().numpy(), rm.config.hidden_size)
+    return check_goal_state(
+        goal if not isinstance(goal, torch.Tensor) else goal.detach().cpu().numpy(), rm.config.hidden_size
+    )
 
 
 def _token_id(tokenizer, text: str) -> int:
@@ -159,7 +171,9 @@ class _KVStream:
 
     def _forward(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         extra = {"logits_to_keep": 1} if self.lm else {}
-        out = self.model(input_ids=ids, attention_mask=self.mask, position_ids=positions, cache=self.cache, use_cache=True, **extra)
+        out = self.model(
+            input_ids=ids, attention_mask=self.mask, position_ids=positions, cache=self.cache, use_cache=True, **extra
+        )
         return (out.logits if self.lm else out.last_hidden_state)[:, -1].float()
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -176,7 +190,9 @@ class _KVStream:
         positions = self.pos[:, None] + real.cumsum(1)
         self.mask = torch.cat([self.mask, real], dim=1)
         self.pos = positions[:, -1]
-        out = self.model(input_ids=tokens, attention_mask=self.mask, position_ids=positions, cache=self.cache, use_cache=True)
+        out = self.model(
+            input_ids=tokens, attention_mask=self.mask, position_ids=positions, cache=self.cache, use_cache=True
+        )
         return out.last_hidden_state.float()
 
     def keep(self, keep: torch.Tensor) -> None:
@@ -204,9 +220,21 @@ def _gumbel(generator: torch.Generator, shape: tuple[int, int]) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def _sample_batch(policy, prompt_ids: list[list[int]], question: list[int], *, temperature: float, max_new_tokens: int,
-                  seed: int, stop_ids: set[int], eos_id: int, pad_id: int, online: _OnlineQ | None,
-                  banned_ids: Sequence[int] = (), rm_every: int = 1) -> list[Sample]:
+def _sample_batch(
+    policy,
+    prompt_ids: list[list[int]],
+    question: list[int],
+    *,
+    temperature: float,
+    max_new_tokens: int,
+    seed: int,
+    stop_ids: set[int],
+    eos_id: int,
+    pad_id: int,
+    online: _OnlineQ | None,
+    banned_ids: Sequence[int] = (),
+    rm_every: int = 1,
+) -> list[Sample]:
     """The sampling loop for one batch (rows of one question are contiguous).
 
     The policy draws one token per step for every running row. The RM (``online``) is fed the same
@@ -239,7 +267,9 @@ def _sample_batch(policy, prompt_ids: list[list[int]], question: list[int], *, t
                 tokens[r].append(t)
                 logprobs[r].append(p)
                 finished[r] = t == eos_id
-            done_now = torch.isin(choice, stop_tensor) | torch.tensor([len(tokens[r]) >= max_new_tokens for r in pol.rows.tolist()])
+            done_now = torch.isin(choice, stop_tensor) | torch.tensor(
+                [len(tokens[r]) >= max_new_tokens for r in pol.rows.tolist()]
+            )
             if reader is not None:
                 reader.feed(pol.rows.tolist(), choice.tolist(), done_now.tolist())
             keep_pol = ~done_now
@@ -251,7 +281,7 @@ def _sample_batch(policy, prompt_ids: list[list[int]], question: list[int], *, t
             stopped = reader.read()
             for r, at in stopped.items():  # the policy drew past the stop inside the chunk: cut back
                 overrun[r] = max(0, len(tokens[r]) - (at + 1))
-                del tokens[r][at + 1:], logprobs[r][at + 1:]
+                del tokens[r][at + 1 :], logprobs[r][at + 1 :]
                 finished[r] = bool(tokens[r]) and tokens[r][-1] == eos_id
             if stopped and pol.rows.numel():
                 keep = torch.tensor([r not in stopped for r in pol.rows.tolist()])
@@ -398,10 +428,21 @@ def sample(
     per_batch = max(n, batch_size - batch_size % n)
     out: list[Sample] = []
     for start, batch_seed in _seeded_batches(len(flat), per_batch, seed, desc, progress):
-        chunk = flat[start:start + per_batch]
-        out += _sample_batch(policy, [ids for _, ids in chunk], [q for q, _ in chunk], temperature=temperature,
-                             max_new_tokens=max_new_tokens, seed=batch_seed, stop_ids=stop_ids,
-                             eos_id=eos, pad_id=tokenizer.pad_token_id, online=online, banned_ids=banned, rm_every=rm_every)
+        chunk = flat[start : start + per_batch]
+        out += _sample_batch(
+            policy,
+            [ids for _, ids in chunk],
+            [q for q, _ in chunk],
+            temperature=temperature,
+            max_new_tokens=max_new_tokens,
+            seed=batch_seed,
+            stop_ids=stop_ids,
+            eos_id=eos,
+            pad_id=tokenizer.pad_token_id,
+            online=online,
+            banned_ids=banned,
+            rm_every=rm_every,
+        )
     for s in out:
         s.text = tokenizer.decode(s.token_ids, skip_special_tokens=True)
     return _per_prompt(out, n)
@@ -433,20 +474,31 @@ def sample_completions(
     eos = tokenizer.eos_token_id
     out: list[Sample] = []
     for start, batch_seed in _seeded_batches(len(flat), batch_size, seed, desc, progress):
-        ids, mask = left_pad(flat[start:start + batch_size], tokenizer.pad_token_id)
+        ids, mask = left_pad(flat[start : start + batch_size], tokenizer.pad_token_id)
         torch.manual_seed(batch_seed)
         gen = model.generate(
-            input_ids=ids, attention_mask=mask, do_sample=not greedy,
+            input_ids=ids,
+            attention_mask=mask,
+            do_sample=not greedy,
             temperature=temperature if not greedy else None,
-            max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id, eos_token_id=eos,
-            return_dict_in_generate=True, output_logits=True,
+            max_new_tokens=max_new_tokens,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=eos,
+            return_dict_in_generate=True,
+            output_logits=True,
         )
-        new_tokens = gen.sequences[:, ids.shape[1]:]
+        new_tokens = gen.sequences[:, ids.shape[1] :]
         token_lp = _token_logprobs(torch.stack(gen.logits, dim=1), new_tokens)
         for row in range(new_tokens.shape[0]):
             toks = new_tokens[row].tolist()
             length = toks.index(eos) + 1 if eos in toks else len(toks)
-            text_ids = toks[:length - 1] if toks[length - 1] == eos else toks[:length]
-            out.append(Sample(toks[:length], token_lp[row, :length].tolist(),
-                              tokenizer.decode(text_ids, skip_special_tokens=True), eos in toks))
+            text_ids = toks[: length - 1] if toks[length - 1] == eos else toks[:length]
+            out.append(
+                Sample(
+                    toks[:length],
+                    token_lp[row, :length].tolist(),
+                    tokenizer.decode(text_ids, skip_special_tokens=True),
+                    eos in toks,
+                )
+            )
     return _per_prompt(out, n)

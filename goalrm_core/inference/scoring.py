@@ -24,8 +24,16 @@ import torch
 
 from goalrm_core.data import manifest
 from goalrm_core.data.adapters import benchmark_dir, generation_files
-from goalrm_core.data.io import (ArtifactError, atomic_write_json, check_label, check_not_an_input, check_output_dir, read_jsonl, write_jsonl,
-                                 writer_lock)
+from goalrm_core.data.io import (
+    ArtifactError,
+    atomic_write_json,
+    check_label,
+    check_not_an_input,
+    check_output_dir,
+    read_jsonl,
+    write_jsonl,
+    writer_lock,
+)
 from goalrm_core.data.rundir import eval_settings_path, official_all_rows, rm_name, scored_path
 from goalrm_core.data.schema import SCORED_GENERATION_FIELDS
 from goalrm_core.flags import safe_path_part
@@ -57,10 +65,24 @@ def score_generations(
     of rows scored so far, after each."""
     prompts = [apply_template(template, r["question"]) for r in rows]
     responses = [r["generated_solution"] for r in rows]
-    spec = ReadSpec(encoding=encoding, readout=readout, max_len=max_len, batch_size=batch_size, bucket=bucket, progress=progress, desc=desc)
+    spec = ReadSpec(
+        encoding=encoding,
+        readout=readout,
+        max_len=max_len,
+        batch_size=batch_size,
+        bucket=bucket,
+        progress=progress,
+        desc=desc,
+    )
     scored: list[dict | None] = [None] * len(rows)
     for done, (i, s) in enumerate(iter_read(model, tokenizer, prompts, responses, spec), start=1):
-        out = dict(rows[i], reward=s.reward, partial_rewards=s.partial_rewards.tolist(), num_actions=s.num_actions, truncated=s.truncated)
+        out = dict(
+            rows[i],
+            reward=s.reward,
+            partial_rewards=s.partial_rewards.tolist(),
+            num_actions=s.num_actions,
+            truncated=s.truncated,
+        )
         if goal is not None:
             out["cosine_sim"] = q_values(s.response_hidden, goal).tolist()
         scored[i] = out
@@ -74,17 +96,49 @@ def check_finite_scores(rows: Sequence[dict], source: str) -> None:
     for i, row in enumerate(rows):
         for key in ("reward", "partial_rewards", "cosine_sim"):
             if key in row and not np.isfinite(np.asarray(row[key], dtype=np.float64)).all():
-                raise ValueError(f"{source}: generation {i + 1} got a NaN or inf {key}; the reward model is broken "
-                                 f"(non-finite or overflowing weights), so nothing was written for it")
+                raise ValueError(
+                    f"{source}: generation {i + 1} got a NaN or inf {key}; the reward model is broken "
+                    f"(non-finite or overflowing weights), so nothing was written for it"
+                )
 
 
-def _equivalent_command(completions_data_path, reward_model_path, save_dir, benchmarks, goal_state_path, vanilla, template,
-                        encoding, readout, max_len, max_samples, goal_rows="one") -> str:
+def _equivalent_command(
+    completions_data_path,
+    reward_model_path,
+    save_dir,
+    benchmarks,
+    goal_state_path,
+    vanilla,
+    template,
+    encoding,
+    readout,
+    max_len,
+    max_samples,
+    goal_rows="one",
+) -> str:
     """The ``goalrm eval-rm`` command line of a call from Python (a notebook), for the manifest."""
-    argv = ["--completions_data_path", completions_data_path, "--reward_model_path", reward_model_path, "--save_dir", save_dir,
-            "--benchmarks", *benchmarks, *(["--vanilla"] if vanilla else ["--goal_state_path", goal_state_path]),
-            "--template", template, "--encoding", encoding, "--readout", readout, "--max_len", max_len, "--max_samples", max_samples,
-            *(["--goal_rows", goal_rows] if goal_rows != "one" else [])]
+    argv = [
+        "--completions_data_path",
+        completions_data_path,
+        "--reward_model_path",
+        reward_model_path,
+        "--save_dir",
+        save_dir,
+        "--benchmarks",
+        *benchmarks,
+        *(["--vanilla"] if vanilla else ["--goal_state_path", goal_state_path]),
+        "--template",
+        template,
+        "--encoding",
+        encoding,
+        "--readout",
+        readout,
+        "--max_len",
+        max_len,
+        "--max_samples",
+        max_samples,
+        *(["--goal_rows", goal_rows] if goal_rows != "one" else []),
+    ]
     return manifest.command_line("goalrm eval-rm", argv)
 
 
@@ -158,30 +212,71 @@ def eval_rm(
     is written last; a run that fails or is killed before its first file leaves the folder as it was.
     ``command`` is what the manifest names as the writer (default: the equivalent ``goalrm eval-rm``
     command line)."""
-    out_dir = _check_eval_args(completions_data_path, reward_model_path, save_dir, benchmarks, goal_state_path,
-                               batch_size=batch_size, max_len=max_len, max_samples=max_samples)
+    out_dir = _check_eval_args(
+        completions_data_path,
+        reward_model_path,
+        save_dir,
+        benchmarks,
+        goal_state_path,
+        batch_size=batch_size,
+        max_len=max_len,
+        max_samples=max_samples,
+    )
 
     # one writer at a time: a second eval-rm on this RM folder is refused while this one runs (rank 0 holds the lock)
     first = os.environ.get("RANK", "0").strip() in ("0", "")
-    with writer_lock(out_dir, f"--save_dir {save_dir}: its RM folder", command or "goalrm eval-rm") if first else nullcontext():
+    with (
+        writer_lock(out_dir, f"--save_dir {save_dir}: its RM folder", command or "goalrm eval-rm")
+        if first
+        else nullcontext()
+    ):
         # read: every generation file (and so its checks) before the model is even loaded
         inputs, work = read_generations(completions_data_path, benchmarks, max_samples)
         rank, world, device = _process_group(device)
-        model, tokenizer, goal, goal_record = _load_reader(reward_model_path, goal_state_path, vanilla, goal_rows,
-                                                           bf16=bf16, flash_attn=flash_attn, device=device)
+        model, tokenizer, goal, goal_record = _load_reader(
+            reward_model_path, goal_state_path, vanilla, goal_rows, bf16=bf16, flash_attn=flash_attn, device=device
+        )
         if not vanilla:
             inputs.append(Path(goal_state_path))
-        settings = {"vanilla": vanilla, "template": template, "encoding": encoding, "readout": readout, "bf16": bf16, "max_len": int(max_len),
-                    "max_samples": int(max_samples), "benchmarks": list(benchmarks), "filter_threshold": filter_threshold}
+        settings = {
+            "vanilla": vanilla,
+            "template": template,
+            "encoding": encoding,
+            "readout": readout,
+            "bf16": bf16,
+            "max_len": int(max_len),
+            "max_samples": int(max_samples),
+            "benchmarks": list(benchmarks),
+            "filter_threshold": filter_threshold,
+        }
         if goal_rows != "one":
             settings["goal_rows"] = goal_rows
-        command = command or _equivalent_command(completions_data_path, reward_model_path, save_dir, benchmarks, goal_state_path, vanilla,
-                                                 template, encoding, readout, max_len, max_samples, goal_rows)
+        command = command or _equivalent_command(
+            completions_data_path,
+            reward_model_path,
+            save_dir,
+            benchmarks,
+            goal_state_path,
+            vanilla,
+            template,
+            encoding,
+            readout,
+            max_len,
+            max_samples,
+            goal_rows,
+        )
 
         # score and write: in this process, or data-parallel (rank 0 merges and writes)
         spec = ReadSpec(encoding=encoding, readout=readout, max_len=max_len, batch_size=batch_size, progress=progress)
-        score, truncated = _scorer(model, tokenizer, template, goal, spec,
-                                   f"reward model {reward_model_path}", f" (rank {rank})" if world > 1 else "")
+        score, truncated = _scorer(
+            model,
+            tokenizer,
+            template,
+            goal,
+            spec,
+            f"reward model {reward_model_path}",
+            f" (rank {rank})" if world > 1 else "",
+        )
         written = _score_all(work, out_dir, command, score, rank, world)
         if written is None:  # a data-parallel rank but 0: rank 0 wrote everything
             return {bench: {} for bench in benchmarks}
@@ -189,14 +284,26 @@ def eval_rm(
         counts = {bench: counts.get(bench, {}) for bench in benchmarks}
 
         # finish: the settings, then the manifest that marks the folder complete
-        _finish(out_dir, counts, outputs, truncated, world, command=command, inputs=inputs, reward_model_path=reward_model_path,
-                goal_state_path=None if vanilla else str(goal_state_path), goal_record=goal_record, settings=settings)
+        _finish(
+            out_dir,
+            counts,
+            outputs,
+            truncated,
+            world,
+            command=command,
+            inputs=inputs,
+            reward_model_path=reward_model_path,
+            goal_state_path=None if vanilla else str(goal_state_path),
+            goal_record=goal_record,
+            settings=settings,
+        )
         _barrier(world)
         return counts
 
 
-def _check_eval_args(completions_data_path, reward_model_path, save_dir, benchmarks, goal_state_path, *,
-                     batch_size, max_len, max_samples) -> Path:
+def _check_eval_args(
+    completions_data_path, reward_model_path, save_dir, benchmarks, goal_state_path, *, batch_size, max_len, max_samples
+) -> Path:
     """eval-rm's checks before anything is read: the numbers, the benchmark names and the output
     folder; returns the RM's output folder."""
     for name, value, low in (("batch_size", batch_size, 1), ("max_len", max_len, 0), ("max_samples", max_samples, 0)):
@@ -206,14 +313,21 @@ def _check_eval_args(completions_data_path, reward_model_path, save_dir, benchma
         safe_path_part(bench, "--benchmarks: benchmark")
     check_output_dir(save_dir, "--save_dir")
     out_dir = Path(save_dir) / rm_name(reward_model_path)
-    check_not_an_input(out_dir, f"--save_dir {save_dir}: its RM folder", [
-        ("--completions_data_path", completions_data_path), ("--reward_model_path", reward_model_path),
-        ("--goal_state_path", goal_state_path)])
+    check_not_an_input(
+        out_dir,
+        f"--save_dir {save_dir}: its RM folder",
+        [
+            ("--completions_data_path", completions_data_path),
+            ("--reward_model_path", reward_model_path),
+            ("--goal_state_path", goal_state_path),
+        ],
+    )
     return out_dir
 
 
-def _load_reader(reward_model_path, goal_state_path, vanilla: bool, goal_rows: str, *, bf16: bool, flash_attn: bool,
-                 device: str) -> tuple:
+def _load_reader(
+    reward_model_path, goal_state_path, vanilla: bool, goal_rows: str, *, bf16: bool, flash_attn: bool, device: str
+) -> tuple:
     """(model, tokenizer, goal, goal record): the RM as its reading flags ask, and unless ``vanilla``
     its goal state, checked to be this RM's (:func:`check_goal_state_owner`)."""
     model = load_for_reading(reward_model_path, bf16, flash_attn, device)
@@ -226,14 +340,27 @@ def _load_reader(reward_model_path, goal_state_path, vanilla: bool, goal_rows: s
     return model, tokenizer, goal, check_goal_state_owner(goal_state_path, reward_model_path)
 
 
-def _scorer(model, tokenizer, template: str, goal, spec: ReadSpec, source: str, rank_note: str) -> tuple[Callable, dict[str, int]]:
+def _scorer(
+    model, tokenizer, template: str, goal, spec: ReadSpec, source: str, rank_note: str
+) -> tuple[Callable, dict[str, int]]:
     """(``score(rows, desc, show)``, the inputs it cut at ``max_len`` per file group): scores rows as
     ``spec`` says (a bar only when ``show``), refusing non-finite scores as ``source``'s."""
     truncated: dict[str, int] = {}  # inputs cut at max_len, per file group (this process's share when data-parallel)
 
     def score(rows: list[dict], desc: str, show: bool) -> list[dict]:
-        scored = score_generations(model, tokenizer, rows, template, goal, spec.max_len, spec.batch_size, progress=spec.progress and show,
-                                   desc=desc, encoding=spec.encoding, readout=spec.readout)
+        scored = score_generations(
+            model,
+            tokenizer,
+            rows,
+            template,
+            goal,
+            spec.max_len,
+            spec.batch_size,
+            progress=spec.progress and show,
+            desc=desc,
+            encoding=spec.encoding,
+            readout=spec.readout,
+        )
         check_finite_scores(scored, f"{source}, {desc}{rank_note}")
         truncated[desc] = truncated.get(desc, 0) + sum(bool(r["truncated"]) for r in scored)
         return scored
@@ -253,26 +380,58 @@ def _score_all(work: Work, out_dir: Path, command: str, score, rank: int, world:
     return _merge_and_write(work, out_dir, world)
 
 
-def _finish(out_dir: Path, counts: dict, outputs: dict, truncated: dict[str, int], world: int, *, command: str, inputs: list[Path],
-            reward_model_path, goal_state_path: str | None, goal_record: dict, settings: dict) -> None:
+def _finish(
+    out_dir: Path,
+    counts: dict,
+    outputs: dict,
+    truncated: dict[str, int],
+    world: int,
+    *,
+    command: str,
+    inputs: list[Path],
+    reward_model_path,
+    goal_state_path: str | None,
+    goal_record: dict,
+    settings: dict,
+) -> None:
     """Write ``eval_rm.json`` (the settings and what was scored), then the manifest that marks the
     folder complete."""
-    atomic_write_json(eval_settings_path(out_dir), {
-        "reward_model_path": str(reward_model_path), "goal_state_path": goal_state_path, **settings,
-        "filter_threshold_applied_by": "goalrm metrics --filter_threshold (Q-filtered majority voting); scoring keeps every generation",
-        "scored": counts,
-        "truncated_at_max_len": {k: v for k, v in truncated.items() if v} if world == 1 else "see each row's truncated field",
-    })
+    atomic_write_json(
+        eval_settings_path(out_dir),
+        {
+            "reward_model_path": str(reward_model_path),
+            "goal_state_path": goal_state_path,
+            **settings,
+            "filter_threshold_applied_by": "goalrm metrics --filter_threshold (Q-filtered majority voting); scoring keeps every generation",
+            "scored": counts,
+            "truncated_at_max_len": {k: v for k, v in truncated.items() if v}
+            if world == 1
+            else "see each row's truncated field",
+        },
+    )
     outputs[eval_settings_path(out_dir).name] = None
-    manifest.finish(out_dir, outputs, command=command, inputs=inputs, producer={
-        "reward_model_path": str(reward_model_path), "config_hash": manifest.config_hash(reward_model_path), **goal_record, **settings,
-        "processes": world, "truncated_at_max_len": sum(truncated.values()) if world == 1 else None})
+    manifest.finish(
+        out_dir,
+        outputs,
+        command=command,
+        inputs=inputs,
+        producer={
+            "reward_model_path": str(reward_model_path),
+            "config_hash": manifest.config_hash(reward_model_path),
+            **goal_record,
+            **settings,
+            "processes": world,
+            "truncated_at_max_len": sum(truncated.values()) if world == 1 else None,
+        },
+    )
 
 
 Work = list[tuple[str, str, list[dict]]]  # (benchmark, split, rows) per generation file group
 
 
-def read_generations(completions_data_path: str | Path, benchmarks: Sequence[str], max_samples: int = 0) -> tuple[list[Path], Work]:
+def read_generations(
+    completions_data_path: str | Path, benchmarks: Sequence[str], max_samples: int = 0
+) -> tuple[list[Path], Work]:
     """(every file read, ``(bench, split, rows)`` per split) of the benchmarks' generation folders,
     each row checked; at most ``max_samples`` rows per split (0 = all)."""
     root = Path(completions_data_path)
@@ -289,7 +448,9 @@ def read_generations(completions_data_path: str | Path, benchmarks: Sequence[str
             work.append((bench, split, rows[:max_samples] if max_samples else rows))
         if n_rows == 0:  # it would be scored as nothing and reported as nothing
             names = ", ".join(str(f) for fs in found.values() for f in fs)
-            raise ArtifactError(f"--benchmarks {bench}: its generation file(s) {names} hold no rows; nothing of it could be scored")
+            raise ArtifactError(
+                f"--benchmarks {bench}: its generation file(s) {names} hold no rows; nothing of it could be scored"
+            )
     return inputs, work
 
 
@@ -301,22 +462,30 @@ def _readable_generation_files(bench: str, bench_path: Path) -> dict[str, list[P
     folder when that folder cannot be listed or holds none of them (a benchmark asked for is never
     silently scored as nothing)."""
     if not os.access(bench_path, os.R_OK | os.X_OK):
-        raise ArtifactError(f"--benchmarks {bench}: its folder {bench_path} cannot be read (permission denied); "
-                            f"nothing of it could be scored")
+        raise ArtifactError(
+            f"--benchmarks {bench}: its folder {bench_path} cannot be read (permission denied); "
+            f"nothing of it could be scored"
+        )
     try:
         present = sorted(p.name for p in bench_path.iterdir())
     except OSError as e:
-        raise ArtifactError(f"--benchmarks {bench}: its folder {bench_path} cannot be read ({e.strerror or e}); "
-                            f"nothing of it could be scored") from None
+        raise ArtifactError(
+            f"--benchmarks {bench}: its folder {bench_path} cannot be read ({e.strerror or e}); "
+            f"nothing of it could be scored"
+        ) from None
     found = generation_files(bench_path)
     if not any(found.values()):
-        raise ArtifactError(f"--benchmarks {bench}: {bench_path} holds no generation file ({GENERATION_FILE_NAMES}); "
-                            f"it holds {', '.join(present[:8]) + (' …' if len(present) > 8 else '') if present else 'nothing'}")
+        raise ArtifactError(
+            f"--benchmarks {bench}: {bench_path} holds no generation file ({GENERATION_FILE_NAMES}); "
+            f"it holds {', '.join(present[:8]) + (' …' if len(present) > 8 else '') if present else 'nothing'}"
+        )
     for files in found.values():
         for f in files:
             if not f.is_file() or not os.access(f, os.R_OK):
-                raise ArtifactError(f"--benchmarks {bench}: {f} cannot be read ({'not a file' if not f.is_file() else 'permission denied'}); "
-                                    f"nothing of it could be scored")
+                raise ArtifactError(
+                    f"--benchmarks {bench}: {f} cannot be read ({'not a file' if not f.is_file() else 'permission denied'}); "
+                    f"nothing of it could be scored"
+                )
     return found
 
 
@@ -358,13 +527,22 @@ def _merge_and_write(work: Work, out_dir: Path, world: int) -> tuple[dict, dict]
     greedy: dict[str, list[dict]] = {}
     for bench, split, rows in work:
         if rows:
-            _write_split(out_dir, bench, split, _merge_shards(out_dir, bench, split, world, len(rows)), greedy, counts, outputs)
+            _write_split(
+                out_dir, bench, split, _merge_shards(out_dir, bench, split, world, len(rows)), greedy, counts, outputs
+            )
     shutil.rmtree(out_dir / SHARDS)
     return counts, outputs
 
 
-def _write_split(out_dir: Path, bench: str, split: str, scored: list[dict], greedy: dict[str, list[dict]], counts: dict,
-                 outputs: dict) -> None:
+def _write_split(
+    out_dir: Path,
+    bench: str,
+    split: str,
+    scored: list[dict],
+    greedy: dict[str, list[dict]],
+    counts: dict,
+    outputs: dict,
+) -> None:
     """Write one scored split: ``greedy/`` as scored, ``all/`` in the official layout (the greedy rows, then the
     samples pass by pass: :func:`~goalrm_core.data.rundir.official_all_rows`). ``counts`` gets the rows
     scored, ``outputs`` (the manifest's) the rows written."""
@@ -376,5 +554,7 @@ def _write_split(out_dir: Path, bench: str, split: str, scored: list[dict], gree
     counts.setdefault(bench, {})[split] = len(scored)
 
 
-if __name__ == "__main__":  # data-parallel: `torchrun --nproc_per_node N -m goalrm_core.inference.scoring <eval-rm flags>`
+if (
+    __name__ == "__main__"
+):  # data-parallel: `torchrun --nproc_per_node N -m goalrm_core.inference.scoring <eval-rm flags>`
     runpy.run_module("goalrm_core.cli.eval_rm", run_name="__main__", alter_sys=True)

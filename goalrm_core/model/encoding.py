@@ -22,8 +22,8 @@ import torch
 
 from goalrm_core.choices import ENCODINGS
 from goalrm_core.data.preferences import AS_IS, NO_INPUT_TEMPLATE, PROMPT_FORM
-from goalrm_core.model.templates import apply_template
 from goalrm_core.flags import check_choice
+from goalrm_core.model.templates import apply_template
 
 
 @dataclass
@@ -46,9 +46,9 @@ class EncodingStats:
         return f"{self.n_rows} rows: {self.n_truncated} truncated (prompt cut from the left), {self.n_dropped} dropped (response alone longer than max_len)"
 
 
-
-def encode_prompt_response(tokenizer, prompt: str, response: str, max_len: int, append_eos: bool = True,
-                           encoding: str = "split") -> EncodedResponse | None:
+def encode_prompt_response(
+    tokenizer, prompt: str, response: str, max_len: int, append_eos: bool = True, encoding: str = "split"
+) -> EncodedResponse | None:
     """Token ids of prompt + response (+ " " + EOS) in one of the ``ENCODINGS``.
 
     ``split`` cuts the prompt from the left to fit ``max_len`` and returns ``None`` when the response
@@ -59,7 +59,7 @@ def encode_prompt_response(tokenizer, prompt: str, response: str, max_len: int, 
         return _encode_official(tokenizer, prompt, response, max_len, append_eos)
     response_text = response + " " if append_eos else response
     # A huge response is dropped without tokenising all of it: if its tail alone overflows, so does it.
-    tail = response_text[-8 * max_len:]
+    tail = response_text[-8 * max_len :]
     if len(tail) < len(response_text) and len(tokenizer(tail, add_special_tokens=False)["input_ids"]) > max_len:
         return None
     prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
@@ -71,7 +71,7 @@ def encode_prompt_response(tokenizer, prompt: str, response: str, max_len: int, 
     room = max_len - len(response_ids)
     truncated = len(prompt_ids) > room
     if truncated:
-        prompt_ids = prompt_ids[len(prompt_ids) - room:] if room > 0 else []
+        prompt_ids = prompt_ids[len(prompt_ids) - room :] if room > 0 else []
     return EncodedResponse(prompt_ids + response_ids, len(response_ids), truncated)
 
 
@@ -83,7 +83,9 @@ def _encode_official(tokenizer, prompt: str, response: str, max_len: int, append
     num_actions = len(tokenizer(response, add_special_tokens=False)["input_ids"])
     full = len(tokenizer(text)["input_ids"])
     truncated = full > len(ids)
-    if truncated:  # the cut fell in the response (or the prompt): the last num_actions ids must all lie after the prompt
+    if (
+        truncated
+    ):  # the cut fell in the response (or the prompt): the last num_actions ids must all lie after the prompt
         room = len(ids) - len(tokenizer(prompt)["input_ids"])
         num_actions = max(min(num_actions, room), 0)
     return EncodedResponse(ids, min(num_actions, len(ids)), truncated)
@@ -136,8 +138,10 @@ def encode_preference_rows(
         prompt = row_prompt(row, require_text(row, "question", i), template, input_template)
         correct, incorrect = require_text(row, "correct", i), require_text(row, "incorrect", i)
         if correct == incorrect:
-            raise ValueError(f"{_where(row, i)}: fields 'correct' and 'incorrect' hold the same response, "
-                             f"so the pair prefers nothing; remove the row")
+            raise ValueError(
+                f"{_where(row, i)}: fields 'correct' and 'incorrect' hold the same response, "
+                f"so the pair prefers nothing; remove the row"
+            )
         chosen = encode_prompt_response(tokenizer, prompt, correct, max_len, encoding=encoding)
         rejected = encode_prompt_response(tokenizer, prompt, incorrect, max_len, encoding=encoding)
         if chosen is None or rejected is None:
@@ -156,7 +160,9 @@ def encode_preference_rows(
             "margin": float(row.get("margin", 0.0)),
         }
         if row.get("first_error_char") is not None:
-            item["rejected_error_action"] = error_action(tokenizer, incorrect, row["first_error_char"], rejected.num_actions)
+            item["rejected_error_action"] = error_action(
+                tokenizer, incorrect, row["first_error_char"], rejected.num_actions
+            )
         items.append(item)
     if identical:
         i, row, prompt = identical[0]
@@ -164,7 +170,8 @@ def encode_preference_rows(
         raise ValueError(
             f"{len(identical)} of {stats.n_rows} pairs have identical chosen and rejected sides once cut to --max_len {max_len} "
             f"(--encoding {encoding}; the first, {_where(row, i)}, has a prompt of {prompt_len} tokens): an RM would learn nothing "
-            f"from them; raise --max_len above the prompts' length or use --encoding split")
+            f"from them; raise --max_len above the prompts' length or use --encoding split"
+        )
     return items, stats
 
 
@@ -178,7 +185,9 @@ def error_action(tokenizer, response: str, first_error_char: int, num_actions: i
     >>> error_action(build_char_tokenizer(), "3+5=9", 4, num_actions=7)
     4
     """
-    index = len(tokenizer(response[:first_error_char], add_special_tokens=False)["input_ids"]) if first_error_char else 0
+    index = (
+        len(tokenizer(response[:first_error_char], add_special_tokens=False)["input_ids"]) if first_error_char else 0
+    )
     return index if index < num_actions else -1
 
 
@@ -200,8 +209,8 @@ def left_pad(sequences: Iterable[Sequence[int]], pad_id: int) -> tuple[torch.Ten
     mask = torch.zeros((len(sequences), width), dtype=torch.long)
     for row, seq in enumerate(sequences):
         if seq:
-            ids[row, width - len(seq):] = torch.tensor(seq, dtype=torch.long)
-            mask[row, width - len(seq):] = 1
+            ids[row, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
+            mask[row, width - len(seq) :] = 1
     return ids, mask
 
 
@@ -221,8 +230,14 @@ class PreferenceCollator:
         ids, mask = left_pad([it["chosen_ids"] for it in items] + [it["rejected_ids"] for it in items], self.pad_id)
         num_actions = [it["chosen_num_actions"] for it in items] + [it["rejected_num_actions"] for it in items]
         # per row, the response tokens before its first error: all of a chosen response's; -1 = unknown
-        error_action = [it["chosen_num_actions"] for it in items] + [it.get("rejected_error_action", -1) for it in items]
-        return {"input_ids": ids, "attention_mask": mask, "num_actions": torch.tensor(num_actions, dtype=torch.long),
-                "error_action": torch.tensor(error_action, dtype=torch.long),
-                # one per pair: the data's margin (--margin_loss), 0 for a pair without one
-                "margin": torch.tensor([float(it.get("margin", 0.0)) for it in items], dtype=torch.float32)}
+        error_action = [it["chosen_num_actions"] for it in items] + [
+            it.get("rejected_error_action", -1) for it in items
+        ]
+        return {
+            "input_ids": ids,
+            "attention_mask": mask,
+            "num_actions": torch.tensor(num_actions, dtype=torch.long),
+            "error_action": torch.tensor(error_action, dtype=torch.long),
+            # one per pair: the data's margin (--margin_loss), 0 for a pair without one
+            "margin": torch.tensor([float(it.get("margin", 0.0)) for it in items], dtype=torch.float32),
+        }

@@ -14,7 +14,9 @@ from goalrm_core.model.settings import ContrastiveSettings
 from goalrm_core.model.strategies import CONTRASTIVE_STRATEGIES
 
 
-def pairwise_loss(chosen_reward: torch.Tensor, rejected_reward: torch.Tensor, margin: torch.Tensor | float | None = None) -> torch.Tensor:
+def pairwise_loss(
+    chosen_reward: torch.Tensor, rejected_reward: torch.Tensor, margin: torch.Tensor | float | None = None
+) -> torch.Tensor:
     """Bradley–Terry loss ``-log σ(r_chosen − r_rejected − margin)``, averaged over the batch."""
     diff = chosen_reward - rejected_reward
     if margin is not None:
@@ -59,7 +61,9 @@ def sample_response_positions(
     return (seq_len - 1 - back).to(num_actions.device)
 
 
-def earliest_window_positions(num_actions: torch.Tensor, seq_len: int, u: torch.Tensor, percentile: float) -> torch.Tensor:
+def earliest_window_positions(
+    num_actions: torch.Tensor, seq_len: int, u: torch.Tensor, percentile: float
+) -> torch.Tensor:
     """The official code's positions for uniform draws ``u`` (batch, k) in [0, 1) (the ``earliest`` window).
 
     A draw becomes the fraction ``f = (p − 1)·u + 1`` in (p, 1] of the response, counted back from
@@ -102,14 +106,18 @@ def mean_pair_score(source: torch.Tensor, goal: torch.Tensor, settings: Contrast
         goal = goal.mean(dim=1, keepdim=True)  # in the states' own dtype, before the float32 the strategy gets
     if settings.contrastive_pairs == "matched" and goal.shape[1] > 1:
         if source.shape != goal.shape:
-            raise ValueError(f"matched pairs need as many sources as goals per row: got {tuple(source.shape)} and {tuple(goal.shape)}")
+            raise ValueError(
+                f"matched pairs need as many sources as goals per row: got {tuple(source.shape)} and {tuple(goal.shape)}"
+            )
         source, goal = source.reshape(-1, 1, source.shape[-1]), goal.reshape(-1, 1, goal.shape[-1])
     similarity = strategy.similarity(source.float(), goal.float(), **settings.options)
     expected = (source.shape[0], source.shape[1], goal.shape[1])
     if tuple(similarity.shape) != expected:
-        raise ValueError(f"contrastive strategy {settings.contrastive_strategy!r} returned shape {tuple(similarity.shape)}, "
-                         f"expected {expected}: a strategy scores every source with every goal of its row "
-                         "(rows, sources, goals), and the loss pairs them")
+        raise ValueError(
+            f"contrastive strategy {settings.contrastive_strategy!r} returned shape {tuple(similarity.shape)}, "
+            f"expected {expected}: a strategy scores every source with every goal of its row "
+            "(rows, sources, goals), and the loss pairs them"
+        )
     return torch.sigmoid(similarity).mean()
 
 
@@ -187,7 +195,9 @@ def dense_value_loss(values: torch.Tensor, num_actions: torch.Tensor, error_acti
     batch, seq_len = values.shape
     num_actions = _check_num_actions("num_actions", num_actions, seq_len, batch).to(values.device)
     error_action = torch.as_tensor(error_action).long().to(values.device)
-    index = torch.arange(seq_len, device=values.device)[None, :] - (seq_len - num_actions)[:, None]  # < 0: prompt or pad
+    index = (
+        torch.arange(seq_len, device=values.device)[None, :] - (seq_len - num_actions)[:, None]
+    )  # < 0: prompt or pad
     labelled = (index >= 0) & (error_action >= 0)[:, None]
     if not labelled.any():
         return values.new_zeros(())

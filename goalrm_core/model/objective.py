@@ -37,7 +37,9 @@ class BatchLoss:
     chosen_reward: torch.Tensor
     rejected_reward: torch.Tensor
     dense_loss: torch.Tensor | None = None  # the auxiliary per-token term, weighted; None when off
-    aux_loss: torch.Tensor | None = None  # a mixture-of-experts backbone's load-balancing term, weighted (in ``loss``); None when off
+    aux_loss: torch.Tensor | None = (
+        None  # a mixture-of-experts backbone's load-balancing term, weighted (in ``loss``); None when off
+    )
 
     def terms(self) -> dict[str, torch.Tensor]:
         """:data:`TERMS` as detached 0-d tensors: ``dense_loss`` 0 when off, the rewards as batch means."""
@@ -63,8 +65,9 @@ def moe_balancing_loss(router_logits, config, attention_mask: torch.Tensor) -> t
     return load_balancing_loss_func(tuple(router_logits), experts, top_k, attention_mask)
 
 
-def reward_model_loss(model: RewardModel, batch: dict[str, torch.Tensor], cfg: TrainRMConfig,
-                      generator: torch.Generator | None = None) -> BatchLoss:
+def reward_model_loss(
+    model: RewardModel, batch: dict[str, torch.Tensor], cfg: TrainRMConfig, generator: torch.Generator | None = None
+) -> BatchLoss:
     """``batch`` comes from :class:`PreferenceCollator`: chosen rows first, then rejected rows; ``cfg`` is the
     run's typed config, read field by field (the contrastive term through :meth:`TrainRMConfig.contrastive_settings`).
 
@@ -87,17 +90,29 @@ def reward_model_loss(model: RewardModel, batch: dict[str, torch.Tensor], cfg: T
         preference = pairwise_loss(chosen, rejected, cfg.margin or None)
     contrastive = torch.zeros((), device=preference.device)
     if cfg.reward_model_strategy == "contrastive":
-        contrastive = contrastive_goal_loss(out.hidden[:half], out.hidden[half:], batch["num_actions"][:half],
-                                            batch["num_actions"][half:], cfg.contrastive_settings(), generator)
+        contrastive = contrastive_goal_loss(
+            out.hidden[:half],
+            out.hidden[half:],
+            batch["num_actions"][:half],
+            batch["num_actions"][half:],
+            cfg.contrastive_settings(),
+            generator,
+        )
     dense = None
     if cfg.dense_loss_coef > 0:
         dense = cfg.dense_loss_coef * dense_value_loss(out.values, batch["num_actions"], batch["error_action"])
     aux = None
     if cfg.aux_loss_coef > 0 and out.router_logits is not None:
-        aux = cfg.aux_loss_coef * moe_balancing_loss(out.router_logits, getattr(model, "config", None), batch["attention_mask"])
+        aux = cfg.aux_loss_coef * moe_balancing_loss(
+            out.router_logits, getattr(model, "config", None), batch["attention_mask"]
+        )
     return BatchLoss(
-        loss=(cfg.preference_loss_coef * preference + contrastive + (dense if dense is not None else 0.0)
-              + (aux if aux is not None else 0.0)),
+        loss=(
+            cfg.preference_loss_coef * preference
+            + contrastive
+            + (dense if dense is not None else 0.0)
+            + (aux if aux is not None else 0.0)
+        ),
         aux_loss=None if aux is None else aux.detach(),
         dense_loss=None if dense is None else dense.detach(),
         preference_loss=preference.detach(),

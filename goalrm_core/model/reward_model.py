@@ -34,7 +34,9 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_SEQUENCE_CLASSIFICA
 from goalrm_core.choices import CHECKPOINT_FORMATS, MLP_HEADS, REWARD_POOLS, VALUE_HEAD_STRATEGIES
 from goalrm_core.data.io import UMASK, ArtifactError, atomic_write_json
 from goalrm_core.flags import check_choice
-from goalrm_core.model.encoding import position_ids_from_mask  # defined beside left_pad; readers import it from here too
+from goalrm_core.model.encoding import (
+    position_ids_from_mask,
+)  # defined beside left_pad; readers import it from here too
 from goalrm_core.model.pretrained import PACKAGED_MODELS
 from goalrm_core.model.top_layers import run_layers
 
@@ -54,9 +56,12 @@ def build_value_head(hidden_size: int, strategy: str, mlp_head: str = "goalrm") 
     half = hidden_size // 2
     official = mlp_head == "official"
     head = nn.Sequential(
-        nn.Linear(hidden_size, half), nn.ReLU(),
-        nn.Linear(half, half), nn.ReLU(),
-        nn.Linear(half, hidden_size), nn.ReLU(),
+        nn.Linear(hidden_size, half),
+        nn.ReLU(),
+        nn.Linear(half, half),
+        nn.ReLU(),
+        nn.Linear(half, hidden_size),
+        nn.ReLU(),
         nn.Linear(hidden_size, 1, bias=not official),
     )
     if official:  # the same draws, in the same order, as the official init_value_head
@@ -98,8 +103,10 @@ def response_mean(values: torch.Tensor, num_actions: torch.Tensor) -> torch.Tens
     """
     n = torch.as_tensor(num_actions, device=values.device).long()
     if n.shape != values.shape[:1] or bool((n < 1).any()) or bool((n > values.shape[1]).any()):
-        raise ValueError(f"num_actions must give each of the {values.shape[0]} rows 1 to {values.shape[1]} response tokens, "
-                         f"got {n.tolist()}")
+        raise ValueError(
+            f"num_actions must give each of the {values.shape[0]} rows 1 to {values.shape[1]} response tokens, "
+            f"got {n.tolist()}"
+        )
     seq_len = values.shape[1]
     in_response = torch.arange(seq_len, device=values.device)[None, :] >= (seq_len - n)[:, None]
     return torch.where(in_response, values, torch.zeros_like(values)).sum(-1) / n.to(values.dtype)
@@ -121,8 +128,13 @@ class RewardModel(nn.Module):
     then needs (a read-out that sees the whole response; not in the paper, and with no official form).
     """
 
-    def __init__(self, backbone: nn.Module, value_head_strategy: str = "linear", mlp_head: str = "goalrm",
-                 reward_pool: str = "last"):
+    def __init__(
+        self,
+        backbone: nn.Module,
+        value_head_strategy: str = "linear",
+        mlp_head: str = "goalrm",
+        reward_pool: str = "last",
+    ):
         super().__init__()
         check_choice("reward_pool", reward_pool, REWARD_POOLS)
         self.config: PretrainedConfig = backbone.config
@@ -131,7 +143,9 @@ class RewardModel(nn.Module):
         self.value_head_strategy = value_head_strategy
         self.mlp_head = mlp_head
         self.reward_pool = reward_pool
-        self.feature_layer: int | None = None  # the first trained layer under --train_top_layers (goalrm_core.model.top_layers)
+        self.feature_layer: int | None = (
+            None  # the first trained layer under --train_top_layers (goalrm_core.model.top_layers)
+        )
         head = build_value_head(self.config.hidden_size, value_head_strategy, mlp_head)
         # "score" for the linear head is the name AutoModelForSequenceClassification expects.
         self.add_module("score" if value_head_strategy == "linear" else "value_head", head)
@@ -161,32 +175,47 @@ class RewardModel(nn.Module):
         )
         return cls(backbone, value_head_strategy, mlp_head, reward_pool)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                num_actions: torch.Tensor | None = None, features: torch.Tensor | None = None) -> RewardOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        num_actions: torch.Tensor | None = None,
+        features: torch.Tensor | None = None,
+    ) -> RewardOutput:
         """``features``: the hidden states entering decoder layer ``feature_layer`` (what
         :func:`~goalrm_core.model.top_layers.freeze_lower_layers` set), laid out as ``input_ids``; only the layers
         from there up, the final norm and the head then run (``--train_top_layers``, :mod:`goalrm_core.model.top_layers`)."""
         position_ids = position_ids_from_mask(attention_mask)
         if features is not None:
             if self.feature_layer is None:
-                raise ValueError("features were given but no layer was frozen below them (freeze_lower_layers sets feature_layer)")
-            hidden = self.backbone.norm(run_layers(self.backbone, features, attention_mask, position_ids, self.feature_layer))
+                raise ValueError(
+                    "features were given but no layer was frozen below them (freeze_lower_layers sets feature_layer)"
+                )
+            hidden = self.backbone.norm(
+                run_layers(self.backbone, features, attention_mask, position_ids, self.feature_layer)
+            )
             out = None
         else:
-            out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False)
+            out = self.backbone(
+                input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
+            )
             hidden = out.last_hidden_state
         values = self.head(hidden).squeeze(-1)
         if not self.training and getattr(self.config, "normalize_reward", False):
             values = (values - self.config.reward_mean) / self.config.reward_std
         if self.reward_pool == "mean":
             if num_actions is None:
-                raise ValueError("this reward model's reward is the mean over the response (reward_pool mean): "
-                                 "its readers must pass num_actions")
+                raise ValueError(
+                    "this reward model's reward is the mean over the response (reward_pool mean): "
+                    "its readers must pass num_actions"
+                )
             reward = response_mean(values, num_actions)
         else:
             rows = torch.arange(values.shape[0], device=values.device)
             reward = values[rows, last_token_index(attention_mask)]
-        return RewardOutput(reward=reward, values=values, hidden=hidden, router_logits=getattr(out, "router_logits", None) or None)
+        return RewardOutput(
+            reward=reward, values=values, hidden=hidden, router_logits=getattr(out, "router_logits", None) or None
+        )
 
     def set_reward_normalization(self, mean: float, std: float, enabled: bool = True) -> None:
         """Store reward statistics in the config; applied at inference when ``enabled``."""
@@ -241,8 +270,10 @@ def official_state_dict(model: RewardModel, weights: dict[str, torch.Tensor]) ->
     ``value_head.weight``; the backbone and an official-style MLP head keep theirs. goalrm's own MLP
     head (a bias on its last layer) has no official form and is refused."""
     if model.value_head_strategy == "mlp" and model.mlp_head != "official":
-        raise ValueError("an MLP head with a bias on its last layer (--mlp_head goalrm) has no official layout (the official "
-                         "last layer is bias-free): train with --mlp_head official to save it in the official format")
+        raise ValueError(
+            "an MLP head with a bias on its last layer (--mlp_head goalrm) has no official layout (the official "
+            "last layer is bias-free): train with --mlp_head official to save it in the official format"
+        )
     if model.value_head_strategy == "mlp":
         return dict(weights)
     return {(f"{OFFICIAL_HEAD}.weight" if k == "score.weight" else k): v for k, v in weights.items()}
@@ -251,8 +282,10 @@ def official_state_dict(model: RewardModel, weights: dict[str, torch.Tensor]) ->
 def official_config_fields(config: PretrainedConfig, value_head_strategy: str) -> dict:
     """The fields the official loader reads from ``config.json``: the head (``_value_head_strategy``)
     and, when goalrm stored reward statistics, ``mean``/``std`` and ``normalize_reward``."""
-    fields: dict[str, Any] = {"_value_head_strategy": value_head_strategy,
-                              "normalize_reward": bool(getattr(config, "normalize_reward", False))}
+    fields: dict[str, Any] = {
+        "_value_head_strategy": value_head_strategy,
+        "normalize_reward": bool(getattr(config, "normalize_reward", False)),
+    }
     if getattr(config, "reward_mean", None) is not None:
         fields.update(mean=float(config.reward_mean), std=float(config.reward_std))
     return fields
@@ -280,12 +313,16 @@ def save_reward_model(
     weights = state_dict if state_dict is not None else model.state_dict()
     bad = nonfinite_tensors(weights)
     if bad:
-        raise ValueError(f"refusing to save the reward model to {path}: NaN or inf weights in {describe_tensors(bad)} "
-                         f"(training diverged; lower --learning_rate / --head_learning_rate)")
+        raise ValueError(
+            f"refusing to save the reward model to {path}: NaN or inf weights in {describe_tensors(bad)} "
+            f"(training diverged; lower --learning_rate / --head_learning_rate)"
+        )
     official = save_format == "official"
     if official and model.reward_pool != "last":
-        raise ValueError(f"a reward read as the {model.reward_pool} over the response (reward_pool {model.reward_pool}) has no "
-                         f"official layout (the official loader reads the last token): save it with --save_format goalrm")
+        raise ValueError(
+            f"a reward read as the {model.reward_pool} over the response (reward_pool {model.reward_pool}) has no "
+            f"official layout (the official loader reads the last token): save it with --save_format goalrm"
+        )
     if official:
         weights = official_state_dict(model, weights)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -304,7 +341,9 @@ def save_reward_model(
             fields = json.loads((tmp / "config.json").read_text())
             for key in ("value_head_strategy", "reward_mean", "reward_std"):
                 fields.pop(key, None)
-            fields.update(official_config_fields(config, model.value_head_strategy), architectures=["LLMForSequenceRegression"])
+            fields.update(
+                official_config_fields(config, model.value_head_strategy), architectures=["LLMForSequenceRegression"]
+            )
             atomic_write_json(tmp / "config.json", fields)
         save_torch_state_dict({k: v.contiguous() for k, v in weights.items()}, tmp)
         if tokenizer is not None:
@@ -334,11 +373,17 @@ def save_reward_model(
     # the official eval_rm.py picks its head from the folder's path ('vhs-mlp' anywhere in it: MLP), not from config.json
     path_says_mlp = "vhs-mlp" in str(path.absolute())
     if official and model.value_head_strategy == "mlp" and not path_says_mlp:
-        print(f"note: the official eval_rm.py builds a linear head unless the folder's path holds 'vhs-mlp'; rename {path} "
-              f"(e.g. {path.name}-vhs-mlp) before scoring it there", file=sys.stderr)
+        print(
+            f"note: the official eval_rm.py builds a linear head unless the folder's path holds 'vhs-mlp'; rename {path} "
+            f"(e.g. {path.name}-vhs-mlp) before scoring it there",
+            file=sys.stderr,
+        )
     elif official and model.value_head_strategy == "linear" and path_says_mlp:
-        print(f"note: the official eval_rm.py builds an MLP head for any path holding 'vhs-mlp', and {path} holds it but "
-              f"this head is linear: move it to a path without 'vhs-mlp' before scoring it there", file=sys.stderr)
+        print(
+            f"note: the official eval_rm.py builds an MLP head for any path holding 'vhs-mlp', and {path} holds it but "
+            f"this head is linear: move it to a path without 'vhs-mlp' before scoring it there",
+            file=sys.stderr,
+        )
     return path
 
 
@@ -350,7 +395,9 @@ def read_goalrm_json(path: str | Path) -> dict:
     """``goalrm.json`` of an RM folder; a damaged file or a missing field is named."""
     meta_path = Path(path) / GOALRM_JSON
     if not meta_path.exists():
-        raise ArtifactError(f"{path}: not a goalrm reward model ({GOALRM_JSON} missing); train one with `goalrm train-rm`")
+        raise ArtifactError(
+            f"{path}: not a goalrm reward model ({GOALRM_JSON} missing); train one with `goalrm train-rm`"
+        )
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -359,7 +406,9 @@ def read_goalrm_json(path: str | Path) -> dict:
         raise ArtifactError(f"{meta_path}: expected a JSON object, got {type(meta).__name__}")
     missing = [k for k in GOALRM_JSON_FIELDS if k not in meta]
     if missing:
-        raise ArtifactError(f"{meta_path}: missing field(s) {missing}; expected {list(GOALRM_JSON_FIELDS)}; save or train the RM again")
+        raise ArtifactError(
+            f"{meta_path}: missing field(s) {missing}; expected {list(GOALRM_JSON_FIELDS)}; save or train the RM again"
+        )
     try:
         check_choice("value_head_strategy", meta["value_head_strategy"], VALUE_HEAD_STRATEGIES)
     except ValueError as e:
@@ -376,8 +425,10 @@ def tokenizer_sha256(tokenizer) -> str:
     tokenizers with the same vocabulary size but other tokens differ."""
     import hashlib
 
-    content = {"vocab": sorted(tokenizer.get_vocab().items(), key=lambda kv: (kv[1], kv[0])),
-               "special": sorted(map(str, tokenizer.all_special_tokens))}
+    content = {
+        "vocab": sorted(tokenizer.get_vocab().items(), key=lambda kv: (kv[1], kv[0])),
+        "special": sorted(map(str, tokenizer.all_special_tokens)),
+    }
     return hashlib.sha256(json.dumps(content, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
@@ -385,7 +436,9 @@ def check_tokenizer_matches(model: "RewardModel", tokenizer) -> None:
     """A tokenizer with more ids than the RM's embedding table has rows is not the RM's tokenizer."""
     vocab = model.backbone.get_input_embeddings().weight.shape[0]
     if len(tokenizer) > vocab:
-        raise ValueError(f"tokenizer has {len(tokenizer)} tokens but the model's embedding table has {vocab}: they do not belong together")
+        raise ValueError(
+            f"tokenizer has {len(tokenizer)} tokens but the model's embedding table has {vocab}: they do not belong together"
+        )
 
 
 def load_rm_tokenizer(path: str | Path, model: "RewardModel"):
@@ -403,12 +456,17 @@ def load_rm_tokenizer(path: str | Path, model: "RewardModel"):
     check_tokenizer_matches(model, tokenizer)
     recorded = read_goalrm_json(path).get("tokenizer_sha256") if (Path(path) / GOALRM_JSON).is_file() else None
     if recorded is None:
-        print(f"notice: {path}: no tokenizer hash recorded (an official-format folder, or saved by an older goalrm); "
-              f"the tokenizer is not checked against the one the RM was trained with", file=sys.stderr)
+        print(
+            f"notice: {path}: no tokenizer hash recorded (an official-format folder, or saved by an older goalrm); "
+            f"the tokenizer is not checked against the one the RM was trained with",
+            file=sys.stderr,
+        )
     elif recorded != tokenizer_sha256(tokenizer):
-        raise ArtifactError(f"{path}: its tokenizer is not the one the RM was trained with ({GOALRM_JSON} records tokenizer "
-                            f"hash {recorded[:12]}, the folder's tokenizer has {tokenizer_sha256(tokenizer)[:12]}); "
-                            f"put the training tokenizer back, or train the RM again")
+        raise ArtifactError(
+            f"{path}: its tokenizer is not the one the RM was trained with ({GOALRM_JSON} records tokenizer "
+            f"hash {recorded[:12]}, the folder's tokenizer has {tokenizer_sha256(tokenizer)[:12]}); "
+            f"put the training tokenizer back, or train the RM again"
+        )
     return tokenizer
 
 
@@ -446,10 +504,14 @@ def checkpoint_format(path: str | Path) -> str:
         except Exception:  # a damaged weights file: said as such below, where the format is known
             pass
     if not path.exists() and str(path) in PACKAGED_MODELS:  # --pretrain's name given where an RM goes
-        raise ArtifactError(f"{path} names a packaged pretrained LM, not a reward model: train one from it "
-                            f"(goalrm train-rm --pretrain {path} ...) and give its --save_path here")
-    raise ArtifactError(f"{path}: neither a goalrm reward model ({GOALRM_JSON} missing) nor an official-format one (no config.json "
-                        f"with _value_head_strategy or {OFFICIAL_HEAD}.* weights); train one with `goalrm train-rm`")
+        raise ArtifactError(
+            f"{path} names a packaged pretrained LM, not a reward model: train one from it "
+            f"(goalrm train-rm --pretrain {path} ...) and give its --save_path here"
+        )
+    raise ArtifactError(
+        f"{path}: neither a goalrm reward model ({GOALRM_JSON} missing) nor an official-format one (no config.json "
+        f"with _value_head_strategy or {OFFICIAL_HEAD}.* weights); train one with `goalrm train-rm`"
+    )
 
 
 def official_head_strategy(path: Path, names: list[str], fields: dict) -> str:
@@ -460,11 +522,15 @@ def official_head_strategy(path: Path, names: list[str], fields: dict) -> str:
     elif f"{OFFICIAL_HEAD}.0.weight" in names:
         strategy = "mlp"
     else:
-        raise ArtifactError(f"{path}: an official-format reward model without {OFFICIAL_HEAD} weights; the official loader "
-                            f"would give it a random head, and goalrm refuses it")
+        raise ArtifactError(
+            f"{path}: an official-format reward model without {OFFICIAL_HEAD} weights; the official loader "
+            f"would give it a random head, and goalrm refuses it"
+        )
     stated = fields.get("_value_head_strategy")
     if stated is not None and stated != strategy:
-        raise ArtifactError(f"{path}: config.json field _value_head_strategy is {stated!r} but the weights hold a {strategy} head")
+        raise ArtifactError(
+            f"{path}: config.json field _value_head_strategy is {stated!r} but the weights hold a {strategy} head"
+        )
     return strategy
 
 
@@ -485,7 +551,9 @@ def _load_official(path: Path, backbone: nn.Module) -> RewardModel:
     except RuntimeError as e:
         raise ArtifactError(f"{path}: weights do not match the saved config ({str(e)[:300]})") from None
     if "mean" in fields:
-        model.set_reward_normalization(fields["mean"], fields.get("std", 1.0), enabled=bool(fields.get("normalize_reward", False)))
+        model.set_reward_normalization(
+            fields["mean"], fields.get("std", 1.0), enabled=bool(fields.get("normalize_reward", False))
+        )
     else:
         model.config.normalize_reward = bool(fields.get("normalize_reward", False))
         model.config.reward_mean, model.config.reward_std = 0.0, 1.0
@@ -504,8 +572,10 @@ def check_weights_folder(path: str | os.PathLike, flag: str) -> None:
         return
     pickled = sorted(p.name for pattern in PICKLED_WEIGHTS for p in folder.glob(pattern))
     if pickled:
-        raise ArtifactError(f"{flag} {folder}: its weights are only pickled ({', '.join(pickled)}); goalrm loads safetensors "
-                            f"only: convert them with save_pretrained(..., safe_serialization=True) where you trust the file")
+        raise ArtifactError(
+            f"{flag} {folder}: its weights are only pickled ({', '.join(pickled)}); goalrm loads safetensors "
+            f"only: convert them with save_pretrained(..., safe_serialization=True) where you trust the file"
+        )
 
 
 #: Files one of which a saved tokenizer folder holds (fast, or a slow tokenizer's vocabulary).
@@ -517,8 +587,10 @@ def check_tokenizer_folder(path: str | os.PathLike, flag: str) -> None:
     tokenizer library's own error would not say which folder. A Hub name is left to the loader."""
     folder = Path(path)
     if folder.is_dir() and not any((folder / name).is_file() for name in TOKENIZER_FILES):
-        raise ArtifactError(f"{flag} {folder}: no tokenizer there (none of {', '.join(TOKENIZER_FILES)}): save the "
-                            f"tokenizer beside the weights (tokenizer.save_pretrained)")
+        raise ArtifactError(
+            f"{flag} {folder}: no tokenizer there (none of {', '.join(TOKENIZER_FILES)}): save the "
+            f"tokenizer beside the weights (tokenizer.save_pretrained)"
+        )
 
 
 def check_safetensors_file(path: Path) -> None:
@@ -530,8 +602,10 @@ def check_safetensors_file(path: Path) -> None:
             for key in f.keys():
                 f.get_slice(key)
     except Exception as e:  # safetensors raises its own error types for truncated or foreign files
-        raise ArtifactError(f"{path}: the weights file is damaged (truncated or not safetensors: "
-                            f"{type(e).__name__}); the checkpoint cannot be used, save or train it again") from None
+        raise ArtifactError(
+            f"{path}: the weights file is damaged (truncated or not safetensors: "
+            f"{type(e).__name__}); the checkpoint cannot be used, save or train it again"
+        ) from None
 
 
 def load_reward_model(path: str | Path, dtype: torch.dtype | None = None, flash_attn: bool = False) -> RewardModel:
@@ -551,17 +625,23 @@ def load_reward_model(path: str | Path, dtype: torch.dtype | None = None, flash_
     config = AutoConfig.from_pretrained(path)
     # float32 whatever the config's dtype (a bf16 run records bfloat16, which from_config would follow while the
     # head is built in float32): one dtype for the whole model, and a bf16 checkpoint upcast exactly
-    backbone = AutoModel.from_config(config, dtype=torch.float32, attn_implementation=attention_implementation(flash_attn))
+    backbone = AutoModel.from_config(
+        config, dtype=torch.float32, attn_implementation=attention_implementation(flash_attn)
+    )
     for weights in path.glob("*.safetensors"):
         check_safetensors_file(weights)
     if fmt == "official":
         if not (path / GOALRM_JSON).exists():
-            print(f"note: {path} is in the official code's format (value_head, mean/std in config.json): read as such",
-                  file=sys.stderr)
+            print(
+                f"note: {path} is in the official code's format (value_head, mean/std in config.json): read as such",
+                file=sys.stderr,
+            )
         model = _load_official(path, backbone)
     else:
         meta = read_goalrm_json(path)
-        model = RewardModel(backbone, meta["value_head_strategy"], meta.get("mlp_head", "goalrm"), meta.get("reward_pool", "last"))
+        model = RewardModel(
+            backbone, meta["value_head_strategy"], meta.get("mlp_head", "goalrm"), meta.get("reward_pool", "last")
+        )
         try:
             load_torch_model(model, path, strict=True)
         except (RuntimeError, OSError, ValueError) as e:
@@ -571,12 +651,18 @@ def load_reward_model(path: str | Path, dtype: torch.dtype | None = None, flash_
         raise ArtifactError(f"{path}: NaN or inf weights in {describe_tensors(bad)}; the reward model is broken")
     if fmt == "goalrm" and getattr(model.config, "normalize_reward", False):
         stats = {k: getattr(model.config, k, None) for k in ("reward_mean", "reward_std")}
-        bad = [f"{k}={v!r}" for k, v in stats.items() if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v)]
+        bad = [
+            f"{k}={v!r}"
+            for k, v in stats.items()
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v)
+        ]
         if not bad and stats["reward_std"] <= 0:
             bad = [f"reward_std={stats['reward_std']!r}"]
         if bad:
-            raise ArtifactError(f"{path / 'config.json'}: normalize_reward is set but {', '.join(bad)}: a normalised reward needs "
-                                f"a finite reward_mean and a reward_std > 0; set normalize_reward to false or store both")
+            raise ArtifactError(
+                f"{path / 'config.json'}: normalize_reward is set but {', '.join(bad)}: a normalised reward needs "
+                f"a finite reward_mean and a reward_std > 0; set normalize_reward to false or store both"
+            )
     if dtype is not None:
         model = model.to(dtype)
     return model.eval()

@@ -41,16 +41,34 @@ class ContrastiveSettings:
 
     contrastive_strategy: str = _setting(strategies_help(), "cosine", choices=tuple(CONTRASTIVE_STRATEGIES))
     contrastive_loss_beta: float = _setting("Weight β of the contrastive term.", 0.5, range=Range(float, ">= 0"))
-    sim_samples: int = _setting("Positive (source, later goal) pairs drawn per preferred response.", 16, range=Range(int, ">= 1"))
-    unsim_samples: int = _setting("Negative (preferred source, dispreferred goal) pairs per row.", 16, range=Range(int, ">= 1"))
-    source_state_percentile: float = _setting("Draw source states from a (1-p) window of the response, see --contrastive_window "
-                                              "(0 = anywhere).", 0.0, range=Range(float, "[0, 1)"))
-    goal_state_percentile: float = _setting("Draw goal states from a (1-p) window of the response, see --contrastive_window "
-                                            "(0 = anywhere).", 0.0, range=Range(float, "[0, 1)"))
-    contrastive_window: str = _setting("Where a percentile p > 0 draws positions: earliest (the official code: the first (1-p) "
-                                       "of the response) or latest (the last (1-p)).", "earliest", choices=PERCENTILE_WINDOWS)
-    contrastive_pairs: str = _setting("Pairs the contrastive term averages over: all (the official code: every source with every "
-                                      "goal) or matched (the k-th source with the k-th goal).", "all", choices=PAIR_FORMS)
+    sim_samples: int = _setting(
+        "Positive (source, later goal) pairs drawn per preferred response.", 16, range=Range(int, ">= 1")
+    )
+    unsim_samples: int = _setting(
+        "Negative (preferred source, dispreferred goal) pairs per row.", 16, range=Range(int, ">= 1")
+    )
+    source_state_percentile: float = _setting(
+        "Draw source states from a (1-p) window of the response, see --contrastive_window (0 = anywhere).",
+        0.0,
+        range=Range(float, "[0, 1)"),
+    )
+    goal_state_percentile: float = _setting(
+        "Draw goal states from a (1-p) window of the response, see --contrastive_window (0 = anywhere).",
+        0.0,
+        range=Range(float, "[0, 1)"),
+    )
+    contrastive_window: str = _setting(
+        "Where a percentile p > 0 draws positions: earliest (the official code: the first (1-p) "
+        "of the response) or latest (the last (1-p)).",
+        "earliest",
+        choices=PERCENTILE_WINDOWS,
+    )
+    contrastive_pairs: str = _setting(
+        "Pairs the contrastive term averages over: all (the official code: every source with every "
+        "goal) or matched (the k-th source with the k-th goal).",
+        "all",
+        choices=PAIR_FORMS,
+    )
     #: the strategy's hyperparameters, by their config names: exactly the ones its registry entry names
     options: Mapping[str, Any] = field(default_factory=dict)
 
@@ -64,8 +82,10 @@ class ContrastiveSettings:
                 f.metadata["range"].check(getattr(self, f.name), f.name)
         wanted = CONTRASTIVE_STRATEGIES[self.contrastive_strategy].options
         if set(self.options) != set(wanted):
-            raise ValueError(f"contrastive strategy {self.contrastive_strategy!r} takes the options {sorted(wanted)}, "
-                             f"got {sorted(self.options)}")
+            raise ValueError(
+                f"contrastive strategy {self.contrastive_strategy!r} takes the options {sorted(wanted)}, "
+                f"got {sorted(self.options)}"
+            )
         object.__setattr__(self, "options", MappingProxyType(dict(self.options)))  # read-only, as the rest
 
     @classmethod

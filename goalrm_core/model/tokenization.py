@@ -70,6 +70,12 @@ def distinct_pad_token(tokenizer, vocab_size: int | None = None) -> str | None:
         return str(tokenizer.pad_token)
     if usable(tokenizer.unk_token):
         return str(tokenizer.unk_token)
-    reserved = sorted((t.content for t in getattr(tokenizer, "added_tokens_decoder", {}).values()
-                       if t.special and "reserved" in t.content), key=tokenizer.convert_tokens_to_ids)
+    reserved = sorted(
+        (
+            t.content
+            for t in getattr(tokenizer, "added_tokens_decoder", {}).values()
+            if t.special and "reserved" in t.content
+        ),
+        key=tokenizer.convert_tokens_to_ids,
+    )
     return next((t for t in reserved if usable(t)), None)

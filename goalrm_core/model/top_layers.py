@@ -48,8 +48,10 @@ def decoder_layers(backbone: nn.Module) -> nn.ModuleList:
     """The backbone's decoder layers; a backbone that is not Llama-style (:data:`LLAMA_PARTS`) is a one-line error."""
     missing = [part for part in LLAMA_PARTS if not hasattr(backbone, part)]
     if missing or not isinstance(backbone.layers, nn.ModuleList):
-        raise ValueError(f"--train_top_layers: the backbone {type(backbone).__name__} is not a Llama-style decoder stack "
-                         f"(it lacks {', '.join(missing) or 'a layers list'}); train every layer (--train_top_layers 0)")
+        raise ValueError(
+            f"--train_top_layers: the backbone {type(backbone).__name__} is not a Llama-style decoder stack "
+            f"(it lacks {', '.join(missing) or 'a layers list'}); train every layer (--train_top_layers 0)"
+        )
     return backbone.layers
 
 
@@ -57,7 +59,9 @@ def first_trained_layer(backbone: nn.Module, top: int) -> int:
     """The index of the lowest trained layer when the top ``top`` layers train; 1 to L, else a one-line error."""
     n = len(decoder_layers(backbone))
     if not 1 <= top <= n:
-        raise ValueError(f"--train_top_layers {top}: the backbone has {n} decoder layers; give 1 to {n}, or 0 to train all")
+        raise ValueError(
+            f"--train_top_layers {top}: the backbone has {n} decoder layers; give 1 to {n}, or 0 to train all"
+        )
     return n - top
 
 
@@ -75,8 +79,14 @@ def freeze_lower_layers(model: "RewardModel", top: int) -> int:
     return start
 
 
-def run_layers(backbone: nn.Module, hidden: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
-               start: int, stop: int | None = None) -> torch.Tensor:
+def run_layers(
+    backbone: nn.Module,
+    hidden: torch.Tensor,
+    attention_mask: torch.Tensor,
+    position_ids: torch.Tensor,
+    start: int,
+    stop: int | None = None,
+) -> torch.Tensor:
     """Decoder layers ``start .. stop-1`` on ``hidden`` (the states entering layer ``start``), as the backbone's own
     forward runs them: its causal + padding mask and its rotary embeddings of ``position_ids``. No final norm."""
     from transformers.masking_utils import create_causal_mask
@@ -107,15 +117,27 @@ def lm_head_weight(backbone: nn.Module, pretrain: str | Path | None = None) -> t
 def token_logprobs(hidden: torch.Tensor, weight: torch.Tensor, input_ids: torch.Tensor) -> torch.Tensor:
     """(batch, seq) log-prob of each token given the ones before it (float32; 0 at position 0), from the final
     normed ``hidden`` states and the LM head ``weight``."""
-    logits = (hidden[:, :-1].float() @ weight.float().T)
+    logits = hidden[:, :-1].float() @ weight.float().T
     picked = torch.log_softmax(logits, dim=-1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
     return torch.cat([torch.zeros_like(picked[:, :1]), picked], dim=1)
 
 
 #: Config fields that do not change what the frozen layers compute (where the model came from, the RM's own
 #: fields, the cache flag): left out of :func:`backbone_identity`, so the same weights read from two folders match.
-IDENTITY_IGNORES = ("_name_or_path", "architectures", "transformers_version", "use_cache", "num_labels", "id2label", "label2id",
-                    "reward_mean", "reward_std", "normalize_reward", "value_head_strategy", "output_router_logits")
+IDENTITY_IGNORES = (
+    "_name_or_path",
+    "architectures",
+    "transformers_version",
+    "use_cache",
+    "num_labels",
+    "id2label",
+    "label2id",
+    "reward_mean",
+    "reward_std",
+    "normalize_reward",
+    "value_head_strategy",
+    "output_router_logits",
+)
 
 
 def backbone_identity(backbone: nn.Module, start: int) -> str:
@@ -126,8 +148,18 @@ def backbone_identity(backbone: nn.Module, start: int) -> str:
     --max_len)."""
     config = {k: v for k, v in backbone.config.to_dict().items() if k not in IDENTITY_IGNORES}
     h = hashlib.sha256()
-    h.update(json.dumps({"class": type(backbone).__name__, "config": config, "layer": start,
-                         "attn": getattr(backbone.config, "_attn_implementation", None)}, sort_keys=True, default=str).encode())
+    h.update(
+        json.dumps(
+            {
+                "class": type(backbone).__name__,
+                "config": config,
+                "layer": start,
+                "attn": getattr(backbone.config, "_attn_implementation", None),
+            },
+            sort_keys=True,
+            default=str,
+        ).encode()
+    )
     for module in (backbone.embed_tokens, *decoder_layers(backbone)[:start]):
         for name, t in sorted(module.state_dict().items()):
             h.update(f"{name} {t.dtype} {tuple(t.shape)}".encode())
@@ -157,8 +189,15 @@ class FeatureCache:
         return len(self.states)
 
     @torch.no_grad()
-    def fill(self, model: "RewardModel", texts: Iterable[Sequence[int]], pad_id: int, logprobs: bool = False,
-             pretrain: str | Path | None = None, batch_size: int = CACHE_BATCH) -> "FeatureCache":
+    def fill(
+        self,
+        model: "RewardModel",
+        texts: Iterable[Sequence[int]],
+        pad_id: int,
+        logprobs: bool = False,
+        pretrain: str | Path | None = None,
+        batch_size: int = CACHE_BATCH,
+    ) -> "FeatureCache":
         """Run the frozen layers once (eval mode, no gradients) over each text not yet cached, longest first in
         batches of ``batch_size``, and keep its states. The first batch of a fill is checked against the model's
         full forward (:data:`SELF_CHECK_TOL`); a mismatch is a one-line error. With ``logprobs`` the same pass
@@ -167,25 +206,33 @@ class FeatureCache:
 
         t0 = time.perf_counter()
         if model.feature_layer != self.layer:
-            raise ValueError(f"a feature cache of the states entering layer {self.layer} filled from a model that trains from "
-                             f"layer {model.feature_layer}: freeze_lower_layers the model to match")
+            raise ValueError(
+                f"a feature cache of the states entering layer {self.layer} filled from a model that trains from "
+                f"layer {model.feature_layer}: freeze_lower_layers the model to match"
+            )
         backbone = model.backbone
         identity = backbone_identity(backbone, self.layer)
         if self.identity not in (None, identity):
-            raise ValueError(f"this feature cache holds the states of another backbone, dtype or layer (identity {self.identity[:12]}, "
-                             f"this model's {identity[:12]} at layer {self.layer}): start a new cache")
+            raise ValueError(
+                f"this feature cache holds the states of another backbone, dtype or layer (identity {self.identity[:12]}, "
+                f"this model's {identity[:12]} at layer {self.layer}): start a new cache"
+            )
         self.identity = identity
-        todo = sorted({tuple(t) for t in texts if tuple(t) not in (self.logprobs if logprobs else self.states)},
-                      key=lambda t: (-len(t), t))
+        todo = sorted(
+            {tuple(t) for t in texts if tuple(t) not in (self.logprobs if logprobs else self.states)},
+            key=lambda t: (-len(t), t),
+        )
         weight = lm_head_weight(backbone, pretrain) if logprobs else None
         if logprobs and weight is None:
-            raise ValueError("the base LM's log-probs need its LM head: the backbone has no tied embeddings and --pretrain "
-                             "holds no lm_head.weight")
+            raise ValueError(
+                "the base LM's log-probs need its LM head: the backbone has no tied embeddings and --pretrain "
+                "holds no lm_head.weight"
+            )
         was_training = model.training
         model.eval()
         try:
             for b in range(0, len(todo), batch_size):
-                chunk = todo[b:b + batch_size]
+                chunk = todo[b : b + batch_size]
                 ids, mask = left_pad(chunk, pad_id)
                 device = backbone.embed_tokens.weight.device
                 ids, mask = ids.to(device), mask.to(device)
@@ -199,9 +246,9 @@ class FeatureCache:
                 states = states.cpu()
                 width = ids.shape[1]
                 for row, text in enumerate(chunk):
-                    self.states[text] = states[row, width - len(text):].clone()
+                    self.states[text] = states[row, width - len(text) :].clone()
                     if weight is not None:
-                        self.logprobs[text] = lp[row, width - len(text):].clone()
+                        self.logprobs[text] = lp[row, width - len(text) :].clone()
                 self.tokens += int(mask.sum())
         finally:
             model.train(was_training)
@@ -216,9 +263,11 @@ class FeatureCache:
         diff = (full[real].float() - cached[real].float()).abs().max().item()
         tol = SELF_CHECK_TOL.get(full.dtype, 5e-2)
         if not diff <= tol:
-            raise ValueError(f"--train_top_layers: the top layers run from cached states differ from the backbone's own forward "
-                             f"by {diff:.3g} (> {tol:g}) on {type(model.backbone).__name__}: its forward is not the Llama-style "
-                             f"loop goalrm mirrors; train every layer (--train_top_layers 0)")
+            raise ValueError(
+                f"--train_top_layers: the top layers run from cached states differ from the backbone's own forward "
+                f"by {diff:.3g} (> {tol:g}) on {type(model.backbone).__name__}: its forward is not the Llama-style "
+                f"loop goalrm mirrors; train every layer (--train_top_layers 0)"
+            )
 
     def path(self, folder: str | Path) -> Path:
         """The file of this cache in ``folder``: one per backbone identity (which holds the layer)."""
@@ -267,11 +316,13 @@ class FeatureCache:
             with safe_open(str(path), framework="pt") as f:
                 recorded = (f.metadata() or {}).get("identity")
                 if recorded != cache.identity:
-                    raise ValueError(f"{path}: a feature cache of another backbone or layer (identity {str(recorded)[:12]}, "
-                                     f"this model's {cache.identity[:12]}): remove it, or give another folder")
+                    raise ValueError(
+                        f"{path}: a feature cache of another backbone or layer (identity {str(recorded)[:12]}, "
+                        f"this model's {cache.identity[:12]}): remove it, or give another folder"
+                    )
                 names = set(f.keys())
                 for name in sorted(n for n in names if n.endswith(".ids")):
-                    key = name[:-len(".ids")]
+                    key = name[: -len(".ids")]
                     text = tuple(f.get_tensor(name).tolist())
                     cache.states[text] = f.get_tensor(f"{key}.states")
                     if f"{key}.logprobs" in names:
@@ -279,7 +330,9 @@ class FeatureCache:
         except ValueError:
             raise
         except Exception as e:  # a truncated or foreign file: safetensors raises its own error types
-            raise ValueError(f"{path}: not a readable feature cache ({type(e).__name__}); remove it and run again") from None
+            raise ValueError(
+                f"{path}: not a readable feature cache ({type(e).__name__}); remove it and run again"
+            ) from None
         cache.read = len(cache.states)
         return cache
 
@@ -295,7 +348,7 @@ class FeatureCache:
         width = max(len(r) for r in rows)
         out = rows[0].new_zeros((len(rows), width, rows[0].shape[-1]))
         for i, r in enumerate(rows):
-            out[i, width - len(r):] = r
+            out[i, width - len(r) :] = r
         return out
 
     def mean_logprob(self, text: Sequence[int], last: int | None = None) -> float:

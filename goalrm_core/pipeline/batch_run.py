@@ -18,8 +18,13 @@ BATCH_VAR = "GOALRM_BATCH"
 STAGE_LOG_VAR = "GOALRM_STAGE_LOG"
 # DeepSpeed probes these packages before it falls back to the CPU (and says so in a warning).
 _DEEPSPEED_ACCELERATOR_PACKAGES = (
-    "intel_extension_for_pytorch", "torch_npu", "torch_sdaa", "habana_frameworks", "torch_mlu",
-    "torch_supa", "torch_xmlir",
+    "intel_extension_for_pytorch",
+    "torch_npu",
+    "torch_sdaa",
+    "habana_frameworks",
+    "torch_mlu",
+    "torch_supa",
+    "torch_xmlir",
 )
 
 

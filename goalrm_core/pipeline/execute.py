@@ -142,7 +142,10 @@ def execute_stage(
                 stderr_file=log,
                 # the extension quiets the kernel; its own start-up chatter (e.g. "running over TCP
                 # without encryption") would otherwise land on the terminal between the stage lines
-                extra_arguments=["--IPKernelApp.extra_extensions=goalrm_core.pipeline.batch_run", "--IPKernelApp.log_level=ERROR"],
+                extra_arguments=[
+                    "--IPKernelApp.extra_extensions=goalrm_core.pipeline.batch_run",
+                    "--IPKernelApp.log_level=ERROR",
+                ],
                 # and what the kernel process itself writes (native libraries, the errors of a kernel
                 # shut down by Ctrl-C) goes to the log as well
                 kernel_manager_class=_kernel_manager_writing_to(log, sockets),

@@ -30,8 +30,10 @@ RUNNER_KEYS = ("profile", "run_dir", "reports_dir")
 #: the notebook that trains the RMs: it declares every trainer setting the demo profile gives, and receives
 #: every one a profile gives (``runner.stage_parameters``)
 TRAINING_STAGE = "02_training"
-_HEADER = (f"# generated from params/{SOURCE_PROFILE}.yaml by `goalrm sync-notebooks` (edit the profile, not this cell);\n"
-           f"# run by hand, this notebook writes under {INTERACTIVE_ROOT}/, never into reports/\n")
+_HEADER = (
+    f"# generated from params/{SOURCE_PROFILE}.yaml by `goalrm sync-notebooks` (edit the profile, not this cell);\n"
+    f"# run by hand, this notebook writes under {INTERACTIVE_ROOT}/, never into reports/\n"
+)
 
 
 def interactive_defaults(profile: str = SOURCE_PROFILE) -> dict[str, str]:
@@ -61,8 +63,10 @@ def declared_keys(source: str, path: Path) -> list[str]:
             ast.literal_eval(node.value)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             shown = ast.get_source_segment(source, node.value) or "..."
-            raise ValueError(f"{path}: line {node.lineno} of the parameters cell: {node.targets[0].id} = "
-                             f"{shown if len(shown) <= 60 else shown[:59] + '…'} is not a literal") from None
+            raise ValueError(
+                f"{path}: line {node.lineno} of the parameters cell: {node.targets[0].id} = "
+                f"{shown if len(shown) <= 60 else shown[:59] + '…'} is not a literal"
+            ) from None
         keys.append(node.targets[0].id)
     return keys
 
@@ -79,7 +83,12 @@ def declared_parameters(path: Path) -> dict[str, dict[str, Any]]:
     out = {}
     for node in ast.parse(source).body:
         name = node.targets[0].id
-        out[name] = {"name": name, "inferred_type_name": "None", "default": ast.get_source_segment(source, node.value), "help": ""}
+        out[name] = {
+            "name": name,
+            "inferred_type_name": "None",
+            "default": ast.get_source_segment(source, node.value),
+            "help": "",
+        }
     return out
 
 
@@ -99,8 +108,11 @@ def _cell_comments(source: str) -> dict[str | None, list[str]]:
     header = len(_HEADER.splitlines()) if source.startswith(_HEADER) else 0
     starts = {}
     try:
-        starts = {node.lineno: node.targets[0].id for node in ast.parse(source).body
-                  if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)}
+        starts = {
+            node.lineno: node.targets[0].id
+            for node in ast.parse(source).body
+            if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name)
+        }
     except SyntaxError:
         pass
     out: dict[str | None, list[str]] = {}
@@ -117,18 +129,27 @@ def _cell_comments(source: str) -> dict[str | None, list[str]]:
     return out
 
 
-def cell_source(keys: list[str], profile: Mapping[str, Any], profile_name: str = SOURCE_PROFILE,
-                comments: Mapping[str | None, list[str]] | None = None) -> str:
+def cell_source(
+    keys: list[str],
+    profile: Mapping[str, Any],
+    profile_name: str = SOURCE_PROFILE,
+    comments: Mapping[str | None, list[str]] | None = None,
+) -> str:
     """The parameters cell for ``keys``: the runner's three first, then the profile's values in the
     profile's own order, each under the comment lines ``comments`` holds for it."""
     runner = interactive_defaults(profile_name)
     missing = [k for k in keys if k not in runner and k not in profile]
     if missing:
-        raise ValueError(f"params/{profile_name}.yaml sets no value for {', '.join(map(repr, missing))}, "
-                         f"which the notebook declares")
+        raise ValueError(
+            f"params/{profile_name}.yaml sets no value for {', '.join(map(repr, missing))}, which the notebook declares"
+        )
     comments = comments or {}
     ordered = [k for k in RUNNER_KEYS if k in keys] + [k for k in profile if k in keys and k not in RUNNER_KEYS]
-    lines = [line for k in ordered for line in [*comments.get(k, []), f"{k} = {_literal(runner[k] if k in runner else profile[k])}"]]
+    lines = [
+        line
+        for k in ordered
+        for line in [*comments.get(k, []), f"{k} = {_literal(runner[k] if k in runner else profile[k])}"]
+    ]
     return _HEADER + "\n".join([*lines, *comments.get(None, [])]) + "\n"
 
 
@@ -160,7 +181,9 @@ def sync_notebook(path: Path, profile: Mapping[str, Any], write: bool, keys: lis
     """Rewrite ``path``'s parameters cell from ``profile`` (its ``keys``: by default those it declares);
     return whether it differed."""
     notebook, cell, source = _cell_of(path)
-    wanted = cell_source(keys if keys is not None else declared_keys(source, path), profile, comments=_cell_comments(source))
+    wanted = cell_source(
+        keys if keys is not None else declared_keys(source, path), profile, comments=_cell_comments(source)
+    )
     if source == wanted:
         return False
     if write:
@@ -186,17 +209,23 @@ def sync_notebooks(notebooks_dir: Path, profile: Mapping[str, Any], write: bool)
 def missing_keys(profile: Mapping[str, Any], declared: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """``key (notebook)`` for every key a notebook declares that the profile does not set, runner keys aside:
     a notebook profile never silently inherits a notebook default."""
-    return [f"{key} ({nb})" for nb, params in declared.items() for key in params
-            if key not in profile and key not in RUNNER_KEYS]
+    return [
+        f"{key} ({nb})"
+        for nb, params in declared.items()
+        for key in params
+        if key not in profile and key not in RUNNER_KEYS
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
     from goalrm_core.paths import resolve_path
     from goalrm_core.pipeline.profile_files import load_profile
 
-    parser = argparse.ArgumentParser(prog="goalrm sync-notebooks",
-                                     description=f"Write the notebooks' parameters cells (names and values) from the resolved "
-                                                 f"params/{SOURCE_PROFILE}.yaml.")
+    parser = argparse.ArgumentParser(
+        prog="goalrm sync-notebooks",
+        description=f"Write the notebooks' parameters cells (names and values) from the resolved "
+        f"params/{SOURCE_PROFILE}.yaml.",
+    )
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 when a cell differs")
     parser.add_argument("--notebooks-dir", default="notebooks")
     parser.add_argument("--params-dir", default="params")
@@ -207,8 +236,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'differs' if args.check else 'rewrote'}: {path}")
     if not changed:  # say what was checked, so that a silent success is not mistaken for nothing done
         n = len(stage_notebooks(resolve_path(args.notebooks_dir)))
-        print(f"{'checked' if args.check else 'nothing to write'}: the parameters cells of the {n} notebooks in "
-              f"{args.notebooks_dir}/ match params/{SOURCE_PROFILE}.yaml (names and values)")
+        print(
+            f"{'checked' if args.check else 'nothing to write'}: the parameters cells of the {n} notebooks in "
+            f"{args.notebooks_dir}/ match params/{SOURCE_PROFILE}.yaml (names and values)"
+        )
     if args.check and changed:
         print(f"run `goalrm sync-notebooks` to write them from params/{SOURCE_PROFILE}.yaml", file=sys.stderr)
         return 1

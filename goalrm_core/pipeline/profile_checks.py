@@ -63,8 +63,9 @@ def declared_keys_of(declared: Mapping[str, Mapping[str, Any]]) -> set[str]:
     return {k for params in declared.values() for k in params}
 
 
-def unknown_key_message(key: str, declared: Mapping[str, Mapping[str, Any]], source: str,
-                        exclude: Iterable[str] = ()) -> str | None:
+def unknown_key_message(
+    key: str, declared: Mapping[str, Mapping[str, Any]], source: str, exclude: Iterable[str] = ()
+) -> str | None:
     """``"<source>: key 'x' is not a parameter of any notebook; did you mean y?"`` when no notebook
     declares ``key`` (and the runner does not read it either), else ``None``. ``exclude`` names keys
     never suggested (those the caller sets itself)."""
@@ -111,29 +112,43 @@ def check_profile_against_notebooks(
             if expected is not None and not _type_matches(expected, value):
                 raise ValueError(
                     f"{_source_of(key, source, sources)}: key {key!r} expects {_TYPE_NAMES[expected]} (the default in {nb}), "
-                    f"got {type(value).__name__}: {value!r}" + ("; a list is written [0, 1]" if expected is list else "")
+                    f"got {type(value).__name__}: {value!r}"
+                    + ("; a list is written [0, 1]" if expected is list else "")
                 )
     return warnings_out
 
 
-def coerce_to_declared(key: str, value: Any, declared: Mapping[str, Mapping[str, Any]],
-                       stages: Iterable[str] | None = None) -> Any:
+def coerce_to_declared(
+    key: str, value: Any, declared: Mapping[str, Mapping[str, Any]], stages: Iterable[str] | None = None
+) -> Any:
     """An int where the notebooks declare a float becomes that float (``0`` -> ``0.0``), and a list
     typed with commas a list (:func:`list_from_text`), so a value given on the command line is recorded
     as the notebook would hold it."""
     value = list_from_text(key, value, declared, stages)
-    for stage in (stages if stages is not None else declared):
-        if key in declared[stage] and declared_type(declared[stage][key]) is float and isinstance(value, int) \
-                and not isinstance(value, bool):
+    for stage in stages if stages is not None else declared:
+        if (
+            key in declared[stage]
+            and declared_type(declared[stage][key]) is float
+            and isinstance(value, int)
+            and not isinstance(value, bool)
+        ):
             return float(value)
     return value
 
 
-def list_from_text(key: str, value: Any, declared: Mapping[str, Mapping[str, Any]], stages: Iterable[str] | None = None) -> Any:
+def list_from_text(
+    key: str, value: Any, declared: Mapping[str, Mapping[str, Any]], stages: Iterable[str] | None = None
+) -> Any:
     """``0,1`` -> ``[0, 1]`` where the notebooks declare ``key`` a list (``--set rm_seeds=0,1`` as well as
     ``[0, 1]``); any other value as it is."""
-    if isinstance(value, str) and "," in value and any(
-            key in declared[stage] and declared_type(declared[stage][key]) is list for stage in (stages if stages is not None else declared)):
+    if (
+        isinstance(value, str)
+        and "," in value
+        and any(
+            key in declared[stage] and declared_type(declared[stage][key]) is list
+            for stage in (stages if stages is not None else declared)
+        )
+    ):
         return [parse_value(part) for part in value.split(",")]
     return value
 

@@ -41,8 +41,9 @@ class _StrictLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
             if isinstance(key, (str, int, float, bool)) and key in seen:
-                raise ValueError(f"{key_node.start_mark.line + 1}: key {key!r} is given twice "
-                                 f"(first on line {seen[key]}); keep one")
+                raise ValueError(
+                    f"{key_node.start_mark.line + 1}: key {key!r} is given twice (first on line {seen[key]}); keep one"
+                )
             if isinstance(key, (str, int, float, bool)):
                 seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep=deep)
@@ -72,22 +73,29 @@ def is_sweep_spec(path: Path) -> bool:
 def _yaml_files(directory: Path) -> list[Path]:
     if not directory.is_dir():
         return []
-    return sorted((p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file()), key=lambda p: (p.stem, p.suffix))
+    return sorted(
+        (p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file()),
+        key=lambda p: (p.stem, p.suffix),
+    )
 
 
 #: The profiles that command lines run, not the notebooks (``python -m goalrm_core.paper``): each with its command.
-COMMAND_LINE_PROFILES = {"paper-math": "python -m goalrm_core.paper script --profile paper-math",
-                         "paper-hh": "python -m goalrm_core.paper script --profile paper-hh",
-                         "gpu-check": "python -m goalrm_core.paper gpu-check",
-                         "real-cpu": "python -m goalrm_core.paper real-cpu"}
+COMMAND_LINE_PROFILES = {
+    "paper-math": "python -m goalrm_core.paper script --profile paper-math",
+    "paper-hh": "python -m goalrm_core.paper script --profile paper-hh",
+    "gpu-check": "python -m goalrm_core.paper gpu-check",
+    "real-cpu": "python -m goalrm_core.paper real-cpu",
+}
 
 
 def notebook_profile(name: str) -> str:
     """``name`` when the notebooks run it (``goalrm report``, ``goalrm sweep``); a one-line error pointing to
     the command that runs it when it is a command-line profile."""
     if name in COMMAND_LINE_PROFILES:
-        raise ValueError(f"params/{name}.yaml is a command-line profile, not a notebook one: run "
-                         f"`{COMMAND_LINE_PROFILES[name]}` (docs/migration.md)")
+        raise ValueError(
+            f"params/{name}.yaml is a command-line profile, not a notebook one: run "
+            f"`{COMMAND_LINE_PROFILES[name]}` (docs/migration.md)"
+        )
     return name
 
 
@@ -133,7 +141,9 @@ def sweep_spec_path(name: str, params_dir: str | os.PathLike | None = None) -> P
     if candidate is not None and is_sweep_spec(candidate):
         return candidate
     listed = ", ".join(available_sweep_specs(directory)) or "none"
-    raise ValueError(f"no sweep spec {name!r} (a YAML file whose top level is 'sweep:'): specs in {directory} are: {listed}")
+    raise ValueError(
+        f"no sweep spec {name!r} (a YAML file whose top level is 'sweep:'): specs in {directory} are: {listed}"
+    )
 
 
 #: the key a profile names its base profile with: it states only what differs from the base
@@ -146,15 +156,19 @@ def rm_block(block: Any, where: str) -> dict:
     if block is None:
         return {}
     if not isinstance(block, dict):
-        raise ValueError(f"{where}: key {RM_BLOCK!r} must be a mapping of the trainer's settings "
-                         f"({RM_BLOCK}: {{max_steps: 400, ...}}), got {type(block).__name__}: {block!r}")
+        raise ValueError(
+            f"{where}: key {RM_BLOCK!r} must be a mapping of the trainer's settings "
+            f"({RM_BLOCK}: {{max_steps: 400, ...}}), got {type(block).__name__}: {block!r}"
+        )
     for key, value in block.items():
         message = old_key_message(str(key), where, in_block=True)
         if message:
             raise ValueError(message)
         if key not in RM_KEYS:
-            raise ValueError(f"{where}: key {f'{RM_BLOCK}.{key}'!r} is no setting of the trainer (goalrm train-rm --help)"
-                             f"{did_you_mean(str(key), RM_KEYS)}")
+            raise ValueError(
+                f"{where}: key {f'{RM_BLOCK}.{key}'!r} is no setting of the trainer (goalrm train-rm --help)"
+                f"{did_you_mean(str(key), RM_KEYS)}"
+            )
         check_value(where, f"{RM_BLOCK}.{key}", value)
     return dict(block)
 

@@ -21,6 +21,7 @@ from goalrm_core.study.recipe import rm_help, rm_rules
 from goalrm_core.study.rms import HEADLINE_SETS
 from goalrm_core.tasks.toymath.problems import OPERATORS, PREFERENCE_SOURCES
 
+
 class Choice:
     """A key whose value is one of ``options``."""
 
@@ -67,7 +68,9 @@ class Letters:
         return f"a non-empty string of distinct {self.what} from {self.alphabet!r}"
 
     def check(self, value: Any, name: str) -> None:
-        if not (isinstance(value, str) and value and set(value) <= set(self.alphabet) and len(set(value)) == len(value)):
+        if not (
+            isinstance(value, str) and value and set(value) <= set(self.alphabet) and len(set(value)) == len(value)
+        ):
             raise ValueError(f"{name} must be {self}, got {value!r}")
 
 
@@ -101,9 +104,15 @@ _NOTEBOOK_KEYS: dict[str, tuple[Any, str]] = {
     "operand_min": (Range(int, ">= 0"), "Smallest operand."),
     "operand_max": (Range(int, ">= 0"), "Largest operand."),
     "operations": (Letters(OPERATORS, "operators"), "The operators of training questions."),
-    "modulus": (Range(int, ">= 2", also=(0,), note="0 = exact results"), "Every result taken mod this (digit chains: 10)."),
+    "modulus": (
+        Range(int, ">= 2", also=(0,), note="0 = exact results"),
+        "Every result taken mod this (digit chains: 10).",
+    ),
     "heldout_facts": (Range(int, ">= 0"), "'+'/'-' facts never in training (the toy-unseen benchmark asks them)."),
-    "mistaught_facts": (Range(int, ">= 0"), "Facts taught wrong in every SFT solution (the paper's regime: confident errors)."),
+    "mistaught_facts": (
+        Range(int, ">= 0"),
+        "Facts taught wrong in every SFT solution (the paper's regime: confident errors).",
+    ),
     "n_benchmark_questions": (_COUNT, "Questions per benchmark."),
     "n_train_questions": (_COUNT, "SFT questions of the policy."),
     # 01_data: the policy and its samples
@@ -116,18 +125,26 @@ _NOTEBOOK_KEYS: dict[str, tuple[Any, str]] = {
     "sampling_temperature": (Range(float, "> 0"), "Temperature of the sampled solutions and pairs."),
     "max_new_tokens": (_COUNT, "Tokens per generated solution at most."),
     "n_pair_questions": (_COUNT, "Training questions the preference pairs come from."),
-    "pair_samples_per_question": (Range(int, ">= 2", note="a pair needs two samples"), "Policy samples per pair question."),
+    "pair_samples_per_question": (
+        Range(int, ">= 2", note="a pair needs two samples"),
+        "Policy samples per pair question.",
+    ),
     "pairs_per_question": (_COUNT, "Pairs (correct vs incorrect) per question at most."),
     "eval_fraction": (_FRACTION, "Share of pairs held out for the RMs' held-out accuracy."),
-    "pair_source": (Choice(*PREFERENCE_SOURCES), "Where pairs come from: the policy's samples, a generator's slips, or "
-                                                 "slips and a confidently wrong generator."),
+    "pair_source": (
+        Choice(*PREFERENCE_SOURCES),
+        "Where pairs come from: the policy's samples, a generator's slips, or slips and a confidently wrong generator.",
+    ),
     "slips_per_question": (_COUNT, "One-fact slips per question (pair_source slips)."),
-    "generator_extra_facts": (Range(int, ">= 0"), "Facts the confident generator gets wrong beyond the policy's mistaught ones."),
+    "generator_extra_facts": (
+        Range(int, ">= 0"),
+        "Facts the confident generator gets wrong beyond the policy's mistaught ones.",
+    ),
     # 02_training: how many RMs, where, and how many at once (the trainer's settings, the rm: block, follow below)
     "rm_seeds": (ListOf(Range(int, ">= 0"), distinct=True), "One RM of each kind per seed."),
     "rm_processes": (_COUNT, "Processes per RM (DeepSpeed data parallel)."),
     "rm_parallel": (_COUNT, "RMs trained at once."),
-    "rm_store": (None, "A folder that keeps RMs by their config, reused when unchanged (\"\": none)."),
+    "rm_store": (None, 'A folder that keeps RMs by their config, reused when unchanged ("": none).'),
     "prm_arm": (None, "Also train and score a step verifier on exact per-token labels."),
     # 03_representations, 04_evaluation, 05_decoding
     "readout": (Choice(*READOUTS), "Where the reward is read: the appended EOS, or the response's last token."),
@@ -140,7 +157,9 @@ _NOTEBOOK_KEYS: dict[str, tuple[Any, str]] = {
     "decode_questions": (_COUNT, "Questions decoded per method."),
     "beam_size": _search("beam_size"),
     "samples_per_step": _search("samples_per_step"),
-    "decode_temperature": _search("temperature", "Sampling temperature of decoding (the search's first step, the pruned samples)."),
+    "decode_temperature": _search(
+        "temperature", "Sampling temperature of decoding (the search's first step, the pruned samples)."
+    ),
     "temperature_decay": _search("temperature_decay"),
     "conf_ratio": _search("conf_ratio"),
     "reward_weight": _search("reward_weight"),
@@ -163,8 +182,9 @@ PROFILE_RULES: dict[str, Any] = {
     **{key: _NOTEBOOK_KEYS[key][0] for key in _NOTEBOOK_ORDER[_AFTER_TRAINING:]},
 }
 #: what every notebook key is: its own line, or the trainer flag's help
-PROFILE_HELP: dict[str, str] = {key: _NOTEBOOK_KEYS[key][1] if key in _NOTEBOOK_KEYS else rm_help(key) for key in PROFILE_RULES}
-
+PROFILE_HELP: dict[str, str] = {
+    key: _NOTEBOOK_KEYS[key][1] if key in _NOTEBOOK_KEYS else rm_help(key) for key in PROFILE_RULES
+}
 
 
 def profile_keys_table(params_dir: str | os.PathLike | None = None) -> str:
@@ -173,7 +193,9 @@ def profile_keys_table(params_dir: str | os.PathLike | None = None) -> str:
     demo = load_profile("demo", params_dir)
 
     def shown(value: Any) -> str:
-        return "`" + yaml.safe_dump(value, default_flow_style=True, width=1000).strip().removesuffix("...").strip() + "`"
+        return (
+            "`" + yaml.safe_dump(value, default_flow_style=True, width=1000).strip().removesuffix("...").strip() + "`"
+        )
 
     rows = ["| key | valid values | demo | what it is |", "|---|---|---|---|"]
     for key, help_text in PROFILE_HELP.items():
@@ -191,15 +213,26 @@ def _heldout_ok(heldout: int, modulus: int) -> bool:
 # Constraints between keys: (keys, holds(*values), message). Checked only when every key is set and
 # each value is in its own range.
 RELATIONS: tuple[tuple[tuple[str, ...], Callable[..., bool], str], ...] = (
-    (("min_chain_steps", "max_chain_steps"), lambda lo, hi: lo <= hi,
-     "max_chain_steps ({1}) must be >= min_chain_steps ({0})"),
+    (
+        ("min_chain_steps", "max_chain_steps"),
+        lambda lo, hi: lo <= hi,
+        "max_chain_steps ({1}) must be >= min_chain_steps ({0})",
+    ),
     (("operand_min", "operand_max"), lambda lo, hi: lo <= hi, "operand_max ({1}) must be >= operand_min ({0})"),
-    (("heldout_facts", "modulus"), _heldout_ok,
-     "heldout_facts ({0}) needs digit chains (modulus >= 2) and at most the 2*m*(m-1) '+'/'-' facts mod m, got modulus {1}"),
-    (("mistaught_facts", "heldout_facts", "modulus"),
-     lambda mis, held, m: mis == 0 or (m >= 2 and mis + held <= 2 * m * (m - 1)),
-     "mistaught_facts ({0}) needs digit chains (modulus >= 2) and at most the 2*m*(m-1) '+'/'-' facts mod m "
-     "that are not held out ({1}), got modulus {2}"),
-    (("train_batch_size", "micro_train_batch_size", "rm_processes"), lambda b, m, p: b % (m * p) == 0,
-     "rm.train_batch_size ({0}) must be a multiple of rm.micro_train_batch_size x rm_processes ({1} x {2})"),
+    (
+        ("heldout_facts", "modulus"),
+        _heldout_ok,
+        "heldout_facts ({0}) needs digit chains (modulus >= 2) and at most the 2*m*(m-1) '+'/'-' facts mod m, got modulus {1}",
+    ),
+    (
+        ("mistaught_facts", "heldout_facts", "modulus"),
+        lambda mis, held, m: mis == 0 or (m >= 2 and mis + held <= 2 * m * (m - 1)),
+        "mistaught_facts ({0}) needs digit chains (modulus >= 2) and at most the 2*m*(m-1) '+'/'-' facts mod m "
+        "that are not held out ({1}), got modulus {2}",
+    ),
+    (
+        ("train_batch_size", "micro_train_batch_size", "rm_processes"),
+        lambda b, m, p: b % (m * p) == 0,
+        "rm.train_batch_size ({0}) must be a multiple of rm.micro_train_batch_size x rm_processes ({1} x {2})",
+    ),
 )

@@ -39,12 +39,17 @@ def last_durations(previous: Mapping[str, Mapping[str, Any]]) -> dict[str, float
     return out
 
 
-def progress_line(k: int, todo: list[str], log_path: Path | None, durations: Mapping[str, float],
-                  basis: str | Mapping[str, str] = "last run") -> str:
+def progress_line(
+    k: int,
+    todo: list[str],
+    log_path: Path | None,
+    durations: Mapping[str, float],
+    basis: str | Mapping[str, str] = "last run",
+) -> str:
     """``[k/n NN_name] running — log: <path>, ETA ~Xs (last run: Ys), ~Zs for the m stages left``:
     where a run is, and how long the last run of this stage and of the stages left took (``basis`` says
     where ``durations`` come from when they are an estimate instead; one word for all, or one per stage)."""
-    name, left = todo[k - 1], todo[k - 1:]
+    name, left = todo[k - 1], todo[k - 1 :]
     parts = [f"log: {relative_paths(str(log_path))}"] if log_path is not None else []
     last = durations.get(name)
     said = basis if isinstance(basis, str) else basis.get(name, "last run")
@@ -52,8 +57,10 @@ def progress_line(k: int, todo: list[str], log_path: Path | None, durations: Map
     known = [durations[n] for n in left if n in durations]
     if len(left) > 1 and known:
         unknown = len(left) - len(known)
-        parts.append(f"~{_clock(sum(known))} for the {len(left)} stages left"
-                     + (f" (+ {unknown} without a last run)" if unknown else ""))
+        parts.append(
+            f"~{_clock(sum(known))} for the {len(left)} stages left"
+            + (f" (+ {unknown} without a last run)" if unknown else "")
+        )
     return f"[{k}/{len(todo)} {name}] running — " + ", ".join(parts)
 
 
@@ -72,11 +79,13 @@ def last_log_line(log_path: Path | None, width: int = 100) -> str:
     except OSError:
         return ""
     # a progress bar rewrites its line with \r: its latest state is the last non-empty piece
-    lines = [next((piece.strip() for piece in reversed(line.split("\r")) if piece.strip()), "")
-             for line in tail.replace("\r\n", "\n").split("\n")]
+    lines = [
+        next((piece.strip() for piece in reversed(line.split("\r")) if piece.strip()), "")
+        for line in tail.replace("\r\n", "\n").split("\n")
+    ]
     lines = [line for line in lines if line]
     last = _said_plainly(lines[-1] if lines else "")
-    return last if len(last) <= width else last[:width - 1] + "…"
+    return last if len(last) <= width else last[: width - 1] + "…"
 
 
 # papermill's own bar in a stage's log: "Executing:  53%|█████▎    | 9/17 [00:31<00:28,  3.50s/cell]"
@@ -102,7 +111,9 @@ def training_progress(log_path: Path | None, since: float | None = None) -> str:
 
 
 @contextlib.contextmanager
-def heartbeat(tag: str, log_path: Path | None, expected_s: float | None, log: Callable[[str], Any], every: float = HEARTBEAT_S):
+def heartbeat(
+    tag: str, log_path: Path | None, expected_s: float | None, log: Callable[[str], Any], every: float = HEARTBEAT_S
+):
     """While the block runs, a line every ``every`` seconds: how long the stage has run, the time left by
     its last run's duration (or how far past it), and each RM training's step of its total with its ETA
     (:func:`training_progress`) or, when none trains, the last line of its log."""
@@ -171,9 +182,11 @@ def own_durations(out_dir: Path, names: list[str], run_dir: Path | None = None) 
     the run folder's stage record. Times of this machine and this profile: no scaling."""
     found: dict[str, float] = {}
     sources = []
-    for source, durations in ((f"the last run in {shown_path(out_dir)}", last_durations(load_previous(out_dir / "status.json"))),
-                              (f"the stage times in {shown_path(out_dir / 'metrics.json')}", _stage_timings(out_dir / "metrics.json", names)),
-                              (f"the stage records in {shown_path(run_dir)}" if run_dir else "", _recorded_durations(run_dir, names))):
+    for source, durations in (
+        (f"the last run in {shown_path(out_dir)}", last_durations(load_previous(out_dir / "status.json"))),
+        (f"the stage times in {shown_path(out_dir / 'metrics.json')}", _stage_timings(out_dir / "metrics.json", names)),
+        (f"the stage records in {shown_path(run_dir)}" if run_dir else "", _recorded_durations(run_dir, names)),
+    ):
         new = {k: v for k, v in durations.items() if k not in found and (k in names or not names)}
         if new:
             found.update(new)
@@ -187,8 +200,10 @@ def loaded_probe_note(gflops: float, threads: int, load: float | None, cores: in
     cores = cores or os.cpu_count() or 1
     if load is None or load < max(1.0, cores - threads + 1):
         return None
-    return (f"speed probe {gflops:.0f} GFLOP/s with load {load:.1f} on {cores} core{'s' if cores != 1 else ''}: "
-            f"the ETA may be long")
+    return (
+        f"speed probe {gflops:.0f} GFLOP/s with load {load:.1f} on {cores} core{'s' if cores != 1 else ''}: "
+        f"the ETA may be long"
+    )
 
 
 def _load_average() -> float | None:
@@ -207,9 +222,16 @@ class Estimates:
         self.durations, self.bases, self.source, self.note = durations, bases, source, note
 
 
-def stage_estimates(profile: str, out_dir: Path, threads: int, reference_root: Path, names: list[str] | None = None,
-                    run_dir: Path | None = None, probe: Callable[[int], float] | None = None,
-                    load: Callable[[], float | None] | None = None) -> Estimates:
+def stage_estimates(
+    profile: str,
+    out_dir: Path,
+    threads: int,
+    reference_root: Path,
+    names: list[str] | None = None,
+    run_dir: Path | None = None,
+    probe: Callable[[int], float] | None = None,
+    load: Callable[[], float | None] | None = None,
+) -> Estimates:
     """Each stage's expected seconds here: an earlier run's own time where one exists (:func:`own_durations`),
     else the committed reference report's time scaled by the ratio of its machine's fp32 matmul rate to this
     one's (``probe``, :func:`goalrm_core.threads.matmul_gflops`; a rough guide: time does not follow the matmul
@@ -219,12 +241,17 @@ def stage_estimates(profile: str, out_dir: Path, threads: int, reference_root: P
     durations, sources = own_durations(out_dir, names, run_dir)
     bases = {k: "last run" for k in durations}
     reference = Path(reference_root) / profile
-    wanted = {k: v for k, v in last_durations(load_previous(reference / "status.json")).items()
-              if k not in durations and (k in names or not names)}
+    wanted = {
+        k: v
+        for k, v in last_durations(load_previous(reference / "status.json")).items()
+        if k not in durations and (k in names or not names)
+    }
     note = None
     if wanted:
         try:
-            then = json.loads((reference / "metrics.json").read_text())["provenance"]["machine"]["speed"]["matmul_gflops"]
+            then = json.loads((reference / "metrics.json").read_text())["provenance"]["machine"]["speed"][
+                "matmul_gflops"
+            ]
         except (OSError, ValueError, KeyError, TypeError):
             then = None
         if then is None:
@@ -232,12 +259,16 @@ def stage_estimates(profile: str, out_dir: Path, threads: int, reference_root: P
         else:
             if probe is None:
                 from goalrm_core.threads import matmul_gflops as probe
-            busy = (load or _load_average)()  # what competes with the probe (the 1-minute average: the probe's second barely moves it)
+            busy = (
+                load or _load_average
+            )()  # what competes with the probe (the 1-minute average: the probe's second barely moves it)
             here = probe(threads)
             note = loaded_probe_note(here, threads, busy)
             scaled = {k: v * then / here for k, v in wanted.items()}
-            said = (f"the committed {shown_path(reference)}, scaled by fp32 matmul {then:.0f} GFLOP/s there against {here:.0f} "
-                    "here (a rough guide)")
+            said = (
+                f"the committed {shown_path(reference)}, scaled by fp32 matmul {then:.0f} GFLOP/s there against {here:.0f} "
+                "here (a rough guide)"
+            )
         durations.update(scaled)
         bases.update({k: "estimated from the committed report" for k in scaled})
         sources.append(said)
@@ -245,27 +276,42 @@ def stage_estimates(profile: str, out_dir: Path, threads: int, reference_root: P
     return Estimates(durations, bases, source, note)
 
 
-def estimated_durations(profile: str, out_dir: Path, threads: int, reference_root: Path) -> tuple[dict[str, float], str]:
+def estimated_durations(
+    profile: str, out_dir: Path, threads: int, reference_root: Path
+) -> tuple[dict[str, float], str]:
     """(:func:`stage_estimates`'s durations, its source): every stage either run has."""
     estimate = stage_estimates(profile, out_dir, threads, reference_root)
     return estimate.durations, estimate.source
 
 
-def plan_lines(profile: str, selected: list[str], out_dir: Path, settings: Mapping[str, Any], reference_root: Path) -> list[str]:
+def plan_lines(
+    profile: str, selected: list[str], out_dir: Path, settings: Mapping[str, Any], reference_root: Path
+) -> list[str]:
     """What ``goalrm report --dry-run`` prints: the checked run's folders, each stage to run with its time
     estimate for this machine (:func:`estimated_durations`), the total, and that nothing ran."""
     threads = settings.get("torch_threads") or os.cpu_count() or 1
     run_dir = settings.get("run_dir")
-    estimate = stage_estimates(profile, out_dir, int(threads), reference_root, names=selected,
-                               run_dir=resolve_path(run_dir) if run_dir else None)
+    estimate = stage_estimates(
+        profile,
+        out_dir,
+        int(threads),
+        reference_root,
+        names=selected,
+        run_dir=resolve_path(run_dir) if run_dir else None,
+    )
     durations, source = estimate.durations, estimate.source
-    lines = [f"goalrm report --dry-run: profile {profile!r} and every --set checked; it would report to {shown_path(out_dir)} "
-             f"and run in {settings.get('run_dir') or 'the profile run_dir'}, {len(selected)} stage(s):"]
+    lines = [
+        f"goalrm report --dry-run: profile {profile!r} and every --set checked; it would report to {shown_path(out_dir)} "
+        f"and run in {settings.get('run_dir') or 'the profile run_dir'}, {len(selected)} stage(s):"
+    ]
     for name in selected:
         lines.append(f"  {name}: " + (f"~{_clock(durations[name])}" if name in durations else "no estimate"))
     known = [durations[n] for n in selected if n in durations]
-    lines.append(f"  in all: ~{_clock(sum(known))}" + (f" (+ {len(selected) - len(known)} without an estimate)"
-                                                        if len(known) < len(selected) else "") + f"; estimated from {source}")
+    lines.append(
+        f"  in all: ~{_clock(sum(known))}"
+        + (f" (+ {len(selected) - len(known)} without an estimate)" if len(known) < len(selected) else "")
+        + f"; estimated from {source}"
+    )
     if estimate.note:
         lines.append(f"  ({estimate.note})")
     lines.append("nothing was run")

@@ -97,7 +97,10 @@ def collect_provenance(profile: str, settings: Mapping[str, Any], root: Path | N
         "profile": {"name": profile, "parameters": dict(settings)},
         "versions": {"python": platform.python_version(), **{p: _package_version(p) for p in PROVENANCE_PACKAGES}},
         "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(), "gpu": gpu, "speed": speed},
-        "threads": {"torch_threads": requested, "used": used,
-                    "rule": "as set" if requested > 0 else "idle cores at the start of the run"},
+        "threads": {
+            "torch_threads": requested,
+            "used": used,
+            "rule": "as set" if requested > 0 else "idle cores at the start of the run",
+        },
         "date": timestamp(),
     }

@@ -22,23 +22,37 @@ from typing import Any, Callable, Mapping
 
 from goalrm_core.data.io import ArtifactError, atomic_write_json, check_output_dir, timestamp, writer_lock
 from goalrm_core.data.rundir import RunDir
-from goalrm_core.flags import debugging, error_line, one_line, path_part, symlink_loop
+from goalrm_core.flags import debugging, error_line, path_part, symlink_loop
 from goalrm_core.paths import relative_paths, resolve_path, shown_path
-from goalrm_core.pipeline.execute import error_info, discover_stages, execute_stage, match_stage, project_relative
+from goalrm_core.pipeline.execute import discover_stages, error_info, execute_stage, match_stage, project_relative
 from goalrm_core.pipeline.notebook_params import TRAINING_STAGE, declared_parameters, missing_keys
-from goalrm_core.study.recipe import RM_KEYS
 from goalrm_core.pipeline.profile_checks import check_settings, coerce_to_declared, list_from_text, unknown_key_message
 from goalrm_core.pipeline.profile_files import load_profile, notebook_profile, profile_path
 from goalrm_core.pipeline.profile_values import check_value, parse_set_flags
-from goalrm_core.pipeline.progress import (HEARTBEAT_S, SUCCEEDED, estimated_durations, heartbeat, last_durations, last_log_line,  # noqa: F401
-                                           plan_lines, progress_line, stage_estimates)
+from goalrm_core.pipeline.progress import (
+    HEARTBEAT_S,
+    SUCCEEDED,
+    heartbeat,
+    last_durations,
+    last_log_line,  # noqa: F401
+    plan_lines,
+    progress_line,
+    stage_estimates,
+)
 from goalrm_core.pipeline.provenance import code_version, collect_provenance
 from goalrm_core.pipeline.records import record_provenance, record_stage
 from goalrm_core.pipeline.signals import Terminated, interrupts_deferred, sigterm_as_interrupt
-from goalrm_core.pipeline.status import (index_error_of, killed_run_cleared, load_previous, rebuild_index, status_entry,
-                                         write_status)
+from goalrm_core.pipeline.status import (
+    index_error_of,
+    killed_run_cleared,
+    load_previous,
+    rebuild_index,
+    status_entry,
+    write_status,
+)
 from goalrm_core.report.metrics_view import METRICS_FILE, TIMINGS_KEY
 from goalrm_core.report.pages import export_html, refresh_navigation
+from goalrm_core.study.recipe import RM_KEYS
 
 #: Where a user's run reports: under ``runs/``, which git ignores, so ``make report`` never writes a
 #: tracked file (on a machine whose floats differ it would move the committed pages under the suite's
@@ -90,8 +104,9 @@ def _carried_over(name: str, previous: dict[str, dict]) -> dict:
     return entry
 
 
-def stage_parameters(profile_name: str, profile: Mapping[str, Any], declared: Mapping[str, Any], out_dir: Path,
-                     stage: str | None = None) -> dict:
+def stage_parameters(
+    profile_name: str, profile: Mapping[str, Any], declared: Mapping[str, Any], out_dir: Path, stage: str | None = None
+) -> dict:
     """What papermill injects: the keys the notebook declares, ``profile``, and the report folder; the
     training notebook (``stage`` :data:`TRAINING_STAGE`) also every key of the profile's ``rm:`` block it does
     not write out, under the trainer's names (a new trainer flag needs no notebook edit).
@@ -119,11 +134,15 @@ def check_run_dir_owner(run_dir: Path, profile: str) -> None:
     try:
         owner = json.loads(owner_file.read_text(encoding="utf-8")).get("profile")
     except (OSError, ValueError, AttributeError):
-        raise ValueError(f"{owner_file}: damaged (it should name the profile whose run this is); fix or delete it") from None
+        raise ValueError(
+            f"{owner_file}: damaged (it should name the profile whose run this is); fix or delete it"
+        ) from None
     if owner != profile:
-        raise ValueError(f"run_dir {run_dir} holds the run of profile {owner!r} ({owner_file}), not of {profile!r}: two profiles in one "
-                         f"run folder would mix their data; give this profile its own run_dir (--set run_dir=runs/{profile}), "
-                         f"or delete that folder")
+        raise ValueError(
+            f"run_dir {run_dir} holds the run of profile {owner!r} ({owner_file}), not of {profile!r}: two profiles in one "
+            f"run folder would mix their data; give this profile its own run_dir (--set run_dir=runs/{profile}), "
+            f"or delete that folder"
+        )
 
 
 def claim_run_dir(run_dir: Path, profile: str) -> None:
@@ -140,8 +159,14 @@ def run_dir_of(profile_name: str, profile: Mapping[str, Any]) -> Path:
 
 
 def _run_one(
-    path: Path, out_dir: Path, params: dict, kernel_name: str, log: Callable[[str], Any],
-    stages: list[str] | None = None, log_path: Path | None = None, tag: str | None = None,
+    path: Path,
+    out_dir: Path,
+    params: dict,
+    kernel_name: str,
+    log: Callable[[str], Any],
+    stages: list[str] | None = None,
+    log_path: Path | None = None,
+    tag: str | None = None,
 ) -> dict:
     """Execute and export one stage, returning its status entry (the caller announces the start).
     ``tag`` prefixes its lines (default ``[name]``)."""
@@ -205,10 +230,23 @@ class ReportInterrupted(KeyboardInterrupt):
     that stage had run, ``resume_from`` the first stage a resumed run must execute. Still a
     ``KeyboardInterrupt``, so that whatever called the runner (a sweep) stops too."""
 
-    def __init__(self, profile: str, stage: str | None, elapsed_s: float | None, resume_from: str | None,
-                 after: str | None = None, how: str = "Ctrl-C"):
+    def __init__(
+        self,
+        profile: str,
+        stage: str | None,
+        elapsed_s: float | None,
+        resume_from: str | None,
+        after: str | None = None,
+        how: str = "Ctrl-C",
+    ):
         super().__init__(stage or after or profile)
-        self.profile, self.stage, self.elapsed_s, self.resume_from, self.after = profile, stage, elapsed_s, resume_from, after
+        self.profile, self.stage, self.elapsed_s, self.resume_from, self.after = (
+            profile,
+            stage,
+            elapsed_s,
+            resume_from,
+            after,
+        )
         self.how = how
 
     @property
@@ -273,14 +311,18 @@ def checked_settings(
     merged = {**settings, **overrides}  # checked as given, so that an error shows the value typed
     missing = missing_keys(merged, declared)
     if missing:
-        raise ValueError(f"{source} sets no value for {', '.join(missing)}: a notebook profile sets every key "
-                         f"a notebook declares (`goalrm sync-notebooks` writes the demo's into the notebooks)")
+        raise ValueError(
+            f"{source} sets no value for {', '.join(missing)}: a notebook profile sets every key "
+            f"a notebook declares (`goalrm sync-notebooks` writes the demo's into the notebooks)"
+        )
     sources = {k: overrides_source for k in overrides}
     found = check_settings(merged, declared, source, sources)
     threads = merged.get("torch_threads")
     if not (isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1):
-        raise ValueError(f"{sources.get('torch_threads', source)}: torch_threads must be an integer >= 1 "
-                         f"(pinned: floats depend on it), got {threads!r}")
+        raise ValueError(
+            f"{sources.get('torch_threads', source)}: torch_threads must be an integer >= 1 "
+            f"(pinned: floats depend on it), got {threads!r}"
+        )
     return {**settings, **{k: coerce_to_declared(k, v, declared) for k, v in overrides.items()}}, found
 
 
@@ -324,7 +366,9 @@ def run_report(
     Ctrl-C marks the running stage ``interrupted`` and the later ones ``not run`` in
     ``status.json`` and the index, then raises :class:`ReportInterrupted`.
     """
-    settings, stages, declared, applied = _checked_profile(profile, params_dir, notebooks_dir, overrides, overrides_source, log)
+    settings, stages, declared, applied = _checked_profile(
+        profile, params_dir, notebooks_dir, overrides, overrides_source, log
+    )
     notebooks = {p.stem: p for p in stages}
     names = list(notebooks)
 
@@ -338,7 +382,9 @@ def run_report(
     run_dir = run_dir_of(profile, settings)
     check_run_dir_owner(run_dir, profile)  # another profile's run folder: its data would mix with this one's
     if dry_run:
-        for line in plan_lines(profile, _select(names, from_stage, only), out_dir, settings, resolve_path(REFERENCE_REPORTS)):
+        for line in plan_lines(
+            profile, _select(names, from_stage, only), out_dir, settings, resolve_path(REFERENCE_REPORTS)
+        ):
             log(line)
         return 0
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -355,8 +401,14 @@ def run_report(
         progress = _Progress(profile, out_dir, names, selected, previous, log)
         # each stage's ETA: an earlier run's own time (status.json, metrics.json's timings, the run folder's stage
         # records), else the committed report's at this machine's speed, said when the probe ran on a loaded machine
-        estimate = stage_estimates(profile, out_dir, int(settings.get("torch_threads") or 1), resolve_path(REFERENCE_REPORTS),
-                                   names=progress.todo, run_dir=run_dir_of(profile, settings))
+        estimate = stage_estimates(
+            profile,
+            out_dir,
+            int(settings.get("torch_threads") or 1),
+            resolve_path(REFERENCE_REPORTS),
+            names=progress.todo,
+            run_dir=run_dir_of(profile, settings),
+        )
         progress.durations, progress.basis = estimate.durations, estimate.bases
         if estimate.note:
             log(f"ETA: {estimate.note}")
@@ -374,8 +426,14 @@ def run_report(
         return 1 if progress.failed else 0
 
 
-def _checked_profile(profile: str, params_dir, notebooks_dir, overrides: Mapping[str, Any] | None, overrides_source: str,
-                     log: Callable[[str], Any]) -> tuple[dict, list[Path], dict, dict]:
+def _checked_profile(
+    profile: str,
+    params_dir,
+    notebooks_dir,
+    overrides: Mapping[str, Any] | None,
+    overrides_source: str,
+    log: Callable[[str], Any],
+) -> tuple[dict, list[Path], dict, dict]:
     """(the profile's settings with ``overrides`` on top, checked; the stage notebooks; the parameters
     each declares; the overrides as applied). The warnings are logged once, on the run's own output
     (a sweep prefixes them with the point)."""
@@ -394,7 +452,9 @@ def _checked_profile(profile: str, params_dir, notebooks_dir, overrides: Mapping
     return settings, stages, declared, applied
 
 
-def _record_run_provenance(profile: str, settings: Mapping[str, Any], applied: Mapping[str, Any], out_dir: Path) -> None:
+def _record_run_provenance(
+    profile: str, settings: Mapping[str, Any], applied: Mapping[str, Any], out_dir: Path
+) -> None:
     """What produced this report, with the overrides applied, first into ``metrics.json``."""
     provenance = collect_provenance(profile, settings)
     if applied:
@@ -406,10 +466,19 @@ class _Progress:
     """The stages of one report run as it goes: their status entries (``status.json`` and the index,
     rewritten at every change), the stage running now, and the last one done."""
 
-    def __init__(self, profile: str, out_dir: Path, names: list[str], selected: list[str], previous: dict[str, dict],
-                 log: Callable[[str], Any]):
+    def __init__(
+        self,
+        profile: str,
+        out_dir: Path,
+        names: list[str],
+        selected: list[str],
+        previous: dict[str, dict],
+        log: Callable[[str], Any],
+    ):
         self.profile, self.out_dir, self.names, self.log = profile, out_dir, names, log
-        self.entries = {n: _carried_over(n, previous) if n not in selected else status_entry(n, "pending") for n in names}
+        self.entries = {
+            n: _carried_over(n, previous) if n not in selected else status_entry(n, "pending") for n in names
+        }
         self.todo = [n for n in names if n in selected]
         self.durations, self.basis = last_durations(previous), "last run"
         self.failed = False
@@ -422,11 +491,15 @@ class _Progress:
         """Rewrite status.json and the index; say so once when the index falls back to the stage table."""
         error = write_status(self.out_dir, self.profile, list(self.entries.values()))
         if error is not None and error != self._index_errors[-1]:
-            self.log(f"warning: index.html is the fallback page (stage table only): rendering failed with "
-                     f"{error['ename']}: {error['evalue']}; status.json records it as index_error")
+            self.log(
+                f"warning: index.html is the fallback page (stage table only): rendering failed with "
+                f"{error['ename']}: {error['evalue']}; status.json records it as index_error"
+            )
         self._index_errors.append(error)
 
-    def run_stage(self, k: int, name: str, notebook: Path, params: Mapping[str, Any], log_path: Path, kernel_name: str) -> None:
+    def run_stage(
+        self, k: int, name: str, notebook: Path, params: Mapping[str, Any], log_path: Path, kernel_name: str
+    ) -> None:
         """Run stage ``name`` (the ``k``-th to do); note it in its run directory when it succeeds."""
         run_dir = resolve_path(params["run_dir"]) if params.get("run_dir") else None
         self.current, self.t0 = name, time.monotonic()
@@ -437,8 +510,9 @@ class _Progress:
         self.log(progress_line(k, self.todo, log_path, self.durations, self.basis))
         tag = f"[{k}/{len(self.todo)} {name}]"
         with heartbeat(tag, log_path, self.durations.get(name), self.log, every=HEARTBEAT_S):
-            self.entries[name] = _run_one(notebook, self.out_dir, params, kernel_name, self.log, stages=self.names,
-                                          log_path=log_path, tag=tag)
+            self.entries[name] = _run_one(
+                notebook, self.out_dir, params, kernel_name, self.log, stages=self.names, log_path=log_path, tag=tag
+            )
         self.current, self.last_done = None, name
         self.failed = self.entries[name]["status"] == "failed"
         if not self.failed and run_dir is not None:
@@ -458,9 +532,17 @@ class _Progress:
             elapsed = None
             if self.current is not None:
                 elapsed = round(time.monotonic() - self.t0, 2)
-                self.entries[self.current] = {**self.entries[self.current], "status": "interrupted", "duration_s": elapsed,
-                                              "error": {"ename": type(stop).__name__, "evalue": f"interrupted ({how})",
-                                                        "cell_index": None, "exec_count": None}}
+                self.entries[self.current] = {
+                    **self.entries[self.current],
+                    "status": "interrupted",
+                    "duration_s": elapsed,
+                    "error": {
+                        "ename": type(stop).__name__,
+                        "evalue": f"interrupted ({how})",
+                        "cell_index": None,
+                        "exec_count": None,
+                    },
+                }
                 _drop_outputs(self.out_dir, self.current)  # an older run's pages would pass for this run's
             for name in self.todo:
                 if self.entries[name]["status"] in ("pending", "running"):
@@ -469,31 +551,54 @@ class _Progress:
                 refresh_navigation(self.out_dir, self.names)
             write_status(self.out_dir, self.profile, list(self.entries.values()))
         resume_from = next((n for n in self.todo if self.entries[n]["status"] not in SUCCEEDED), None)
-        raise ReportInterrupted(self.profile, self.current, elapsed, resume_from, after=self.last_done, how=how) from None
+        raise ReportInterrupted(
+            self.profile, self.current, elapsed, resume_from, after=self.last_done, how=how
+        ) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="goalrm report", description="Execute the notebooks and build the HTML report.")
+    parser = argparse.ArgumentParser(
+        prog="goalrm report", description="Execute the notebooks and build the HTML report."
+    )
     parser.add_argument("--profile", default="demo", type=path_part, help="params/<profile>.yaml (default: demo)")
-    parser.add_argument("--set", dest="set", action="append", default=[], metavar="KEY=VALUE",
-                        help="a profile value for this run, over the file's (repeatable); VALUE is YAML: 4, 1e-5, true, "
-                             "cosine, [0, 1]. Checked like the file's values before any stage starts")
+    parser.add_argument(
+        "--set",
+        dest="set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a profile value for this run, over the file's (repeatable); VALUE is YAML: 4, 1e-5, true, "
+        "cosine, [0, 1]. Checked like the file's values before any stage starts",
+    )
     parser.add_argument("--from", dest="from_stage", default=None, help="resume from this stage (NN or NN_topic)")
     parser.add_argument("--only", nargs="+", default=None, help="run only these stages (NN or NN_topic)")
     parser.add_argument("--kernel", default="goalrm", help="Jupyter kernel name (default: goalrm)")
     parser.add_argument("--notebooks-dir", default="notebooks")
     parser.add_argument("--params-dir", default="params")
-    parser.add_argument("--reports-dir", default=USER_REPORTS,
-                        help=f"root folder; output goes to <dir>/<profile>/ (default: {USER_REPORTS}, git-ignored; the "
-                             f"committed reference reports are regenerated with --reports-dir {REFERENCE_REPORTS})")
-    parser.add_argument("--name", default=None, type=path_part,
-                        help="report folder <reports-dir>/<name>/ (default: the profile; with --set, <profile>-set, and its "
-                             "run_dir runs/<name> unless --set names one: a changed experiment never overwrites the profile's report)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="check the profile, every --set and the stages, print the plan with a time estimate for this "
-                             "machine, and run nothing")
-    parser.add_argument("--index-only", action="store_true",
-                        help="re-render index.html from the existing status.json and metrics.json; run no stage")
+    parser.add_argument(
+        "--reports-dir",
+        default=USER_REPORTS,
+        help=f"root folder; output goes to <dir>/<profile>/ (default: {USER_REPORTS}, git-ignored; the "
+        f"committed reference reports are regenerated with --reports-dir {REFERENCE_REPORTS})",
+    )
+    parser.add_argument(
+        "--name",
+        default=None,
+        type=path_part,
+        help="report folder <reports-dir>/<name>/ (default: the profile; with --set, <profile>-set, and its "
+        "run_dir runs/<name> unless --set names one: a changed experiment never overwrites the profile's report)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="check the profile, every --set and the stages, print the plan with a time estimate for this "
+        "machine, and run nothing",
+    )
+    parser.add_argument(
+        "--index-only",
+        action="store_true",
+        help="re-render index.html from the existing status.json and metrics.json; run no stage",
+    )
     return parser
 
 
@@ -508,8 +613,12 @@ def resume_command(args: argparse.Namespace, stage: str) -> str:
         parts += ["--set", shlex.quote(flag)]
     if getattr(args, "name", None):
         parts += ["--name", shlex.quote(args.name)]
-    for option, default in (("kernel", "goalrm"), ("notebooks_dir", "notebooks"), ("params_dir", "params"),
-                            ("reports_dir", USER_REPORTS)):
+    for option, default in (
+        ("kernel", "goalrm"),
+        ("notebooks_dir", "notebooks"),
+        ("params_dir", "params"),
+        ("reports_dir", USER_REPORTS),
+    ):
         value = getattr(args, option)
         if value != default:
             parts += [f"--{option.replace('_', '-')}", shlex.quote(str(value))]
@@ -523,7 +632,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # A signal can land while nbclient has made a coroutine it has not yet awaited; the run stops
     # there on purpose, so Python's "never awaited" warning at exit would only be noise after the one line.
-    warnings.filterwarnings("ignore", message=r"coroutine 'NotebookClient\.\w+' was never awaited", category=RuntimeWarning)
+    warnings.filterwarnings(
+        "ignore", message=r"coroutine 'NotebookClient\.\w+' was never awaited", category=RuntimeWarning
+    )
     try:
         with sigterm_as_interrupt():
             return _main(args)
@@ -533,10 +644,16 @@ def main(argv: list[str] | None = None) -> int:
         return stop.exit_code
     except KeyboardInterrupt as stop:
         terminated = isinstance(stop, Terminated)
-        print(f"goalrm report: interrupted{' (SIGTERM)' if terminated else ''} before any stage ran", file=sys.stderr, flush=True)
+        print(
+            f"goalrm report: interrupted{' (SIGTERM)' if terminated else ''} before any stage ran",
+            file=sys.stderr,
+            flush=True,
+        )
         return TERMINATED_EXIT if terminated else INTERRUPTED_EXIT
     except (ValueError, ArtifactError, OSError, RuntimeError) as e:
-        if debugging() or not (isinstance(e, (ValueError, OSError)) or symlink_loop(e)):  # --debug: the traceback, as every goalrm command shows it
+        if debugging() or not (
+            isinstance(e, (ValueError, OSError)) or symlink_loop(e)
+        ):  # --debug: the traceback, as every goalrm command shows it
             raise
         print(f"goalrm report: error: {error_line(e)}", file=sys.stderr)
         return 2
@@ -551,8 +668,11 @@ def _main(args: argparse.Namespace) -> int:
         page = rebuild_index(out_dir)
         error = index_error_of(out_dir)
         if error is not None:
-            print(f"goalrm report: the full index could not be drawn ({error.get('ename')}: {error.get('evalue')}); "
-                  f"{page} is the fallback page (stage table only)", file=sys.stderr)
+            print(
+                f"goalrm report: the full index could not be drawn ({error.get('ename')}: {error.get('evalue')}); "
+                f"{page} is the fallback page (stage table only)",
+                file=sys.stderr,
+            )
             return 1
         print(f"report: {page}")
         return 0

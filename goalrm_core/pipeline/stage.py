@@ -35,7 +35,9 @@ class Stage:
     parts: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def start(cls, name: str, run_dir: str | os.PathLike, reports_dir: str | os.PathLike, torch_threads: int = 0) -> "Stage":
+    def start(
+        cls, name: str, run_dir: str | os.PathLike, reports_dir: str | os.PathLike, torch_threads: int = 0
+    ) -> "Stage":
         """Start the clock and use ``torch_threads`` CPU threads (0 = the cores idle now)."""
         started = time.perf_counter()
         threads = set_torch_threads(torch_threads)
@@ -69,10 +71,16 @@ class Stage:
         """Write the stage's metrics to ``<reports_dir>/metrics.json``, with the threads it computed
         with (floats depend on them: ``goalrm compare`` flags a mismatch) and its wall time (and any
         other ``timings``) apart from them. Returns nothing, so a notebook's last cell shows no path."""
-        record_metrics(self.name, {**metrics, "threads": self.threads}, self.reports_dir,
-                              timings={"wall_s": time.perf_counter() - self.started,
-                                       **({"parts": {k: round(v, 2) for k, v in self.parts.items()}} if self.parts else {}),
-                                       **timings})
+        record_metrics(
+            self.name,
+            {**metrics, "threads": self.threads},
+            self.reports_dir,
+            timings={
+                "wall_s": time.perf_counter() - self.started,
+                **({"parts": {k: round(v, 2) for k, v in self.parts.items()}} if self.parts else {}),
+                **timings,
+            },
+        )
         if not os.environ.get(BATCH_VAR):  # by hand: note what produced the run's files, as the runner does
             self._record_interactive_stage()
 
@@ -89,5 +97,9 @@ class Stage:
         notebook = json.loads(path.read_text(encoding="utf-8"))
         cell = next(c for c in notebook["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
         keys = declared_keys("".join(cell["source"]), path)
-        record_stage(self.run.root, path.stem, {k: shell.user_ns[k] for k in keys if k in shell.user_ns},
-                     duration_s=time.perf_counter() - self.started)
+        record_stage(
+            self.run.root,
+            path.stem,
+            {k: shell.user_ns[k] for k in keys if k in shell.user_ns},
+            duration_s=time.perf_counter() - self.started,
+        )

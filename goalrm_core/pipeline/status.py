@@ -31,8 +31,10 @@ def killed_run_cleared(out_dir: Path, previous: dict[str, dict]) -> dict[str, di
     outright (``.NN_*.tmp.ipynb``) go, and a stage its status still calls ``running`` was interrupted."""
     for leftover in out_dir.glob(".*.tmp*"):
         leftover.unlink(missing_ok=True)
-    return {name: ({**entry, "status": "interrupted"} if entry.get("status") == "running" else entry)
-            for name, entry in previous.items()}
+    return {
+        name: ({**entry, "status": "interrupted"} if entry.get("status") == "running" else entry)
+        for name, entry in previous.items()
+    }
 
 
 def load_previous(status_path: Path) -> dict[str, dict]:
@@ -59,8 +61,13 @@ def _fallback_index(profile: str, generated: str, stages: list[dict], error: Map
     from goalrm_core.report.templating import render, stage_view
 
     said = {key: "" if error.get(key) is None else str(error[key]) for key in ("ename", "evalue")}
-    return render("fallback.html.j2", profile=profile, generated=generated, error=said,
-                  stages=[stage_view(s, out_dir) for s in stages])
+    return render(
+        "fallback.html.j2",
+        profile=profile,
+        generated=generated,
+        error=said,
+        stages=[stage_view(s, out_dir) for s in stages],
+    )
 
 
 def _render(profile: str, generated: str, stages: list[dict], out_dir: Path) -> tuple[str, dict | None]:
@@ -102,7 +109,9 @@ def rebuild_index(out_dir: Path) -> Path:
     status = read_json_object(status_path)
     if not isinstance(status.get("stages"), list):
         raise ArtifactError(f"{status_path} has no stage list: run the report first")
-    page, index_error = _render(str(status.get("profile", out_dir.name)), str(status.get("generated", "")), status["stages"], out_dir)
+    page, index_error = _render(
+        str(status.get("profile", out_dir.name)), str(status.get("generated", "")), status["stages"], out_dir
+    )
     with interrupts_deferred():
         if status.get("index_error") != index_error:
             atomic_write_json(status_path, {**status, "index_error": index_error})

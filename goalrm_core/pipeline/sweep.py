@@ -36,20 +36,39 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from goalrm_core.flags import Interrupted, interrupted_how, path_part, positive_int, run_command
 from goalrm_core.data.io import ArtifactError, atomic_write_json, check_output_dir, timestamp
 from goalrm_core.data.rundir import STAGE_FOLDERS, RunDir
+from goalrm_core.flags import Interrupted, interrupted_how, path_part, positive_int, run_command
 from goalrm_core.paths import resolve_path, shown_path
-from goalrm_core.pipeline.profile_checks import (check_profile_against_notebooks, check_ranges, check_trainer, coerce_to_declared,
-                                                 unknown_key_message)
-from goalrm_core.pipeline.profile_files import load_profile, notebook_profile, read_yaml, sweep_spec_path
 from goalrm_core.pipeline.notebook_params import TRAINING_STAGE
+from goalrm_core.pipeline.profile_checks import (
+    check_profile_against_notebooks,
+    check_ranges,
+    check_trainer,
+    coerce_to_declared,
+    unknown_key_message,
+)
+from goalrm_core.pipeline.profile_files import load_profile, notebook_profile, read_yaml, sweep_spec_path
 from goalrm_core.pipeline.profile_values import parse_set_flags, parse_value
 from goalrm_core.pipeline.records import stage_is_current
+from goalrm_core.pipeline.runner import (
+    USER_REPORTS,
+    discover_stages,
+    inspect_stages,
+    match_stage,
+    run_dir_of,
+    run_report,
+    stage_parameters,
+)
 from goalrm_core.pipeline.signals import sigterm_as_interrupt
-from goalrm_core.pipeline.runner import (USER_REPORTS, discover_stages, inspect_stages, match_stage, run_dir_of, run_report,
-                                         stage_parameters)
-from goalrm_core.report.sweep_layout import PAIRED_FILE, PLAN_FILE, POINT_MANIFEST, format_value, point_folder, renamed_record
+from goalrm_core.report.sweep_layout import (
+    PAIRED_FILE,
+    PLAN_FILE,
+    POINT_MANIFEST,
+    format_value,
+    point_folder,
+    renamed_record,
+)
 from goalrm_core.study.recipe import RM_BLOCK, RM_KEYS, setting_key
 
 # Keys the sweep sets itself for every point: a grid or --set may not.
@@ -59,6 +78,7 @@ SPEC_KEYS = ("profile", "name", "grid", "one_at_a_time", "stages", "seeds", "set
 
 
 # ------------------------------------------------------------------------------- values and names
+
 
 def write_comparison(report_dir: Path, report_links: bool = True) -> Path:
     """:func:`goalrm_core.report.sweep_page.write_comparison`, imported when the page is drawn: the
@@ -99,11 +119,13 @@ def parse_stages(text: str, names: list[str]) -> list[str]:
         hi = names.index(match_stage(last, names)) if sep else lo
         if hi < lo:
             raise ValueError(f"--stages {text!r}: {names[lo]} comes after {names[hi]}")
-        chosen.update(names[lo:hi + 1])
+        chosen.update(names[lo : hi + 1])
     ordered = [n for n in names if n in chosen]
-    span = names[names.index(ordered[0]):names.index(ordered[-1]) + 1]
+    span = names[names.index(ordered[0]) : names.index(ordered[-1]) + 1]
     if ordered != span:
-        raise ValueError(f"--stages {text!r} skips {', '.join(sorted(set(span) - chosen))}: a point runs contiguous stages")
+        raise ValueError(
+            f"--stages {text!r} skips {', '.join(sorted(set(span) - chosen))}: a point runs contiguous stages"
+        )
     return ordered
 
 
@@ -173,20 +195,37 @@ class SweepPlan:
 
     def overrides(self, point: Point) -> dict:
         """What the point's report runs with on top of the base profile."""
-        return {**self.common, **point.values, "run_dir": _shown_path(self.run_root / point.name),
-                "rm_store": _shown_path(RunDir(self.base_run).rm_store)}
+        return {
+            **self.common,
+            **point.values,
+            "run_dir": _shown_path(self.run_root / point.name),
+            "rm_store": _shown_path(RunDir(self.base_run).rm_store),
+        }
 
     def record(self) -> dict:
         """``sweep.json``: what the comparison page needs, without the machine's paths."""
-        return {"profile": self.profile, "name": self.name, "grid": self.grid, "one_at_a_time": self.one_at_a_time,
-                "stages": self.stages, "shared": self.shared, "common": self.common, "base_values": self.base_values,
-                "default_point": self.default_point,
-                "points": [{"name": p.name, "values": p.values} for p in self.points]}
+        return {
+            "profile": self.profile,
+            "name": self.name,
+            "grid": self.grid,
+            "one_at_a_time": self.one_at_a_time,
+            "stages": self.stages,
+            "shared": self.shared,
+            "common": self.common,
+            "base_values": self.base_values,
+            "default_point": self.default_point,
+            "points": [{"name": p.name, "values": p.values} for p in self.points],
+        }
 
 
 def _same(a: Any, b: Any) -> bool:
-    return json.dumps(a) == json.dumps(b) or (isinstance(a, (int, float)) and isinstance(b, (int, float))
-                                                and not isinstance(a, bool) and not isinstance(b, bool) and float(a) == float(b))
+    return json.dumps(a) == json.dumps(b) or (
+        isinstance(a, (int, float))
+        and isinstance(b, (int, float))
+        and not isinstance(a, bool)
+        and not isinstance(b, bool)
+        and float(a) == float(b)
+    )
 
 
 def _shown_path(path: Path) -> str:
@@ -215,14 +254,20 @@ def _check_key(key: str, declared: Mapping[str, Mapping], stages: list[str], sha
     if not users and key in RM_KEYS:  # an rm key no notebook writes out: notebook 02 receives the block whole
         users = [nb for nb in declared if nb == TRAINING_STAGE]
     if not users:
-        raise ValueError(unknown_key_message(key, declared, what, exclude=SET_BY_SWEEP)
-                         or f"{what}: key {key!r} is read by no notebook the sweep runs")
+        raise ValueError(
+            unknown_key_message(key, declared, what, exclude=SET_BY_SWEEP)
+            or f"{what}: key {key!r} is read by no notebook the sweep runs"
+        )
     read_by_shared = [nb for nb in users if nb in shared]
     if read_by_shared:
-        raise ValueError(f"{what} key {key!r} is read by {', '.join(read_by_shared)}, which the sweep shares from the base "
-                         f"run ({', '.join(shared)}): it cannot differ between points; put that stage in --stages")
+        raise ValueError(
+            f"{what} key {key!r} is read by {', '.join(read_by_shared)}, which the sweep shares from the base "
+            f"run ({', '.join(shared)}): it cannot differ between points; put that stage in --stages"
+        )
     if not set(users) & set(stages):
-        raise ValueError(f"{what} key {key!r} is read only by {', '.join(users)}, which --stages {'-'.join([stages[0], stages[-1]])} does not run")
+        raise ValueError(
+            f"{what} key {key!r} is read only by {', '.join(users)}, which --stages {'-'.join([stages[0], stages[-1]])} does not run"
+        )
 
 
 def _coerce(key: str, value: Any, declared: Mapping[str, Mapping], stages: Sequence[str]) -> Any:
@@ -268,10 +313,23 @@ def plan_sweep(
     base_values = {k: settings[k] if k in settings else _default_of(k, declared, selected) for k in grid}
     points = _points(grid, base_values, one_at_a_time)
 
-    plan = SweepPlan(profile=profile, name=name or "-".join(grid), grid=grid, one_at_a_time=one_at_a_time, stages=selected,
-                     shared=shared, common=common, base_values=base_values, points=points, settings=settings,
-                     declared=declared, notebooks_dir=resolve_path(notebooks_dir), params_dir=resolve_path(params_dir),
-                     reports_root=resolve_path(reports_root), kernel_name=kernel_name)
+    plan = SweepPlan(
+        profile=profile,
+        name=name or "-".join(grid),
+        grid=grid,
+        one_at_a_time=one_at_a_time,
+        stages=selected,
+        shared=shared,
+        common=common,
+        base_values=base_values,
+        points=points,
+        settings=settings,
+        declared=declared,
+        notebooks_dir=resolve_path(notebooks_dir),
+        params_dir=resolve_path(params_dir),
+        reports_root=resolve_path(reports_root),
+        kernel_name=kernel_name,
+    )
     if not re.fullmatch(r"[A-Za-z0-9._+=-]+", plan.name):
         raise ValueError(f"sweep name {plan.name!r}: use letters, digits and . _ + = - only")
     for p in points:
@@ -283,7 +341,9 @@ def _base_settings(profile: str, params_dir) -> dict:
     """The base profile, which must name the run whose data the points share."""
     settings = load_profile(notebook_profile(profile), params_dir)
     if not settings.get("run_dir"):
-        raise ValueError(f"profile {profile!r} sets no run_dir: a sweep shares the base run's data and needs to know where it is")
+        raise ValueError(
+            f"profile {profile!r} sets no run_dir: a sweep shares the base run's data and needs to know where it is"
+        )
     return settings
 
 
@@ -296,16 +356,23 @@ def _sweep_stages(notebooks_dir, stages: str) -> tuple[dict, list[str], list[str
     names = [p.stem for p in paths]
     declared = inspect_stages(paths)
     selected = parse_stages(stages, names)
-    shared = names[:names.index(selected[0])]
+    shared = names[: names.index(selected[0])]
     for stage in shared:
         if stage[:2] not in STAGE_FOLDERS:
-            raise ValueError(f"stage {stage} cannot be shared between points (no run-directory folders are known for it): "
-                             "include it in --stages")
+            raise ValueError(
+                f"stage {stage} cannot be shared between points (no run-directory folders are known for it): "
+                "include it in --stages"
+            )
     return declared, selected, shared
 
 
-def _checked_common(common: Mapping[str, Any] | None, seeds: Sequence[int] | None, declared: Mapping[str, Mapping],
-                    selected: list[str], shared: list[str]) -> dict:
+def _checked_common(
+    common: Mapping[str, Any] | None,
+    seeds: Sequence[int] | None,
+    declared: Mapping[str, Mapping],
+    selected: list[str],
+    shared: list[str],
+) -> dict:
     """The values every point sets alike (``--set``, and ``seeds`` as ``rm_seeds``), each key read by a stage the points run."""
     common = dict(common or {})
     if seeds is not None:
@@ -317,8 +384,13 @@ def _checked_common(common: Mapping[str, Any] | None, seeds: Sequence[int] | Non
     return common
 
 
-def _checked_grid(grid: Mapping[str, Sequence[Any]], common: Mapping[str, Any], declared: Mapping[str, Mapping],
-                  selected: list[str], shared: list[str]) -> dict[str, list]:
+def _checked_grid(
+    grid: Mapping[str, Sequence[Any]],
+    common: Mapping[str, Any],
+    declared: Mapping[str, Mapping],
+    selected: list[str],
+    shared: list[str],
+) -> dict[str, list]:
     """The swept values by key, as the notebooks declare them (``0`` -> ``0.0`` for a float): each key
     read by a stage the points run, not also in ``common``, with at least one value and none twice."""
     grid = {key: list(values) for key, values in grid.items()}
@@ -352,8 +424,13 @@ def _points(grid: Mapping[str, list], base_values: Mapping[str, Any], one_at_a_t
 
 def _stale_shared_stages(plan: SweepPlan) -> list[str]:
     """The shared stages whose record in the base run does not match the base profile (to run)."""
-    return [s for s in plan.shared
-            if not stage_is_current(plan.base_run, s, stage_parameters(plan.profile, plan.settings, plan.declared[s], plan.report_dir, s))]
+    return [
+        s
+        for s in plan.shared
+        if not stage_is_current(
+            plan.base_run, s, stage_parameters(plan.profile, plan.settings, plan.declared[s], plan.report_dir, s)
+        )
+    ]
 
 
 def _link_shared(plan: SweepPlan, run: Path) -> None:
@@ -365,7 +442,9 @@ def _link_shared(plan: SweepPlan, run: Path) -> None:
             if link.is_symlink() and link.resolve() == target.resolve():
                 continue
             if link.is_symlink() or link.exists():
-                raise ArtifactError(f"{link} exists and is not a link to the base run's {folder}/: remove it to share the base's")
+                raise ArtifactError(
+                    f"{link} exists and is not a link to the base run's {folder}/: remove it to share the base's"
+                )
             link.symlink_to(os.path.relpath(target, run))
 
 
@@ -385,13 +464,28 @@ def point_complete(plan: SweepPlan, point: Point) -> bool:
 def _run_point(job: dict) -> int:
     """One point's report (a top-level function, so a process pool can run it)."""
     say = _prefixed(job["point"])
-    code = run_report(job["profile"], notebooks_dir=job["notebooks_dir"], params_dir=job["params_dir"],
-                      reports_root=job["reports_root"], kernel_name=job["kernel_name"], only=job["stages"], log=say,
-                      overrides=job["overrides"], report_name=job["report_name"])
+    code = run_report(
+        job["profile"],
+        notebooks_dir=job["notebooks_dir"],
+        params_dir=job["params_dir"],
+        reports_root=job["reports_root"],
+        kernel_name=job["kernel_name"],
+        only=job["stages"],
+        log=say,
+        overrides=job["overrides"],
+        report_name=job["report_name"],
+    )
     if code == 0:
-        atomic_write_json(Path(job["reports_root"]) / job["report_name"] / POINT_MANIFEST,
-                          {"point": job["point"], "values": job["values"], "overrides": job["overrides"],
-                           "stages": job["stages"], "finished": timestamp()})
+        atomic_write_json(
+            Path(job["reports_root"]) / job["report_name"] / POINT_MANIFEST,
+            {
+                "point": job["point"],
+                "values": job["values"],
+                "overrides": job["overrides"],
+                "stages": job["stages"],
+                "finished": timestamp(),
+            },
+        )
     return code
 
 
@@ -424,10 +518,21 @@ def record_paired_deltas(plan: SweepPlan, n_boot: int = 1000, seed: int = 0) -> 
             d = delta_auroc(rows, base_rows, n_boot=n_boot, seed=seed)
         except (OSError, ValueError):
             continue
-        atomic_write_json(plan.report_folder(p.name) / PAIRED_FILE,
-                          {"base_point": base, "rm": GOAL_CONDITIONED, "benchmark": ID_BENCH, "headline": headline, "rm_seed": 0,
-                           "n_boot": n_boot, "delta": d["delta"], "ci_low": d["ci_low"], "ci_high": d["ci_high"],
-                           "p_value": d["p_value_two_sided"]})
+        atomic_write_json(
+            plan.report_folder(p.name) / PAIRED_FILE,
+            {
+                "base_point": base,
+                "rm": GOAL_CONDITIONED,
+                "benchmark": ID_BENCH,
+                "headline": headline,
+                "rm_seed": 0,
+                "n_boot": n_boot,
+                "delta": d["delta"],
+                "ci_low": d["ci_low"],
+                "ci_high": d["ci_high"],
+                "p_value": d["p_value_two_sided"],
+            },
+        )
         done.append(p.name)
     return done
 
@@ -436,7 +541,9 @@ def _prefixed(point: str) -> Callable[[str], None]:
     return lambda message: print(f"[{point}] {message}", flush=True)
 
 
-def run_sweep(plan: SweepPlan, jobs: int = 1, log: Callable[[str], Any] | None = None, report_links: bool = True) -> int:
+def run_sweep(
+    plan: SweepPlan, jobs: int = 1, log: Callable[[str], Any] | None = None, report_links: bool = True
+) -> int:
     """Run the shared stages if they are not current, then every incomplete point (``jobs`` at a
     time, each in its own process when ``jobs`` > 1), then write the comparison page. Returns 0
     when every point is complete, else 1."""
@@ -448,8 +555,16 @@ def run_sweep(plan: SweepPlan, jobs: int = 1, log: Callable[[str], Any] | None =
     stale = _stale_shared_stages(plan)
     if stale:
         log(f"shared stage(s) {', '.join(stale)}: running once in {_shown_path(plan.base_run)}")
-        code = run_report(plan.profile, notebooks_dir=plan.notebooks_dir, params_dir=plan.params_dir, reports_root=plan.reports_root,
-                          kernel_name=plan.kernel_name, only=stale, log=_prefixed("shared"), report_name=f"{plan.title}/shared")
+        code = run_report(
+            plan.profile,
+            notebooks_dir=plan.notebooks_dir,
+            params_dir=plan.params_dir,
+            reports_root=plan.reports_root,
+            kernel_name=plan.kernel_name,
+            only=stale,
+            log=_prefixed("shared"),
+            report_name=f"{plan.title}/shared",
+        )
         if code != 0:
             log(f"the shared stages failed: see {plan.report_dir / 'shared' / 'index.html'}; no point was run")
             write_comparison(plan.report_dir, report_links=report_links)
@@ -469,10 +584,20 @@ def run_sweep(plan: SweepPlan, jobs: int = 1, log: Callable[[str], Any] | None =
             continue
         plan.report_folder(p.name).joinpath(POINT_MANIFEST).unlink(missing_ok=True)  # (an older sweep's folder too)
         _link_shared(plan, plan.run_root / p.name)
-        todo.append({"point": p.name, "values": p.values, "profile": plan.profile, "overrides": plan.overrides(p),
-                     "notebooks_dir": str(plan.notebooks_dir), "params_dir": str(plan.params_dir),
-                     "reports_root": str(plan.reports_root), "kernel_name": plan.kernel_name, "stages": plan.stages,
-                     "report_name": f"{plan.title}/{p.name}"})
+        todo.append(
+            {
+                "point": p.name,
+                "values": p.values,
+                "profile": plan.profile,
+                "overrides": plan.overrides(p),
+                "notebooks_dir": str(plan.notebooks_dir),
+                "params_dir": str(plan.params_dir),
+                "reports_root": str(plan.reports_root),
+                "kernel_name": plan.kernel_name,
+                "stages": plan.stages,
+                "report_name": f"{plan.title}/{p.name}",
+            }
+        )
     log(f"sweep {plan.title}: {len(plan.points)} point(s), {len(todo)} to run, stages {', '.join(plan.stages)}")
     if jobs == 1 or len(todo) <= 1:
         codes = []
@@ -528,9 +653,14 @@ def load_sweep_spec(name: str, params_dir: str | os.PathLike = "params") -> dict
     for key, values in spec["grid"].items():
         if not isinstance(values, list):
             raise ValueError(f"{path}: grid key {key!r} must have a list of values, got {values!r}")
-    kinds = {"profile": (str, "a profile name"), "name": (str, "a name"), "one_at_a_time": (bool, "true or false"),
-             "stages": ((str, int), "stages such as 02-04"), "seeds": (list, "a list of seeds, e.g. [0, 1, 2]"),
-             "set": (dict, "a mapping of profile keys to values")}
+    kinds = {
+        "profile": (str, "a profile name"),
+        "name": (str, "a name"),
+        "one_at_a_time": (bool, "true or false"),
+        "stages": ((str, int), "stages such as 02-04"),
+        "seeds": (list, "a list of seeds, e.g. [0, 1, 2]"),
+        "set": (dict, "a mapping of profile keys to values"),
+    }
     for key, (kind, expected) in kinds.items():
         value = spec.get(key)
         if value is not None and (not isinstance(value, kind) or (kind is not bool and isinstance(value, bool))):
@@ -538,36 +668,78 @@ def load_sweep_spec(name: str, params_dir: str | os.PathLike = "params") -> dict
     for seed in spec.get("seeds") or []:
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ValueError(f"{path}: sweep key 'seeds' must list integers >= 0, got {seed!r}")
-    return {"profile": spec.get("profile", "demo"), "name": spec.get("name", name), "grid": spec["grid"],
-            "one_at_a_time": bool(spec.get("one_at_a_time", False)), "stages": str(spec.get("stages", "02-04")),
-            "seeds": spec.get("seeds"), "common": dict(spec.get("set") or {})}
+    return {
+        "profile": spec.get("profile", "demo"),
+        "name": spec.get("name", name),
+        "grid": spec["grid"],
+        "one_at_a_time": bool(spec.get("one_at_a_time", False)),
+        "stages": str(spec.get("stages", "02-04")),
+        "seeds": spec.get("seeds"),
+        "common": dict(spec.get("set") or {}),
+    }
 
 
 # ----------------------------------------------------------------------------------------- CLI
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="goalrm sweep", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--profile", default=None, type=path_part, help="base profile, params/<profile>.yaml (default: demo)")
-    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
-                   help="a swept key and its values; repeated flags form a Cartesian product")
-    p.add_argument("--spec", default=None, type=path_part, help="a sweep spec, params/<spec>.yaml (e.g. ablations), instead of --grid")
+    p = argparse.ArgumentParser(
+        prog="goalrm sweep", description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--profile", default=None, type=path_part, help="base profile, params/<profile>.yaml (default: demo)"
+    )
+    p.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="a swept key and its values; repeated flags form a Cartesian product",
+    )
+    p.add_argument(
+        "--spec",
+        default=None,
+        type=path_part,
+        help="a sweep spec, params/<spec>.yaml (e.g. ablations), instead of --grid",
+    )
     p.add_argument("--one-at-a-time", action="store_true", help="vary each key alone around the base profile")
-    p.add_argument("--stages", default=None, help="the stages each point runs, contiguous (default: 02-04); earlier ones are shared")
-    p.add_argument("--seeds", default=None, help="RM seeds of every point, e.g. 0,1,2 (default: the profile's rm_seeds)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a profile value every point changes alike")
-    p.add_argument("--name", default=None, type=path_part, help="the sweep's name: <reports-dir>/<profile>-sweep-<name>/ (default: the swept keys)")
-    p.add_argument("--jobs", type=positive_int, default=1, help="points run at once, each in its own process (default: 1)")
+    p.add_argument(
+        "--stages",
+        default=None,
+        help="the stages each point runs, contiguous (default: 02-04); earlier ones are shared",
+    )
+    p.add_argument(
+        "--seeds", default=None, help="RM seeds of every point, e.g. 0,1,2 (default: the profile's rm_seeds)"
+    )
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="a profile value every point changes alike"
+    )
+    p.add_argument(
+        "--name",
+        default=None,
+        type=path_part,
+        help="the sweep's name: <reports-dir>/<profile>-sweep-<name>/ (default: the swept keys)",
+    )
+    p.add_argument(
+        "--jobs", type=positive_int, default=1, help="points run at once, each in its own process (default: 1)"
+    )
     p.add_argument("--dry-run", action="store_true", help="check the sweep and list its points; run nothing")
-    p.add_argument("--index-only", action="store_true", help="rebuild the comparison page from what is there; run nothing")
-    p.add_argument("--no-report-links", action="store_true",
-                   help="link each point's metrics.json only, not its full report (for a page committed without them)")
+    p.add_argument(
+        "--index-only", action="store_true", help="rebuild the comparison page from what is there; run nothing"
+    )
+    p.add_argument(
+        "--no-report-links",
+        action="store_true",
+        help="link each point's metrics.json only, not its full report (for a page committed without them)",
+    )
     p.add_argument("--kernel", default="goalrm", help="Jupyter kernel name (default: goalrm)")
     p.add_argument("--notebooks-dir", default="notebooks")
     p.add_argument("--params-dir", default="params")
-    p.add_argument("--reports-dir", default=USER_REPORTS,
-                   help=f"root folder; output goes to <dir>/<profile>-sweep-<name>/ (default: {USER_REPORTS}, git-ignored)")
+    p.add_argument(
+        "--reports-dir",
+        default=USER_REPORTS,
+        help=f"root folder; output goes to <dir>/<profile>-sweep-<name>/ (default: {USER_REPORTS}, git-ignored)",
+    )
     return p
 
 
@@ -590,20 +762,38 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("give either --spec or --grid, not both")
         spec = load_sweep_spec(args.spec, args.params_dir)
     else:
-        spec = {"profile": "demo", "name": None, "grid": dict(parse_grid_flag(g) for g in args.grid),
-                "one_at_a_time": False, "stages": "02-04", "seeds": None, "common": {}}
+        spec = {
+            "profile": "demo",
+            "name": None,
+            "grid": dict(parse_grid_flag(g) for g in args.grid),
+            "one_at_a_time": False,
+            "stages": "02-04",
+            "seeds": None,
+            "common": {},
+        }
         if len(spec["grid"]) < len(args.grid):
             raise ValueError("a key is given to --grid twice: give all its values in one flag")
     plan = plan_sweep(
-        args.profile or spec["profile"], spec["grid"],
-        one_at_a_time=args.one_at_a_time or spec["one_at_a_time"], stages=args.stages or spec["stages"],
-        seeds=_parse_seeds(args.seeds) if args.seeds else spec["seeds"], common={**spec["common"], **_parse_set(args.set)},
-        name=args.name or spec["name"], notebooks_dir=args.notebooks_dir, params_dir=args.params_dir,
-        reports_root=args.reports_dir, kernel_name=args.kernel)
-    check_output_dir(plan.report_dir, "--reports-dir: the sweep's folder")  # a file, under a file, a link loop, not writable
+        args.profile or spec["profile"],
+        spec["grid"],
+        one_at_a_time=args.one_at_a_time or spec["one_at_a_time"],
+        stages=args.stages or spec["stages"],
+        seeds=_parse_seeds(args.seeds) if args.seeds else spec["seeds"],
+        common={**spec["common"], **_parse_set(args.set)},
+        name=args.name or spec["name"],
+        notebooks_dir=args.notebooks_dir,
+        params_dir=args.params_dir,
+        reports_root=args.reports_dir,
+        kernel_name=args.kernel,
+    )
+    check_output_dir(
+        plan.report_dir, "--reports-dir: the sweep's folder"
+    )  # a file, under a file, a link loop, not writable
     if args.dry_run:
-        print(f"sweep {plan.title}: stages {', '.join(plan.stages)}; shared from {_shown_path(plan.base_run)}: "
-              f"{', '.join(plan.shared) or 'none'}")
+        print(
+            f"sweep {plan.title}: stages {', '.join(plan.stages)}; shared from {_shown_path(plan.base_run)}: "
+            f"{', '.join(plan.shared) or 'none'}"
+        )
         for p in plan.points:
             state = "complete" if point_complete(plan, p) else "to run"
             print(f"  {p.name:<60} {state}")
@@ -619,9 +809,11 @@ def main(argv: list[str] | None = None) -> int:
 
         done = [p.name for p in plan.points if point_complete(plan, p)]
         command = " ".join(["goalrm sweep", *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
-        raise Interrupted(f"{len(done)} of {len(plan.points)} point(s) complete in {_shown_path(plan.report_dir)} and kept "
-                          f"(an interrupted point is never counted complete); resume with: {command}",
-                          interrupted_how(stop)) from None
+        raise Interrupted(
+            f"{len(done)} of {len(plan.points)} point(s) complete in {_shown_path(plan.report_dir)} and kept "
+            f"(an interrupted point is never counted complete); resume with: {command}",
+            interrupted_how(stop),
+        ) from None
 
 
 if __name__ == "__main__":

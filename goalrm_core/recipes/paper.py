@@ -45,19 +45,19 @@ from goalrm_core.data.questions import preference_pairs, split_by_question
 from goalrm_core.data.rundir import RunDir, rm_metrics_path, rm_name, train_summary_path
 from goalrm_core.evaluation import metrics
 from goalrm_core.evaluation.tables import delta_auroc, labels, question_ids, read_scored
+from goalrm_core.flags import check_choice, run_command
 from goalrm_core.inference.forward import iter_scored
 from goalrm_core.model.reward_model import load_reward_model, tiny_llama_config
 from goalrm_core.model.templates import apply_template
 from goalrm_core.model.tokenization import build_char_tokenizer
-from goalrm_core.recipes.profile_keys import command_line_profile
 from goalrm_core.paths import resolve_path
+from goalrm_core.recipes.profile_keys import command_line_profile
+from goalrm_core.study.live import tail_view
 from goalrm_core.study.recipe import trainer_settings
+from goalrm_core.study.rms import STRATEGY as RM_STRATEGY
 from goalrm_core.tasks.toymath import problems as toymath
 from goalrm_core.train.config import TrainRMConfig
-from goalrm_core.study.live import tail_view
-from goalrm_core.study.rms import STRATEGY as RM_STRATEGY
 from goalrm_core.train.launch import run_streaming, train_command
-from goalrm_core.flags import check_choice, run_command
 
 #: an RM's study name or trainer strategy -> the trainer strategy (baseline/vanilla, goal-conditioned/contrastive)
 STRATEGIES = {name: strategy for rm, strategy in RM_STRATEGY.items() for name in (rm, strategy)}
@@ -71,7 +71,9 @@ def strategy_name(strategy: str) -> str:
     return STRATEGIES[check_choice("strategy", strategy, tuple(STRATEGIES))]
 
 
-def train_config_from_profile(profile: Mapping[str, Any], strategy: str, save_path: str | None = None, **overrides: Any) -> TrainRMConfig:
+def train_config_from_profile(
+    profile: Mapping[str, Any], strategy: str, save_path: str | None = None, **overrides: Any
+) -> TrainRMConfig:
     """The train-rm config of one RM from a profile's ``rm:`` block and seed, by name (:func:`trainer_settings`).
 
     ``save_path`` defaults to ``<ckpt_dir>/{baseline,contrastive}_reward_model`` (the official code's names).
@@ -80,8 +82,9 @@ def train_config_from_profile(profile: Mapping[str, Any], strategy: str, save_pa
     strategy = strategy_name(strategy)
     if save_path is None:
         save_path = f"{str(profile.get('ckpt_dir', './ckpt')).rstrip('/')}/{CKPT_NAMES[strategy]}"
-    return TrainRMConfig.from_dict({**trainer_settings(profile), "save_path": save_path, "reward_model_strategy": strategy,
-                                    **overrides})
+    return TrainRMConfig.from_dict(
+        {**trainer_settings(profile), "save_path": save_path, "reward_model_strategy": strategy, **overrides}
+    )
 
 
 def paper_train_command(
@@ -129,7 +132,7 @@ def command_text(cmd: Sequence[str]) -> str:
         cmd = ["deepspeed", *cmd[1:]]
         if "--master_port" in cmd:
             i = cmd.index("--master_port")
-            del cmd[i:i + 2]
+            del cmd[i : i + 2]
     return shlex.join(cmd)
 
 
@@ -151,28 +154,83 @@ def paper_commands(profile_name: str, num_gpus: int | None = None, hostfile: str
     # the official scripts read the RM in its checkpoint's dtype (bf16), get_representation.py with flash-attn
     precision = [*(["--bf16"] if profile.get("bf16") else []), *(["--flash_attn"] if profile.get("flash_attn") else [])]
     # the official get_representation.py builds the clean prompt (and cuts at its own 1024 tokens, the CLI's default)
-    cmds["get-representation"] = _cli("get-representation", "--dataset-path", profile["dataset"], "--reward-model-path", goal_rm,
-                                      "--save-dir", goal_dir, "--template", "math" if template == "nemo" else template, *precision)
+    cmds["get-representation"] = _cli(
+        "get-representation",
+        "--dataset-path",
+        profile["dataset"],
+        "--reward-model-path",
+        goal_rm,
+        "--save-dir",
+        goal_dir,
+        "--template",
+        "math" if template == "nemo" else template,
+        *precision,
+    )
     goal_file = f"{goal_dir}/{rm_name(goal_rm)}_goal_state_embedding.npy"
-    for name, rm, extra in (("vanilla", base, ["--vanilla"]), ("contrastive", goal_rm, ["--goal_state_path", goal_file])):
+    for name, rm, extra in (
+        ("vanilla", base, ["--vanilla"]),
+        ("contrastive", goal_rm, ["--goal_state_path", goal_file]),
+    ):
         # one --save_dir for both: eval-rm files each RM under its folder's name, as the official script does
         # data-parallel over the node's GPUs by default: every process scores its shard of the generations
         gpus = int(num_gpus if num_gpus is not None else profile.get("rm_processes", 1))
-        cmds[f"eval-rm-{name}"] = _data_parallel(_cli("eval-rm", "--completions_data_path", profile["completions_data_path"],
-                                                      "--reward_model_path", rm, "--save_dir", save_dir, "--filter_threshold", threshold,
-                                                      "--template", template, "--max_len", max_len, "--benchmarks", *benches, *extra,
-                                                      *precision), gpus)
-        cmds[f"metrics-{name}"] = _cli("metrics", "--model_name", CKPT_NAMES[name], "--eval_results_dir", save_dir,
-                                       "--filter_threshold", threshold, "--benchmarks", *benches, *(["--vanilla"] if name == "vanilla" else []))
+        cmds[f"eval-rm-{name}"] = _data_parallel(
+            _cli(
+                "eval-rm",
+                "--completions_data_path",
+                profile["completions_data_path"],
+                "--reward_model_path",
+                rm,
+                "--save_dir",
+                save_dir,
+                "--filter_threshold",
+                threshold,
+                "--template",
+                template,
+                "--max_len",
+                max_len,
+                "--benchmarks",
+                *benches,
+                *extra,
+                *precision,
+            ),
+            gpus,
+        )
+        cmds[f"metrics-{name}"] = _cli(
+            "metrics",
+            "--model_name",
+            CKPT_NAMES[name],
+            "--eval_results_dir",
+            save_dir,
+            "--filter_threshold",
+            threshold,
+            "--benchmarks",
+            *benches,
+            *(["--vanilla"] if name == "vanilla" else []),
+        )
     # the official figures over the official set (greedy + samples, grouped by position), as the official metrics.py prints them
-    cmds["metrics-contrastive-official"] = _cli("metrics", "--model_name", CKPT_NAMES["contrastive"], "--eval_results_dir", save_dir,
-                                                "--filter_threshold", threshold, "--benchmarks", *benches, "--official")
+    cmds["metrics-contrastive-official"] = _cli(
+        "metrics",
+        "--model_name",
+        CKPT_NAMES["contrastive"],
+        "--eval_results_dir",
+        save_dir,
+        "--filter_threshold",
+        threshold,
+        "--benchmarks",
+        *benches,
+        "--official",
+    )
     return cmds
 
 
 def paper_script(profile_name: str, num_gpus: int | None = None, hostfile: str | None = None) -> str:
     """:func:`paper_commands` as a shell script to read or run on the cluster."""
-    lines = ["#!/usr/bin/env bash", f"# profile {profile_name}: built by goalrm_core.recipes.paper.paper_script", "set -euo pipefail"]
+    lines = [
+        "#!/usr/bin/env bash",
+        f"# profile {profile_name}: built by goalrm_core.recipes.paper.paper_script",
+        "set -euo pipefail",
+    ]
     for name, cmd in paper_commands(profile_name, num_gpus, hostfile).items():
         lines += [f"# {name}", command_text(cmd)]
     return "\n".join(lines) + "\n"
@@ -182,8 +240,16 @@ def paper_script(profile_name: str, num_gpus: int | None = None, hostfile: str |
 # random-initialised Llama backbones (gpu-check, real-cpu): written locally, nothing downloaded
 # ---------------------------------------------------------------------------------------------
 
-def llama_parameter_count(hidden_size: int, num_layers: int, vocab_size: int, intermediate_size: int | None = None,
-                          num_heads: int | None = None, num_kv_heads: int | None = None, lm_head: bool = True) -> int:
+
+def llama_parameter_count(
+    hidden_size: int,
+    num_layers: int,
+    vocab_size: int,
+    intermediate_size: int | None = None,
+    num_heads: int | None = None,
+    num_kv_heads: int | None = None,
+    lm_head: bool = True,
+) -> int:
     """Parameters of a Llama causal LM (untied head) without building it.
 
     >>> round(llama_parameter_count(2048, 16, 32000, 5632) / 1e9, 2)
@@ -221,8 +287,14 @@ def write_random_llama(
     if hidden_size % num_heads:
         raise ValueError(f"hidden_size {hidden_size} is not divisible by num_heads {num_heads}")
     config = tiny_llama_config(
-        vocab, hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads, max_position_embeddings=max_positions,
-        intermediate_size=intermediate_size, pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+        vocab,
+        hidden_size=hidden_size,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        max_position_embeddings=max_positions,
+        intermediate_size=intermediate_size,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
     )
     torch.manual_seed(seed)
@@ -238,6 +310,7 @@ def write_random_llama(
 # gpu-check
 # ---------------------------------------------------------------------------------------------
 
+
 def toymath_pairs(n: int, seed: int = 0, max_steps: int = 8) -> list[dict]:
     """Pairs with a known answer and no policy: the reference solution of a ToyMath problem against
     the same chain with one step's result changed (and the later steps carried on from it)."""
@@ -248,17 +321,27 @@ def toymath_pairs(n: int, seed: int = 0, max_steps: int = 8) -> list[dict]:
         k = rng.randrange(len(problem.steps))
         a, op, b, c = problem.steps[k]
         wrong = [*problem.steps[:k], (a, op, b, c + rng.choice([-3, -2, -1, 1, 2, 10]))]
-        wrong += toymath.chain_steps(wrong[-1][3], [(s[1], s[2]) for s in problem.steps[k + 1:]])
-        pairs.append({"question": problem.question, "correct": problem.solution("verbose"),
-                      "incorrect": toymath.format_solution(wrong, "verbose")})
+        wrong += toymath.chain_steps(wrong[-1][3], [(s[1], s[2]) for s in problem.steps[k + 1 :]])
+        pairs.append(
+            {
+                "question": problem.question,
+                "correct": problem.solution("verbose"),
+                "incorrect": toymath.format_solution(wrong, "verbose"),
+            }
+        )
     return pairs
 
 
 def gpu_check_paths(run_dir: str | Path) -> dict[str, Path]:
     """The GPU check's files, in the run-directory layout (`RunDir`)."""
     run = RunDir(resolve_path(run_dir))
-    return {"backbone": run.backbone, "train": run.preference_pairs("train"), "eval": run.preference_pairs("eval"),
-            "models": run.models, "logs": run.logs}
+    return {
+        "backbone": run.backbone,
+        "train": run.preference_pairs("train"),
+        "eval": run.preference_pairs("eval"),
+        "models": run.models,
+        "logs": run.logs,
+    }
 
 
 def prepare_gpu_check(profile_name: str = "gpu-check", **changes: Any) -> dict[str, Path]:
@@ -268,10 +351,15 @@ def prepare_gpu_check(profile_name: str = "gpu-check", **changes: Any) -> dict[s
     profile = command_line_profile(profile_name, **changes)
     paths = gpu_check_paths(profile["run_dir"])
     write_random_llama(
-        paths["backbone"], hidden_size=profile["backbone_hidden_size"], num_layers=profile["backbone_layers"],
-        num_heads=profile["backbone_heads"], intermediate_size=profile.get("backbone_intermediate_size"),
-        vocab_size=profile.get("backbone_vocab_size"), max_positions=profile.get("backbone_max_positions", 2048),
-        dtype="bfloat16" if profile.get("bf16", True) else "float32", seed=profile.get("seed", 0),
+        paths["backbone"],
+        hidden_size=profile["backbone_hidden_size"],
+        num_layers=profile["backbone_layers"],
+        num_heads=profile["backbone_heads"],
+        intermediate_size=profile.get("backbone_intermediate_size"),
+        vocab_size=profile.get("backbone_vocab_size"),
+        max_positions=profile.get("backbone_max_positions", 2048),
+        dtype="bfloat16" if profile.get("bf16", True) else "float32",
+        seed=profile.get("seed", 0),
     )
     pairs = toymath_pairs(profile["n_pairs"], seed=profile.get("seed", 0))
     n_eval = max(1, len(pairs) // 8)
@@ -285,8 +373,13 @@ FOUR_BIT_STEP = "vanilla-lora-4bit"
 FOUR_BIT_FLAGS = {"load_in_4bit": True, "lora_rank": 16, "zero_stage": 2}
 
 
-def gpu_check_command(profile_name: str = "gpu-check", strategy: str = "contrastive", num_gpus: int | None = None,
-                      four_bit: bool = False, **changes: Any) -> list[str]:
+def gpu_check_command(
+    profile_name: str = "gpu-check",
+    strategy: str = "contrastive",
+    num_gpus: int | None = None,
+    four_bit: bool = False,
+    **changes: Any,
+) -> list[str]:
     """The train-rm command of the gpu-check (run :func:`prepare_gpu_check` first): the deepspeed
     launcher, ZeRO-3, bf16, flash-attn and gradient checkpointing as the profile sets them; with ``four_bit``
     the backbone in 4-bit NF4 under rank-16 LoRA, ZeRO-2 (:data:`FOUR_BIT_FLAGS`), saved as :data:`FOUR_BIT_STEP`."""
@@ -295,8 +388,16 @@ def gpu_check_command(profile_name: str = "gpu-check", strategy: str = "contrast
     strategy = strategy_name(strategy)
     save = paths["models"] / (FOUR_BIT_STEP if four_bit else strategy)
     cfg = train_config_from_profile(
-        profile, strategy, save_path=str(save), pretrain=str(paths["backbone"]), dataset=str(paths["train"]),
-        eval_dataset=str(paths["eval"]), template="toymath", max_epochs=100, logging_steps=1, metrics_path=str(rm_metrics_path(save)),
+        profile,
+        strategy,
+        save_path=str(save),
+        pretrain=str(paths["backbone"]),
+        dataset=str(paths["train"]),
+        eval_dataset=str(paths["eval"]),
+        template="toymath",
+        max_epochs=100,
+        logging_steps=1,
+        metrics_path=str(rm_metrics_path(save)),
         **(FOUR_BIT_FLAGS if four_bit else {}),
     )
     n = int(num_gpus if num_gpus is not None else profile.get("rm_processes", 1))
@@ -319,11 +420,28 @@ def run_gpu_check(profile_name: str = "gpu-check", dry_run: bool = False, **chan
         if s == FOUR_BIT_STEP and importlib.util.find_spec("bitsandbytes") is None:
             out[s] = {"skipped": "bitsandbytes is not installed (pip install bitsandbytes runs this step)"}
             continue
-        result = run_streaming(cmd, paths["logs"] / f"train-{name}.log", desc=f"gpu-check {s}", show=tail_view(5, f"gpu-check {s}"))
+        result = run_streaming(
+            cmd, paths["logs"] / f"train-{name}.log", desc=f"gpu-check {s}", show=tail_view(5, f"gpu-check {s}")
+        )
         summary = json.loads(train_summary_path(paths["models"] / name).read_text())
-        out[s] = {"wall_s": round(result.wall_s, 1), **{k: summary.get(k) for k in (
-            "steps", "train_s", "tokens_per_s", "eval_accuracy", "eval_loss", "device", "zero_stage", "bf16", "world_size",
-            "lora_rank")}}
+        out[s] = {
+            "wall_s": round(result.wall_s, 1),
+            **{
+                k: summary.get(k)
+                for k in (
+                    "steps",
+                    "train_s",
+                    "tokens_per_s",
+                    "eval_accuracy",
+                    "eval_loss",
+                    "device",
+                    "zero_stage",
+                    "bf16",
+                    "world_size",
+                    "lora_rank",
+                )
+            },
+        }
     atomic_write_json(resolve_path(profile["run_dir"]) / "gpu_check.json", out)
     return out
 
@@ -332,16 +450,25 @@ def run_gpu_check(profile_name: str = "gpu-check", dry_run: bool = False, **chan
 # real-cpu: real data, tiny backbone, the ordinary CLIs
 # ---------------------------------------------------------------------------------------------
 
+
 def real_cpu_paths(run_dir: str | Path) -> dict[str, Path]:
     """Where real-cpu puts everything, in the run-directory layout (`RunDir`): its two pair sources
     under ``data/preference/<source>/``, its RMs under ``models/`` by name (``gsm8k-goal`` …)."""
     run = RunDir(resolve_path(run_dir))
     return {
-        "run": run.root, "backbone": run.backbone, "manifest": run.data_manifest,
-        "hh_train": run.preference_pairs("train", "hh"), "hh_eval": run.preference_pairs("eval", "hh"),
-        "gsm8k_train": run.preference_pairs("train", "gsm8k"), "gsm8k_eval": run.preference_pairs("eval", "gsm8k"),
-        "generations": run.generations, "benchmark": run.benchmark_questions("gsm8k"),
-        "models": run.models, "representations": run.representations, "eval": run.eval_root, "logs": run.logs,
+        "run": run.root,
+        "backbone": run.backbone,
+        "manifest": run.data_manifest,
+        "hh_train": run.preference_pairs("train", "hh"),
+        "hh_eval": run.preference_pairs("eval", "hh"),
+        "gsm8k_train": run.preference_pairs("train", "gsm8k"),
+        "gsm8k_eval": run.preference_pairs("eval", "gsm8k"),
+        "generations": run.generations,
+        "benchmark": run.benchmark_questions("gsm8k"),
+        "models": run.models,
+        "representations": run.representations,
+        "eval": run.eval_root,
+        "logs": run.logs,
         "summary": run.root / "real_cpu_summary.json",
     }
 
@@ -349,7 +476,9 @@ def real_cpu_paths(run_dir: str | Path) -> dict[str, Path]:
 def _data_file(profile: Mapping[str, Any], key: str, data_dir: str | Path | None) -> Path:
     path = (resolve_path(data_dir if data_dir is not None else profile["data_dir"]) / profile[key]).resolve()
     if not path.is_file():
-        raise ArtifactError(f"{path}: not found; real-cpu reads the shared data files ({key}); pass data_dir=... to point elsewhere")
+        raise ArtifactError(
+            f"{path}: not found; real-cpu reads the shared data files ({key}); pass data_dir=... to point elsewhere"
+        )
     return path
 
 
@@ -359,7 +488,9 @@ def _fits(row: dict, max_chars: int) -> bool:
     return len(row["correct"]) + 2 <= max_chars and len(row["incorrect"]) + 2 <= max_chars
 
 
-def real_cpu_prepare(profile_name: str = "real-cpu", data_dir: str | Path | None = None, **changes: Any) -> dict[str, Any]:
+def real_cpu_prepare(
+    profile_name: str = "real-cpu", data_dir: str | Path | None = None, **changes: Any
+) -> dict[str, Any]:
     """Prepare the real-cpu run directory from the shared data (nothing is copied verbatim):
 
     * ``data/preference/hh/{train,eval}.jsonl``: a seeded sample of ``n_hh_pairs`` HH-RLHF harmless
@@ -383,37 +514,70 @@ def real_cpu_prepare(profile_name: str = "real-cpu", data_dir: str | Path | None
     picked = rng.sample(fitting, min(profile["n_hh_pairs"], len(fitting)))
     hh_train, hh_eval = split_train_eval(picked, profile["hh_eval_fraction"], seed)
     manifest["hh"] = {
-        "source": hh.source, "read": hh.report.n_read, "pairs": len(hh.rows), "skipped": hh.report.n_skipped,
-        "skip_report": hh.report.summary(), "too_long_for_max_len": len(hh.rows) - len(fitting),
-        "train": write_jsonl(paths["hh_train"], hh_train), "eval": write_jsonl(paths["hh_eval"], hh_eval),
+        "source": hh.source,
+        "read": hh.report.n_read,
+        "pairs": len(hh.rows),
+        "skipped": hh.report.n_skipped,
+        "skip_report": hh.report.summary(),
+        "too_long_for_max_len": len(hh.rows) - len(fitting),
+        "train": write_jsonl(paths["hh_train"], hh_train),
+        "eval": write_jsonl(paths["hh_eval"], hh_eval),
     }
 
     gens = load_generations(_data_file(profile, "gsm8k_solutions_file", data_dir))
     train_rows, held_rows = split_by_question(gens.rows, profile["gsm8k_eval_fraction"], seed)
-    pairs = [p for p in preference_pairs(train_rows, profile["gsm8k_pairs_per_question"], seed) if _fits(p, profile["gsm8k_max_len"])]
+    pairs = [
+        p
+        for p in preference_pairs(train_rows, profile["gsm8k_pairs_per_question"], seed)
+        if _fits(p, profile["gsm8k_max_len"])
+    ]
     g_train, g_eval = split_train_eval(pairs, 0.1, seed)
     longest = max(len(r["generated_solution"]) for r in held_rows)
-    if longest + 2 > profile["gsm8k_max_len"]:  # eval-rm refuses a response longer than --max_len: fail now, not after training
-        raise ValueError(f"a held-out GSM8K solution has {longest} characters: raise gsm8k_max_len to at least {longest + 2}")
+    if (
+        longest + 2 > profile["gsm8k_max_len"]
+    ):  # eval-rm refuses a response longer than --max_len: fail now, not after training
+        raise ValueError(
+            f"a held-out GSM8K solution has {longest} characters: raise gsm8k_max_len to at least {longest + 2}"
+        )
     counts = write_generation_folder(held_rows, paths["generations"], "gsm8k", samples=True)
     held_questions = {r["question"] for r in held_rows}
     manifest["gsm8k"] = {
-        "source": gens.source, "questions": gens.report.n_read, "solutions": len(gens.rows),
-        "train_questions": len({r["question"] for r in train_rows}), "held_out_questions": len(held_questions),
-        "held_out_solutions": counts["greedy"], "held_out_correct": sum(bool(r["is_correct"]) for r in held_rows),
-        "pairs_train": write_jsonl(paths["gsm8k_train"], g_train), "pairs_eval": write_jsonl(paths["gsm8k_eval"], g_eval),
+        "source": gens.source,
+        "questions": gens.report.n_read,
+        "solutions": len(gens.rows),
+        "train_questions": len({r["question"] for r in train_rows}),
+        "held_out_questions": len(held_questions),
+        "held_out_solutions": counts["greedy"],
+        "held_out_correct": sum(bool(r["is_correct"]) for r in held_rows),
+        "pairs_train": write_jsonl(paths["gsm8k_train"], g_train),
+        "pairs_eval": write_jsonl(paths["gsm8k_eval"], g_eval),
     }
     try:
         questions = load_questions(_data_file(profile, "gsm8k_test_file", data_dir)).rows
-        manifest["gsm8k"]["benchmark_questions"] = write_jsonl(paths["benchmark"], [q for q in questions if q["question"] in held_questions])
+        manifest["gsm8k"]["benchmark_questions"] = write_jsonl(
+            paths["benchmark"], [q for q in questions if q["question"] in held_questions]
+        )
     except ArtifactError as e:  # optional: the generations already carry expected_answer
         manifest["gsm8k"]["benchmark_questions"] = f"skipped ({e})"
 
     max_positions = max(profile["hh_max_len"], profile["gsm8k_max_len"])
-    write_random_llama(paths["backbone"], hidden_size=profile["backbone_hidden_size"], num_layers=profile["backbone_layers"],
-                       num_heads=profile["backbone_heads"], vocab_size=None, max_positions=max_positions, dtype="float32", seed=seed)
-    manifest["backbone"] = {"path": str(paths["backbone"]), "hidden_size": profile["backbone_hidden_size"],
-                            "layers": profile["backbone_layers"], "init": "random", "tokenizer": "char"}
+    write_random_llama(
+        paths["backbone"],
+        hidden_size=profile["backbone_hidden_size"],
+        num_layers=profile["backbone_layers"],
+        num_heads=profile["backbone_heads"],
+        vocab_size=None,
+        max_positions=max_positions,
+        dtype="float32",
+        seed=seed,
+    )
+    manifest["backbone"] = {
+        "path": str(paths["backbone"]),
+        "hidden_size": profile["backbone_hidden_size"],
+        "layers": profile["backbone_layers"],
+        "init": "random",
+        "tokenizer": "char",
+    }
     atomic_write_json(paths["manifest"], manifest)
     return manifest
 
@@ -432,32 +596,83 @@ def real_cpu_commands(profile_name: str = "real-cpu", **changes: Any) -> dict[st
         for rm, strategy in (("baseline", "vanilla"), ("goal", "contrastive")):
             save = p["models"] / f"{task}-{rm}"
             cfg = train_config_from_profile(
-                profile, strategy, save_path=str(save), pretrain=str(p["backbone"]), dataset=str(p[f"{task}_train"]),
-                eval_dataset=str(p[f"{task}_eval"]), template=template, max_len=max_len, max_epochs=1000,
-                logging_steps=5, metrics_path=str(rm_metrics_path(save)),
+                profile,
+                strategy,
+                save_path=str(save),
+                pretrain=str(p["backbone"]),
+                dataset=str(p[f"{task}_train"]),
+                eval_dataset=str(p[f"{task}_eval"]),
+                template=template,
+                max_len=max_len,
+                max_epochs=1000,
+                logging_steps=5,
+                metrics_path=str(rm_metrics_path(save)),
             )
             cmds[f"train-{task}-{rm}"] = train_command(cfg, num_processes=1)
     goal_rm = p["models"] / "gsm8k-goal"
     goal_dir = p["representations"] / "gsm8k-goal"
-    cmds["get-representation"] = _cli("get-representation", "--dataset-path", p["gsm8k_train"], "--reward-model-path", goal_rm,
-                                      "--save-dir", goal_dir, "--template", "math", "--max_len", profile["gsm8k_max_len"])
-    for rm, extra in (("gsm8k-baseline", ["--vanilla"]), ("gsm8k-goal", ["--goal_state_path", goal_dir / "goal_state.npy"])):
-        cmds[f"eval-rm-{rm}"] = _cli("eval-rm", "--completions_data_path", p["generations"], "--reward_model_path", p["models"] / rm,
-                                     "--save_dir", p["eval"], "--benchmarks", "gsm8k", "--template", "math",
-                                     "--max_len", profile["gsm8k_max_len"], *extra)
-        cmds[f"metrics-{rm}"] = _cli("metrics", "--model_name", rm, "--eval_results_dir", p["eval"], "--benchmarks", "gsm8k",
-                                     "--n_boot", profile.get("n_boot", 1000), *(["--vanilla"] if rm.endswith("baseline") else []))
+    cmds["get-representation"] = _cli(
+        "get-representation",
+        "--dataset-path",
+        p["gsm8k_train"],
+        "--reward-model-path",
+        goal_rm,
+        "--save-dir",
+        goal_dir,
+        "--template",
+        "math",
+        "--max_len",
+        profile["gsm8k_max_len"],
+    )
+    for rm, extra in (
+        ("gsm8k-baseline", ["--vanilla"]),
+        ("gsm8k-goal", ["--goal_state_path", goal_dir / "goal_state.npy"]),
+    ):
+        cmds[f"eval-rm-{rm}"] = _cli(
+            "eval-rm",
+            "--completions_data_path",
+            p["generations"],
+            "--reward_model_path",
+            p["models"] / rm,
+            "--save_dir",
+            p["eval"],
+            "--benchmarks",
+            "gsm8k",
+            "--template",
+            "math",
+            "--max_len",
+            profile["gsm8k_max_len"],
+            *extra,
+        )
+        cmds[f"metrics-{rm}"] = _cli(
+            "metrics",
+            "--model_name",
+            rm,
+            "--eval_results_dir",
+            p["eval"],
+            "--benchmarks",
+            "gsm8k",
+            "--n_boot",
+            profile.get("n_boot", 1000),
+            *(["--vanilla"] if rm.endswith("baseline") else []),
+        )
     return cmds
 
 
 def real_cpu_script(profile_name: str = "real-cpu", **changes: Any) -> str:
-    lines = ["#!/usr/bin/env bash", f"# real-cpu ({CPU_SCALE}): after goalrm_core.recipes.paper.real_cpu_prepare('{profile_name}')", "set -euo pipefail"]
+    lines = [
+        "#!/usr/bin/env bash",
+        f"# real-cpu ({CPU_SCALE}): after goalrm_core.recipes.paper.real_cpu_prepare('{profile_name}')",
+        "set -euo pipefail",
+    ]
     for name, cmd in real_cpu_commands(profile_name, **changes).items():
         lines += [f"# {name}", command_text(cmd)]
     return "\n".join(lines) + "\n"
 
 
-def real_cpu_run(profile_name: str = "real-cpu", data_dir: str | Path | None = None, prepare: bool = True, **changes: Any) -> dict[str, Any]:
+def real_cpu_run(
+    profile_name: str = "real-cpu", data_dir: str | Path | None = None, prepare: bool = True, **changes: Any
+) -> dict[str, Any]:
     """Prepare (optionally), run every real-cpu command (logs in ``<run_dir>/logs``), summarise."""
     profile = command_line_profile(profile_name, **changes)
     p = real_cpu_paths(profile["run_dir"])
@@ -474,9 +689,11 @@ def _pair_correct(model_dir: Path, pairs: Sequence[dict], template: str, max_len
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     prompts = [apply_template(template, r["question"]) for r in pairs]
     rewards = np.zeros(2 * len(pairs))
-    for i, s in iter_scored(model, tokenizer, prompts * 2, [r["correct"] for r in pairs] + [r["incorrect"] for r in pairs], max_len):
+    for i, s in iter_scored(
+        model, tokenizer, prompts * 2, [r["correct"] for r in pairs] + [r["incorrect"] for r in pairs], max_len
+    ):
         rewards[i] = s.reward
-    return rewards[:len(pairs)] > rewards[len(pairs):]
+    return rewards[: len(pairs)] > rewards[len(pairs) :]
 
 
 def _accuracy_entry(correct: np.ndarray) -> dict:
@@ -488,7 +705,12 @@ def _paired_accuracy_delta(a: np.ndarray, b: np.ndarray, n_boot: int, seed: int)
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, a.size, size=(n_boot, a.size))
     d = a[idx].mean(1) - b[idx].mean(1)
-    return {"delta": float(a.mean() - b.mean()), "ci_low": float(np.quantile(d, 0.025)), "ci_high": float(np.quantile(d, 0.975)), "n": int(a.size)}
+    return {
+        "delta": float(a.mean() - b.mean()),
+        "ci_low": float(np.quantile(d, 0.025)),
+        "ci_high": float(np.quantile(d, 0.975)),
+        "n": int(a.size),
+    }
 
 
 def real_cpu_summary(profile_name: str = "real-cpu", **changes: Any) -> dict[str, Any]:
@@ -503,17 +725,27 @@ def real_cpu_summary(profile_name: str = "real-cpu", **changes: Any) -> dict[str
     profile = command_line_profile(profile_name, **changes)
     p = real_cpu_paths(profile["run_dir"])
     n_boot, seed = int(profile.get("n_boot", 1000)), int(profile.get("seed", 0))
-    out: dict[str, Any] = {"scale": CPU_SCALE, "note": (
-        f"{CPU_SCALE}: a {profile['backbone_layers']}-layer, hidden-{profile['backbone_hidden_size']} character-level Llama "
-        f"with random initial weights, {profile['max_steps']} steps per RM on 2 CPU cores; not comparable to the paper's 7B numbers")}
+    out: dict[str, Any] = {
+        "scale": CPU_SCALE,
+        "note": (
+            f"{CPU_SCALE}: a {profile['backbone_layers']}-layer, hidden-{profile['backbone_hidden_size']} character-level Llama "
+            f"with random initial weights, {profile['max_steps']} steps per RM on 2 CPU cores; not comparable to the paper's 7B numbers"
+        ),
+    }
     hh_pairs = read_jsonl(p["hh_eval"], required=("question", "correct", "incorrect"))
     correct = {}
     for rm in ("hh-baseline", "hh-goal"):
         summary = json.loads(train_summary_path(p["models"] / rm).read_text())
         correct[rm] = _pair_correct(p["models"] / rm, hh_pairs, "hh", profile["hh_max_len"])
-        out[f"{rm} held-out accuracy"] = {**_accuracy_entry(correct[rm]), "trainer_eval_accuracy": summary.get("eval_accuracy"),
-                                           "steps": summary.get("steps"), "train_pairs": summary.get("train_pairs")}
-    out["hh goal - baseline accuracy"] = _paired_accuracy_delta(correct["hh-goal"], correct["hh-baseline"], n_boot, seed)
+        out[f"{rm} held-out accuracy"] = {
+            **_accuracy_entry(correct[rm]),
+            "trainer_eval_accuracy": summary.get("eval_accuracy"),
+            "steps": summary.get("steps"),
+            "train_pairs": summary.get("train_pairs"),
+        }
+    out["hh goal - baseline accuracy"] = _paired_accuracy_delta(
+        correct["hh-goal"], correct["hh-baseline"], n_boot, seed
+    )
 
     scored = {rm: read_scored(p["eval"] / rm, "gsm8k", "greedy") for rm in ("gsm8k-baseline", "gsm8k-goal")}
     rows = scored["gsm8k-goal"]
@@ -552,16 +784,25 @@ def format_summary(summary: Mapping[str, Any]) -> str:
 # python -m goalrm_core.recipes.paper {gpu-check, real-cpu, script}
 # ---------------------------------------------------------------------------------------------
 
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m goalrm_core.recipes.paper", description="Paper command lines, the GPU check, the real-data CPU run.")
+    parser = argparse.ArgumentParser(
+        prog="python -m goalrm_core.recipes.paper",
+        description="Paper command lines, the GPU check, the real-data CPU run.",
+    )
     sub = parser.add_subparsers(dest="what", required=True)
-    gpu = sub.add_parser("gpu-check", help="~1B random Llama, ZeRO-3 + bf16 + flash-attn, a few steps, then 4-bit LoRA "
-                                          "(needs CUDA; the 4-bit step bitsandbytes).")
+    gpu = sub.add_parser(
+        "gpu-check",
+        help="~1B random Llama, ZeRO-3 + bf16 + flash-attn, a few steps, then 4-bit LoRA "
+        "(needs CUDA; the 4-bit step bitsandbytes).",
+    )
     gpu.add_argument("--profile", default="gpu-check")
     gpu.add_argument("--dry-run", action="store_true", help="Print the command lines only.")
     real = sub.add_parser("real-cpu", help="HH-RLHF + GSM8K model solutions with a tiny backbone on CPU.")
     real.add_argument("--profile", default="real-cpu")
-    real.add_argument("--data-dir", default=None, help="Folder of the shared data files (default: the profile's data_dir).")
+    real.add_argument(
+        "--data-dir", default=None, help="Folder of the shared data files (default: the profile's data_dir)."
+    )
     real.add_argument("--dry-run", action="store_true", help="Print the command lines only.")
     script = sub.add_parser("script", help="Print the shell script of a paper profile.")
     script.add_argument("--profile", default="paper-math")

@@ -31,16 +31,28 @@ _TYPES = {str: "a string", int: "an integer", float: "a number", bool: "true or 
 COMMAND_LINE_KEYS: dict[str, tuple[type, Range | None, str]] = {
     # paper-math, paper-hh: where the official pipeline's steps read and write
     "ckpt_dir": (str, None, "Folder of the two RMs: `<ckpt_dir>/{baseline,contrastive}_reward_model`."),
-    "completions_data_path": (str, None, "The policy's generations that eval-rm scores: `<benchmark>/output-greedy.jsonl`, `output-rs*.jsonl`."),
+    "completions_data_path": (
+        str,
+        None,
+        "The policy's generations that eval-rm scores: `<benchmark>/output-greedy.jsonl`, `output-rs*.jsonl`.",
+    ),
     "goal_state_dir": (str, None, "Where get-representation writes the goal state."),
     "eval_save_dir": (str, None, "Where eval-rm writes the scored generations."),
-    "eval_max_len": (int, Range(int, ">= 0", note="0 = read whole"), "eval-rm's `--max_len` (the official eval_rm.py reads generations whole)."),
+    "eval_max_len": (
+        int,
+        Range(int, ">= 0", note="0 = read whole"),
+        "eval-rm's `--max_len` (the official eval_rm.py reads generations whole).",
+    ),
     "benchmarks": (list, None, "The benchmarks scored and measured, each a folder of `completions_data_path`."),
     # gpu-check, real-cpu: a Llama with random weights, written locally
     "backbone_hidden_size": (int, _COUNT, "Hidden size of the random Llama backbone."),
     "backbone_layers": (int, _COUNT, "Layers of the backbone."),
     "backbone_heads": (int, _COUNT, "Attention heads of the backbone."),
-    "backbone_intermediate_size": (int, _COUNT, "MLP width of the backbone (unset: Llama's rule from the hidden size)."),
+    "backbone_intermediate_size": (
+        int,
+        _COUNT,
+        "MLP width of the backbone (unset: Llama's rule from the hidden size).",
+    ),
     "backbone_vocab_size": (int, _COUNT, "Vocabulary rows of the backbone (unset: the character tokenizer's)."),
     "backbone_max_positions": (int, _COUNT, "Positions of the backbone."),
     "n_pairs": (int, _COUNT, "ToyMath pairs the GPU check trains on."),
@@ -55,12 +67,19 @@ COMMAND_LINE_KEYS: dict[str, tuple[type, Range | None, str]] = {
     "hh_max_len": (int, _COUNT, "Tokens of an HH RM input at most (one per character: longer pairs are not drawn)."),
     "gsm8k_eval_fraction": (float, _SHARE, "Share of GSM8K questions held out for scoring."),
     "gsm8k_pairs_per_question": (int, _COUNT, "Preference pairs per GSM8K training question at most."),
-    "gsm8k_max_len": (int, _COUNT, "Tokens of a GSM8K RM input at most (one per character: longer pairs are not drawn)."),
+    "gsm8k_max_len": (
+        int,
+        _COUNT,
+        "Tokens of a GSM8K RM input at most (one per character: longer pairs are not drawn).",
+    ),
 }
 #: the notebook keys a command-line profile may set, meaning the same as in a notebook profile
 SHARED_NOTEBOOK_KEYS = ("run_dir", "rm_processes", "filter_threshold", "n_boot")
-_RECIPE_TYPES = {f.name: {"str": str, "int": int, "float": float, "bool": bool}.get(f.type)
-                 for f in dataclasses.fields(TrainRMConfig) if f.name in TRAINER_KEYS}
+_RECIPE_TYPES = {
+    f.name: {"str": str, "int": int, "float": float, "bool": bool}.get(f.type)
+    for f in dataclasses.fields(TrainRMConfig)
+    if f.name in TRAINER_KEYS
+}
 _RECIPE_TYPES["run_dir"] = str
 
 
@@ -74,7 +93,9 @@ def _type_ok(expected: type, value: Any) -> bool:
     return isinstance(value, (int, float) if expected is float else expected)
 
 
-def check_command_line_profile(profile: Mapping[str, Any], source: str, sources: Mapping[str, str] | None = None) -> None:
+def check_command_line_profile(
+    profile: Mapping[str, Any], source: str, sources: Mapping[str, str] | None = None
+) -> None:
     """Raise a one-line ``ValueError`` for the first key of ``profile`` that no command line reads, or whose
     value has the wrong type or lies outside its range: ``"<source>: ..."`` (``sources[key]`` where a
     value came from elsewhere)."""
@@ -85,8 +106,9 @@ def check_command_line_profile(profile: Mapping[str, Any], source: str, sources:
             raise ValueError(old_key_message(key, where))
         if key not in known:
             raise ValueError(f"{where}: key {key!r} is not read by the command-line profiles{did_you_mean(key, known)}")
-        expected, rule = (COMMAND_LINE_KEYS[key][:2] if key in COMMAND_LINE_KEYS
-                          else (_RECIPE_TYPES.get(key), PROFILE_RULES.get(key)))
+        expected, rule = (
+            COMMAND_LINE_KEYS[key][:2] if key in COMMAND_LINE_KEYS else (_RECIPE_TYPES.get(key), PROFILE_RULES.get(key))
+        )
         if expected is not None and not _type_ok(expected, value):
             raise ValueError(f"{where}: key {key!r} must be {_TYPES.get(expected, expected)}, got {value!r}")
         if rule is not None and value is not None and key in COMMAND_LINE_KEYS:

@@ -93,7 +93,13 @@ def compare_runs(a: Mapping, b: Mapping) -> dict:
     for name, sa in fa.items():
         if name in fb:
             sb = fb[name]
-            group = sa["group"] if sa["group"] == sb["group"] else "across_seeds" if "across_seeds" in (sa["group"], sb["group"]) else sa["group"]
+            group = (
+                sa["group"]
+                if sa["group"] == sb["group"]
+                else "across_seeds"
+                if "across_seeds" in (sa["group"], sb["group"])
+                else sa["group"]
+            )
             figures.append({"name": name, "group": group, "a": sa, "b": sb, **compare_figure(sa, sb)})
     figures.sort(key=lambda f: list(GROUPS).index(f["group"]))  # stable: report order within a group
 
@@ -102,20 +108,48 @@ def compare_runs(a: Mapping, b: Mapping) -> dict:
     for cid, x in ca.items():
         if cid in cb:
             y = cb[cid]
-            defined = not {"undefined", "not tested"} & {x["verdict"], y["verdict"]}  # a switched-off mechanism is no finding
-            conclusions.append({"id": cid, "label": x["label"], "basis": x["basis"], "a": x["verdict"], "b": y["verdict"],
-                                "holds_in_both": (x["verdict"] == y["verdict"]) if defined else None,
-                                "note_a": x["note"], "note_b": y["note"]})
+            defined = not {"undefined", "not tested"} & {
+                x["verdict"],
+                y["verdict"],
+            }  # a switched-off mechanism is no finding
+            conclusions.append(
+                {
+                    "id": cid,
+                    "label": x["label"],
+                    "basis": x["basis"],
+                    "a": x["verdict"],
+                    "b": y["verdict"],
+                    "holds_in_both": (x["verdict"] == y["verdict"]) if defined else None,
+                    "note_a": x["note"],
+                    "note_b": y["note"],
+                }
+            )
 
     ta, tb = stage_threads(a), stage_threads(b)
     threads = []
     for stage in list(ta) + [s for s in tb if s not in ta]:
         (na, src_a), (nb, src_b) = ta.get(stage, (None, None)), tb.get(stage, (None, None))
-        threads.append({"stage": stage, "a": na, "b": nb, "a_source": src_a, "b_source": src_b,
-                        "mismatch": None if na is None or nb is None else na != nb})
+        threads.append(
+            {
+                "stage": stage,
+                "a": na,
+                "b": nb,
+                "a_source": src_a,
+                "b_source": src_b,
+                "mismatch": None if na is None or nb is None else na != nb,
+            }
+        )
 
-    lacking = {"a": {"figures": [n for n in fb if n not in fa], "conclusions": [cb[c]["label"] + f" [{cb[c]['basis']}]" for c in cb if c not in ca]},
-               "b": {"figures": [n for n in fa if n not in fb], "conclusions": [ca[c]["label"] + f" [{ca[c]['basis']}]" for c in ca if c not in cb]}}
+    lacking = {
+        "a": {
+            "figures": [n for n in fb if n not in fa],
+            "conclusions": [cb[c]["label"] + f" [{cb[c]['basis']}]" for c in cb if c not in ca],
+        },
+        "b": {
+            "figures": [n for n in fa if n not in fb],
+            "conclusions": [ca[c]["label"] + f" [{ca[c]['basis']}]" for c in ca if c not in cb],
+        },
+    }
     summary = {
         "figures": len(figures),
         "figures_agree": sum(f["agree"] is True for f in figures),
@@ -126,8 +160,15 @@ def compare_runs(a: Mapping, b: Mapping) -> dict:
         "conclusions_differ": sum(c["holds_in_both"] is False for c in conclusions),
         "conclusions_undefined": sum(c["holds_in_both"] is None for c in conclusions),
     }
-    return {"schema": {"a": metrics_schema(a), "b": metrics_schema(b)}, "figures": figures, "conclusions": conclusions,
-            "threads": threads, "thread_mismatches": [t["stage"] for t in threads if t["mismatch"]], "lacking": lacking, "summary": summary}
+    return {
+        "schema": {"a": metrics_schema(a), "b": metrics_schema(b)},
+        "figures": figures,
+        "conclusions": conclusions,
+        "threads": threads,
+        "thread_mismatches": [t["stage"] for t in threads if t["mismatch"]],
+        "lacking": lacking,
+        "summary": summary,
+    }
 
 
 # ------------------------------------------------------------------------------------- markdown
@@ -166,30 +207,45 @@ def render_markdown(result: Mapping, name_a: str = "A", name_b: str = "B") -> st
     """The comparison as a Markdown report: the verdict in a sentence, threads, conclusions, figures
     (one table per group) and what each run lacks."""
     s, lines = result["summary"], []
-    lines += [f"# Do the runs agree? A = `{name_a}`, B = `{name_b}`", "",
-              f"- run A: {_schema_text(result['schema']['a'])}",
-              f"- run B: {_schema_text(result['schema']['b'])}",
-              f"- figures: {s['figures']} compared, {s['figures_agree']} agree, {s['figures_disagree']} disagree, "
-              f"{s['figures_undefined']} undefined (a figure agrees when the 95% interval of B − A includes 0)",
-              f"- conclusions: {s['conclusions']} compared, {s['conclusions_hold_in_both']} hold in both, "
-              f"{s['conclusions_differ']} differ, {s['conclusions_undefined']} undefined"]
+    lines += [
+        f"# Do the runs agree? A = `{name_a}`, B = `{name_b}`",
+        "",
+        f"- run A: {_schema_text(result['schema']['a'])}",
+        f"- run B: {_schema_text(result['schema']['b'])}",
+        f"- figures: {s['figures']} compared, {s['figures_agree']} agree, {s['figures_disagree']} disagree, "
+        f"{s['figures_undefined']} undefined (a figure agrees when the 95% interval of B − A includes 0)",
+        f"- conclusions: {s['conclusions']} compared, {s['conclusions_hold_in_both']} hold in both, "
+        f"{s['conclusions_differ']} differ, {s['conclusions_undefined']} undefined",
+    ]
     mismatches = result["thread_mismatches"]
-    lines.append(f"- threads: **mismatch in {', '.join(mismatches)}**: floats depend on the thread count, so differences there "
-                 "may come from it" if mismatches else "- threads: no mismatch recorded")
+    lines.append(
+        f"- threads: **mismatch in {', '.join(mismatches)}**: floats depend on the thread count, so differences there "
+        "may come from it"
+        if mismatches
+        else "- threads: no mismatch recorded"
+    )
     lines.append("")
 
     lines += ["## Threads", "", "| stage | run A | run B | match? |", "|---|---|---|---|"]
     for t in result["threads"]:
+
         def th(n, src):
             return "not recorded" if n is None else f"{n}" + (" (provenance)" if src == "provenance" else "")
+
         match = "not recorded" if t["mismatch"] is None else "**no**" if t["mismatch"] else "yes"
         lines.append(f"| {_esc(t['stage'])} | {th(t['a'], t['a_source'])} | {th(t['b'], t['b_source'])} | {match} |")
     if not result["threads"]:
         lines.append("| (none recorded) | | | |")
     lines.append("")
 
-    lines += ["## Conclusions", "", "A conclusion holds in both when both runs reach the same verdict.", "",
-              "| conclusion | basis | A | B | holds in both? |", "|---|---|---|---|---|"]
+    lines += [
+        "## Conclusions",
+        "",
+        "A conclusion holds in both when both runs reach the same verdict.",
+        "",
+        "| conclusion | basis | A | B | holds in both? |",
+        "|---|---|---|---|---|",
+    ]
     for c in result["conclusions"]:
         both = "undefined" if c["holds_in_both"] is None else "yes" if c["holds_in_both"] else "**no**"
         va = c["a"] + (f" ({_esc(c['note_a'])})" if c.get("note_a") else "")
@@ -204,14 +260,21 @@ def render_markdown(result: Mapping, name_a: str = "A", name_b: str = "B") -> st
         rows = [f for f in result["figures"] if f["group"] == group]
         if not rows:
             continue
-        lines += [f"### {title}", "", "| figure | run A | run B | difference B − A [95% CI] | agree? | method |", "|---|---|---|---|---|---|"]
+        lines += [
+            f"### {title}",
+            "",
+            "| figure | run A | run B | difference B − A [95% CI] | agree? | method |",
+            "|---|---|---|---|---|---|",
+        ]
         for f in rows:
             if f["agree"] is None:
                 diff, agree = f"— ({f['reason']})", "undefined"
             else:
                 diff = f"{_g(f['difference'], True)} [{_g(f['ci_low'], True)}, {_g(f['ci_high'], True)}]"
                 agree = "yes" if f["agree"] else "**no**"
-            lines.append(f"| {_esc(f['name'])} | {_cell(f['a'])} | {_cell(f['b'])} | {diff} | {agree} | {METHODS.get(f['method'], '—')} |")
+            lines.append(
+                f"| {_esc(f['name'])} | {_cell(f['a'])} | {_cell(f['b'])} | {diff} | {agree} | {METHODS.get(f['method'], '—')} |"
+            )
         lines.append("")
     if not result["figures"]:
         lines += ["No figure is recorded in both runs.", ""]
@@ -223,8 +286,10 @@ def render_markdown(result: Mapping, name_a: str = "A", name_b: str = "B") -> st
             for kind in ("figures", "conclusions"):
                 names = lack[side][kind]
                 if names:
-                    lines.append(f"- run {side.upper()} lacks {len(names)} {kind} that run {other} has: "
-                                 + ", ".join(f"`{_esc(n)}`" for n in names))
+                    lines.append(
+                        f"- run {side.upper()} lacks {len(names)} {kind} that run {other} has: "
+                        + ", ".join(f"`{_esc(n)}`" for n in names)
+                    )
         lines.append("")
     return "\n".join(lines)
 
@@ -233,9 +298,13 @@ def render_markdown(result: Mapping, name_a: str = "A", name_b: str = "B") -> st
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="goalrm compare", description="Do two runs of the report agree? Compares two metrics.json.")
+    p = argparse.ArgumentParser(
+        prog="goalrm compare", description="Do two runs of the report agree? Compares two metrics.json."
+    )
     p.add_argument("run_a", help="run A: a report folder (e.g. reports/demo) or its metrics.json")
-    p.add_argument("run_b", help="run B: a report folder or its metrics.json (a rerun: another seed, another thread count)")
+    p.add_argument(
+        "run_b", help="run B: a report folder or its metrics.json (a rerun: another seed, another thread count)"
+    )
     p.add_argument("--out", default=None, help="also write the Markdown report to this file")
     return p
 

@@ -20,7 +20,9 @@ def _delta_verdict(low, high) -> str:
     low, high = num(low), num(high)
     if low is None or high is None:
         return "undefined"
-    return "better" if low > 0 else "worse" if high < 0 else verdicts.NOT_SHOWN  # a difference not shown: never "no difference"
+    return (
+        "better" if low > 0 else "worse" if high < 0 else verdicts.NOT_SHOWN
+    )  # a difference not shown: never "no difference"
 
 
 def _conclusion(label: str, basis: str, verdict: str, note: str | None = None) -> dict:
@@ -41,34 +43,62 @@ def collect_conclusions(m: Mapping) -> dict[str, dict]:
         gate = primary["gate"]
         state, reason = gate_state(gate)
         out["gate@seeds"] = _conclusion(f"length gate ({bench}): every RM beats length only", seeds, state, reason)
-        if isinstance(gate.get("well_formed"), Mapping):  # the gate's second condition: the RMs verify, not only spot malformed text
+        if isinstance(
+            gate.get("well_formed"), Mapping
+        ):  # the gate's second condition: the RMs verify, not only spot malformed text
             wf = gate["well_formed"]
             wf_state, wf_reason = gate_state(wf)
             out["gate.well_formed@seeds"] = _conclusion(
                 f"length gate, well-formed errors only ({bench}): every RM beats length by > {wf.get('required_margin', 0.15):g}",
-                seeds, wf_state, wf_reason)
-    records = [c for c in conclusions(m) if not c.claim_id.startswith("gate.")  # the gate's margins: the gate above
-               and c.claim_id != "pruning.saves_wall_time"]  # wall time: a property of the machine, not of the run
+                seeds,
+                wf_state,
+                wf_reason,
+            )
+    records = [
+        c
+        for c in conclusions(m)
+        if not c.claim_id.startswith("gate.")  # the gate's margins: the gate above
+        and c.claim_id != "pruning.saves_wall_time"
+    ]  # wall time: a property of the machine, not of the run
     for c in records + exploratory_conclusions(m):
         if is_across(c.figure):
-            out[f"{c.claim_id}@seeds"] = _conclusion(c.claim if c.rm in ("both", "-") else f"{c.claim} ({c.rm})", seeds,
-                                                     c.state, c.note)
+            out[f"{c.claim_id}@seeds"] = _conclusion(
+                c.claim if c.rm in ("both", "-") else f"{c.claim} ({c.rm})", seeds, c.state, c.note
+            )
 
     # -- seed 0 (both schemas)
     gate = ev.get("gate")
     if isinstance(gate, Mapping) and ("passed" in gate or "state" in gate):
         passed = gate.get("passed")
-        state = gate.get("state") if gate.get("state") in ("passed", "failed") else "passed" if passed is True else "failed" if passed is False else "undefined"
-        out["gate@seed0"] = _conclusion(f"length gate ({gate.get('benchmark', 'toy-id')}): every RM beats length only", "seed 0 (point estimates)", state)
+        state = (
+            gate.get("state")
+            if gate.get("state") in ("passed", "failed")
+            else "passed"
+            if passed is True
+            else "failed"
+            if passed is False
+            else "undefined"
+        )
+        out["gate@seed0"] = _conclusion(
+            f"length gate ({gate.get('benchmark', 'toy-id')}): every RM beats length only",
+            "seed 0 (point estimates)",
+            state,
+        )
     for b, d in section(ev, "delta_auroc").items():
         if isinstance(d, Mapping) and not is_across(d) and ("ci_low" in d or delta_of(d) is not None):
-            out[f"delta_auroc.{b}@seed0"] = _conclusion(f"ΔAUROC goal-conditioned − baseline ({b})", "seed 0 (bootstrap CI)", _delta_verdict(d.get("ci_low"), d.get("ci_high")))
+            out[f"delta_auroc.{b}@seed0"] = _conclusion(
+                f"ΔAUROC goal-conditioned − baseline ({b})",
+                "seed 0 (bootstrap CI)",
+                _delta_verdict(d.get("ci_low"), d.get("ci_high")),
+            )
     for rm, fe in section(ev, "first_error").items():
         fe = section(fe)
         if "mean_delta" in fe:
             low, high = num(fe.get("delta_ci_low")), num(fe.get("delta_ci_high"))
             verdict = "undefined" if low is None or high is None else "holds" if high < 0 else "does not hold"
-            out[f"first_error.{rm}@seed0"] = _conclusion(f"Q falls at the first error ({rm})", "seed 0 (bootstrap CI)", verdict)
+            out[f"first_error.{rm}@seed0"] = _conclusion(
+                f"Q falls at the first error ({rm})", "seed 0 (bootstrap CI)", verdict
+            )
     for rm, benches in ev.items():
         if rm in NOT_SCORERS:
             continue
@@ -78,8 +108,10 @@ def collect_conclusions(m: Mapping) -> dict[str, dict]:
                 continue
             saved = num(f.get("tokens_saved_pct"))
             out[f"filter.{rm}.{b}.saves_tokens@seed0"] = _conclusion(
-                f"filter saves tokens ({rm}, {b})", "seed 0 (point estimate)",
-                "undefined" if saved is None else "holds" if saved > 0 else "does not hold")
+                f"filter saves tokens ({rm}, {b})",
+                "seed 0 (point estimate)",
+                "undefined" if saved is None else "holds" if saved > 0 else "does not hold",
+            )
             acc, unf, p = num(f.get("accuracy")), num(f.get("accuracy_unfiltered")), num(f.get("p_value"))
             if acc is None or unf is None:
                 verdict = "undefined"
@@ -87,15 +119,23 @@ def collect_conclusions(m: Mapping) -> dict[str, dict]:
                 verdict = "does not hold"
             else:
                 verdict = "undefined" if p is None else "holds" if p < ALPHA else "does not hold"
-            out[f"filter.{rm}.{b}.costs_accuracy@seed0"] = _conclusion(f"filter costs accuracy ({rm}, {b})", "seed 0 (paired test, p < 0.05)", verdict)
+            out[f"filter.{rm}.{b}.costs_accuracy@seed0"] = _conclusion(
+                f"filter costs accuracy ({rm}, {b})", "seed 0 (paired test, p < 0.05)", verdict
+            )
     for b, pr in section(dec, "pruning").items():
         pr = section(pr)
         if not pr:
             continue
         saved = num(pr.get("tokens_saved_pct"))
-        out[f"pruning.{b}.saves_tokens@seed0"] = _conclusion(f"pruning saves tokens ({b})", "seed 0 (point estimate)",
-                                                             "undefined" if saved is None else "holds" if saved > 0 else "does not hold")
+        out[f"pruning.{b}.saves_tokens@seed0"] = _conclusion(
+            f"pruning saves tokens ({b})",
+            "seed 0 (point estimate)",
+            "undefined" if saved is None else "holds" if saved > 0 else "does not hold",
+        )
         acc, unp = num(pr.get("accuracy")), num(pr.get("accuracy_unpruned"))
-        out[f"pruning.{b}.costs_accuracy@seed0"] = _conclusion(f"pruning costs accuracy ({b})", "seed 0 (point estimate)",
-                                                               "undefined" if acc is None or unp is None else "holds" if acc < unp else "does not hold")
+        out[f"pruning.{b}.costs_accuracy@seed0"] = _conclusion(
+            f"pruning costs accuracy ({b})",
+            "seed 0 (point estimate)",
+            "undefined" if acc is None or unp is None else "holds" if acc < unp else "does not hold",
+        )
     return out

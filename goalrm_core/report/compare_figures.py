@@ -85,39 +85,86 @@ def collect_figures(m: Mapping) -> dict[str, dict]:
         for bench, fig in section(benches).items():
             fig = section(fig)
             if "auroc" in fig and not is_across(fig):
-                add(f"evaluation.{scorer}.{bench}.auroc", "seed0", _summary("interval", fig["auroc"], fig.get("auroc_ci_low"), fig.get("auroc_ci_high")))
+                add(
+                    f"evaluation.{scorer}.{bench}.auroc",
+                    "seed0",
+                    _summary("interval", fig["auroc"], fig.get("auroc_ci_low"), fig.get("auroc_ci_high")),
+                )
             fv = section(fig, "filter_validation")
             if "tokens_saved_pct" in fv and "tokens_saved_ci_low" in fv:
-                add(f"evaluation.{scorer}.{bench}.filter_validation.tokens_saved_pct", "seed0",
-                    _summary("interval", fv["tokens_saved_pct"], fv.get("tokens_saved_ci_low"), fv.get("tokens_saved_ci_high")))
+                add(
+                    f"evaluation.{scorer}.{bench}.filter_validation.tokens_saved_pct",
+                    "seed0",
+                    _summary(
+                        "interval",
+                        fv["tokens_saved_pct"],
+                        fv.get("tokens_saved_ci_low"),
+                        fv.get("tokens_saved_ci_high"),
+                    ),
+                )
     for bench, d in section(ev, "delta_auroc").items():
         if isinstance(d, Mapping) and not is_across(d) and delta_of(d) is not None:
-            add(f"evaluation.delta_auroc.{bench}", "seed0", _summary("interval", delta_of(d), d.get("ci_low"), d.get("ci_high")))
+            add(
+                f"evaluation.delta_auroc.{bench}",
+                "seed0",
+                _summary("interval", delta_of(d), d.get("ci_low"), d.get("ci_high")),
+            )
     for rm, fe in section(ev, "first_error").items():
         fe = section(fe)
         if "mean_delta" in fe:
-            add(f"evaluation.first_error.{rm}.mean_delta", "seed0", _summary("interval", fe["mean_delta"], fe.get("delta_ci_low"), fe.get("delta_ci_high")))
+            add(
+                f"evaluation.first_error.{rm}.mean_delta",
+                "seed0",
+                _summary("interval", fe["mean_delta"], fe.get("delta_ci_low"), fe.get("delta_ci_high")),
+            )
         if "prefix_error_auroc" in fe:
-            add(f"evaluation.first_error.{rm}.prefix_error_auroc", "seed0",
-                _summary("interval", fe["prefix_error_auroc"], fe.get("prefix_error_auroc_ci_low"), fe.get("prefix_error_auroc_ci_high")))
+            add(
+                f"evaluation.first_error.{rm}.prefix_error_auroc",
+                "seed0",
+                _summary(
+                    "interval",
+                    fe["prefix_error_auroc"],
+                    fe.get("prefix_error_auroc_ci_low"),
+                    fe.get("prefix_error_auroc_ci_high"),
+                ),
+            )
     for rm, rep in section(m, "representations").items():
         rep = section(rep)
         if "separation_auroc" in rep:
-            add(f"representations.{rm}.separation_auroc", "seed0",
-                _summary("interval", rep["separation_auroc"], rep.get("separation_auroc_ci_low"), rep.get("separation_auroc_ci_high")))
+            add(
+                f"representations.{rm}.separation_auroc",
+                "seed0",
+                _summary(
+                    "interval",
+                    rep["separation_auroc"],
+                    rep.get("separation_auroc_ci_low"),
+                    rep.get("separation_auroc_ci_high"),
+                ),
+            )
 
     for rm, tr in section(m, "training").items():
         tr = section(tr)
         if "eval_accuracy" in tr:
             ci = tr.get("eval_accuracy_ci")
-            low, high = (ci[0], ci[1]) if isinstance(ci, (list, tuple)) and len(ci) == 2 else (tr.get("eval_accuracy_ci_low"), tr.get("eval_accuracy_ci_high"))
-            add(f"training.{rm}.eval_accuracy", "over_seeds", _summary("t_interval", tr["eval_accuracy"], low, high, n=tr.get("n_seeds")))
+            low, high = (
+                (ci[0], ci[1])
+                if isinstance(ci, (list, tuple)) and len(ci) == 2
+                else (tr.get("eval_accuracy_ci_low"), tr.get("eval_accuracy_ci_high"))
+            )
+            add(
+                f"training.{rm}.eval_accuracy",
+                "over_seeds",
+                _summary("t_interval", tr["eval_accuracy"], low, high, n=tr.get("n_seeds")),
+            )
     for rm, benches in section(ev, "seeds").items():
         for bench, s in section(benches).items():
             s = section(s)
             if "auroc_mean" in s:
-                add(f"evaluation.seeds.{rm}.{bench}.auroc_mean", "over_seeds",
-                    _summary("t_interval", s["auroc_mean"], s.get("ci_low"), s.get("ci_high"), n=s.get("n_seeds")))
+                add(
+                    f"evaluation.seeds.{rm}.{bench}.auroc_mean",
+                    "over_seeds",
+                    _summary("t_interval", s["auroc_mean"], s.get("ci_low"), s.get("ci_high"), n=s.get("n_seeds")),
+                )
     return out
 
 
@@ -134,7 +181,7 @@ def _welch(mean_a: float, var_a: float, n_a: int, mean_b: float, var_b: float, n
     se2 = va + vb
     if se2 <= 0:
         return d, d, d  # no spread on either side: the difference is exact
-    df = se2 ** 2 / (va ** 2 / (n_a - 1) + vb ** 2 / (n_b - 1))
+    df = se2**2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
     half = _t_quantile(df) * math.sqrt(se2)
     return d, d - half, d + half
 
@@ -173,8 +220,11 @@ def compare_figure(a: dict, b: dict) -> dict:
         no_ci = [side for side, s in (("A", a), ("B", b)) if s["ci_low"] is None or s["ci_high"] is None]
         if no_ci:
             few = all(s["kind"] == "per_seed" and s["n"] < 2 for side, s in (("A", a), ("B", b)) if side in no_ci)
-            out["reason"] = (f"fewer than 2 seeds defined in run {' and '.join(no_ci)}" if few
-                             else f"no interval in run {' and '.join(no_ci)}")
+            out["reason"] = (
+                f"fewer than 2 seeds defined in run {' and '.join(no_ci)}"
+                if few
+                else f"no interval in run {' and '.join(no_ci)}"
+            )
             return out
         se_a, se_b = ((s["ci_high"] - s["ci_low"]) / (2 * Z95) for s in (a, b))
         d = b["value"] - a["value"]

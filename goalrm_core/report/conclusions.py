@@ -35,7 +35,6 @@ from goalrm_core.report.metrics_view import Metrics, detail_seed, entries, mappi
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study.rms import ID_BENCH
 
-
 # --------------------------------------------------------------------------- judging across seeds
 
 
@@ -50,8 +49,16 @@ def seeds_text(s: Mapping, what: str) -> str:
     return text
 
 
-def judge(s: Any, shown: str, not_shown: str = "not shown", opposite: str | None = None, *,
-          switched_off: bool = False, scale: float = 1.0, unit: str = "") -> str:
+def judge(
+    s: Any,
+    shown: str,
+    not_shown: str = "not shown",
+    opposite: str | None = None,
+    *,
+    switched_off: bool = False,
+    scale: float = 1.0,
+    unit: str = "",
+) -> str:
     """The words for one across-seeds summary, two-sided (`evaluation.verdicts`): ``shown`` where it
     holds; "reversed" (with ``opposite``, what the other side means) where the interval lies wholly the
     unexpected way; ``not_shown`` where it contains the null, with the effect the run would have seen
@@ -63,8 +70,14 @@ def judge(s: Any, shown: str, not_shown: str = "not shown", opposite: str | None
         return f"cannot be judged: {why}"
     if state == verdicts.NOT_TESTED:
         return f"not tested: {verdicts.reason(s, switched_off)}"
-    return verdicts.words(s, holds=shown, reversed_=f"reversed: {opposite}" if opposite else "reversed", not_shown=not_shown,
-                          scale=scale, unit=unit)
+    return verdicts.words(
+        s,
+        holds=shown,
+        reversed_=f"reversed: {opposite}" if opposite else "reversed",
+        not_shown=not_shown,
+        scale=scale,
+        unit=unit,
+    )
 
 
 def verdict_text(s: Any, full: bool = False, scale: float = 1.0, unit: str = "") -> str:
@@ -115,18 +128,25 @@ def gate_state(gate: Mapping) -> tuple[str, str | None]:
         margins = gate.get("margin_over_length") or {}
 
         def unjudged() -> str:
-            return "; ".join(f"{rm}: {fmt.reason_of(m) or 'undefined'}" for rm, m in margins.items()
-                             if value(m, "holds") is None)
+            return "; ".join(
+                f"{rm}: {fmt.reason_of(m) or 'undefined'}" for rm, m in margins.items() if value(m, "holds") is None
+            )
 
         if state == "undefined":
             return state, gate.get("reason") or unjudged() or "no state recorded"
         if (missing := unjudged()) and state == "passed":  # a pass needs every margin judged
             return "undefined", missing
         return state, gate.get("reason")
-    scorers = {("length only" if k == "length_only" else k): v for k, v in gate.items()
-               if k not in ("benchmark", "passed", "reason")}
-    undefined = [f"{name} AUROC {fmt.undefined(fmt.reason_of(v, 'auroc'))}" for name, v in scorers.items()
-                 if fmt.is_undefined(value(v, "auroc"))]
+    scorers = {
+        ("length only" if k == "length_only" else k): v
+        for k, v in gate.items()
+        if k not in ("benchmark", "passed", "reason")
+    }
+    undefined = [
+        f"{name} AUROC {fmt.undefined(fmt.reason_of(v, 'auroc'))}"
+        for name, v in scorers.items()
+        if fmt.is_undefined(value(v, "auroc"))
+    ]
     if undefined or gate.get("passed") is None:
         return "undefined", gate.get("reason") or "; ".join(undefined) or "no verdict recorded"
     return ("passed" if gate["passed"] else "failed"), None
@@ -134,17 +154,21 @@ def gate_state(gate: Mapping) -> tuple[str, str | None]:
 
 #: The gate's verdict in words, by state: the one wording of whether the RMs beat response length. The
 #: notice on the front page opens with it, the primary findings and notebook 04 say it after "Gate <state>:".
-GATE_VERDICT = {"passed": "both reward models beat the length-only scorer",
-                "failed": "not shown that every reward model beats the length-only scorer",
-                "undefined": "cannot be judged whether both reward models beat the length-only scorer"}
+GATE_VERDICT = {
+    "passed": "both reward models beat the length-only scorer",
+    "failed": "not shown that every reward model beats the length-only scorer",
+    "undefined": "cannot be judged whether both reward models beat the length-only scorer",
+}
 
 
 def well_formed_verdict(state: str, margin: str) -> str:
     """The gate's second condition in words, by state: does every RM beat length on well-formed errors
     by the required ``margin``?"""
-    return {"passed": f"on well-formed errors, both reward models beat length by more than {margin}",
-            "failed": f"on well-formed errors, not shown that every reward model beats length by more than {margin}",
-            "undefined": "cannot be judged whether the reward models detect well-formed errors"}[state]
+    return {
+        "passed": f"on well-formed errors, both reward models beat length by more than {margin}",
+        "failed": f"on well-formed errors, not shown that every reward model beats length by more than {margin}",
+        "undefined": "cannot be judged whether the reward models detect well-formed errors",
+    }[state]
 
 
 def well_formed_failure(well_formed: Mapping, gate_state: str) -> str:
@@ -157,8 +181,10 @@ def well_formed_failure(well_formed: Mapping, gate_state: str) -> str:
     if not isinstance(share, (int, float)) or not math.isfinite(share):
         return "they are not shown to check the arithmetic."
     if share == 0:
-        return ("they are not shown to check the arithmetic by that margin; every incorrect solution here is "
-                "well-formed, so this says nothing about malformed output.")
+        return (
+            "they are not shown to check the arithmetic by that margin; every incorrect solution here is "
+            "well-formed, so this says nothing about malformed output."
+        )
     of = f"{fmt.pct(share, 0)} of the incorrect solutions are malformed"
     if gate_state == "passed" and share >= 0.5:
         return f"what they detect is mostly malformed output, not wrong arithmetic ({of})."
@@ -172,18 +198,29 @@ def gate_words(gate: Mapping, first_state: str | None = None) -> tuple[str, str,
     if first_state is not None:
         margin = fmt.num(gate.get("required_margin"), 2)
         failure = well_formed_failure(gate, first_state)
-        tail = {"passed": "The RMs check the arithmetic, not only the shape of a solution.",
-                "failed": ("The RMs " + failure[len("they "):] if failure.startswith("they ")
-                           # "what they detect is mostly malformed output": the RMs beat length on all errors
-                           else failure[0].upper() + failure[1:] + " Read every later claim as 'detects malformed output'."),
-                "undefined": f"Cannot be judged: {reason}."}[state]
+        tail = {
+            "passed": "The RMs check the arithmetic, not only the shape of a solution.",
+            "failed": (
+                "The RMs " + failure[len("they ") :]
+                if failure.startswith("they ")
+                # "what they detect is mostly malformed output": the RMs beat length on all errors
+                else failure[0].upper() + failure[1:] + " Read every later claim as 'detects malformed output'."
+            ),
+            "undefined": f"Cannot be judged: {reason}.",
+        }[state]
         head = well_formed_verdict(state, margin)
         return state, head[0].upper() + head[1:], tail
-    tail = {"passed": "The comparisons below measure what the RMs learned beyond response length.",
-            "failed": ("The later tables compare RMs not shown to know more than a character count: they are no evidence "
-                       "for or against the method. Read them as a test of the software only."),
-            "undefined": (f"The gate cannot be judged: {reason}. Neither passed nor failed: until it can be judged, the later "
-                          "tables are no evidence for or against the method.")}[state]
+    tail = {
+        "passed": "The comparisons below measure what the RMs learned beyond response length.",
+        "failed": (
+            "The later tables compare RMs not shown to know more than a character count: they are no evidence "
+            "for or against the method. Read them as a test of the software only."
+        ),
+        "undefined": (
+            f"The gate cannot be judged: {reason}. Neither passed nor failed: until it can be judged, the later "
+            "tables are no evidence for or against the method."
+        ),
+    }[state]
     return state, GATE_VERDICT[state][0].upper() + GATE_VERDICT[state][1:], tail
 
 
@@ -198,24 +235,36 @@ def gate_sentence(primary: Mapping) -> str:
     margins = gate.get("margin_over_length") or {}
     per_rm = "; ".join(f"{rm} {figure_text(m, 'above 0')}" for rm, m in margins.items())
     failing = [rm for rm, m in margins.items() if value(m, "holds") is False]
-    verdict = {"passed": f"passed: {GATE_VERDICT['passed']}",
-               "failed": f"failed: {GATE_VERDICT['failed']}" + (f" (not shown for {', '.join(failing)})" if failing else ""),
-               "undefined": f"cannot be judged: {reason}"}[state]
-    sentence = (f"Length gate on {bench}, AUROC of the RM minus AUROC of response length"
-                + (f": {per_rm}" if per_rm else "") + f". Gate {verdict}.")
+    verdict = {
+        "passed": f"passed: {GATE_VERDICT['passed']}",
+        "failed": f"failed: {GATE_VERDICT['failed']}" + (f" (not shown for {', '.join(failing)})" if failing else ""),
+        "undefined": f"cannot be judged: {reason}",
+    }[state]
+    sentence = (
+        f"Length gate on {bench}, AUROC of the RM minus AUROC of response length"
+        + (f": {per_rm}" if per_rm else "")
+        + f". Gate {verdict}."
+    )
     second = mapping(gate, "well_formed")
     if second is not None:
         state_first = state
         state, reason = gate_state(second)
         margin = fmt.num(second.get("required_margin"), 2)
-        per_rm = "; ".join(f"{rm} {figure_text(m, f'above {margin}')}" for rm, m in (second.get("margin_over_length") or {}).items())
-        sentence += (" Its second condition, on correct against well-formed incorrect solutions only (every line "
-                     "'a op b = c', then '#answer': the errors a scorer must check the arithmetic to see)"
-                     + (f": {per_rm}" if per_rm else "") + ". "
-                     + {"passed": f"Holds: both reward models beat length there by more than {margin}; they verify.",
-                        "failed": f"Does not hold: not shown that every reward model beats length there by more than {margin}; "
-                                  + well_formed_failure(second, state_first),
-                        "undefined": f"Cannot be judged: {reason}."}[state])
+        per_rm = "; ".join(
+            f"{rm} {figure_text(m, f'above {margin}')}" for rm, m in (second.get("margin_over_length") or {}).items()
+        )
+        sentence += (
+            " Its second condition, on correct against well-formed incorrect solutions only (every line "
+            "'a op b = c', then '#answer': the errors a scorer must check the arithmetic to see)"
+            + (f": {per_rm}" if per_rm else "")
+            + ". "
+            + {
+                "passed": f"Holds: both reward models beat length there by more than {margin}; they verify.",
+                "failed": f"Does not hold: not shown that every reward model beats length there by more than {margin}; "
+                + well_formed_failure(second, state_first),
+                "undefined": f"Cannot be judged: {reason}.",
+            }[state]
+        )
     return sentence
 
 
@@ -231,15 +280,22 @@ def detail_gate_reading(metrics: Mapping) -> str:
     seed_state, _ = gate_state(detail)
     if seed_state == state:
         return ""
-    scorers = [(("length only" if k == "length_only" else k), v) for k, v in detail.items()
-               if isinstance(v, Mapping) and "auroc" in v]
+    scorers = [
+        (("length only" if k == "length_only" else k), v)
+        for k, v in detail.items()
+        if isinstance(v, Mapping) and "auroc" in v
+    ]
     aurocs = ", ".join(f"{name} {fmt.num(v.get('auroc'), 3)}" for name, v in scorers)
     n = fmt.count(m.primary.get("n_seeds"))
     seed = detail_seed(metrics)
     said = {"passed": "passed", "failed": "failed", "undefined": "cannot be judged"}
-    return (f"RM seed {seed} alone (the detail seed of the tables below, point estimates" + (f": AUROC {aurocs}" if aurocs else "")
-            + f") reads the gate as {said[seed_state]}: that is one seed's reading; the gate's verdict is over "
-            + (f"all {n} RM seeds" if n else "the RM seeds") + f": {said[state]}.")
+    return (
+        f"RM seed {seed} alone (the detail seed of the tables below, point estimates"
+        + (f": AUROC {aurocs}" if aurocs else "")
+        + f") reads the gate as {said[seed_state]}: that is one seed's reading; the gate's verdict is over "
+        + (f"all {n} RM seeds" if n else "the RM seeds")
+        + f": {said[state]}."
+    )
 
 
 def design_scope(primary: Mapping) -> str:
@@ -251,23 +307,34 @@ def design_scope(primary: Mapping) -> str:
     if state == "undefined":
         return f"Whether the reward models beat response length cannot be judged ({reason}), so neither can what this design tests."
     if state == "failed":
-        return ("This design cannot test the question: the reward models are not shown to beat response length, so a "
-                "difference between them is a difference between two scorers not shown to be better than length.")
+        return (
+            "This design cannot test the question: the reward models are not shown to beat response length, so a "
+            "difference between them is a difference between two scorers not shown to be better than length."
+        )
     second = mapping(gate, "well_formed")
     if second is None:
-        return ("The reward models beat response length; whether they check the arithmetic or only the shape of a "
-                "solution is not measured, so this design tests ranking, not verification.")
+        return (
+            "The reward models beat response length; whether they check the arithmetic or only the shape of a "
+            "solution is not measured, so this design tests ranking, not verification."
+        )
     state, reason = gate_state(second)
     if state == "passed":
-        return ("The reward models beat length on well-formed errors too: they check the arithmetic, so this design "
-                "tests whether goal-conditioning helps a reward model verify.")
+        return (
+            "The reward models beat length on well-formed errors too: they check the arithmetic, so this design "
+            "tests whether goal-conditioning helps a reward model verify."
+        )
     if state == "failed":
         share = second.get("malformed_share")
-        what = ("spot malformed output" if isinstance(share, (int, float)) and share >= 0.5  # NaN compares False
-                else "rank solutions better than length")
-        return (f"This design can test whether goal-conditioning helps a reward model {what}; it cannot test "
-                "whether it helps one verify arithmetic: on well-formed errors the reward models are not shown to beat "
-                "length by the margin required.")
+        what = (
+            "spot malformed output"
+            if isinstance(share, (int, float)) and share >= 0.5  # NaN compares False
+            else "rank solutions better than length"
+        )
+        return (
+            f"This design can test whether goal-conditioning helps a reward model {what}; it cannot test "
+            "whether it helps one verify arithmetic: on well-formed errors the reward models are not shown to beat "
+            "length by the margin required."
+        )
     return f"Whether the reward models check the arithmetic cannot be judged ({reason})."
 
 
@@ -277,8 +344,12 @@ def design_scope(primary: Mapping) -> str:
 def delta_verdict(d: Any) -> str:
     """The primary reward comparison's verdict in words; a "not shown" whose whole interval lies inside
     ±:data:`EQUIVALENCE` adds that it is equivalent within that bound."""
-    words = judge(d, "the goal-conditioned RM ranks better (the interval lies above 0)", "a difference is not shown",
-                  opposite="the baseline RM ranks better (the interval lies wholly below 0)")
+    words = judge(
+        d,
+        "the goal-conditioned RM ranks better (the interval lies above 0)",
+        "a difference is not shown",
+        opposite="the baseline RM ranks better (the interval lies wholly below 0)",
+    )
     return words + (f"; {equivalence_words()} (the whole interval lies inside it)" if verdicts.equivalent(d) else "")
 
 
@@ -290,11 +361,13 @@ def equivalence_words(bound: float = EQUIVALENCE) -> str:
 
 
 #: The first sentence's verdict, by state: the answer to "does goal-conditioning help here?".
-ANSWER_VERDICT = {verdicts.HOLDS: "Yes (holds)",
-                  verdicts.REVERSED: "No, reversed (the baseline RM ranks better)",
-                  verdicts.NOT_SHOWN: "Not shown",
-                  verdicts.NOT_TESTED: "Not tested",
-                  verdicts.UNDEFINED: "Cannot be judged"}
+ANSWER_VERDICT = {
+    verdicts.HOLDS: "Yes (holds)",
+    verdicts.REVERSED: "No, reversed (the baseline RM ranks better)",
+    verdicts.NOT_SHOWN: "Not shown",
+    verdicts.NOT_TESTED: "Not tested",
+    verdicts.UNDEFINED: "Cannot be judged",
+}
 
 
 def answer_verdict(d: Any) -> str:
@@ -338,8 +411,13 @@ def answer_sentence(metrics: Mapping) -> str:
     bench = primary.get("benchmark", ID_BENCH)
     mde = verdicts.mde(d)
     shown = {k: v for k, v in d.items() if k != "reason"}  # the verdict says why it cannot be judged, once
-    parts = [f"ΔAUROC (goal-conditioned − baseline RM, {bench}) {across(shown, True, 1.0, digits=3)}", paired_seeds_text(d)]
-    tail = ", ".join(p for p in (" ".join(p for p in parts if p), f"MDE {fixed3(mde)}" if mde is not None else "MDE not recorded"))
+    parts = [
+        f"ΔAUROC (goal-conditioned − baseline RM, {bench}) {across(shown, True, 1.0, digits=3)}",
+        paired_seeds_text(d),
+    ]
+    tail = ", ".join(
+        p for p in (" ".join(p for p in parts if p), f"MDE {fixed3(mde)}" if mde is not None else "MDE not recorded")
+    )
     return f"Does goal-conditioning help here? {answer_verdict(d)}: {tail}."
 
 
@@ -352,8 +430,10 @@ def answer_note(metrics: Mapping) -> str:
     primary = Metrics(metrics).primary
     d = mapping(primary, "delta_auroc") or {}
     interval = "RM seeds and questions" if over_questions([d]) else "RM seeds"
-    return (f"The interval is 95%, over {interval}; the MDE is the effect this run would have seen with 80% power; "
-            f"all {scope(metrics)}.")
+    return (
+        f"The interval is 95%, over {interval}; the MDE is the effect this run would have seen with 80% power; "
+        f"all {scope(metrics)}."
+    )
 
 
 # ----------------------------------------------------------- each arm's spread over seeds, against its targets
@@ -408,13 +488,19 @@ def spread_sentence(metrics: Mapping) -> str:
     bench = Metrics(metrics).primary.get("benchmark", ID_BENCH)
 
     def one(s: Spread) -> str:
-        sd = (f"SD {fixed3(s.sd)} (80% upper bound {fixed3(s.sd_upper)}): {s.sd_state}" if s.sd is not None
-              else f"SD undefined ({s.n} seed{'s' if s.n != 1 else ''} defined)")
+        sd = (
+            f"SD {fixed3(s.sd)} (80% upper bound {fixed3(s.sd_upper)}): {s.sd_state}"
+            if s.sd is not None
+            else f"SD undefined ({s.n} seed{'s' if s.n != 1 else ''} defined)"
+        )
         return f"{s.rm} {sd}; {s.clearing} of {s.n} seeds clear length-only + {LENGTH_TARGET:g}"
 
-    return (f"Each arm's per-seed AUROC on {bench} against the targets (SD over RM seeds ≤ {SD_TARGET:g}, met only where "
-            f"its 80% upper bound is too; AUROC ≥ length-only + {LENGTH_TARGET:g} in each seed): "
-            + "; ".join(one(s) for s in rows) + ".")
+    return (
+        f"Each arm's per-seed AUROC on {bench} against the targets (SD over RM seeds ≤ {SD_TARGET:g}, met only where "
+        f"its 80% upper bound is too; AUROC ≥ length-only + {LENGTH_TARGET:g} in each seed): "
+        + "; ".join(one(s) for s in rows)
+        + "."
+    )
 
 
 # ------------------------------------------------------------ what a design cannot test: the filter's rule
@@ -435,10 +521,12 @@ def filter_untestable(metrics: Mapping) -> str | None:
     saved = value(metrics, "evaluation", "filter_rules", bench, "oracle (first error)", "tokens_saved_pct")
     if fmt.is_undefined(saved) or not isinstance(saved, (int, float)) or saved >= FILTER_TESTABLE_PCT:
         return None
-    return (f"the oracle filter (each wrong sample dropped at its first wrong line) saves only {fmt.num(saved, 2)}% of "
-            f"{bench} tokens, under the {FILTER_TESTABLE_PCT:g}% a saving needs to be testable: the filter saves nothing "
-            "in a question whose every sample is wrong (it falls back to plain voting there), so a saving this small "
-            "means the wrong samples sit almost only in such questions")
+    return (
+        f"the oracle filter (each wrong sample dropped at its first wrong line) saves only {fmt.num(saved, 2)}% of "
+        f"{bench} tokens, under the {FILTER_TESTABLE_PCT:g}% a saving needs to be testable: the filter saves nothing "
+        "in a question whose every sample is wrong (it falls back to plain voting there), so a saving this small "
+        "means the wrong samples sit almost only in such questions"
+    )
 
 
 def delta_sentence(primary: Mapping, n_exploratory: int = 0) -> str:
@@ -447,27 +535,45 @@ def delta_sentence(primary: Mapping, n_exploratory: int = 0) -> str:
         return ""
     bench = primary.get("benchmark", ID_BENCH)
     k = n_exploratory
-    comparisons = (f" It is the one reward comparison fixed before the run, so its interval needs no correction; the "
-                   f"other {k} benchmark{'s' if k != 1 else ''} are {k} exploratory comparison{'s' if k != 1 else ''}, "
-                   "Holm-corrected (below)." if k else " It is the one reward comparison fixed before the run.")
-    return (f"Reward comparison on {bench} (primary): goal-conditioned minus baseline AUROC {figure_text(d, 'positive')}: "
-            + delta_verdict(d) + "." + comparisons)
+    comparisons = (
+        f" It is the one reward comparison fixed before the run, so its interval needs no correction; the "
+        f"other {k} benchmark{'s' if k != 1 else ''} are {k} exploratory comparison{'s' if k != 1 else ''}, "
+        "Holm-corrected (below)."
+        if k
+        else " It is the one reward comparison fixed before the run."
+    )
+    return (
+        f"Reward comparison on {bench} (primary): goal-conditioned minus baseline AUROC {figure_text(d, 'positive')}: "
+        + delta_verdict(d)
+        + "."
+        + comparisons
+    )
 
 
 def superseded_first_error_sentence(rm: str, s: Mapping) -> str:
     """The first-error figure of a report from before 2026-12-07, named for what it measures."""
-    return (f"Q of the {rm} RM after minus before the first error (superseded: the mean after it holds the last "
-            f"tokens, always near the goal, so it measures position, not the error): "
-            f"Δ {fmt.across({k: v for k, v in s.items() if k != 'reason'})}.")
+    return (
+        f"Q of the {rm} RM after minus before the first error (superseded: the mean after it holds the last "
+        f"tokens, always near the goal, so it measures position, not the error): "
+        f"Δ {fmt.across({k: v for k, v in s.items() if k != 'reason'})}."
+    )
 
 
 def first_error_sentence(rm: str, s: Mapping) -> str:
     seeds = seeds_text(s, "falls")
-    return (f"Q of the {rm} RM at the first wrong line (its change there minus the change at that line of correct "
-            "solutions): " + (f"Q {seeds}: " if seeds else "")
-            + f"Δ {fmt.across({k: v for k, v in s.items() if k != 'reason'})}: "
-            + judge(s, "Q falls at the first error", "not shown that Q falls",
-                    opposite="Q rises (the interval lies wholly above 0)") + ".")
+    return (
+        f"Q of the {rm} RM at the first wrong line (its change there minus the change at that line of correct "
+        "solutions): "
+        + (f"Q {seeds}: " if seeds else "")
+        + f"Δ {fmt.across({k: v for k, v in s.items() if k != 'reason'})}: "
+        + judge(
+            s,
+            "Q falls at the first error",
+            "not shown that Q falls",
+            opposite="Q rises (the interval lies wholly above 0)",
+        )
+        + "."
+    )
 
 
 def filter_sentence(rm: str, f: Mapping, bench: str, untestable: str | None = None) -> str:
@@ -477,15 +583,27 @@ def filter_sentence(rm: str, f: Mapping, bench: str, untestable: str | None = No
     at = f"threshold {fmt.num(threshold, 2)}" if not fmt.is_undefined(threshold) else "its threshold"
     tokens, change = f.get("tokens_saved_pct"), f.get("accuracy_change")
     if untestable:
-        return (f"Q-filtered majority voting at {at} ({rm} Q, {bench}): {NOT_TESTABLE}: {untestable}. Recorded, not "
-                f"judged: tokens saved {figure_text(tokens, 'more than 0', digits=1, signed=False, suffix=' %')}; accuracy "
-                f"change {figure_text(change, 'lower', digits=1, scale=100, suffix=' points')}.")
-    return (f"Q-filtered majority voting at {at} ({rm} Q, {bench}): tokens saved "
-            f"{figure_text(tokens, 'more than 0', digits=1, signed=False, suffix=' %')} ("
-            + judge(tokens, "a saving", "a saving is not shown", opposite="the filter adds tokens", unit=" %") + "); accuracy change "
-            f"{figure_text(change, 'lower', digits=1, scale=100, suffix=' points')}: "
-            + judge(change, "the filter costs accuracy", "a cost is not shown",
-                    opposite="accuracy rises (the interval lies wholly above 0)", scale=100, unit=" points") + ".")
+        return (
+            f"Q-filtered majority voting at {at} ({rm} Q, {bench}): {NOT_TESTABLE}: {untestable}. Recorded, not "
+            f"judged: tokens saved {figure_text(tokens, 'more than 0', digits=1, signed=False, suffix=' %')}; accuracy "
+            f"change {figure_text(change, 'lower', digits=1, scale=100, suffix=' points')}."
+        )
+    return (
+        f"Q-filtered majority voting at {at} ({rm} Q, {bench}): tokens saved "
+        f"{figure_text(tokens, 'more than 0', digits=1, signed=False, suffix=' %')} ("
+        + judge(tokens, "a saving", "a saving is not shown", opposite="the filter adds tokens", unit=" %")
+        + "); accuracy change "
+        f"{figure_text(change, 'lower', digits=1, scale=100, suffix=' points')}: "
+        + judge(
+            change,
+            "the filter costs accuracy",
+            "a cost is not shown",
+            opposite="accuracy rises (the interval lies wholly above 0)",
+            scale=100,
+            unit=" points",
+        )
+        + "."
+    )
 
 
 def pruning_sentence(metrics: Mapping) -> str:
@@ -497,30 +615,52 @@ def pruning_sentence(metrics: Mapping) -> str:
     n = len(seeds) or fmt.count(value(p, "tokens_ratio", "n_seeds")) or 0
     why_off = verdicts.pruning_switched_off(p)  # every seed's tuning chose pruning off: nothing was tested
     p = {**p, **{k: verdicts.mark_not_tested(p.get(k), why_off) for k in ("tokens_ratio", "accuracy_change") if k in p}}
-    text = (f"Online pruning by Q on {bench} (threshold chosen per seed): tokens generated relative to no pruning "
-            f"{figure_text(p.get('tokens_ratio'), 'below 1', signed=False)}: "
-            + judge(p.get("tokens_ratio"), "pruning saves tokens", "a saving is not shown", opposite="pruning adds tokens")
-            + f"; accuracy change {figure_text(p.get('accuracy_change'), 'lower', digits=1, scale=100, suffix=' points')}: "
-            + judge(p.get("accuracy_change"), "pruning costs accuracy", "a cost is not shown",
-                    opposite="accuracy rises (the interval lies wholly above 0)", scale=100, unit=" points"))
+    text = (
+        f"Online pruning by Q on {bench} (threshold chosen per seed): tokens generated relative to no pruning "
+        f"{figure_text(p.get('tokens_ratio'), 'below 1', signed=False)}: "
+        + judge(p.get("tokens_ratio"), "pruning saves tokens", "a saving is not shown", opposite="pruning adds tokens")
+        + f"; accuracy change {figure_text(p.get('accuracy_change'), 'lower', digits=1, scale=100, suffix=' points')}: "
+        + judge(
+            p.get("accuracy_change"),
+            "pruning costs accuracy",
+            "a cost is not shown",
+            opposite="accuracy rises (the interval lies wholly above 0)",
+            scale=100,
+            unit=" points",
+        )
+    )
     if (wall := mapping(metrics, "timings", "decoding", "pruning_across_seeds", "wall_ratio")) is not None:
         wall = verdicts.mark_not_tested(wall, why_off)
         threads = fmt.count(value(metrics, "decoding", "threads"))
-        text += (f"; wall time relative to no pruning {figure_text(wall, 'below 1', signed=False)}"
-                 + (f" ({threads} thread{'s' if threads != 1 else ''})" if threads else "") + ": "
-                 + judge(wall, "pruning saves wall time", "a wall-time saving is not shown",
-                         opposite="pruning is slower (the interval lies wholly above 1)"))
+        text += (
+            f"; wall time relative to no pruning {figure_text(wall, 'below 1', signed=False)}"
+            + (f" ({threads} thread{'s' if threads != 1 else ''})" if threads else "")
+            + ": "
+            + judge(
+                wall,
+                "pruning saves wall time",
+                "a wall-time saving is not shown",
+                opposite="pruning is slower (the interval lies wholly above 1)",
+            )
+        )
         tokens = p.get("tokens_ratio")
-        if (verdicts.state(tokens) == verdicts.HOLDS and isinstance(wall.get("ci_low"), (int, float))
-                and wall["ci_low"] >= 1):
-            text += (" (pruning saves tokens but not wall time: at this model's size a sampling step costs about the same "
-                     "however many rows still run, and the pruned run adds the RM's scoring)")
+        if (
+            verdicts.state(tokens) == verdicts.HOLDS
+            and isinstance(wall.get("ci_low"), (int, float))
+            and wall["ci_low"] >= 1
+        ):
+            text += (
+                " (pruning saves tokens but not wall time: at this model's size a sampling step costs about the same "
+                "however many rows still run, and the pruned run adds the RM's scoring)"
+            )
     text += "."
     off = fmt.count(p.get("pruning_off"))
     if off is not None and n:
-        text += (f" {off} of {n} seeds chose pruning off (threshold ≤ −1: no sample stopped, no RM calls)"
-                 + (": every seed's tuning turned pruning off, so nothing was pruned and nothing about pruning was tested."
-                    if off == n else "."))
+        text += f" {off} of {n} seeds chose pruning off (threshold ≤ −1: no sample stopped, no RM calls)" + (
+            ": every seed's tuning turned pruning off, so nothing was pruned and nothing about pruning was tested."
+            if off == n
+            else "."
+        )
     return text
 
 
@@ -539,12 +679,25 @@ def sentences(metrics: Mapping) -> list[str]:
         items = [pruning_sentence(metrics)]
     else:
         bench = primary.get("benchmark", ID_BENCH)
-        superseded = ([superseded_first_error_sentence(rm, s) for rm, s in entries(primary, "first_error_delta_q", strict=True).items()]
-                      if "first_error_did" not in primary else [])  # a report from before 2026-12-07
-        items = [gate_sentence(primary), delta_sentence(primary, n_exploratory), *superseded,
-                 *(first_error_sentence(rm, s) for rm, s in entries(primary, "first_error_did", strict=True).items()),
-                 *(filter_sentence(rm, f, bench, filter_untestable(metrics)) for rm, f in entries(primary, "filter", strict=True).items()),
-                 pruning_sentence(metrics)]
+        superseded = (
+            [
+                superseded_first_error_sentence(rm, s)
+                for rm, s in entries(primary, "first_error_delta_q", strict=True).items()
+            ]
+            if "first_error_did" not in primary
+            else []
+        )  # a report from before 2026-12-07
+        items = [
+            gate_sentence(primary),
+            delta_sentence(primary, n_exploratory),
+            *superseded,
+            *(first_error_sentence(rm, s) for rm, s in entries(primary, "first_error_did", strict=True).items()),
+            *(
+                filter_sentence(rm, f, bench, filter_untestable(metrics))
+                for rm, f in entries(primary, "filter", strict=True).items()
+            ),
+            pruning_sentence(metrics),
+        ]
     return [s for s in items if s]
 
 
@@ -556,20 +709,27 @@ def seed0_delta_sentence(deltas: Mapping[str, Mapping]) -> str:
     unjudged = [b for b in order if b not in judged]
     better = [b for b in judged if deltas[b]["ci_low"] > 0]
     worse = [b for b in judged if deltas[b]["ci_high"] < 0]
-    per_bench = ", ".join(f"{b} {fmt.signed_ci(delta_of(d), d.get('ci_low'), d.get('ci_high'), reason=fmt.reason_of(d, 'delta'))}"
-                          for b, d in ((b, deltas[b]) for b in order))
+    per_bench = ", ".join(
+        f"{b} {fmt.signed_ci(delta_of(d), d.get('ci_low'), d.get('ci_high'), reason=fmt.reason_of(d, 'delta'))}"
+        for b, d in ((b, deltas[b]) for b in order)
+    )
     head = f"Goal-conditioned minus baseline AUROC (paired, 95% CI): {per_bench}; "
     if not judged:
         return head + f"cannot be judged: the interval is undefined on all {len(order)} benchmarks."
     if not better and not worse:
         verdict = f"the CI includes 0 on all {len(judged)} benchmarks"
-        verdict += (f" with an interval: no detectable difference; cannot be judged on {', '.join(unjudged)} (interval undefined)."
-                    if unjudged else ": no detectable difference.")
+        verdict += (
+            f" with an interval: no detectable difference; cannot be judged on {', '.join(unjudged)} (interval undefined)."
+            if unjudged
+            else ": no detectable difference."
+        )
         return head + verdict
     parts = [f"{which} on {', '.join(benches)}" for which, benches in (("better", better), ("worse", worse)) if benches]
     rest = len(judged) - len(better) - len(worse)
-    verdict = (f"the CI excludes 0 on {len(better) + len(worse)} of {len(order)} benchmarks: the goal-conditioned RM is "
-               f"{' and '.join(parts)}" + (f", a difference not shown on the other {rest}" if rest else ""))
+    verdict = (
+        f"the CI excludes 0 on {len(better) + len(worse)} of {len(order)} benchmarks: the goal-conditioned RM is "
+        f"{' and '.join(parts)}" + (f", a difference not shown on the other {rest}" if rest else "")
+    )
     if unjudged:
         verdict += f"; cannot be judged on {', '.join(unjudged)} (interval undefined)"
     return head + verdict + "."
@@ -628,7 +788,7 @@ class Conclusion:
         words, state = self.verdict_words, self.verdict
         if not words.startswith(state):
             return None
-        return words[len(state):].strip().removeprefix(":").strip().removeprefix("(").removesuffix(")") or None
+        return words[len(state) :].strip().removeprefix(":").strip().removeprefix("(").removesuffix(")") or None
 
     @property
     def seeds(self) -> str:
@@ -666,28 +826,68 @@ def conclusions(metrics: Mapping[str, Any]) -> list[Conclusion]:
     well_formed = section(primary, "gate", "well_formed")
     for rm, s in entries(well_formed, "margin_over_length").items():
         margin = well_formed.get("required_margin", 0.15)
-        add(f"gate.well_formed.margin.{rm}",
-            f"gate, well-formed errors only: AUROC − length-only AUROC (> {margin:g})" if isinstance(margin, (int, float))
-            else "gate, well-formed errors only: AUROC − length-only AUROC (> the required margin)", rm, s, sentence=said)
-    add(f"delta_auroc.{bench}", "ΔAUROC goal-conditioned − baseline on toy-id (> 0)", "both", primary.get("delta_auroc"),
-        sentence=delta_sentence(primary, _n_exploratory(metrics)))
+        add(
+            f"gate.well_formed.margin.{rm}",
+            f"gate, well-formed errors only: AUROC − length-only AUROC (> {margin:g})"
+            if isinstance(margin, (int, float))
+            else "gate, well-formed errors only: AUROC − length-only AUROC (> the required margin)",
+            rm,
+            s,
+            sentence=said,
+        )
+    add(
+        f"delta_auroc.{bench}",
+        "ΔAUROC goal-conditioned − baseline on toy-id (> 0)",
+        "both",
+        primary.get("delta_auroc"),
+        sentence=delta_sentence(primary, _n_exploratory(metrics)),
+    )
     for rm, s in entries(primary, "first_error_did").items():
-        add(f"first_error_did.{rm}", "Q's change at the first wrong line − at that line of correct solutions (< 0: Q falls)",
-            rm, s, sentence=first_error_sentence(rm, s))
+        add(
+            f"first_error_did.{rm}",
+            "Q's change at the first wrong line − at that line of correct solutions (< 0: Q falls)",
+            rm,
+            s,
+            sentence=first_error_sentence(rm, s),
+        )
     if "first_error_did" not in primary:  # a report from before 2026-12-07: its figure, named for what it measures
         for rm, s in entries(primary, "first_error_delta_q").items():
-            add(f"first_error_delta_q.{rm}", "Q after − before the first error (superseded: it measures position)", rm, s,
-                sentence=superseded_first_error_sentence(rm, s))
+            add(
+                f"first_error_delta_q.{rm}",
+                "Q after − before the first error (superseded: it measures position)",
+                rm,
+                s,
+                sentence=superseded_first_error_sentence(rm, s),
+            )
     why_untestable = filter_untestable(metrics)  # the oracle itself saves (almost) nothing here: nothing to test
     for rm, f in entries(primary, "filter").items():
         threshold = f.get("threshold")
-        name = (f"threshold-{threshold:g} filter" if isinstance(threshold, (int, float)) and not fmt.is_undefined(threshold)
-                else "Q filter (threshold undefined)")
+        name = (
+            f"threshold-{threshold:g} filter"
+            if isinstance(threshold, (int, float)) and not fmt.is_undefined(threshold)
+            else "Q filter (threshold undefined)"
+        )
         sentence = filter_sentence(rm, f, bench, why_untestable)
-        add(f"filter.{rm}.saves_tokens", f"{name}: tokens saved, % (> 0)", rm, untestable(f.get("tokens_saved_pct"), why_untestable),
-            1.0, False, " %", sentence)
-        add(f"filter.{rm}.costs_accuracy", f"{name}: accuracy change, points (< 0: costs accuracy)", rm,
-            untestable(f.get("accuracy_change"), why_untestable), 100.0, True, " points", sentence)
+        add(
+            f"filter.{rm}.saves_tokens",
+            f"{name}: tokens saved, % (> 0)",
+            rm,
+            untestable(f.get("tokens_saved_pct"), why_untestable),
+            1.0,
+            False,
+            " %",
+            sentence,
+        )
+        add(
+            f"filter.{rm}.costs_accuracy",
+            f"{name}: accuracy change, points (< 0: costs accuracy)",
+            rm,
+            untestable(f.get("accuracy_change"), why_untestable),
+            100.0,
+            True,
+            " points",
+            sentence,
+        )
     pruning = mapping(metrics, "decoding", "primary", "pruning")
     if pruning:
         # every seed's tuning turned pruning off: nothing was pruned, so nothing was tested (older
@@ -695,14 +895,38 @@ def conclusions(metrics: Mapping[str, Any]) -> list[Conclusion]:
         why = verdicts.pruning_switched_off(pruning)
         untested = lambda s: verdicts.mark_not_tested(s, why)  # noqa: E731
         sentence = pruning_sentence(metrics)
-        add("pruning.saves_tokens", "online pruning: tokens pruned / unpruned (< 1)", "goal-conditioned",
-            untested(pruning.get("tokens_ratio")), 1.0, False, "", sentence)
-        add("pruning.costs_accuracy", "online pruning: accuracy change, points (< 0: costs accuracy)", "goal-conditioned",
-            untested(pruning.get("accuracy_change")), 100.0, True, " points", sentence)
+        add(
+            "pruning.saves_tokens",
+            "online pruning: tokens pruned / unpruned (< 1)",
+            "goal-conditioned",
+            untested(pruning.get("tokens_ratio")),
+            1.0,
+            False,
+            "",
+            sentence,
+        )
+        add(
+            "pruning.costs_accuracy",
+            "online pruning: accuracy change, points (< 0: costs accuracy)",
+            "goal-conditioned",
+            untested(pruning.get("accuracy_change")),
+            100.0,
+            True,
+            " points",
+            sentence,
+        )
         wall = mapping(metrics, "timings", "decoding", "pruning_across_seeds", "wall_ratio")
         if wall:
-            add("pruning.saves_wall_time", "online pruning: wall time pruned / unpruned (< 1)", "goal-conditioned", untested(wall),
-                1.0, False, "", sentence)
+            add(
+                "pruning.saves_wall_time",
+                "online pruning: wall time pruned / unpruned (< 1)",
+                "goal-conditioned",
+                untested(wall),
+                1.0,
+                False,
+                "",
+                sentence,
+            )
     return out
 
 
@@ -711,8 +935,12 @@ def exploratory_conclusions(metrics: Mapping[str, Any]) -> list[Conclusion]:
     every benchmark other than the primary one, in benchmark order. Leads, not findings: their
     p-values are Holm-corrected over these comparisons (``p_holm`` in the figure)."""
     deltas = entries(metrics, "evaluation", "exploratory", "delta_auroc")
-    return [Conclusion(f"delta_auroc.{b}", f"ΔAUROC goal-conditioned − baseline on {b} (> 0, exploratory)", "both", deltas[b])
-            for b in fmt.order_benchmarks(deltas)]
+    return [
+        Conclusion(
+            f"delta_auroc.{b}", f"ΔAUROC goal-conditioned − baseline on {b} (> 0, exploratory)", "both", deltas[b]
+        )
+        for b in fmt.order_benchmarks(deltas)
+    ]
 
 
 def reading(primary: Mapping, policy_seeds: Any = None) -> str:
@@ -722,4 +950,6 @@ def reading(primary: Mapping, policy_seeds: Any = None) -> str:
     margins = value(primary, "gate", "margin_over_length") or {}
     interval = "RM seeds and questions" if over_questions(margins.values()) else "RM seeds"
     metrics = {"evaluation": {"primary": primary}}
-    return " ".join([f"All conclusions are {verdicts.policy_scope(seeds)}; each interval is over {interval}.", *sentences(metrics)])
+    return " ".join(
+        [f"All conclusions are {verdicts.policy_scope(seeds)}; each interval is over {interval}.", *sentences(metrics)]
+    )

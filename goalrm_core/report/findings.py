@@ -8,16 +8,26 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from goalrm_core.report.conclusions import (answer_note, answer_sentence, design_scope, figure_text, gate_state,  # noqa: F401
-                                            judge, over_questions, scope, seed0_delta_sentence, seeds_text, sentences,
-                                            spread_sentence)
+from goalrm_core.report.conclusions import (
+    answer_note,
+    answer_sentence,
+    design_scope,
+    figure_text,
+    gate_state,  # noqa: F401
+    judge,
+    over_questions,
+    scope,
+    seed0_delta_sentence,
+    seeds_text,
+    sentences,
+    spread_sentence,
+)
 from goalrm_core.report.metrics_view import Metrics, detail_seed, entries, mapping, section, value
 from goalrm_core.report.page_parts import html_table
 from goalrm_core.report.templating import part
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study import step_bench
 from goalrm_core.study.rms import HEADLINE_SETS, ID_BENCH, RMS
-
 
 # ------------------------------------------------------------------------------------- the answer
 
@@ -33,8 +43,9 @@ def answer(metrics: Mapping) -> str:
     if not first:
         return ""
     spread = spread_sentence(metrics)
-    return (part("answer", first=first, scope=f"{answer_note(metrics)} {design_scope(Metrics(metrics).primary)}")
-            + (part("paragraph", text=spread, css="answer") if spread else ""))
+    return part("answer", first=first, scope=f"{answer_note(metrics)} {design_scope(Metrics(metrics).primary)}") + (
+        part("paragraph", text=spread, css="answer") if spread else ""
+    )
 
 
 def step_answer(metrics: Mapping, calibration: Sequence[Mapping] = (), design: str = "") -> str:
@@ -47,8 +58,10 @@ def step_answer(metrics: Mapping, calibration: Sequence[Mapping] = (), design: s
     if mapping(figures, "f1") is None:
         return ""
     result = {"summaries": figures, "reference": bench.get("reference"), "bench": bench.get("bench", ID_BENCH)}
-    noise = (step_bench.label_noise_reading(calibration, design)
-             or "What label noise (rollout-estimated against exact step labels) costs is not measured for this design.")
+    noise = (
+        step_bench.label_noise_reading(calibration, design)
+        or "What label noise (rollout-estimated against exact step labels) costs is not measured for this design."
+    )
     return part("paragraph", text=f"{step_bench.reading(result)} {noise}", css="answer")
 
 
@@ -79,10 +92,11 @@ def summary(metrics: Mapping) -> str:
         detail.append(f"{'/'.join(map(str, sorted(seeds)))} seed{'s' if max(seeds) > 1 else ''} each")
     if steps:
         detail.append(f"{'/'.join(map(str, sorted(steps)))} steps")
-    whose = {"slips": f"from a second generator, not the evaluated policy (reference {task} solutions against one-fact slips)",
-             "confident+slips": f"from two generators other than the evaluated policy (reference {task} solutions against "
-                                f"one-fact slips and against a confidently wrong generator's solutions)",
-             }.get(m.parameter("pair_source"), f"of the policy's own {task} solutions")
+    whose = {
+        "slips": f"from a second generator, not the evaluated policy (reference {task} solutions against one-fact slips)",
+        "confident+slips": f"from two generators other than the evaluated policy (reference {task} solutions against "
+        f"one-fact slips and against a confidently wrong generator's solutions)",
+    }.get(m.parameter("pair_source"), f"of the policy's own {task} solutions")
     on = f" on {int(pairs):,} preference pairs {whose}" if not fmt.is_undefined(pairs) else f" on {task}"
     if all("eval_accuracy" in section(training, rm) for rm in RMS):
         base, goal = (fmt.pct(training[rm]["eval_accuracy"]) for rm in RMS)
@@ -93,21 +107,27 @@ def summary(metrics: Mapping) -> str:
     if bench and all(rm in ev for rm in RMS):
         which = HEADLINE_SETS.get(ev.get("headline"), "the headline generations")
         base, goal = (m.auroc(rm, bench).text() for rm in RMS)
-        text = (f"On {bench} ({which}), the seed-{detail_seed(metrics)} baseline RM ranks correct above incorrect "
-                f"solutions with AUROC {base} and the goal-conditioned RM with {goal}")
+        text = (
+            f"On {bench} ({which}), the seed-{detail_seed(metrics)} baseline RM ranks correct above incorrect "
+            f"solutions with AUROC {base} and the goal-conditioned RM with {goal}"
+        )
         if "length only" in ev:
             text += f"; response length alone scores {m.auroc('length only', bench).text()}"
         sentences.append(text + ".")
         logprob = m.auroc("policy mean logprob", bench)
         best_rm = max((v for v in (m.auroc(rm, bench).value for rm in RMS) if not fmt.is_undefined(v)), default=None)
         if not fmt.is_undefined(logprob.value) and best_rm is not None and logprob.value > best_rm:
-            sentences.append(f"The policy's own mean log-prob does better than either RM ({logprob.text()}): "
-                             "its slips are its own unlikely tokens, so on this task it is a ceiling, not a competitor.")
+            sentences.append(
+                f"The policy's own mean log-prob does better than either RM ({logprob.text()}): "
+                "its slips are its own unlikely tokens, so on this task it is a ceiling, not a competitor."
+            )
     deltas = entries(ev, "delta_auroc", strict=True)
     if primary:
         n = _n_seeds(primary)
-        sentences.append(f"The verdicts are the primary findings below, each over the {n or 'recorded'} RM seeds; "
-                         f"the seed-{detail_seed(metrics)} tables further down are detail.")
+        sentences.append(
+            f"The verdicts are the primary findings below, each over the {n or 'recorded'} RM seeds; "
+            f"the seed-{detail_seed(metrics)} tables further down are detail."
+        )
     elif deltas:
         sentences.append(seed0_delta_sentence(deltas))
     return part("paragraph", text=" ".join(sentences))
@@ -126,8 +146,14 @@ def primary_findings(metrics: Mapping) -> str:
     n = _n_seeds(primary) or fmt.count(value(metrics, "decoding", "primary", "pruning", "tokens_ratio", "n_seeds"))
     which = HEADLINE_SETS.get(primary.get("headline"), "")
     figures = [primary.get("delta_auroc"), *(value(primary, "gate", "margin_over_length") or {}).values()]
-    return part("primary_findings", seeds=f"{n} seeds" if n else "seeds", which=which, scope=scope(metrics),
-                over_questions=over_questions(figures), items=items)
+    return part(
+        "primary_findings",
+        seeds=f"{n} seeds" if n else "seeds",
+        which=which,
+        scope=scope(metrics),
+        over_questions=over_questions(figures),
+        items=items,
+    )
 
 
 def exploratory_section(metrics: Mapping) -> str:
@@ -141,19 +167,32 @@ def exploratory_section(metrics: Mapping) -> str:
         return ""
     order = fmt.order_benchmarks(deltas)
     k = len(order)
-    sentence = (f"Exploratory, not primary: goal-conditioned minus baseline AUROC on {k} other benchmark"
-                f"{'s' if k != 1 else ''}, {k} comparison{'s' if k != 1 else ''} with Holm-corrected p-values; "
-                "these are leads, not findings: "
-                + "; ".join(f"{b} {figure_text(deltas[b], 'positive')}, Holm p = {fmt.p_value(deltas[b].get('p_holm'))}"
-                            + ("" if deltas[b].get("holds") is not None else f" ({judge(deltas[b], '', '')})")
-                            for b in order) + ".")
-    rows = [{"benchmark": b,
-             "Δ AUROC across seeds [95% t-interval]": fmt.across(d),
-             "positive in": seeds_text(d, "").strip() or fmt.UNDEFINED,
-             "p-value (Holm)": fmt.p_value(d.get("p_holm")),
-             "reading": judge(d, "interval above 0 (a lead)", "a difference is not shown",
-                              opposite="interval wholly below 0 (a lead)")}
-            for b, d in ((b, deltas[b]) for b in order)]
+    sentence = (
+        f"Exploratory, not primary: goal-conditioned minus baseline AUROC on {k} other benchmark"
+        f"{'s' if k != 1 else ''}, {k} comparison{'s' if k != 1 else ''} with Holm-corrected p-values; "
+        "these are leads, not findings: "
+        + "; ".join(
+            f"{b} {figure_text(deltas[b], 'positive')}, Holm p = {fmt.p_value(deltas[b].get('p_holm'))}"
+            + ("" if deltas[b].get("holds") is not None else f" ({judge(deltas[b], '', '')})")
+            for b in order
+        )
+        + "."
+    )
+    rows = [
+        {
+            "benchmark": b,
+            "Δ AUROC across seeds [95% t-interval]": fmt.across(d),
+            "positive in": seeds_text(d, "").strip() or fmt.UNDEFINED,
+            "p-value (Holm)": fmt.p_value(d.get("p_holm")),
+            "reading": judge(
+                d, "interval above 0 (a lead)", "a difference is not shown", opposite="interval wholly below 0 (a lead)"
+            ),
+        }
+        for b, d in ((b, deltas[b]) for b in order)
+    ]
     note = value(ex, "note")
-    return (part("paragraph", text=sentence) + (part("paragraph", text=note, css="meta") if isinstance(note, str) and note else "")
-            + html_table(pd.DataFrame(rows)))
+    return (
+        part("paragraph", text=sentence)
+        + (part("paragraph", text=note, css="meta") if isinstance(note, str) and note else "")
+        + html_table(pd.DataFrame(rows))
+    )

@@ -23,4 +23,6 @@ MINUS = "−"
 
 fixed = partial(fmt.num, minus=MINUS)  # fixed(x, digits=2)
 ci = partial(fmt.interval, minus=MINUS, each_bound=True)  # ci(mean, low, high, digits=2, *, signed=False, scale=1.0)
-across = partial(fmt.across, minus=MINUS, each_bound=True, no_interval="no interval: {}", no_seed="no seed defined")  # across(s, signed=True, scale=1.0)
+across = partial(
+    fmt.across, minus=MINUS, each_bound=True, no_interval="no interval: {}", no_seed="no seed defined"
+)  # across(s, signed=True, scale=1.0)

@@ -26,29 +26,62 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from goalrm_core.report.findings import (
+    answer,
+    exploratory_section,
+    gate_state,
+    judge,
+    primary_findings,
+    step_answer,
+    summary,
+)
 from goalrm_core.report.metrics_view import detail_seed
+from goalrm_core.report.result_figures import (
+    auroc_figure,
+    decoding_table,
+    delta_table,
+    first_error_section,
+    savings_figure,
+    steering_section,
+)
 from goalrm_core.report.templating import part
-from goalrm_core.report.findings import answer, exploratory_section, gate_state, judge, primary_findings, step_answer, summary
-from goalrm_core.report.result_figures import (auroc_figure, decoding_table, delta_table, first_error_section,
-                                               savings_figure, steering_section)
 
-__all__ = ["answer", "auroc_figure", "decoding_table", "delta_table", "exploratory_section", "first_error_section", "gate_state",
-           "judge", "primary_findings", "result_sections", "savings_figure", "steering_section", "step_answer", "summary"]
+__all__ = [
+    "answer",
+    "auroc_figure",
+    "decoding_table",
+    "delta_table",
+    "exploratory_section",
+    "first_error_section",
+    "gate_state",
+    "judge",
+    "primary_findings",
+    "result_sections",
+    "savings_figure",
+    "steering_section",
+    "step_answer",
+    "summary",
+]
+
 
 def result_sections(metrics: Mapping) -> str:
     """Everything between the gate and the stage table; the detail sections name the RM seed they show
     (the profile's first)."""
     detail = f" — seed {detail_seed(metrics)} (detail)"
-    sections = [("Summary", summary(metrics)),
-             ("Primary findings across seeds", primary_findings(metrics)),
-             ("Exploratory benchmarks", exploratory_section(metrics)),
-             ("Q around the first error, every seed", first_error_section(metrics)),
-             ("Reward models against the free scorers" + detail, auroc_figure(metrics)),
-             ("Goal-conditioned − baseline" + detail, delta_table(metrics)),
-             ("Tokens saved by Q" + detail, savings_figure(metrics)),
-             ("Decoding at matched budgets" + detail, decoding_table(metrics)),
-             ("Steering" + detail, steering_section(metrics))]
+    sections = [
+        ("Summary", summary(metrics)),
+        ("Primary findings across seeds", primary_findings(metrics)),
+        ("Exploratory benchmarks", exploratory_section(metrics)),
+        ("Q around the first error, every seed", first_error_section(metrics)),
+        ("Reward models against the free scorers" + detail, auroc_figure(metrics)),
+        ("Goal-conditioned − baseline" + detail, delta_table(metrics)),
+        ("Tokens saved by Q" + detail, savings_figure(metrics)),
+        ("Decoding at matched budgets" + detail, decoding_table(metrics)),
+        ("Steering" + detail, steering_section(metrics)),
+    ]
     # the story (summary and primary findings) stays open; the detail below it folds, so the page opens
     # on the answer and a reader unfolds what they want to check
     open_titles = {"Summary", "Primary findings across seeds"}
-    return "\n".join(part("section", title=title, body=body, open=title in open_titles) for title, body in sections if body)
+    return "\n".join(
+        part("section", title=title, body=body, open=title in open_titles) for title, body in sections if body
+    )

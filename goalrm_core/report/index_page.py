@@ -59,8 +59,12 @@ def _gate(metrics: Mapping[str, Any]) -> str:
     (``evaluation.primary.gate``, schema 2) where recorded, else the seed-0 gate (schema 1)."""
     primary = Metrics(metrics).primary
     if (gate := mapping(primary, "gate")) is not None:
-        return gate_html(dict(gate), benchmark=primary.get("benchmark"), n_seeds=primary.get("n_seeds"),
-                         detail_reading=detail_gate_reading(metrics))
+        return gate_html(
+            dict(gate),
+            benchmark=primary.get("benchmark"),
+            n_seeds=primary.get("n_seeds"),
+            detail_reading=detail_gate_reading(metrics),
+        )
     gate = mapping(metrics, "evaluation", "gate")
     return "" if gate is None else gate_html(dict(gate))
 
@@ -88,17 +92,25 @@ def gate_html(gate: Mapping, benchmark: str | None = None, n_seeds: int | None =
         margins = entries(gate, "margin_over_length")
         seeds = fmt.count(n_seeds) or max((fmt.count(m.get("n_seeds")) or 0 for m in margins.values()), default=0)
         parts = _margins(margins, "0")
-        scores = (f" over {seeds} RM seed{'s' if seeds != 1 else ''}" if seeds else "") + \
-            (f" (AUROC of the RM minus AUROC of response length, mean across seeds with {_interval_words(margins)}): "
-             + "; ".join(parts) + "." if parts else ".")
+        scores = (f" over {seeds} RM seed{'s' if seeds != 1 else ''}" if seeds else "") + (
+            f" (AUROC of the RM minus AUROC of response length, mean across seeds with {_interval_words(margins)}): "
+            + "; ".join(parts)
+            + "."
+            if parts
+            else "."
+        )
         failing = [rm for rm, m in margins.items() if m.get("holds") is False]
     else:
+
         def shown(v):
             return fmt.ci(value(v, "auroc"), value(v, "ci_low"), value(v, "ci_high"), reason=fmt.reason_of(v, "auroc"))
 
         rms = [k for k in gate if k not in GATE_KEYS]
-        scores = (" (AUROC, 95% CI): " + "; ".join(f"{rm} {shown(gate[rm])}" for rm in rms)
-                  + f"; length only {shown(gate.get('length_only'))}.")
+        scores = (
+            " (AUROC, 95% CI): "
+            + "; ".join(f"{rm} {shown(gate[rm])}" for rm in rms)
+            + f"; length only {shown(gate.get('length_only'))}."
+        )
         failing = []
     state, head, tail = gate_words(gate)
     if state == "failed" and failing:
@@ -113,7 +125,17 @@ def gate_html(gate: Mapping, benchmark: str | None = None, n_seeds: int | None =
 def _notice(css: str, state: str, head: str, bench: str, scores: str, tail: str) -> str:
     """A gate's notice, coloured by its state (:data:`GATE_STYLE`)."""
     colour, border = GATE_STYLE[state]
-    return part("gate_notice", css=css, state=state, colour=colour, border=border, head=head, bench=bench, scores=scores, tail=tail)
+    return part(
+        "gate_notice",
+        css=css,
+        state=state,
+        colour=colour,
+        border=border,
+        head=head,
+        bench=bench,
+        scores=scores,
+        tail=tail,
+    )
 
 
 def _interval_words(margins: Mapping) -> str:
@@ -142,8 +164,14 @@ def well_formed_gate_html(gate: Mapping, bench: str, first_state: str = "undefin
     margin = fmt.num(gate.get("required_margin"), 2)
     margins = entries(gate, "margin_over_length")
     parts = _margins(margins, margin)
-    scores = (" (correct against well-formed incorrect solutions; AUROC of the RM minus AUROC of response length, mean "
-              f"across seeds with {_interval_words(margins)}): " + "; ".join(parts) + ".") if parts else "."
+    scores = (
+        (
+            " (correct against well-formed incorrect solutions; AUROC of the RM minus AUROC of response length, mean "
+            f"across seeds with {_interval_words(margins)}): " + "; ".join(parts) + "."
+        )
+        if parts
+        else "."
+    )
     return _notice("gate gate-well-formed", state, head, bench, scores, tail)
 
 
@@ -162,9 +190,16 @@ def reproduction_html(metrics: Mapping[str, Any], out_dir: Path) -> str:
         if len(set(seen)) > 1:
             disagree.append((c.claim, c.rm, seen))
     lost = dropped(metrics, reruns)
-    said = (f"{len(records) - len(lost)} of {len(records)} primary conclusions reach the same verdict in all {len(runs)} runs; "
-            + (f"{len(lost)} {'is' if len(lost) == 1 else 'are'} dropped (the runs' verdicts differ): "
-               + "; ".join(f"{label} ({rm})" for label, rm, _ in lost) + "." if lost else "none is dropped."))
+    said = (
+        f"{len(records) - len(lost)} of {len(records)} primary conclusions reach the same verdict in all {len(runs)} runs; "
+        + (
+            f"{len(lost)} {'is' if len(lost) == 1 else 'are'} dropped (the runs' verdicts differ): "
+            + "; ".join(f"{label} ({rm})" for label, rm, _ in lost)
+            + "."
+            if lost
+            else "none is dropped."
+        )
+    )
     return part("reproduction", reruns=list(reruns), said=said, names=["this report", *reruns], rows=disagree)
 
 
@@ -204,15 +239,28 @@ def render_index(profile: str, generated: str, stages: list[dict], metrics: Mapp
     the stage table with links and failures, then every metric in a collapsible section."""
     rows = _flatten({k: v for k, v in metrics.items() if k not in (TIMINGS_KEY, PROVENANCE_KEY)})
     # where the detail seed's gate reads otherwise than the verdict over seeds, its row says whose reading it is
-    seed_only = (f" (RM seed {detail_seed(metrics)} alone; over seeds the gate "
-                 f"{gate_state(Metrics(metrics).primary['gate'])[0]}: evaluation.primary.gate.state)"
-                 if detail_gate_reading(metrics) else "")
+    seed_only = (
+        f" (RM seed {detail_seed(metrics)} alone; over seeds the gate "
+        f"{gate_state(Metrics(metrics).primary['gate'])[0]}: evaluation.primary.gate.state)"
+        if detail_gate_reading(metrics)
+        else ""
+    )
     metric_rows = [(k, _format_value(v) + (seed_only if k == DETAIL_GATE_KEY else "")) for k, v in rows]
-    sections = [_drawn("The answer", answer, metrics), _drawn("The step-verifier answer", step_answer, metrics, calibration_rows(out_dir), profile),
-                _drawn("The length gate", _gate, metrics),
-                _drawn("The result sections", result_sections, metrics)
-                + _drawn("The reproduction section", reproduction_html, metrics, out_dir)
-                + _drawn("The side-by-side section", regimes_html, profile, out_dir)]
-    return render("index.html.j2", profile=profile, generated=generated, companion=companion_of(profile, out_dir),
-                  sections=sections, stages=[stage_view(s, out_dir) for s in stages],
-                  metric_rows=metric_rows, provenance=provenance_html(metrics))
+    sections = [
+        _drawn("The answer", answer, metrics),
+        _drawn("The step-verifier answer", step_answer, metrics, calibration_rows(out_dir), profile),
+        _drawn("The length gate", _gate, metrics),
+        _drawn("The result sections", result_sections, metrics)
+        + _drawn("The reproduction section", reproduction_html, metrics, out_dir)
+        + _drawn("The side-by-side section", regimes_html, profile, out_dir),
+    ]
+    return render(
+        "index.html.j2",
+        profile=profile,
+        generated=generated,
+        companion=companion_of(profile, out_dir),
+        sections=sections,
+        stages=[stage_view(s, out_dir) for s in stages],
+        metric_rows=metric_rows,
+        provenance=provenance_html(metrics),
+    )

@@ -66,8 +66,10 @@ def load_metrics(path: str | Path) -> dict:
         raise ValueError(f"{p}: malformed metrics.json (expected a JSON object, got {type(data).__name__})")
     version = data.get(SCHEMA_KEY, 1)
     if version not in range(1, SCHEMA_VERSION + 1) or isinstance(version, bool):
-        raise ValueError(f"{p}: schema_version {json.dumps(version)[:40]} is not one this goalrm reads "
-                         f"(1 to {SCHEMA_VERSION}): it would be compared as if it were another")
+        raise ValueError(
+            f"{p}: schema_version {json.dumps(version)[:40]} is not one this goalrm reads "
+            f"(1 to {SCHEMA_VERSION}): it would be compared as if it were another"
+        )
     return data
 
 

@@ -12,7 +12,6 @@ from goalrm_core.data.io import atomic_write_text
 from goalrm_core.paths import relative_paths
 from goalrm_core.report.templating import part
 
-
 # The lab template, minus the scripts it loads from a CDN whatever the notebook holds: a page that
 # needs none of them then works offline and as a mailed file. require.js is kept for notebooks with
 # widgets or JavaScript outputs, MathJax for notebooks with math, mermaid for mermaid diagrams.
@@ -78,7 +77,9 @@ def export_html(notebook: Path, output: Path, stages: list[str] | None = None, c
     _relative_outputs(nb)
     nb.metadata["title"] = _first_heading(nb) or output.stem
     exporter = HTMLExporter(
-        exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True,
+        exclude_input=True,
+        exclude_input_prompt=True,
+        exclude_output_prompt=True,
         extra_loaders=[jinja2.DictLoader({"goalrm_page.html.j2": _PAGE_TEMPLATE})],
         template_file="goalrm_page.html.j2",
     )
@@ -128,7 +129,7 @@ def _strip_navigation(page: str) -> str:
     begin, end = page.find(NAV_BEGIN), page.find(NAV_END)
     if begin < 0 or end < begin:
         return page
-    return page[:begin] + page[end + len(NAV_END):]
+    return page[:begin] + page[end + len(NAV_END) :]
 
 
 def table_of_contents(page: str) -> list[tuple[int, str, str]]:
@@ -157,6 +158,7 @@ def navigation_html(name: str, stages: list[str], out_dir: Path, page: str, code
     """The header bar of stage ``name``'s page (links to the index and to the previous and next stage
     whose page exists in ``out_dir``, and ``code``, the code version the stage ran on, when known) and
     its table of contents. Self-contained: no external URL."""
+
     def link(stage: str | None, label: str) -> tuple | None:
         if stage is None:
             return None
@@ -165,9 +167,18 @@ def navigation_html(name: str, stages: list[str], out_dir: Path, page: str, code
     where = stages.index(name) if name in stages else -1
     previous = stages[where - 1] if where > 0 else None
     following = stages[where + 1] if 0 <= where < len(stages) - 1 else None
-    return part("navigation", begin=NAV_BEGIN, end=NAV_END, css=_NAV_CSS, name=name,
-                back=link(previous, f"\u2190 {previous}"), forward=link(following, f"{following} \u2192"), code=code,
-                position=f"stage {where + 1} of {len(stages)}" if where >= 0 else "", headings=table_of_contents(page))
+    return part(
+        "navigation",
+        begin=NAV_BEGIN,
+        end=NAV_END,
+        css=_NAV_CSS,
+        name=name,
+        back=link(previous, f"\u2190 {previous}"),
+        forward=link(following, f"{following} \u2192"),
+        code=code,
+        position=f"stage {where + 1} of {len(stages)}" if where >= 0 else "",
+        headings=table_of_contents(page),
+    )
 
 
 def with_navigation(page: str, nav: str) -> str:
@@ -205,8 +216,11 @@ RAW_REPRS: tuple[tuple[str, re.Pattern, bool], ...] = (
     ("bare string", re.compile(r"\A\s*'[^'\n]*'\s*\Z"), False),
     ("bare path", re.compile(r"\A\s*[\w./-]+\.(json|jsonl|csv|html|ipynb|npy|pt|safetensors)\s*\Z"), False),
 )
-_TEXT_OUTPUT = re.compile(r'<div class="([^"]*jp-RenderedText[^"]*jp-OutputArea-output[^"]*)"[^>]*data-mime-type="text/plain"'
-                          r'[^>]*>\s*<pre>(.*?)</pre>', re.DOTALL)
+_TEXT_OUTPUT = re.compile(
+    r'<div class="([^"]*jp-RenderedText[^"]*jp-OutputArea-output[^"]*)"[^>]*data-mime-type="text/plain"'
+    r"[^>]*>\s*<pre>(.*?)</pre>",
+    re.DOTALL,
+)
 _TABLE = re.compile(r'<table\b[^>]*class="[^"]*dataframe[^"]*"[^>]*>(.*?)</table>', re.DOTALL)
 _ROW_HEADER = re.compile(r"<tbody>.*?<tr[^>]*>\s*<th\b", re.DOTALL)
 _BAD_CELL = re.compile(r"<td[^>]*>\s*(None|nan|NaN|NaT|<NA>|True|False)\s*</td>")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
-from goalrm_core.report.templating import part
 from goalrm_core.report.metrics_view import PROVENANCE_KEY
+from goalrm_core.report.templating import part
 
 
 def speed_text(machine: Mapping[str, Any]) -> str:
@@ -25,6 +25,7 @@ def provenance_html(metrics: Mapping[str, Any]) -> str:
     prov = metrics.get(PROVENANCE_KEY) if isinstance(metrics, Mapping) else None
     if not isinstance(prov, Mapping) or not prov:
         return ""
+
     def entry(key: str) -> Mapping:
         value = prov.get(key)
         return value if isinstance(value, Mapping) else {}
@@ -35,9 +36,14 @@ def provenance_html(metrics: Mapping[str, Any]) -> str:
     parameters = profile.get("parameters") if isinstance(profile.get("parameters"), Mapping) else {}
     gpu = machine.get("gpu")
     gpu_text = gpu.get("name") if isinstance(gpu, Mapping) else (gpu or "none")
-    return part("provenance", commit=commit, state=state, profile=str(profile.get("name", "")),
-                parameters=[(str(k), json.dumps(v)) for k, v in parameters.items()],
-                versions=", ".join(f"{k} {v if v is not None else 'absent'}" for k, v in versions.items()),
-                machine=f"{machine.get('cpu') or 'unknown CPU'}, {machine.get('cores', '?')} cores; GPU: {gpu_text}{speed_text(machine)}",
-                threads=f"{threads.get('used', '?')} (torch_threads={threads.get('torch_threads', '?')}: {threads.get('rule', '')})",
-                date=str(prov.get("date", "")))
+    return part(
+        "provenance",
+        commit=commit,
+        state=state,
+        profile=str(profile.get("name", "")),
+        parameters=[(str(k), json.dumps(v)) for k, v in parameters.items()],
+        versions=", ".join(f"{k} {v if v is not None else 'absent'}" for k, v in versions.items()),
+        machine=f"{machine.get('cpu') or 'unknown CPU'}, {machine.get('cores', '?')} cores; GPU: {gpu_text}{speed_text(machine)}",
+        threads=f"{threads.get('used', '?')} (torch_threads={threads.get('torch_threads', '?')}: {threads.get('rule', '')})",
+        date=str(prov.get("date", "")),
+    )

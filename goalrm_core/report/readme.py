@@ -13,19 +13,19 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 from goalrm_core.evaluation.auroc import delta_of
-from goalrm_core.report import regimes
-from goalrm_core.report.formats import across, ci, fixed
-from goalrm_core.study.recipe import renamed
-from goalrm_core.report.metrics_view import detail_seed, read_metrics
-from goalrm_core.generated_block import update_file
-from goalrm_core.report.provenance import speed_text
 from goalrm_core.evaluation.verdicts import policy_scope
+from goalrm_core.generated_block import update_file
+from goalrm_core.report import regimes
 from goalrm_core.report.conclusions import conclusions
+from goalrm_core.report.formats import across, ci, fixed
+from goalrm_core.report.metrics_view import detail_seed, read_metrics
+from goalrm_core.report.provenance import speed_text
 from goalrm_core.report.reproduction import reruns_of, verdicts
 from goalrm_core.study.formatting import order_benchmarks
+from goalrm_core.study.recipe import renamed
 
 BEGIN = "<!-- begin: generated from reports/demo by `python -m goalrm_core.report.readme`; do not edit by hand -->"
 END = "<!-- end: generated from reports/demo -->"
@@ -46,7 +46,9 @@ def _benches(ev: Mapping) -> list[str]:
 def _deterministic(metrics: Mapping) -> dict:
     """``metrics`` without what differs between identical runs (timings, provenance, thread counts)."""
     out = {k: v for k, v in metrics.items() if k not in ("timings", "provenance")}
-    return {k: ({kk: vv for kk, vv in v.items() if kk != "threads"} if isinstance(v, dict) else v) for k, v in out.items()}
+    return {
+        k: ({kk: vv for kk, vv in v.items() if kk != "threads"} if isinstance(v, dict) else v) for k, v in out.items()
+    }
 
 
 def _commit(metrics: dict) -> str:
@@ -65,18 +67,27 @@ def findings(report: Path = REPORT, reruns: Path = RERUNS) -> str:
     primary = ev.get("primary", {})
     params = metrics.get("provenance", {}).get("profile", {}).get("parameters", {})
     params = {renamed(k): v for k, v in params.items()}  # a report recorded before the rm: block, under today's names
-    rerun_runs = reruns_of(report) if reruns == report.parent / "reproducibility" else {
-        p.name: m for p in sorted(reruns.glob("*")) if (m := read_metrics(p, strict=True)) is not None}
-    out = [f"From the committed [`reports/demo/`](reports/demo/index.html): {primary.get('n_seeds', '?')} RM seeds per RM, "
-           f"{params.get('max_steps', '?')} steps each; {params.get('n_benchmark_questions', '?')} questions per benchmark; "
-           f"{params.get('torch_threads', '?')} torch threads; headline set `{primary.get('headline', ev.get('headline', '?'))}`.", ""]
+    rerun_runs = (
+        reruns_of(report)
+        if reruns == report.parent / "reproducibility"
+        else {p.name: m for p in sorted(reruns.glob("*")) if (m := read_metrics(p, strict=True)) is not None}
+    )
+    out = [
+        f"From the committed [`reports/demo/`](reports/demo/index.html): {primary.get('n_seeds', '?')} RM seeds per RM, "
+        f"{params.get('max_steps', '?')} steps each; {params.get('n_benchmark_questions', '?')} questions per benchmark; "
+        f"{params.get('torch_threads', '?')} torch threads; headline set `{primary.get('headline', ev.get('headline', '?'))}`.",
+        "",
+    ]
     rows = conclusions(metrics)
     if rows:
         runs = [metrics, *rerun_runs.values()]
         interval = primary.get("interval") or "RM seeds only (a t-interval; the questions held fixed)"
-        out += [f"Every conclusion below is {policy_scope(primary.get('policy_seeds') or [params.get('seed')])}; "
-                f"its 95% interval is over {interval}. A verdict is two-sided: \"reversed\" where the interval lies "
-                "wholly on the unexpected side; \"not tested\" where the mechanism was switched off.", ""]
+        out += [
+            f"Every conclusion below is {policy_scope(primary.get('policy_seeds') or [params.get('seed')])}; "
+            f'its 95% interval is over {interval}. A verdict is two-sided: "reversed" where the interval lies '
+            'wholly on the unexpected side; "not tested" where the mechanism was switched off.',
+            "",
+        ]
         header = "| primary conclusion | RM | mean over seeds [95% interval] | seeds the expected way | verdict |"
         if rerun_runs:
             header += f" same verdict in all {len(runs)} runs |"
@@ -87,51 +98,96 @@ def findings(report: Path = REPORT, reruns: Path = RERUNS) -> str:
             same = "yes" if len(set(seen)) == 1 else "no: " + " / ".join(seen)
             out.append(line + (f" {same} |" if rerun_runs else ""))
         gate = primary.get("gate", {})
-        out += ["", f"Gate: **{gate.get('state', 'undefined')}**" + (f" ({gate['reason']})" if gate.get("reason") else "") + "."]
+        out += [
+            "",
+            f"Gate: **{gate.get('state', 'undefined')}**"
+            + (f" ({gate['reason']})" if gate.get("reason") else "")
+            + ".",
+        ]
         if rerun_runs:
-            out.append(f"Reruns compared (`goalrm compare`, committed beside them): {', '.join(f'`{n}`' for n in rerun_runs)}; "
-                       f"the committed report ran code {_commit(metrics)}. A verdict is \"absent\" where a rerun's code did not "
-                       "compute that conclusion, and a rerun on other code differs by that code as well as by its overrides.")
+            out.append(
+                f"Reruns compared (`goalrm compare`, committed beside them): {', '.join(f'`{n}`' for n in rerun_runs)}; "
+                f'the committed report ran code {_commit(metrics)}. A verdict is "absent" where a rerun\'s code did not '
+                "compute that conclusion, and a rerun on other code differs by that code as well as by its overrides."
+            )
             for name, m in rerun_runs.items():
                 same = _deterministic(m) == _deterministic(metrics)
-                threads = sorted({v["threads"] for v in m.values() if isinstance(v, dict) and isinstance(v.get("threads"), int)})
-                out.append(f"`{name}` ({', '.join(f'{k}: {v}' for k, v in m.get('provenance', {}).get('profile', {}).get('overrides', {}).items()) or 'no overrides'}; "
-                           f"threads {', '.join(map(str, threads))}; code {_commit(m)}): its metrics are "
-                           f"{'**bit-identical** to the committed report' if same else 'not identical to the committed report'}, "
-                           f"timings, provenance and thread counts aside.")
+                threads = sorted(
+                    {v["threads"] for v in m.values() if isinstance(v, dict) and isinstance(v.get("threads"), int)}
+                )
+                out.append(
+                    f"`{name}` ({', '.join(f'{k}: {v}' for k, v in m.get('provenance', {}).get('profile', {}).get('overrides', {}).items()) or 'no overrides'}; "
+                    f"threads {', '.join(map(str, threads))}; code {_commit(m)}): its metrics are "
+                    f"{'**bit-identical** to the committed report' if same else 'not identical to the committed report'}, "
+                    f"timings, provenance and thread counts aside."
+                )
     exploratory = ev.get("exploratory", {}).get("delta_auroc", {})
     if exploratory:
-        out += ["", f"Exploratory (leads, not findings; p-values Holm-corrected over {len(exploratory)} benchmarks):", "",
-                "| benchmark | ΔAUROC over seeds [95% CI] | higher in | p (Holm) |", "|---|---|---|---|"]
+        out += [
+            "",
+            f"Exploratory (leads, not findings; p-values Holm-corrected over {len(exploratory)} benchmarks):",
+            "",
+            "| benchmark | ΔAUROC over seeds [95% CI] | higher in | p (Holm) |",
+            "|---|---|---|---|",
+        ]
         for bench in order_benchmarks(exploratory):
             s = exploratory[bench]
             out.append(f"| {bench} | {across(s)} | {s['k']} of {s['n_seeds']} seeds | {fixed(s.get('p_holm'), 3)} |")
     benches = _benches(ev)
     if benches:
         seed = detail_seed(metrics)
-        out += ["", f"Seed {seed} (detail; 95% bootstrap CIs over questions):", "",
-                f"| AUROC, seed {seed} | " + " | ".join(benches) + " |", "|---|" + "---|" * len(benches)]
-        acc = [f"{100 * data['benchmarks'][b]['sample_accuracy']:.1f}%" if b in data.get("benchmarks", {}) else "" for b in benches]
-        out.append(f"| policy sampled accuracy (T = {params.get('sampling_temperature', '?')}) | " + " | ".join(acc) + " |")
+        out += [
+            "",
+            f"Seed {seed} (detail; 95% bootstrap CIs over questions):",
+            "",
+            f"| AUROC, seed {seed} | " + " | ".join(benches) + " |",
+            "|---|" + "---|" * len(benches),
+        ]
+        acc = [
+            f"{100 * data['benchmarks'][b]['sample_accuracy']:.1f}%" if b in data.get("benchmarks", {}) else ""
+            for b in benches
+        ]
+        out.append(
+            f"| policy sampled accuracy (T = {params.get('sampling_temperature', '?')}) | " + " | ".join(acc) + " |"
+        )
         for scorer in ("baseline", "goal-conditioned", "length only", "policy mean logprob"):
             if scorer in ev:
-                cells = [ci(ev[scorer][b].get("auroc"), ev[scorer][b].get("auroc_ci_low"), ev[scorer][b].get("auroc_ci_high"))
-                         if b in ev[scorer] else "" for b in benches]
+                cells = [
+                    ci(
+                        ev[scorer][b].get("auroc"),
+                        ev[scorer][b].get("auroc_ci_low"),
+                        ev[scorer][b].get("auroc_ci_high"),
+                    )
+                    if b in ev[scorer]
+                    else ""
+                    for b in benches
+                ]
                 out.append(f"| {scorer} | " + " | ".join(cells) + " |")
         d = ev.get("delta_auroc", {})
-        out.append("| Δ goal-conditioned − baseline | " + " | ".join(
-            ci(delta_of(d[b]), d[b]["ci_low"], d[b]["ci_high"], signed=True) for b in benches) + " |")
+        out.append(
+            "| Δ goal-conditioned − baseline | "
+            + " | ".join(ci(delta_of(d[b]), d[b]["ci_low"], d[b]["ci_high"], signed=True) for b in benches)
+            + " |"
+        )
     both = regimes.read_reports(report.parent)
     if report.name in both and len(both) > 1:
-        out += ["", "The paper's claims in both embedded designs (each report's primary conclusions; see "
-                    "\"Two designs\" below):", "", regimes.markdown(both).rstrip("\n")]
+        out += [
+            "",
+            "The paper's claims in both embedded designs (each report's primary conclusions; see "
+            '"Two designs" below):',
+            "",
+            regimes.markdown(both).rstrip("\n"),
+        ]
     stages = status.get("stages", [])
     if stages:
         total = sum(s.get("duration_s") or 0 for s in stages)
         parts = ", ".join(f"{s['name'].split('_', 1)[1]} {s.get('duration_s') or 0:.0f}" for s in stages)
-        out += ["", f"Wall time of the committed run (s, `status.json`): {parts}; **{total:,.0f} s in all** "
-                    f"({'one uninterrupted run' if all(s.get('status') == 'ok' for s in stages) else 'resumed: some stages kept'}"
-                    f"{speed_text(metrics.get('provenance', {}).get('machine', {}))})."]
+        out += [
+            "",
+            f"Wall time of the committed run (s, `status.json`): {parts}; **{total:,.0f} s in all** "
+            f"({'one uninterrupted run' if all(s.get('status') == 'ok' for s in stages) else 'resumed: some stages kept'}"
+            f"{speed_text(metrics.get('provenance', {}).get('machine', {}))}).",
+        ]
     return "\n".join(out) + "\n"
 
 
@@ -149,7 +205,10 @@ def main(argv: list[str] | None = None) -> int:
     root = project_root()
     differs = update(root / "README.md", findings(root / REPORT, root / RERUNS), write=not args.check)
     if args.check and differs:
-        print("README.md's generated block differs from reports/demo: run `python -m goalrm_core.report.readme`", file=sys.stderr)
+        print(
+            "README.md's generated block differs from reports/demo: run `python -m goalrm_core.report.readme`",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

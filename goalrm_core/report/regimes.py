@@ -34,8 +34,13 @@ def _free_scorer_rows(metrics: Mapping) -> list[tuple[str, str, str]]:
     for scorer in ("length only", "policy mean logprob"):
         cell = ev.get(scorer, {}).get(bench)
         if isinstance(cell, Mapping):
-            rows.append((f"free scorer: {scorer} AUROC on {bench} (seed-0 generations)", "-",
-                         ci(cell.get("auroc"), cell.get("auroc_ci_low"), cell.get("auroc_ci_high"))))
+            rows.append(
+                (
+                    f"free scorer: {scorer} AUROC on {bench} (seed-0 generations)",
+                    "-",
+                    ci(cell.get("auroc"), cell.get("auroc_ci_low"), cell.get("auroc_ci_high")),
+                )
+            )
     accuracy = metrics.get("data", {}).get("benchmarks", {}).get(bench, {}).get("sample_accuracy")
     if num(accuracy) is not None:
         rows.insert(0, (f"policy sampled accuracy on {bench}", "-", f"{100 * accuracy:.1f}%"))
@@ -48,9 +53,14 @@ def _steering_rows(metrics: Mapping) -> list[tuple[str, str, str]]:
         return []
     n = s.get("n_questions")
     # the detail RM seed goes in the cell, not the label: designs with other detail seeds share the row
-    return [("steering (the detail RM seed): style rate steered / unguided", "goal-conditioned",
-             f"{100 * s['attribute_rate']:.0f}% / {100 * (num(s.get('attribute_rate_unguided')) or 0):.0f}% of {n} "
-             f"(seed {detail_seed(metrics)})")]
+    return [
+        (
+            "steering (the detail RM seed): style rate steered / unguided",
+            "goal-conditioned",
+            f"{100 * s['attribute_rate']:.0f}% / {100 * (num(s.get('attribute_rate_unguided')) or 0):.0f}% of {n} "
+            f"(seed {detail_seed(metrics)})",
+        )
+    ]
 
 
 def claim_cells(metrics: Mapping) -> dict[tuple[str, str], str]:
@@ -88,8 +98,11 @@ def markdown(reports: Mapping[str, Mapping], link_prefix: str = "reports/") -> s
         return ""
     designs, rows = side_by_side(reports)
     head = " | ".join(f"[`{d}`]({link_prefix}{d}/index.html)" for d in designs)
-    out = ["| claim | RM | " + head + " |", "|---|---|" + "---|" * len(designs),
-           "| design | | " + " | ".join(DESIGNS.get(d, "") for d in designs) + " |"]
+    out = [
+        "| claim | RM | " + head + " |",
+        "|---|---|" + "---|" * len(designs),
+        "| design | | " + " | ".join(DESIGNS.get(d, "") for d in designs) + " |",
+    ]
     out += [f"| {claim} | {rm} | " + " | ".join(values) + " |" for claim, rm, values in rows]
     return "\n".join(out) + "\n"
 

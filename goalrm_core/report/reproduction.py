@@ -60,4 +60,8 @@ def dropped(metrics: Mapping, reruns: Mapping[str, Mapping]) -> list[tuple[str, 
     """(figure, RM, verdict per run) of every primary conclusion whose verdict differs between the
     report and its reruns."""
     runs = [metrics, *reruns.values()]
-    return [(c.claim, c.rm, verdicts(c.claim, c.rm, runs)) for c in conclusions(metrics) if not reproduced(c.claim, c.rm, runs)]
+    return [
+        (c.claim, c.rm, verdicts(c.claim, c.rm, runs))
+        for c in conclusions(metrics)
+        if not reproduced(c.claim, c.rm, runs)
+    ]

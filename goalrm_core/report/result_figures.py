@@ -13,8 +13,8 @@ from goalrm_core.evaluation import verdicts
 from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.evaluation.tables import REFERENCE_SCORERS
 from goalrm_core.report.metrics_view import Metrics, detail_seed, entries, mapping, section, value
-from goalrm_core.report.templating import part
 from goalrm_core.report.page_parts import html_table, png
+from goalrm_core.report.templating import part
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study import plots
 from goalrm_core.study.rms import HEADLINE_SETS, ID_BENCH, RMS
@@ -33,9 +33,15 @@ def auroc_figure(metrics: Mapping) -> str:
         for bench in m.benchmarks:
             a = m.auroc(scorer, bench)
             if not fmt.is_undefined(a.value):
-                rows.append({"scorer": scorer, "benchmark": bench, "auroc": a.value,
-                             "ci_low": a.value if fmt.is_undefined(a.low) else a.low,
-                             "ci_high": a.value if fmt.is_undefined(a.high) else a.high})
+                rows.append(
+                    {
+                        "scorer": scorer,
+                        "benchmark": bench,
+                        "auroc": a.value,
+                        "ci_low": a.value if fmt.is_undefined(a.low) else a.low,
+                        "ci_high": a.value if fmt.is_undefined(a.high) else a.high,
+                    }
+                )
             elif mapping(m.evaluation, scorer, bench) is not None:
                 missing.append(f"{scorer} on {bench}" + (f" ({a.reason})" if a.reason else ""))
     undefined = part("auroc_undefined", missing="; ".join(missing)) if missing else ""
@@ -43,8 +49,11 @@ def auroc_figure(metrics: Mapping) -> str:
         return undefined
     frame = pd.DataFrame(rows)
     which = HEADLINE_SETS.get(m.evaluation.get("headline"), "headline generations")
-    return (part("auroc_caption", which=which, seed=detail_seed(metrics))
-            + png(plots.auroc_bars(frame, title="AUROC per benchmark (95% CI)")) + undefined)
+    return (
+        part("auroc_caption", which=which, seed=detail_seed(metrics))
+        + png(plots.auroc_bars(frame, title="AUROC per benchmark (95% CI)"))
+        + undefined
+    )
 
 
 def delta_table(metrics: Mapping) -> str:
@@ -60,17 +69,32 @@ def delta_table(metrics: Mapping) -> str:
     raw = [deltas[b].get("p_value") for b in order]
     adjusted = holm([float("nan") if fmt.is_undefined(p) else float(p) for p in raw])
     k = sum(not fmt.is_undefined(p) for p in raw)
-    rows = [{"benchmark": b, "baseline": m.auroc("baseline", b).text(),
-             "goal-conditioned": m.auroc("goal-conditioned", b).text(),
-             "Δ AUROC [95% CI]": fmt.signed_ci(delta_of(d), d.get("ci_low"), d.get("ci_high"), reason=fmt.reason_of(d, "delta")),
-             "p-value": fmt.p_value(p, reason=fmt.reason_of(d, "p_value")),
-             f"p-value, Holm over {k}": fmt.p_value(p_holm)}
-            for b, p, p_holm in zip(order, raw, adjusted) for d in [deltas[b]]]
+    rows = [
+        {
+            "benchmark": b,
+            "baseline": m.auroc("baseline", b).text(),
+            "goal-conditioned": m.auroc("goal-conditioned", b).text(),
+            "Δ AUROC [95% CI]": fmt.signed_ci(
+                delta_of(d), d.get("ci_low"), d.get("ci_high"), reason=fmt.reason_of(d, "delta")
+            ),
+            "p-value": fmt.p_value(p, reason=fmt.reason_of(d, "p_value")),
+            f"p-value, Holm over {k}": fmt.p_value(p_holm),
+        }
+        for b, p, p_holm in zip(order, raw, adjusted)
+        for d in [deltas[b]]
+    ]
     low = [(b, p, q) for b, p, q in zip(order, raw, adjusted) if not fmt.is_undefined(p) and p < 0.05]
     if low:
-        note = ("Uncorrected p below 0.05 on " + ", ".join(f"{b} (p = {fmt.p_value(p)}, Holm {fmt.p_value(q)})" for b, p, q in low)
-                + f": one of {k} comparisons on one seed, so " + ("it does not survive the correction." if all(q >= 0.05 for _, _, q in low)
-                                                                  else "read the Holm-corrected value."))
+        note = (
+            "Uncorrected p below 0.05 on "
+            + ", ".join(f"{b} (p = {fmt.p_value(p)}, Holm {fmt.p_value(q)})" for b, p, q in low)
+            + f": one of {k} comparisons on one seed, so "
+            + (
+                "it does not survive the correction."
+                if all(q >= 0.05 for _, _, q in low)
+                else "read the Holm-corrected value."
+            )
+        )
     else:
         note = f"No uncorrected p below 0.05 among the {k} comparisons."
     return part("delta_caption", seed=detail_seed(metrics), k=k, note=note) + html_table(pd.DataFrame(rows))
@@ -84,16 +108,22 @@ def first_error_section(metrics: Mapping) -> str:
     primary = Metrics(metrics).primary
     deltas = {rm: s.get("per_seed") for rm, s in entries(primary, "first_error_did").items()}
     seeds = primary.get("rm_seeds") if isinstance(primary.get("rm_seeds"), list) else []
+
     def seed(s) -> str:
         return f"seed {fmt.undefined() if fmt.count(s) is None else fmt.count(s)}"
 
-    per_seed = "; ".join(f"{rm}: " + ", ".join(f"{seed(s)} {fmt.num(v, 2, signed=True)}" for s, v in zip(seeds or range(len(vals)), vals))
-                         for rm, vals in deltas.items() if isinstance(vals, list))
+    per_seed = "; ".join(
+        f"{rm}: "
+        + ", ".join(f"{seed(s)} {fmt.num(v, 2, signed=True)}" for s, v in zip(seeds or range(len(vals)), vals))
+        for rm, vals in deltas.items()
+        if isinstance(vals, list)
+    )
     if profile is not None and not plots.first_error_profile_frame(profile).empty:
         bench, window = profile.get("benchmark", ID_BENCH), profile.get("window", "")
         title = f"Q around the first error (0 = first wrong token), {bench}, every RM seed"
-        return (part("first_error_caption", bench=str(bench), window=window, per_seed=per_seed)
-                + png(plots.first_error_profiles(profile, title=title)))
+        return part("first_error_caption", bench=str(bench), window=window, per_seed=per_seed) + png(
+            plots.first_error_profiles(profile, title=title)
+        )
     if not deltas:
         return ""
     return part("first_error_missing", per_seed=per_seed)
@@ -112,10 +142,15 @@ def savings_text(metrics: Mapping) -> str:
         f = mapping(m.evaluation, "goal-conditioned", bench, "filter")
         if f is not None:
             n_votes = value(metrics, "data", "benchmarks", bench, "n_questions")
-            filtered.append({"benchmark": bench, "Q threshold": fmt.num(f.get("threshold")),
-                             "tokens saved": fmt.pct(f.get("tokens_saved_pct"), already_percent=True),
-                             "accuracy, all samples [95% CI]": fmt.rate_ci(f.get("accuracy_unfiltered"), n_votes),
-                             "accuracy, filtered [95% CI]": fmt.rate_ci(f.get("accuracy"), n_votes)})
+            filtered.append(
+                {
+                    "benchmark": bench,
+                    "Q threshold": fmt.num(f.get("threshold")),
+                    "tokens saved": fmt.pct(f.get("tokens_saved_pct"), already_percent=True),
+                    "accuracy, all samples [95% CI]": fmt.rate_ci(f.get("accuracy_unfiltered"), n_votes),
+                    "accuracy, filtered [95% CI]": fmt.rate_ci(f.get("accuracy"), n_votes),
+                }
+            )
         p = mapping(m.decoding, "pruning", bench)
         if p is not None:
             n_decoded = p.get("n_questions") or m.parameter("decode_questions")
@@ -123,10 +158,13 @@ def savings_text(metrics: Mapping) -> str:
             is_off = not fmt.is_undefined(threshold) and threshold <= -1
             if is_off:
                 off.append(bench)
-            row = {"benchmark": bench, "Q threshold": "no pruning (≤ −1)" if is_off else fmt.num(threshold),
-                   "tokens saved": fmt.pct(p.get("tokens_saved_pct"), already_percent=True),
-                   "accuracy, unpruned [95% CI]": fmt.rate_ci(p.get("accuracy_unpruned"), n_decoded),
-                   "accuracy, pruned [95% CI]": fmt.rate_ci(p.get("accuracy"), n_decoded)}
+            row = {
+                "benchmark": bench,
+                "Q threshold": "no pruning (≤ −1)" if is_off else fmt.num(threshold),
+                "tokens saved": fmt.pct(p.get("tokens_saved_pct"), already_percent=True),
+                "accuracy, unpruned [95% CI]": fmt.rate_ci(p.get("accuracy_unpruned"), n_decoded),
+                "accuracy, pruned [95% CI]": fmt.rate_ci(p.get("accuracy"), n_decoded),
+            }
             wall = section(metrics, "timings", "decoding", "pruning", bench)
             if not fmt.is_undefined(wall.get("wall_s"), wall.get("wall_s_unpruned")):
                 before, after = f"{wall['wall_s_unpruned']:.2f} s", f"{wall['wall_s']:.2f} s"
@@ -138,13 +176,16 @@ def savings_text(metrics: Mapping) -> str:
         return ""
     said = []
     if off:
-        said.append(f"Tuning on validation questions chose no pruning on {len(off)} of {len(pruned)} benchmarks ({', '.join(off)}): "
-                    "there no sample is stopped and no RM runs, so the pruned and unpruned runs generate the same tokens "
-                    "and any wall-time difference is timing noise.")
+        said.append(
+            f"Tuning on validation questions chose no pruning on {len(off)} of {len(pruned)} benchmarks ({', '.join(off)}): "
+            "there no sample is stopped and no RM runs, so the pruned and unpruned runs generate the same tokens "
+            "and any wall-time difference is timing noise."
+        )
     if slower:
-        said.append("Where pruning ran, it took longer than sampling without it (the RM, a second model of the policy's size, "
-                    "reads every sampled token, and a batch runs until its longest sample stops): "
-                    + "; ".join(slower) + ".")
+        said.append(
+            "Where pruning ran, it took longer than sampling without it (the RM, a second model of the policy's size, "
+            "reads every sampled token, and a batch runs until its longest sample stops): " + "; ".join(slower) + "."
+        )
     elif len(pruned) > len(off):
         said.append("Where pruning ran, it was not slower than sampling without it.")
     out = part("savings_head", seed=detail_seed(metrics))
@@ -166,31 +207,84 @@ def savings_figure(metrics: Mapping) -> str:
     for bench in m.benchmarks:
         f = section(m.evaluation, "goal-conditioned", bench, "filter")
         if not fmt.is_undefined(f.get("accuracy"), f.get("accuracy_unfiltered"), f.get("tokens_saved_pct")):
-            rows.append({"method": "Q-filtered voting", "benchmark": bench, "tokens": 1.0, "accuracy": f["accuracy_unfiltered"], "end": False})
-            rows.append({"method": "Q-filtered voting", "benchmark": bench, "tokens": 1 - f["tokens_saved_pct"] / 100, "accuracy": f["accuracy"], "end": True})
+            rows.append(
+                {
+                    "method": "Q-filtered voting",
+                    "benchmark": bench,
+                    "tokens": 1.0,
+                    "accuracy": f["accuracy_unfiltered"],
+                    "end": False,
+                }
+            )
+            rows.append(
+                {
+                    "method": "Q-filtered voting",
+                    "benchmark": bench,
+                    "tokens": 1 - f["tokens_saved_pct"] / 100,
+                    "accuracy": f["accuracy"],
+                    "end": True,
+                }
+            )
         p = section(m.decoding, "pruning", bench)
-        if (not fmt.is_undefined(p.get("tokens_generated"), p.get("tokens_generated_unpruned"), p.get("accuracy"),
-                                 p.get("accuracy_unpruned")) and p["tokens_generated_unpruned"]):
-            rows.append({"method": "online pruning", "benchmark": bench, "tokens": 1.0, "accuracy": p["accuracy_unpruned"], "end": False})
-            rows.append({"method": "online pruning", "benchmark": bench, "tokens": p["tokens_generated"] / p["tokens_generated_unpruned"],
-                         "accuracy": p["accuracy"], "end": True})
+        if (
+            not fmt.is_undefined(
+                p.get("tokens_generated"),
+                p.get("tokens_generated_unpruned"),
+                p.get("accuracy"),
+                p.get("accuracy_unpruned"),
+            )
+            and p["tokens_generated_unpruned"]
+        ):
+            rows.append(
+                {
+                    "method": "online pruning",
+                    "benchmark": bench,
+                    "tokens": 1.0,
+                    "accuracy": p["accuracy_unpruned"],
+                    "end": False,
+                }
+            )
+            rows.append(
+                {
+                    "method": "online pruning",
+                    "benchmark": bench,
+                    "tokens": p["tokens_generated"] / p["tokens_generated_unpruned"],
+                    "accuracy": p["accuracy"],
+                    "end": True,
+                }
+            )
     if not rows:
         return ""
     frame = pd.DataFrame(rows)
     # a method that saved (almost) nothing anywhere is a sentence, not a panel of dots stacked at x = 1
-    null = [method for method, g in frame.groupby("method", sort=False)
-            if (g.loc[g["end"], "tokens"] >= 1 - NULL_SAVING).all()]
-    said = "".join(part("savings_null", method=method[0].upper() + method[1:], share=f"{100 * NULL_SAVING:.0f}") for method in null)
+    null = [
+        method
+        for method, g in frame.groupby("method", sort=False)
+        if (g.loc[g["end"], "tokens"] >= 1 - NULL_SAVING).all()
+    ]
+    said = "".join(
+        part("savings_null", method=method[0].upper() + method[1:], share=f"{100 * NULL_SAVING:.0f}") for method in null
+    )
     frame = frame[~frame["method"].isin(null)]
     if frame.empty:
         return said + savings_text(metrics)
-    return part("savings_caption", seed=detail_seed(metrics)) + png(plots.savings_panels(frame)) + said + savings_text(metrics)
+    return (
+        part("savings_caption", seed=detail_seed(metrics))
+        + png(plots.savings_panels(frame))
+        + said
+        + savings_text(metrics)
+    )
 
 
 # decoding methods as notebook 05 names them (metrics.json keeps them as snake_case keys)
-METHOD_NAMES = {"greedy": "greedy", "majority_vote": "majority vote", "q_guided_beam_search": "Q-guided beam search",
-                "best_of_n_baseline_reward": "best-of-N baseline reward",
-                "best_of_n_goal_conditioned_reward": "best-of-N goal-conditioned reward", "best_of_n_final_q": "best-of-N final Q"}
+METHOD_NAMES = {
+    "greedy": "greedy",
+    "majority_vote": "majority vote",
+    "q_guided_beam_search": "Q-guided beam search",
+    "best_of_n_baseline_reward": "best-of-N baseline reward",
+    "best_of_n_goal_conditioned_reward": "best-of-N goal-conditioned reward",
+    "best_of_n_final_q": "best-of-N final Q",
+}
 
 
 def method_name(key: str) -> str:
@@ -203,15 +297,20 @@ def budget_mismatches(methods: Mapping[str, Mapping]) -> list[str]:
     more than 10% apart; greedy is the one-sample reference, outside the budget."""
     out = []
     for bench in fmt.order_benchmarks(methods):
-        tokens = {name: r["tokens"] for name, r in (methods[bench] or {}).items()
-                  if name != "greedy" and not fmt.is_undefined(value(r, "tokens"))}
+        tokens = {
+            name: r["tokens"]
+            for name, r in (methods[bench] or {}).items()
+            if name != "greedy" and not fmt.is_undefined(value(r, "tokens"))
+        }
         if len(tokens) < 2:
             continue
         low, high = min(tokens, key=tokens.get), max(tokens, key=tokens.get)
         if tokens[low] > 0 and tokens[high] > (1 + BUDGET_TOLERANCE) * tokens[low]:
-            out.append(f"Budget mismatch on {bench}: {method_name(low)} generates {tokens[low]:.0f} tokens per question, "
-                       f"{method_name(high)} {tokens[high]:.0f} ({100 * (tokens[high] / tokens[low] - 1):.0f}% more), "
-                       "so the budgets there are not matched within 10%.")
+            out.append(
+                f"Budget mismatch on {bench}: {method_name(low)} generates {tokens[low]:.0f} tokens per question, "
+                f"{method_name(high)} {tokens[high]:.0f} ({100 * (tokens[high] / tokens[low] - 1):.0f}% more), "
+                "so the budgets there are not matched within 10%."
+            )
     return out
 
 
@@ -236,13 +335,17 @@ def decoding_reading(metrics: Mapping, methods: Mapping[str, Mapping]) -> str:
 
     greedy_tokens, beam_tokens = tokens(greedy_key, methods.values()), tokens(beam_key, (methods[b] for b in benches))
     if benches and greedy_tokens and beam_tokens:
-        said.append(f"Greedy decoding ({min(greedy_tokens):.0f}–{max(greedy_tokens):.0f} tokens per question) is level with or "
-                    f"above Q-guided beam search ({min(beam_tokens):.0f}–{max(beam_tokens):.0f} tokens) on {level} of {len(benches)} "
-                    "benchmarks.")
+        said.append(
+            f"Greedy decoding ({min(greedy_tokens):.0f}–{max(greedy_tokens):.0f} tokens per question) is level with or "
+            f"above Q-guided beam search ({min(beam_tokens):.0f}–{max(beam_tokens):.0f} tokens) on {level} of {len(benches)} "
+            "benchmarks."
+        )
     n = max((_decode_questions(metrics, r) or 0 for m in methods.values() for r in entries(m).values()), default=0)
     if n:
-        said.append(f"Each accuracy is over {n} questions (one question is {100 / n:.1f} points), so its 95% interval is "
-                    "wide: a difference between two methods whose intervals overlap is not shown by this run.")
+        said.append(
+            f"Each accuracy is over {n} questions (one question is {100 / n:.1f} points), so its 95% interval is "
+            "wide: a difference between two methods whose intervals overlap is not shown by this run."
+        )
     return " ".join(said)
 
 
@@ -262,9 +365,11 @@ def decoding_table(metrics: Mapping) -> str:
 
     rows = [{"method": method_name(name), **{b: cell(mapping(methods[b], name)) for b in benches}} for name in names]
     mismatch = budget_mismatches(methods)
-    return (part("decoding_caption", seed=detail_seed(metrics), reading=decoding_reading(metrics, methods))
-            + html_table(pd.DataFrame(rows))
-            + (part("paragraph", text=" ".join(mismatch)) if mismatch else ""))
+    return (
+        part("decoding_caption", seed=detail_seed(metrics), reading=decoding_reading(metrics, methods))
+        + html_table(pd.DataFrame(rows))
+        + (part("paragraph", text=" ".join(mismatch)) if mismatch else "")
+    )
 
 
 def steering_section(metrics: Mapping) -> str:
@@ -273,12 +378,17 @@ def steering_section(metrics: Mapping) -> str:
     if not s:
         return ""
     n = fmt.count(s.get("n_questions"))
-    text = (f"Q-guided decoding of the steering policy toward a style goal, seed-{detail_seed(metrics)} RM"
-            + (f", {n} questions" if n else "") + " (95% Wilson intervals): the style appears in "
-            f"{fmt.rate_ci(s.get('attribute_rate'), n)} of steered solutions against {fmt.rate_ci(s.get('attribute_rate_unguided'), n)} unguided")
+    text = (
+        f"Q-guided decoding of the steering policy toward a style goal, seed-{detail_seed(metrics)} RM"
+        + (f", {n} questions" if n else "")
+        + " (95% Wilson intervals): the style appears in "
+        f"{fmt.rate_ci(s.get('attribute_rate'), n)} of steered solutions against {fmt.rate_ci(s.get('attribute_rate_unguided'), n)} unguided"
+    )
     if "attribute_rate_correctness_goal" in s:
         text += f" and {fmt.rate_ci(s.get('attribute_rate_correctness_goal'), n)} when the same search steers toward the correctness goal"
-    text += (f"; accuracy {fmt.rate_ci(s.get('accuracy'), n)} steered, {fmt.rate_ci(s.get('accuracy_unguided'), n)} unguided")
+    text += (
+        f"; accuracy {fmt.rate_ci(s.get('accuracy'), n)} steered, {fmt.rate_ci(s.get('accuracy_unguided'), n)} unguided"
+    )
     if "accuracy_correctness_goal" in s:
         text += f", {fmt.rate_ci(s.get('accuracy_correctness_goal'), n)} toward the correctness goal"
     text += "."

@@ -87,7 +87,10 @@ def renamed_record(record: Mapping[str, Any], names: bool = True) -> dict:
     if names and isinstance(out.get("overrides"), Mapping):
         out["overrides"] = renamed_parameters(out["overrides"])
     if isinstance(out.get("points"), list):
-        out["points"] = [{**p, "name": renamed_point(p["name"]) if names else p["name"], "values": keys(p.get("values", {}))}
-                         if isinstance(p, Mapping) else p
-                         for p in out["points"]]
+        out["points"] = [
+            {**p, "name": renamed_point(p["name"]) if names else p["name"], "values": keys(p.get("values", {}))}
+            if isinstance(p, Mapping)
+            else p
+            for p in out["points"]
+        ]
     return out

@@ -20,11 +20,20 @@ import pandas as pd
 
 from goalrm_core.data.io import atomic_write_text, timestamp
 from goalrm_core.evaluation.auroc import delta_of
-from goalrm_core.evaluation.stats import wilson_rate_interval as wilson  # the name tests/test_library_equivalents.py and docs/design.md use
+from goalrm_core.evaluation.stats import (
+    wilson_rate_interval as wilson,
+)  # the name tests/test_library_equivalents.py and docs/design.md use
 from goalrm_core.report.metrics_view import METRICS_FILE, Auroc, Metrics, entries, mapping, read_metrics, section, value
 from goalrm_core.report.page_parts import png
+from goalrm_core.report.sweep_layout import (
+    PAIRED_FILE,
+    PLAN_FILE,
+    POINT_MANIFEST,
+    format_value,
+    point_folder,
+    renamed_record,
+)
 from goalrm_core.report.templating import part, render
-from goalrm_core.report.sweep_layout import PAIRED_FILE, PLAN_FILE, POINT_MANIFEST, format_value, point_folder, renamed_record
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study import plots
 from goalrm_core.study.rms import GOAL_CONDITIONED, ID_BENCH, RMS
@@ -60,9 +69,15 @@ def point_rows(plan: Mapping, report_dir: Path) -> list[dict]:
         folder = point_folder(report_dir, p["name"]).name
         m = Metrics(read_metrics(report_dir / folder))
         ev, training = m.evaluation, m.training
-        row: dict[str, Any] = {"point": p["name"], "folder": folder,
-                               "values": {k: p["values"].get(k, plan["base_values"][k]) for k in plan["grid"]},
-                               "status": point_status(report_dir, folder), "has_metrics": bool(m.raw), "auroc": {}, "accuracy": {}}
+        row: dict[str, Any] = {
+            "point": p["name"],
+            "folder": folder,
+            "values": {k: p["values"].get(k, plan["base_values"][k]) for k in plan["grid"]},
+            "status": point_status(report_dir, folder),
+            "has_metrics": bool(m.raw),
+            "auroc": {},
+            "accuracy": {},
+        }
         for rm in RMS:
             for bench, scores in entries(ev, rm).items():
                 if "auroc" in scores:
@@ -76,7 +91,11 @@ def point_rows(plan: Mapping, report_dir: Path) -> list[dict]:
                     (low, high), how = wilson(acc, n_eval), "pairs"
                 row["accuracy"][rm] = (acc, low, high, how)
         sep = section(m.raw, "representations", GOAL_CONDITIONED)
-        row["q_auroc"] = (sep.get("separation_auroc"), sep.get("separation_auroc_ci_low"), sep.get("separation_auroc_ci_high"))
+        row["q_auroc"] = (
+            sep.get("separation_auroc"),
+            sep.get("separation_auroc_ci_low"),
+            sep.get("separation_auroc_ci_high"),
+        )
         delta = section(ev, "delta_auroc", ID_BENCH)
         row["delta"] = (delta_of(delta), delta.get("ci_low"), delta.get("ci_high"))
         row["delta_seeds"] = section(m.primary, "delta_auroc") or None  # schema 2: the same Δ over the point's RM seeds
@@ -84,7 +103,11 @@ def point_rows(plan: Mapping, report_dir: Path) -> list[dict]:
         row["steps"] = _first_int(*(value(training, rm, "steps") for rm in RMS))
         row["vs_base"] = mapping(_read(report_dir / folder / PAIRED_FILE))
         tuned = section(ev, GOAL_CONDITIONED, ID_BENCH, "filter_validation")
-        row["tokens_saved"] = (tuned.get("tokens_saved_pct"), tuned.get("tokens_saved_ci_low"), tuned.get("tokens_saved_ci_high"))
+        row["tokens_saved"] = (
+            tuned.get("tokens_saved_pct"),
+            tuned.get("tokens_saved_ci_low"),
+            tuned.get("tokens_saved_ci_high"),
+        )
         row["tuned_accuracy"] = (tuned.get("accuracy"), tuned.get("accuracy_unfiltered"))
         rows.append(row)
     return rows
@@ -113,8 +136,11 @@ def paired_comparisons(plan: Mapping, rows: list[dict]) -> list[dict]:
     over the k comparisons recorded (``p_holm``); empty where none is recorded."""
     from goalrm_core.evaluation.stats import holm  # scipy: only where the page is drawn
 
-    found = [{"point": r["point"], **r["vs_base"]} for r in rows
-             if r["status"] == "complete" and r.get("vs_base") and r["point"] != plan.get("default_point")]
+    found = [
+        {"point": r["point"], **r["vs_base"]}
+        for r in rows
+        if r["status"] == "complete" and r.get("vs_base") and r["point"] != plan.get("default_point")
+    ]
     adjusted = holm([float("nan") if fmt.is_undefined(c.get("p_value")) else float(c["p_value"]) for c in found])
     return [{**c, "p_holm": p} for c, p in zip(found, adjusted)]
 
@@ -129,9 +155,11 @@ def verdict(plan: Mapping, rows: list[dict]) -> str:
         return "No point has finished yet: nothing to compare."
     top = max(round(r["auroc"][key][0], 2) for r in scored)
     best = [r for r in scored if round(r["auroc"][key][0], 2) == top]
-    text = (f"Of {len(scored)} complete point{'s' if len(scored) > 1 else ''}, the goal-conditioned RM's {ID_BENCH} AUROC "
-            f"is highest, {fmt.num(top)}, at {', '.join(r['point'] for r in best)}"
-            + (" (tied at two decimals)." if len(best) > 1 else "."))
+    text = (
+        f"Of {len(scored)} complete point{'s' if len(scored) > 1 else ''}, the goal-conditioned RM's {ID_BENCH} AUROC "
+        f"is highest, {fmt.num(top)}, at {', '.join(r['point'] for r in best)}"
+        + (" (tied at two decimals)." if len(best) > 1 else ".")
+    )
     base_name = plan.get("default_point")
     if base_name is None:
         return text + " The grid has no point at the base profile's values, so there is no base point to compare with."
@@ -142,16 +170,25 @@ def verdict(plan: Mapping, rows: list[dict]) -> str:
     text += f" {label[0].upper() + label[1:]} scores {fmt.ci(*base['auroc'][key])}."
     pairs = paired_comparisons(plan, rows)
     if not pairs:
-        return text + (" No paired Δ against the base point is recorded (the sweep writes one per point when it runs), and "
-                       "overlapping intervals over the same generations cannot judge a difference: this page compares no points.")
+        return text + (
+            " No paired Δ against the base point is recorded (the sweep writes one per point when it runs), and "
+            "overlapping intervals over the same generations cannot judge a difference: this page compares no points."
+        )
     k = len(pairs)
     differ = [c for c in pairs if not fmt.is_undefined(c.get("p_holm")) and c["p_holm"] < SIGNIFICANCE]
-    text += (f" Each point against the base point, paired on the same {ID_BENCH} generations (goal-conditioned AUROC, point − "
-             f"base point, bootstrap over questions): {k} comparison{'s' if k != 1 else ''}, p-values Holm-corrected over the {k}. ")
+    text += (
+        f" Each point against the base point, paired on the same {ID_BENCH} generations (goal-conditioned AUROC, point − "
+        f"base point, bootstrap over questions): {k} comparison{'s' if k != 1 else ''}, p-values Holm-corrected over the {k}. "
+    )
     if differ:
-        text += "A difference after correction: " + "; ".join(
-            f"{c['point']} {fmt.signed_ci(c.get('delta'), c.get('ci_low'), c.get('ci_high'))} (Holm p {fmt.p_value(c['p_holm'])})"
-            for c in differ) + f"; no detectable difference at the other {k - len(differ)}."
+        text += (
+            "A difference after correction: "
+            + "; ".join(
+                f"{c['point']} {fmt.signed_ci(c.get('delta'), c.get('ci_low'), c.get('ci_high'))} (Holm p {fmt.p_value(c['p_holm'])})"
+                for c in differ
+            )
+            + f"; no detectable difference at the other {k - len(differ)}."
+        )
     else:
         text += "No point differs detectably from the base point after the correction."
     return text
@@ -173,10 +210,12 @@ def profile_note(plan: Mapping, rows: list[dict], report_dir: Path) -> str:
     base_seeds = len(common["rm_seeds"]) if isinstance(common.get("rm_seeds"), list) else base.get("n_seeds")
     if steps == base_steps and seeds == base_seeds:
         return ""
-    return (f"The {plan.get('profile')} report trains its RMs for {steps} steps with {seeds} seed{'s' if seeds != 1 else ''} "
-            f"(goal-conditioned {ID_BENCH} AUROC at seed 0 {fmt.ci(*auroc.triple)}); "
-            f"every point here trains {base_steps} steps with {base_seeds} seed{'s' if base_seeds != 1 else ''}, so the base point's "
-            f"numbers, and how the points rank (the goal-state methods among them), can differ from that report's pages.")
+    return (
+        f"The {plan.get('profile')} report trains its RMs for {steps} steps with {seeds} seed{'s' if seeds != 1 else ''} "
+        f"(goal-conditioned {ID_BENCH} AUROC at seed 0 {fmt.ci(*auroc.triple)}); "
+        f"every point here trains {base_steps} steps with {base_seeds} seed{'s' if base_seeds != 1 else ''}, so the base point's "
+        f"numbers, and how the points rank (the goal-state methods among them), can differ from that report's pages."
+    )
 
 
 def _code(metrics: Any) -> str | None:
@@ -210,12 +249,19 @@ def code_note(plan: Mapping, report_dir: Path) -> str:
         return " and ".join(filter(None, [said, "the shared stages" if "shared" in names else ""]))
 
     parts = [f"{who(names)} ran at {code}" for code, names in by_code.items()]
-    said = "Code: " + "; ".join(parts) + (f" ({dates[0]}" + (f" to {dates[-1]})" if dates[-1] != dates[0] else ")") if dates else "") + "."
+    said = (
+        "Code: "
+        + "; ".join(parts)
+        + (f" ({dates[0]}" + (f" to {dates[-1]})" if dates[-1] != dates[0] else ")") if dates else "")
+        + "."
+    )
     report = read_metrics(report_dir.parent / str(plan.get("profile")))
     report_code = _code(report)
     if report_code and set(by_code) != {report_code}:
-        said += (f" The {plan.get('profile')} report beside this sweep ran at {report_code}: its numbers come from other code "
-                 "(and another policy), so compare a figure here only with another on this page.")
+        said += (
+            f" The {plan.get('profile')} report beside this sweep ran at {report_code}: its numbers come from other code "
+            "(and another policy), so compare a figure here only with another on this page."
+        )
     return said
 
 
@@ -226,11 +272,15 @@ def seeds_note(plan: Mapping, rows: list[dict]) -> str:
     known = [r["n_seeds"] for r in rows if r.get("n_seeds")]
     n = len(seeds) if isinstance(seeds, (list, tuple)) else (max(known) if known else None)
     if n is None or n <= 1:
-        return ("One seed per point gives leads, not findings: each point trains one RM seed, and its intervals are "
-                "over questions, not over training seeds. A point that looks better is a lead to rerun with the "
-                "seeds of a full report before it is a finding.")
-    return (f"Each point trains {n} RM seeds; its table figures are of the seed-0 RMs (intervals over questions), so "
-            "they give leads, not findings; where a Δ across seeds is shown, only its t-interval over seeds counts.")
+        return (
+            "One seed per point gives leads, not findings: each point trains one RM seed, and its intervals are "
+            "over questions, not over training seeds. A point that looks better is a lead to rerun with the "
+            "seeds of a full report before it is a finding."
+        )
+    return (
+        f"Each point trains {n} RM seeds; its table figures are of the seed-0 RMs (intervals over questions), so "
+        "they give leads, not findings; where a Δ across seeds is shown, only its t-interval over seeds counts."
+    )
 
 
 def _link(report_dir: Path, target: str, text: str) -> str:
@@ -248,7 +298,9 @@ Q_SERIES = "goal-conditioned Q"  # the cosine of the last token's state to the g
 
 
 def _point_cell(plan: Mapping, r: dict) -> str:
-    return html.escape(r["point"]) + (" " + part("bold", text="(base point)") if r["point"] == plan.get("default_point") else "")
+    return html.escape(r["point"]) + (
+        " " + part("bold", text="(base point)") if r["point"] == plan.get("default_point") else ""
+    )
 
 
 def headline_table(plan: Mapping, rows: list[dict], report_dir: Path, report_links: bool) -> str:
@@ -257,15 +309,31 @@ def headline_table(plan: Mapping, rows: list[dict], report_dir: Path, report_lin
     where recorded), then :func:`training_table`'s Q, accuracy and savings columns."""
     across = any(r.get("delta_seeds") for r in rows)
     paired = {c["point"]: c for c in paired_comparisons(plan, rows)}
-    header = ["point", f"{GOAL_CONDITIONED} RM AUROC", "Δ vs base point (paired), Holm p", "baseline RM AUROC",
-              "Δ goal-conditioned − baseline RM", *(["same Δ across seeds"] if across else [])]
+    header = [
+        "point",
+        f"{GOAL_CONDITIONED} RM AUROC",
+        "Δ vs base point (paired), Holm p",
+        "baseline RM AUROC",
+        "Δ goal-conditioned − baseline RM",
+        *(["same Δ across seeds"] if across else []),
+    ]
     table = []
     for r in rows:
         c = paired.get(r["point"])
-        vs_base = ("—" if r["point"] == plan.get("default_point") else "not recorded" if not c else
-                   fmt.signed_ci(c.get("delta"), c.get("ci_low"), c.get("ci_high")) + f", p = {fmt.p_value(c.get('p_holm'))}")
-        cells = [fmt.ci(*r["auroc"].get((GOAL_CONDITIONED, ID_BENCH), (None, None, None))), vs_base,
-                 fmt.ci(*r["auroc"].get(("baseline", ID_BENCH), (None, None, None))), fmt.signed_ci(*r["delta"])]
+        vs_base = (
+            "—"
+            if r["point"] == plan.get("default_point")
+            else "not recorded"
+            if not c
+            else fmt.signed_ci(c.get("delta"), c.get("ci_low"), c.get("ci_high"))
+            + f", p = {fmt.p_value(c.get('p_holm'))}"
+        )
+        cells = [
+            fmt.ci(*r["auroc"].get((GOAL_CONDITIONED, ID_BENCH), (None, None, None))),
+            vs_base,
+            fmt.ci(*r["auroc"].get(("baseline", ID_BENCH), (None, None, None))),
+            fmt.signed_ci(*r["delta"]),
+        ]
         if across:
             d = r.get("delta_seeds")
             k, total = (fmt.count(d.get("k")), fmt.count(d.get("n_seeds"))) if d else (None, None)
@@ -279,16 +347,35 @@ def training_table(plan: Mapping, rows: list[dict], report_dir: Path, report_lin
     """Per point: the goal-conditioned Q's AUROC, each RM's held-out pair accuracy, the tokens the
     tuned Q filter saves, the status and the links."""
     e = html.escape
-    header = ["point", f"{Q_SERIES} AUROC", *(f"{rm} RM held-out pair acc." for rm in RMS), "tokens saved", "status", "links"]
+    header = [
+        "point",
+        f"{Q_SERIES} AUROC",
+        *(f"{rm} RM held-out pair acc." for rm in RMS),
+        "tokens saved",
+        "status",
+        "links",
+    ]
     table = []
     for r in rows:
         saved, low, high = r["tokens_saved"]
         folder = r.get("folder", r["point"])
-        links = [_link(report_dir, f"{folder}/index.html", "report") if report_links else "",
-                 _link(report_dir, f"{folder}/{METRICS_FILE}", METRICS_FILE)]
-        table.append([_point_cell(plan, r), e(fmt.ci(*r["q_auroc"])),
-                      *(e(fmt.undefined() if r["accuracy"].get(rm) is None else fmt.ci(*r["accuracy"][rm][:3])) for rm in RMS),
-                      e(fmt.interval(saved, low, high, 1, suffix=" %")), e(r["status"]), " · ".join(x for x in links if x)])
+        links = [
+            _link(report_dir, f"{folder}/index.html", "report") if report_links else "",
+            _link(report_dir, f"{folder}/{METRICS_FILE}", METRICS_FILE),
+        ]
+        table.append(
+            [
+                _point_cell(plan, r),
+                e(fmt.ci(*r["q_auroc"])),
+                *(
+                    e(fmt.undefined() if r["accuracy"].get(rm) is None else fmt.ci(*r["accuracy"][rm][:3]))
+                    for rm in RMS
+                ),
+                e(fmt.interval(saved, low, high, 1, suffix=" %")),
+                e(r["status"]),
+                " · ".join(x for x in links if x),
+            ]
+        )
     return _table(header, table)
 
 
@@ -298,8 +385,19 @@ def config_table(plan: Mapping, rows: list[dict]) -> str:
     body = []
     for r in rows:
         point = next((p for p in plan["points"] if p["name"] == r["point"]), {"values": {}})
-        body.append([_point_cell(plan, r), *((part("bold", text=format_value(r['values'][k])) if k in point["values"]
-                                              else html.escape(format_value(r["values"][k]))) for k in plan["grid"])])
+        body.append(
+            [
+                _point_cell(plan, r),
+                *(
+                    (
+                        part("bold", text=format_value(r["values"][k]))
+                        if k in point["values"]
+                        else html.escape(format_value(r["values"][k]))
+                    )
+                    for k in plan["grid"]
+                ),
+            ]
+        )
     return _table(header, body)
 
 
@@ -308,8 +406,16 @@ def ood_table(rows: list[dict]) -> str:
     if not benches:
         return ""
     header = ["point", *(f"{rm} · {b}" for b in benches for rm in RMS)]
-    return _table(header, [[html.escape(r["point"]), *(html.escape(fmt.ci(*r["auroc"].get((rm, b), (None, None, None))))
-                                                      for b in benches for rm in RMS)] for r in rows])
+    return _table(
+        header,
+        [
+            [
+                html.escape(r["point"]),
+                *(html.escape(fmt.ci(*r["auroc"].get((rm, b), (None, None, None)))) for b in benches for rm in RMS),
+            ]
+            for r in rows
+        ],
+    )
 
 
 def key_figures(plan: Mapping, rows: list[dict]) -> str:
@@ -330,8 +436,15 @@ def key_figures(plan: Mapping, rows: list[dict]) -> str:
                 if score is None or fmt.is_undefined(score[0]):
                     continue
                 low, high = (score[0] if fmt.is_undefined(v) else v for v in score[1:])
-                records.append({"x": r["values"][key], "series": f"{series} · {group}" if group else series, "value": score[0],
-                                "ci_low": low, "ci_high": high})
+                records.append(
+                    {
+                        "x": r["values"][key],
+                        "series": f"{series} · {group}" if group else series,
+                        "value": score[0],
+                        "ci_low": low,
+                        "ci_high": high,
+                    }
+                )
         if len({json.dumps(rec["x"]) for rec in records}) < 2:
             continue
         fig = plots.sweep_curve(pd.DataFrame(records), key, title=f"{ID_BENCH} AUROC against {key} (95% CI)")
@@ -346,17 +459,32 @@ def render_comparison(plan: Mapping, report_dir: Path, report_links: bool = True
     plan = renamed_record(plan)
     rows = point_rows(plan, report_dir)
     return render(
-        "sweep.html.j2", plan=plan, generated=timestamp(), n_done=sum(r["status"] == "complete" for r in rows), n_points=len(rows),
-        verdict=verdict(plan, rows), seeds_note=seeds_note(plan, rows), note=profile_note(plan, rows, report_dir),
+        "sweep.html.j2",
+        plan=plan,
+        generated=timestamp(),
+        n_done=sum(r["status"] == "complete" for r in rows),
+        n_points=len(rows),
+        verdict=verdict(plan, rows),
+        seeds_note=seeds_note(plan, rows),
+        note=profile_note(plan, rows, report_dir),
         code=code_note(plan, report_dir),
-        bench=ID_BENCH, base=base_label(plan, rows), q_series=Q_SERIES,
-        headline=headline_table(plan, rows, report_dir, report_links), training=training_table(plan, rows, report_dir, report_links),
-        ood=ood_table(rows), figures=key_figures(plan, rows), config=config_table(plan, rows),
-        mode="one key at a time around the base point" if plan.get("one_at_a_time") else "every combination (Cartesian product)",
+        bench=ID_BENCH,
+        base=base_label(plan, rows),
+        q_series=Q_SERIES,
+        headline=headline_table(plan, rows, report_dir, report_links),
+        training=training_table(plan, rows, report_dir, report_links),
+        ood=ood_table(rows),
+        figures=key_figures(plan, rows),
+        config=config_table(plan, rows),
+        mode="one key at a time around the base point"
+        if plan.get("one_at_a_time")
+        else "every combination (Cartesian product)",
         grid="; ".join(f"{k} ∈ {{{', '.join(map(str, v))}}}" for k, v in plan["grid"].items()),
         common=", ".join(f"{k}={v}" for k, v in plan.get("common", {}).items()) or "none",
-        shared=", ".join(plan.get("shared", [])) or "none", plan_file=PLAN_FILE,
-        shared_link=_link(report_dir, f"shared/{METRICS_FILE}", METRICS_FILE) if plan.get("shared") else "")
+        shared=", ".join(plan.get("shared", [])) or "none",
+        plan_file=PLAN_FILE,
+        shared_link=_link(report_dir, f"shared/{METRICS_FILE}", METRICS_FILE) if plan.get("shared") else "",
+    )
 
 
 def write_comparison(report_dir: Path, report_links: bool = True) -> Path:

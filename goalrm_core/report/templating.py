@@ -18,9 +18,14 @@ def _environment():
     import jinja2
     from markupsafe import Markup
 
-    env = jinja2.Environment(loader=jinja2.PackageLoader("goalrm_core.report", "templates"), autoescape=True,
-                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
-                             undefined=jinja2.StrictUndefined)
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("goalrm_core.report", "templates"),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
     # the escaping of the pieces in parts.html.j2: html.escape's, quotes included (&#x27;, &quot;), as the
     # pages have always written them
     env.filters["esc"] = lambda text: Markup(html.escape(str(text)))
@@ -57,7 +62,14 @@ def stage_view(stage: Any, out_dir: Path) -> dict:
         excerpt = message if len(message) <= 400 else message[:397] + "..."
         excerpt += f" (cell {error['cell_index']})" if error.get("cell_index") is not None else ""
     status = str(stage.get("status", "?"))
-    return {"name": str(stage.get("name", "")), "status": status, "css": status.replace(" ", "-"),
-            "link": link if isinstance(link, str) and link and (out_dir / link).exists() else None,
-            "duration": f"{duration:.1f} s" if isinstance(duration, (int, float)) and not isinstance(duration, bool) else "",
-            "started": "" if stage.get("started") is None else str(stage["started"]), "error": excerpt}
+    return {
+        "name": str(stage.get("name", "")),
+        "status": status,
+        "css": status.replace(" ", "-"),
+        "link": link if isinstance(link, str) and link and (out_dir / link).exists() else None,
+        "duration": f"{duration:.1f} s"
+        if isinstance(duration, (int, float)) and not isinstance(duration, bool)
+        else "",
+        "started": "" if stage.get("started") is None else str(stage["started"]),
+        "error": excerpt,
+    }

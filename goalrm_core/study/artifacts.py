@@ -19,7 +19,6 @@ from goalrm_core.study.rms import HEADLINE_SETS
 from goalrm_core.tasks.toymath.problems import is_well_formed
 
 
-
 def load_rm(run_dir, rm: str, seed: int = 0):
     """(reward model, tokenizer) of one trained RM."""
     path = require_artifact(RunDir(run_dir).model(rm, seed) / "goalrm.json", "notebooks/02_training.ipynb").parent
@@ -33,7 +32,9 @@ def preference_pairs(run_dir, split: str) -> list[dict]:
 
 def read_goal_state(run_dir, rm: str, method: str = "mean_last", seed: int = 0) -> np.ndarray:
     """One RM's saved goal state, as saved: a (1, hidden) array."""
-    return load_npy(require_artifact(RunDir(run_dir).goal_state(rm, seed, method), "notebooks/03_representations.ipynb"))
+    return load_npy(
+        require_artifact(RunDir(run_dir).goal_state(rm, seed, method), "notebooks/03_representations.ipynb")
+    )
 
 
 def headline_rows(run_dir, rm: str, bench: str, headline: str = "greedy", seed: int = 0) -> list[dict]:

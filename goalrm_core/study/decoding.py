@@ -26,34 +26,109 @@ import re
 import pandas as pd
 
 from goalrm_core.evaluation import verdicts
-from goalrm_core.study.decoding_methods import (BEAM_METHOD, MethodComparison, accuracy_vs_tokens_figure,
-                                                beam_rows_with_verdicts, budget_sizes, compare_at_matched_budget,
-                                                examples_frame, matched_budget, matched_table, methods_reading,
-                                                readable, run_beam_search, sample_method_curves, settings_frame)
-from goalrm_core.study.decoding_pruning import (PruningResult, PruningSetup, SampledRun, ThresholdChoice,
-                                                pruning_across_seeds, pruning_outcome, pruning_per_question,
-                                                pruning_results, pruning_section, sample_solutions, tune_threshold)
-from goalrm_core.study.decoding_setup import (DecodingSetup, decode_questions, sample_rows, samples_as_rows,
-                                              unique_questions)
-from goalrm_core.study.decoding_steering import (SteerConfig, SteeringPolicy, SteeringResult, SteeringSetup,
-                                                 attribute_goal_state, steering_examples, steering_experiment,
-                                                 steering_frame, steering_policy, steering_reading, steering_summary,
-                                                 style_separation_auroc)
-from goalrm_core.study.rms import BASELINE as BASELINE_RM, GOAL_CONDITIONED as GOAL_RM
+from goalrm_core.study.decoding_methods import (
+    BEAM_METHOD,
+    MethodComparison,
+    accuracy_vs_tokens_figure,
+    beam_rows_with_verdicts,
+    budget_sizes,
+    compare_at_matched_budget,
+    examples_frame,
+    matched_budget,
+    matched_table,
+    methods_reading,
+    readable,
+    run_beam_search,
+    sample_method_curves,
+    settings_frame,
+)
+from goalrm_core.study.decoding_pruning import (
+    PruningResult,
+    PruningSetup,
+    SampledRun,
+    ThresholdChoice,
+    pruning_across_seeds,
+    pruning_outcome,
+    pruning_per_question,
+    pruning_results,
+    pruning_section,
+    sample_solutions,
+    tune_threshold,
+)
+from goalrm_core.study.decoding_setup import (
+    DecodingSetup,
+    decode_questions,
+    sample_rows,
+    samples_as_rows,
+    unique_questions,
+)
+from goalrm_core.study.decoding_steering import (
+    SteerConfig,
+    SteeringPolicy,
+    SteeringResult,
+    SteeringSetup,
+    attribute_goal_state,
+    steering_examples,
+    steering_experiment,
+    steering_frame,
+    steering_policy,
+    steering_reading,
+    steering_summary,
+    style_separation_auroc,
+)
+from goalrm_core.study.rms import BASELINE as BASELINE_RM
+from goalrm_core.study.rms import GOAL_CONDITIONED as GOAL_RM
 
 __all__ = [
-    "BASELINE_RM", "BEAM_METHOD", "GOAL_RM", "PRUNING_KEYS",
-    "DecodingSetup", "MethodComparison", "PruningResult", "PruningSetup", "SampledRun", "SteerConfig", "SteeringPolicy",
-    "SteeringResult", "SteeringSetup", "ThresholdChoice",
-    "accuracy_vs_tokens_figure", "attribute_goal_state", "beam_rows_with_verdicts", "budget_sizes", "compare_at_matched_budget",
-    "decode_questions", "decoding_metrics", "examples_frame", "matched_budget", "matched_table", "methods_metrics",
-    "methods_reading", "pruning_across_seeds", "pruning_outcome", "pruning_per_question", "pruning_results", "pruning_section",
-    "pruning_seeds_frame", "readable", "run_beam_search", "sample_method_curves", "sample_rows", "sample_solutions",
-    "samples_as_rows", "settings_frame", "steering_examples", "steering_experiment", "steering_frame", "steering_policy",
-    "steering_reading", "steering_summary", "style_separation_auroc", "tune_threshold", "unique_questions",
+    "BASELINE_RM",
+    "BEAM_METHOD",
+    "GOAL_RM",
+    "PRUNING_KEYS",
+    "DecodingSetup",
+    "MethodComparison",
+    "PruningResult",
+    "PruningSetup",
+    "SampledRun",
+    "SteerConfig",
+    "SteeringPolicy",
+    "SteeringResult",
+    "SteeringSetup",
+    "ThresholdChoice",
+    "accuracy_vs_tokens_figure",
+    "attribute_goal_state",
+    "beam_rows_with_verdicts",
+    "budget_sizes",
+    "compare_at_matched_budget",
+    "decode_questions",
+    "decoding_metrics",
+    "examples_frame",
+    "matched_budget",
+    "matched_table",
+    "methods_metrics",
+    "methods_reading",
+    "pruning_across_seeds",
+    "pruning_outcome",
+    "pruning_per_question",
+    "pruning_results",
+    "pruning_section",
+    "pruning_seeds_frame",
+    "readable",
+    "run_beam_search",
+    "sample_method_curves",
+    "sample_rows",
+    "sample_solutions",
+    "samples_as_rows",
+    "settings_frame",
+    "steering_examples",
+    "steering_experiment",
+    "steering_frame",
+    "steering_policy",
+    "steering_reading",
+    "steering_summary",
+    "style_separation_auroc",
+    "tune_threshold",
+    "unique_questions",
 ]
-
-
 
 
 def _key(name: str) -> str:
@@ -62,12 +137,24 @@ def _key(name: str) -> str:
 
 def methods_metrics(tables: dict[str, pd.DataFrame]) -> dict:
     """``{bench: {method: {accuracy, tokens, n}}}`` with method names as metric keys."""
-    return {bench: {_key(r["method"]): {"accuracy": float(r["accuracy"]), "tokens": float(r["tokens"]), "n": int(r["n"])}
-                    for _, r in t.iterrows()} for bench, t in tables.items()}
+    return {
+        bench: {
+            _key(r["method"]): {"accuracy": float(r["accuracy"]), "tokens": float(r["tokens"]), "n": int(r["n"])}
+            for _, r in t.iterrows()
+        }
+        for bench, t in tables.items()
+    }
 
 
-PRUNING_KEYS = ("threshold", "tokens_generated", "tokens_generated_unpruned", "accuracy", "accuracy_unpruned", "samples_stopped_pct",
-                "tokens_saved_pct")
+PRUNING_KEYS = (
+    "threshold",
+    "tokens_generated",
+    "tokens_generated_unpruned",
+    "accuracy",
+    "accuracy_unpruned",
+    "samples_stopped_pct",
+    "tokens_saved_pct",
+)
 
 
 def decoding_metrics(comparison: MethodComparison, pruning: PruningResult, steering: SteeringResult) -> dict:
@@ -86,13 +173,29 @@ def pruning_seeds_frame(section: dict, wall: dict) -> pd.DataFrame:
     from goalrm_core.study.evaluation import seed_interval
 
     rows = []
-    for name, s, scale in (("tokens pruned / unpruned (< 1)", section["tokens_ratio"], 1.0),
-                           ("accuracy change, points (< 0 = costs accuracy)", section["accuracy_change"], 100.0),
-                           ("wall time pruned / unpruned (< 1)", wall["wall_ratio"], 1.0)):
-        rows.append({"figure": name, "mean over seeds [95% CI]": seed_interval(s, scale, signed=scale != 1.0),
-                     "seeds the expected way": f"{s['k']} of {s['n_seeds']}",
-                     "conclusion": verdicts.words(verdicts.mark_not_tested(s, verdicts.pruning_switched_off(section)),
-                                                  scale=scale, unit=" points" if scale != 1.0 else "")})
-    rows.append({"figure": "seeds whose tuned threshold is 'pruning off' (≤ −1)", "mean over seeds [95% CI]": "",
-                 "seeds the expected way": f"{section['pruning_off']} of {len(section['rm_seeds'])}", "conclusion": ""})
+    for name, s, scale in (
+        ("tokens pruned / unpruned (< 1)", section["tokens_ratio"], 1.0),
+        ("accuracy change, points (< 0 = costs accuracy)", section["accuracy_change"], 100.0),
+        ("wall time pruned / unpruned (< 1)", wall["wall_ratio"], 1.0),
+    ):
+        rows.append(
+            {
+                "figure": name,
+                "mean over seeds [95% CI]": seed_interval(s, scale, signed=scale != 1.0),
+                "seeds the expected way": f"{s['k']} of {s['n_seeds']}",
+                "conclusion": verdicts.words(
+                    verdicts.mark_not_tested(s, verdicts.pruning_switched_off(section)),
+                    scale=scale,
+                    unit=" points" if scale != 1.0 else "",
+                ),
+            }
+        )
+    rows.append(
+        {
+            "figure": "seeds whose tuned threshold is 'pruning off' (≤ −1)",
+            "mean over seeds [95% CI]": "",
+            "seeds the expected way": f"{section['pruning_off']} of {len(section['rm_seeds'])}",
+            "conclusion": "",
+        }
+    )
     return pd.DataFrame(rows)

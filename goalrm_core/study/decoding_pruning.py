@@ -27,8 +27,6 @@ from goalrm_core.study.rms import GOAL_CONDITIONED as GOAL_RM
 from goalrm_core.tasks.toymath.pipeline import TEMPLATE
 
 
-
-
 @dataclass
 class PruningSetup:
     """Online pruning as notebook 05 runs it: N samples per question, unpruned and pruned, same seed."""
@@ -37,8 +35,12 @@ class PruningSetup:
     temperature: float = field(default=0.7, metadata={"help": "Sampling temperature."})
     max_new_tokens: int = field(default=96, metadata={"help": "Most tokens per sample."})
     seed: int = field(default=0, metadata={"help": "Sampling seed, the same for the unpruned and the pruned run."})
-    rule: PruneConfig = field(default_factory=PruneConfig, metadata={"help": "When a sample stops; its threshold is used untuned."})
-    tune: bool = field(default=False, metadata={"help": "Choose each benchmark's threshold on its other questions' scored samples."})
+    rule: PruneConfig = field(
+        default_factory=PruneConfig, metadata={"help": "When a sample stops; its threshold is used untuned."}
+    )
+    tune: bool = field(
+        default=False, metadata={"help": "Choose each benchmark's threshold on its other questions' scored samples."}
+    )
     batch_size: int = field(default=256, metadata={"help": "Sequences per sampling batch (whole questions)."})
 
 
@@ -71,7 +73,15 @@ class PruningResult:
 
     def view(self) -> pd.DataFrame:
         """The table with its wall times, for reading (wall times stay out of the metrics)."""
-        cols = ["threshold", "tokens_generated", "tokens_generated_unpruned", "tokens_saved_pct", "samples_stopped_pct", "accuracy", "accuracy_unpruned"]
+        cols = [
+            "threshold",
+            "tokens_generated",
+            "tokens_generated_unpruned",
+            "tokens_saved_pct",
+            "samples_stopped_pct",
+            "accuracy",
+            "accuracy_unpruned",
+        ]
         return self.table[cols].join(pd.DataFrame.from_dict(self.timings, orient="index"))
 
 
@@ -80,7 +90,9 @@ def _warm_up(setup: DecodingSetup) -> None:
     sample(setup.policy, setup.tokenizer, ["1 +1\n"], n=2, max_new_tokens=8, rm=setup.rm, goal=setup.goal)
 
 
-def sample_solutions(setup: DecodingSetup, questions: Sequence[str], cfg: PruningSetup, threshold: float | None = None) -> SampledRun:
+def sample_solutions(
+    setup: DecodingSetup, questions: Sequence[str], cfg: PruningSetup, threshold: float | None = None
+) -> SampledRun:
     """``cfg.n_samples`` samples per question with the KV-cache sampler: the policy alone when
     ``threshold`` is None, else with the RM following every sample and ``cfg.rule`` stopping it at
     ``threshold`` (at or below -1, ``PRUNING_OFF``, the sampler runs the policy alone: no RM call).
@@ -88,7 +100,13 @@ def sample_solutions(setup: DecodingSetup, questions: Sequence[str], cfg: Prunin
     check_decoding_inputs(setup.policy, setup.rm, setup.tokenizer, setup.goal)
     prompts = [apply_template(TEMPLATE, q) for q in questions]
     _warm_up(setup)
-    kw = dict(n=cfg.n_samples, temperature=cfg.temperature, max_new_tokens=cfg.max_new_tokens, seed=cfg.seed, batch_size=cfg.batch_size)
+    kw = dict(
+        n=cfg.n_samples,
+        temperature=cfg.temperature,
+        max_new_tokens=cfg.max_new_tokens,
+        seed=cfg.seed,
+        batch_size=cfg.batch_size,
+    )
     if threshold is not None:
         kw |= dict(rm=setup.rm, goal=setup.goal, prune=PruneConfig(threshold, cfg.rule.skip_first, cfg.rule.keep_last))
     t0 = time.perf_counter()
@@ -104,11 +122,17 @@ def tune_threshold(setup: DecodingSetup, bench: str, exclude: Sequence[str], cfg
     if not cfg.tune:
         return ThresholdChoice(cfg.rule.threshold, tuned=False)
     held = set(exclude)
-    groups = [g for q, g in group_by_question(read_scored(setup.run.eval(GOAL_RM, setup.rm_seed), bench, "all")).items() if q not in held]
+    groups = [
+        g
+        for q, g in group_by_question(read_scored(setup.run.eval(GOAL_RM, setup.rm_seed), bench, "all")).items()
+        if q not in held
+    ]
     if not groups:
         return ThresholdChoice(cfg.rule.threshold, tuned=False)
     candidates = np.r_[-1.0, metrics.DEFAULT_FILTER_THRESHOLDS]
-    threshold, table = choose_online_threshold(groups, candidates, skip_first=cfg.rule.skip_first, keep_last=cfg.rule.keep_last)
+    threshold, table = choose_online_threshold(
+        groups, candidates, skip_first=cfg.rule.skip_first, keep_last=cfg.rule.keep_last
+    )
     return ThresholdChoice(threshold, tuned=True, table=table, n_validation=len(groups))
 
 
@@ -119,7 +143,10 @@ def pruning_outcome(unpruned: SampledRun, pruned: SampledRun, modulus: int = 0) 
     if unpruned.questions != pruned.questions:
         raise ValueError("the pruned and the unpruned run must sample the same questions")
     questions, n = pruned.questions, len(pruned.samples[0]) if pruned.samples else 0
-    rows_plain, rows_pruned = sample_rows(questions, unpruned.samples, modulus), sample_rows(questions, pruned.samples, modulus)
+    rows_plain, rows_pruned = (
+        sample_rows(questions, unpruned.samples, modulus),
+        sample_rows(questions, pruned.samples, modulus),
+    )
     n_stopped = sum(s.pruned for g in pruned.samples for s in g)
     out = {
         "threshold": pruned.threshold,
@@ -135,7 +162,9 @@ def pruning_outcome(unpruned: SampledRun, pruned: SampledRun, modulus: int = 0) 
     return out
 
 
-def pruning_results(setup: DecodingSetup, unpruned: dict[str, SampledRun], pruned: dict[str, SampledRun]) -> PruningResult:
+def pruning_results(
+    setup: DecodingSetup, unpruned: dict[str, SampledRun], pruned: dict[str, SampledRun]
+) -> PruningResult:
     """``pruning_outcome`` per benchmark, and the wall times of both runs."""
     rows = {bench: pruning_outcome(unpruned[bench], pruned[bench], setup.task.modulus) for bench in pruned}
     timings = {bench: {"wall_s": pruned[bench].wall_s, "wall_s_unpruned": unpruned[bench].wall_s} for bench in pruned}
@@ -148,14 +177,23 @@ def pruning_per_question(unpruned: SampledRun, pruned: SampledRun, modulus: int 
     if unpruned.questions != pruned.questions:
         raise ValueError("the pruned and the unpruned run must sample the same questions")
     questions = pruned.questions
-    return {"tokens": np.asarray([sum(s.num_tokens + s.overrun for s in g) for g in pruned.samples], dtype=float),
-            "tokens_unpruned": np.asarray([sum(s.num_tokens for s in g) for g in unpruned.samples], dtype=float),
-            "correct": majority_vote_per_question(sample_rows(questions, pruned.samples, modulus)),
-            "correct_unpruned": majority_vote_per_question(sample_rows(questions, unpruned.samples, modulus))}
+    return {
+        "tokens": np.asarray([sum(s.num_tokens + s.overrun for s in g) for g in pruned.samples], dtype=float),
+        "tokens_unpruned": np.asarray([sum(s.num_tokens for s in g) for g in unpruned.samples], dtype=float),
+        "correct": majority_vote_per_question(sample_rows(questions, pruned.samples, modulus)),
+        "correct_unpruned": majority_vote_per_question(sample_rows(questions, unpruned.samples, modulus)),
+    }
 
 
-def pruning_across_seeds(setup: DecodingSetup, rm_seeds: Sequence[int], questions: Sequence[str], unpruned: SampledRun,
-                         cfg: PruningSetup, bench: str = "toy-id", n_boot: int = 1000) -> tuple[dict, dict]:
+def pruning_across_seeds(
+    setup: DecodingSetup,
+    rm_seeds: Sequence[int],
+    questions: Sequence[str],
+    unpruned: SampledRun,
+    cfg: PruningSetup,
+    bench: str = "toy-id",
+    n_boot: int = 1000,
+) -> tuple[dict, dict]:
     """Online pruning on ``bench`` with each seed's goal-conditioned RM (its own goal state and its own
     tuned threshold) against the one unpruned run of the same questions: a primary conclusion, so its
     interval covers RM-seed and question variance (`hierarchical.across_seeds_and_questions`); where
@@ -165,38 +203,61 @@ def pruning_across_seeds(setup: DecodingSetup, rm_seeds: Sequence[int], question
     outcomes, walls, thresholds, per_question = [], [], [], []
     for rm_seed in rm_seeds:
         rm, _ = load_rm(setup.run, GOAL_RM, rm_seed)
-        seeded = dataclasses.replace(setup, rm=rm, goal=read_goal_state(setup.run, GOAL_RM, seed=rm_seed), rm_seed=rm_seed)
+        seeded = dataclasses.replace(
+            setup, rm=rm, goal=read_goal_state(setup.run, GOAL_RM, seed=rm_seed), rm_seed=rm_seed
+        )
         choice = tune_threshold(seeded, bench, questions, cfg)
         pruned = sample_solutions(seeded, questions, cfg, choice.threshold)
         outcomes.append(pruning_outcome(unpruned, pruned, setup.task.modulus))
         per_question.append(pruning_per_question(unpruned, pruned, setup.task.modulus))
         walls.append(pruned.wall_s / unpruned.wall_s if unpruned.wall_s > 0 else float("nan"))
         thresholds.append(float(choice.threshold))
-    return pruning_section(bench, rm_seeds, thresholds, outcomes, per_question, n_boot), \
-        {"wall_ratio": stats.across_seeds(walls, null=1.0, expect="less"), "wall_s_unpruned": unpruned.wall_s}
+    return pruning_section(bench, rm_seeds, thresholds, outcomes, per_question, n_boot), {
+        "wall_ratio": stats.across_seeds(walls, null=1.0, expect="less"),
+        "wall_s_unpruned": unpruned.wall_s,
+    }
 
 
-def pruning_section(bench: str, rm_seeds: Sequence[int], thresholds: Sequence[float], outcomes: Sequence[dict],
-                    per_question: Sequence[dict], n_boot: int = 1000, seed: int = 0) -> dict:
+def pruning_section(
+    bench: str,
+    rm_seeds: Sequence[int],
+    thresholds: Sequence[float],
+    outcomes: Sequence[dict],
+    per_question: Sequence[dict],
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> dict:
     """The ``decoding.primary.pruning`` section from each seed's :func:`pruning_outcome` and
     :func:`pruning_per_question`."""
     n_q = len(per_question[0]["tokens"]) if per_question else 0
     c = np.arange(n_q)
 
     def over(values, stat, **kw):
-        boot = hierarchical.hierarchical_bootstrap([stat(p) for p in per_question], n_q, n_boot, seed=seed) \
-            if n_boot and n_q and len(per_question) >= 2 else None
+        boot = (
+            hierarchical.hierarchical_bootstrap([stat(p) for p in per_question], n_q, n_boot, seed=seed)
+            if n_boot and n_q and len(per_question) >= 2
+            else None
+        )
         return hierarchical.across_seeds_and_questions(values, boot, **kw)
 
     off = sum(t <= PRUNING_OFF for t in thresholds)
     section = {
-        "benchmark": bench, "rm_seeds": list(rm_seeds), "threshold": list(thresholds), "pruning_off": off,
-        "tokens_ratio": over([o["tokens_generated"] / max(1, o["tokens_generated_unpruned"]) for o in outcomes],
-                             lambda p: hierarchical.ratio_statistic(p["tokens"], p["tokens_unpruned"], c), null=1.0, expect="less"),
+        "benchmark": bench,
+        "rm_seeds": list(rm_seeds),
+        "threshold": list(thresholds),
+        "pruning_off": off,
+        "tokens_ratio": over(
+            [o["tokens_generated"] / max(1, o["tokens_generated_unpruned"]) for o in outcomes],
+            lambda p: hierarchical.ratio_statistic(p["tokens"], p["tokens_unpruned"], c),
+            null=1.0,
+            expect="less",
+        ),
         # expect "less": `holds` means pruning costs accuracy
-        "accuracy_change": over([o["accuracy"] - o["accuracy_unpruned"] for o in outcomes],
-                                lambda p: hierarchical.mean_statistic(p["correct"].astype(float) - p["correct_unpruned"].astype(float), c),
-                                expect="less"),
+        "accuracy_change": over(
+            [o["accuracy"] - o["accuracy_unpruned"] for o in outcomes],
+            lambda p: hierarchical.mean_statistic(p["correct"].astype(float) - p["correct_unpruned"].astype(float), c),
+            expect="less",
+        ),
     }
     if rm_seeds and off == len(rm_seeds):
         why = verdicts.pruning_switched_off(section)

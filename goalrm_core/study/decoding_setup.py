@@ -29,20 +29,26 @@ class DecodingSetup:
     rm: RewardModel = field(metadata={"help": f"The {GOAL_RM} RM; it shares the policy's tokenizer."})
     tokenizer: Any = field(metadata={"help": "The tokenizer the policy and the RM share."})
     goal: np.ndarray = field(metadata={"help": "(1, hidden) goal state of the RM."})
-    task: toymath.ToyMathConfig = field(metadata={"help": "The data stage's ToyMath config (answers are judged mod its modulus)."})
+    task: toymath.ToyMathConfig = field(
+        metadata={"help": "The data stage's ToyMath config (answers are judged mod its modulus)."}
+    )
     benchmarks: list[str] = field(default_factory=list, metadata={"help": "Benchmarks to decode, in report order."})
     n_questions: int = field(default=32, metadata={"help": "First distinct questions decoded per benchmark."})
-    rm_seed: int = field(default=0, metadata={"help": "The training seed of ``rm`` (whose scored samples tune the pruning threshold)."})
-    encoding: str = field(default="split", metadata={"help": "How the RM reads prompt + response (the profile's `encoding`)."})
+    rm_seed: int = field(
+        default=0, metadata={"help": "The training seed of ``rm`` (whose scored samples tune the pruning threshold)."}
+    )
+    encoding: str = field(
+        default="split", metadata={"help": "How the RM reads prompt + response (the profile's `encoding`)."}
+    )
     readout: str = field(default="eos", metadata={"help": "Where the RM's reward is read (the profile's `readout`)."})
 
     def __post_init__(self):
         self.run = RunDir(self.run)
         if (self.encoding, self.readout) != ("split", "eos"):  # the KV-cached online scorers read this way only
-            raise ValueError(f"decoding follows the RM with split encoding and the EOS read-out only, "
-                             f"got encoding={self.encoding!r}, readout={self.readout!r}")
-
-
+            raise ValueError(
+                f"decoding follows the RM with split encoding and the EOS read-out only, "
+                f"got encoding={self.encoding!r}, readout={self.readout!r}"
+            )
 
 
 def unique_questions(run, bench: str, n: int) -> list[str]:
@@ -62,15 +68,27 @@ def sample_rows(questions: Sequence[str], samples: Sequence[Sequence[Sample]], m
         rows = []
         for i, s in enumerate(group):
             verdict = {"predicted_answer": None, "is_correct": False} if s.pruned else judge(q, s.text, modulus=modulus)
-            rows.append({"question": q, "sample_index": i, "generated_solution": s.text, **verdict, "num_generated_tokens": s.num_tokens,
-                         "stopped_at": s.stopped_at, "finished": s.finished})
+            rows.append(
+                {
+                    "question": q,
+                    "sample_index": i,
+                    "generated_solution": s.text,
+                    **verdict,
+                    "num_generated_tokens": s.num_tokens,
+                    "stopped_at": s.stopped_at,
+                    "finished": s.finished,
+                }
+            )
         out.append(rows)
     return out
 
 
 def samples_as_rows(questions: Sequence[str], samples: Sequence[Sequence[Sample]]) -> list[dict]:
     """The first sample of each question as a row (question, generated_solution, tokens_generated)."""
-    return [{"question": q, "generated_solution": g[0].text, "tokens_generated": g[0].num_tokens} for q, g in zip(questions, samples)]
+    return [
+        {"question": q, "generated_solution": g[0].text, "tokens_generated": g[0].num_tokens}
+        for q, g in zip(questions, samples)
+    ]
 
 
 def in_order(groups: dict[str, list[dict]], questions: Sequence[str]) -> list[list[dict]]:

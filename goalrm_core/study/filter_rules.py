@@ -33,7 +33,14 @@ from goalrm_core.flags import check_choice
 from goalrm_core.study.evaluation import token_types
 
 LINE_ENDS = ("newline", "EOS")
-RULES = ("Q", "Q at line ends", "Q − token-type baseline", "Q fall since last line end", "partial reward", "policy log-prob")
+RULES = (
+    "Q",
+    "Q at line ends",
+    "Q − token-type baseline",
+    "Q fall since last line end",
+    "partial reward",
+    "policy log-prob",
+)
 Q_RULES = RULES[:4]
 #: Candidate thresholds per rule: these quantiles of the rule's values on the validation questions,
 #: dense at the low end (an error is a rare token: 1 in 100 or fewer).
@@ -79,6 +86,7 @@ def signal(rule: str, row: dict, baseline: dict[str, float] | None = None) -> np
 def with_signal(rows: Sequence[dict], values: Callable[[dict], np.ndarray]) -> list[list[dict]]:
     """Questions of generations whose ``cosine_sim`` is the rule's signal (what the filter reads): one value
     per response token, so a row scored without a goal state (a step-verifier arm's) is read the same way."""
+
     def one(r: dict) -> dict:
         v = np.asarray(values(r))
         return {**r, "cosine_sim": v.tolist(), "num_actions": len(v)}
@@ -107,26 +115,47 @@ def candidate_thresholds(questions: list[list[dict]]) -> np.ndarray:
 
 def votes_at(test: list[list[dict]], thresholds: Sequence[float], skip_first: int) -> list[metrics.FilterResult]:
     """The filter's vote on ``test`` at each threshold (-inf, a rule that drops nothing: a threshold below any value)."""
-    return metrics.q_filtered_majority_votes(test, [t if math.isfinite(t) else -1e300 for t in thresholds], skip_first=skip_first)
+    return metrics.q_filtered_majority_votes(
+        test, [t if math.isfinite(t) else -1e300 for t in thresholds], skip_first=skip_first
+    )
 
 
-def _report(test: list[list[dict]], threshold: float, res: metrics.FilterResult, skip_first: int, seed: int, n_boot: int) -> dict:
+def _report(
+    test: list[list[dict]], threshold: float, res: metrics.FilterResult, skip_first: int, seed: int, n_boot: int
+) -> dict:
     """The outcome of ``threshold`` on ``test``, given its vote ``res`` there, with bootstrap intervals."""
     if not math.isfinite(threshold):  # the rule chose to drop nothing
         low = high = 0.0
     else:
-        low, high = metrics.tokens_saved_interval(test, threshold=threshold, skip_first=skip_first, n_boot=n_boot, seed=seed)
+        low, high = metrics.tokens_saved_interval(
+            test, threshold=threshold, skip_first=skip_first, n_boot=n_boot, seed=seed
+        )
     diff = res.question_correct.astype(float) - res.question_correct_unfiltered.astype(float)
     picks = np.random.default_rng(seed).integers(0, diff.size, size=(n_boot, diff.size))
     d_low, d_high = np.quantile(diff[picks].mean(axis=1), [0.025, 0.975])
-    return {"threshold": threshold, "accuracy": res.accuracy, "accuracy_unfiltered": res.accuracy_unfiltered,
-            "accuracy_change": float(diff.mean()), "accuracy_change_ci_low": float(d_low), "accuracy_change_ci_high": float(d_high),
-            "tokens_saved_pct": res.tokens_saved_pct, "tokens_saved_ci_low": low, "tokens_saved_ci_high": high,
-            "generations_filtered_pct": res.generations_filtered_pct, "n_questions": res.n_questions}
+    return {
+        "threshold": threshold,
+        "accuracy": res.accuracy,
+        "accuracy_unfiltered": res.accuracy_unfiltered,
+        "accuracy_change": float(diff.mean()),
+        "accuracy_change_ci_low": float(d_low),
+        "accuracy_change_ci_high": float(d_high),
+        "tokens_saved_pct": res.tokens_saved_pct,
+        "tokens_saved_ci_low": low,
+        "tokens_saved_ci_high": high,
+        "generations_filtered_pct": res.generations_filtered_pct,
+        "n_questions": res.n_questions,
+    }
 
 
-def rule_table(rows: Sequence[dict], rules: Sequence[str] = RULES, skip_first: int = SKIP_FIRST, val_fraction: float = 0.3,
-               seed: int = 0, n_boot: int = 1000) -> tuple[pd.DataFrame, pd.DataFrame]:
+def rule_table(
+    rows: Sequence[dict],
+    rules: Sequence[str] = RULES,
+    skip_first: int = SKIP_FIRST,
+    val_fraction: float = 0.3,
+    seed: int = 0,
+    n_boot: int = 1000,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Each rule's threshold chosen on validation questions and its outcome on the test questions
     (accuracy change with a paired bootstrap CI, tokens saved with a CI, the share of the oracle's
     saving), beside the oracle; and every candidate threshold's outcome on the test questions (the
@@ -145,19 +174,38 @@ def rule_table(rows: Sequence[dict], rules: Sequence[str] = RULES, skip_first: i
         test = with_signal(test_rows, lambda r: signal(rule, r, baseline))
         candidates = candidate_thresholds(val)
         threshold, _ = metrics.choose_filter_threshold(val, candidates=candidates, skip_first=skip_first)
-        votes = votes_at(test, candidates, skip_first)  # every candidate's test outcome: the frontier, and the chosen one's report
+        votes = votes_at(
+            test, candidates, skip_first
+        )  # every candidate's test outcome: the frontier, and the chosen one's report
         out = _report(test, threshold, votes[int(np.flatnonzero(candidates == threshold)[0])], skip_first, seed, n_boot)
-        chosen.append({"rule": rule, "q_based": rule in Q_RULES, **out,
-                       "share_of_oracle": out["tokens_saved_pct"] / oracle["tokens_saved_pct"] if oracle["tokens_saved_pct"] else math.nan})
+        chosen.append(
+            {
+                "rule": rule,
+                "q_based": rule in Q_RULES,
+                **out,
+                "share_of_oracle": out["tokens_saved_pct"] / oracle["tokens_saved_pct"]
+                if oracle["tokens_saved_pct"]
+                else math.nan,
+            }
+        )
         for t, res in zip(candidates, votes):
-            frontier.append({"rule": rule, "threshold": t, "accuracy": res.accuracy, "tokens_saved_pct": res.tokens_saved_pct,
-                             "chosen": t == threshold})
+            frontier.append(
+                {
+                    "rule": rule,
+                    "threshold": t,
+                    "accuracy": res.accuracy,
+                    "tokens_saved_pct": res.tokens_saved_pct,
+                    "chosen": t == threshold,
+                }
+            )
     chosen.append({"rule": "oracle (first error)", "q_based": False, **oracle, "share_of_oracle": 1.0})
     return pd.DataFrame(chosen), pd.DataFrame(frontier)
 
 
 @torch.no_grad()
-def policy_token_logprobs(model, tokenizer, prompts: Sequence[str], solutions: Sequence[str], batch_size: int = 64) -> list[list[float]]:
+def policy_token_logprobs(
+    model, tokenizer, prompts: Sequence[str], solutions: Sequence[str], batch_size: int = 64
+) -> list[list[float]]:
     """The policy's log-probability (temperature 1) of each token of each solution and of the EOS
     that ends it, as the policy generated them. The list lines up with the RM's per-token values
     under the ``split``/``eos`` reading (the solution, then ``" "`` and EOS): the ``" "`` the RM reads
@@ -165,7 +213,7 @@ def policy_token_logprobs(model, tokenizer, prompts: Sequence[str], solutions: S
     out = []
     for start in range(0, len(prompts), batch_size):
         ids, n_resp = [], []
-        for prompt, solution in zip(prompts[start:start + batch_size], solutions[start:start + batch_size]):
+        for prompt, solution in zip(prompts[start : start + batch_size], solutions[start : start + batch_size]):
             p = tokenizer(prompt, add_special_tokens=False)["input_ids"]
             r = tokenizer(solution, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
             ids.append(p + r)
@@ -174,13 +222,13 @@ def policy_token_logprobs(model, tokenizer, prompts: Sequence[str], solutions: S
         batch = torch.full((len(ids), width), tokenizer.pad_token_id, dtype=torch.long)
         mask = torch.zeros_like(batch)
         for i, x in enumerate(ids):
-            batch[i, width - len(x):] = torch.tensor(x)
-            mask[i, width - len(x):] = 1
+            batch[i, width - len(x) :] = torch.tensor(x)
+            mask[i, width - len(x) :] = 1
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         logits = model(input_ids=batch, attention_mask=mask, position_ids=positions).logits.float()
         logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, batch[:, 1:, None]).squeeze(-1)
         for i, n in enumerate(n_resp):
-            values = logp[i, width - 1 - n:].tolist()
+            values = logp[i, width - 1 - n :].tolist()
             out.append(values[:-1] + [math.nan] + values[-1:])
     return out
 
@@ -191,13 +239,26 @@ def with_policy_logprobs(run_dir, rows: Sequence[dict], batch_size: int = 64) ->
     from goalrm_core.tasks.toymath.pipeline import TEMPLATE, load_policy
 
     model, tokenizer = load_policy(run_dir)
-    logps = policy_token_logprobs(model, tokenizer, [apply_template(TEMPLATE, r["question"]) for r in rows],
-                                  [r["generated_solution"] for r in rows], batch_size)
+    logps = policy_token_logprobs(
+        model,
+        tokenizer,
+        [apply_template(TEMPLATE, r["question"]) for r in rows],
+        [r["generated_solution"] for r in rows],
+        batch_size,
+    )
     return [{**r, "policy_token_logprobs": lp} for r, lp in zip(rows, logps)]
 
 
-def rules_over_seeds(run_dir, rm: str, rm_seeds: Sequence[int], benches: Sequence[str], skip_first: int = SKIP_FIRST,
-                     val_fraction: float = 0.3, seed: int = 0, n_boot: int = 1000) -> tuple[pd.DataFrame, pd.DataFrame]:
+def rules_over_seeds(
+    run_dir,
+    rm: str,
+    rm_seeds: Sequence[int],
+    benches: Sequence[str],
+    skip_first: int = SKIP_FIRST,
+    val_fraction: float = 0.3,
+    seed: int = 0,
+    n_boot: int = 1000,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """:func:`rule_table` for every benchmark and RM seed (the samples each seed's RM scored, the
     same validation/test split of questions for all): one row per (benchmark, seed, rule), and the
     frontier of every candidate threshold."""
@@ -212,7 +273,9 @@ def rules_over_seeds(run_dir, rm: str, rm_seeds: Sequence[int], benches: Sequenc
             if logps is None:  # the same generations for every seed: one policy pass per benchmark
                 logps = [r["policy_token_logprobs"] for r in with_policy_logprobs(run_dir, rows)]
             rows = [{**r, "policy_token_logprobs": lp} for r, lp in zip(rows, logps)]
-            chosen, frontier = rule_table(rows, skip_first=skip_first, val_fraction=val_fraction, seed=seed, n_boot=n_boot)
+            chosen, frontier = rule_table(
+                rows, skip_first=skip_first, val_fraction=val_fraction, seed=seed, n_boot=n_boot
+            )
             rows_out.append(chosen.assign(benchmark=bench, rm_seed=rm_seed))
             frontiers.append(frontier.assign(benchmark=bench, rm_seed=rm_seed))
     return pd.concat(rows_out, ignore_index=True), pd.concat(frontiers, ignore_index=True)
@@ -234,8 +297,11 @@ def pooled(per_seed: pd.DataFrame) -> pd.DataFrame:
         for key in ("accuracy_change", "tokens_saved_pct", "share_of_oracle"):
             mean, low, high = metrics.mean_ci(g[key].to_numpy(dtype=float))
             row.update({key: mean, f"{key}_ci_low": low, f"{key}_ci_high": high})
-        row["meets_target"] = bool(row["share_of_oracle"] >= TARGET_SHARE and row["accuracy_change"] >= -TARGET_ACCURACY_COST) \
-            if rule != "oracle (first error)" else None
+        row["meets_target"] = (
+            bool(row["share_of_oracle"] >= TARGET_SHARE and row["accuracy_change"] >= -TARGET_ACCURACY_COST)
+            if rule != "oracle (first error)"
+            else None
+        )
         out.append(row)
     return pd.DataFrame(out)
 

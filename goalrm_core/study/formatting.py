@@ -107,9 +107,20 @@ WORDS: Mapping[str, str] = {
 }
 
 # Columns whose values are fractions in [0, 1] shown as percentages.
-RATE_COLUMNS = {"greedy_accuracy", "sample_accuracy", "accuracy", "accuracy_unfiltered", "accuracy_unpruned",
-                "accuracy_unguided", "proportion_correct_before", "proportion_correct_after", "fraction_lower_after",
-                "attribute_rate", "attribute_rate_unguided", "eval_accuracy"}
+RATE_COLUMNS = {
+    "greedy_accuracy",
+    "sample_accuracy",
+    "accuracy",
+    "accuracy_unfiltered",
+    "accuracy_unpruned",
+    "accuracy_unguided",
+    "proportion_correct_before",
+    "proportion_correct_after",
+    "fraction_lower_after",
+    "attribute_rate",
+    "attribute_rate_unguided",
+    "eval_accuracy",
+}
 
 
 # Report order of the benchmarks: the task's tables (toy-id first), then any other in the order given.
@@ -147,8 +158,18 @@ ci = interval  # ``0.47 [0.39, 0.55]``; the interval is left out when it is unde
 signed_ci = functools.partial(interval, signed=True)  # a difference: ``+0.03 [-0.02, +0.08]`` (zero unsigned)
 
 
-def across(summary: Any, signed: bool = True, scale: float = 1.0, *, digits: int = 2, suffix: str = "", minus: str = "-",
-           each_bound: bool = False, no_interval: str | None = None, no_seed: str | None = None) -> str:
+def across(
+    summary: Any,
+    signed: bool = True,
+    scale: float = 1.0,
+    *,
+    digits: int = 2,
+    suffix: str = "",
+    minus: str = "-",
+    each_bound: bool = False,
+    no_interval: str | None = None,
+    no_seed: str | None = None,
+) -> str:
     """An across-seeds figure (``evaluation.stats.across_seeds``: ``mean``, ``ci_low``, ``ci_high``,
     ``reason``) as ``mean [low, high]``, or ``undefined (reason)``, as :func:`interval` writes it. The
     README says more (:mod:`goalrm_core.report.formats`): ``no_seed`` is the reason of an undefined mean
@@ -164,8 +185,19 @@ def across(summary: Any, signed: bool = True, scale: float = 1.0, *, digits: int
     gap = ""
     if no_interval is not None and is_undefined(low):
         gap, each_bound = f" ({no_interval.format(reason or UNDEFINED)})", False
-    return interval(mean, low, summary.get("ci_high"), digits, signed=signed, scale=scale, suffix=suffix,
-                    reason=reason or no_seed, minus=minus, each_bound=each_bound, no_interval=gap)
+    return interval(
+        mean,
+        low,
+        summary.get("ci_high"),
+        digits,
+        signed=signed,
+        scale=scale,
+        suffix=suffix,
+        reason=reason or no_seed,
+        minus=minus,
+        each_bound=each_bound,
+        no_interval=gap,
+    )
 
 
 def pct(x: Any, digits: int = 1, already_percent: bool = False, reason: Any = None, signed: bool = False) -> str:
@@ -234,7 +266,9 @@ def table(df: pd.DataFrame, digits: int = 2, index_words: bool = True) -> pd.Dat
 
     out = pd.DataFrame(index=df.index)
     # bare ci_low/ci_high columns belong to the first of these that the table has
-    owner = next((c for c in ("auroc", "mean", "auroc_mean", "separation_auroc", "delta", "mean_delta") if c in df), None)
+    owner = next(
+        (c for c in ("auroc", "mean", "auroc_mean", "separation_auroc", "delta", "mean_delta") if c in df), None
+    )
     used: set[str] = {f"{c}_reason" for c in df.columns if f"{c}_reason" in df} | {"undefined_reason"}
 
     def reasons(col):  # a row's undefined_reason stands for every value of the row without its own
@@ -253,12 +287,15 @@ def table(df: pd.DataFrame, digits: int = 2, index_words: bool = True) -> pd.Dat
         if low in df and high in df:
             used |= {low, high}
             if col in RATE_COLUMNS:
-                shown = [pct(v, reason=r) if is_undefined(v, lo, hi)
-                         else f"{pct(v)} [{pct(lo)}, {pct(hi)}]"
-                         for v, lo, hi, r in zip(df[col], df[low], df[high], reasons(col))]
+                shown = [
+                    pct(v, reason=r) if is_undefined(v, lo, hi) else f"{pct(v)} [{pct(lo)}, {pct(hi)}]"
+                    for v, lo, hi, r in zip(df[col], df[low], df[high], reasons(col))
+                ]
             else:
                 fmt = signed_ci if col in ("mean", "delta", "mean_delta") else ci
-                shown = [fmt(v, lo, hi, digits, reason=r) for v, lo, hi, r in zip(df[col], df[low], df[high], reasons(col))]
+                shown = [
+                    fmt(v, lo, hi, digits, reason=r) for v, lo, hi, r in zip(df[col], df[low], df[high], reasons(col))
+                ]
             out[words(col) + " [95% CI]"] = shown
             continue
         values, why = df[col].tolist(), reasons(col)

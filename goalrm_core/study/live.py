@@ -20,7 +20,7 @@ class NotebookTail(TailPrinter):
     def show(self, lines: Sequence[str], final: bool = False) -> None:
         if not self.due(final):
             return
-        tail = list(lines)[-self.n_lines:]
+        tail = list(lines)[-self.n_lines :]
         self.handle.update({"text/plain": "\n".join([self.prefix.strip(), *tail] if self.prefix else tail)}, raw=True)
 
 

@@ -4,24 +4,38 @@ from __future__ import annotations
 
 import matplotlib
 
-matplotlib.use("Agg") if not matplotlib.get_backend().lower().startswith(("module://matplotlib_inline", "nbagg", "widget")) else None
+matplotlib.use("Agg") if not matplotlib.get_backend().lower().startswith(
+    ("module://matplotlib_inline", "nbagg", "widget")
+) else None
 
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 sns.set_theme(style="whitegrid", context="notebook")
 
 
-def line_curve(df: pd.DataFrame, x: str, y: str, hue: str | None = None, title: str = "", smooth: int = 1,
-               xlabel: str | None = None, ylabel: str | None = None):
+def line_curve(
+    df: pd.DataFrame,
+    x: str,
+    y: str,
+    hue: str | None = None,
+    title: str = "",
+    smooth: int = 1,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+):
     """A training curve; ``smooth`` > 1 applies a rolling mean per hue group; ``xlabel``/``ylabel``
     name the axes with their units (default: the column names)."""
     data = df.copy()
     if smooth > 1:
         group = data.groupby(hue)[y] if hue else data[y]
-        data[y] = group.transform(lambda s: s.rolling(smooth, min_periods=1).mean()) if hue else group.rolling(smooth, min_periods=1).mean()
+        data[y] = (
+            group.transform(lambda s: s.rolling(smooth, min_periods=1).mean())
+            if hue
+            else group.rolling(smooth, min_periods=1).mean()
+        )
     fig, ax = plt.subplots(figsize=(7, 3.5))
     sns.lineplot(data=data, x=x, y=y, hue=hue, ax=ax, errorbar=("ci", 95) if hue else None)
     ax.set_xlabel(xlabel or x)
@@ -33,8 +47,12 @@ def line_curve(df: pd.DataFrame, x: str, y: str, hue: str | None = None, title: 
 
 def accuracy_bars(table: pd.DataFrame, title: str = "Policy accuracy per benchmark"):
     """``table`` indexed by benchmark with greedy_accuracy and sample_accuracy columns."""
-    long = table.reset_index().melt(id_vars="benchmark", value_vars=["greedy_accuracy", "sample_accuracy"],
-                                    var_name="decoding", value_name="accuracy")
+    long = table.reset_index().melt(
+        id_vars="benchmark",
+        value_vars=["greedy_accuracy", "sample_accuracy"],
+        var_name="decoding",
+        value_name="accuracy",
+    )
     long["decoding"] = long["decoding"].str.replace("_accuracy", "")
     fig, ax = plt.subplots(figsize=(7, 3.5))
     sns.barplot(data=long, x="benchmark", y="accuracy", hue="decoding", ax=ax)
@@ -44,20 +62,41 @@ def accuracy_bars(table: pd.DataFrame, title: str = "Policy accuracy per benchma
     return fig
 
 
-def distribution(df: pd.DataFrame, x: str, hue: str, col: str | None = None, title: str = "", bins: int = 30,
-                 stat: str = "density", discrete: bool = False, xlabel: str | None = None):
+def distribution(
+    df: pd.DataFrame,
+    x: str,
+    hue: str,
+    col: str | None = None,
+    title: str = "",
+    bins: int = 30,
+    stat: str = "density",
+    discrete: bool = False,
+    xlabel: str | None = None,
+):
     """Histograms of ``x`` split by ``hue`` (for example correct vs incorrect), one panel per ``col``;
     ``discrete`` draws side-by-side bars for integer values. ``xlabel`` names the x axis (default: ``x``)."""
     shape = dict(discrete=True, multiple="dodge", shrink=0.8) if discrete else dict(bins=bins, element="step")
-    grid = sns.displot(data=df, x=x, hue=hue, col=col, stat=stat, common_norm=False,
-                       height=3, aspect=1.2, col_wrap=4 if col else None, **shape)
+    grid = sns.displot(
+        data=df,
+        x=x,
+        hue=hue,
+        col=col,
+        stat=stat,
+        common_norm=False,
+        height=3,
+        aspect=1.2,
+        col_wrap=4 if col else None,
+        **shape,
+    )
     grid.set_axis_labels(xlabel or x, stat)
     grid.figure.suptitle(title, y=1.03)
     return grid.figure
 
 
 def scatter_panels(df: pd.DataFrame, x: str, y: str, hue: str, col: str, title: str = ""):
-    grid = sns.relplot(data=df, x=x, y=y, hue=hue, col=col, s=12, alpha=0.6, height=3.5, facet_kws={"sharex": False, "sharey": False})
+    grid = sns.relplot(
+        data=df, x=x, y=y, hue=hue, col=col, s=12, alpha=0.6, height=3.5, facet_kws={"sharex": False, "sharey": False}
+    )
     grid.figure.suptitle(title, y=1.03)
     return grid.figure
 
@@ -95,11 +134,17 @@ def seed_points(per_seed: pd.DataFrame, title: str = "AUROC of every RM seed (95
     slots = len(rms) * len(seeds)
     for i, rm in enumerate(rms):
         for j, s in enumerate(seeds):
-            rows = per_seed[(per_seed["scorer"] == rm) & (per_seed["rm_seed"] == s)].set_index("benchmark").reindex(benches)
+            rows = (
+                per_seed[(per_seed["scorer"] == rm) & (per_seed["rm_seed"] == s)]
+                .set_index("benchmark")
+                .reindex(benches)
+            )
             k = i * len(seeds) + j
             xs = [b + (k - (slots - 1) / 2) * 0.8 / slots for b in range(len(benches))]
             err = [rows["auroc"] - rows["ci_low"], rows["ci_high"] - rows["auroc"]]
-            ax.errorbar(xs, rows["auroc"], yerr=err, fmt="o", ms=4, capsize=2, color=palette[i], label=rm if j == 0 else None)
+            ax.errorbar(
+                xs, rows["auroc"], yerr=err, fmt="o", ms=4, capsize=2, color=palette[i], label=rm if j == 0 else None
+            )
     ax.axhline(0.5, ls="--", c="grey", lw=1)
     ax.set_xticks(range(len(benches)), benches)
     ax.set_ylabel("AUROC")
@@ -162,12 +207,15 @@ def q_trajectories(rows, first_error_tokens, n_each: int = 3, seed: int = 0, tit
     rng = random.Random(seed)
     correct = [i for i, r in enumerate(rows) if r["is_correct"]]
     wrong = [i for i, r in enumerate(rows) if not r["is_correct"] and first_error_tokens[i] is not None]
-    picked = [("correct", "tab:green", rng.sample(correct, min(n_each, len(correct)))),
-              ("incorrect", "tab:red", rng.sample(wrong, min(n_each, len(wrong))))]
+    picked = [
+        ("correct", "tab:green", rng.sample(correct, min(n_each, len(correct)))),
+        ("incorrect", "tab:red", rng.sample(wrong, min(n_each, len(wrong)))),
+    ]
     picked = [p for p in picked if p[2]]
     n_cols = max([len(p[2]) for p in picked] + [1])
-    fig, axes = plt.subplots(max(len(picked), 1), n_cols, figsize=(3.2 * n_cols, 2.4 * max(len(picked), 1)),
-                             sharey=True, squeeze=False)
+    fig, axes = plt.subplots(
+        max(len(picked), 1), n_cols, figsize=(3.2 * n_cols, 2.4 * max(len(picked), 1)), sharey=True, squeeze=False
+    )
     for ax in axes.flat:
         ax.set_visible(False)
     for row, (label, colour, idxs) in enumerate(picked):
@@ -193,11 +241,22 @@ def q_by_token_type(frame: pd.DataFrame, title: str = "Q per response token, by 
     """Box plots of Q per token type, on prefixes still right (blue) and already wrong (orange):
     when the boxes move more between token types than between the two colours, an absolute Q
     threshold reacts to the kind of character rather than to the error."""
-    order = [t for t in ("digit", "operator", "=", "newline", "#", "space", "EOS", "other") if t in set(frame["token_type"])]
+    order = [
+        t for t in ("digit", "operator", "=", "newline", "#", "space", "EOS", "other") if t in set(frame["token_type"])
+    ]
     shown = frame.assign(prefix=frame["prefix_wrong"].map({False: "prefix right", True: "prefix already wrong"}))
     fig, ax = plt.subplots(figsize=(8, 3.8))
-    sns.boxplot(data=shown, x="token_type", y="q", hue="prefix", order=order, hue_order=["prefix right", "prefix already wrong"],
-                fliersize=1, linewidth=0.8, ax=ax)
+    sns.boxplot(
+        data=shown,
+        x="token_type",
+        y="q",
+        hue="prefix",
+        order=order,
+        hue_order=["prefix right", "prefix already wrong"],
+        fliersize=1,
+        linewidth=0.8,
+        ax=ax,
+    )
     ax.set_xlabel("token type")
     ax.set_ylabel("Q (cosine to the goal state)")
     ax.set_title(title)
@@ -206,7 +265,9 @@ def q_by_token_type(frame: pd.DataFrame, title: str = "Q per response token, by 
     return fig
 
 
-def filter_frontier(frontier: pd.DataFrame, chosen: pd.DataFrame, title: str = "Majority-vote accuracy against tokens saved"):
+def filter_frontier(
+    frontier: pd.DataFrame, chosen: pd.DataFrame, title: str = "Majority-vote accuracy against tokens saved"
+):
     """Every rule's candidate thresholds on the test questions (lines), the threshold chosen on the
     validation questions (large markers), plain majority voting (x = 0) and the oracle that stops
     every incorrect solution at its first error (star)."""
@@ -221,7 +282,9 @@ def filter_frontier(frontier: pd.DataFrame, chosen: pd.DataFrame, title: str = "
     oracle = chosen[chosen["rule"].str.startswith("oracle")]
     ax.plot(oracle["tokens_saved_pct"], 100 * oracle["accuracy"], "*", ms=14, c="black", label="oracle (first error)")
     if len(chosen):
-        ax.axhline(100 * chosen["accuracy_unfiltered"].iloc[0], ls=":", c="grey", lw=1, label="majority vote, no filter")
+        ax.axhline(
+            100 * chosen["accuracy_unfiltered"].iloc[0], ls=":", c="grey", lw=1, label="majority vote, no filter"
+        )
     return _finish(fig, ax, "tokens saved (% of all sampled tokens)", "majority-vote accuracy (%)", title)
 
 
@@ -246,7 +309,15 @@ def verifier_frontier(frontier: pd.DataFrame, title: str = "Step verifiers as fi
     palette = dict(zip(verifiers, sns.color_palette("tab10", len(verifiers))))
     for verifier in verifiers:
         f = frontier[frontier["verifier"] == verifier].sort_values("share_of_oracle")
-        ax.plot(100 * f["share_of_oracle"], 100 * f["accuracy_change"], "-", lw=1, alpha=0.7, c=palette[verifier], label=verifier)
+        ax.plot(
+            100 * f["share_of_oracle"],
+            100 * f["accuracy_change"],
+            "-",
+            lw=1,
+            alpha=0.7,
+            c=palette[verifier],
+            label=verifier,
+        )
         c = f[f["chosen"]]
         ax.plot(100 * c["share_of_oracle"], 100 * c["accuracy_change"], "o", ms=8, c=palette[verifier])
     ax.axhline(-1.0, ls=":", c="grey", lw=1, label="1 point below plain voting")
@@ -272,8 +343,16 @@ def sweep_curve(df: pd.DataFrame, key: str, title: str = ""):
         else:
             offset = (i - (len(series) - 1) / 2) * 0.8 / max(1, len(series))
             xs = [categories.index(v) + offset for v in g["x"]]
-            ax.errorbar(xs, g["value"], yerr=[g["value"] - g["ci_low"], g["ci_high"] - g["value"]], fmt="o", ms=5,
-                        capsize=3, color=palette[i], label=name)
+            ax.errorbar(
+                xs,
+                g["value"],
+                yerr=[g["value"] - g["ci_low"], g["ci_high"] - g["value"]],
+                fmt="o",
+                ms=5,
+                capsize=3,
+                color=palette[i],
+                label=name,
+            )
     if not numeric:  # category names slanted, so long ones never overlap
         ax.set_xticks(range(len(categories)), [str(c) for c in categories], rotation=25, ha="right")
     ax.axhline(0.5, ls="--", c="grey", lw=1)
@@ -303,7 +382,9 @@ def first_error_profile_frame(profile) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["rm", "rm_seed", "offset", "mean_q"])
 
 
-def first_error_profiles(profile, title: str = "Q along incorrect solutions, around the first error (0 = first wrong token)"):
+def first_error_profiles(
+    profile, title: str = "Q along incorrect solutions, around the first error (0 = first wrong token)"
+):
     """One panel per RM: the mean Q of the incorrect solutions at each token offset from their first
     wrong token (0, the dashed line), a line per RM seed, from a recorded profile
     (:func:`first_error_profile_frame`)."""

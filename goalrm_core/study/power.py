@@ -93,25 +93,38 @@ def primary_from_records(records: Sequence[Mapping[str, Any]], n_boot: int = 200
         boot = hierarchical.hierarchical_bootstrap(statistics, len(index), n_boot, seed=boot_seed)
         return hierarchical.across_seeds_and_questions(values, boot, null=null, expect=expect)
 
-    out: dict[str, Any] = {"rm_seeds": seeds, "n_seeds": len(seeds), "n_questions": len(index),
-                           "headline": "sample0", "n_boot": n_boot,
-                           "unpaired_seeds": {rm: sorted(set(arms.get(rm, {})) - set(seeds)) for rm in RMS}}
+    out: dict[str, Any] = {
+        "rm_seeds": seeds,
+        "n_seeds": len(seeds),
+        "n_questions": len(index),
+        "headline": "sample0",
+        "n_boot": n_boot,
+        "unpaired_seeds": {rm: sorted(set(arms.get(rm, {})) - set(seeds)) for rm in RMS},
+    }
     delta = [hierarchical.difference(g, b) for g, b in zip(stats[GOAL_CONDITIONED], stats[BASELINE])]
     out["delta_auroc"] = with_equivalence(summarise(delta))
     out["reference"] = {"length only": point(length), "policy mean logprob": point(logprob)}
     for rm in RMS:
         values = [point(f) for f in stats[rm]]
         margin = [hierarchical.difference(f, length) for f in stats[rm]]
-        out[rm] = {"auroc": summarise(stats[rm], null=0.5),
-                   "margin_over_length": summarise(margin),
-                   "sd": float(np.std(values, ddof=1)), "sd_upper_80": sd_upper(values),
-                   "seeds_clearing_length": int(sum(clears_length(v - point(length)) for v in values)),
-                   "first_error_did": did_summary(arms[rm], seeds, index, n_boot, boot_seed)}
+        out[rm] = {
+            "auroc": summarise(stats[rm], null=0.5),
+            "margin_over_length": summarise(margin),
+            "sd": float(np.std(values, ddof=1)),
+            "sd_upper_80": sd_upper(values),
+            "seeds_clearing_length": int(sum(clears_length(v - point(length)) for v in values)),
+            "first_error_did": did_summary(arms[rm], seeds, index, n_boot, boot_seed),
+        }
     return out
 
 
-def did_summary(per_seed: Mapping[int, Sequence[Mapping[str, Any]]], seeds: Sequence[int], index: Mapping[str, int],
-                n_boot: int, boot_seed: int) -> dict:
+def did_summary(
+    per_seed: Mapping[int, Sequence[Mapping[str, Any]]],
+    seeds: Sequence[int],
+    index: Mapping[str, int],
+    n_boot: int,
+    boot_seed: int,
+) -> dict:
     """:func:`~goalrm_core.evaluation.localisation.first_error_did` of one arm on every sample of each seed,
     summarised over seeds and questions (expected below 0: Q falls at the error), with the references' use."""
     values, statistics, references = [], [], {}
@@ -119,8 +132,12 @@ def did_summary(per_seed: Mapping[int, Sequence[Mapping[str, Any]]], seeds: Sequ
         rows = [r for r in per_seed[s] if r["line_q"] is not None]
         if not rows:
             return {"verdict": "not tested", "reason": "this arm has no goal state (no Q)"}
-        r = first_error_did([x["line_q"] for x in rows], [x["first_error_line"] for x in rows],
-                            [x["correct"] for x in rows], [x["question"] for x in rows])
+        r = first_error_did(
+            [x["line_q"] for x in rows],
+            [x["first_error_line"] for x in rows],
+            [x["correct"] for x in rows],
+            [x["question"] for x in rows],
+        )
         values.append(r.did)
         statistics.append(hierarchical.mean_statistic(r.contributions, np.array([index[q] for q in r.questions])))
         for k, v in r.references.items():
@@ -130,9 +147,13 @@ def did_summary(per_seed: Mapping[int, Sequence[Mapping[str, Any]]], seeds: Sequ
 
 
 #: the step bench's verifiers read from records: (label, arm, the record's line column)
-VERIFIERS = (("goal-conditioned Q", GOAL_CONDITIONED, "line_q"), ("goal-conditioned partial reward", GOAL_CONDITIONED, "line_partial"),
-             ("baseline Q", BASELINE, "line_q"), ("baseline partial reward", BASELINE, "line_partial"),
-             (f"{PRM_LABEL} partial reward", PRM, "line_partial"))
+VERIFIERS = (
+    ("goal-conditioned Q", GOAL_CONDITIONED, "line_q"),
+    ("goal-conditioned partial reward", GOAL_CONDITIONED, "line_partial"),
+    ("baseline Q", BASELINE, "line_q"),
+    ("baseline partial reward", BASELINE, "line_partial"),
+    (f"{PRM_LABEL} partial reward", PRM, "line_partial"),
+)
 
 
 def split_questions(questions: Sequence[str], seed: int = 0) -> set[str]:
@@ -142,8 +163,9 @@ def split_questions(questions: Sequence[str], seed: int = 0) -> set[str]:
     return {ordered[i] for i in order[: len(ordered) // 2]}
 
 
-def step_bench_from_records(records: Sequence[Mapping[str, Any]], n_boot: int = 1000, boot_seed: int = 0,
-                            split_seed: int = 0) -> dict:
+def step_bench_from_records(
+    records: Sequence[Mapping[str, Any]], n_boot: int = 1000, boot_seed: int = 0, split_seed: int = 0
+) -> dict:
     """First-error F1 of each verifier (:data:`VERIFIERS`) on every labelled sample, the threshold chosen on the
     validation half of the questions and re-chosen in every bootstrap replicate; the content-blind floors
     (``step_verifier.BLIND_RULES``) fitted on the same half; and each verifier's skill score
@@ -153,7 +175,11 @@ def step_bench_from_records(records: Sequence[Mapping[str, Any]], n_boot: int = 
 
     arms = by_arm(records)
     any_rows = next(iter(next(iter(arms.values())).values()))
-    keep = [r for r in any_rows if r["correct"] or (r["first_error_line"] is not None and r["first_error_line"] < len(r["line_partial"]))]
+    keep = [
+        r
+        for r in any_rows
+        if r["correct"] or (r["first_error_line"] is not None and r["first_error_line"] < len(r["line_partial"]))
+    ]
     validation = split_questions([r["question"] for r in any_rows], split_seed)
     index: dict[str, int] = {}
     for r in any_rows:
@@ -166,19 +192,36 @@ def step_bench_from_records(records: Sequence[Mapping[str, Any]], n_boot: int = 
         out = []
         for in_val in (True, False):
             part = [r for r in picked if (r["question"] in validation) == in_val]
-            out.append(([r[column] for r in part], [None if r["correct"] else r["first_error_line"] for r in part],
-                        [index[r["question"]] for r in part]))
+            out.append(
+                (
+                    [r[column] for r in part],
+                    [None if r["correct"] else r["first_error_line"] for r in part],
+                    [index[r["question"]] for r in part],
+                )
+            )
         return out
 
     ones = np.ones((1, len(index)), dtype=np.int64)
-    result: dict[str, Any] = {"split_seed": split_seed, "n_labelled": len(keep), "n_validation_questions": len(validation),
-                              "n_boot": n_boot, "f1": {}, "floors": {}}
+    result: dict[str, Any] = {
+        "split_seed": split_seed,
+        "n_labelled": len(keep),
+        "n_validation_questions": len(validation),
+        "n_boot": n_boot,
+        "f1": {},
+        "floors": {},
+    }
     lengths = halves(any_rows, "line_partial")
     for rule in step_verifier.BLIND_RULES:
         (v_scores, v_e, v_c), (r_scores, r_e, r_c) = lengths
-        f = step_verifier.blind_floor_statistic(rule, ([len(s) for s in v_scores], v_e, v_c), ([len(s) for s in r_scores], r_e, r_c))
+        f = step_verifier.blind_floor_statistic(
+            rule, ([len(s) for s in v_scores], v_e, v_c), ([len(s) for s in r_scores], r_e, r_c)
+        )
         boot = hierarchical.hierarchical_bootstrap([f], len(index), n_boot, seed=boot_seed)
-        result["floors"][rule] = {"f1": float(f(ones)[0]), "ci_low": max(0.0, boot.ci_low), "ci_high": min(1.0, boot.ci_high)}
+        result["floors"][rule] = {
+            "f1": float(f(ones)[0]),
+            "ci_low": max(0.0, boot.ci_low),
+            "ci_high": min(1.0, boot.ci_high),
+        }
     for label, arm, column in VERIFIERS:
         seeds = sorted(arms.get(arm, {}))
         if not seeds or arms[arm][seeds[0]][0][column] is None:
@@ -186,12 +229,17 @@ def step_bench_from_records(records: Sequence[Mapping[str, Any]], n_boot: int = 
         statistics = [step_verifier.reselected_f1_statistic(*halves(arms[arm][s], column)) for s in seeds]
         values = [float(f(ones)[0]) for f in statistics]
         boot = hierarchical.hierarchical_bootstrap(statistics, len(index), n_boot, seed=boot_seed)
-        result["f1"][label] = {**hierarchical.clipped(hierarchical.across_seeds_and_questions(values, boot, null=0.0)), "rm_seeds": seeds}
+        result["f1"][label] = {
+            **hierarchical.clipped(hierarchical.across_seeds_and_questions(values, boot, null=0.0)),
+            "rm_seeds": seeds,
+        }
     floor = max(v["f1"] for v in result["floors"].values())
     prm = result["f1"].get(f"{PRM_LABEL} partial reward")
     if prm is not None and prm["mean"] > floor:
         span = prm["mean"] - floor
-        result["skill"] = {label: {k: (s[k] - floor) / span for k in ("mean", "ci_low", "ci_high")}
-                           for label, s in result["f1"].items()}
+        result["skill"] = {
+            label: {k: (s[k] - floor) / span for k in ("mean", "ci_low", "ci_high")}
+            for label, s in result["f1"].items()
+        }
         result["skill_reference"] = {"floor": floor, "prm_f1": prm["mean"]}
     return result

@@ -38,7 +38,14 @@ RM_BLOCK = "rm"
 #: trainer flags a profile does not set: where an RM goes and who watches it (``OUTPUT_FIELDS``), and
 #: what a run decides per RM (which RM it is, a resume, a simulated preemption), and official_defaults (how a
 #: command line is read: a profile names each setting itself)
-PER_RUN = (*OUTPUT_FIELDS, "reward_model_strategy", "contrastive_loss", "load_checkpoint", "stop_after_steps", "official_defaults")
+PER_RUN = (
+    *OUTPUT_FIELDS,
+    "reward_model_strategy",
+    "contrastive_loss",
+    "load_checkpoint",
+    "stop_after_steps",
+    "official_defaults",
+)
 #: the profile's seed: a top-level key (the data's, the benchmarks' and, in a command-line profile, the trainer's)
 PROFILE_SEED = "seed"
 
@@ -102,8 +109,10 @@ def setting_key(key: str, where: str) -> str:
         if name in OLD_KEYS:
             raise ValueError(old_key_message(name, where, in_block=True))
         if name not in RM_KEYS:
-            raise ValueError(f"{where}: key {key!r} is no setting of the trainer (goalrm train-rm --help)"
-                             f"{did_you_mean(name, RM_KEYS)}")
+            raise ValueError(
+                f"{where}: key {key!r} is no setting of the trainer (goalrm train-rm --help)"
+                f"{did_you_mean(name, RM_KEYS)}"
+            )
         return name
     if key in OLD_KEYS:
         raise ValueError(old_key_message(key, where))
@@ -145,11 +154,22 @@ def notebook_recipe(params: Mapping[str, Any]) -> TrainRMConfig:
     adds one RM's paths, strategy and seed): the trainer's settings among ``params`` (the notebook's
     parameters, :func:`trainer_settings`), the token budget of ``max_new_tokens`` (:func:`rm_max_len`), a step
     budget no epoch limit cuts short, and a metrics row every 5 steps."""
-    return TrainRMConfig.from_dict({**trainer_settings(params), "max_len": rm_max_len(params["max_new_tokens"]),
-                                    "max_epochs": 1000, "logging_steps": 5})
+    return TrainRMConfig.from_dict(
+        {
+            **trainer_settings(params),
+            "max_len": rm_max_len(params["max_new_tokens"]),
+            "max_epochs": 1000,
+            "logging_steps": 5,
+        }
+    )
 
 
 def old_keys_table() -> str:
     """docs/migration.md's table of the profile keys the ``rm:`` block replaced: :data:`OLD_KEYS`."""
-    return "\n".join(["| old profile key | now | `train-rm` flag |", "|---|---|---|",
-                      *(f"| `{key}` | `{RM_BLOCK}.{flag}` | `--{flag}` |" for key, flag in OLD_KEYS.items())])
+    return "\n".join(
+        [
+            "| old profile key | now | `train-rm` flag |",
+            "|---|---|---|",
+            *(f"| `{key}` | `{RM_BLOCK}.{flag}` | `--{flag}` |" for key, flag in OLD_KEYS.items()),
+        ]
+    )

@@ -29,8 +29,17 @@ from goalrm_core.data.io import atomic_path
 from goalrm_core.tasks.toymath.grading import line_end_tokens
 
 SCHEMA = 1
-COLUMNS = ("question", "sample", "correct", "first_error_line", "tokens", "policy_mean_logprob", "score",
-           "line_q", "line_partial")
+COLUMNS = (
+    "question",
+    "sample",
+    "correct",
+    "first_error_line",
+    "tokens",
+    "policy_mean_logprob",
+    "score",
+    "line_q",
+    "line_partial",
+)
 #: the most one record may weigh (the issue's bound; a record over it is refused when written)
 MAX_BYTES = 5 * 1024 * 1024
 DIGITS = 4
@@ -66,19 +75,44 @@ def compact_rows(scored: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[l
         ends = line_end_tokens(r["generated_solution"], n)
         q = r.get("cosine_sim")
         step = r.get("first_error_step")
-        rows.append([index[r["question"]], int(r.get("sample_index", 0)), bool(r["is_correct"]),
-                     None if step is None else int(step), n, _round(r.get("policy_mean_logprob")), _round(r["reward"]),
-                     None if q is None else [_round(q[i]) for i in ends],
-                     [_round(r["partial_rewards"][i]) for i in ends]])
+        rows.append(
+            [
+                index[r["question"]],
+                int(r.get("sample_index", 0)),
+                bool(r["is_correct"]),
+                None if step is None else int(step),
+                n,
+                _round(r.get("policy_mean_logprob")),
+                _round(r["reward"]),
+                None if q is None else [_round(q[i]) for i in ends],
+                [_round(r["partial_rewards"][i]) for i in ends],
+            ]
+        )
     return questions, rows
 
 
-def write_record(folder: str | Path, arm: str, seed: int, bench: str, scored: Sequence[Mapping[str, Any]],
-                 made: Mapping[str, Any], train: Mapping[str, Any]) -> Path:
+def write_record(
+    folder: str | Path,
+    arm: str,
+    seed: int,
+    bench: str,
+    scored: Sequence[Mapping[str, Any]],
+    made: Mapping[str, Any],
+    train: Mapping[str, Any],
+) -> Path:
     """Write one record (atomically: a temp file renamed into place) and return its path."""
     questions, rows = compact_rows(scored)
-    record = {"schema": SCHEMA, "arm": arm, "seed": int(seed), "bench": bench, "made": dict(made), "train": dict(train),
-              "questions": questions, "columns": list(COLUMNS), "rows": rows}
+    record = {
+        "schema": SCHEMA,
+        "arm": arm,
+        "seed": int(seed),
+        "bench": bench,
+        "made": dict(made),
+        "train": dict(train),
+        "questions": questions,
+        "columns": list(COLUMNS),
+        "rows": rows,
+    }
     data = gzip.compress(json.dumps(record, separators=(",", ":")).encode("utf-8"), mtime=0)
     if len(data) > MAX_BYTES:
         raise ValueError(f"record {arm} seed {seed}: {len(data)} bytes, over the {MAX_BYTES}-byte bound")
@@ -114,7 +148,9 @@ def read_records(folder: str | Path) -> list[dict]:
         first = records[0]
         for key, value in (("made.data", lambda x: x["made"].get("data")), ("questions", lambda x: x["questions"])):
             if value(r) != value(first):
-                raise ValueError(f"{r['path']}: field {key!r} differs from {first['path']}'s: records of other data do not pool")
+                raise ValueError(
+                    f"{r['path']}: field {key!r} differs from {first['path']}'s: records of other data do not pool"
+                )
     return records
 
 

@@ -25,6 +25,7 @@ def step_arms(prm_arm: bool) -> list[str]:
     """The step-verifier arms a profile trains beside the two RMs (``prm_arm``)."""
     return [PRM] if prm_arm else []
 
+
 #: the in-distribution benchmark, which the headline figures and the sweep page read
 ID_BENCH = "toy-id"
 #: which generations the headline tables read -> how the pages describe them: "greedy", or

@@ -39,8 +39,15 @@ import numpy as np
 
 from goalrm_core.evaluation import step_verifier, voting
 from goalrm_core.evaluation.auroc import bootstrap_auroc
-from goalrm_core.evaluation.hierarchical import (across_seeds_and_questions, auroc_statistic, clipped, difference,
-                                                 hierarchical_bootstrap, mean_statistic, ratio_statistic)
+from goalrm_core.evaluation.hierarchical import (
+    across_seeds_and_questions,
+    auroc_statistic,
+    clipped,
+    difference,
+    hierarchical_bootstrap,
+    mean_statistic,
+    ratio_statistic,
+)
 from goalrm_core.study import formatting as fmt
 from goalrm_core.study.rms import PRM_LABEL
 from goalrm_core.tasks.toymath.grading import line_end_tokens  # a step is a line: the task says where lines end
@@ -67,7 +74,7 @@ def line_scores(row: Mapping, key: str) -> list[float]:
     if LINE_READING.get(key, "end") == "end":
         return [float(values[i]) for i in ends]
     starts = [0] + [e + 1 for e in ends[:-1]]
-    lines = [[float(v) for v in values[a:b + 1] if v == v] for a, b in zip(starts, ends)]
+    lines = [[float(v) for v in values[a : b + 1] if v == v] for a, b in zip(starts, ends)]
     return [min(line) if line else float("inf") for line in lines]
 
 
@@ -99,12 +106,23 @@ def verifier_f1(rows: Sequence[Mapping], key: str, validation: set[str]) -> dict
     keep = [rows[i] for i in labelled(rows)]
     val = [r for r in keep if r["question"] in validation]
     rep = [r for r in keep if r["question"] not in validation]
-    threshold, fit = step_verifier.choose_f1_threshold([line_scores(r, key) for r in val], [first_error_line(r) for r in val])
+    threshold, fit = step_verifier.choose_f1_threshold(
+        [line_scores(r, key) for r in val], [first_error_line(r) for r in val]
+    )
     scores, truth = [line_scores(r, key) for r in rep], [first_error_line(r) for r in rep]
     figures = step_verifier.evaluate_at(scores, truth, threshold)
     aurocs = {metric: _point_auroc(*examples) for metric, examples in auroc_examples(scores, truth).items()}
-    return {"threshold": threshold, "validation_f1": fit["f1"], **figures, **aurocs, "n_dropped": len(rows) - len(keep),
-            **filter_figures(rows, key, validation), "_scores": scores, "_truth": truth, "_questions": [r["question"] for r in rep]}
+    return {
+        "threshold": threshold,
+        "validation_f1": fit["f1"],
+        **figures,
+        **aurocs,
+        "n_dropped": len(rows) - len(keep),
+        **filter_figures(rows, key, validation),
+        "_scores": scores,
+        "_truth": truth,
+        "_questions": [r["question"] for r in rep],
+    }
 
 
 #: how far below unfiltered voting (a fraction, on the validation questions) a filter's threshold may
@@ -133,7 +151,7 @@ def filter_signal(row: Mapping, key: str) -> np.ndarray:
     if LINE_READING.get(key, "end") == "end":
         out[ends] = values[ends]
     elif ends:
-        out[:ends[-1] + 1] = values[:ends[-1] + 1]
+        out[: ends[-1] + 1] = values[: ends[-1] + 1]
     return out
 
 
@@ -151,22 +169,39 @@ def filter_figures(rows: Sequence[Mapping], key: str, validation: set[str]) -> d
     if not val or not rep:
         raise ValueError("the filter figures need samples on both validation and reported questions")
     candidates = fr.candidate_thresholds(val)
-    threshold, _ = voting.choose_filter_threshold(val, candidates=candidates, skip_first=0, max_accuracy_drop=FRONTIER_DROP)
-    oracle = voting.filter_per_question(fr.with_signal(reported, fr.oracle_signal), 0.0, 0)  # the same questions, in the same order
+    threshold, _ = voting.choose_filter_threshold(
+        val, candidates=candidates, skip_first=0, max_accuracy_drop=FRONTIER_DROP
+    )
+    oracle = voting.filter_per_question(
+        fr.with_signal(reported, fr.oracle_signal), 0.0, 0
+    )  # the same questions, in the same order
     mine = voting.filter_per_question(rep, threshold, 0)
     oracle_saved = float(oracle["tokens_saved"].sum())
-    frontier = [{"threshold": float(t), "share_of_oracle": res.tokens_saved / oracle_saved if oracle_saved else math.nan,
-                 "accuracy_change": res.accuracy - res.accuracy_unfiltered, "tokens_saved_pct": res.tokens_saved_pct,
-                 "chosen": bool(t == threshold)} for t, res in zip(candidates, fr.votes_at(rep, candidates, 0))]
+    frontier = [
+        {
+            "threshold": float(t),
+            "share_of_oracle": res.tokens_saved / oracle_saved if oracle_saved else math.nan,
+            "accuracy_change": res.accuracy - res.accuracy_unfiltered,
+            "tokens_saved_pct": res.tokens_saved_pct,
+            "chosen": bool(t == threshold),
+        }
+        for t, res in zip(candidates, fr.votes_at(rep, candidates, 0))
+    ]
     change = mine["correct"].astype(np.float64) - mine["correct_unfiltered"].astype(np.float64)
-    return {"filter_threshold": threshold,
-            "filter_share": float(mine["tokens_saved"].sum()) / oracle_saved if oracle_saved else math.nan,
-            "filter_accuracy_change": float(change.mean()),
-            "filter_tokens_saved_pct": 100.0 * float(mine["tokens_saved"].sum()) / float(mine["tokens_total"].sum()),
-            "oracle_tokens_saved_pct": 100.0 * oracle_saved / float(oracle["tokens_total"].sum()),
-            "_filter": {"questions": [q[0]["question"] for q in rep], "saved": mine["tokens_saved"],
-                        "oracle_saved": oracle["tokens_saved"], "change": change},
-            "_frontier": frontier}
+    return {
+        "filter_threshold": threshold,
+        "filter_share": float(mine["tokens_saved"].sum()) / oracle_saved if oracle_saved else math.nan,
+        "filter_accuracy_change": float(change.mean()),
+        "filter_tokens_saved_pct": 100.0 * float(mine["tokens_saved"].sum()) / float(mine["tokens_total"].sum()),
+        "oracle_tokens_saved_pct": 100.0 * oracle_saved / float(oracle["tokens_total"].sum()),
+        "_filter": {
+            "questions": [q[0]["question"] for q in rep],
+            "saved": mine["tokens_saved"],
+            "oracle_saved": oracle["tokens_saved"],
+            "change": change,
+        },
+        "_frontier": frontier,
+    }
 
 
 def frontier_frame(result: Mapping[str, Any], seed_index: int = 0):
@@ -175,8 +210,13 @@ def frontier_frame(result: Mapping[str, Any], seed_index: int = 0):
     the validation questions chose it)."""
     import pandas as pd
 
-    return pd.DataFrame([{"verifier": verifier, **point} for verifier, results in result["per_seed"].items()
-                         for point in results[seed_index]["_frontier"]])
+    return pd.DataFrame(
+        [
+            {"verifier": verifier, **point}
+            for verifier, results in result["per_seed"].items()
+            for point in results[seed_index]["_frontier"]
+        ]
+    )
 
 
 def auroc_examples(scores: Sequence[Sequence[float]], truth: Sequence[int | None]) -> dict[str, tuple[np.ndarray, ...]]:
@@ -192,11 +232,13 @@ def auroc_examples(scores: Sequence[Sequence[float]], truth: Sequence[int | None
         line_s.append(-np.asarray(lines, dtype=np.float64))
         line_y.append(np.zeros(t.size) if e is None else (t >= e).astype(np.float64))
         line_of.append(np.full(t.size, i))
-    cat = (lambda parts, dtype=np.float64: np.concatenate(parts) if parts else np.empty(0, dtype=dtype))
+    cat = lambda parts, dtype=np.float64: np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
     final_s = np.array([lines[-1] for lines in scores], dtype=np.float64)
     final_y = np.array([e is None for e in truth], dtype=np.float64)
-    return {"line_auroc": (cat(line_s), cat(line_y), cat(line_of, np.int64)),
-            "final_auroc": (final_s, final_y, np.arange(len(scores)))}
+    return {
+        "line_auroc": (cat(line_s), cat(line_y), cat(line_of, np.int64)),
+        "final_auroc": (final_s, final_y, np.arange(len(scores))),
+    }
 
 
 def _point_auroc(scores: np.ndarray, labels: np.ndarray, _solution: np.ndarray) -> float:
@@ -218,15 +260,22 @@ def _statistics(r: Mapping, index: Mapping[str, int]) -> dict[str, Any]:
     return out
 
 
-def bench_summary(per_seed: Mapping[str, Sequence[dict]], baseline: str | None = None, n_boot: int = 1000,
-                  seed: int = 0, metric: str = "f1") -> dict[str, dict]:
+def bench_summary(
+    per_seed: Mapping[str, Sequence[dict]],
+    baseline: str | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    metric: str = "f1",
+) -> dict[str, dict]:
     """Per verifier, ``metric`` (one of :data:`METRICS`) over its seeds (``verifier_f1`` results, seeds in
     the same order for every verifier) with an interval over seeds and questions; with ``baseline``, each
     other verifier's figure minus the baseline's, seed by seed on the same question draws."""
     if metric not in METRICS:
         raise ValueError(f"unknown metric {metric!r}; valid: {', '.join(METRICS)}")
     # one question index for every verifier and seed, so a draw weights the same questions in all of them
-    questions = sorted({q for results in per_seed.values() for r in results for q in [*r["_questions"], *r["_filter"]["questions"]]})
+    questions = sorted(
+        {q for results in per_seed.values() for r in results for q in [*r["_questions"], *r["_filter"]["questions"]]}
+    )
     index = {q: i for i, q in enumerate(questions)}
     summary, statistics = {}, {}
     for name, results in per_seed.items():
@@ -234,7 +283,10 @@ def bench_summary(per_seed: Mapping[str, Sequence[dict]], baseline: str | None =
         boot = hierarchical_bootstrap(statistics[name], n_questions=len(questions), n_boot=n_boot, seed=seed)
         # a single scorer's AUROC is judged against chance (0.5), every other figure against 0; kept in range
         null = 0.5 if metric in AUROC_METRICS else 0.0
-        summary[name] = clipped(across_seeds_and_questions([r[metric] for r in results], boot, null=null), *RANGES.get(metric, (-math.inf, math.inf)))
+        summary[name] = clipped(
+            across_seeds_and_questions([r[metric] for r in results], boot, null=null),
+            *RANGES.get(metric, (-math.inf, math.inf)),
+        )
     if baseline is not None:
         for name, results in per_seed.items():
             if name == baseline or len(results) != len(per_seed[baseline]):
@@ -246,14 +298,26 @@ def bench_summary(per_seed: Mapping[str, Sequence[dict]], baseline: str | None =
     return summary
 
 
-def summaries(per_seed: Mapping[str, Sequence[dict]], reference: str | None, n_boot: int = 1000,
-              seed: int = 0) -> dict[str, dict[str, dict]]:
+def summaries(
+    per_seed: Mapping[str, Sequence[dict]], reference: str | None, n_boot: int = 1000, seed: int = 0
+) -> dict[str, dict[str, dict]]:
     """``{metric: bench_summary(...)}`` for every figure of :data:`METRICS`."""
-    return {metric: bench_summary(per_seed, baseline=reference, n_boot=n_boot, seed=seed, metric=metric) for metric in METRICS}
+    return {
+        metric: bench_summary(per_seed, baseline=reference, n_boot=n_boot, seed=seed, metric=metric)
+        for metric in METRICS
+    }
 
 
-def bench_run(run_dir, rms: Sequence[str], rm_seeds: Sequence[int], bench: str = "toy-id", split_seed: int = 0,
-              n_boot: int = 1000, seed: int = 0, arms: Sequence[str] = ()) -> dict[str, Any]:
+def bench_run(
+    run_dir,
+    rms: Sequence[str],
+    rm_seeds: Sequence[int],
+    bench: str = "toy-id",
+    split_seed: int = 0,
+    n_boot: int = 1000,
+    seed: int = 0,
+    arms: Sequence[str] = (),
+) -> dict[str, Any]:
     """Notebook 04's step-verifier bench: every RM's Q and partial reward, per seed, on all samples of
     ``bench`` as notebook 04 scored them, each step-verifier arm's partial reward (``rms.step_arms``: the
     exact-label PRM), and the policy's own log-prob; differences against the baseline RM's partial reward
@@ -280,12 +344,23 @@ def bench_run(run_dir, rms: Sequence[str], rm_seeds: Sequence[int], bench: str =
     if logprobs is not None:
         per_seed["policy log-prob"] = [logprobs] * len(rm_seeds)
     reference = f"{BASELINE} partial reward" if f"{BASELINE} partial reward" in per_seed else None
-    return {"per_seed": per_seed, "reference": reference, "summaries": summaries(per_seed, reference, n_boot, seed),
-            "bench": bench, "split_seed": split_seed, "filter_max_drop": FRONTIER_DROP}
+    return {
+        "per_seed": per_seed,
+        "reference": reference,
+        "summaries": summaries(per_seed, reference, n_boot, seed),
+        "bench": bench,
+        "split_seed": split_seed,
+        "filter_max_drop": FRONTIER_DROP,
+    }
 
 
-def blind_floors(rows: Sequence[Mapping], split_seed: int = 0, rules: Sequence[str] = step_verifier.BLIND_RULES,
-                 n_boot: int = 1000, seed: int = 0) -> dict[str, dict[str, Any]]:
+def blind_floors(
+    rows: Sequence[Mapping],
+    split_seed: int = 0,
+    rules: Sequence[str] = step_verifier.BLIND_RULES,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> dict[str, dict[str, Any]]:
     """The content-blind floors of the first-error F1 (``step_verifier.blind_floor_statistic``) on a benchmark's
     scored ``rows`` (any RM's: every RM scores the same samples): each rule in ``rules`` fitted on the validation
     half of the questions (the split of :func:`bench_run`) and scored on the reported half, with a 95% interval
@@ -299,14 +374,23 @@ def blind_floors(rows: Sequence[Mapping], split_seed: int = 0, rules: Sequence[s
     halves = []
     for in_val in (True, False):
         part = [r for r in rows if (r["question"] in validation) == in_val]
-        halves.append(([len(line_end_tokens(r["generated_solution"], int(r["num_actions"]))) for r in part],
-                       [first_error_line(r) for r in part], [index[r["question"]] for r in part]))
+        halves.append(
+            (
+                [len(line_end_tokens(r["generated_solution"], int(r["num_actions"]))) for r in part],
+                [first_error_line(r) for r in part],
+                [index[r["question"]] for r in part],
+            )
+        )
     ones = np.ones((1, len(index)), dtype=np.int64)
     out = {}
     for rule in rules:
         statistic = step_verifier.blind_floor_statistic(rule, *halves)
         boot = hierarchical_bootstrap([statistic], len(index), n_boot, seed=seed)
-        out[rule] = {"f1": float(statistic(ones)[0]), "ci_low": max(0.0, boot.ci_low), "ci_high": min(1.0, boot.ci_high)}
+        out[rule] = {
+            "f1": float(statistic(ones)[0]),
+            "ci_low": max(0.0, boot.ci_low),
+            "ci_high": min(1.0, boot.ci_high),
+        }
     return out
 
 
@@ -319,9 +403,15 @@ def skill_scores(result: Mapping[str, Any], floors: Mapping[str, Mapping[str, An
     if prm is None or floor is None or prm.get("mean") is None or not prm["mean"] > floor:
         return {}
     span = prm["mean"] - floor
-    return {"floor": floor, "prm_f1": prm["mean"],
-            "verifiers": {name: {k: (s[k] - floor) / span for k in ("mean", "ci_low", "ci_high") if s.get(k) is not None}
-                          for name, s in f1.items() if " − " not in name}}
+    return {
+        "floor": floor,
+        "prm_f1": prm["mean"],
+        "verifiers": {
+            name: {k: (s[k] - floor) / span for k in ("mean", "ci_low", "ci_high") if s.get(k) is not None}
+            for name, s in f1.items()
+            if " − " not in name
+        },
+    }
 
 
 def floor_frame(floors: Mapping[str, Mapping[str, Any]], skill: Mapping[str, Any]):
@@ -331,10 +421,18 @@ def floor_frame(floors: Mapping[str, Mapping[str, Any]], skill: Mapping[str, Any
     def interval(lo, hi) -> str:
         return "" if lo is None or hi is None else f"[{lo:.3f}, {hi:.3f}]"
 
-    rows = [{"reading": f"floor: {rule}", "F1 or skill": f["f1"], "95% interval": interval(f["ci_low"], f["ci_high"])}
-            for rule, f in floors.items()]
-    rows += [{"reading": f"skill: {name}", "F1 or skill": s.get("mean"), "95% interval": interval(s.get("ci_low"), s.get("ci_high"))}
-             for name, s in skill.get("verifiers", {}).items()]
+    rows = [
+        {"reading": f"floor: {rule}", "F1 or skill": f["f1"], "95% interval": interval(f["ci_low"], f["ci_high"])}
+        for rule, f in floors.items()
+    ]
+    rows += [
+        {
+            "reading": f"skill: {name}",
+            "F1 or skill": s.get("mean"),
+            "95% interval": interval(s.get("ci_low"), s.get("ci_high")),
+        }
+        for name, s in skill.get("verifiers", {}).items()
+    ]
     return pd.DataFrame(rows)
 
 
@@ -346,20 +444,47 @@ def bench_frame(result: Mapping[str, Any]):
     for metric, by_verifier in result["summaries"].items():
         for verifier, s in by_verifier.items():
             per = [r[metric] for r in result["per_seed"][verifier]] if verifier in result["per_seed"] else []
-            rows.append({"figure": metric, "verifier": verifier, "mean": s.get("mean"), "ci_low": s.get("ci_low"),
-                         "ci_high": s.get("ci_high"), "per seed": ", ".join(f"{v:.3f}" for v in per),
-                         "verdict": s.get("verdict") if " − " in verifier else "", "mde": s.get("mde") if " − " in verifier else None})
+            rows.append(
+                {
+                    "figure": metric,
+                    "verifier": verifier,
+                    "mean": s.get("mean"),
+                    "ci_low": s.get("ci_low"),
+                    "ci_high": s.get("ci_high"),
+                    "per seed": ", ".join(f"{v:.3f}" for v in per),
+                    "verdict": s.get("verdict") if " − " in verifier else "",
+                    "mde": s.get("mde") if " − " in verifier else None,
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def bench_metrics(result: Mapping[str, Any]) -> dict[str, Any]:
     """What metrics.json keeps of the bench: per figure and verifier, the mean, its interval, the per-seed
     values and, for a difference, its two-sided verdict and MDE."""
-    keep = ("mean", "ci_low", "ci_high", "per_seed", "interval", "se_seeds", "se_questions", "verdict", "mde", "n_seeds", "reason")
-    return {"bench": result["bench"], "split_seed": result["split_seed"], "reference": result["reference"],
-            "filter_max_drop": result.get("filter_max_drop"),
-            "figures": {metric: {verifier: {k: v for k, v in s.items() if k in keep} for verifier, s in by_verifier.items()}
-                        for metric, by_verifier in result["summaries"].items()}}
+    keep = (
+        "mean",
+        "ci_low",
+        "ci_high",
+        "per_seed",
+        "interval",
+        "se_seeds",
+        "se_questions",
+        "verdict",
+        "mde",
+        "n_seeds",
+        "reason",
+    )
+    return {
+        "bench": result["bench"],
+        "split_seed": result["split_seed"],
+        "reference": result["reference"],
+        "filter_max_drop": result.get("filter_max_drop"),
+        "figures": {
+            metric: {verifier: {k: v for k, v in s.items() if k in keep} for verifier, s in by_verifier.items()}
+            for metric, by_verifier in result["summaries"].items()
+        },
+    }
 
 
 def reading(result: Mapping[str, Any], verifier: str = "goal-conditioned Q") -> str:
@@ -380,9 +505,11 @@ def reading(result: Mapping[str, Any], verifier: str = "goal-conditioned Q") -> 
         if isinstance(prm.get("mean"), (int, float)) and prm["mean"] > 0 and isinstance(mine.get("mean"), (int, float)):
             share += f": {verifier}, with no step labels, reaches {100 * mine['mean'] / prm['mean']:.0f}% of it"
         share += "."
-    return (f"Step verification on {result['bench']}'s exact labels: {verifier}'s first-error F1 is {figure(mine)}, "
-            f"{reference}'s {figure(ref)}; difference {figure(diff, signed=True)}: {_verdict(diff)} "
-            f"(95% intervals over RM seeds and questions).{share}")
+    return (
+        f"Step verification on {result['bench']}'s exact labels: {verifier}'s first-error F1 is {figure(mine)}, "
+        f"{reference}'s {figure(ref)}; difference {figure(diff, signed=True)}: {_verdict(diff)} "
+        f"(95% intervals over RM seeds and questions).{share}"
+    )
 
 
 def f1_figure(s: Mapping[str, Any], signed: bool = False) -> str:
@@ -390,7 +517,9 @@ def f1_figure(s: Mapping[str, Any], signed: bool = False) -> str:
     lies in [0, 1], and so does its interval: a t-interval that reaches past a bound is shown cut at it."""
     low, high = s.get("ci_low"), s.get("ci_high")
     if not signed:
-        low, high = (min(max(v, 0.0), 1.0) if isinstance(v, (int, float)) and not fmt.is_undefined(v) else v for v in (low, high))
+        low, high = (
+            min(max(v, 0.0), 1.0) if isinstance(v, (int, float)) and not fmt.is_undefined(v) else v for v in (low, high)
+        )
     return fmt.interval(s.get("mean"), low, high, 3, signed=signed)
 
 
@@ -406,7 +535,9 @@ def _verdict(diff: Mapping[str, Any]) -> str:
 
 #: The label-noise twins of a calibration: a PRM on rollout-estimated step labels and its exact-label
 #: twin on the same pairs (``scripts/step_verifier_bench.py`` names the difference this way).
-TWINS = re.compile(r"rollout-label PRM \((?P<n>[\d,]+) pairs\) partial reward − exact-label PRM \((?P=n) pairs\) partial reward")
+TWINS = re.compile(
+    r"rollout-label PRM \((?P<n>[\d,]+) pairs\) partial reward − exact-label PRM \((?P=n) pairs\) partial reward"
+)
 
 
 def label_noise_reading(rows: Sequence[Mapping[str, Any]], design: str) -> str:
@@ -414,23 +545,35 @@ def label_noise_reading(rows: Sequence[Mapping[str, Any]], design: str) -> str:
     ``reports/calibration/step-verifier.jsonl``): the last first-error F1 comparison of a rollout-label
     PRM with its exact-label twin recorded for ``design`` (rows whose run folder lies under
     ``calibration/<design>/``), with both twins' F1. Empty when the calibration has no twins."""
-    mine = [r for r in rows if r.get("kind") == "summary" and r.get("metric") == "f1"
-            and f"calibration/{design}/" in str(r.get("run_dir", ""))]
+    mine = [
+        r
+        for r in rows
+        if r.get("kind") == "summary"
+        and r.get("metric") == "f1"
+        and f"calibration/{design}/" in str(r.get("run_dir", ""))
+    ]
     diffs = [i for i, r in enumerate(mine) if TWINS.fullmatch(str(r.get("verifier", "")))]
     if not diffs:
         return ""
     diff = mine[diffs[-1]]
     n = TWINS.fullmatch(diff["verifier"])["n"]
     twin = {}
-    for r in mine[:diffs[-1]]:  # the twins' own rows, recorded before their difference in the same block
-        if r.get("name") == diff.get("name") and r.get("verifier") in (f"rollout-label PRM ({n} pairs) partial reward",
-                                                                       f"exact-label PRM ({n} pairs) partial reward"):
+    for r in mine[: diffs[-1]]:  # the twins' own rows, recorded before their difference in the same block
+        if r.get("name") == diff.get("name") and r.get("verifier") in (
+            f"rollout-label PRM ({n} pairs) partial reward",
+            f"exact-label PRM ({n} pairs) partial reward",
+        ):
             twin[r["verifier"].split(" ")[0]] = r
     figure = f1_figure
-    both = (f": first-error F1 {figure(twin['rollout-label'])} (rollout labels) against {figure(twin['exact-label'])} (exact)"
-            if {"rollout-label", "exact-label"} <= set(twin) else "")
+    both = (
+        f": first-error F1 {figure(twin['rollout-label'])} (rollout labels) against {figure(twin['exact-label'])} (exact)"
+        if {"rollout-label", "exact-label"} <= set(twin)
+        else ""
+    )
     seeds = ", ".join(str(s) for s in diff.get("seeds", []))
-    return (f"Label noise, measured in this design's calibration, not in this run (validation questions, RM seeds {seeds}; "
-            f"block {diff.get('name')} of reports/calibration/step-verifier.jsonl): a PRM on step labels estimated from "
-            f"policy rollouts (Math-Shepherd) and its twin on the exact labels of the same {n} pairs{both}; difference "
-            f"{figure(diff, signed=True)}: {_verdict(diff)}.")
+    return (
+        f"Label noise, measured in this design's calibration, not in this run (validation questions, RM seeds {seeds}; "
+        f"block {diff.get('name')} of reports/calibration/step-verifier.jsonl): a PRM on step labels estimated from "
+        f"policy rollouts (Math-Shepherd) and its twin on the exact labels of the same {n} pairs{both}; difference "
+        f"{figure(diff, signed=True)}: {_verdict(diff)}."
+    )

@@ -19,17 +19,17 @@ from tqdm.auto import tqdm
 from goalrm_core.data.io import read_jsonl
 from goalrm_core.data.rundir import RunDir, rm_metrics_path, train_summary_path
 from goalrm_core.evaluation.stats import mean_ci
-from goalrm_core.study.recipe import notebook_recipe, rm_max_len  # noqa: F401 (re-exported)
-from goalrm_core.study.rms import OVERRIDES as RM_OVERRIDES, STRATEGY as RM_STRATEGIES
-from goalrm_core.train.config import TrainRMConfig
 from goalrm_core.study.live import tail_view
+from goalrm_core.study.recipe import notebook_recipe, rm_max_len  # noqa: F401 (re-exported)
+from goalrm_core.study.rms import OVERRIDES as RM_OVERRIDES
+from goalrm_core.study.rms import STRATEGY as RM_STRATEGIES
+from goalrm_core.train.config import TrainRMConfig
 from goalrm_core.train.launch import run_streaming, train_command
 from goalrm_core.train.progress_file import PROGRESS_FILE_VAR, PROGRESS_LABEL_VAR, progress_path, read_progress
 from goalrm_core.train.store import from_store, link_stored
 
 if TYPE_CHECKING:
     import pandas as pd
-
 
 
 def shown_command(command: Sequence[str], run_root: str | os.PathLike) -> str:
@@ -48,11 +48,23 @@ def rm_config(recipe: TrainRMConfig, run_dir, rm: str, seed: int, out_root=None,
 
     run = RunDir(run_dir)
     out = run.model(rm, seed) if out_root is None else Path(out_root) / RunDir.model_name(rm, seed)
-    return TrainRMConfig.from_dict({**recipe.to_dict(), **{
-        "pretrain": str(run.policy), "dataset": str(run.preference_pairs("train")), "eval_dataset": str(run.preference_pairs("eval")),
-        "save_path": str(out), "metrics_path": str(rm_metrics_path(out)), "template": TEMPLATE,
-        "reward_model_strategy": RM_STRATEGIES[rm], "seed": seed, **RM_OVERRIDES.get(rm, {}), **overrides,
-    }})
+    return TrainRMConfig.from_dict(
+        {
+            **recipe.to_dict(),
+            **{
+                "pretrain": str(run.policy),
+                "dataset": str(run.preference_pairs("train")),
+                "eval_dataset": str(run.preference_pairs("eval")),
+                "save_path": str(out),
+                "metrics_path": str(rm_metrics_path(out)),
+                "template": TEMPLATE,
+                "reward_model_strategy": RM_STRATEGIES[rm],
+                "seed": seed,
+                **RM_OVERRIDES.get(rm, {}),
+                **overrides,
+            },
+        }
+    )
 
 
 def config_table(cfg: TrainRMConfig, run_dir) -> pd.DataFrame:
@@ -70,9 +82,11 @@ def config_table(cfg: TrainRMConfig, run_dir) -> pd.DataFrame:
         value = getattr(cfg, f.name)
         if value == getattr(default, f.name):
             continue
-        text = ("yes" if value else "no") if isinstance(value, bool) else str(value)  # a switch reads yes/no, never True
+        text = (
+            ("yes" if value else "no") if isinstance(value, bool) else str(value)
+        )  # a switch reads yes/no, never True
         if isinstance(value, str) and text.startswith(root):
-            text = "run" + text[len(root):]
+            text = "run" + text[len(root) :]
         rows.append({"setting": f.name, "value": text})
     return pd.DataFrame(rows, columns=["setting", "value"])
 
@@ -83,8 +97,16 @@ def threads_per_training(threads: int | None, parallel: int = 1, num_processes: 
     return max(1, (threads or os.cpu_count() or 1) // (parallel * num_processes))
 
 
-def train_rm(cfg: TrainRMConfig, log, *, threads_per_process: int = 1, num_processes: int = 1, store=None, desc: str = "",
-             live: bool = True) -> dict:
+def train_rm(
+    cfg: TrainRMConfig,
+    log,
+    *,
+    threads_per_process: int = 1,
+    num_processes: int = 1,
+    store=None,
+    desc: str = "",
+    live: bool = True,
+) -> dict:
     """Train one RM: the trainer's command line (:func:`~goalrm_core.train.launch.train_command`, ``python -m
     goalrm_core.train.trainer`` + ``cfg.to_argv()``) in a subprocess, since DeepSpeed never runs in the
     kernel, with ``threads_per_process`` threads set explicitly (the floats depend on it) and its output in
@@ -101,7 +123,11 @@ def train_rm(cfg: TrainRMConfig, log, *, threads_per_process: int = 1, num_proce
     def run_training(c: TrainRMConfig, lg: Path) -> None:
         show = tail_view(5, desc) if live else (lambda *_: None)
         progress.unlink(missing_ok=True)  # an earlier training's file would pass for this one's
-        env = {"OMP_NUM_THREADS": str(threads_per_process), PROGRESS_FILE_VAR: str(progress), PROGRESS_LABEL_VAR: desc or log.stem}
+        env = {
+            "OMP_NUM_THREADS": str(threads_per_process),
+            PROGRESS_FILE_VAR: str(progress),
+            PROGRESS_LABEL_VAR: desc or log.stem,
+        }
         run_streaming(train_command(c, num_processes=num_processes), lg, desc=desc, env=env, show=show)
 
     reused = False
@@ -118,9 +144,13 @@ def start_rm(cfg: TrainRMConfig, log, *, desc: str = "", **kwargs: Any) -> Futur
     """:func:`train_rm` in the background (a thread waiting on the trainer's subprocess), its output in
     ``log`` only and a line when it ends: notebook 02 shows one RM's call while :func:`train_rms` trains
     the others beside it (``done={(rm, seed): the future}``, which holds one of its places until it ends)."""
+
     def run() -> dict:
         summary = train_rm(cfg, log, desc=desc, live=False, **kwargs)
-        print(f"{desc}: {summary.get('steps')} steps, held-out accuracy {summary.get('eval_accuracy', float('nan')):.3f}", flush=True)
+        print(
+            f"{desc}: {summary.get('steps')} steps, held-out accuracy {summary.get('eval_accuracy', float('nan')):.3f}",
+            flush=True,
+        )
         return summary
 
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="goalrm-rm")
@@ -156,7 +186,9 @@ def wait_showing_steps(futures: dict, watched: dict, poll_s: float = 1.0, bars: 
                 continue
             bar = shown.get(key)
             if bar is None:
-                bar = shown[key] = tqdm(total=int(record["total"]), initial=int(record.get("initial", 0)), desc=label, unit="step")
+                bar = shown[key] = tqdm(
+                    total=int(record["total"]), initial=int(record.get("initial", 0)), desc=label, unit="step"
+                )
             bar.n = int(record["total"]) if record.get("done") else int(record["step"])
             bar.refresh()
 
@@ -173,8 +205,19 @@ def wait_showing_steps(futures: dict, watched: dict, poll_s: float = 1.0, bars: 
     return {key: f.result() for key, f in futures.items()}
 
 
-def train_rms(run_dir, rms: Sequence[str], seeds: Sequence[int], recipe: TrainRMConfig, num_processes: int = 1, parallel: int = 1,
-              out_root=None, store=None, threads: int | None = None, done: dict | None = None, **overrides: Any) -> pd.DataFrame:
+def train_rms(
+    run_dir,
+    rms: Sequence[str],
+    seeds: Sequence[int],
+    recipe: TrainRMConfig,
+    num_processes: int = 1,
+    parallel: int = 1,
+    out_root=None,
+    store=None,
+    threads: int | None = None,
+    done: dict | None = None,
+    **overrides: Any,
+) -> pd.DataFrame:
     """Train every RM for every seed with :func:`train_rm`; returns one row per run from its
     train_summary.json, in the order of ``rms`` then ``seeds``.
 
@@ -198,7 +241,7 @@ def train_rms(run_dir, rms: Sequence[str], seeds: Sequence[int], recipe: TrainRM
     running = {job: f for job, f in done.items() if isinstance(f, Future)}
     todo = [job for job in jobs if job not in done]
     left_over = min((len(running) + len(todo)) % parallel, len(todo))
-    rounds = [(todo[:len(todo) - left_over], parallel, running), (todo[len(todo) - left_over:], left_over, {})]
+    rounds = [(todo[: len(todo) - left_over], parallel, running), (todo[len(todo) - left_over :], left_over, {})]
 
     def log_of(job, cfg=None) -> Path:
         rm, seed = job
@@ -211,19 +254,34 @@ def train_rms(run_dir, rms: Sequence[str], seeds: Sequence[int], recipe: TrainRM
     watched = {job: (progress_path(log_of(job)), f"{job[0]} seed {job[1]}") for job in todo}
     for path, _ in watched.values():  # an earlier training's file would show as this one's until it starts
         path.unlink(missing_ok=True)
-    watched.update({job: (f.progress_path, f.desc or f"{job[0]} seed {job[1]}") for job, f in running.items()
-                    if getattr(f, "progress_path", None) is not None})
+    watched.update(
+        {
+            job: (f.progress_path, f.desc or f"{job[0]} seed {job[1]}")
+            for job, f in running.items()
+            if getattr(f, "progress_path", None) is not None
+        }
+    )
 
     def train(job, per_process):
         rm, seed = job
         cfg = rm_config(recipe, run_dir, rm, seed, out_root, **overrides)
         log = log_of(job, cfg)
-        summary = train_rm(cfg, log, threads_per_process=per_process, num_processes=num_processes, store=store,
-                           desc=f"{rm} seed {seed}", live=parallel == 1)
+        summary = train_rm(
+            cfg,
+            log,
+            threads_per_process=per_process,
+            num_processes=num_processes,
+            store=store,
+            desc=f"{rm} seed {seed}",
+            live=parallel == 1,
+        )
         reused = summary.get("reused", False)
         if parallel > 1 or reused:
             said = "reused from the store" if reused else f"{summary.get('steps')} steps"
-            print(f"{rm} seed {seed}: {said}, held-out accuracy {summary.get('eval_accuracy', float('nan')):.3f}", flush=True)
+            print(
+                f"{rm} seed {seed}: {said}, held-out accuracy {summary.get('eval_accuracy', float('nan')):.3f}",
+                flush=True,
+            )
         return summary
 
     # RM i of n with an ETA: a widget in JupyterLab, nothing in a batch run (its log gets a line per RM)
@@ -232,8 +290,10 @@ def train_rms(run_dir, rms: Sequence[str], seeds: Sequence[int], recipe: TrainRM
         if round_jobs or waiting:
             per_process = threads_per_training(threads, width, num_processes)
             with ThreadPoolExecutor(max_workers=width) as pool:  # a run still going holds a place: waited on first
-                futures = {**{job: pool.submit(f.result) for job, f in waiting.items()},
-                           **{job: pool.submit(train, job, per_process) for job in round_jobs}}
+                futures = {
+                    **{job: pool.submit(f.result) for job, f in waiting.items()},
+                    **{job: pool.submit(train, job, per_process) for job in round_jobs},
+                }
                 for future in futures.values():
                     future.add_done_callback(lambda _: bar.update(1))
                 done.update(wait_showing_steps(futures, watched))
@@ -248,8 +308,11 @@ def training_curves(run_dir, rms: Sequence[str], seeds: Sequence[int]) -> pd.Dat
     import pandas as pd
 
     run = RunDir(run_dir)
-    frames = [pd.DataFrame(read_jsonl(rm_metrics_path(run.model(rm, seed)))).assign(rm=rm, seed=seed)
-              for rm in rms for seed in seeds]
+    frames = [
+        pd.DataFrame(read_jsonl(rm_metrics_path(run.model(rm, seed)))).assign(rm=rm, seed=seed)
+        for rm in rms
+        for seed in seeds
+    ]
     return pd.concat(frames, ignore_index=True)
 
 
@@ -267,8 +330,17 @@ def seed_summary(runs: pd.DataFrame, value: str = "eval_accuracy") -> pd.DataFra
 def training_metrics(summary: pd.DataFrame, runs: pd.DataFrame, steps: int) -> tuple[dict, dict]:
     """(the ``training`` section of metrics.json, its timings): per RM the held-out accuracy over
     seeds (``seed_summary``) and the step budget; apart from them, the mean throughput and wall time."""
-    recorded = {rm: {"eval_accuracy": row["eval_accuracy"], "eval_accuracy_ci": [row["eval_accuracy_ci_low"], row["eval_accuracy_ci_high"]],
-                     "steps": steps, "n_seeds": int(row["n_seeds"])}
-                for rm, row in summary.iterrows()}
-    timings = {rm: {"tokens_per_s": float(g["tokens_per_s"].mean()), "wall_s": float(g["wall_s"].mean())} for rm, g in runs.groupby("rm")}
+    recorded = {
+        rm: {
+            "eval_accuracy": row["eval_accuracy"],
+            "eval_accuracy_ci": [row["eval_accuracy_ci_low"], row["eval_accuracy_ci_high"]],
+            "steps": steps,
+            "n_seeds": int(row["n_seeds"]),
+        }
+        for rm, row in summary.iterrows()
+    }
+    timings = {
+        rm: {"tokens_per_s": float(g["tokens_per_s"].mean()), "wall_s": float(g["wall_s"].mean())}
+        for rm, g in runs.groupby("rm")
+    }
     return recorded, timings

@@ -7,10 +7,16 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from goalrm_core.model.encoding import encode_preference_rows
 from goalrm_core.data.preferences import (
-    HH_RLHF, chat_splitter, dataset_sources, held_out_split, load_preference_rows, official_eval_rows, split_train_eval,
+    HH_RLHF,
+    chat_splitter,
+    dataset_sources,
+    held_out_split,
+    load_preference_rows,
+    official_eval_rows,
+    split_train_eval,
 )
+from goalrm_core.model.encoding import encode_preference_rows
 from goalrm_core.train.config import SPECIAL_TOKENS, TrainRMConfig
 
 
@@ -38,8 +44,10 @@ def load_tokenizer(cfg: TrainRMConfig):
         for name, token in overrides.items():
             token_id = tokenizer.convert_tokens_to_ids(token)
             if token not in tokenizer.get_vocab() or not isinstance(token_id, int) or not 0 <= token_id < vocab_size:
-                raise ValueError(f"--{name} {token!r} is not a token of the tokenizer of --pretrain {cfg.pretrain} that the backbone "
-                                 f"has an embedding for (id {token_id}, vocabulary {vocab_size}); give one of its tokens")
+                raise ValueError(
+                    f"--{name} {token!r} is not a token of the tokenizer of --pretrain {cfg.pretrain} that the backbone "
+                    f"has an embedding for (id {token_id}, vocabulary {vocab_size}); give one of its tokens"
+                )
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
@@ -53,22 +61,33 @@ def load_items(cfg: TrainRMConfig, tokenizer, say: Callable[[str], None]) -> tup
     ``--rejected_key``, ``--apply_chat_template`` and ``--input_template`` apply as in the official code.
     The held-out pairs: ``--eval_dataset``, else as ``--eval_source`` says."""
     reports: list = []
-    read = dict(hh_format=cfg.hh_format, keys=(cfg.prompt_key, cfg.chosen_key, cfg.rejected_key) if cfg.chosen_key else None,
-                chat=chat_splitter(tokenizer) if cfg.apply_chat_template else None)
+    read = dict(
+        hh_format=cfg.hh_format,
+        keys=(cfg.prompt_key, cfg.chosen_key, cfg.rejected_key) if cfg.chosen_key else None,
+        chat=chat_splitter(tokenizer) if cfg.apply_chat_template else None,
+    )
     rows = load_preference_rows(cfg.dataset, cfg.dataset_probs, cfg.seed, cfg.max_samples, reports=reports, **read)
-    held_out = [held_out_split(source) for source in dataset_sources(cfg.dataset)] if cfg.eval_source == "test_split" else [None]
+    held_out = (
+        [held_out_split(source) for source in dataset_sources(cfg.dataset)]
+        if cfg.eval_source == "test_split"
+        else [None]
+    )
     if cfg.eval_dataset:
         train_rows = rows
         eval_rows = load_preference_rows(cfg.eval_dataset, "", cfg.seed, 0, split="eval", reports=reports, **read)
     elif cfg.eval_source == "official":
         train_rows = rows
         eval_rows, notes = official_eval_rows(cfg.dataset, **read)
-        eval_rows = eval_rows[:cfg.max_samples] if cfg.max_samples else eval_rows
+        eval_rows = eval_rows[: cfg.max_samples] if cfg.max_samples else eval_rows
         say(f"data: evaluating as the official code does (--eval_source official): {'; '.join(notes)}")
     elif all(held_out):
-        say(f"data: evaluating on the sources' own {'/'.join(dict.fromkeys(held_out))} split (--eval_source test_split)")
+        say(
+            f"data: evaluating on the sources' own {'/'.join(dict.fromkeys(held_out))} split (--eval_source test_split)"
+        )
         train_rows = rows
-        eval_rows = load_preference_rows(cfg.dataset, cfg.dataset_probs, cfg.seed, 0, split="test", reports=reports, **read)
+        eval_rows = load_preference_rows(
+            cfg.dataset, cfg.dataset_probs, cfg.seed, 0, split="test", reports=reports, **read
+        )
     else:
         train_rows, eval_rows = split_train_eval(rows, cfg.eval_split, cfg.seed)
     for report in reports:
@@ -77,17 +96,28 @@ def load_items(cfg: TrainRMConfig, tokenizer, say: Callable[[str], None]) -> tup
         # The official code's HH script passes no template: a whole dialogue already holds its prompt.
         cfg.template = "hh"
         say(hh_switch_line(cfg.apply_chat_template))
-    train_items, train_stats = encode_preference_rows(tokenizer, train_rows, cfg.template, cfg.max_len, cfg.encoding, cfg.input_template)
-    eval_items, eval_stats = encode_preference_rows(tokenizer, eval_rows, cfg.template, cfg.max_len, cfg.encoding, cfg.input_template) if eval_rows else ([], None)
+    train_items, train_stats = encode_preference_rows(
+        tokenizer, train_rows, cfg.template, cfg.max_len, cfg.encoding, cfg.input_template
+    )
+    eval_items, eval_stats = (
+        encode_preference_rows(tokenizer, eval_rows, cfg.template, cfg.max_len, cfg.encoding, cfg.input_template)
+        if eval_rows
+        else ([], None)
+    )
     say(f"tokenised train: {train_stats.summary()}")
     if eval_stats is not None:
         say(f"tokenised eval: {eval_stats.summary()}")
     if not train_items:
-        raise ValueError(f"no training pairs left after tokenisation with --max_len {cfg.max_len}: {train_stats.summary()}")
+        raise ValueError(
+            f"no training pairs left after tokenisation with --max_len {cfg.max_len}: {train_stats.summary()}"
+        )
     stats = {
-        "train_pairs": len(train_items), "eval_pairs": len(eval_items),
-        "train_truncated": train_stats.n_truncated, "train_dropped": train_stats.n_dropped,
-        "eval_truncated": eval_stats.n_truncated if eval_stats else 0, "eval_dropped": eval_stats.n_dropped if eval_stats else 0,
+        "train_pairs": len(train_items),
+        "eval_pairs": len(eval_items),
+        "train_truncated": train_stats.n_truncated,
+        "train_dropped": train_stats.n_dropped,
+        "eval_truncated": eval_stats.n_truncated if eval_stats else 0,
+        "eval_dropped": eval_stats.n_dropped if eval_stats else 0,
         "skipped_rows": sum(r.n_skipped for r in reports),
     }
     return train_items, eval_items, stats
@@ -101,8 +131,10 @@ def hh_switch_line(chat_template: bool) -> str:
     data: every row is a chat conversation (rendered with the tokenizer's chat template, --apply_chat_template); using --template hh (the conversation up to the reply is the prompt)
     """
     if chat_template:
-        return ("data: every row is a chat conversation (rendered with the tokenizer's chat template, --apply_chat_template); "
-                "using --template hh (the conversation up to the reply is the prompt)")
+        return (
+            "data: every row is a chat conversation (rendered with the tokenizer's chat template, --apply_chat_template); "
+            "using --template hh (the conversation up to the reply is the prompt)"
+        )
     return "data: every row is an HH-RLHF dialogue; using --template hh (the dialogue is the prompt)"
 
 
@@ -128,11 +160,11 @@ def epoch_batches(
     rng = np.random.default_rng([seed, epoch])
     order = rng.permutation(len(lengths))[: per_pass * n_passes].tolist()
     if not group_by_length:
-        return [order[i * per_pass:(i + 1) * per_pass] for i in range(n_passes)]
+        return [order[i * per_pass : (i + 1) * per_pass] for i in range(n_passes)]
     chunk = 50 * per_pass
     batches = []
     for start in range(0, len(order), chunk):
-        part = sorted(order[start:start + chunk], key=lambda i: -lengths[i])
-        passes = [part[i:i + per_pass] for i in range(0, len(part), per_pass)]
+        part = sorted(order[start : start + chunk], key=lambda i: -lengths[i])
+        passes = [part[i : i + per_pass] for i in range(0, len(part), per_pass)]
         batches.extend(passes[j] for j in rng.permutation(len(passes)).tolist())
     return batches

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import logging
 import os
-from pathlib import Path
 import pickle
 import random
 import re
 import socket
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,7 +38,15 @@ def checkpoint_globals() -> list:
     from deepspeed.runtime.zero.config import ZeroStageEnum
     from deepspeed.utils.tensor_fragment import fragment_address
 
-    allowed = [np.ndarray, np.dtype, type(np.dtype(np.uint32)), LossScaler, DynamicLossScaler, ZeroStageEnum, fragment_address]
+    allowed = [
+        np.ndarray,
+        np.dtype,
+        type(np.dtype(np.uint32)),
+        LossScaler,
+        DynamicLossScaler,
+        ZeroStageEnum,
+        fragment_address,
+    ]
     for module in ("_core", "core"):  # NumPy 2 pickles arrays through numpy._core, NumPy 1 through numpy.core
         multiarray = getattr(getattr(np, module, None), "multiarray", None)
         if multiarray is not None and hasattr(multiarray, "_reconstruct"):
@@ -56,13 +64,17 @@ def load_checkpoint_file(path: str | os.PathLike, map_location=None) -> Any:
     except pickle.UnpicklingError as e:
         named = re.search(r"(?:Unsupported global|Unsupported operand|unsupported)[^\n]*", str(e))
         what = named.group(0).strip() if named else str(e).splitlines()[0][:200]
-        raise ArtifactError(f"{path}: refusing to load this checkpoint file: it holds Python objects a goalrm checkpoint "
-                            f"never holds ({what}), and unpickling them could run code; delete it or resume from another "
-                            f"checkpoint") from None
+        raise ArtifactError(
+            f"{path}: refusing to load this checkpoint file: it holds Python objects a goalrm checkpoint "
+            f"never holds ({what}), and unpickling them could run code; delete it or resume from another "
+            f"checkpoint"
+        ) from None
     except (RuntimeError, EOFError, OSError, ValueError) as e:
-        raise ArtifactError(f"{path}: the checkpoint file is damaged or truncated ({type(e).__name__}: "
-                            f"{str(e).splitlines()[0][:200] if str(e) else 'no detail'}); resume from another checkpoint "
-                            f"or start without --load_checkpoint") from None
+        raise ArtifactError(
+            f"{path}: the checkpoint file is damaged or truncated ({type(e).__name__}: "
+            f"{str(e).splitlines()[0][:200] if str(e) else 'no detail'}); resume from another checkpoint "
+            f"or start without --load_checkpoint"
+        ) from None
 
 
 def checkpoint_tag(ckpt_dir: str | os.PathLike) -> str:
@@ -74,8 +86,10 @@ def checkpoint_tag(ckpt_dir: str | os.PathLike) -> str:
     except ValueError as e:
         raise ArtifactError(f"{latest}: {e}; a checkpoint's tag is a folder of {ckpt_dir}") from None
     if not (Path(ckpt_dir) / tag).is_dir():
-        raise ArtifactError(f"{latest} names {tag!r}, but {Path(ckpt_dir) / tag} is not there; "
-                            f"restore it, write an existing step folder into {latest}, or start without --load_checkpoint")
+        raise ArtifactError(
+            f"{latest} names {tag!r}, but {Path(ckpt_dir) / tag} is not there; "
+            f"restore it, write an existing step folder into {latest}, or start without --load_checkpoint"
+        )
     return tag
 
 
@@ -130,7 +144,9 @@ def deepspeed_config(cfg: TrainRMConfig, world_size: int) -> dict:
     config = {
         "train_batch_size": cfg.train_batch_size,
         "train_micro_batch_size_per_gpu": cfg.micro_train_batch_size,
-        "gradient_accumulation_steps": gradient_accumulation_steps(cfg.train_batch_size, cfg.micro_train_batch_size, world_size),
+        "gradient_accumulation_steps": gradient_accumulation_steps(
+            cfg.train_batch_size, cfg.micro_train_batch_size, world_size
+        ),
         "gradient_clipping": cfg.max_norm,
         "zero_optimization": zero,
         "bf16": {"enabled": bool(cfg.bf16)},
@@ -191,14 +207,20 @@ def launcher_world() -> int:
     try:
         world, rank = int(os.environ["WORLD_SIZE"]), int(os.environ.get("RANK", "0"))
     except ValueError:
-        raise ValueError(f"launcher variables {_launcher_settings()}: WORLD_SIZE and RANK must be integers; {_UNSET}") from None
+        raise ValueError(
+            f"launcher variables {_launcher_settings()}: WORLD_SIZE and RANK must be integers; {_UNSET}"
+        ) from None
     if world < 1 or not 0 <= rank < world:
-        raise ValueError(f"launcher variables {_launcher_settings()}: need WORLD_SIZE >= 1 and 0 <= RANK < WORLD_SIZE; {_UNSET}")
+        raise ValueError(
+            f"launcher variables {_launcher_settings()}: need WORLD_SIZE >= 1 and 0 <= RANK < WORLD_SIZE; {_UNSET}"
+        )
     missing = [k for k in ("MASTER_ADDR", "MASTER_PORT") if world > 1 and not os.environ.get(k)]
     if missing:
-        raise ValueError(f"launcher variables {_launcher_settings()} ask for a group of {world} processes, but "
-                         f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set: start the command with "
-                         f"torchrun or deepspeed, or, {_UNSET}")
+        raise ValueError(
+            f"launcher variables {_launcher_settings()} ask for a group of {world} processes, but "
+            f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set: start the command with "
+            f"torchrun or deepspeed, or, {_UNSET}"
+        )
     return world
 
 
@@ -219,8 +241,10 @@ def join_process_group(init, backend: str | None = None, timeout_s: float | None
             init(backend, timeout=datetime.timedelta(seconds=timeout_s))
     except (RuntimeError, ValueError) as e:  # DistStoreError (a timeout) and DistNetworkError are RuntimeErrors
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ValueError(f"no process group: {settings} ask for {world} processes, and they did not all join within "
-                         f"{timeout_s:.0f} s ({first}); start every process with torchrun or deepspeed, or, {_UNSET}") from None
+        raise ValueError(
+            f"no process group: {settings} ask for {world} processes, and they did not all join within "
+            f"{timeout_s:.0f} s ({first}); start every process with torchrun or deepspeed, or, {_UNSET}"
+        ) from None
     # the short timeout was for joining; collectives (a barrier while another rank saves) get torch's default back
     from torch.distributed import distributed_c10d as c10d
 
@@ -299,7 +323,9 @@ def build_model(cfg: TrainRMConfig, ds_config: dict) -> RewardModel:
     backbone.config.use_cache = False
     if cfg.aux_loss_coef > 0 and "output_router_logits" in backbone.config.to_dict():
         backbone.config.output_router_logits = True  # a mixture of experts returns what --aux_loss_coef weighs
-    if cfg.lora_rank > 0:  # the backbone frozen, adapters beside its --target_modules layers; the head (built next) trains whole
+    if (
+        cfg.lora_rank > 0
+    ):  # the backbone frozen, adapters beside its --target_modules layers; the head (built next) trains whole
         from goalrm_core.train.lora import add_lora
 
         backbone = add_lora(backbone, cfg.lora_rank, cfg.lora_alpha, cfg.target_modules)
@@ -338,7 +364,9 @@ def build_engine(cfg: TrainRMConfig, ds_config: dict, total_steps: int):
     model = build_model(cfg, ds_config)
     if cfg.torch_compile:
         model.compile(dynamic=True)  # in place: the state dict keeps its names, DeepSpeed calls the compiled forward
-    optimizer = torch.optim.AdamW(optimizer_param_groups(model, cfg), lr=cfg.learning_rate, betas=(0.9, 0.95), weight_decay=cfg.l2)
+    optimizer = torch.optim.AdamW(
+        optimizer_param_groups(model, cfg), lr=cfg.learning_rate, betas=(0.9, 0.95), weight_decay=cfg.l2
+    )
     schedule = WarmupCosine(total_steps, cfg.lr_warmup_ratio)
     engine, *_ = deepspeed.initialize(
         model=model,
@@ -395,6 +423,8 @@ def extensions_dir_hint() -> str | None:
         if folder.exists():
             if os.access(folder, os.W_OK | os.X_OK):
                 return None
-            return (f"DeepSpeed builds its ops on first use into {where} (TORCH_EXTENSIONS_DIR, default ~/.cache/torch_extensions), "
-                    f"and {folder} is not writable: set TORCH_EXTENSIONS_DIR to a writable folder (or XDG_CACHE_HOME)")
+            return (
+                f"DeepSpeed builds its ops on first use into {where} (TORCH_EXTENSIONS_DIR, default ~/.cache/torch_extensions), "
+                f"and {folder} is not writable: set TORCH_EXTENSIONS_DIR to a writable folder (or XDG_CACHE_HOME)"
+            )
     return None

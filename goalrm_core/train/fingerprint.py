@@ -87,7 +87,9 @@ def model_identity(pretrain: str) -> str:
         return h.hexdigest()
     if (p / "config.json").is_file():
         h.update((p / "config.json").read_bytes())
-    for f in sorted(q for q in p.iterdir() if q.is_file() and q.suffix in (".safetensors", ".bin", ".pt", ".pth", ".gguf")):
+    for f in sorted(
+        q for q in p.iterdir() if q.is_file() and q.suffix in (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+    ):
         size = f.stat().st_size
         h.update(f"\0{f.name}\0{size}\0".encode())
         with open(f, "rb") as fh:
@@ -170,8 +172,12 @@ def mismatch(saved: dict, ours: dict) -> tuple[list[str], list[str]]:
         mine.append(f"pretrain={pb.get('path', '?')} (sign {_short(pb.get('sign', '?'))})")
     da, db = saved.get("dataset", {}), ours.get("dataset", {})
     if (da.get("sha256"), da.get("probs")) != (db.get("sha256"), db.get("probs")):
-        theirs.append(f"dataset={da.get('path', '?')} (sha256 {_short(da.get('sha256', '?'))}, probs {da.get('probs', '?')})")
-        mine.append(f"dataset={db.get('path', '?')} (sha256 {_short(db.get('sha256', '?'))}, probs {db.get('probs', '?')})")
+        theirs.append(
+            f"dataset={da.get('path', '?')} (sha256 {_short(da.get('sha256', '?'))}, probs {da.get('probs', '?')})"
+        )
+        mine.append(
+            f"dataset={db.get('path', '?')} (sha256 {_short(db.get('sha256', '?'))}, probs {db.get('probs', '?')})"
+        )
     return theirs, mine
 
 
@@ -181,5 +187,7 @@ def refusal(step_dir: str | os.PathLike, saved: dict, ours: dict) -> str | None:
     theirs, mine = mismatch(saved, ours)
     if not theirs:
         return None
-    return (f"--load_checkpoint: {step_dir} was written by a run with {', '.join(theirs)}; this run has {', '.join(mine)}; "
-            f"use another --ckpt_path or drop --load_checkpoint")
+    return (
+        f"--load_checkpoint: {step_dir} was written by a run with {', '.join(theirs)}; this run has {', '.join(mine)}; "
+        f"use another --ckpt_path or drop --load_checkpoint"
+    )

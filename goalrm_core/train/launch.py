@@ -73,7 +73,9 @@ def train_command(
     A free local port is picked for single-node launcher runs so parallel runs do not collide.
     """
     if not isinstance(cfg, TrainRMConfig):
-        raise TypeError(f"train_command takes a TrainRMConfig (TrainRMConfig.from_dict turns flags into one), got {type(cfg).__name__}")
+        raise TypeError(
+            f"train_command takes a TrainRMConfig (TrainRMConfig.from_dict turns flags into one), got {type(cfg).__name__}"
+        )
     if num_processes < 1:
         raise ValueError(f"num_processes must be >= 1, got {num_processes}")
     flags = cfg.to_argv()
@@ -128,10 +130,10 @@ class TailPrinter:
     def show(self, lines: Sequence[str], final: bool = False) -> None:
         if not self.due(final):
             return
-        tail = list(lines)[-self.n_lines:]
+        tail = list(lines)[-self.n_lines :]
         if final:
             # the terminal already shows the status lines printed so far: add only the unseen end
-            unseen = tail[tail.index(self.printed) + 1:] if self.printed in tail else tail
+            unseen = tail[tail.index(self.printed) + 1 :] if self.printed in tail else tail
             for line in unseen:
                 print(self.prefix + line, flush=True)
         elif tail and tail[-1] != self.printed:
@@ -186,8 +188,16 @@ def run_streaming(
         log.write(f"$ {shlex.join(str(c) for c in cmd)}\n")
         log.flush()
         proc = subprocess.Popen(
-            [str(c) for c in cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=full_env,
-            cwd=cwd, text=True, errors="replace", bufsize=1, start_new_session=True, preexec_fn=_dies_with_parent(),
+            [str(c) for c in cmd],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=full_env,
+            cwd=cwd,
+            text=True,
+            errors="replace",
+            bufsize=1,
+            start_new_session=True,
+            preexec_fn=_dies_with_parent(),
         )
 
         def pump() -> None:  # a thread, so a silent command still times out
@@ -228,7 +238,9 @@ def run_streaming(
         reason = f"timed out after {timeout_s:.0f} s" if timed_out else f"failed with exit code {proc.returncode}"
         tail = "\n".join(list(recent)[-error_tail_lines:])
         label = f"{desc}: " if desc else ""
-        raise LaunchError(f"{label}command {reason}: {shlex.join(str(c) for c in cmd)}\nfull log: {log_path}\n--- last lines ---\n{tail}")
+        raise LaunchError(
+            f"{label}command {reason}: {shlex.join(str(c) for c in cmd)}\nfull log: {log_path}\n--- last lines ---\n{tail}"
+        )
     return RunResult(proc.returncode, log_path, wall, list(recent)[-tail_lines:])
 
 

@@ -57,8 +57,10 @@ def check_target_names(text: str) -> None:
     """A one-line ``ValueError`` for a ``--target_modules`` that is no list of module names."""
     for name in target_names(text):
         if name in ALL_LINEAR or not re.fullmatch(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*", name):
-            raise ValueError(f"--target_modules {text!r}: {name!r} is no module name (names such as q_proj or "
-                             f"layers.0.mlp.up_proj, separated by commas or spaces; empty = every linear layer)")
+            raise ValueError(
+                f"--target_modules {text!r}: {name!r} is no module name (names such as q_proj or "
+                f"layers.0.mlp.up_proj, separated by commas or spaces; empty = every linear layer)"
+            )
 
 
 def peft_missing() -> bool:
@@ -67,8 +69,10 @@ def peft_missing() -> bool:
 
 
 def missing_peft_message(lora_rank: int) -> str:
-    return (f"--lora_rank {lora_rank} needs peft, which is not installed here: install goalrm's dependencies "
-            f"(pip install -e ., or peft at the version pyproject.toml pins)")
+    return (
+        f"--lora_rank {lora_rank} needs peft, which is not installed here: install goalrm's dependencies "
+        f"(pip install -e ., or peft at the version pyproject.toml pins)"
+    )
 
 
 def import_peft(lora_rank: int):
@@ -104,18 +108,24 @@ def resolve_targets(backbone: nn.Module, text: str) -> list[str]:
     given = target_names(text)
     if not given:
         if not valid:
-            raise ValueError(f"--lora_rank: the backbone {type(backbone).__name__} has no linear layer for LoRA to wrap")
+            raise ValueError(
+                f"--lora_rank: the backbone {type(backbone).__name__} has no linear layer for LoRA to wrap"
+            )
         return valid
     modules = dict(backbone.named_modules())
     for name in given:
         hits = [m for full, m in modules.items() if full == name or full.endswith("." + name)]
         if not hits:
-            raise ValueError(f"--target_modules {text!r}: the backbone {type(backbone).__name__} has no module {name!r}; "
-                             f"its linear layers: {', '.join(valid)}")
+            raise ValueError(
+                f"--target_modules {text!r}: the backbone {type(backbone).__name__} has no module {name!r}; "
+                f"its linear layers: {', '.join(valid)}"
+            )
         if not all(_is_linear(m) for m in hits):
             kinds = sorted({type(m).__name__ for m in hits if not _is_linear(m)})
-            raise ValueError(f"--target_modules {text!r}: {name!r} names a {'/'.join(kinds)}, not a linear layer; LoRA wraps "
-                             f"linear layers: {', '.join(valid)}")
+            raise ValueError(
+                f"--target_modules {text!r}: {name!r} names a {'/'.join(kinds)}, not a linear layer; LoRA wraps "
+                f"linear layers: {', '.join(valid)}"
+            )
     return given
 
 
@@ -181,6 +191,7 @@ def merged_state_dict(model: nn.Module, state_dict: dict[str, torch.Tensor]) -> 
 
 def trainable_parameters(model: nn.Module) -> tuple[int, int]:
     """(trainable, all) parameter counts of ``model`` (ZeRO-3's partitioned ones by their full shape)."""
+
     def numel(p):
         return getattr(p, "ds_numel", p.numel())
 
@@ -191,6 +202,7 @@ def trainable_parameters(model: nn.Module) -> tuple[int, int]:
 # ---------------------------------------------------------------------------------------------
 # --load_in_4bit: the backbone in 4-bit NF4 (bitsandbytes) under the adapters
 # ---------------------------------------------------------------------------------------------
+
 
 def four_bit_unavailable() -> str:
     """Why ``--load_in_4bit`` cannot run on this machine, or ``""`` when it can: bitsandbytes' 4-bit layers
@@ -208,8 +220,10 @@ def require_four_bit() -> None:
     """The one-line ``ValueError`` of ``--load_in_4bit`` on a machine where it cannot run (:func:`four_bit_unavailable`)."""
     why = four_bit_unavailable()
     if why:
-        raise ValueError(f"--load_in_4bit (an official train_rm.py flag) cannot run here: {why}; drop it (the backbone then "
-                         f"loads in --bf16)")
+        raise ValueError(
+            f"--load_in_4bit (an official train_rm.py flag) cannot run here: {why}; drop it (the backbone then "
+            f"loads in --bf16)"
+        )
 
 
 def nf4_config():
@@ -218,8 +232,12 @@ def nf4_config():
     import torch
     from transformers import BitsAndBytesConfig
 
-    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
-                              bnb_4bit_compute_dtype=torch.bfloat16)
+    return BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type="nf4",
+        bnb_4bit_use_double_quant=True,
+        bnb_4bit_compute_dtype=torch.bfloat16,
+    )
 
 
 def four_bit_dtypes(backbone: nn.Module) -> None:

@@ -52,8 +52,15 @@ class ProgressWriter:
     """The trainer's side: ``update(step)`` in the step loop, ``finish(step)`` at the end. A write that
     fails (a full disk, a folder removed) is dropped: progress must never stop a training."""
 
-    def __init__(self, path: str | os.PathLike | None, total: int, initial: int = 0, label: str = "",
-                 every_s: float = EVERY_S, clock=time.time):
+    def __init__(
+        self,
+        path: str | os.PathLike | None,
+        total: int,
+        initial: int = 0,
+        label: str = "",
+        every_s: float = EVERY_S,
+        clock=time.time,
+    ):
         self.path = Path(path) if path else None
         self.total, self.initial, self.label, self.every_s, self.clock = int(total), int(initial), label, every_s, clock
         self.started = clock()
@@ -63,12 +70,22 @@ class ProgressWriter:
     @classmethod
     def from_environment(cls, total: int, initial: int = 0, **kw: Any) -> "ProgressWriter":
         """A writer to ``$GOALRM_PROGRESS_FILE`` (none when unset), labelled ``$GOALRM_PROGRESS_LABEL``."""
-        return cls(os.environ.get(PROGRESS_FILE_VAR) or None, total, initial, os.environ.get(PROGRESS_LABEL_VAR, ""), **kw)
+        return cls(
+            os.environ.get(PROGRESS_FILE_VAR) or None, total, initial, os.environ.get(PROGRESS_LABEL_VAR, ""), **kw
+        )
 
     def record(self, done: bool = False) -> dict:
         now = self.clock()
-        return {"label": self.label, "step": self.step, "total": self.total, "initial": self.initial,
-                "train_s": round(now - self.started, 3), "updated": now, "pid": os.getpid(), "done": done}
+        return {
+            "label": self.label,
+            "step": self.step,
+            "total": self.total,
+            "initial": self.initial,
+            "train_s": round(now - self.started, 3),
+            "updated": now,
+            "pid": os.getpid(),
+            "done": done,
+        }
 
     def update(self, step: int, force: bool = False) -> None:
         self.step = int(step)
@@ -166,7 +183,9 @@ def stage_progress(folder: str | os.PathLike | None, since: float | None = None)
     running, finished = [], 0
     for path in paths:
         record = read_progress(path)
-        if record is None or (since is not None and isinstance(record.get("updated"), (int, float)) and record["updated"] < since):
+        if record is None or (
+            since is not None and isinstance(record.get("updated"), (int, float)) and record["updated"] < since
+        ):
             continue
         if record.get("done"):
             finished += 1

@@ -70,7 +70,9 @@ class MetricSinks:
         elif not self.path.is_file() and self.final.is_file():  # a run stopped before logs were written beside
             atomic_write_text(self.path, self.final.read_text(encoding="utf-8"))
         if cfg.use_tensorboard:
-            from torch.utils.tensorboard import SummaryWriter  # lazy: needs the optional tensorboard package (checked in preflight)
+            from torch.utils.tensorboard import (
+                SummaryWriter,
+            )  # lazy: needs the optional tensorboard package (checked in preflight)
 
             self.tb = SummaryWriter(cfg.use_tensorboard)
         if cfg.use_wandb:
@@ -81,16 +83,26 @@ class MetricSinks:
         try:
             import wandb  # lazy: optional, and slow to import; only --use_wandb runs need it
         except ImportError:
-            print("warning: --use_wandb given but wandb is not installed (pip install wandb); logging to the metrics JSONL only",
-                  file=sys.stderr)
+            print(
+                "warning: --use_wandb given but wandb is not installed (pip install wandb); logging to the metrics JSONL only",
+                file=sys.stderr,
+            )
             return None
-        offline = cfg.use_wandb.lower() == "offline" or os.environ.get("WANDB_MODE") in ("offline", "disabled") or not _wandb_online()
+        offline = (
+            cfg.use_wandb.lower() == "offline"
+            or os.environ.get("WANDB_MODE") in ("offline", "disabled")
+            or not _wandb_online()
+        )
         try:
             if not offline:
                 wandb.login(key=cfg.use_wandb, relogin=True, timeout=10)
             return wandb.init(
-                project=cfg.wandb_project, group=cfg.wandb_group or None, entity=cfg.wandb_org or None, name=wandb_run_name(cfg),
-                config=cfg.to_dict(), mode="offline" if offline else "online",
+                project=cfg.wandb_project,
+                group=cfg.wandb_group or None,
+                entity=cfg.wandb_org or None,
+                name=wandb_run_name(cfg),
+                config=cfg.to_dict(),
+                mode="offline" if offline else "online",
             )
         except Exception as e:  # wandb must never stop a training run
             print(f"warning: wandb could not start ({type(e).__name__}: {e}); continuing without it", file=sys.stderr)
@@ -100,15 +112,26 @@ class MetricSinks:
         """On resume, forget rows the interrupted run logged after its last checkpoint."""
         if not self.path.is_file():
             return
-        kept = [line for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip() and json.loads(line)["step"] <= step]
+        kept = [
+            line
+            for line in self.path.read_text(encoding="utf-8").splitlines()
+            if line.strip() and json.loads(line)["step"] <= step
+        ]
         atomic_write_text(self.path, "".join(line + "\n" for line in kept))
 
     def log(self, row: dict) -> None:
         if not self.enabled:
             return
         with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps({k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}) + "\n")
-        numbers = {f"{row['split']}/{k}": v for k, v in row.items() if k not in ("step", "split") and isinstance(v, (int, float))}
+            f.write(
+                json.dumps({k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()})
+                + "\n"
+            )
+        numbers = {
+            f"{row['split']}/{k}": v
+            for k, v in row.items()
+            if k not in ("step", "split") and isinstance(v, (int, float))
+        }
         if self.tb is not None:
             for key, value in numbers.items():
                 self.tb.add_scalar(key, value, row["step"])

@@ -76,13 +76,17 @@ def _store_slot(cfg: TrainRMConfig, store: Path):
     without its key file) are removed first."""
     key = rm_key(cfg)
     stored = store / key
-    stored_cfg = dataclasses.replace(cfg, save_path=str(stored), metrics_path=str(rm_metrics_path(stored)), ckpt_path="")
+    stored_cfg = dataclasses.replace(
+        cfg, save_path=str(stored), metrics_path=str(rm_metrics_path(stored)), ckpt_path=""
+    )
     store.mkdir(parents=True, exist_ok=True)
     with open(store / f"{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         # complete: the key file, written last, and the files it vouches for (a key file alone is a fill
         # that copied it early and was killed, or a folder someone emptied)
-        complete = all(f.is_file() for f in (stored / STORED_KEY, stored / "config.json", Path(stored_cfg.metrics_path)))
+        complete = all(
+            f.is_file() for f in (stored / STORED_KEY, stored / "config.json", Path(stored_cfg.metrics_path))
+        )
         if not complete:
             for leftover in (stored, rm_checkpoint_dir(stored)):
                 shutil.rmtree(leftover, ignore_errors=True)
@@ -113,23 +117,32 @@ def check_stored(stored: Path, key: str, cfg: TrainRMConfig) -> None:
     theirs = {k: v for k, v in fields.items() if k not in paths} if isinstance(fields, dict) else {}
     differ = sorted(k for k in ours.keys() | theirs.keys() if ours.get(k, "-") != theirs.get(k, "-"))
     if not isinstance(recorded, dict) or recorded.get("key") != key or differ:
-        shown = ", ".join(f"{k}={theirs.get(k, '-')}" for k in differ[:6]) or f"key {recorded.get('key') if isinstance(recorded, dict) else '?'}"
+        shown = (
+            ", ".join(f"{k}={theirs.get(k, '-')}" for k in differ[:6])
+            or f"key {recorded.get('key') if isinstance(recorded, dict) else '?'}"
+        )
         asked = ", ".join(f"{k}={ours.get(k, '-')}" for k in differ[:6]) or f"key {key}"
-        raise ValueError(f"{stored}: this store slot was filled by another run ({STORED_KEY} records {shown}; this run asks for "
-                         f"{asked}); remove {stored} (the store trains it again)")
+        raise ValueError(
+            f"{stored}: this store slot was filled by another run ({STORED_KEY} records {shown}; this run asks for "
+            f"{asked}); remove {stored} (the store trains it again)"
+        )
     args = _trained_with(stored)
     if args is not None:
         theirs_, mine = settings_mismatch(args, cfg)
         if theirs_:
-            raise ValueError(f"{stored}: the stored RM was trained with {', '.join(theirs_)}; this run asks for {', '.join(mine)}; "
-                             f"remove {stored} (the store trains it again)")
+            raise ValueError(
+                f"{stored}: the stored RM was trained with {', '.join(theirs_)}; this run asks for {', '.join(mine)}; "
+                f"remove {stored} (the store trains it again)"
+            )
 
 
 def _mark_stored(key: str, cfg: TrainRMConfig, stored_cfg: TrainRMConfig) -> None:
     atomic_write_json(Path(stored_cfg.save_path) / STORED_KEY, {"key": key, "training_fields": cfg.training_fields()})
 
 
-def from_store(cfg: TrainRMConfig, store: Path, train: Callable[[TrainRMConfig, Path], None]) -> tuple[TrainRMConfig, bool]:
+def from_store(
+    cfg: TrainRMConfig, store: Path, train: Callable[[TrainRMConfig, Path], None]
+) -> tuple[TrainRMConfig, bool]:
     """The stored RM of ``cfg`` (trained into the store first by ``train(stored config, log)`` if it
     is not there) and whether it was already there. Another process training the same RM holds its
     lock until it is done."""
@@ -161,8 +174,10 @@ def store_trained_rm(cfg: TrainRMConfig, store, log=None) -> tuple[str, bool]:
     if args is not None:  # filed under the key of what it was trained with, never of another run
         theirs, mine = settings_mismatch(args, cfg)
         if theirs:
-            raise ValueError(f"{source}: its goalrm.json says it was trained with {', '.join(theirs)}, but it is being stored as "
-                             f"{', '.join(mine)}; store it with the config it was trained with")
+            raise ValueError(
+                f"{source}: its goalrm.json says it was trained with {', '.join(theirs)}, but it is being stored as "
+                f"{', '.join(mine)}; store it with the config it was trained with"
+            )
     with _store_slot(cfg, Path(store)) as (key, stored_cfg, stored_log, complete):
         if complete:
             check_stored(Path(stored_cfg.save_path), key, cfg)

@@ -51,22 +51,31 @@ import torch
 import torch.distributed as dist
 from tqdm.auto import tqdm
 
-from goalrm_core.model.encoding import PreferenceCollator
 from goalrm_core.data.io import atomic_write_json
 from goalrm_core.data.rundir import train_summary_path
+from goalrm_core.model.encoding import PreferenceCollator
 from goalrm_core.model.objective import BatchLoss, reward_model_loss
 from goalrm_core.model.reward_model import describe_tensors, nonfinite_tensors, save_reward_model
 from goalrm_core.train.batching import epoch_batches, item_length, load_items, load_tokenizer
 from goalrm_core.train.config import TrainRMConfig
+from goalrm_core.train.distributed import (
+    all_reduce,
+    build_engine,
+    checkpoint_tag,
+    deepspeed_config,
+    device_name,
+    extensions_dir_hint,
+    init_distributed,
+    load_checkpoint_file,
+    quiet_deepspeed_logs,
+    rng_states,
+    set_cpu_threads,
+    set_rng_states,
+)
 from goalrm_core.train.fingerprint import read_fingerprint, refusal, run_fingerprint, write_fingerprint
 from goalrm_core.train.lora import merged_state_dict, trainable_parameters
-from goalrm_core.train.distributed import (
-    all_reduce, build_engine, deepspeed_config, device_name, gradient_accumulation_steps, init_distributed,
-    checkpoint_tag, load_checkpoint_file, quiet_deepspeed_logs, rng_states, set_cpu_threads, set_rng_states,
-    extensions_dir_hint, teardown,
-)
-from goalrm_core.train.progress_file import ProgressWriter
 from goalrm_core.train.preflight import default_paths, preflight  # noqa: F401  (preflight: train-rm's entry point and tests import it here)
+from goalrm_core.train.progress_file import ProgressWriter
 from goalrm_core.train.sinks import MetricSinks
 
 # The objective's own lists: the terms whose non-finite value stops a run, and what a metrics row
@@ -93,6 +102,7 @@ def _missing_client_keys(client) -> list[str]:
         missing.append("rng (no state per rank)")
     return missing
 
+
 STEP_FOLDER = re.compile(r"global_step(\d+)")
 
 
@@ -102,11 +112,13 @@ def rotate_checkpoints(ckpt_dir: str | os.PathLike, newest: str, max_num: int, m
     hold more than ``max_mem_gb`` GB. The official code removes them before a save; here they go after
     ``newest`` is written, so a failed save still leaves the last good checkpoint. Only step folders
     (``global_step<N>``, oldest = lowest step) are touched. Returns the folders removed."""
-    older = sorted((p for p in Path(ckpt_dir).iterdir() if p.is_dir() and p.name != newest and STEP_FOLDER.fullmatch(p.name)),
-                   key=lambda p: int(STEP_FOLDER.fullmatch(p.name).group(1)))
+    older = sorted(
+        (p for p in Path(ckpt_dir).iterdir() if p.is_dir() and p.name != newest and STEP_FOLDER.fullmatch(p.name)),
+        key=lambda p: int(STEP_FOLDER.fullmatch(p.name).group(1)),
+    )
     size = {p: sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) for p in older}
     removed = []
-    while older and (len(older) + 1 > max_num or sum(size[p] for p in older) > max_mem_gb * 1024 ** 3):
+    while older and (len(older) + 1 > max_num or sum(size[p] for p in older) > max_mem_gb * 1024**3):
         victim = older.pop(0)
         shutil.rmtree(victim)
         removed.append(victim)
@@ -139,6 +151,7 @@ class TrainingError(RuntimeError):
 # ---------------------------------------------------------------------------------------------
 # named meters
 # ---------------------------------------------------------------------------------------------
+
 
 @dataclass
 class Meter:
@@ -181,6 +194,7 @@ def to_device(batch: dict, device) -> dict:
 # ---------------------------------------------------------------------------------------------
 # the run
 # ---------------------------------------------------------------------------------------------
+
 
 @contextlib.contextmanager
 def _op_build_named():
@@ -241,9 +255,11 @@ class Trainer:
             self.engine = build_engine(cfg, ds_config, self.total_steps)
         if cfg.lora_rank > 0:
             trainable, total = trainable_parameters(self.engine.module)
-            self.say(f"LoRA rank {cfg.lora_rank}, alpha {cfg.lora_alpha} on {cfg.target_modules or 'every linear layer'}"
-                     f"{' of a 4-bit NF4 backbone' if cfg.load_in_4bit else ''}: "
-                     f"{trainable} of {total} parameters train (the adapters and the value head)")
+            self.say(
+                f"LoRA rank {cfg.lora_rank}, alpha {cfg.lora_alpha} on {cfg.target_modules or 'every linear layer'}"
+                f"{' of a 4-bit NF4 backbone' if cfg.load_in_4bit else ''}: "
+                f"{trainable} of {total} parameters train (the adapters and the value head)"
+            )
         self.generator = torch.Generator().manual_seed(cfg.seed + self.rank)
         self.collate = PreferenceCollator(self.tokenizer.pad_token_id)
         self.lengths = [item_length(it) for it in self.train_items]
@@ -278,13 +294,17 @@ class Trainer:
         t0 = time.time()
         model, folder = self.engine.module, self.cfg.feature_cache_dir
         cache = FeatureCache.load(folder, model, model.feature_layer) if folder else FeatureCache(model.feature_layer)
-        texts = [text for it in (*self.train_items, *self.eval_items) for text in (it["chosen_ids"], it["rejected_ids"])]
+        texts = [
+            text for it in (*self.train_items, *self.eval_items) for text in (it["chosen_ids"], it["rejected_ids"])
+        ]
         cache.fill(model, texts, self.tokenizer.pad_token_id)
         top = len(decoder_layers(model.backbone))
         frozen = "embeddings" + (f" and layers 0-{cache.layer - 1}" if cache.layer else "")
-        self.say(f"feature cache: {len(cache) - cache.read} texts, {cache.tokens} tokens through the frozen {frozen} in {cache.seconds:.1f} s "
-                 f"({cache.tokens / max(cache.seconds, 1e-9):.0f} tokens/s){f', {cache.read} read from {cache.path(folder)}' if cache.read else ''}; "
-                 f"each step runs the top {top - cache.layer} of {top} layers")
+        self.say(
+            f"feature cache: {len(cache) - cache.read} texts, {cache.tokens} tokens through the frozen {frozen} in {cache.seconds:.1f} s "
+            f"({cache.tokens / max(cache.seconds, 1e-9):.0f} tokens/s){f', {cache.read} read from {cache.path(folder)}' if cache.read else ''}; "
+            f"each step runs the top {top - cache.layer} of {top} layers"
+        )
         if folder and cache.tokens and self.rank == 0:  # new texts: kept for the next run of this backbone
             self.say(f"feature cache: {len(cache)} texts kept in {cache.save(folder)}")
         self.collate = FeatureCollator(self.collate, cache)
@@ -302,8 +322,10 @@ class Trainer:
         tag = checkpoint_tag(ckpt_dir)
         saved = read_fingerprint(ckpt_dir / tag)
         if saved is None:
-            self.say(f"warning: --load_checkpoint: {ckpt_dir / tag} records no run fingerprint (written before goalrm kept one): "
-                     f"resuming without checking that it is this run's")
+            self.say(
+                f"warning: --load_checkpoint: {ckpt_dir / tag} records no run fingerprint (written before goalrm kept one): "
+                f"resuming without checking that it is this run's"
+            )
             return
         refused = refusal(ckpt_dir / tag, saved, self.fingerprint)
         if refused:
@@ -318,14 +340,22 @@ class Trainer:
         tag = checkpoint_tag(ckpt_dir)
         # every file DeepSpeed reads goes through the weights-only loader (DeepSpeed's own unpickles anything)
         self.engine.checkpoint_engine.load = load_checkpoint_file
-        path, client = self.engine.load_checkpoint(str(ckpt_dir), tag=tag, load_optimizer_states=True, load_lr_scheduler_states=True)
+        path, client = self.engine.load_checkpoint(
+            str(ckpt_dir), tag=tag, load_optimizer_states=True, load_lr_scheduler_states=True
+        )
         if path is None:
             raise TrainingError(f"{ckpt_dir}: the latest checkpoint could not be loaded")
         missing = _missing_client_keys(client)
         if missing:
-            raise TrainingError(f"{path}: not a goalrm training checkpoint (its client state lacks {', '.join(missing)}); "
-                                f"resume only from a --ckpt_path this trainer wrote, or start without --load_checkpoint")
-        expected = {"train_batch_size": cfg.train_batch_size, "total_steps": self.total_steps, "train_pairs": len(self.train_items)}
+            raise TrainingError(
+                f"{path}: not a goalrm training checkpoint (its client state lacks {', '.join(missing)}); "
+                f"resume only from a --ckpt_path this trainer wrote, or start without --load_checkpoint"
+            )
+        expected = {
+            "train_batch_size": cfg.train_batch_size,
+            "total_steps": self.total_steps,
+            "train_pairs": len(self.train_items),
+        }
         saved = {k: client["schedule"].get(k) for k in expected}
         if saved != expected:
             raise TrainingError(
@@ -333,7 +363,9 @@ class Trainer:
                 f"resume with the same data, --train_batch_size, --max_epochs and --max_steps"
             )
         if client["schedule"]["world_size"] != self.world:
-            self.say(f"warning: checkpoint written with world size {client['schedule']['world_size']}, resuming with {self.world}: the data order per step differs")
+            self.say(
+                f"warning: checkpoint written with world size {client['schedule']['world_size']}, resuming with {self.world}: the data order per step differs"
+            )
         self.step = int(client["step"])
         states = client["rng"]
         set_rng_states(states[self.rank % len(states)], self.generator)
@@ -350,8 +382,11 @@ class Trainer:
             "micro_batch_in_epoch": (self.step % self.steps_per_epoch) * self.gas,
             "rng": all_states,
             "schedule": {
-                "train_batch_size": self.cfg.train_batch_size, "total_steps": self.total_steps,
-                "train_pairs": len(self.train_items), "world_size": self.world, "seed": self.cfg.seed,
+                "train_batch_size": self.cfg.train_batch_size,
+                "total_steps": self.total_steps,
+                "train_pairs": len(self.train_items),
+                "world_size": self.world,
+                "seed": self.cfg.seed,
             },
         }
         tag = f"global_step{self.step}"
@@ -359,19 +394,26 @@ class Trainer:
             if self.rank == 0:  # first, so no step folder that `latest` names lacks it
                 write_fingerprint(self.ckpt_dir / tag, self.fingerprint)
             self.engine.save_checkpoint(str(self.ckpt_dir), tag=tag, client_state=client)
-        except (OSError, RuntimeError) as e:  # a full disk or a folder gone read-only: torch's writer raises RuntimeError
+        except (
+            OSError,
+            RuntimeError,
+        ) as e:  # a full disk or a folder gone read-only: torch's writer raises RuntimeError
             good = self._last_good_checkpoint()
             if self.rank == 0 and (self.ckpt_dir / tag).is_dir() and not good.endswith(tag):
                 shutil.rmtree(self.ckpt_dir / tag, ignore_errors=True)  # the half-written step folder resumes nothing
             detail = " ".join(str(e).split())[:200] or type(e).__name__
-            raise TrainingError(f"{self.ckpt_dir / tag}: the checkpoint of step {self.step} could not be written ({detail}); "
-                                f"free space in {self.ckpt_dir} (or give another --ckpt_path) and resume with --load_checkpoint "
-                                f"from the last good checkpoint: {good}") from None
+            raise TrainingError(
+                f"{self.ckpt_dir / tag}: the checkpoint of step {self.step} could not be written ({detail}); "
+                f"free space in {self.ckpt_dir} (or give another --ckpt_path) and resume with --load_checkpoint "
+                f"from the last good checkpoint: {good}"
+            ) from None
         self.say(f"checkpoint: {self.ckpt_dir / tag}")
         if self.rank == 0:
             for old in rotate_checkpoints(self.ckpt_dir, tag, self.cfg.max_ckpt_num, self.cfg.max_ckpt_mem):
-                self.say(f"checkpoint rotation (--max_ckpt_num {self.cfg.max_ckpt_num}, --max_ckpt_mem {self.cfg.max_ckpt_mem} GB): "
-                         f"removed {old}")
+                self.say(
+                    f"checkpoint rotation (--max_ckpt_num {self.cfg.max_ckpt_num}, --max_ckpt_mem {self.cfg.max_ckpt_mem} GB): "
+                    f"removed {old}"
+                )
 
     def _last_good_checkpoint(self) -> str:
         latest = (self.ckpt_dir / "latest").read_text().strip() if (self.ckpt_dir / "latest").is_file() else None
@@ -390,13 +432,18 @@ class Trainer:
         micro, engine = self.cfg.micro_train_batch_size, self.engine
         for global_batch in micro_batches:
             t0 = time.time()
-            chunk = global_batch[self.rank * micro:(self.rank + 1) * micro]
+            chunk = global_batch[self.rank * micro : (self.rank + 1) * micro]
             batch = to_device(self.collate([self.train_items[j] for j in chunk]), engine.device)
             out = self.compute_loss(batch)
             self._check_finite(out)
             engine.backward(out.loss)
-            self.window.add_tensors({**out.terms(), "micro_batches": torch.ones((), device=engine.device),
-                                     "tokens": batch["attention_mask"].sum()})
+            self.window.add_tensors(
+                {
+                    **out.terms(),
+                    "micro_batches": torch.ones((), device=engine.device),
+                    "tokens": batch["attention_mask"].sum(),
+                }
+            )
             if engine.is_gradient_accumulation_boundary():
                 self._stop_on_non_finite_loss(epoch)
                 self.lr = engine.get_lr()[0]
@@ -417,7 +464,9 @@ class Trainer:
                 self.non_finite[term] = True
 
     def _stop_on_non_finite_loss(self, epoch: int) -> None:
-        flags = all_reduce(torch.tensor([float(self.non_finite[t]) for t in CHECKED_TERMS]), "max")  # every rank stops together
+        flags = all_reduce(
+            torch.tensor([float(self.non_finite[t]) for t in CHECKED_TERMS]), "max"
+        )  # every rank stops together
         if flags.any():
             terms = [t for t, f in zip(CHECKED_TERMS, flags.tolist()) if f]
             raise TrainingError(
@@ -430,8 +479,13 @@ class Trainer:
         """The mean of each term since the last train row, over every rank's micro-batches."""
         sums = self.window.reduced()
         n = max(sums["micro_batches"], 1.0)
-        row = {"step": self.step, "split": "train", **{term: sums[term] / n for term in ROW_TERMS},
-               "lr": self.lr, "tokens_per_s": sums["tokens"] / max(self.window_time, 1e-9)}
+        row = {
+            "step": self.step,
+            "split": "train",
+            **{term: sums[term] / n for term in ROW_TERMS},
+            "lr": self.lr,
+            "tokens_per_s": sums["tokens"] / max(self.window_time, 1e-9),
+        }
         self.train_tokens += sums["tokens"]
         self.sinks.log(row)
         self.window.reset()
@@ -442,9 +496,18 @@ class Trainer:
         """Train to the end of the schedule and save; returns the summary (on rank 0, else None).
         With ``--stop_after_steps`` it checkpoints and stops early instead, saving nothing."""
         cfg = self.cfg
-        bar = tqdm(total=self.total_steps, initial=self.step, disable=self.rank != 0, desc="train-rm", dynamic_ncols=True, mininterval=1.0)
+        bar = tqdm(
+            total=self.total_steps,
+            initial=self.step,
+            disable=self.rank != 0,
+            desc="train-rm",
+            dynamic_ncols=True,
+            mininterval=1.0,
+        )
         # the step and total for whoever watches ($GOALRM_PROGRESS_FILE: the report runner's line, notebook 02's bars)
-        progress = ProgressWriter.from_environment(self.total_steps, self.step) if self.rank == 0 else ProgressWriter(None, 0)
+        progress = (
+            ProgressWriter.from_environment(self.total_steps, self.step) if self.rank == 0 else ProgressWriter(None, 0)
+        )
         progress.update(self.step, force=True)
         last_eval: dict | None = None
         last_eval_step = -1
@@ -454,15 +517,19 @@ class Trainer:
             epoch, step_in_epoch = divmod(self.step, self.steps_per_epoch)
             if epoch != batches_epoch:
                 per_pass = cfg.micro_train_batch_size * self.world
-                batches = epoch_batches(self.lengths, epoch, cfg.seed, per_pass, self.steps_per_epoch * self.gas, cfg.group_by_length)
+                batches = epoch_batches(
+                    self.lengths, epoch, cfg.seed, per_pass, self.steps_per_epoch * self.gas, cfg.group_by_length
+                )
                 batches_epoch = epoch
-            self.train_step(batches[step_in_epoch * self.gas:(step_in_epoch + 1) * self.gas], epoch)
+            self.train_step(batches[step_in_epoch * self.gas : (step_in_epoch + 1) * self.gas], epoch)
             bar.update(1)
             progress.update(self.step)
             if self.due(max(cfg.logging_steps, 1)) or self.step == self.total_steps:
                 row = self.log_train_row()
                 bar.set_postfix(loss=f"{row['loss']:.4f}", acc=f"{row['accuracy']:.2f}")
-            epoch_end = cfg.step_unit == "micro_batch" and cfg.eval_steps == -1 and self.step % self.steps_per_epoch == 0
+            epoch_end = (
+                cfg.step_unit == "micro_batch" and cfg.eval_steps == -1 and self.step % self.steps_per_epoch == 0
+            )
             if (cfg.eval_steps > 0 and self.due(cfg.eval_steps)) or epoch_end:
                 last_eval, last_eval_step = self.log_eval_row(), self.step
             saved = cfg.save_steps > 0 and self.due(cfg.save_steps)
@@ -474,7 +541,9 @@ class Trainer:
                 bar.close()
                 progress.finish(self.step)
                 self.sinks.close()
-                self.say(f"stopped after step {self.step} (--stop_after_steps); resume with --load_checkpoint --ckpt_path {self.ckpt_dir}")
+                self.say(
+                    f"stopped after step {self.step} (--stop_after_steps); resume with --load_checkpoint --ckpt_path {self.ckpt_dir}"
+                )
                 return None
         bar.close()
         progress.update(self.step, force=True)
@@ -519,26 +588,35 @@ class Trainer:
         mine = items[rank::world]
         n_batches = math.ceil(math.ceil(len(items) / world) / micro)
         generator = torch.Generator().manual_seed(cfg.seed + 7919 * (rank + 1))  # fixed: eval never moves training RNG
-        meter = Meter(BatchLoss.LOSS_TERMS + ("batches", "correct", "pairs", "chosen_sum", "rejected_sum", "reward_sum", "reward_sq_sum"))
+        meter = Meter(
+            BatchLoss.LOSS_TERMS
+            + ("batches", "correct", "pairs", "chosen_sum", "rejected_sum", "reward_sum", "reward_sq_sum")
+        )
         for b in range(n_batches):
-            chunk = mine[b * micro:(b + 1) * micro]
+            chunk = mine[b * micro : (b + 1) * micro]
             out = reward_model_loss(engine, to_device(self.collate(chunk or items[:1]), engine.device), cfg, generator)
             if not chunk:
                 continue
             chosen, rejected = out.chosen_reward.double().cpu(), out.rejected_reward.double().cpu()
             rewards = torch.cat([chosen, rejected])
             losses = out.terms()
-            meter.add({
-                **{term: losses[term].item() for term in BatchLoss.LOSS_TERMS}, "batches": 1.0,
-                "correct": float((chosen > rejected).sum().item()), "pairs": float(len(chunk)),
-                "chosen_sum": chosen.sum().item(), "rejected_sum": rejected.sum().item(),
-                "reward_sum": rewards.sum().item(), "reward_sq_sum": (rewards ** 2).sum().item(),
-            })
+            meter.add(
+                {
+                    **{term: losses[term].item() for term in BatchLoss.LOSS_TERMS},
+                    "batches": 1.0,
+                    "correct": float((chosen > rejected).sum().item()),
+                    "pairs": float(len(chunk)),
+                    "chosen_sum": chosen.sum().item(),
+                    "rejected_sum": rejected.sum().item(),
+                    "reward_sum": rewards.sum().item(),
+                    "reward_sq_sum": (rewards**2).sum().item(),
+                }
+            )
         sums = meter.reduced()
         engine.train()
         n_b, n_pairs = max(sums["batches"], 1.0), max(sums["pairs"], 1.0)
         mean = sums["reward_sum"] / (2 * n_pairs)
-        var = max(sums["reward_sq_sum"] / (2 * n_pairs) - mean ** 2, 0.0)
+        var = max(sums["reward_sq_sum"] / (2 * n_pairs) - mean**2, 0.0)
         return {
             **{term: sums[term] / n_b for term in BatchLoss.LOSS_TERMS},
             "accuracy": sums["correct"] / n_pairs,
@@ -557,7 +635,9 @@ class Trainer:
         stats = last_eval
         if stats is None:  # no held-out pairs: reward statistics from a training sample
             stats = self.evaluate(self.train_items[:256])
-        self.engine.module.set_reward_normalization(stats["reward_mean"], stats["reward_std"], enabled=cfg.normalize_reward)
+        self.engine.module.set_reward_normalization(
+            stats["reward_mean"], stats["reward_std"], enabled=cfg.normalize_reward
+        )
         self.save_model()
         self.sinks.close()
         if self.rank != 0:
@@ -604,31 +684,55 @@ class Trainer:
         engine, cfg, rank = self.engine, self.cfg, self.rank
         if cfg.zero_stage == 3:
             state_dict = engine._zero3_consolidated_16bit_state_dict()
-            if rank == 0:  # on CPU a gathered weight can be a view of a larger buffer, which safetensors refuses to save
-                state_dict = {k: v if v.untyped_storage().nbytes() == v.numel() * v.element_size() else v.clone()
-                              for k, v in state_dict.items()}
+            if (
+                rank == 0
+            ):  # on CPU a gathered weight can be a view of a larger buffer, which safetensors refuses to save
+                state_dict = {
+                    k: v if v.untyped_storage().nbytes() == v.numel() * v.element_size() else v.clone()
+                    for k, v in state_dict.items()
+                }
         else:
             # ZeRO 1-2 keep parameters as views of flat buffers: copy each, so they save as separate tensors.
-            state_dict = {k: v.detach().cpu().clone() for k, v in engine.module.state_dict().items()} if rank == 0 else None
+            state_dict = (
+                {k: v.detach().cpu().clone() for k, v in engine.module.state_dict().items()} if rank == 0 else None
+            )
         if rank == 0:  # LoRA: each adapter merged into its layer, so the RM saves as one trained without LoRA
             state_dict = merged_state_dict(engine.module, state_dict)
         bad = nonfinite_tensors(state_dict) if rank == 0 else []
-        if all_reduce(torch.tensor([float(bool(bad))], device=engine.device), "max").item():  # every rank stops together
-            raise TrainingError(f"NaN or inf weights after training ({describe_tensors(bad) if bad else 'found on rank 0'}); "
-                                f"nothing was saved to {cfg.save_path}. Lower --learning_rate / --head_learning_rate.")
+        if all_reduce(
+            torch.tensor([float(bool(bad))], device=engine.device), "max"
+        ).item():  # every rank stops together
+            raise TrainingError(
+                f"NaN or inf weights after training ({describe_tensors(bad) if bad else 'found on rank 0'}); "
+                f"nothing was saved to {cfg.save_path}. Lower --learning_rate / --head_learning_rate."
+            )
         failed = ""
         if rank == 0:
             earlier = Path(cfg.save_path).exists()
             try:
-                save_reward_model(engine.module, cfg.save_path, self.tokenizer, training_args=cfg.to_dict(), state_dict=state_dict,
-                                  save_format=cfg.save_format)
-            except Exception as e:  # a full disk or a folder gone read-only (safetensors and torch raise their own errors)
-                detail = (e.strerror if isinstance(e, OSError) and e.strerror else " ".join(str(e).split())[:200]) or type(e).__name__
-                failed = (f"--save_path {cfg.save_path}: the RM could not be written ({detail}); "
-                          f"{'the earlier RM there and its metrics log are kept' if earlier else 'nothing was saved'}. Free space "
-                          f"(or give another --save_path) and resume with --load_checkpoint from the last good checkpoint: "
-                          f"{self._last_good_checkpoint()}")
-        if all_reduce(torch.tensor([float(bool(failed))], device=engine.device), "max").item():  # every rank stops together
+                save_reward_model(
+                    engine.module,
+                    cfg.save_path,
+                    self.tokenizer,
+                    training_args=cfg.to_dict(),
+                    state_dict=state_dict,
+                    save_format=cfg.save_format,
+                )
+            except (
+                Exception
+            ) as e:  # a full disk or a folder gone read-only (safetensors and torch raise their own errors)
+                detail = (
+                    e.strerror if isinstance(e, OSError) and e.strerror else " ".join(str(e).split())[:200]
+                ) or type(e).__name__
+                failed = (
+                    f"--save_path {cfg.save_path}: the RM could not be written ({detail}); "
+                    f"{'the earlier RM there and its metrics log are kept' if earlier else 'nothing was saved'}. Free space "
+                    f"(or give another --save_path) and resume with --load_checkpoint from the last good checkpoint: "
+                    f"{self._last_good_checkpoint()}"
+                )
+        if all_reduce(
+            torch.tensor([float(bool(failed))], device=engine.device), "max"
+        ).item():  # every rank stops together
             raise TrainingError(failed or f"--save_path {cfg.save_path}: rank 0 could not write the RM")
         dist.barrier()
 

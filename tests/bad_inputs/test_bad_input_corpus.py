@@ -63,15 +63,24 @@ import yaml
 from safetensors.torch import load_file, save_file
 from transformers import LlamaModel
 
-from goalrm_core.data.io import write_jsonl
 from goalrm_core.cli.get_representation import main as get_representation
+from goalrm_core.data.io import write_jsonl
 from goalrm_core.inference.scoring import eval_rm
 from goalrm_core.model.reward_model import RewardModel, save_reward_model
 
 HERE = Path(__file__).resolve().parent
 TREE = HERE.parents[1]  # the checkout under test: subprocesses import goalrm_core from here
 CASES = yaml.safe_load((HERE / "cases.yaml").read_text())
-TOPICS = {"labels", "counts", "non-finite", "finished-or-absent", "corrupt-scores", "ranges", "output-paths", "messages"}
+TOPICS = {
+    "labels",
+    "counts",
+    "non-finite",
+    "finished-or-absent",
+    "corrupt-scores",
+    "ranges",
+    "output-paths",
+    "messages",
+}
 # (file modes are not a refusal: tests/data/test_damaged_files.py)
 
 PAIRS = [
@@ -82,10 +91,28 @@ PAIRS = [
 ]
 GENERATIONS = {
     "greedy": [
-        {"question": "1 +2", "generated_solution": "1+2=3\n#3", "predicted_answer": 3, "expected_answer": 3, "is_correct": True},
-        {"question": "9 -3", "generated_solution": "9-3=5\n#5", "predicted_answer": 5, "expected_answer": 6, "is_correct": False},
+        {
+            "question": "1 +2",
+            "generated_solution": "1+2=3\n#3",
+            "predicted_answer": 3,
+            "expected_answer": 3,
+            "is_correct": True,
+        },
+        {
+            "question": "9 -3",
+            "generated_solution": "9-3=5\n#5",
+            "predicted_answer": 5,
+            "expected_answer": 6,
+            "is_correct": False,
+        },
         {"question": "7", "generated_solution": "#7", "predicted_answer": 7, "expected_answer": 7, "is_correct": True},
-        {"question": "4 +4", "generated_solution": "4+4=9\n#9", "predicted_answer": 9, "expected_answer": 8, "is_correct": False},
+        {
+            "question": "4 +4",
+            "generated_solution": "4+4=9\n#9",
+            "predicted_answer": 9,
+            "expected_answer": 8,
+            "is_correct": False,
+        },
     ],
     "samples": [
         {"question": q, "generated_solution": s, "predicted_answer": a, "expected_answer": e, "is_correct": a == e}
@@ -100,23 +127,66 @@ def shared(tmp_path_factory, tiny_config, tokenizer, tiny_policy_dir) -> dict[st
     """The shared artifacts of every case (see the module docstring), built once."""
     root = tmp_path_factory.mktemp("bad-input-artifacts")
     torch.manual_seed(0)
-    rm = save_reward_model(RewardModel(LlamaModel(tiny_config)).eval(), root / "rm", tokenizer, training_args={"seed": 0})
+    rm = save_reward_model(
+        RewardModel(LlamaModel(tiny_config)).eval(), root / "rm", tokenizer, training_args={"seed": 0}
+    )
     torch.manual_seed(1)
-    other = save_reward_model(RewardModel(LlamaModel(tiny_config)).eval(), root / "other_rm", tokenizer, training_args={"seed": 1})
+    other = save_reward_model(
+        RewardModel(LlamaModel(tiny_config)).eval(), root / "other_rm", tokenizer, training_args={"seed": 1}
+    )
     goal = root / "goal_state.npy"
     np.save(goal, np.random.default_rng(0).normal(size=(1, tiny_config.hidden_size)).astype(np.float32))
     write_jsonl(root / "pairs.jsonl", PAIRS)
     write_jsonl(root / "questions.jsonl", [{"question": g["question"]} for g in GENERATIONS["greedy"]])
     for split, rows in GENERATIONS.items():
         write_jsonl(root / "gens" / "toy" / f"{split}.jsonl", rows)
-    eval_rm(root / "gens", rm, root / "eval", ["toy"], goal, template="toymath", encoding="split", readout="eos", progress=False)
-    eval_rm(root / "gens", other, root / "eval-other", ["toy"], vanilla=True, template="toymath", encoding="split", readout="eos", progress=False)
+    eval_rm(
+        root / "gens",
+        rm,
+        root / "eval",
+        ["toy"],
+        goal,
+        template="toymath",
+        encoding="split",
+        readout="eos",
+        progress=False,
+    )
+    eval_rm(
+        root / "gens",
+        other,
+        root / "eval-other",
+        ["toy"],
+        vanilla=True,
+        template="toymath",
+        encoding="split",
+        readout="eos",
+        progress=False,
+    )
     for name, model in (("rm_goal", rm), ("other_goal", other)):
-        assert get_representation([f"--dataset-path={root / 'pairs.jsonl'}", f"--reward-model-path={model}",
-                                   f"--save-dir={root / name}", "--template=toymath"]) == 0
-    return {"rm": rm, "other_rm": other, "policy": Path(tiny_policy_dir), "goal": goal, "pairs": root / "pairs.jsonl",
-            "gens": root / "gens", "eval": root / "eval", "questions": root / "questions.jsonl", "rm_goal": root / "rm_goal",
-            "other_goal": root / "other_goal", "other_scored": root / "eval-other" / "other_rm" / "toy" / "all" / "output-metrics-dense.jsonl"}
+        assert (
+            get_representation(
+                [
+                    f"--dataset-path={root / 'pairs.jsonl'}",
+                    f"--reward-model-path={model}",
+                    f"--save-dir={root / name}",
+                    "--template=toymath",
+                ]
+            )
+            == 0
+        )
+    return {
+        "rm": rm,
+        "other_rm": other,
+        "policy": Path(tiny_policy_dir),
+        "goal": goal,
+        "pairs": root / "pairs.jsonl",
+        "gens": root / "gens",
+        "eval": root / "eval",
+        "questions": root / "questions.jsonl",
+        "rm_goal": root / "rm_goal",
+        "other_goal": root / "other_goal",
+        "other_scored": root / "eval-other" / "other_rm" / "toy" / "all" / "output-metrics-dense.jsonl",
+    }
 
 
 @pytest.fixture(scope="session")
@@ -126,15 +196,23 @@ def goalrm(tmp_path_factory):
     ``python -m goalrm_core.cli`` instead, which is the same code path, seconds slower per case."""
     logs = tmp_path_factory.mktemp("bad-input-logs")
     if os.environ.get("GOALRM_CORPUS_FRESH", "") not in ("", "0"):
+
         def fresh(argv, cwd, env, fault=None):
             command = [str(TREE / "tests" / "faults.py"), *map(str, fault)] if fault else ["-m", "goalrm_core.cli"]
-            done = subprocess.run([sys.executable, *command, *argv], cwd=cwd, env=env,
-                                  capture_output=True, text=True, timeout=300)
+            done = subprocess.run(
+                [sys.executable, *command, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+            )
             return done.returncode, done.stdout, done.stderr
+
         yield fresh
         return
-    server = subprocess.Popen([sys.executable, str(HERE / "forkserver.py")], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True, env={**os.environ, "PYTHONPATH": str(TREE), "TOKENIZERS_PARALLELISM": "false"})
+    server = subprocess.Popen(
+        [sys.executable, str(HERE / "forkserver.py")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(TREE), "TOKENIZERS_PARALLELISM": "false"},
+    )
     assert json.loads(server.stdout.readline()) == {"ready": True}
     count = 0
 
@@ -142,12 +220,21 @@ def goalrm(tmp_path_factory):
         nonlocal count
         count += 1
         out, err = logs / f"{count}.out", logs / f"{count}.err"
-        request = {"argv": argv, "cwd": str(cwd), "env": env, "stdout": str(out), "stderr": str(err), "timeout": 300, "fault": fault}
+        request = {
+            "argv": argv,
+            "cwd": str(cwd),
+            "env": env,
+            "stdout": str(out),
+            "stderr": str(err),
+            "timeout": 300,
+            "fault": fault,
+        }
         server.stdin.write(json.dumps(request) + "\n")
         server.stdin.flush()
         reply = server.stdout.readline()
         assert reply, "the fork server died"
         return json.loads(reply)["exit"], out.read_text(), err.read_text()
+
     yield forked
     server.stdin.close()
     server.wait(timeout=30)
@@ -174,7 +261,7 @@ def _set_head_weights(folder: Path, value: float) -> None:
 def build_inputs(steps: list[dict], folder: Path, shared: dict[str, Path]) -> None:
     """Run a case's ``inputs`` steps in its folder (see the module docstring)."""
     for step in steps:
-        (op, args), = step.items()
+        ((op, args),) = step.items()
         if op == "copy":
             src, dest = shared[args[0]], folder / args[1]
             dest.parent.mkdir(parents=True, exist_ok=True)
@@ -203,7 +290,12 @@ def build_inputs(steps: list[dict], folder: Path, shared: dict[str, Path]) -> No
             elif fill == "complex":
                 np.save(dest, np.full((1, columns), 1 + 1j, dtype=np.complex64))
             else:
-                np.save(dest, np.full((1, columns), {"zeros": 0.0, "ones": 1.0, "nan": np.nan, "tiny": 1e-29}[fill], dtype=np.float32))
+                np.save(
+                    dest,
+                    np.full(
+                        (1, columns), {"zeros": 0.0, "ones": 1.0, "nan": np.nan, "tiny": 1e-29}[fill], dtype=np.float32
+                    ),
+                )
         elif op in ("rawset", "dupkey"):
             path, line, key, text = folder / args[0], args[1], args[2], str(args[3])
             lines = path.read_text().splitlines()
@@ -215,8 +307,11 @@ def build_inputs(steps: list[dict], folder: Path, shared: dict[str, Path]) -> No
                 lines[line - 1] = json.dumps(row)[:-1] + f", {json.dumps(key)}: {text}}}"
             path.write_text("".join(f"{x}\n" for x in lines))
         elif op == "gzip":
-            (folder / args[1]).write_bytes(gzip.compress((folder / args[0]).read_bytes() if (folder / args[0]).exists()
-                                                         else shared[args[0]].read_bytes()))
+            (folder / args[1]).write_bytes(
+                gzip.compress(
+                    (folder / args[0]).read_bytes() if (folder / args[0]).exists() else shared[args[0]].read_bytes()
+                )
+            )
         elif op in ("jset", "jdel"):
             path = folder / args[0]
             data = json.loads(path.read_text())
@@ -230,8 +325,17 @@ def build_inputs(steps: list[dict], folder: Path, shared: dict[str, Path]) -> No
             path.write_text(json.dumps(data))
         elif op == "lock":
             me = psutil.Process()
-            (folder / args).write_text(json.dumps({"pid": me.pid, "started": me.create_time(), "host": socket.gethostname(),
-                                                   "command": "goalrm (the corpus's own process)"}) + "\n")
+            (folder / args).write_text(
+                json.dumps(
+                    {
+                        "pid": me.pid,
+                        "started": me.create_time(),
+                        "host": socket.gethostname(),
+                        "command": "goalrm (the corpus's own process)",
+                    }
+                )
+                + "\n"
+            )
         elif op == "weights":
             _set_head_weights(folder / args[0], float(args[1]))
         else:
@@ -240,8 +344,11 @@ def build_inputs(steps: list[dict], folder: Path, shared: dict[str, Path]) -> No
 
 def snapshot(folder: Path) -> dict[str, str]:
     """Every file under ``folder`` (relative path -> sha256), so a case can show it changed nothing."""
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 def expand(value: str, places: dict[str, str]) -> str:
@@ -255,7 +362,9 @@ def test_the_corpus_covers_every_topic():
     assert len(ids) >= 40 and len(set(ids)) == len(ids)
     assert {case.get("topic") for case in CASES} - {None} == TOPICS
     for case in CASES:
-        assert set(case) <= {"id", "topic", "argv", "inputs", "exit", "stderr", "stdout", "env", "fault", "leaves"}, case["id"]
+        assert set(case) <= {"id", "topic", "argv", "inputs", "exit", "stderr", "stdout", "env", "fault", "leaves"}, (
+            case["id"]
+        )
         assert case["argv"][0] in ("train-rm", "get-representation", "eval-rm", "metrics", "decode"), case["id"]
         assert case["stderr"], case["id"]
 
@@ -270,7 +379,13 @@ def test_bad_input_is_refused_through_the_command_line(case, shared, goalrm, tmp
     argv = [expand(str(a), places) for a in case["argv"]]
     before = snapshot(folder)
     env = {k: v for k, v in os.environ.items() if k != "GOALRM_DEBUG"}
-    env.update({"PYTHONPATH": str(TREE), "TOKENIZERS_PARALLELISM": "false", **{k: str(v) for k, v in case.get("env", {}).items()}})
+    env.update(
+        {
+            "PYTHONPATH": str(TREE),
+            "TOKENIZERS_PARALLELISM": "false",
+            **{k: str(v) for k, v in case.get("env", {}).items()},
+        }
+    )
     code, stdout, stderr = goalrm(argv, tmp_path, env, case.get("fault"))
     expected_exit = case.get("exit", 2)
     report = f"exit {code}\nstdout:\n{stdout[-2000:]}\nstderr:\n{stderr[-3000:]}"

@@ -24,9 +24,9 @@ from goalrm_core.data.adapters import (
     read_generation_folder,
 )
 from goalrm_core.data.io import ArtifactError, read_jsonl
+from goalrm_core.data.preferences import PreferenceDataError
 from goalrm_core.data.questions import preference_pairs, split_by_question
 from goalrm_core.data.schema import GENERATION_FIELDS
-from goalrm_core.data.preferences import PreferenceDataError
 from goalrm_core.pipeline.profile_files import load_profile
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -44,10 +44,25 @@ def write_jsonl(path, rows, gz=False):
 
 
 def gen(q, sol, pred, exp, ok, **extra):
-    return {"question": q, "generated_solution": sol, "predicted_answer": pred, "expected_answer": exp, "is_correct": ok, **extra}
+    return {
+        "question": q,
+        "generated_solution": sol,
+        "predicted_answer": pred,
+        "expected_answer": exp,
+        "is_correct": ok,
+        **extra,
+    }
 
 
-HELPSTEER = {"prompt": "p", "response": "r", "helpfulness": 3, "correctness": 4, "coherence": 4, "complexity": 1, "verbosity": 2}
+HELPSTEER = {
+    "prompt": "p",
+    "response": "r",
+    "helpfulness": 3,
+    "correctness": 4,
+    "coherence": 4,
+    "complexity": 1,
+    "verbosity": 2,
+}
 SOLUTIONS = {
     "question": "2+2?",
     "ground_truth": "2+2=<<2+2=4>>4\nA: 4",
@@ -57,6 +72,7 @@ SOLUTIONS = {
 
 
 # ------------------------------------------------------------------------------------ each format
+
 
 def test_openmath_pairs_and_prompt_pairs(tmp_path):
     a = write_jsonl(tmp_path / "a.jsonl", [{"question": "q", "correct": "c", "incorrect": "i", "extra": 1}])
@@ -99,10 +115,13 @@ def test_nemo_skills_generations_keep_extra_fields(tmp_path):
 
 
 def test_gsm8k_questions_parse_the_final_answer(tmp_path):
-    path = write_jsonl(tmp_path / "gsm8k.jsonl", [
-        {"question": "q1", "answer": "80,000+50,000=<<80000+50000=130000>>130,000\n#### 70,000"},
-        {"question": "q2", "answer": "so\n#### -3"},
-    ])
+    path = write_jsonl(
+        tmp_path / "gsm8k.jsonl",
+        [
+            {"question": "q1", "answer": "80,000+50,000=<<80000+50000=130000>>130,000\n#### 70,000"},
+            {"question": "q2", "answer": "so\n#### -3"},
+        ],
+    )
     rows = load_questions(path).rows
     assert [r["expected_answer"] for r in rows] == [70000, -3]
     assert rows[0]["reference_solution"].endswith("#### 70,000")
@@ -113,8 +132,15 @@ def test_gsm8k_model_solutions_become_one_generation_per_solution(tmp_path):
     data = load_generations(path)
     assert data.format == "gsm8k_solutions" and data.report.n_read == 1 and len(data) == 2
     first, second = data.rows
-    assert first == {"question": "2+2?", "generated_solution": "2+2=5\nA: 5", "predicted_answer": 5, "expected_answer": 4,
-                     "is_correct": False, "model": "small_model", "sample_index": 0}
+    assert first == {
+        "question": "2+2?",
+        "generated_solution": "2+2=5\nA: 5",
+        "predicted_answer": 5,
+        "expected_answer": 4,
+        "is_correct": False,
+        "model": "small_model",
+        "sample_index": 0,
+    }
     assert second["is_correct"] is True and second["predicted_answer"] == second["expected_answer"] == 4
 
 
@@ -138,6 +164,7 @@ def test_parquet_and_json_array_sources(tmp_path):
 
 # ------------------------------------------------------------------------------------ bad input
 
+
 def test_unknown_format_lists_every_known_format(tmp_path):
     path = write_jsonl(tmp_path / "x.jsonl", [{"text": "hello"}])
     with pytest.raises(AdapterError) as err:
@@ -149,7 +176,10 @@ def test_unknown_format_lists_every_known_format(tmp_path):
 
 
 def test_row_missing_fields_names_file_row_and_expected_fields(tmp_path):
-    path = write_jsonl(tmp_path / "pairs.jsonl", [{"question": "q", "correct": "c", "incorrect": "i"}, {"question": "q", "correct": "c"}])
+    path = write_jsonl(
+        tmp_path / "pairs.jsonl",
+        [{"question": "q", "correct": "c", "incorrect": "i"}, {"question": "q", "correct": "c"}],
+    )
     with pytest.raises(AdapterError) as err:
         load_pairs(path)
     message = str(err.value)
@@ -172,7 +202,10 @@ def test_ambiguous_rows_ask_for_an_explicit_format():
 
 def test_explicit_format_and_kind_checks(tmp_path):
     assert detect_format({"prompt": "p", "chosen": "a", "rejected": "b"}) == "prompt_pairs"
-    hh = adapt_row({"prompt": "ignored", "chosen": "\n\nHuman: a\n\nAssistant: x", "rejected": "\n\nHuman: a\n\nAssistant: y"}, fmt="hh_rlhf")
+    hh = adapt_row(
+        {"prompt": "ignored", "chosen": "\n\nHuman: a\n\nAssistant: x", "rejected": "\n\nHuman: a\n\nAssistant: y"},
+        fmt="hh_rlhf",
+    )
     assert hh == [{"question": "\n\nHuman: a\n\nAssistant:", "correct": " x", "incorrect": " y"}]
     with pytest.raises(AdapterError, match="unknown format 'nope'"):
         adapt_row({}, fmt="nope")
@@ -200,6 +233,7 @@ def test_missing_file_and_offline_hub_name_fail_clearly(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------------------------ pairs, splits
 
+
 def test_generation_pairs_and_question_split():
     rows = [gen(q, f"{q}{i}", i, 0, i == 0) for q in ("a", "b", "c") for i in range(3)]
     rows.append(gen("d", "d0", 0, 0, True))  # no incorrect solution: no pair
@@ -207,10 +241,13 @@ def test_generation_pairs_and_question_split():
     assert len(pairs) == 6 and all(p["correct"].endswith("0") and not p["incorrect"].endswith("0") for p in pairs)
     assert len(preference_pairs(rows, pairs_per_question=1)) == 3
     train, held = split_by_question(rows, 0.5, seed=1)
-    assert {r["question"] for r in train}.isdisjoint({r["question"] for r in held}) and len(train) + len(held) == len(rows)
+    assert {r["question"] for r in train}.isdisjoint({r["question"] for r in held}) and len(train) + len(held) == len(
+        rows
+    )
 
 
 # ------------------------------------------------------------------------------------ generation folders
+
 
 def nemo_folder(root: Path, bench: str = "gsm8k", n_samples: int = 2) -> Path:
     d = root / bench
@@ -263,13 +300,19 @@ def test_generation_folder_errors_name_what_is_wrong(tmp_path):
 
 # ------------------------------------------------------------------------------------ real shared data (optional)
 
+
 @needs_shared
 def test_real_shared_files_have_the_expected_shapes():
     gsm = load_questions(SHARED_DATA / "gsm8k_test.jsonl", limit=50)
     assert gsm.format == "gsm8k" and all(isinstance(r["expected_answer"], int) for r in gsm.rows)
     sols = load_generations(SHARED_DATA / "gsm8k_example_model_solutions.jsonl", limit=50)
     assert sols.format == "gsm8k_solutions" and len(sols) == 200
-    assert {r["model"] for r in sols.rows} == {"6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification"}
+    assert {r["model"] for r in sols.rows} == {
+        "6b_finetuning",
+        "6b_verification",
+        "175b_finetuning",
+        "175b_verification",
+    }
     # the file's own is_correct agrees with comparing the parsed answers
     assert all((r["predicted_answer"] == r["expected_answer"]) == r["is_correct"] for r in sols.rows)
     assert [r["expected_answer"] for r in sols.rows[::4]] == [r["expected_answer"] for r in gsm.rows]
@@ -280,6 +323,7 @@ def test_real_shared_files_have_the_expected_shapes():
 
 # ------------------------------------------------------------------------------------ profiles and command lines
 
+
 def test_paper_profiles_load_and_build_their_command_lines():
     from goalrm_core.recipes.paper import paper_commands, paper_script, paper_train_command
 
@@ -288,24 +332,46 @@ def test_paper_profiles_load_and_build_their_command_lines():
     cmd = paper_train_command("paper-math", "goal-conditioned", num_gpus=8)
     assert Path(cmd[0]).name == "deepspeed" and cmd[cmd.index("--num_gpus") + 1] == "8"
     assert cmd[cmd.index("--pretrain") + 1] == "nvidia/OpenMath-CodeLlama-7b-Python-hf"
-    expected = {"--zero_stage": "3", "--train_batch_size": "64", "--micro_train_batch_size": "1", "--max_len": "2048",
-            "--learning_rate": "9e-06", "--contrastive_loss_beta": "0.5", "--unsim_samples": "16", "--sim_samples": "16",
-            "--value_head_strategy": "linear", "--source_state_percentile": "0.0", "--goal_state_percentile": "0.0",
-            "--reward_model_strategy": "contrastive", "--save_path": "./ckpt/contrastive_reward_model"}
+    expected = {
+        "--zero_stage": "3",
+        "--train_batch_size": "64",
+        "--micro_train_batch_size": "1",
+        "--max_len": "2048",
+        "--learning_rate": "9e-06",
+        "--contrastive_loss_beta": "0.5",
+        "--unsim_samples": "16",
+        "--sim_samples": "16",
+        "--value_head_strategy": "linear",
+        "--source_state_percentile": "0.0",
+        "--goal_state_percentile": "0.0",
+        "--reward_model_strategy": "contrastive",
+        "--save_path": "./ckpt/contrastive_reward_model",
+    }
     assert {flag: cmd[cmd.index(flag) + 1] for flag in expected} == expected
     assert {"--bf16", "--flash_attn", "--gradient_checkpointing"} <= set(cmd)
 
     hh = paper_train_command("paper-hh", "baseline", hostfile="hosts", num_nodes=2)
     assert hh[hh.index("--hostfile") + 1] == "hosts" and hh[hh.index("--num_nodes") + 1] == "2"
-    for flag, value in (("--pretrain", "meta-llama/Meta-Llama-3-8B-Instruct"), ("--dataset", "Anthropic/hh-rlhf"),
-                        ("--max_len", "4096"), ("--eval_steps", "1000"), ("--learning_rate", "1e-05"), ("--seed", "0")):
+    for flag, value in (
+        ("--pretrain", "meta-llama/Meta-Llama-3-8B-Instruct"),
+        ("--dataset", "Anthropic/hh-rlhf"),
+        ("--max_len", "4096"),
+        ("--eval_steps", "1000"),
+        ("--learning_rate", "1e-05"),
+        ("--seed", "0"),
+    ):
         assert hh[hh.index(flag) + 1] == value
 
     steps = paper_commands("paper-math")
     assert list(steps)[:3] == ["train-vanilla", "train-contrastive", "get-representation"]
     eval_cmd = steps["eval-rm-contrastive"]
-    assert eval_cmd[eval_cmd.index("--benchmarks") + 1:eval_cmd.index("--goal_state_path")] == list(adapters.NEMO_SKILLS_BENCHMARKS)
-    assert "--vanilla" in steps["eval-rm-vanilla"] and list(paper_commands("paper-hh")) == ["train-vanilla", "train-contrastive"]
+    assert eval_cmd[eval_cmd.index("--benchmarks") + 1 : eval_cmd.index("--goal_state_path")] == list(
+        adapters.NEMO_SKILLS_BENCHMARKS
+    )
+    assert "--vanilla" in steps["eval-rm-vanilla"] and list(paper_commands("paper-hh")) == [
+        "train-vanilla",
+        "train-contrastive",
+    ]
     assert paper_script("paper-math").count("\ndeepspeed --num_gpus 8 --module goalrm_core.train.trainer") == 2
     # scoring is data-parallel over the node's GPUs by default (one shard per process), one process when asked
     assert paper_script("paper-math").count("\ntorchrun --nproc_per_node 8 -m goalrm_core.cli eval-rm ") == 2
@@ -314,7 +380,7 @@ def test_paper_profiles_load_and_build_their_command_lines():
     # every train-rm flag a profile produces is one the trainer accepts (the command parses)
     from goalrm_core.cli.train_rm import parse_args
 
-    cfg = parse_args(cmd[cmd.index("goalrm_core.train.trainer") + 1:])
+    cfg = parse_args(cmd[cmd.index("goalrm_core.train.trainer") + 1 :])
     assert cfg.contrastive and cfg.zero_stage == 3 and cfg.bf16 and cfg.flash_attn
     assert not cfg.group_by_length and "--no-group_by_length" in hh  # the official data order in both paper profiles
 
@@ -322,8 +388,15 @@ def test_paper_profiles_load_and_build_their_command_lines():
     from goalrm_core.cli.eval_rm import build_parser as eval_rm_parser
     from goalrm_core.cli.metrics import build_parser as metrics_parser
 
-    scoring = eval_rm_parser().parse_args(steps["eval-rm-contrastive"][steps["eval-rm-contrastive"].index("eval-rm") + 1:])
-    assert scoring.bf16 and scoring.flash_attn and scoring.max_len == 0 and {"--bf16", "--flash_attn"} <= set(steps["get-representation"])
+    scoring = eval_rm_parser().parse_args(
+        steps["eval-rm-contrastive"][steps["eval-rm-contrastive"].index("eval-rm") + 1 :]
+    )
+    assert (
+        scoring.bf16
+        and scoring.flash_attn
+        and scoring.max_len == 0
+        and {"--bf16", "--flash_attn"} <= set(steps["get-representation"])
+    )
     assert metrics_parser().parse_args(steps["metrics-contrastive-official"][4:]).official
 
 
@@ -331,8 +404,13 @@ def test_gpu_check_profile_is_about_1b_and_its_command_uses_zero3_bf16_flash(tmp
     from goalrm_core.recipes.paper import gpu_check_command, llama_parameter_count
 
     profile = load_profile("gpu-check")
-    n = llama_parameter_count(profile["backbone_hidden_size"], profile["backbone_layers"], profile["backbone_vocab_size"],
-                              profile["backbone_intermediate_size"], profile["backbone_heads"])
+    n = llama_parameter_count(
+        profile["backbone_hidden_size"],
+        profile["backbone_layers"],
+        profile["backbone_vocab_size"],
+        profile["backbone_intermediate_size"],
+        profile["backbone_heads"],
+    )
     assert 0.8e9 < n < 1.3e9
     cmd = gpu_check_command(run_dir=str(tmp_path / "gc"))
     assert Path(cmd[0]).name == "deepspeed" and cmd[cmd.index("--zero_stage") + 1] == "3"
@@ -348,7 +426,10 @@ def test_gpu_check_dry_run_lists_each_strategy_then_the_4bit_lora_step(tmp_path)
     assert not (tmp_path / "gc").exists()
     four_bit = shlex.split(steps[FOUR_BIT_STEP])
     assert {"--load_in_4bit", "--bf16"} <= set(four_bit) and four_bit[four_bit.index("--lora_rank") + 1] == "16"
-    assert four_bit[four_bit.index("--zero_stage") + 1] == "2" and four_bit[four_bit.index("--reward_model_strategy") + 1] == "vanilla"
+    assert (
+        four_bit[four_bit.index("--zero_stage") + 1] == "2"
+        and four_bit[four_bit.index("--reward_model_strategy") + 1] == "vanilla"
+    )
     assert four_bit[four_bit.index("--save_path") + 1] == str(tmp_path / "gc" / "models" / FOUR_BIT_STEP)
     for strategy in load_profile("gpu-check")["strategies"]:  # the others stay as they were: ZeRO-3, no LoRA
         cmd = shlex.split(steps[strategy])
@@ -361,8 +442,16 @@ def test_random_llama_and_gpu_check_data_are_written_locally(tmp_path):
 
     from goalrm_core.recipes.paper import llama_parameter_count, prepare_gpu_check
 
-    small = dict(backbone_hidden_size=32, backbone_layers=2, backbone_heads=4, backbone_intermediate_size=64,
-                 backbone_vocab_size=128, n_pairs=16, bf16=False, run_dir=str(tmp_path / "gc"))
+    small = dict(
+        backbone_hidden_size=32,
+        backbone_layers=2,
+        backbone_heads=4,
+        backbone_intermediate_size=64,
+        backbone_vocab_size=128,
+        n_pairs=16,
+        bf16=False,
+        run_dir=str(tmp_path / "gc"),
+    )
     paths = prepare_gpu_check(**small)
     model = AutoModelForCausalLM.from_pretrained(paths["backbone"])
     tokenizer = AutoTokenizer.from_pretrained(paths["backbone"])
@@ -377,21 +466,27 @@ def test_random_llama_and_gpu_check_data_are_written_locally(tmp_path):
         prepare_gpu_check(**{**small, "backbone_vocab_size": 10})
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"ckpt_dirr": "x"}, "key 'ckpt_dirr' is not read by the command-line profiles; did you mean ckpt_dir?"),
-    ({"backbone_layers": 0}, "backbone_layers must be an integer >= 1, got 0"),
-    ({"max_steps": -1}, "max_steps must be an integer >= 0 (0 = the epochs), got -1"),
-    ({"rm_steps": 10}, "key 'rm_steps' is now rm.max_steps"),
-    ({"bf16": "yes"}, "key 'bf16' must be true or false, got 'yes'"),
-    ({"benchmarks": "gsm8k"}, "key 'benchmarks' must be a list of names, got 'gsm8k'"),
-    ({"train_batch_size": 63}, "rm.train_batch_size (63) must be a multiple of rm.micro_train_batch_size x rm_processes (1 x 8)"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"ckpt_dirr": "x"}, "key 'ckpt_dirr' is not read by the command-line profiles; did you mean ckpt_dir?"),
+        ({"backbone_layers": 0}, "backbone_layers must be an integer >= 1, got 0"),
+        ({"max_steps": -1}, "max_steps must be an integer >= 0 (0 = the epochs), got -1"),
+        ({"rm_steps": 10}, "key 'rm_steps' is now rm.max_steps"),
+        ({"bf16": "yes"}, "key 'bf16' must be true or false, got 'yes'"),
+        ({"benchmarks": "gsm8k"}, "key 'benchmarks' must be a list of names, got 'gsm8k'"),
+        (
+            {"train_batch_size": 63},
+            "rm.train_batch_size (63) must be a multiple of rm.micro_train_batch_size x rm_processes (1 x 8)",
+        ),
+    ],
+)
 def test_a_command_line_profile_is_checked_whole_before_a_command_is_built(change, message):
     """Every key of a command-line profile is a trainer setting, a notebook key that means the same, or
     one of COMMAND_LINE_KEYS; a typo or a bad value stops the command in one line, naming where it came from."""
+    from goalrm_core.pipeline.profile_files import COMMAND_LINE_PROFILES
     from goalrm_core.recipes.paper import paper_script
     from goalrm_core.recipes.profile_keys import check_command_line_profile, command_line_profile
-    from goalrm_core.pipeline.profile_files import COMMAND_LINE_PROFILES
 
     for name in COMMAND_LINE_PROFILES:
         assert command_line_profile(name) == load_profile(name)
@@ -404,16 +499,25 @@ def test_a_command_line_profile_is_checked_whole_before_a_command_is_built(chang
 
 
 def test_real_cpu_profile_and_commands(tmp_path):
-    from goalrm_core.recipes.paper import command_text, real_cpu_commands
     from goalrm_core.cli.train_rm import parse_args
+    from goalrm_core.recipes.paper import command_text, real_cpu_commands
 
     profile = load_profile("real-cpu")
     assert profile["n_hh_pairs"] > 0 and profile["zero_stage"] == 0
     cmds = real_cpu_commands(run_dir=str(tmp_path / "rc"))
-    assert list(cmds) == ["train-hh-baseline", "train-hh-goal", "train-gsm8k-baseline", "train-gsm8k-goal", "get-representation",
-                          "eval-rm-gsm8k-baseline", "metrics-gsm8k-baseline", "eval-rm-gsm8k-goal", "metrics-gsm8k-goal"]
+    assert list(cmds) == [
+        "train-hh-baseline",
+        "train-hh-goal",
+        "train-gsm8k-baseline",
+        "train-gsm8k-goal",
+        "get-representation",
+        "eval-rm-gsm8k-baseline",
+        "metrics-gsm8k-baseline",
+        "eval-rm-gsm8k-goal",
+        "metrics-gsm8k-goal",
+    ]
     train = cmds["train-hh-goal"]
-    cfg = parse_args(train[train.index("goalrm_core.train.trainer") + 1:])
+    cfg = parse_args(train[train.index("goalrm_core.train.trainer") + 1 :])
     assert cfg.contrastive and cfg.template == "hh" and cfg.max_steps == profile["max_steps"]
     assert command_text(cmds["eval-rm-gsm8k-goal"]).startswith("goalrm eval-rm --completions_data_path")
     assert command_text(train).startswith("goalrm train-rm ")
@@ -429,9 +533,14 @@ def test_real_cpu_prepare_writes_the_project_layout(tmp_path):
     assert manifest["scale"] == "CPU-scale" and manifest["hh"]["train"] + manifest["hh"]["eval"] == 20
     assert manifest["hh"]["skipped"] == 9 and manifest["hh"]["read"] == 2312
     held = list_generation_folder(p["generations"], ["gsm8k"], check="all")["gsm8k"]
-    assert held.layout == "goalrm" and held.n_greedy == manifest["gsm8k"]["held_out_solutions"] == 4 * manifest["gsm8k"]["held_out_questions"]
+    assert (
+        held.layout == "goalrm"
+        and held.n_greedy == manifest["gsm8k"]["held_out_solutions"] == 4 * manifest["gsm8k"]["held_out_questions"]
+    )
     train_questions = {r["question"] for r in read_jsonl(p["gsm8k_train"]) + read_jsonl(p["gsm8k_eval"])}
-    assert train_questions.isdisjoint({r["question"] for r in read_jsonl(held.greedy)})  # no question leaks into the scored set
+    assert train_questions.isdisjoint(
+        {r["question"] for r in read_jsonl(held.greedy)}
+    )  # no question leaks into the scored set
     assert read_jsonl(p["benchmark"], required=("question", "expected_answer"))
 
 
@@ -447,7 +556,9 @@ def test_real_cpu_prepare_refuses_a_max_len_that_eval_rm_would_reject(tmp_path):
     from goalrm_core.recipes.paper import real_cpu_prepare
 
     with pytest.raises(ValueError, match="raise gsm8k_max_len"):
-        real_cpu_prepare(run_dir=str(tmp_path / "rc"), n_hh_pairs=10, gsm8k_max_len=300, backbone_hidden_size=16, backbone_layers=1)
+        real_cpu_prepare(
+            run_dir=str(tmp_path / "rc"), n_hh_pairs=10, gsm8k_max_len=300, backbone_hidden_size=16, backbone_layers=1
+        )
 
 
 def test_the_recipes_files_lie_in_the_run_directory_layout(tmp_path):
@@ -457,14 +568,27 @@ def test_the_recipes_files_lie_in_the_run_directory_layout(tmp_path):
     run = tmp_path / "rc"
     rel = {k: v.relative_to(run).as_posix() for k, v in real_cpu_paths(run).items() if k != "run"}
     assert rel == {
-        "backbone": "data/backbone", "manifest": "data/manifest.json",
-        "hh_train": "data/preference/hh/train.jsonl", "hh_eval": "data/preference/hh/eval.jsonl",
-        "gsm8k_train": "data/preference/gsm8k/train.jsonl", "gsm8k_eval": "data/preference/gsm8k/eval.jsonl",
-        "generations": "data/generations", "benchmark": "data/benchmarks/gsm8k/test.jsonl", "models": "models",
-        "representations": "representations", "eval": "eval", "logs": "logs", "summary": "real_cpu_summary.json"}
+        "backbone": "data/backbone",
+        "manifest": "data/manifest.json",
+        "hh_train": "data/preference/hh/train.jsonl",
+        "hh_eval": "data/preference/hh/eval.jsonl",
+        "gsm8k_train": "data/preference/gsm8k/train.jsonl",
+        "gsm8k_eval": "data/preference/gsm8k/eval.jsonl",
+        "generations": "data/generations",
+        "benchmark": "data/benchmarks/gsm8k/test.jsonl",
+        "models": "models",
+        "representations": "representations",
+        "eval": "eval",
+        "logs": "logs",
+        "summary": "real_cpu_summary.json",
+    }
     assert {k: v.relative_to(run).as_posix() for k, v in gpu_check_paths(run).items()} == {
-        "backbone": "data/backbone", "train": "data/preference/train.jsonl", "eval": "data/preference/eval.jsonl",
-        "models": "models", "logs": "logs"}
+        "backbone": "data/backbone",
+        "train": "data/preference/train.jsonl",
+        "eval": "data/preference/eval.jsonl",
+        "models": "models",
+        "logs": "logs",
+    }
 
 
 def test_pair_shapes_and_pair_formats_are_one_set_of_names():
@@ -472,9 +596,11 @@ def test_pair_shapes_and_pair_formats_are_one_set_of_names():
     trainer's reader normalise it."""
     from goalrm_core.data.preferences import SourceReport, normalise_row
 
-    rows = {"openmath_pairs": {"question": "q", "correct": "a", "incorrect": "b"},
-            "prompt_pairs": {"prompt": "q", "chosen": "a", "rejected": "b"},
-            "hh_rlhf": {"chosen": "\n\nHuman: q\n\nAssistant: a", "rejected": "\n\nHuman: q\n\nAssistant: b"}}
+    rows = {
+        "openmath_pairs": {"question": "q", "correct": "a", "incorrect": "b"},
+        "prompt_pairs": {"prompt": "q", "chosen": "a", "rejected": "b"},
+        "hh_rlhf": {"chosen": "\n\nHuman: q\n\nAssistant: a", "rejected": "\n\nHuman: q\n\nAssistant: b"},
+    }
     assert set(rows) == set(adapters.formats_of_kind("pairs"))
     for fmt, row in rows.items():
         adapted, read = SourceReport(source="a"), SourceReport(source="b")

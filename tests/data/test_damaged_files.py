@@ -57,9 +57,24 @@ def test_an_unusable_output_folder_fails_before_any_work(tmp_path, command):
     missing = str(tmp_path / "missing")
     argv = {
         "train-rm": (train_rm.main, ["--pretrain", missing, "--dataset", missing + ".jsonl", "--save_path", str(out)]),
-        "get-representation": (representations.main, ["--dataset-path", missing, "--reward-model-path", missing, "--save-dir", str(out)]),
-        "eval-rm": (scoring.main, ["--completions_data_path", missing, "--reward_model_path", missing, "--save_dir", str(out),
-                                   "--vanilla", "--benchmarks", "gsm8k"]),
+        "get-representation": (
+            representations.main,
+            ["--dataset-path", missing, "--reward-model-path", missing, "--save-dir", str(out)],
+        ),
+        "eval-rm": (
+            scoring.main,
+            [
+                "--completions_data_path",
+                missing,
+                "--reward_model_path",
+                missing,
+                "--save_dir",
+                str(out),
+                "--vanilla",
+                "--benchmarks",
+                "gsm8k",
+            ],
+        ),
     }[command]
     with pytest.raises(ArtifactError, match=r"lies under the file .*a-file: give a folder path"):
         argv[0](argv[1])

@@ -69,8 +69,10 @@ def test_a_file_is_vouched_for_only_by_a_manifest_that_lists_it(tmp_path):
 
 
 def test_the_command_line_of_a_writer_is_quoted_so_it_can_be_run_again():
-    assert manifest.command_line("goalrm eval-rm", ["--save_dir", "my eval", "--benchmarks", "gsm8k"]) == \
-        "goalrm eval-rm --save_dir 'my eval' --benchmarks gsm8k"
+    assert (
+        manifest.command_line("goalrm eval-rm", ["--save_dir", "my eval", "--benchmarks", "gsm8k"])
+        == "goalrm eval-rm --save_dir 'my eval' --benchmarks gsm8k"
+    )
 
 
 def test_a_rerun_keeps_every_earlier_run_in_the_history(tmp_path):
@@ -84,7 +86,9 @@ def test_a_rerun_keeps_every_earlier_run_in_the_history(tmp_path):
     (out / "shared.npy").write_bytes(b"2")
     m = manifest.finish(out, {"b.npy": None, "shared.npy": None}, command="second", producer={"config_hash": "B"})
     assert [h["command"] for h in m["history"]] == ["first"]
-    assert manifest.check_file(out / "a.npy")["producer"] == {"config_hash": "A"}  # the first run's, not hidden by the second
+    assert manifest.check_file(out / "a.npy")["producer"] == {
+        "config_hash": "A"
+    }  # the first run's, not hidden by the second
     assert manifest.check_file(out / "shared.npy")["producer"] == {"config_hash": "B"}  # rewritten: the second run's
     assert manifest.check_file(out / "b.npy")["producer"] == {"config_hash": "B"}
     manifest.begin(out, command="third")

@@ -9,10 +9,10 @@ import pytest
 from goalrm_core.data.preferences import (
     PreferenceDataError,
     blend_counts,
+    held_out_split,
     load_preference_rows,
     load_source_rows,
     split_train_eval,
-    held_out_split,
 )
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -54,14 +54,20 @@ def test_hh_dialogues_split_at_last_assistant_turn_and_skips_are_counted(tmp_pat
     assert plain(out) == [{"question": shared + "\n\nAssistant:", "correct": " sure", "incorrect": " no"}]
     (report,) = reports
     assert (report.n_read, report.n_used, report.n_skipped) == (4, 1, 3)
-    assert (report.n_skipped_no_assistant_turn, report.n_skipped_no_shared_prefix, report.n_skipped_empty_response) == (1, 1, 1)
+    assert (report.n_skipped_no_assistant_turn, report.n_skipped_no_shared_prefix, report.n_skipped_empty_response) == (
+        1,
+        1,
+        1,
+    )
     assert f"{path}:2" in report.summary() and "3 skipped" in report.summary()
     assert report.shapes == {"hh_rlhf": 4}
 
 
 def test_row_missing_keys_names_source_row_and_shapes(tmp_path):
     path = write_jsonl(tmp_path / "bad.jsonl", pairs(2) + [{"question": "q", "correct": "c"}])
-    with pytest.raises(PreferenceDataError, match=r"bad\.jsonl:3: missing keys.*question/correct/incorrect.*prompt/chosen/rejected"):
+    with pytest.raises(
+        PreferenceDataError, match=r"bad\.jsonl:3: missing keys.*question/correct/incorrect.*prompt/chosen/rejected"
+    ):
         load_preference_rows(str(path))
     path = write_jsonl(tmp_path / "typed.jsonl", [{"prompt": "q", "chosen": ["a"], "rejected": "b"}])
     with pytest.raises(PreferenceDataError, match=r"typed\.jsonl:1: field 'chosen' must be a string"):
@@ -104,7 +110,9 @@ def test_blending_is_seeded_and_follows_the_probabilities(tmp_path):
 
 def test_hub_name_offline_raises_clearly(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(PreferenceDataError, match=r"'Anthropic/hh-rlhf' is not a local file/dir and the Hub is unreachable \(offline"):
+    with pytest.raises(
+        PreferenceDataError, match=r"'Anthropic/hh-rlhf' is not a local file/dir and the Hub is unreachable \(offline"
+    ):
         load_preference_rows("Anthropic/hh-rlhf", "1.0")
     with pytest.raises(PreferenceDataError, match="not found"):
         load_preference_rows("./missing/pairs.jsonl")
@@ -147,9 +155,12 @@ def test_a_dataset_path_with_a_comma_is_one_source(tmp_path):
 def test_hh_dialogue_format_is_the_official_empty_prompt_and_whole_dialogues(tmp_path):
     chosen, rejected = "\n\nHuman: hi\n\nAssistant: hello", "\n\nHuman: hi\n\nAssistant: go away"
     path = write_jsonl(tmp_path / "hh.jsonl", [{"chosen": chosen, "rejected": rejected}])
-    assert plain(load_preference_rows(str(path), hh_format="dialogue")) == [{"question": "", "correct": chosen, "incorrect": rejected}]
+    assert plain(load_preference_rows(str(path), hh_format="dialogue")) == [
+        {"question": "", "correct": chosen, "incorrect": rejected}
+    ]
     assert plain(load_preference_rows(str(path), hh_format="split")) == [
-        {"question": "\n\nHuman: hi\n\nAssistant:", "correct": " hello", "incorrect": " go away"}]
+        {"question": "\n\nHuman: hi\n\nAssistant:", "correct": " hello", "incorrect": " go away"}
+    ]
     with pytest.raises(ValueError, match="hh_format"):
         load_preference_rows(str(path), hh_format="turns")
 
@@ -166,6 +177,8 @@ def test_training_evaluates_on_a_sources_own_test_split_as_the_official_code_doe
     cfg = TrainRMConfig(dataset=str(folder), template="toymath", encoding="split", max_len=64)
     train, held, counts = load_items(cfg, tokenizer, say=lambda _: None)
     assert (len(train), len(held)) == (20, 3)  # every training row kept, the test split evaluates
-    holdout = TrainRMConfig(dataset=str(folder), template="toymath", encoding="split", max_len=64, eval_source="holdout", eval_split=0.1)
+    holdout = TrainRMConfig(
+        dataset=str(folder), template="toymath", encoding="split", max_len=64, eval_source="holdout", eval_split=0.1
+    )
     train, held, _ = load_items(holdout, tokenizer, say=lambda _: None)
     assert (len(train), len(held)) == (18, 2)

@@ -29,5 +29,7 @@ def test_undefined_seeds_are_counted_apart_and_never_become_a_verdict():
 def test_holm_is_monotone_and_skips_undefined():
     adjusted = holm([0.01, math.nan, 0.04, 0.03])
     assert math.isnan(adjusted[1])
-    assert adjusted[0] == pytest.approx(0.03) and adjusted[3] == pytest.approx(0.06) and adjusted[2] == pytest.approx(0.06)
+    assert (
+        adjusted[0] == pytest.approx(0.03) and adjusted[3] == pytest.approx(0.06) and adjusted[2] == pytest.approx(0.06)
+    )
     assert holm([0.9, 0.8]) == [1.0, 1.0]

@@ -66,7 +66,9 @@ def test_both_levels_are_at_least_as_wide_as_the_seeds_alone(shared):
     stats = per_question_means([-0.05, 0.0, 0.02, 0.05, 0.1], rng.normal(0, 1.0, 60), noise=0.2, rng=rng)
     both = h.hierarchical_bootstrap(stats, 60, n_boot=1000, seed=0, shared_questions=shared)
     seeds_only = h.hierarchical_bootstrap(stats, 60, n_boot=1000, seed=0, resample_questions=False)
-    questions_only = h.hierarchical_bootstrap(stats, 60, n_boot=1000, seed=0, resample_seeds=False, shared_questions=shared)
+    questions_only = h.hierarchical_bootstrap(
+        stats, 60, n_boot=1000, seed=0, resample_seeds=False, shared_questions=shared
+    )
     width = lambda r: r.ci_high - r.ci_low
     assert width(both) >= width(seeds_only)
     assert both.se >= seeds_only.se

@@ -29,7 +29,7 @@ def _token_q(sol, drop, rng):
     n = sol["n_lines"] * LINE
     q = np.linspace(-0.2, 0.9, n) + rng.normal(0, 0.01, n)
     if sol["first_error_line"] is not None:
-        q[sol["first_error_line"] * LINE:] -= drop
+        q[sol["first_error_line"] * LINE :] -= drop
     return q
 
 
@@ -43,8 +43,9 @@ def test_did_reads_the_error_not_the_position(drop, sign):
     sols = _solutions()
     token_q = [_token_q(s, drop, rng) for s in sols]
     line_q = [_line_q(q) for q in token_q]
-    r = localisation.first_error_did(line_q, [s["first_error_line"] for s in sols], [s["correct"] for s in sols],
-                                     [s["question"] for s in sols])
+    r = localisation.first_error_did(
+        line_q, [s["first_error_line"] for s in sols], [s["correct"] for s in sols], [s["question"] for s in sols]
+    )
     # the superseded token-level figure: after - before the first wrong token
     errs = [None if s["first_error_line"] is None else s["first_error_line"] * LINE for s in sols]
     old = first_error_q_stats(token_q, errs)["mean_delta"]
@@ -54,7 +55,10 @@ def test_did_reads_the_error_not_the_position(drop, sign):
         assert r.did == pytest.approx(-drop, abs=0.03) and r.did < 0
     assert r.references["same question"] == r.contributions.size == 80
     if sign == 0:  # the same confound on line-end Q
-        assert localisation.after_minus_before(line_q, [s["first_error_line"] for s in sols], [s["correct"] for s in sols]) > 0.1
+        assert (
+            localisation.after_minus_before(line_q, [s["first_error_line"] for s in sols], [s["correct"] for s in sols])
+            > 0.1
+        )
 
 
 def test_references_fall_back_in_the_planned_order():

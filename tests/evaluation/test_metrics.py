@@ -154,7 +154,17 @@ def test_paired_delta_undefined():
 
 @pytest.mark.parametrize(
     "n, pct, expected",
-    [(10, 0.0, 0), (10, 1.0, 9), (10, 0.5, 4), (10, 0.3, 2), (10, 0.05, 0), (10, 0.11, 1), (1, 0.0, 0), (1, 1.0, 0), (3, 0.34, 1)],
+    [
+        (10, 0.0, 0),
+        (10, 1.0, 9),
+        (10, 0.5, 4),
+        (10, 0.3, 2),
+        (10, 0.05, 0),
+        (10, 0.11, 1),
+        (1, 0.0, 0),
+        (1, 1.0, 0),
+        (3, 0.34, 1),
+    ],
 )
 def test_prefix_index(n, pct, expected):
     assert prefix_index(n, pct) == expected
@@ -190,7 +200,9 @@ def test_vote_tie_with_top_wrong_answer_counts_as_correct():
 
 def test_vote_none_answers_are_not_votes():
     # one correct vote beats three generations without an answer
-    assert float(majority_vote_accuracy([[gen("4", True), gen(None, False), gen(None, False), gen(None, False)]])) == 1.0
+    assert (
+        float(majority_vote_accuracy([[gen("4", True), gen(None, False), gen(None, False), gen(None, False)]])) == 1.0
+    )
     # no votes at all: incorrect, even though no wrong answer exists
     assert float(majority_vote_accuracy([[gen(None, False), gen(None, False)]])) == 0.0
     # a generation marked correct without an answer is no vote either
@@ -490,11 +502,15 @@ def test_official_filter_figures_by_hand():
     def g(q, ok, ans):
         return {"cosine_sim": q, "is_correct": ok, "predicted_answer": ans}
 
-    a = [g([9, 0.5, 0.4], True, 1),          # kept: min(0.5, 0.4) >= 0
-         g([9, 0.3, -0.1, 0.2], False, None),  # filtered at the 2nd of 3 kept-window values: saves 3 - 1 = 2
-         g([9, 0.2, 0.1], False, None)]      # kept, wrong with no answer: the None group
-    b = [g([9, -1.0], True, 3),              # filtered at 0: saves 1 (reset: all filtered)
-         g([9, -0.5, 0.5], False, 4)]        # filtered at 0: saves 2 (reset)
+    a = [
+        g([9, 0.5, 0.4], True, 1),  # kept: min(0.5, 0.4) >= 0
+        g([9, 0.3, -0.1, 0.2], False, None),  # filtered at the 2nd of 3 kept-window values: saves 3 - 1 = 2
+        g([9, 0.2, 0.1], False, None),
+    ]  # kept, wrong with no answer: the None group
+    b = [
+        g([9, -1.0], True, 3),  # filtered at 0: saves 1 (reset: all filtered)
+        g([9, -0.5, 0.5], False, 4),
+    ]  # filtered at 0: saves 2 (reset)
     f = metrics.official_filter_figures([a, b], threshold=0.0, skip_first=1)
     # A kept: 1 correct vs the None group of 1 -> correct (1 >= 1); proportion kept 1/2; all: 1/3
     # B all filtered -> unfiltered vote 1 correct vs {4: 1} -> correct; proportion 1/2 both ways

@@ -79,8 +79,12 @@ def generation(q, k):
     """Question q's generation of pass k (k = -1: greedy), some right and some with one of two wrong answers."""
     answer = [3, 19, 6, 6][q] if (q + k) % 3 else [4, 20][(q * k) % 2]
     steps = "\n".join(f"{a}+{b}={a + b}" for a, b in ((q, k + 1), (k + 2, q + 1), (q + k + 3, 1)))
-    return {"question": QUESTIONS[q], "generated_solution": f"{steps}\n#{answer}", "predicted_answer": answer,
-            "is_correct": answer == [3, 19, 6, 6][q]}
+    return {
+        "question": QUESTIONS[q],
+        "generated_solution": f"{steps}\n#{answer}",
+        "predicted_answer": answer,
+        "is_correct": answer == [3, 19, 6, 6][q],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -89,19 +93,43 @@ def scored(tmp_path_factory, tiny_config, tokenizer):
     the official one (output-greedy.jsonl, output-rs<k>.jsonl: one pass per file)."""
     root = tmp_path_factory.mktemp("official_all")
     torch.manual_seed(0)
-    rm = save_reward_model(RewardModel(AutoModel.from_config(copy.deepcopy(tiny_config)), "linear").eval(), root / "rm", tokenizer)
+    rm = save_reward_model(
+        RewardModel(AutoModel.from_config(copy.deepcopy(tiny_config)), "linear").eval(), root / "rm", tokenizer
+    )
     np.save(root / "goal.npy", np.random.default_rng(0).normal(size=(1, tiny_config.hidden_size)).astype(np.float32))
     greedy = [generation(q, -1) for q in range(len(QUESTIONS))]
     write_jsonl(root / "ours" / "gsm8k" / "greedy.jsonl", greedy)
-    write_jsonl(root / "ours" / "gsm8k" / "samples.jsonl",
-                [{**generation(q, k), "sample_index": k} for q in range(len(QUESTIONS)) for k in range(PASSES)])
+    write_jsonl(
+        root / "ours" / "gsm8k" / "samples.jsonl",
+        [{**generation(q, k), "sample_index": k} for q in range(len(QUESTIONS)) for k in range(PASSES)],
+    )
     write_jsonl(root / "theirs" / "gsm8k" / "output-greedy.jsonl", greedy)
     for k in range(PASSES):
-        write_jsonl(root / "theirs" / "gsm8k" / f"output-rs{k}.jsonl", [generation(q, k) for q in range(len(QUESTIONS))])
+        write_jsonl(
+            root / "theirs" / "gsm8k" / f"output-rs{k}.jsonl", [generation(q, k) for q in range(len(QUESTIONS))]
+        )
     for layout in ("ours", "theirs"):
-        assert eval_rm_main(["--completions_data_path", str(root / layout), "--reward_model_path", str(rm), "--goal_state_path",
-                             str(root / "goal.npy"), "--save_dir", str(root / f"eval-{layout}"), "--benchmarks", "gsm8k",
-                             "--template", "toymath", "--batch_size", "1"]) == 0
+        assert (
+            eval_rm_main(
+                [
+                    "--completions_data_path",
+                    str(root / layout),
+                    "--reward_model_path",
+                    str(rm),
+                    "--goal_state_path",
+                    str(root / "goal.npy"),
+                    "--save_dir",
+                    str(root / f"eval-{layout}"),
+                    "--benchmarks",
+                    "gsm8k",
+                    "--template",
+                    "toymath",
+                    "--batch_size",
+                    "1",
+                ]
+            )
+            == 0
+        )
     return root
 
 
@@ -116,17 +144,40 @@ def test_all_holds_the_greedy_rows_then_the_samples_pass_by_pass(scored):
     samples = read_scored(scored / "eval-ours" / "rm", "gsm8k", "all")
     assert [(r["question"], r["sample_index"]) for r in samples] == [(q, k) for q in QUESTIONS for k in range(PASSES)]
     assert all(GREEDY_IN_ALL not in r and "sample_row" not in r for r in samples)
-    assert json.loads((scored / "eval-ours" / "rm" / "eval_rm.json").read_text())["scored"] == {"gsm8k": {"greedy": n, "all": n * PASSES}}
+    assert json.loads((scored / "eval-ours" / "rm" / "eval_rm.json").read_text())["scored"] == {
+        "gsm8k": {"greedy": n, "all": n * PASSES}
+    }
 
 
 def test_the_official_voting_gives_the_same_figures_on_either_layout_and_goalrm_prints_them(scored, capsys):
-    lowest = [min(r["cosine_sim"][5:]) for r in read_jsonl(scored / "eval-ours" / "rm" / "gsm8k" / "all" / "output-metrics-dense.jsonl")]
+    lowest = [
+        min(r["cosine_sim"][5:])
+        for r in read_jsonl(scored / "eval-ours" / "rm" / "gsm8k" / "all" / "output-metrics-dense.jsonl")
+    ]
     threshold = float(np.median(lowest))  # about half the rows dropped, the others kept
     ours = official_voting(str(scored / "eval-ours" / "rm" / "gsm8k" / "all" / "*.jsonl"), len(QUESTIONS), threshold)
-    theirs = official_voting(str(scored / "eval-theirs" / "rm" / "gsm8k" / "all" / "*.jsonl"), len(QUESTIONS), threshold)
+    theirs = official_voting(
+        str(scored / "eval-theirs" / "rm" / "gsm8k" / "all" / "*.jsonl"), len(QUESTIONS), threshold
+    )
     assert ours == theirs
     assert "Total number of generations filtered: 0" not in ours
-    assert metrics_main(["--model_name", "rm", "--eval_results_dir", str(scored / "eval-ours"), "--benchmarks", "gsm8k",
-                         "--filter_threshold", str(threshold), "--official", "--dataset_len", str(len(QUESTIONS))]) == 0
+    assert (
+        metrics_main(
+            [
+                "--model_name",
+                "rm",
+                "--eval_results_dir",
+                str(scored / "eval-ours"),
+                "--benchmarks",
+                "gsm8k",
+                "--filter_threshold",
+                str(threshold),
+                "--official",
+                "--dataset_len",
+                str(len(QUESTIONS)),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out.splitlines()
-    assert printed[-len(ours):] == ours
+    assert printed[-len(ours) :] == ours

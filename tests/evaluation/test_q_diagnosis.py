@@ -7,8 +7,9 @@ from goalrm_core.evaluation.q_analysis import lowest_q_tokens, q_token_frame, q_
 
 
 def test_frame_marks_tokens_from_the_first_error_on():
-    frame = q_token_frame([[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7]], [list("1+2#"), list("1=2")], [None, 1], [True, False],
-                          skip_first=1)
+    frame = q_token_frame(
+        [[0.1, 0.2, 0.3, 0.4], [0.5, 0.6, 0.7]], [list("1+2#"), list("1=2")], [None, 1], [True, False], skip_first=1
+    )
     assert frame["position"].tolist() == [1, 2, 3, 1, 2]
     assert frame["token_type"].tolist() == ["+", "2", "#", "=", "2"]
     assert frame["prefix_wrong"].tolist() == [False, False, False, True, True]

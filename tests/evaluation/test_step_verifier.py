@@ -49,8 +49,10 @@ def test_closed_form_intervals_match_predicting_at_every_threshold(seed):
     low, high = sv.right_intervals(scores, truth)
     grid = np.unique(np.concatenate([np.concatenate([np.asarray(s) for s in scores]) + d for d in (-0.05, 0.0, 0.05)]))
     for t in grid:
-        direct = [sv.predicted_first_error(s, t) == e if e is not None else sv.predicted_first_error(s, t) is None
-                  for s, e in zip(scores, truth)]
+        direct = [
+            sv.predicted_first_error(s, t) == e if e is not None else sv.predicted_first_error(s, t) is None
+            for s, e in zip(scores, truth)
+        ]
         assert list((low < t) & (t <= high)) == direct
         assert sv.evaluate_at(scores, truth, t)["f1"] == pytest.approx(_direct_f1(scores, truth, t))
 

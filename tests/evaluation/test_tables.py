@@ -2,14 +2,21 @@ import numpy as np
 import pytest
 
 from goalrm_core.cli import metrics as metrics_cli
-from goalrm_core.evaluation import tables as evaluation
 from goalrm_core.data.io import ArtifactError, write_jsonl
+from goalrm_core.evaluation import tables as evaluation
 
 
 def gen(q, correct, reward, q_values, answer):
-    return {"question": q, "is_correct": correct, "reward": reward, "num_actions": len(q_values),
-            "partial_rewards": [reward] * len(q_values), "cosine_sim": q_values, "predicted_answer": answer,
-            "generated_solution": "x" * (len(q_values) - 2)}
+    return {
+        "question": q,
+        "is_correct": correct,
+        "reward": reward,
+        "num_actions": len(q_values),
+        "partial_rewards": [reward] * len(q_values),
+        "cosine_sim": q_values,
+        "predicted_answer": answer,
+        "generated_solution": "x" * (len(q_values) - 2),
+    }
 
 
 HIGH, LOW = [0.5] * 10, [0.5] * 6 + [-0.2] * 4  # LOW drops at token 6: 3 tokens saved
@@ -17,19 +24,43 @@ HIGH, LOW = [0.5] * 10, [0.5] * 6 + [-0.2] * 4  # LOW drops at token 6: 3 tokens
 
 @pytest.fixture
 def seed_layout(tmp_path):
-    greedy = [gen("q1", True, 2.0, HIGH, 1), gen("q2", False, -1.0, LOW, 5), gen("q3", True, 1.0, HIGH, 3), gen("q4", False, 0.5, LOW, 9)]
+    greedy = [
+        gen("q1", True, 2.0, HIGH, 1),
+        gen("q2", False, -1.0, LOW, 5),
+        gen("q3", True, 1.0, HIGH, 3),
+        gen("q4", False, 0.5, LOW, 9),
+    ]
     # q1: 2 correct kept + 3 wrong (answer 7) that drop -> filtering turns it correct
     # q2: all generations drop -> fallback to plain voting, wrong (answer 8 twice vs correct once)
-    samples = [gen("q1", True, 1.0, HIGH, 1)] * 2 + [gen("q1", False, 0.0, LOW, 7)] * 3 \
-        + [gen("q2", True, 1.0, LOW, 2)] + [gen("q2", False, 0.0, LOW, 8)] * 2
+    samples = (
+        [gen("q1", True, 1.0, HIGH, 1)] * 2
+        + [gen("q1", False, 0.0, LOW, 7)] * 3
+        + [gen("q2", True, 1.0, LOW, 2)]
+        + [gen("q2", False, 0.0, LOW, 8)] * 2
+    )
     write_jsonl(tmp_path / "rm" / "toy-id" / "greedy" / "scored.jsonl", greedy)
     write_jsonl(tmp_path / "rm" / "toy-id" / "all" / "scored.jsonl", samples)
     return tmp_path
 
 
 def test_metrics_cli_prints_expected_values(seed_layout, capsys):
-    code = metrics_cli.main(["--model_name", "rm", "--eval_results_dir", str(seed_layout), "--filter_threshold", "0.0",
-                            "--benchmarks", "toy-id", "--percentiles", "0.5", "1.0", "--n_boot", "200"])
+    code = metrics_cli.main(
+        [
+            "--model_name",
+            "rm",
+            "--eval_results_dir",
+            str(seed_layout),
+            "--filter_threshold",
+            "0.0",
+            "--benchmarks",
+            "toy-id",
+            "--percentiles",
+            "0.5",
+            "1.0",
+            "--n_boot",
+            "200",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "toy-id: greedy n=4 AUROC 1.000" in out
@@ -46,8 +77,19 @@ def test_metrics_cli_prints_expected_values(seed_layout, capsys):
 
 def test_metrics_checks_every_benchmark_before_printing_any(seed_layout, capsys):
     with pytest.raises(ArtifactError, match="toy-nope"):
-        metrics_cli.main(["--model_name", "rm", "--eval_results_dir", str(seed_layout), "--benchmarks", "toy-id", "toy-nope",
-                         "--n_boot", "20"])
+        metrics_cli.main(
+            [
+                "--model_name",
+                "rm",
+                "--eval_results_dir",
+                str(seed_layout),
+                "--benchmarks",
+                "toy-id",
+                "toy-nope",
+                "--n_boot",
+                "20",
+            ]
+        )
     assert capsys.readouterr().out == ""  # toy-id's results were not printed before the failure
 
 
@@ -69,7 +111,13 @@ def test_auroc_table_includes_reference_scorers(seed_layout):
     for i, r in enumerate(rows):
         r["policy_mean_logprob"], r["policy_min_logprob"] = -0.1 * i, -float(i)
     table = evaluation.auroc_table({"baseline": rows, "goal-conditioned": rows}, "toy-id", n_boot=100)
-    assert list(table["scorer"]) == ["baseline", "goal-conditioned", "policy mean logprob", "policy min logprob", "length only"]
+    assert list(table["scorer"]) == [
+        "baseline",
+        "goal-conditioned",
+        "policy mean logprob",
+        "policy min logprob",
+        "length only",
+    ]
     assert table.set_index("scorer").loc["baseline", "auroc"] == 1.0
     delta = evaluation.delta_auroc(rows, rows, n_boot=100)
     assert delta["delta"] == 0.0
@@ -84,16 +132,36 @@ def test_all_correct_benchmark_is_undefined_not_a_crash(seed_layout):
 def test_first_error_summary_sees_the_drop():
     rows = []
     for i in range(6):
-        rows.append({"question": f"c{i}", "is_correct": True, "num_actions": 10, "cosine_sim": [0.8] * 10, "first_error_char": None,
-                     "generated_solution": "x" * 8})
-        rows.append({"question": f"w{i}", "is_correct": False, "num_actions": 10, "cosine_sim": [0.8] * 4 + [0.1] * 6,
-                     "first_error_char": 4, "generated_solution": "x" * 8})
+        rows.append(
+            {
+                "question": f"c{i}",
+                "is_correct": True,
+                "num_actions": 10,
+                "cosine_sim": [0.8] * 10,
+                "first_error_char": None,
+                "generated_solution": "x" * 8,
+            }
+        )
+        rows.append(
+            {
+                "question": f"w{i}",
+                "is_correct": False,
+                "num_actions": 10,
+                "cosine_sim": [0.8] * 4 + [0.1] * 6,
+                "first_error_char": 4,
+                "generated_solution": "x" * 8,
+            }
+        )
     summary = evaluation.first_error_summary(rows, n_boot=100)
     assert summary["prefix_error_auroc"] == pytest.approx(1.0)
 
 
 def test_fmt_ci_writes_the_command_line_s_interval():
     assert evaluation.fmt_ci(0.61, 0.55, 0.672) == "0.610 [0.550, 0.672]"
-    assert evaluation.fmt_ci(0.61, None, 0.7) == evaluation.fmt_ci(0.61, float("nan"), 0.7) == "0.610 [interval undefined]"
+    assert (
+        evaluation.fmt_ci(0.61, None, 0.7) == evaluation.fmt_ci(0.61, float("nan"), 0.7) == "0.610 [interval undefined]"
+    )
     assert evaluation.fmt_ci(float("nan"), 0.1, 0.2) == evaluation.fmt_ci(None, None, None) == "undefined"
-    assert evaluation.fmt_p(float("nan"), "no pairs") == "undefined (no pairs)" and evaluation.fmt_p(0.01234) == "0.0123"
+    assert (
+        evaluation.fmt_p(float("nan"), "no pairs") == "undefined (no pairs)" and evaluation.fmt_p(0.01234) == "0.0123"
+    )

@@ -15,7 +15,14 @@ def random_questions(rng, n_questions=12, n_gens=6, n_tokens=10):
         for _ in range(n_gens):
             answer = int(rng.integers(0, 3))
             q = np.round(rng.uniform(-0.6, 1.0, size=n_tokens), 1)  # a coarse grid: many ties between thresholds
-            gens.append({"predicted_answer": answer, "is_correct": answer == 0, "cosine_sim": q.tolist(), "num_actions": n_tokens})
+            gens.append(
+                {
+                    "predicted_answer": answer,
+                    "is_correct": answer == 0,
+                    "cosine_sim": q.tolist(),
+                    "num_actions": n_tokens,
+                }
+            )
         questions.append(gens)
     return questions
 
@@ -38,7 +45,9 @@ def test_the_offline_filter_choice_is_this_rule_with_the_filter_as_outcome(seed)
 
 def test_ties_go_to_fewer_tokens_then_to_the_lower_threshold():
     outcomes = {0.1: (5, 90), 0.2: (5, 80), 0.3: (5, 80), 0.4: (4, 10)}
-    chosen, table = choose_threshold(list(outcomes), lambda t: {"threshold": t, "n_correct": outcomes[t][0], "tokens": outcomes[t][1]})
+    chosen, table = choose_threshold(
+        list(outcomes), lambda t: {"threshold": t, "n_correct": outcomes[t][0], "tokens": outcomes[t][1]}
+    )
     assert chosen == 0.2
     assert table["threshold"].tolist() == [0.1, 0.2, 0.3, 0.4]
 

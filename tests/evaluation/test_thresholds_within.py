@@ -7,8 +7,12 @@ from goalrm_core.evaluation.thresholds import choose_cheapest_within, choose_thr
 
 
 def _outcome(correct, tokens, unfiltered=100):
-    return lambda t: {"threshold": t, "n_correct": correct[int(round(10 * t))], "n_correct_unfiltered": unfiltered,
-                      "tokens": tokens[int(round(10 * t))]}
+    return lambda t: {
+        "threshold": t,
+        "n_correct": correct[int(round(10 * t))],
+        "n_correct_unfiltered": unfiltered,
+        "tokens": tokens[int(round(10 * t))],
+    }
 
 
 def test_it_takes_the_cheapest_threshold_within_the_drop_and_falls_back_to_the_most_right():
@@ -37,5 +41,9 @@ def test_the_filter_picker_trades_one_point_of_accuracy_for_tokens_only_when_ask
     cheap, table = voting.choose_filter_threshold(easy + hard, candidates=cands, skip_first=0, max_accuracy_drop=0.01)
     assert most == 0.0  # every question right, the wrong samples dropped
     assert cheap == 0.5  # one question of 100 lost (1 point) for the hard question's two samples
-    assert table.loc[table["chosen"], "n_correct"].item() == table.loc[table["chosen"], "n_correct_unfiltered"].item() - 1
-    assert voting.choose_filter_threshold(easy + hard, candidates=cands, skip_first=0, max_accuracy_drop=0.005)[0] == 0.0
+    assert (
+        table.loc[table["chosen"], "n_correct"].item() == table.loc[table["chosen"], "n_correct_unfiltered"].item() - 1
+    )
+    assert (
+        voting.choose_filter_threshold(easy + hard, candidates=cands, skip_first=0, max_accuracy_drop=0.005)[0] == 0.0
+    )

@@ -16,12 +16,27 @@ from goalrm_core.inference.goal_state import q_values
 def test_beam_search_keeps_best_scoring_candidates():
     """Two questions; each step appends one letter; solutions end after two letters. The scorer is a
     table, so the kept beams and the answer are known in advance."""
-    table = {"a": 0.9, "b": 0.1, "c": 0.5, "aa": 0.2, "ab": 0.3, "ac": 0.1, "ca": 0.8, "cb": 0.0, "cc": 0.4,
-             "ba": 5.0, "bb": 5.0, "bc": 5.0}  # b's children are excellent but b is pruned at step 0
+    table = {
+        "a": 0.9,
+        "b": 0.1,
+        "c": 0.5,
+        "aa": 0.2,
+        "ab": 0.3,
+        "ac": 0.1,
+        "ca": 0.8,
+        "cb": 0.0,
+        "cc": 0.4,
+        "ba": 5.0,
+        "bb": 5.0,
+        "bc": 5.0,
+    }  # b's children are excellent but b is pruned at step 0
 
     def propose(beams, step):
-        return [bs.Candidate(b.question, b.token_ids + [ord(ch)], b.text + ch, finished=len(b.text) + 1 == 2, new_tokens=3)
-                for b in beams for ch in "abc"]
+        return [
+            bs.Candidate(b.question, b.token_ids + [ord(ch)], b.text + ch, finished=len(b.text) + 1 == 2, new_tokens=3)
+            for b in beams
+            for ch in "abc"
+        ]
 
     calls = []
 
@@ -42,8 +57,9 @@ def test_beam_search_keeps_best_scoring_candidates():
 def test_beam_search_finished_beams_compete_and_duplicates_merge():
     def propose(beams, step):
         # "x" finishes at once with a middling score; "y" continues and later beats it; "y" twice is merged
-        return [bs.Candidate(0, b.token_ids + [1], b.text + "x", finished=True, new_tokens=1) for b in beams] + \
-               [bs.Candidate(0, b.token_ids + [2], b.text + "y", new_tokens=1) for b in beams for _ in range(2)]
+        return [bs.Candidate(0, b.token_ids + [1], b.text + "x", finished=True, new_tokens=1) for b in beams] + [
+            bs.Candidate(0, b.token_ids + [2], b.text + "y", new_tokens=1) for b in beams for _ in range(2)
+        ]
 
     scores = {"x": 0.5, "y": 0.4, "yx": 0.9, "yy": 0.1}
     seen = []
@@ -65,13 +81,16 @@ def test_select_top_rejects_bad_beam_size():
         bs.select_top([], 0)
 
 
-@pytest.mark.parametrize("bad, message", [
-    ({"beam_size": 0}, "beam_size must be an integer >= 1, got 0"),
-    ({"temperature": -0.1}, "temperature must be a finite number >= 0 (0 = greedy), got -0.1"),
-    ({"conf_ratio": 1.5}, "conf_ratio must be a finite number in [0, 1], got 1.5"),
-    ({"reward_weight": float("nan")}, "reward_weight must be a finite number, got nan"),
-    ({"max_line_tokens": 2.0}, "max_line_tokens must be an integer >= 1, got 2.0"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"beam_size": 0}, "beam_size must be an integer >= 1, got 0"),
+        ({"temperature": -0.1}, "temperature must be a finite number >= 0 (0 = greedy), got -0.1"),
+        ({"conf_ratio": 1.5}, "conf_ratio must be a finite number in [0, 1], got 1.5"),
+        ({"reward_weight": float("nan")}, "reward_weight must be a finite number, got nan"),
+        ({"max_line_tokens": 2.0}, "max_line_tokens must be an integer >= 1, got 2.0"),
+    ],
+)
 def test_a_search_config_out_of_range_is_refused_in_python_as_on_the_command_line(bad, message):
     """DecodeConfig's fields carry their ranges; a config built in Python is checked against them, and
     ``goalrm decode``'s flags and the profiles' decoding keys take the same ranges and help from them."""
@@ -93,8 +112,16 @@ def test_a_search_config_out_of_range_is_refused_in_python_as_on_the_command_lin
 
 
 def test_q_guided_decode_end_to_end(tiny_lm, tiny_rm, tokenizer, tiny_goal):
-    cfg = bs.DecodeConfig(beam_size=2, samples_per_step=2, temperature=1.0, temperature_decay=0.9, conf_ratio=0.3,
-                          max_steps=3, max_line_tokens=5, max_new_tokens=12)
+    cfg = bs.DecodeConfig(
+        beam_size=2,
+        samples_per_step=2,
+        temperature=1.0,
+        temperature_decay=0.9,
+        conf_ratio=0.3,
+        max_steps=3,
+        max_line_tokens=5,
+        max_new_tokens=12,
+    )
     rows, scorer = bs.q_guided_decode(tiny_lm, tiny_rm, tokenizer, tiny_goal, ["3 +4", "9 *2 -1"], cfg)
     assert [r["question"] for r in rows] == ["3 +4", "9 *2 -1"]
     for r in rows:
@@ -112,8 +139,10 @@ def test_goal_scorer_q_is_offline_cosine(tiny_rm, tokenizer, tiny_goal):
     scorer = bs.GoalScorer(tiny_rm, tokenizer, tiny_goal, ["3 +4\n"])
     cands = [bs.Candidate(0, [], "3+4=7\n"), bs.Candidate(0, [], "3+4=7\n#7", finished=True)]
     scorer(cands)
-    offline = [q_values(s.response_hidden, tiny_goal).numpy()
-               for _, s in iter_scored(tiny_rm, tokenizer, ["3 +4\n"] * 2, [c.text for c in cands], bucket=False)]
+    offline = [
+        q_values(s.response_hidden, tiny_goal).numpy()
+        for _, s in iter_scored(tiny_rm, tokenizer, ["3 +4\n"] * 2, [c.text for c in cands], bucket=False)
+    ]
     assert cands[0].q == pytest.approx(float(offline[0][-3]), abs=1e-4)
     assert cands[1].q == pytest.approx(float(offline[1][-1]), abs=1e-4)
 
@@ -122,8 +151,9 @@ def test_line_proposer_keeps_every_beam_within_its_token_budget(tiny_lm, tokeniz
     """Beams of different lengths share one sampling call whose room fits the shortest; a longer
     beam's line is cut to its own budget (found when a beam outgrew the RM's max_len)."""
     prompts = ["3 +4\n", "9 *2 -1\n"]
-    proposer = bs.PolicyLineProposer(tiny_lm, tokenizer, prompts, samples_per_step=3, temperature=2.0,
-                                     max_line_tokens=8, max_new_tokens=10, seed=0)
+    proposer = bs.PolicyLineProposer(
+        tiny_lm, tokenizer, prompts, samples_per_step=3, temperature=2.0, max_line_tokens=8, max_new_tokens=10, seed=0
+    )
     short = bs.Candidate(0, tokenizer("1", add_special_tokens=False)["input_ids"], "1")
     long_ids = tokenizer("12345678", add_special_tokens=False)["input_ids"]
     long = bs.Candidate(1, long_ids, "12345678")

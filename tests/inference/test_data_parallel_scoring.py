@@ -23,8 +23,17 @@ def eval_rm(*args, processes, cwd):
     if processes == 1:
         cmd = [sys.executable, "-m", "goalrm_core.cli", "eval-rm"]
     else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--master_port", str(free_port()),
-               "-m", "goalrm_core.inference.scoring"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            str(processes),
+            "--master_port",
+            str(free_port()),
+            "-m",
+            "goalrm_core.inference.scoring",
+        ]
     done = subprocess.run([*cmd, *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
 
@@ -34,12 +43,31 @@ def test_two_processes_score_what_one_does(tmp_path, tiny_config, tokenizer):
 
     rm = RewardModel(AutoModel.from_config(tiny_config), "linear")
     save_reward_model(rm, tmp_path / "rm", tokenizer)
-    rows = [{"question": f"{a} +{b}", "generated_solution": f"{a}+{b}={(a + b + k) % 10}\n#{(a + b + k) % 10}" + "x" * k,
-             "is_correct": k == 0} for a in range(1, 6) for b in range(1, 4) for k in range(2)]
+    rows = [
+        {
+            "question": f"{a} +{b}",
+            "generated_solution": f"{a}+{b}={(a + b + k) % 10}\n#{(a + b + k) % 10}" + "x" * k,
+            "is_correct": k == 0,
+        }
+        for a in range(1, 6)
+        for b in range(1, 4)
+        for k in range(2)
+    ]
     write_jsonl(tmp_path / "gens" / "toy" / "greedy.jsonl", rows[::2])
     write_jsonl(tmp_path / "gens" / "toy" / "samples.jsonl", rows)  # 30 rows: the shards differ in size
-    flags = ["--completions_data_path", "gens", "--reward_model_path", "rm", "--benchmarks", "toy", "--template", "toymath", "--vanilla",
-             "--batch_size", 4]
+    flags = [
+        "--completions_data_path",
+        "gens",
+        "--reward_model_path",
+        "rm",
+        "--benchmarks",
+        "toy",
+        "--template",
+        "toymath",
+        "--vanilla",
+        "--batch_size",
+        4,
+    ]
     eval_rm(*flags, "--save_dir", "one", processes=1, cwd=tmp_path)
     eval_rm(*flags, "--save_dir", "two", processes=2, cwd=tmp_path)
     for split, n in (("greedy", 15), ("all", 45)):  # all/: the greedy rows, then the samples (the official layout)
@@ -58,4 +86,6 @@ def test_two_processes_score_what_one_does(tmp_path, tiny_config, tokenizer):
     write_jsonl(tmp_path / "again" / "rm" / ".shards" / "toy" / "all" / "rank1-of-2.jsonl", kept)
     eval_rm(*flags, "--save_dir", "again", processes=2, cwd=tmp_path)
     again = samples_of_all(read_jsonl(tmp_path / "again" / "rm" / "toy" / "all" / "output-metrics-dense.jsonl"))
-    assert [r["reward"] for r in again[1::2]] == [123.0] * 15 and [r["reward"] for r in again[::2]] == [r["reward"] for r in two[::2]]
+    assert [r["reward"] for r in again[1::2]] == [123.0] * 15 and [r["reward"] for r in again[::2]] == [
+        r["reward"] for r in two[::2]
+    ]

@@ -39,8 +39,13 @@ def test_stop_now_and_the_replay_are_one_rule(keep_last):
             running = [i for i in range(5) if stopped[i] is None]
             if not running:
                 break
-            stop = stop_now(torch.tensor([q[i][t] for i in running]), torch.full((len(running),), t), torch.zeros(len(running), dtype=torch.long),
-                            alive, rule)
+            stop = stop_now(
+                torch.tensor([q[i][t] for i in running]),
+                torch.full((len(running),), t),
+                torch.zeros(len(running), dtype=torch.long),
+                alive,
+                rule,
+            )
             for i, s in zip(running, stop.tolist()):
                 if s:
                     stopped[i] = t
@@ -49,10 +54,20 @@ def test_stop_now_and_the_replay_are_one_rule(keep_last):
 
 def test_choose_online_threshold_prefers_accuracy_then_fewer_tokens():
     def row(answer, ok, q):
-        return {"question": "1 +1", "predicted_answer": answer, "is_correct": ok, "num_generated_tokens": len(q) - 1, "cosine_sim": q}
+        return {
+            "question": "1 +1",
+            "predicted_answer": answer,
+            "is_correct": ok,
+            "num_generated_tokens": len(q) - 1,
+            "cosine_sim": q,
+        }
 
     # the correct samples keep a high Q; the wrong ones drop at position 1
-    group = [row(2, True, [0.9, 0.8, 0.8, 0.8]), row(3, False, [0.9, -0.2, -0.2, -0.2]), row(3, False, [0.9, -0.3, -0.3, -0.3])]
+    group = [
+        row(2, True, [0.9, 0.8, 0.8, 0.8]),
+        row(3, False, [0.9, -0.2, -0.2, -0.2]),
+        row(3, False, [0.9, -0.3, -0.3, -0.3]),
+    ]
     best, table = choose_online_threshold([group], candidates=[-0.5, 0.0, 0.85], skip_first=1)
     # -0.5 stops nothing and the wrong answer wins the vote; 0.0 and 0.85 both stop the wrong samples at
     # position 1 (0.85 would stop the correct one too, but it is the last and is spared): equal accuracy
@@ -64,8 +79,15 @@ def test_choose_online_threshold_prefers_accuracy_then_fewer_tokens():
     assert table["chosen"].tolist() == [False, True, False]
 
 
-@pytest.mark.parametrize("bad, match", [(dict(skip_first=-1), "skip_first"), (dict(skip_first=1.5), "skip_first"),
-                                        (dict(threshold=float("nan")), "threshold"), (dict(threshold="0.3"), "threshold")])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (dict(skip_first=-1), "skip_first"),
+        (dict(skip_first=1.5), "skip_first"),
+        (dict(threshold=float("nan")), "threshold"),
+        (dict(threshold="0.3"), "threshold"),
+    ],
+)
 def test_prune_config_rejects_bad_values(bad, match):
     with pytest.raises(ValueError, match=match):
         PruneConfig(**bad)

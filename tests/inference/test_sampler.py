@@ -38,7 +38,9 @@ def test_both_entry_points_return_samples_with_the_policys_logprobs(tiny_lm, tok
     """``sample`` and ``sample_completions`` share the result type; greedy, both pick the argmax token,
     and each token's log-probability is the untempered policy's."""
     kv = sample(tiny_lm, tokenizer, PROMPTS[:1], n=1, temperature=0.0, max_new_tokens=6)[0][0]
-    hf = sampler.sample_completions(tiny_lm, tokenizer, PROMPTS[:1], n=1, greedy=True, max_new_tokens=6, progress=False)[0][0]
+    hf = sampler.sample_completions(
+        tiny_lm, tokenizer, PROMPTS[:1], n=1, greedy=True, max_new_tokens=6, progress=False
+    )[0][0]
     assert kv.token_ids == hf.token_ids and kv.text == hf.text
     np.testing.assert_allclose(kv.logprobs, hf.logprobs, atol=1e-5)
     assert hf.min_logprob <= hf.mean_logprob <= 0 and hf.num_tokens == 6
@@ -62,20 +64,44 @@ def test_threshold_at_or_below_minus_one_is_pruning_off(tiny_lm, tiny_rm, tokeni
     kw = dict(n=4, temperature=1.0, max_new_tokens=16, seed=7)
     plain = sample(tiny_lm, tokenizer, PROMPTS, **kw)
     out = []
-    assert rm_calls(tiny_rm, lambda: out.append(sample(tiny_lm, tokenizer, PROMPTS, rm=tiny_rm, goal=tiny_goal,
-                                                       prune=PruneConfig(threshold=threshold), **kw))) == 0
+    assert (
+        rm_calls(
+            tiny_rm,
+            lambda: out.append(
+                sample(
+                    tiny_lm,
+                    tokenizer,
+                    PROMPTS,
+                    rm=tiny_rm,
+                    goal=tiny_goal,
+                    prune=PruneConfig(threshold=threshold),
+                    **kw,
+                )
+            ),
+        )
+        == 0
+    )
     pruned = out[0]
     assert PruneConfig(threshold=threshold).off
     assert texts(plain) == texts(pruned)
     for g, h in zip(plain, pruned):
         for s, t in zip(g, h):
             assert s.token_ids == t.token_ids and s.logprobs == t.logprobs and not t.pruned and t.q_values == []
-    assert rm_calls(tiny_rm, lambda: sample(tiny_lm, tokenizer, PROMPTS, rm=tiny_rm, goal=tiny_goal,
-                                            prune=PruneConfig(threshold=-0.99), **kw)) > 0
+    assert (
+        rm_calls(
+            tiny_rm,
+            lambda: sample(
+                tiny_lm, tokenizer, PROMPTS, rm=tiny_rm, goal=tiny_goal, prune=PruneConfig(threshold=-0.99), **kw
+            ),
+        )
+        > 0
+    )
 
 
 def test_online_q_matches_offline_scoring(tiny_lm, tiny_rm, tokenizer, tiny_goal):
-    samples = sample(tiny_lm, tokenizer, PROMPTS, n=2, temperature=1.0, max_new_tokens=12, seed=1, rm=tiny_rm, goal=tiny_goal)
+    samples = sample(
+        tiny_lm, tokenizer, PROMPTS, n=2, temperature=1.0, max_new_tokens=12, seed=1, rm=tiny_rm, goal=tiny_goal
+    )
     flat = [(p, s) for p, g in zip(PROMPTS, samples) for s in g]
     for i, scored in iter_scored(tiny_rm, tokenizer, [p for p, _ in flat], [s.text for _, s in flat]):
         online = np.array(flat[i][1].q_values)
@@ -88,18 +114,36 @@ def test_pruning_never_stops_before_skip_first(tiny_lm, tiny_rm, tokenizer, tiny
     kw = dict(n=3, temperature=1.0, max_new_tokens=14, seed=2)
     plain = sample(tiny_lm, tokenizer, PROMPTS, **kw)
     # a cosine is below 1.01 everywhere: every sample stops at the first position it may
-    pruned = sample(tiny_lm, tokenizer, PROMPTS, rm=tiny_rm, goal=tiny_goal, prune=PruneConfig(1.01, skip_first, keep_last=False), **kw)
+    pruned = sample(
+        tiny_lm,
+        tokenizer,
+        PROMPTS,
+        rm=tiny_rm,
+        goal=tiny_goal,
+        prune=PruneConfig(1.01, skip_first, keep_last=False),
+        **kw,
+    )
     for g, h in zip(plain, pruned):
         for s, t in zip(g, h):
             if len(s.q_values if s.q_values else t.q_values) > skip_first or t.pruned:
                 assert t.stopped_at == skip_first  # never earlier
             assert t.num_tokens == min(skip_first + 1, s.num_tokens)
-            assert t.token_ids == s.token_ids[:t.num_tokens]  # the stopped sample is a prefix of the unpruned one
+            assert t.token_ids == s.token_ids[: t.num_tokens]  # the stopped sample is a prefix of the unpruned one
 
 
 def test_keep_last_spares_one_sample_per_question(tiny_lm, tiny_rm, tokenizer, tiny_goal):
-    pruned = sample(tiny_lm, tokenizer, PROMPTS, n=3, temperature=1.0, max_new_tokens=10, seed=2, rm=tiny_rm, goal=tiny_goal,
-                    prune=PruneConfig(1.01, keep_last=True))
+    pruned = sample(
+        tiny_lm,
+        tokenizer,
+        PROMPTS,
+        n=3,
+        temperature=1.0,
+        max_new_tokens=10,
+        seed=2,
+        rm=tiny_rm,
+        goal=tiny_goal,
+        prune=PruneConfig(1.01, keep_last=True),
+    )
     assert [sum(not s.pruned for s in g) for g in pruned] == [1, 1]
 
 
@@ -150,7 +194,7 @@ def test_rm_reading_in_chunks_stops_where_reading_every_token_does(tiny_lm, tiny
     kw = dict(n=4, temperature=1.0, max_new_tokens=16, seed=5, rm=tiny_rm, goal=tiny_goal)
     recorded = sample(tiny_lm, tokenizer, PROMPTS, rm_every=1, **kw)
     q = np.sort(np.concatenate([s.q_values[3:] for g in recorded for s in g]))
-    middle = q[len(q) // 4: 3 * len(q) // 4]
+    middle = q[len(q) // 4 : 3 * len(q) // 4]
     gap = int(np.argmax(np.diff(middle)))
     assert middle[gap + 1] - middle[gap] > 1e-4
     rule = PruneConfig(float(middle[gap] + middle[gap + 1]) / 2, skip_first=3, keep_last=True)
@@ -160,7 +204,12 @@ def test_rm_reading_in_chunks_stops_where_reading_every_token_does(tiny_lm, tiny
         chunked = sample(tiny_lm, tokenizer, PROMPTS, rm_every=every, prune=rule, **kw)
         for g, h in zip(step, chunked):
             for s, t in zip(g, h):
-                assert (t.token_ids, t.stopped_at, t.finished, t.text) == (s.token_ids, s.stopped_at, s.finished, s.text)
+                assert (t.token_ids, t.stopped_at, t.finished, t.text) == (
+                    s.token_ids,
+                    s.stopped_at,
+                    s.finished,
+                    s.text,
+                )
                 np.testing.assert_allclose(t.q_values, s.q_values, atol=1e-5)
                 np.testing.assert_allclose(t.logprobs, s.logprobs, atol=1e-5)
                 assert 0 <= t.overrun < every and (t.overrun == 0 or t.pruned)

@@ -23,9 +23,7 @@ def bce(logit: float, label: float) -> float:
 def test_dense_value_loss_by_hand():
     # row 0: a chosen response of 2 tokens (all on track); row 1: a rejected one of 3 tokens whose
     # first error is its token 1; row 2: a rejected one with no known error (left out)
-    values = torch.tensor([[5.0, 0.3, -0.2, 0.0],
-                           [9.0, 0.5, 1.0, -2.0],
-                           [1.0, 1.0, 1.0, 1.0]])
+    values = torch.tensor([[5.0, 0.3, -0.2, 0.0], [9.0, 0.5, 1.0, -2.0], [1.0, 1.0, 1.0, 1.0]])
     loss = dense_value_loss(values, torch.tensor([2, 3, 4]), torch.tensor([2, 1, -1]))
     expected = [bce(-0.2, 1), bce(0.0, 1), bce(0.5, 1), bce(1.0, 0), bce(-2.0, 0)]
     assert loss.item() == pytest.approx(sum(expected) / len(expected), rel=1e-6)
@@ -45,8 +43,10 @@ def test_error_action_counts_the_tokens_before_the_error(tokenizer):
 
 
 def test_pairs_carry_the_error_to_the_collated_batch(tokenizer):
-    rows = [{"question": "3 +5", "correct": "3+5=8\n#8", "incorrect": "3+5=9\n#9", "first_error_char": 4},
-            {"question": "3 +5", "correct": "3+5=8\n#8", "incorrect": "3+5>#9"}]
+    rows = [
+        {"question": "3 +5", "correct": "3+5=8\n#8", "incorrect": "3+5=9\n#9", "first_error_char": 4},
+        {"question": "3 +5", "correct": "3+5=8\n#8", "incorrect": "3+5>#9"},
+    ]
     items, _ = encode_preference_rows(tokenizer, rows, "toymath", 64)
     assert items[0]["rejected_error_action"] == 4 and "rejected_error_action" not in items[1]
     batch = PreferenceCollator(tokenizer.pad_token_id)(items)
@@ -83,9 +83,13 @@ def test_a_process_reward_model_trains_on_the_per_token_labels_alone(tokenizer, 
     model = RewardModel(AutoModel.from_config(copy.deepcopy(tiny_config)), "linear").eval()
     rows = [{"question": "3 +5", "correct": "3+5=8\n#8", "incorrect": "3+5=9\n#9", "first_error_char": 4}] * 2
     batch = PreferenceCollator(tokenizer.pad_token_id)(encode_preference_rows(tokenizer, rows, "toymath", 64)[0])
-    prm = reward_model_loss(model, batch, TrainRMConfig(pretrain="local", preference_loss_coef=0.0, dense_loss_coef=1.0))
+    prm = reward_model_loss(
+        model, batch, TrainRMConfig(pretrain="local", preference_loss_coef=0.0, dense_loss_coef=1.0)
+    )
     assert prm.loss.item() == pytest.approx(prm.dense_loss.item(), rel=1e-6) and prm.preference_loss.item() > 0
-    half = reward_model_loss(model, batch, TrainRMConfig(pretrain="local", preference_loss_coef=0.5, dense_loss_coef=1.0))
+    half = reward_model_loss(
+        model, batch, TrainRMConfig(pretrain="local", preference_loss_coef=0.5, dense_loss_coef=1.0)
+    )
     assert half.loss.item() == pytest.approx(0.5 * half.preference_loss.item() + half.dense_loss.item(), rel=1e-5)
     with pytest.raises(ValueError, match="--preference_loss_coef 0 leaves the reward head no signal"):
         TrainRMConfig(pretrain="local", preference_loss_coef=0.0)
@@ -95,8 +99,10 @@ def test_the_objective_ranks_pairs_by_the_response_mean_when_the_rm_pools(tokeni
     """--reward_pool mean: the preference loss compares each side's mean value over its own response tokens."""
     torch.manual_seed(0)
     model = RewardModel(AutoModel.from_config(copy.deepcopy(tiny_config)), "linear", reward_pool="mean").eval()
-    rows = [{"question": "3 +5", "correct": "3+5=8\n#8", "incorrect": "3+5=9\n#9"},
-            {"question": "2 *2 +1", "correct": "2*2=4\n4+1=5\n#5", "incorrect": "#4"}]
+    rows = [
+        {"question": "3 +5", "correct": "3+5=8\n#8", "incorrect": "3+5=9\n#9"},
+        {"question": "2 *2 +1", "correct": "2*2=4\n4+1=5\n#5", "incorrect": "#4"},
+    ]
     batch = PreferenceCollator(tokenizer.pad_token_id)(encode_preference_rows(tokenizer, rows, "toymath", 64)[0])
     out = reward_model_loss(model, batch, TrainRMConfig(pretrain="local", reward_pool="mean"))
     with torch.no_grad():
@@ -104,6 +110,8 @@ def test_the_objective_ranks_pairs_by_the_response_mean_when_the_rm_pools(tokeni
     means = torch.stack([values[r, -n:].mean() for r, n in enumerate(batch["num_actions"].tolist())])
     torch.testing.assert_close(out.chosen_reward, means[:2])
     torch.testing.assert_close(out.rejected_reward, means[2:])
-    assert out.preference_loss.item() == pytest.approx(-torch.nn.functional.logsigmoid(means[:2] - means[2:]).mean().item(), rel=1e-5)
+    assert out.preference_loss.item() == pytest.approx(
+        -torch.nn.functional.logsigmoid(means[:2] - means[2:]).mean().item(), rel=1e-5
+    )
     with pytest.raises(ValueError, match="--save_format official reads the reward at the last token"):
         TrainRMConfig(pretrain="local", reward_pool="mean", save_format="official")

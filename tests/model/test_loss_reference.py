@@ -30,7 +30,9 @@ def _mean_sigmoid_cos(source, goal, strategy, pairs):
     return torch.sigmoid(F.cosine_similarity(source, goal, dim=-1)).mean()  # the k-th source with the k-th goal
 
 
-def reference_loss(chosen, rejected, n_chosen, n_rejected, beta, sim, unsim, strategy, p_source, p_goal, window, pairs, generator):
+def reference_loss(
+    chosen, rejected, n_chosen, n_rejected, beta, sim, unsim, strategy, p_source, p_goal, window, pairs, generator
+):
     batch, seq_len, _ = chosen.shape
     if window == "latest":
         a = sample_response_positions(n_chosen, seq_len, sim, p_source, generator)
@@ -61,14 +63,34 @@ def test_the_loss_and_its_gradients_equal_the_reference_bit_for_bit(strategy, pa
     chosen0, rejected0 = torch.randn(4, 23, 32, generator=g).to(dtype), torch.randn(4, 23, 32, generator=g).to(dtype)
     n_chosen, n_rejected = torch.tensor([1, 7, 15, 23]), torch.tensor([20, 2, 9, 11])
     for sim, unsim, p_source, p_goal in ((16, 16, 0.0, 0.0), (5, 7, 0.3, 0.6), (1, 3, 0.0, 0.9)):
-        settings = ContrastiveSettings(contrastive_strategy=strategy, contrastive_loss_beta=0.7, sim_samples=sim, unsim_samples=unsim,
-                                       source_state_percentile=p_source, goal_state_percentile=p_goal, contrastive_window=window,
-                                       contrastive_pairs=pairs)
+        settings = ContrastiveSettings(
+            contrastive_strategy=strategy,
+            contrastive_loss_beta=0.7,
+            sim_samples=sim,
+            unsim_samples=unsim,
+            source_state_percentile=p_source,
+            goal_state_percentile=p_goal,
+            contrastive_window=window,
+            contrastive_pairs=pairs,
+        )
         results = []
         for compute in (
             lambda c, r: contrastive_goal_loss(c, r, n_chosen, n_rejected, settings, torch.Generator().manual_seed(3)),
-            lambda c, r: reference_loss(c, r, n_chosen, n_rejected, 0.7, sim, unsim, strategy, p_source, p_goal, window, pairs,
-                                        torch.Generator().manual_seed(3)),
+            lambda c, r: reference_loss(
+                c,
+                r,
+                n_chosen,
+                n_rejected,
+                0.7,
+                sim,
+                unsim,
+                strategy,
+                p_source,
+                p_goal,
+                window,
+                pairs,
+                torch.Generator().manual_seed(3),
+            ),
         ):
             chosen, rejected = chosen0.clone().requires_grad_(), rejected0.clone().requires_grad_()
             loss = compute(chosen, rejected)
@@ -96,8 +118,16 @@ PINNED = {
 def test_the_loss_keeps_the_earlier_codes_values(strategy, pairs, window):
     g = torch.Generator().manual_seed(2024)
     chosen, rejected = torch.randn(3, 10, 8, generator=g), torch.randn(3, 10, 8, generator=g)
-    settings = ContrastiveSettings(contrastive_strategy=strategy, sim_samples=6, unsim_samples=4, source_state_percentile=0.25,
-                                   goal_state_percentile=0.5, contrastive_window=window, contrastive_pairs=pairs)
-    loss = contrastive_goal_loss(chosen, rejected, torch.tensor([4, 10, 1]), torch.tensor([7, 2, 10]), settings,
-                                 torch.Generator().manual_seed(5))
+    settings = ContrastiveSettings(
+        contrastive_strategy=strategy,
+        sim_samples=6,
+        unsim_samples=4,
+        source_state_percentile=0.25,
+        goal_state_percentile=0.5,
+        contrastive_window=window,
+        contrastive_pairs=pairs,
+    )
+    loss = contrastive_goal_loss(
+        chosen, rejected, torch.tensor([4, 10, 1]), torch.tensor([7, 2, 10]), settings, torch.Generator().manual_seed(5)
+    )
     assert loss.item() == pytest.approx(PINNED[strategy, pairs, window], abs=1e-6)

@@ -30,13 +30,17 @@ def test_contrastive_loss_by_hand():
     chosen = _hidden_with({3: [1.0, 0.0]})
     rejected_orthogonal = _hidden_with({3: [0.0, 1.0]})
     one = torch.tensor([1])
-    loss = contrastive_goal_loss(chosen, rejected_orthogonal, one, one, Settings(contrastive_loss_beta=0.5, sim_samples=3, unsim_samples=5))
+    loss = contrastive_goal_loss(
+        chosen, rejected_orthogonal, one, one, Settings(contrastive_loss_beta=0.5, sim_samples=3, unsim_samples=5)
+    )
     sig = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
     expected = 0.5 * (-math.log(sig(1.0)) - math.log(1 - sig(0.0)))
     assert loss.item() == pytest.approx(expected, rel=1e-6)
 
     rejected_opposite = _hidden_with({3: [-1.0, 0.0]})
-    loss = contrastive_goal_loss(chosen, rejected_opposite, one, one, Settings(contrastive_loss_beta=2.0, sim_samples=1, unsim_samples=1))
+    loss = contrastive_goal_loss(
+        chosen, rejected_opposite, one, one, Settings(contrastive_loss_beta=2.0, sim_samples=1, unsim_samples=1)
+    )
     assert loss.item() == pytest.approx(2.0 * (-math.log(sig(1.0)) - math.log(1 - sig(-1.0))), rel=1e-6)
 
 
@@ -107,8 +111,10 @@ def test_bad_inputs_raise_clear_errors():
 
 # ---------------------------------------------------------------- the official code's sampling forms
 
-from goalrm_core.model.losses import earliest_window_positions  # noqa: E402
-from goalrm_core.model.losses import mean_pair_score  # noqa: E402
+from goalrm_core.model.losses import (  # noqa: E402
+    earliest_window_positions,
+    mean_pair_score,
+)
 
 
 def test_earliest_window_positions_follow_the_official_formula():
@@ -148,9 +154,18 @@ def test_official_and_matched_forms_differ_but_agree_on_constant_states():
     g = torch.Generator().manual_seed(0)
     chosen, rejected = torch.randn(3, 8, 4, generator=g), torch.randn(3, 8, 4, generator=g)
     n = torch.tensor([5, 8, 3])
-    forms = {(w, p): contrastive_goal_loss(chosen, rejected, n, n, Settings(contrastive_window=w, contrastive_pairs=p, sim_samples=4,
-                                                                             unsim_samples=4), torch.Generator().manual_seed(1)).item()
-             for w in ("earliest", "latest") for p in ("all", "matched")}
+    forms = {
+        (w, p): contrastive_goal_loss(
+            chosen,
+            rejected,
+            n,
+            n,
+            Settings(contrastive_window=w, contrastive_pairs=p, sim_samples=4, unsim_samples=4),
+            torch.Generator().manual_seed(1),
+        ).item()
+        for w in ("earliest", "latest")
+        for p in ("all", "matched")
+    }
     assert len({round(v, 6) for v in forms.values()}) == 4
     # every state of a response equal: every form is the same hand-computed number
     sig = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
@@ -179,10 +194,19 @@ def test_a_registered_strategy_gets_its_hyperparameter_from_the_config(monkeypat
     def scaled(source, goal, contrastive_temperature):
         return strategies.cosine_matrix(source, goal) / contrastive_temperature
 
-    monkeypatch.setitem(strategies.CONTRASTIVE_STRATEGIES, "scaled", strategies.ContrastiveStrategy(scaled, ("contrastive_temperature",)))
+    monkeypatch.setitem(
+        strategies.CONTRASTIVE_STRATEGIES,
+        "scaled",
+        strategies.ContrastiveStrategy(scaled, ("contrastive_temperature",)),
+    )
     chosen, rejected, one = _hidden_with({3: [1.0, 0.0]}), _hidden_with({3: [0.0, 1.0]}), torch.tensor([1])
-    settings = Settings(contrastive_strategy="scaled", sim_samples=2, unsim_samples=2, contrastive_pairs="matched",
-                        options={"contrastive_temperature": 0.5})
+    settings = Settings(
+        contrastive_strategy="scaled",
+        sim_samples=2,
+        unsim_samples=2,
+        contrastive_pairs="matched",
+        options={"contrastive_temperature": 0.5},
+    )
     loss = contrastive_goal_loss(chosen, rejected, one, one, settings)
     sig = lambda x: 1 / (1 + math.exp(-x))  # noqa: E731
     assert loss.item() == pytest.approx(0.5 * (-math.log(sig(2.0)) - math.log(1 - sig(0.0))), rel=1e-6)
@@ -191,13 +215,22 @@ def test_a_registered_strategy_gets_its_hyperparameter_from_the_config(monkeypat
 
     class Model:  # the RM's outputs for one pair: chosen row first, then rejected
         def __call__(self, input_ids, attention_mask, num_actions=None):
-            return types.SimpleNamespace(reward=torch.tensor([1.0, 0.0]), hidden=torch.cat([chosen, rejected]), values=None)
+            return types.SimpleNamespace(
+                reward=torch.tensor([1.0, 0.0]), hidden=torch.cat([chosen, rejected]), values=None
+            )
 
-    batch = {"input_ids": torch.zeros(2, 4, dtype=torch.long), "attention_mask": torch.ones(2, 4, dtype=torch.long),
-             "num_actions": torch.tensor([1, 1])}
+    batch = {
+        "input_ids": torch.zeros(2, 4, dtype=torch.long),
+        "attention_mask": torch.ones(2, 4, dtype=torch.long),
+        "num_actions": torch.tensor([1, 1]),
+    }
     # the config with the new field, as train/config.py would declare it
-    WithTemperature = dataclasses.make_dataclass("WithTemperature", [("contrastive_temperature", float, 0.5)], bases=(TrainRMConfig,))
-    cfg = WithTemperature(reward_model_strategy="contrastive", sim_samples=2, unsim_samples=2, contrastive_pairs="matched")
+    WithTemperature = dataclasses.make_dataclass(
+        "WithTemperature", [("contrastive_temperature", float, 0.5)], bases=(TrainRMConfig,)
+    )
+    cfg = WithTemperature(
+        reward_model_strategy="contrastive", sim_samples=2, unsim_samples=2, contrastive_pairs="matched"
+    )
     cfg.contrastive_strategy = "scaled"  # registered after the config's choices were read
     assert cfg.contrastive_settings() == settings
     assert reward_model_loss(Model(), batch, cfg).contrastive_loss.item() == pytest.approx(loss.item(), rel=1e-6)
@@ -228,16 +261,27 @@ def test_the_loss_pairs_what_a_strategy_scores(monkeypatch):
     _register(monkeypatch, "recording", recording)
     _register(monkeypatch, "recording_avg", recording, average_goals=True)
     g = torch.Generator().manual_seed(0)
-    chosen, rejected = torch.randn(2, 9, 4, generator=g).to(torch.bfloat16), torch.randn(2, 9, 4, generator=g).to(torch.bfloat16)
+    chosen, rejected = (
+        torch.randn(2, 9, 4, generator=g).to(torch.bfloat16),
+        torch.randn(2, 9, 4, generator=g).to(torch.bfloat16),
+    )
     n = torch.tensor([5, 9])
-    expected = {("recording", "all"): [((2, 3, 4), (2, 3, 4)), ((2, 5, 4), (2, 5, 4))],
-                ("recording", "matched"): [((6, 1, 4), (6, 1, 4)), ((10, 1, 4), (10, 1, 4))],
-                ("recording_avg", "all"): [((2, 3, 4), (2, 1, 4)), ((2, 5, 4), (2, 1, 4))],
-                ("recording_avg", "matched"): [((2, 3, 4), (2, 1, 4)), ((2, 5, 4), (2, 1, 4))]}
+    expected = {
+        ("recording", "all"): [((2, 3, 4), (2, 3, 4)), ((2, 5, 4), (2, 5, 4))],
+        ("recording", "matched"): [((6, 1, 4), (6, 1, 4)), ((10, 1, 4), (10, 1, 4))],
+        ("recording_avg", "all"): [((2, 3, 4), (2, 1, 4)), ((2, 5, 4), (2, 1, 4))],
+        ("recording_avg", "matched"): [((2, 3, 4), (2, 1, 4)), ((2, 5, 4), (2, 1, 4))],
+    }
     for (name, pairs), shapes in expected.items():
         seen.clear()
-        contrastive_goal_loss(chosen, rejected, n, n, Settings(contrastive_strategy=name, contrastive_pairs=pairs, sim_samples=3,
-                                                               unsim_samples=5), g)
+        contrastive_goal_loss(
+            chosen,
+            rejected,
+            n,
+            n,
+            Settings(contrastive_strategy=name, contrastive_pairs=pairs, sim_samples=3, unsim_samples=5),
+            g,
+        )
         assert [s[:2] for s in seen] == shapes, (name, pairs)
         assert {s[2:] for s in seen} == {(torch.float32, torch.float32)}  # the states arrive as float32
 
@@ -247,7 +291,9 @@ def test_a_strategy_that_pairs_by_itself_is_refused(monkeypatch):
     result (the k-th source with the k-th goal) cannot slip through: the loss wants the whole matrix."""
     import torch.nn.functional as F
 
-    _register(monkeypatch, "mean_score", lambda source, goal: torch.sigmoid(F.cosine_similarity(source, goal, dim=-1)).mean())
+    _register(
+        monkeypatch, "mean_score", lambda source, goal: torch.sigmoid(F.cosine_similarity(source, goal, dim=-1)).mean()
+    )
     _register(monkeypatch, "diagonal", lambda source, goal: F.cosine_similarity(source, goal, dim=-1))
     h, n = torch.randn(2, 6, 4), torch.tensor([6, 6])
     for name, shape in (("mean_score", r"\(\)"), ("diagonal", r"\(2, 4\)")):
@@ -266,9 +312,15 @@ def test_the_settings_are_the_configs_fields_by_name():
     for f in dataclasses.fields(Settings):
         if f.name == "options":
             continue
-        assert (config[f.name].type, config[f.name].default, dict(config[f.name].metadata)) == (f.type, f.default, dict(f.metadata))
+        assert (config[f.name].type, config[f.name].default, dict(config[f.name].metadata)) == (
+            f.type,
+            f.default,
+            dict(f.metadata),
+        )
         assert f.name in CONTRASTIVE_FIELDS
-    settings = TrainRMConfig(pretrain="p", contrastive_loss_beta=0.25, contrastive_window="latest").contrastive_settings()
+    settings = TrainRMConfig(
+        pretrain="p", contrastive_loss_beta=0.25, contrastive_window="latest"
+    ).contrastive_settings()
     assert (settings.contrastive_loss_beta, settings.contrastive_window, dict(settings.options)) == (0.25, "latest", {})
     with pytest.raises(dataclasses.FrozenInstanceError):
         settings.sim_samples = 3

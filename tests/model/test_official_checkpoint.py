@@ -5,14 +5,18 @@ import json
 
 import pytest
 import torch
+from official_layout import BF16_REWARD_TOL, OfficialRM, official_head
 from safetensors.torch import load_file, save_file
 from transformers import LlamaModel
 
 from goalrm_core.data.io import ArtifactError
 from goalrm_core.model.reward_model import (
-    RewardModel, build_value_head, checkpoint_format, load_reward_model, save_reward_model,
+    RewardModel,
+    build_value_head,
+    checkpoint_format,
+    load_reward_model,
+    save_reward_model,
 )
-from official_layout import BF16_REWARD_TOL, OfficialRM, official_head
 
 SEQS = [[5, 6, 7, 8, 2], [9, 10, 2], [11, 2, 12, 13, 14, 15, 2]]
 
@@ -37,12 +41,21 @@ def official_rewards(model, ids, mask):
 @pytest.mark.parametrize("strategy", ["linear", "mlp"])
 def test_goalrm_saves_what_the_official_loader_reads(tmp_path, tiny_config, tokenizer, strategy):
     torch.manual_seed(0)
-    ours = RewardModel(LlamaModel(tiny_config.__class__.from_dict(tiny_config.to_dict())), strategy, mlp_head="official").eval()
+    ours = RewardModel(
+        LlamaModel(tiny_config.__class__.from_dict(tiny_config.to_dict())), strategy, mlp_head="official"
+    ).eval()
     ours.set_reward_normalization(0.25, 1.5, enabled=True)
-    path = save_reward_model(ours, tmp_path / f"rm-vhs-{strategy}", tokenizer, save_format="official")  # eval_rm.py's rule
+    path = save_reward_model(
+        ours, tmp_path / f"rm-vhs-{strategy}", tokenizer, save_format="official"
+    )  # eval_rm.py's rule
 
     fields = json.loads((path / "config.json").read_text())
-    assert (fields["_value_head_strategy"], fields["mean"], fields["std"], fields["normalize_reward"]) == (strategy, 0.25, 1.5, True)
+    assert (fields["_value_head_strategy"], fields["mean"], fields["std"], fields["normalize_reward"]) == (
+        strategy,
+        0.25,
+        1.5,
+        True,
+    )
     assert "reward_mean" not in fields and "value_head_strategy" not in fields
     names = {k for f in path.glob("*.safetensors") for k in load_file(str(f))}
     assert ("value_head.weight" if strategy == "linear" else "value_head.6.weight") in names
@@ -51,7 +64,9 @@ def test_goalrm_saves_what_the_official_loader_reads(tmp_path, tiny_config, toke
 
     ids, mask = right_pad(SEQS)
     theirs = OfficialRM.from_folder(path)
-    torch.testing.assert_close(official_rewards(theirs, ids, mask), goalrm_rewards(ours, ids, mask), atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(
+        official_rewards(theirs, ids, mask), goalrm_rewards(ours, ids, mask), atol=1e-6, rtol=1e-6
+    )
     back = load_reward_model(path)  # and goalrm reads its own export back
     torch.testing.assert_close(goalrm_rewards(back, ids, mask), goalrm_rewards(ours, ids, mask), atol=1e-6, rtol=1e-6)
 
@@ -69,13 +84,19 @@ def test_goalrm_reads_a_folder_the_official_code_wrote(tmp_path, tiny_config, st
     folder.mkdir()
     fields = {**config.to_dict(), "_value_head_strategy": strategy, "normalize_reward": True, "mean": -0.5, "std": 2.0}
     (folder / "config.json").write_text(json.dumps(fields))
-    save_file({k: v.contiguous() for k, v in theirs.state_dict().items()}, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    save_file(
+        {k: v.contiguous() for k, v in theirs.state_dict().items()},
+        str(folder / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
 
     ours = load_reward_model(folder)
     assert "official code's format" in capsys.readouterr().err
     assert ours.value_head_strategy == strategy
     ids, mask = right_pad(SEQS)
-    torch.testing.assert_close(goalrm_rewards(ours, ids, mask), official_rewards(theirs, ids, mask), atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(
+        goalrm_rewards(ours, ids, mask), official_rewards(theirs, ids, mask), atol=1e-6, rtol=1e-6
+    )
 
 
 def test_a_folder_in_neither_format_is_one_line(tiny_policy_dir):
@@ -128,16 +149,55 @@ def test_eval_rm_and_get_representation_read_an_official_folder(tmp_path, tiny_c
     theirs = OfficialRM(tiny_config, "linear").eval()
     folder = tmp_path / "official_rm"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({**tiny_config.to_dict(), "_value_head_strategy": "linear", "normalize_reward": False}))
-    save_file({k: v.contiguous() for k, v in theirs.state_dict().items()}, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    (folder / "config.json").write_text(
+        json.dumps({**tiny_config.to_dict(), "_value_head_strategy": "linear", "normalize_reward": False})
+    )
+    save_file(
+        {k: v.contiguous() for k, v in theirs.state_dict().items()},
+        str(folder / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
     tokenizer.save_pretrained(folder)  # the official save_model writes the tokenizer beside the weights
     write_jsonl(tmp_path / "pairs.jsonl", [{"question": "1 +2", "correct": "1+2=3\n#3", "incorrect": "1+2=4\n#4"}])
-    write_jsonl(tmp_path / "gens" / "toy" / "greedy.jsonl", [{"question": "1 +2", "generated_solution": "1+2=3\n#3", "is_correct": True}])
-    assert get_representation_main(["--dataset-path", str(tmp_path / "pairs.jsonl"), "--reward-model-path", str(folder),
-                                    "--save-dir", str(tmp_path / "rep"), "--template", "toymath"]) == 0
+    write_jsonl(
+        tmp_path / "gens" / "toy" / "greedy.jsonl",
+        [{"question": "1 +2", "generated_solution": "1+2=3\n#3", "is_correct": True}],
+    )
+    assert (
+        get_representation_main(
+            [
+                "--dataset-path",
+                str(tmp_path / "pairs.jsonl"),
+                "--reward-model-path",
+                str(folder),
+                "--save-dir",
+                str(tmp_path / "rep"),
+                "--template",
+                "toymath",
+            ]
+        )
+        == 0
+    )
     goal = next((tmp_path / "rep").glob("*.npy"))
-    assert eval_rm_main(["--completions_data_path", str(tmp_path / "gens"), "--reward_model_path", str(folder), "--benchmarks", "toy",
-                         "--template", "toymath", "--save_dir", str(tmp_path / "eval"), "--goal_state_path", str(goal)]) == 0
+    assert (
+        eval_rm_main(
+            [
+                "--completions_data_path",
+                str(tmp_path / "gens"),
+                "--reward_model_path",
+                str(folder),
+                "--benchmarks",
+                "toy",
+                "--template",
+                "toymath",
+                "--save_dir",
+                str(tmp_path / "eval"),
+                "--goal_state_path",
+                str(goal),
+            ]
+        )
+        == 0
+    )
     scored = read_jsonl(tmp_path / "eval" / "official_rm" / "toy" / "greedy" / "output-metrics-dense.jsonl")
     ids = torch.tensor([tokenizer("1 +2\n1+2=3\n#3")["input_ids"]])
     assert scored[0]["reward"] == pytest.approx(official_rewards(theirs, ids, torch.ones_like(ids))[0].item(), abs=1e-5)
@@ -178,7 +238,9 @@ def test_a_bf16_goalrm_checkpoint_reads_in_the_official_loader(tmp_path, tiny_co
     (``torch_dtype="auto"``) runs it in bf16, goalrm upcasts it to float32: the weights agree bit for bit,
     the rewards to the same weights' float32 rewards at 1e-6, and to bf16 computation at BF16_REWARD_TOL."""
     torch.manual_seed(5)
-    ours = RewardModel(LlamaModel(tiny_config.__class__.from_dict(tiny_config.to_dict())), strategy, mlp_head="official")
+    ours = RewardModel(
+        LlamaModel(tiny_config.__class__.from_dict(tiny_config.to_dict())), strategy, mlp_head="official"
+    )
     with torch.no_grad():
         for p in ours.head.parameters():  # a trained head, far from any fresh init
             p.normal_(std=0.3)
@@ -224,18 +286,31 @@ def test_goalrm_reads_a_bf16_folder_the_official_code_wrote(tmp_path, tiny_confi
             p.normal_(std=0.3)
     folder = tmp_path / "official_rm"
     folder.mkdir()
-    fields = {**config.to_dict(), "torch_dtype": "bfloat16", "architectures": ["LLMForSequenceRegression"],
-              "_value_head_strategy": strategy, "normalize_reward": True, "mean": 3.0, "std": 2.0}
+    fields = {
+        **config.to_dict(),
+        "torch_dtype": "bfloat16",
+        "architectures": ["LLMForSequenceRegression"],
+        "_value_head_strategy": strategy,
+        "normalize_reward": True,
+        "mean": 3.0,
+        "std": 2.0,
+    }
     fields.pop("dtype", None)  # the official code's transformers names it torch_dtype
     (folder / "config.json").write_text(json.dumps(fields))
-    save_file({k: v.contiguous() for k, v in theirs.state_dict().items()}, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    save_file(
+        {k: v.contiguous() for k, v in theirs.state_dict().items()},
+        str(folder / "model.safetensors"),
+        metadata={"format": "pt"},
+    )
 
     ours = load_reward_model(folder)
     assert "official code's format" in capsys.readouterr().err
     assert {t.dtype for t in ours.state_dict().values()} == {torch.float32}
     ids, mask = right_pad(SEQS)
     in_fp32 = goalrm_rewards(ours, ids, mask)
-    torch.testing.assert_close(in_fp32, official_rewards(theirs, ids, mask).float(), atol=BF16_REWARD_TOL, rtol=BF16_REWARD_TOL)
+    torch.testing.assert_close(
+        in_fp32, official_rewards(theirs, ids, mask).float(), atol=BF16_REWARD_TOL, rtol=BF16_REWARD_TOL
+    )
     in_bf16 = goalrm_rewards(load_reward_model(folder, torch.bfloat16), ids, mask)
     assert in_bf16.dtype == torch.bfloat16
     torch.testing.assert_close(in_bf16.float(), in_fp32, atol=BF16_REWARD_TOL, rtol=BF16_REWARD_TOL)

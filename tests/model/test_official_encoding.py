@@ -14,8 +14,12 @@ def llama_like():
     tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="first")
     corpus = ["User: what is two plus two? Assistant: the answer is four", "hello world, the sum is 4"] * 20
     tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=120, special_tokens=["<unk>", "<s>", "</s>"]))
-    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<unk>")
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<unk>"
+    )
 
 
 def test_official_encoding_is_one_call_with_the_tokenizers_bos(llama_like):

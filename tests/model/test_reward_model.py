@@ -4,8 +4,8 @@ import pytest
 import torch
 from transformers import AutoModel, AutoModelForSequenceClassification
 
-from goalrm_core.model.encoding import left_pad
 from goalrm_core.data.io import ArtifactError
+from goalrm_core.model.encoding import left_pad
 from goalrm_core.model.reward_model import RewardModel, build_value_head, load_reward_model, save_reward_model
 
 

@@ -10,6 +10,7 @@ import copy
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
+from smollm2_twin import CORPUS, write_twin_gguf
 from torch import nn
 
 from goalrm_core.model.encoding import PreferenceCollator
@@ -17,7 +18,6 @@ from goalrm_core.model.objective import reward_model_loss
 from goalrm_core.model.reward_model import RewardModel
 from goalrm_core.model.top_layers import FeatureCache, FeatureCollator, freeze_lower_layers, token_logprobs
 from goalrm_core.train.config import TrainRMConfig
-from smollm2_twin import CORPUS, write_twin_gguf
 
 #: The cached path against the full forward: the same float32 kernels on the same inputs, apart from the padding's
 #: share of a batch (the cache pass batches texts by length, a training batch by pair), so they agree to ~1e-6.
@@ -51,7 +51,14 @@ def items(twin):
     for i in range(16):
         a, b = texts[i % 4], texts[(i + 1) % 4]
         ca, cb = 8 + (3 * i) % 25, 6 + (5 * i) % 27
-        pairs.append({"chosen_ids": a[:ca], "rejected_ids": b[:cb], "chosen_num_actions": 1 + i % 5, "rejected_num_actions": 2 + i % 3})
+        pairs.append(
+            {
+                "chosen_ids": a[:ca],
+                "rejected_ids": b[:cb],
+                "chosen_num_actions": 1 + i % 5,
+                "rejected_num_actions": 2 + i % 3,
+            }
+        )
     return pairs
 
 
@@ -70,10 +77,12 @@ def test_the_cached_path_is_the_full_forward(twin, items, top):
     for mode in ("eval", "train"):
         getattr(model, mode)()
         for b in range(0, len(items), 4):
-            batch = cached_collate(items[b:b + 4])
+            batch = cached_collate(items[b : b + 4])
             with torch.no_grad():
                 full = model(batch["input_ids"], batch["attention_mask"], batch["num_actions"])
-                cached = model(batch["input_ids"], batch["attention_mask"], batch["num_actions"], features=batch["features"])
+                cached = model(
+                    batch["input_ids"], batch["attention_mask"], batch["num_actions"], features=batch["features"]
+                )
             real = batch["attention_mask"].bool()
             assert (batch["attention_mask"] == 0).any()  # left padding in the batch
             assert (full.reward - cached.reward).abs().max() < FORWARD_TOL
@@ -110,7 +119,11 @@ def test_training_from_the_cache_is_training_with_frozen_lower_layers(twin, item
             texts = [t for it in items for t in (it["chosen_ids"], it["rejected_ids"])]
             collate = FeatureCollator(collate, FeatureCache(start).fill(model, texts, PAD))
         runs[name] = (train(model, items, collate, cfg), model)
-    (full, full_model), (cached, cached_model), (again, again_model) = runs["full"], runs["cached"], runs["cached again"]
+    (full, full_model), (cached, cached_model), (again, again_model) = (
+        runs["full"],
+        runs["cached"],
+        runs["cached again"],
+    )
     assert max(abs(a - b) for a, b in zip(full, cached)) < LOSS_TOL, (full, cached)
     assert cached == again  # one seed, one result, bit for bit
     start_state, end_state = initial.state_dict(), cached_model.state_dict()
@@ -142,7 +155,9 @@ def test_the_cache_pass_gives_the_base_lms_log_probs(twin, items):
 
 def test_what_cannot_run_is_refused_in_one_line(twin):
     model = reward_model(twin)
-    with pytest.raises(ValueError, match=r"--train_top_layers 3: the backbone has 2 decoder layers; give 1 to 2, or 0 to train all"):
+    with pytest.raises(
+        ValueError, match=r"--train_top_layers 3: the backbone has 2 decoder layers; give 1 to 2, or 0 to train all"
+    ):
         freeze_lower_layers(model, 3)
 
     class NoLayers(nn.Module):
@@ -152,20 +167,28 @@ def test_what_cannot_run_is_refused_in_one_line(twin):
     nn.Module.__init__(stack)
     stack.prefix = "model"
     stack.add_module("model", NoLayers())
-    with pytest.raises(ValueError, match=r"not a Llama-style decoder stack \(it lacks embed_tokens, layers, norm, rotary_emb\)") as e:
+    with pytest.raises(
+        ValueError, match=r"not a Llama-style decoder stack \(it lacks embed_tokens, layers, norm, rotary_emb\)"
+    ) as e:
         freeze_lower_layers(stack, 1)
     assert "\n" not in str(e.value)
     with pytest.raises(ValueError, match="no layer was frozen"):
         model(torch.tensor([[3, 4]]), torch.tensor([[1, 1]]), features=torch.zeros(1, 2, model.config.hidden_size))
 
 
-@pytest.mark.parametrize("flags, message", [
-    ({"lora_rank": 4}, r"--train_top_layers trains whole layers; LoRA \(--lora_rank\) is not combined with it"),
-    ({"zero_stage": 3}, r"--train_top_layers needs --zero_stage 0, 1 or 2"),
-    ({"gradient_checkpointing": True, "gradient_checkpointing_use_reentrant": True}, r"reentrant"),
-    ({"feature_cache": "off", "feature_cache_dir": "f"}, r"--feature_cache_dir f keeps the cache of --train_top_layers N > 0 with "
-                                                          r"--feature_cache memory"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        ({"lora_rank": 4}, r"--train_top_layers trains whole layers; LoRA \(--lora_rank\) is not combined with it"),
+        ({"zero_stage": 3}, r"--train_top_layers needs --zero_stage 0, 1 or 2"),
+        ({"gradient_checkpointing": True, "gradient_checkpointing_use_reentrant": True}, r"reentrant"),
+        (
+            {"feature_cache": "off", "feature_cache_dir": "f"},
+            r"--feature_cache_dir f keeps the cache of --train_top_layers N > 0 with "
+            r"--feature_cache memory",
+        ),
+    ],
+)
 def test_the_flags_it_does_not_combine_with_are_refused(flags, message):
     with pytest.raises(ValueError, match=message):
         TrainRMConfig(pretrain="p", train_top_layers=1, **flags)
@@ -182,9 +205,14 @@ def test_a_cache_is_keyed_by_the_backbone_and_the_layer_and_kept_on_disk(twin, i
     path = cache.save(tmp_path)
     assert path.parent == tmp_path and cache.identity[:24] in path.name and list(tmp_path.iterdir()) == [path]
 
-    again = FeatureCache.load(tmp_path, reward_model(twin, seed=9), start)  # the same backbone, another head: the same cache
+    again = FeatureCache.load(
+        tmp_path, reward_model(twin, seed=9), start
+    )  # the same backbone, another head: the same cache
     assert again.read == len(again) == len(cache) and again.identity == cache.identity
-    assert all(torch.equal(again.states[t], cache.states[t]) and torch.equal(again.logprobs[t], cache.logprobs[t]) for t in cache.states)
+    assert all(
+        torch.equal(again.states[t], cache.states[t]) and torch.equal(again.logprobs[t], cache.logprobs[t])
+        for t in cache.states
+    )
     again.fill(model, texts[:10], PAD)
     assert again.tokens == 0  # nothing left to compute
     again.fill(model, texts, PAD)
@@ -198,14 +226,18 @@ def test_a_cache_is_keyed_by_the_backbone_and_the_layer_and_kept_on_disk(twin, i
         cache.fill(other, texts[:2], PAD)
     assert FeatureCache.load(tmp_path, other, start).read == 0  # its own file, none yet
     assert FeatureCache.load(tmp_path, model, 0).read == 0  # another layer: another file
-    with pytest.raises(ValueError, match="a feature cache of the states entering layer 0 filled from a model that trains from layer 1"):
+    with pytest.raises(
+        ValueError, match="a feature cache of the states entering layer 0 filled from a model that trains from layer 1"
+    ):
         FeatureCache(0).fill(model, texts[:2], PAD)
     bf16 = reward_model(twin).to(torch.bfloat16)
     assert FeatureCache.load(tmp_path, bf16, start).identity != cache.identity
 
     # a file under the other backbone's name that records this one's identity (copied by hand): refused
     forged = FeatureCache(start, identity=FeatureCache.load(tmp_path, other, start).identity)
-    save_file(load_file(str(path)), str(forged.path(tmp_path)), metadata={"identity": cache.identity, "layer": str(start)})
+    save_file(
+        load_file(str(path)), str(forged.path(tmp_path)), metadata={"identity": cache.identity, "layer": str(start)}
+    )
     with pytest.raises(ValueError, match="a feature cache of another backbone or layer"):
         FeatureCache.load(tmp_path, other, start)
     path.write_bytes(path.read_bytes()[:100])

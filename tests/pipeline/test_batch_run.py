@@ -14,13 +14,12 @@ import sys
 
 import nbformat
 import pytest
-
-from goalrm_core.train.launch import _shown
-from goalrm_core.paths import project_root
-from goalrm_core.pipeline.runner import run_report
-from goalrm_core.paths import relative_paths
-from goalrm_core.pipeline.batch_run import batch_environment
 from conftest import write_notebook
+
+from goalrm_core.paths import project_root, relative_paths
+from goalrm_core.pipeline.batch_run import batch_environment
+from goalrm_core.pipeline.runner import run_report
+from goalrm_core.train.launch import _shown
 
 KERNEL = "python3"
 
@@ -33,14 +32,16 @@ NOISY_CELLS = [
     'ds.addHandler(logging.StreamHandler(sys.stdout))\nds.warning("Setting accelerator to CPU on purpose")',
     'from goalrm_core.paths import project_root\nproject_root() / "runs" / "somewhere"',
     # a subprocess that forces its bar on, warns and prints a path, shown through run_streaming's tail
-    'from goalrm_core.study.live import tail_view\nfrom goalrm_core.train.launch import run_streaming\n'
+    "from goalrm_core.study.live import tail_view\nfrom goalrm_core.train.launch import run_streaming\n"
     'child = ("import warnings; from tqdm import tqdm; from goalrm_core.paths import project_root; "\n'
-    '         "s = sum(tqdm(range(3), desc=\'child bar\', disable=False)); warnings.warn(\'child warning\'); "\n'
-    '         "print(\'CHILD_DONE saved\', project_root() / \'runs\' / \'child\')")\n'
+    "         \"s = sum(tqdm(range(3), desc='child bar', disable=False)); warnings.warn('child warning'); \"\n"
+    "         \"print('CHILD_DONE saved', project_root() / 'runs' / 'child')\")\n"
     'run_streaming([sys.executable, "-c", child], log_dir + "/child.log", desc="child", show=tail_view(5, "child"))',
     'print("VISIBLE_LINE", total)',
 ]
-HEADINGS = nbformat.v4.new_markdown_cell("# A noisy stage\n\n## First section\ntext\n\n### A subsection\n\n## Second section")
+HEADINGS = nbformat.v4.new_markdown_cell(
+    "# A noisy stage\n\n## First section\ntext\n\n### A subsection\n\n## Second section"
+)
 FAILING_CELLS = ['import json\njson.loads("{not json")']
 
 
@@ -51,10 +52,19 @@ def batch(tmp_path_factory):
     nbs.mkdir(), params.mkdir()
     for name, cells in (("01_noisy.ipynb", NOISY_CELLS), ("02_broken.ipynb", FAILING_CELLS)):
         write_notebook(nbs / name, 'log_dir = "."', *cells, head=HEADINGS)
-    (params / "quiet.yaml").write_text(f"log_dir: {json.dumps(str(root / 'logs'))}\ntorch_threads: 1\n", encoding="utf-8")
+    (params / "quiet.yaml").write_text(
+        f"log_dir: {json.dumps(str(root / 'logs'))}\ntorch_threads: 1\n", encoding="utf-8"
+    )
     lines: list[str] = []
-    code = run_report("quiet", notebooks_dir=nbs, params_dir=params, reports_root=root / "reports",
-                      kernel_name=KERNEL, log=lines.append, logs_dir=root / "logs")
+    code = run_report(
+        "quiet",
+        notebooks_dir=nbs,
+        params_dir=params,
+        reports_root=root / "reports",
+        kernel_name=KERNEL,
+        log=lines.append,
+        logs_dir=root / "logs",
+    )
     return {"code": code, "out": root / "reports" / "quiet", "logs": root / "logs", "lines": lines}
 
 
@@ -67,8 +77,17 @@ def test_noise_stays_off_the_page(batch):
     page = _page(batch, "01_noisy")
     assert "VISIBLE_LINE 3" in page and "CHILD_DONE saved runs/child" in page
     assert "runs/somewhere" in page  # a Path display, relative to the project
-    for noise in ("noisy on purpose", "on purpose", "child warning", "it/s", "forced bar", "child bar",
-                  "Warning:", str(project_root()), sys.prefix):
+    for noise in (
+        "noisy on purpose",
+        "on purpose",
+        "child warning",
+        "it/s",
+        "forced bar",
+        "child bar",
+        "Warning:",
+        str(project_root()),
+        sys.prefix,
+    ):
         assert noise not in page, noise
 
 

@@ -5,9 +5,9 @@ import shutil
 
 import pytest
 
+from goalrm_core.paths import project_root
 from goalrm_core.pipeline import notebook_params as nbp
 from goalrm_core.pipeline.profile_files import load_profile
-from goalrm_core.paths import project_root
 
 NOTEBOOKS = project_root() / "notebooks"
 NOTEBOOK_PROFILES = ("demo", "smoke", "multidigit")
@@ -25,8 +25,14 @@ def test_committed_cells_are_generated_from_demo_yaml(capsys):
     assert nbp.sync_notebooks(NOTEBOOKS, load_profile("demo"), write=False) == [], "run `goalrm sync-notebooks`"
     # --check says what it checked when all is well, rather than nothing
     assert nbp.main(["--check", "--notebooks-dir", str(NOTEBOOKS)]) == 0
-    assert capsys.readouterr().out.strip().endswith(f"the parameters cells of the {len(nbp.stage_notebooks(NOTEBOOKS))} "
-                                                    "notebooks in " + str(NOTEBOOKS) + "/ match params/demo.yaml (names and values)")
+    assert (
+        capsys.readouterr()
+        .out.strip()
+        .endswith(
+            f"the parameters cells of the {len(nbp.stage_notebooks(NOTEBOOKS))} "
+            "notebooks in " + str(NOTEBOOKS) + "/ match params/demo.yaml (names and values)"
+        )
+    )
 
 
 @pytest.mark.parametrize("profile", NOTEBOOK_PROFILES)
@@ -48,7 +54,7 @@ def test_drift_is_detected_and_rewritten(tmp_path):
     changed = dict(load_profile("demo"), n_samples=3)
     assert [p.name for p in nbp.sync_notebooks(copy, changed, write=False)] == ["01_data.ipynb"]
     nbp.sync_notebooks(copy, changed, write=True)
-    assert "n_samples = 3\n" in (copy / "01_data.ipynb").read_text().replace('\\n', '\n')
+    assert "n_samples = 3\n" in (copy / "01_data.ipynb").read_text().replace("\\n", "\n")
     assert nbp.sync_notebooks(copy, changed, write=False) == []
     lacking = {k: v for k, v in load_profile("demo").items() if k != "n_samples"}
     with pytest.raises(ValueError, match="n_samples"):
@@ -61,11 +67,16 @@ def test_a_cell_that_is_not_flat_literals_is_refused(tmp_path):
     with pytest.raises(ValueError, match="not Python"):
         nbp.declared_keys("x = (\n", tmp_path / "n.ipynb")
     # a value that is code, not a literal, would run in the kernel before any check: refused up front
-    with pytest.raises(ValueError, match=r"n\.ipynb: line 2 of the parameters cell: seed = __import__\('os'\)\.getpid\(\) is not a literal$"):
+    with pytest.raises(
+        ValueError,
+        match=r"n\.ipynb: line 2 of the parameters cell: seed = __import__\('os'\)\.getpid\(\) is not a literal$",
+    ):
         nbp.declared_keys("n = -1\nseed = __import__('os').getpid()\n", tmp_path / "n.ipynb")
     with pytest.raises(ValueError, match=r"x = \[1, 1, 1, .{40,}… is not a literal$"):
         nbp.declared_keys("x = [" + "1, " * 100 + "y]\n", tmp_path / "n.ipynb")
-    assert nbp.declared_keys('a = -1.5\nb = [0, 1]\nc = "x"\nd = None\ne = {"k": (1, 2)}\n', tmp_path / "n.ipynb") == list("abcde")
+    assert nbp.declared_keys(
+        'a = -1.5\nb = [0, 1]\nc = "x"\nd = None\ne = {"k": (1, 2)}\n', tmp_path / "n.ipynb"
+    ) == list("abcde")
 
 
 def test_declared_parameters_are_what_papermill_reports():
@@ -79,7 +90,9 @@ def test_declared_parameters_are_what_papermill_reports():
     for path in sorted((project_root() / "notebooks").glob("0[0-9]_*.ipynb")):
         ours, theirs = declared_parameters(path), pm.inspect_notebook(str(path))
         assert list(ours) == list(theirs), path.name
-        assert {k: [v[f] for f in fields] for k, v in ours.items()} == {k: [v[f] for f in fields] for k, v in theirs.items()}, path.name
+        assert {k: [v[f] for f in fields] for k, v in ours.items()} == {
+            k: [v[f] for f in fields] for k, v in theirs.items()
+        }, path.name
 
 
 def test_sync_writes_names_a_new_trainer_setting_reaches_notebook_02_and_comments_stay(tmp_path):
@@ -91,7 +104,9 @@ def test_sync_writes_names_a_new_trainer_setting_reaches_notebook_02_and_comment
     path = copy / "02_training.ipynb"
     notebook = json.loads(path.read_text())
     cell = nbp._parameters_cell(notebook, path)
-    cell["source"] = "".join(cell["source"]).replace("max_steps = ", "# the step budget\nmax_steps = ").splitlines(keepends=True)
+    cell["source"] = (
+        "".join(cell["source"]).replace("max_steps = ", "# the step budget\nmax_steps = ").splitlines(keepends=True)
+    )
     path.write_text(json.dumps(notebook))
     profile = dict(load_profile("demo"), l2=0.25, not_a_setting=1)
     assert [p.name for p in nbp.sync_notebooks(copy, profile, write=True)] == ["02_training.ipynb"]

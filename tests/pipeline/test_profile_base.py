@@ -20,13 +20,19 @@ def test_a_profile_is_its_base_with_its_own_values_on_top(tmp_path):
     assert "base" not in load_profile("c", tmp_path)
 
 
-@pytest.mark.parametrize("files, message", [
-    ({"a": "base: b\nx: 1\n", "b": "base: a\n"}, r"/b\.yaml: field 'base' is 'a', which makes a cycle: a -> b -> a"),
-    ({"a": "base: a\n"}, r"a\.yaml: field 'base' is 'a', which makes a cycle: a -> a"),
-    ({"a": "base: nowhere\n"}, r"a\.yaml: field 'base' is 'nowhere': unknown profile 'nowhere'"),
-    ({"a": "base: [b]\n"}, r"a\.yaml: field 'base' must name a profile, got \['b'\]"),
-    ({"a": "base: s\n", "s": "sweep:\n  profile: a\n"}, r"a\.yaml: field 'base' is 's': .*s\.yaml is a sweep spec"),
-])
+@pytest.mark.parametrize(
+    "files, message",
+    [
+        (
+            {"a": "base: b\nx: 1\n", "b": "base: a\n"},
+            r"/b\.yaml: field 'base' is 'a', which makes a cycle: a -> b -> a",
+        ),
+        ({"a": "base: a\n"}, r"a\.yaml: field 'base' is 'a', which makes a cycle: a -> a"),
+        ({"a": "base: nowhere\n"}, r"a\.yaml: field 'base' is 'nowhere': unknown profile 'nowhere'"),
+        ({"a": "base: [b]\n"}, r"a\.yaml: field 'base' must name a profile, got \['b'\]"),
+        ({"a": "base: s\n", "s": "sweep:\n  profile: a\n"}, r"a\.yaml: field 'base' is 's': .*s\.yaml is a sweep spec"),
+    ],
+)
 def test_a_bad_base_is_one_line_naming_file_field_and_value(tmp_path, files, message):
     for name, text in files.items():
         write(tmp_path, name, text)

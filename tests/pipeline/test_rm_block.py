@@ -50,12 +50,17 @@ def test_set_and_grid_read_through_the_same_rule():
 
 
 def test_the_rm_block_values_reach_the_trainer_config_by_name(tmp_path):
-    (tmp_path / "base.yaml").write_text("max_new_tokens: 48\nrm:\n  max_steps: 400\n  contrastive_loss_beta: 0.5\n"
-                                        "  learning_rate: 0.0005\n")
+    (tmp_path / "base.yaml").write_text(
+        "max_new_tokens: 48\nrm:\n  max_steps: 400\n  contrastive_loss_beta: 0.5\n  learning_rate: 0.0005\n"
+    )
     (tmp_path / "p.yaml").write_text("base: base\nrm:\n  max_steps: 7\n  encoding: split\n")
     settings = load_profile("p", tmp_path)
     assert {k: settings[k] for k in ("max_steps", "contrastive_loss_beta", "learning_rate", "encoding")} == {
-        "max_steps": 7, "contrastive_loss_beta": 0.5, "learning_rate": 0.0005, "encoding": "split"}  # the base's, key by key
+        "max_steps": 7,
+        "contrastive_loss_beta": 0.5,
+        "learning_rate": 0.0005,
+        "encoding": "split",
+    }  # the base's, key by key
     cfg = notebook_recipe(settings)
     assert (cfg.max_steps, cfg.contrastive_loss_beta, cfg.learning_rate, cfg.encoding) == (7, 0.5, 0.0005, "split")
     assert cfg.contrastive_settings().contrastive_loss_beta == 0.5  # and the loss's settings, still by that name
@@ -64,19 +69,41 @@ def test_the_rm_block_values_reach_the_trainer_config_by_name(tmp_path):
 def test_an_older_sweeps_folder_is_read_through_the_rename(tmp_path):
     old = tmp_path / "contrastive_beta=0.1"
     old.mkdir()
-    (old / "point.json").write_text(json.dumps({"point": old.name, "values": {"contrastive_beta": 0.1},
-                                                "overrides": {"rm_steps": 200, "contrastive_beta": 0.1,
-                                                              "run_dir": "runs/demo-sweep-ablations/contrastive_beta=0.1"}}))
+    (old / "point.json").write_text(
+        json.dumps(
+            {
+                "point": old.name,
+                "values": {"contrastive_beta": 0.1},
+                "overrides": {
+                    "rm_steps": 200,
+                    "contrastive_beta": 0.1,
+                    "run_dir": "runs/demo-sweep-ablations/contrastive_beta=0.1",
+                },
+            }
+        )
+    )
     assert renamed_point(old.name) == "contrastive_loss_beta=0.1"
     assert point_folder(tmp_path, "contrastive_loss_beta=0.1") == old
     record = renamed_record(json.loads((old / "point.json").read_text()))
     assert record["values"] == {"contrastive_loss_beta": 0.1} and record["point"] == "contrastive_loss_beta=0.1"
-    assert record["overrides"] == {"max_steps": 200, "contrastive_loss_beta": 0.1,
-                                   "run_dir": "runs/demo-sweep-ablations/contrastive_loss_beta=0.1"}
-    plan = renamed_record({"grid": {"contrastive_beta": [0.1]}, "common": {"rm_steps": 200}, "base_values": {"contrastive_beta": 0.5},
-                           "points": [{"name": old.name, "values": {"contrastive_beta": 0.1}}]}, names=False)
+    assert record["overrides"] == {
+        "max_steps": 200,
+        "contrastive_loss_beta": 0.1,
+        "run_dir": "runs/demo-sweep-ablations/contrastive_loss_beta=0.1",
+    }
+    plan = renamed_record(
+        {
+            "grid": {"contrastive_beta": [0.1]},
+            "common": {"rm_steps": 200},
+            "base_values": {"contrastive_beta": 0.5},
+            "points": [{"name": old.name, "values": {"contrastive_beta": 0.1}}],
+        },
+        names=False,
+    )
     assert plan["grid"] == {"contrastive_loss_beta": [0.1]} and plan["common"] == {"max_steps": 200}
-    assert plan["points"] == [{"name": old.name, "values": {"contrastive_loss_beta": 0.1}}]  # the page links the folder as it is
+    assert plan["points"] == [
+        {"name": old.name, "values": {"contrastive_loss_beta": 0.1}}
+    ]  # the page links the folder as it is
 
 
 # ------------------------------------------------------------------ a run folder or sweep from before the block
@@ -92,12 +119,13 @@ def _as_before(parameters: dict) -> dict:
 def _demo_params(tmp_path):
     """params/demo.yaml with its run in ``tmp_path / "run"``."""
     import yaml
-
     from conftest import profile_file
 
     params = tmp_path / "params"
     params.mkdir()
-    (params / "demo.yaml").write_text(yaml.safe_dump(profile_file(load_profile("demo") | {"run_dir": str(tmp_path / "run")})))
+    (params / "demo.yaml").write_text(
+        yaml.safe_dump(profile_file(load_profile("demo") | {"run_dir": str(tmp_path / "run")}))
+    )
     return params
 
 
@@ -110,9 +138,16 @@ def test_a_run_folder_recorded_before_the_rm_block_is_current_with_the_same_valu
     from goalrm_core.pipeline.runner import stage_parameters
     from goalrm_core.pipeline.sweep import _stale_shared_stages, plan_sweep
 
-    plan = plan_sweep("demo", {"goal_method": ["random_token"]}, stages="03-04", params_dir=_demo_params(tmp_path),
-                      reports_root=tmp_path / "reports")
-    assert plan.shared == ["01_data", "02_training"] and _stale_shared_stages(plan) == plan.shared  # nothing recorded yet
+    plan = plan_sweep(
+        "demo",
+        {"goal_method": ["random_token"]},
+        stages="03-04",
+        params_dir=_demo_params(tmp_path),
+        reports_root=tmp_path / "reports",
+    )
+    assert (
+        plan.shared == ["01_data", "02_training"] and _stale_shared_stages(plan) == plan.shared
+    )  # nothing recorded yet
     now = {s: stage_parameters(plan.profile, plan.settings, plan.declared[s], plan.report_dir, s) for s in plan.shared}
     for stage in plan.shared:
         record_stage(plan.base_run, stage, _as_before(now[stage]))
@@ -123,7 +158,9 @@ def test_a_run_folder_recorded_before_the_rm_block_is_current_with_the_same_valu
     assert stage_is_current(plan.base_run, "02_training", training)
     assert not stage_is_current(plan.base_run, "02_training", {**training, "max_steps": training["max_steps"] + 1})
     record_stage(plan.base_run, "02_training", {**_as_before(training), "max_steps": training["max_steps"]})
-    assert not stage_is_current(plan.base_run, "02_training", training)  # an old key beside its new name: neither is read
+    assert not stage_is_current(
+        plan.base_run, "02_training", training
+    )  # an old key beside its new name: neither is read
     assert _stale_shared_stages(plan) == ["02_training"]
 
 
@@ -136,8 +173,14 @@ def test_a_resumed_older_sweep_finds_its_points_folders_for_the_paired_delta_and
     from goalrm_core.report.sweep_page import point_rows, write_comparison
     from goalrm_core.study import artifacts
 
-    plan = plan_sweep("demo", {"contrastive_loss_beta": [0.1, 0.5]}, seeds=[0], params_dir=_demo_params(tmp_path),
-                      reports_root=tmp_path / "reports", name="b")
+    plan = plan_sweep(
+        "demo",
+        {"contrastive_loss_beta": [0.1, 0.5]},
+        seeds=[0],
+        params_dir=_demo_params(tmp_path),
+        reports_root=tmp_path / "reports",
+        name="b",
+    )
     assert [p.name for p in plan.points] == ["contrastive_loss_beta=0.1", "contrastive_loss_beta=0.5"]
     assert plan.default_point == "contrastive_loss_beta=0.5"  # the demo's beta
     rewards = {"contrastive_beta=0.1": [0.9, 0.1] * 10, "contrastive_beta=0.5": [0.6, 0.4, 0.3, 0.7] * 5}
@@ -147,14 +190,20 @@ def test_a_resumed_older_sweep_finds_its_points_folders_for_the_paired_delta_and
         overrides["run_dir"] = str(Path(overrides["run_dir"]).parent / old)
         (plan.report_dir / old).mkdir(parents=True)
         (plan.report_dir / old / "metrics.json").write_text("{}")
-        (plan.report_dir / old / POINT_MANIFEST).write_text(json.dumps(
-            {"point": old, "values": _as_before(p.values), "overrides": overrides, "stages": plan.stages}))
+        (plan.report_dir / old / POINT_MANIFEST).write_text(
+            json.dumps({"point": old, "values": _as_before(p.values), "overrides": overrides, "stages": plan.stages})
+        )
         (plan.run_root / old).mkdir(parents=True)
-        (plan.run_root / old / "rows.json").write_text(json.dumps(
-            [{"question": f"q{i}", "is_correct": i % 2 == 0, "reward": r} for i, r in enumerate(rewards[old])]))
+        (plan.run_root / old / "rows.json").write_text(
+            json.dumps(
+                [{"question": f"q{i}", "is_correct": i % 2 == 0, "reward": r} for i, r in enumerate(rewards[old])]
+            )
+        )
         assert point_complete(plan, p) and plan.run_folder(p.name) == plan.run_root / old
 
-    def headline_rows(run_dir, rm, bench, headline="greedy", seed=0):  # the point's scored generations, from its run folder
+    def headline_rows(
+        run_dir, rm, bench, headline="greedy", seed=0
+    ):  # the point's scored generations, from its run folder
         return json.loads((Path(run_dir) / "rows.json").read_text())
 
     monkeypatch.setattr(artifacts, "headline_rows", headline_rows)
@@ -165,7 +214,10 @@ def test_a_resumed_older_sweep_finds_its_points_folders_for_the_paired_delta_and
 
     (plan.report_dir / PLAN_FILE).write_text(json.dumps(plan.record()))  # as the resumed sweep writes it: today's names
     rows = {r["point"]: r for r in point_rows(plan.record(), plan.report_dir)}
-    assert rows["contrastive_loss_beta=0.1"]["status"] == "complete" and rows["contrastive_loss_beta=0.1"]["vs_base"] == paired
+    assert (
+        rows["contrastive_loss_beta=0.1"]["status"] == "complete"
+        and rows["contrastive_loss_beta=0.1"]["vs_base"] == paired
+    )
     assert rows["contrastive_loss_beta=0.1"]["folder"] == "contrastive_beta=0.1"
     page = write_comparison(plan.report_dir).read_text()
     assert 'href="contrastive_beta=0.1/metrics.json"' in page and 'href="contrastive_loss_beta=0.1/' not in page

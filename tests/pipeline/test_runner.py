@@ -12,13 +12,13 @@ import shutil
 import warnings
 
 import pytest
+from conftest import write_notebook
 
 from goalrm_core import cli
 from goalrm_core.pipeline.profile_checks import check_profile_against_notebooks
 from goalrm_core.pipeline.profile_files import load_profile
 from goalrm_core.pipeline.records import record_metrics
 from goalrm_core.pipeline.runner import main, run_report
-from conftest import write_notebook
 
 pytestmark = pytest.mark.notebook
 
@@ -51,8 +51,9 @@ def project(tmp_path_factory):
     params = root / "params"
     _write_profile(params, "tiny", "seed: 3\nlr: 1\nfail: true\nunused_knob: 7\nlrr: 2\ntorch_threads: 1\n")
     _write_profile(params, "other", "seed: 1\n")
-    kwargs = dict(notebooks_dir=nbs, params_dir=params, reports_root=root / "reports", kernel_name=KERNEL,
-                  logs_dir=root / "logs")
+    kwargs = dict(
+        notebooks_dir=nbs, params_dir=params, reports_root=root / "reports", kernel_name=KERNEL, logs_dir=root / "logs"
+    )
     out = root / "reports" / "tiny"
 
     first_log: list[str] = []
@@ -121,7 +122,7 @@ def test_index_lists_stages_with_durations_and_metrics(project):
     assert status["01_alpha"]["duration_s"] > 0 and status["01_alpha"]["started"]
     index = (project["first"] / "index.html").read_text()
     assert "profile tiny" in index and "Generated" in index
-    assert f'{status["01_alpha"]["duration_s"]:.1f} s' in index
+    assert f"{status['01_alpha']['duration_s']:.1f} s" in index
     assert "All metrics" in index and "alpha.auroc" in index and "0.75" in index
     assert "wall_s" not in index  # timings are not headline metrics
 
@@ -151,16 +152,24 @@ def test_progress_line_uses_the_last_completed_run():
 
     from goalrm_core.pipeline.runner import last_durations, progress_line
 
-    previous = {"01_a": {"status": "ok", "duration_s": 41.2}, "02_b": {"status": "kept", "duration_s": 432.0},
-                "03_c": {"status": "failed", "duration_s": 3.0}, "04_d": {"status": "interrupted", "duration_s": 9.0}}
+    previous = {
+        "01_a": {"status": "ok", "duration_s": 41.2},
+        "02_b": {"status": "kept", "duration_s": 432.0},
+        "03_c": {"status": "failed", "duration_s": 3.0},
+        "04_d": {"status": "interrupted", "duration_s": 9.0},
+    }
     durations = last_durations(previous)
     assert durations == {"01_a": 41.2, "02_b": 432.0}
     todo = ["01_a", "02_b", "03_c"]
     line = progress_line(1, todo, Path("runs/x/logs/01_a.log"), durations)
-    assert line == ("[1/3 01_a] running — log: runs/x/logs/01_a.log, ETA ~41s (last run: 41.2 s), "
-                    "~7m53s for the 3 stages left (+ 1 without a last run)")
-    assert progress_line(2, todo, None, durations) == \
-        "[2/3 02_b] running — ETA ~7m12s (last run: 432.0 s), ~7m12s for the 2 stages left (+ 1 without a last run)"
+    assert line == (
+        "[1/3 01_a] running — log: runs/x/logs/01_a.log, ETA ~41s (last run: 41.2 s), "
+        "~7m53s for the 3 stages left (+ 1 without a last run)"
+    )
+    assert (
+        progress_line(2, todo, None, durations)
+        == "[2/3 02_b] running — ETA ~7m12s (last run: 432.0 s), ~7m12s for the 2 stages left (+ 1 without a last run)"
+    )
     assert progress_line(3, todo, None, durations) == "[3/3 03_c] running — ETA unknown (no earlier run)"
 
 
@@ -227,11 +236,23 @@ def test_profile_types_are_checked_against_notebook_defaults():
         "01_data": {"n": _param("2000"), "lr": _param("0.5"), "tag": _param('"a"'), "anything": _param("None")},
         "02_train": {"flag": _param("False"), "sizes": _param("[1, 2]"), "n": _param("2000")},
     }
-    ok = {"n": 5, "lr": 1, "tag": "b", "anything": [1], "flag": True, "sizes": [3], "profile": "x", "stray": 1,
-          "torch_threads": 1, "run_dir": "runs/x", "sizez": [1]}
+    ok = {
+        "n": 5,
+        "lr": 1,
+        "tag": "b",
+        "anything": [1],
+        "flag": True,
+        "sizes": [3],
+        "profile": "x",
+        "stray": 1,
+        "torch_threads": 1,
+        "run_dir": "runs/x",
+        "sizez": [1],
+    }
     assert check_profile_against_notebooks(ok, declared) == [
         "profile: key 'stray' is not a parameter of any notebook",
-        "profile: key 'sizez' is not a parameter of any notebook; did you mean sizes?"]
+        "profile: key 'sizez' is not a parameter of any notebook; did you mean sizes?",
+    ]
     for key, value, expected in [("n", "5", "int"), ("flag", 1, "bool"), ("sizes", 3, "list"), ("lr", "1e-5", "float")]:
         with pytest.raises(ValueError, match=rf"p\.yaml: key '{key}' expects {expected} .*got .*{value!r}"):
             check_profile_against_notebooks({key: value}, declared, source="p.yaml")
@@ -244,8 +265,12 @@ def test_record_metrics_merges_stages_and_keeps_timings_apart(tmp_path):
     record_metrics("a_stage", {"auroc": 0.9}, tmp_path)
     record_metrics("b_stage", {"accuracy": 0.5}, tmp_path, timings={"s": 1.1})
     data = json.loads(path.read_text())
-    assert data == {"a_stage": {"auroc": 0.9}, "b_stage": {"accuracy": 0.5}, "timings": {"b_stage": {"s": 1.1}},
-                    "schema_version": 2}
+    assert data == {
+        "a_stage": {"auroc": 0.9},
+        "b_stage": {"accuracy": 0.5},
+        "timings": {"b_stage": {"s": 1.1}},
+        "schema_version": 2,
+    }
     assert list(data) == sorted(data)
     before = path.read_text()
     record_metrics("b_stage", {"accuracy": 0.5}, tmp_path, timings={"s": 9.9})
@@ -261,7 +286,7 @@ def test_record_metrics_merges_stages_and_keeps_timings_apart(tmp_path):
 
 def test_metrics_json_records_its_schema_version(tmp_path):
     from goalrm_core.pipeline.records import record_provenance
-    from goalrm_core.report.metrics_view import metrics_schema, SCHEMA_VERSION
+    from goalrm_core.report.metrics_view import SCHEMA_VERSION, metrics_schema
 
     assert SCHEMA_VERSION == 2
     path = record_provenance({"date": "d"}, tmp_path)
@@ -273,7 +298,9 @@ def test_metrics_json_records_its_schema_version(tmp_path):
     data = json.loads(path.read_text())
     assert list(data) == sorted(data) and list(data["z"]) == ["a", "b"] and metrics_schema(data) == 2
     assert metrics_schema({"alpha": {}}) == 1  # a file from before the key existed
-    assert metrics_schema({"schema_version": "2"}) is None and metrics_schema({"schema_version": True}) is None  # unreadable: no guess
+    assert (
+        metrics_schema({"schema_version": "2"}) is None and metrics_schema({"schema_version": True}) is None
+    )  # unreadable: no guess
     path.write_text(json.dumps({"alpha": {"auroc": 0.5}}))  # an old file gains the key when written again
     record_metrics("beta", {}, tmp_path)
     assert json.loads(path.read_text())["schema_version"] == 2
@@ -321,11 +348,14 @@ def test_provenance_html_is_escaped_and_empty_when_absent():
     from goalrm_core.report.provenance import provenance_html
 
     assert provenance_html({}) == "" and provenance_html({"provenance": None}) == ""
-    prov = {"git": {"commit": "0123456789abcdef", "dirty": True},
-            "profile": {"name": "<b>p</b>", "parameters": {"note": "<script>alert(1)</script>", "n": 2}},
-            "versions": {"torch": "2.13.0", "deepspeed": None}, "machine": {"cpu": "CPU & co", "cores": 2, "gpu": None,
-                                                                             "speed": {"matmul_gflops": 66.6, "threads": 2}},
-            "threads": {"torch_threads": 0, "used": 1, "rule": "idle cores"}, "date": "2026-01-01T00:00:00+00:00"}
+    prov = {
+        "git": {"commit": "0123456789abcdef", "dirty": True},
+        "profile": {"name": "<b>p</b>", "parameters": {"note": "<script>alert(1)</script>", "n": 2}},
+        "versions": {"torch": "2.13.0", "deepspeed": None},
+        "machine": {"cpu": "CPU & co", "cores": 2, "gpu": None, "speed": {"matmul_gflops": 66.6, "threads": 2}},
+        "threads": {"torch_threads": 0, "used": 1, "rule": "idle cores"},
+        "date": "2026-01-01T00:00:00+00:00",
+    }
     text = provenance_html({"provenance": prov})
     assert "<script>" not in text and "&lt;script&gt;" in text and "&lt;b&gt;p&lt;/b&gt;" in text
     assert "0123456789ab" in text and "dirty" in text and "CPU &amp; co" in text and "deepspeed absent" in text
@@ -335,10 +365,18 @@ def test_provenance_html_is_escaped_and_empty_when_absent():
 
 
 def test_navigation_is_replaced_not_repeated_and_pages_are_rewritten_only_on_change(tmp_path):
-    from goalrm_core.report.pages import NAV_BEGIN, navigation_html, refresh_navigation, table_of_contents, with_navigation
+    from goalrm_core.report.pages import (
+        NAV_BEGIN,
+        navigation_html,
+        refresh_navigation,
+        table_of_contents,
+        with_navigation,
+    )
 
-    page = ('<html><body class="jp-Notebook"><main><h1 id="T">Title<a class="anchor-link" href="#T">¶</a></h1>'
-            '<h2 id="A-b">A &amp; b<a class="anchor-link" href="#A-b">¶</a></h2><h3 id="C">C</h3></main></body></html>')
+    page = (
+        '<html><body class="jp-Notebook"><main><h1 id="T">Title<a class="anchor-link" href="#T">¶</a></h1>'
+        '<h2 id="A-b">A &amp; b<a class="anchor-link" href="#A-b">¶</a></h2><h3 id="C">C</h3></main></body></html>'
+    )
     assert table_of_contents(page) == [(2, "A-b", "A & b"), (3, "C", "C")]
     stages = ["01_a", "02_b", "03_c"]
     (tmp_path / "01_a.html").write_text(with_navigation(page, navigation_html("01_a", stages, tmp_path, page)))
@@ -358,14 +396,16 @@ def test_navigation_is_replaced_not_repeated_and_pages_are_rewritten_only_on_cha
 
 
 def test_a_stage_page_names_the_code_it_ran_on_and_keeps_it_on_refresh(project, tmp_path):
-    from goalrm_core.report.pages import navigation_html, page_code, refresh_navigation, with_navigation
     from goalrm_core.pipeline.provenance import code_version
+    from goalrm_core.report.pages import navigation_html, page_code, refresh_navigation, with_navigation
 
     shown = page_code((project["first"] / "01_alpha.html").read_text())  # the runner's own page
     assert shown == code_version() and shown is not None  # the suite runs in a git checkout
     page = "<html><body><main><h2 id='x'>X</h2></main></body></html>"
     stages = ["01_a", "02_b"]
-    (tmp_path / "01_a.html").write_text(with_navigation(page, navigation_html("01_a", stages, tmp_path, page, "abc1234 + <edits>")))
+    (tmp_path / "01_a.html").write_text(
+        with_navigation(page, navigation_html("01_a", stages, tmp_path, page, "abc1234 + <edits>"))
+    )
     refresh_navigation(tmp_path, stages)  # a later stage's run (other code, maybe) does not relabel it
     first = (tmp_path / "01_a.html").read_text()
     assert page_code(first) == "abc1234 + <edits>" and "ran on abc1234 + &lt;edits&gt;" in first
@@ -391,8 +431,18 @@ def test_executed_notebooks_record_project_relative_paths(tmp_path):
 
     root = project_root()
     nb = tmp_path / "x.ipynb"
-    nb.write_text(json.dumps({"metadata": {"papermill": {"input_path": str(root / "notebooks" / "01_data.ipynb"),
-                                                         "output_path": str(root / "reports" / "demo" / ".01.tmp.ipynb")}}}))
+    nb.write_text(
+        json.dumps(
+            {
+                "metadata": {
+                    "papermill": {
+                        "input_path": str(root / "notebooks" / "01_data.ipynb"),
+                        "output_path": str(root / "reports" / "demo" / ".01.tmp.ipynb"),
+                    }
+                }
+            }
+        )
+    )
     relative_papermill_paths(nb, root / "notebooks" / "01_data.ipynb", root / "reports" / "demo" / "01_data.ipynb")
     meta = json.loads(nb.read_text())["metadata"]["papermill"]
     assert meta == {"input_path": "notebooks/01_data.ipynb", "output_path": "reports/demo/01_data.ipynb"}
@@ -406,18 +456,29 @@ def test_overrides_a_report_name_and_stage_records(tmp_path):
 
     nbs = tmp_path / "notebooks"
     nbs.mkdir()
-    write_notebook(nbs / "01_alpha.ipynb", 'profile = "demo"\nreports_dir = "reports/demo"\nrun_dir = "runs/demo"\nlr = 0.5',
-                   'record_metrics("alpha", {"lr": lr}, reports_dir)')
+    write_notebook(
+        nbs / "01_alpha.ipynb",
+        'profile = "demo"\nreports_dir = "reports/demo"\nrun_dir = "runs/demo"\nlr = 0.5',
+        'record_metrics("alpha", {"lr": lr}, reports_dir)',
+    )
     run = tmp_path / "run"
     _write_profile(tmp_path / "params", "tiny", f"run_dir: {json.dumps(str(run))}\nlr: 1.0\ntorch_threads: 1\n")
-    kwargs = dict(notebooks_dir=nbs, params_dir=tmp_path / "params", reports_root=tmp_path / "reports", kernel_name=KERNEL,
-                  logs_dir=tmp_path / "logs", log=lambda _: None)
+    kwargs = dict(
+        notebooks_dir=nbs,
+        params_dir=tmp_path / "params",
+        reports_root=tmp_path / "reports",
+        kernel_name=KERNEL,
+        logs_dir=tmp_path / "logs",
+        log=lambda _: None,
+    )
     assert run_report("tiny", overrides={"lr": 0.25}, report_name="tiny-sweep/p", **kwargs) == 0
     metrics = json.loads((tmp_path / "reports" / "tiny-sweep" / "p" / "metrics.json").read_text())
     assert metrics["alpha"] == {"lr": 0.25} and metrics["provenance"]["profile"]["parameters"]["lr"] == 0.25
     assert metrics["provenance"]["profile"]["overrides"] == {"lr": 0.25}
     assert not (tmp_path / "reports" / "tiny").exists()
-    assert stage_is_current(run, "01_alpha", {"profile": "x", "reports_dir": "elsewhere", "run_dir": str(run), "lr": 0.25})
+    assert stage_is_current(
+        run, "01_alpha", {"profile": "x", "reports_dir": "elsewhere", "run_dir": str(run), "lr": 0.25}
+    )
     assert not stage_is_current(run, "01_alpha", {"run_dir": str(run), "lr": 1.0})
     with pytest.raises(ValueError, match=r"^--set: key 'lr' expects float .*got str"):
         run_report("tiny", overrides={"lr": "fast"}, **kwargs)
@@ -451,7 +512,9 @@ def test_stages_started_together_each_get_a_kernel_of_their_own(tmp_path):
     results: dict[int, tuple] = {}
 
     def stage(i: int) -> None:
-        results[i] = execute_stage(nb, tmp_path / f"out{i}.ipynb", {"out": str(tmp_path / f"where{i}.txt")}, KERNEL, tmp_path)
+        results[i] = execute_stage(
+            nb, tmp_path / f"out{i}.ipynb", {"out": str(tmp_path / f"where{i}.txt")}, KERNEL, tmp_path
+        )
 
     threads = [threading.Thread(target=stage, args=(i,)) for i in range(3)]
     for t in threads:

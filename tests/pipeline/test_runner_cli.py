@@ -18,15 +18,16 @@ import time
 
 import pytest
 import yaml
+from conftest import write_notebook
 
 from goalrm_core.paths import resolve_path
-from goalrm_core.pipeline import records, runner, signals, status as report_status
+from goalrm_core.pipeline import records, runner, signals
+from goalrm_core.pipeline import status as report_status
 from goalrm_core.pipeline.profile_checks import check_ranges, check_settings
 from goalrm_core.pipeline.profile_files import load_profile
 from goalrm_core.pipeline.profile_rules import PROFILE_RULES, RELATIONS
 from goalrm_core.pipeline.profile_values import parse_set_flags
 from goalrm_core.pipeline.runner import main, run_report
-from conftest import write_notebook
 
 KERNEL = "python3"
 
@@ -44,6 +45,8 @@ def python_s_own_signal_handlers():
     yield
     for number, handler in before.items():
         signal.signal(number, handler if handler is not None else signal.SIG_DFL)
+
+
 PROFILE = {"seed": 3, "torch_threads": 1, "sampling_temperature": 1.5, "n_samples": 4, "rm": {"encoding": "split"}}
 
 
@@ -54,17 +57,35 @@ def _project(root, profile: dict | None = None, body02: tuple[str, ...] = ()) ->
     nbs, params = root / "notebooks", root / "params"
     nbs.mkdir(parents=True)
     params.mkdir()
-    write_notebook(nbs / "01_alpha.ipynb", 'reports_dir = "reports/demo"\nseed = 0\nn_samples = 8',
-                   'record_metrics("alpha", {"seed": seed, "explode": True}, reports_dir)')
-    write_notebook(nbs / "02_beta.ipynb", 'run_dir = "runs/demo"\nsampling_temperature = 1.7\nencoding = "split"\npid_file = ""',
-                   *(body02 or ('print("beta", sampling_temperature)',)))
+    write_notebook(
+        nbs / "01_alpha.ipynb",
+        'reports_dir = "reports/demo"\nseed = 0\nn_samples = 8',
+        'record_metrics("alpha", {"seed": seed, "explode": True}, reports_dir)',
+    )
+    write_notebook(
+        nbs / "02_beta.ipynb",
+        'run_dir = "runs/demo"\nsampling_temperature = 1.7\nencoding = "split"\npid_file = ""',
+        *(body02 or ('print("beta", sampling_temperature)',)),
+    )
     write_notebook(nbs / "03_gamma.ipynb", 'profile = "demo"', 'print("gamma done")')
     values = {**PROFILE, "run_dir": str(root / "run"), "pid_file": str(root / "kernel.pid"), **(profile or {})}
     values["rm"] = {**PROFILE["rm"], **(profile or {}).get("rm", {})}
     (params / "tiny.yaml").write_text(yaml.safe_dump(values), encoding="utf-8")
-    flags = ["--profile", "tiny", "--kernel", KERNEL, "--notebooks-dir", str(nbs), "--params-dir", str(params),
-             "--reports-dir", str(root / "reports")]
-    kwargs = dict(notebooks_dir=nbs, params_dir=params, reports_root=root / "reports", kernel_name=KERNEL, logs_dir=root / "logs")
+    flags = [
+        "--profile",
+        "tiny",
+        "--kernel",
+        KERNEL,
+        "--notebooks-dir",
+        str(nbs),
+        "--params-dir",
+        str(params),
+        "--reports-dir",
+        str(root / "reports"),
+    ]
+    kwargs = dict(
+        notebooks_dir=nbs, params_dir=params, reports_root=root / "reports", kernel_name=KERNEL, logs_dir=root / "logs"
+    )
     return {"root": root, "flags": flags, "kwargs": kwargs, "out": root / "reports" / "tiny", "run": root / "run"}
 
 
@@ -96,15 +117,19 @@ class FakeStages:
 
 def _fragile_index(real):
     """render_index, failing (with markup in its message) once metrics.json holds alpha.explode."""
+
     def render(profile, generated, stages, metrics, out_dir):
         if isinstance(metrics.get("alpha"), dict) and metrics["alpha"].get("explode"):
             raise RuntimeError("<b>section</b> exploded")
         return real(profile, generated, stages, metrics, out_dir)
+
     return render
 
 
 def _fallback_states(page: str) -> dict:
-    rows = re.findall(r"<tr><td>(?:<a [^>]*>)?([0-9]{2}_\w+)(?:</a>)?</td><td>(?:<span [^>]*>)?([a-z ]+)(?:</span>)?</td>", page)
+    rows = re.findall(
+        r"<tr><td>(?:<a [^>]*>)?([0-9]{2}_\w+)(?:</a>)?</td><td>(?:<span [^>]*>)?([a-z ]+)(?:</span>)?</td>", page
+    )
     return dict(rows)
 
 
@@ -148,8 +173,17 @@ def test_index_and_status_agree_when_the_index_fails(tmp_path, monkeypatch, caps
 
 
 def test_the_fallback_page_escapes_everything(tmp_path):
-    stages = [{"name": "01_<x>", "status": "failed", "duration_s": 1.5, "started": "<t>", "html": "01.html",
-               "error": {"ename": "E<", "evalue": "<script>alert(1)</script>"}}, "garbage"]
+    stages = [
+        {
+            "name": "01_<x>",
+            "status": "failed",
+            "duration_s": 1.5,
+            "started": "<t>",
+            "html": "01.html",
+            "error": {"ename": "E<", "evalue": "<script>alert(1)</script>"},
+        },
+        "garbage",
+    ]
     page = report_status._fallback_index("<p>", "now", stages, {"ename": "X", "evalue": "<i>"}, tmp_path)
     assert "<script>" not in page and "&lt;script&gt;" in page and "&lt;i&gt;" in page and "01_&lt;x&gt;" in page
     assert "1.5 s" in page and "garbage" in page and "<a href" not in page  # 01.html does not exist
@@ -179,7 +213,11 @@ def test_ctrl_c_marks_the_stage_interrupted_and_exits_130(tmp_path, monkeypatch,
     entry = _status(p["out"])["stages"][1]
     assert entry["error"]["ename"] == "KeyboardInterrupt" and isinstance(entry["duration_s"], float)
     page = (p["out"] / "index.html").read_text()
-    assert 'class="status interrupted"' in page and 'class="status not-run"' in page and 'class="status running"' not in page
+    assert (
+        'class="status interrupted"' in page
+        and 'class="status not-run"' in page
+        and 'class="status running"' not in page
+    )
     assert not (p["out"] / "02_beta.html").exists()  # not this run's page
     assert not (p["run"] / "stages" / "02_beta.json").exists()  # the stage's artifacts are not current
 
@@ -207,6 +245,7 @@ def test_sigterm_is_an_interrupt_too(tmp_path, monkeypatch, capsys):
 
     def terminated(notebook, *args, **kwargs):
         raise runner.Terminated()
+
     monkeypatch.setattr(runner, "execute_stage", terminated)
     assert main(p["flags"]) == 143
     err = capsys.readouterr().err
@@ -235,17 +274,27 @@ def test_a_real_signal_stops_the_kernel_and_leaves_no_traceback(tmp_path, signal
     session of its own)."""
     import psutil
 
-    cell = ("import os, signal, time, pathlib\n"
-            "pathlib.Path(pid_file).write_text(str(os.getpid()))\n"
-            f"os.kill(int(os.environ.get('JPY_PARENT_PID') or os.getppid()), signal.{signal_name})\n"
-            "time.sleep(120)")
+    cell = (
+        "import os, signal, time, pathlib\n"
+        "pathlib.Path(pid_file).write_text(str(os.getpid()))\n"
+        f"os.kill(int(os.environ.get('JPY_PARENT_PID') or os.getppid()), signal.{signal_name})\n"
+        "time.sleep(120)"
+    )
     p = _project(tmp_path, body02=(cell,))
-    done = subprocess.run([sys.executable, "-m", "goalrm_core.cli", "report", *p["flags"]], capture_output=True,
-                          text=True, timeout=300, cwd=resolve_path("."))
+    done = subprocess.run(
+        [sys.executable, "-m", "goalrm_core.cli", "report", *p["flags"]],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=resolve_path("."),
+    )
     assert done.returncode == code, done.stderr
     assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
-    assert re.match(rf"goalrm report: interrupted{re.escape(how)} in 02_beta after \d+\.\d s; resume with goalrm report "
-                    r"--profile tiny --from 02 ", done.stderr), done.stderr
+    assert re.match(
+        rf"goalrm report: interrupted{re.escape(how)} in 02_beta after \d+\.\d s; resume with goalrm report "
+        r"--profile tiny --from 02 ",
+        done.stderr,
+    ), done.stderr
     assert _states(p["out"]) == {"01_alpha": "ok", "02_beta": "interrupted", "03_gamma": "not run"}
     kernel = int((tmp_path / "kernel.pid").read_text())
     deadline = time.monotonic() + 20
@@ -267,44 +316,77 @@ def test_set_values_are_yaml_and_reach_the_notebooks(tmp_path, monkeypatch, caps
     p = _project(tmp_path)
     fake = FakeStages()
     monkeypatch.setattr(runner, "execute_stage", fake)
-    assert main([*p["flags"], "--set", "sampling_temperature=2", "--set", "rm.encoding=official", "--set", "n_samples=6"]) == 0
+    assert (
+        main([*p["flags"], "--set", "sampling_temperature=2", "--set", "rm.encoding=official", "--set", "n_samples=6"])
+        == 0
+    )
     given = dict(fake.calls)
-    assert given["02_beta"]["sampling_temperature"] == 2.0 and isinstance(given["02_beta"]["sampling_temperature"], float)
+    assert given["02_beta"]["sampling_temperature"] == 2.0 and isinstance(
+        given["02_beta"]["sampling_temperature"], float
+    )
     assert given["02_beta"]["encoding"] == "official" and given["01_alpha"]["n_samples"] == 6
     # a changed experiment gets its own report and run folders, never the profile's
     assert not p["out"].exists() and "reports to" in capsys.readouterr().out
     out = p["out"].parent / "tiny-set"
     prov = json.loads((out / "metrics.json").read_text())["provenance"]["profile"]
-    assert prov["overrides"] == {"encoding": "official", "n_samples": 6, "run_dir": "runs/tiny-set", "sampling_temperature": 2.0}
+    assert prov["overrides"] == {
+        "encoding": "official",
+        "n_samples": 6,
+        "run_dir": "runs/tiny-set",
+        "sampling_temperature": 2.0,
+    }
     assert prov["parameters"]["sampling_temperature"] == 2.0 and prov["parameters"]["seed"] == 3
     shutil.rmtree(resolve_path("runs/tiny-set"))  # the default run folder of a --set run, which 02_beta noted itself in
 
 
 def test_parse_set_flags():
     assert parse_set_flags(["a=4", "b=1e-5", "c=true", "d=[0, 1]", "e=cosine", "f=", "g='7'", "h=null"]) == {
-        "a": 4, "b": 1e-05, "c": True, "d": [0, 1], "e": "cosine", "f": "", "g": "7", "h": None}
-    for bad, message in [("a", "expected KEY=VALUE"), ("=1", "expected KEY=VALUE"), ("a=.nan", "not a finite number"),
-                         ("a={b: 1}", "must be a scalar"), ("a=[1, [2]]", "must be a scalar"), ("a=[1", "not a YAML value")]:
+        "a": 4,
+        "b": 1e-05,
+        "c": True,
+        "d": [0, 1],
+        "e": "cosine",
+        "f": "",
+        "g": "7",
+        "h": None,
+    }
+    for bad, message in [
+        ("a", "expected KEY=VALUE"),
+        ("=1", "expected KEY=VALUE"),
+        ("a=.nan", "not a finite number"),
+        ("a={b: 1}", "must be a scalar"),
+        ("a=[1, [2]]", "must be a scalar"),
+        ("a=[1", "not a YAML value"),
+    ]:
         with pytest.raises(ValueError, match=message):
             parse_set_flags([bad])
     with pytest.raises(ValueError, match="'a' is given twice"):
         parse_set_flags(["a=1", "a=2"])
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--set", "sampling_temprature=1"], r"^--set: key 'sampling_temprature' is not a parameter of any notebook; "
-                                         r"did you mean sampling_temperature\?$"),
-    (["--set", "sampling_temperature=-1"], r"^--set: sampling_temperature must be a finite number > 0, got -1$"),
-    (["--set", "sampling_temperature=hot"], r"^--set: key 'sampling_temperature' expects float .*got str: 'hot'$"),
-    (["--set", "rm.encoding=utf8"], r"^--set: unknown encoding 'utf8'; valid: official, split$"),
-    (["--set", "n_samples=0"], r"^--set: n_samples must be an integer >= 1, got 0$"),
-    (["--set", "torch_threads=0"], r"^--set: torch_threads must be an integer >= 1 \(pinned: floats depend on it\), got 0$"),
-    (["--set", "reports_dir=x"], r"^--set: key 'reports_dir' is the runner's to set"),
-    (["--set", "seed"], r"^--set 'seed': expected KEY=VALUE$"),
-    (["--index-only", "--set", "seed=1"], r"--set has no effect"),
-    (["--set", "seed=1", "--only", "99"], r"^unknown stage '99': stages are 01_alpha, 02_beta, 03_gamma$"),
-    (["--set", "seed=1", "--from", "03"], r"never succeeded"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (
+            ["--set", "sampling_temprature=1"],
+            r"^--set: key 'sampling_temprature' is not a parameter of any notebook; "
+            r"did you mean sampling_temperature\?$",
+        ),
+        (["--set", "sampling_temperature=-1"], r"^--set: sampling_temperature must be a finite number > 0, got -1$"),
+        (["--set", "sampling_temperature=hot"], r"^--set: key 'sampling_temperature' expects float .*got str: 'hot'$"),
+        (["--set", "rm.encoding=utf8"], r"^--set: unknown encoding 'utf8'; valid: official, split$"),
+        (["--set", "n_samples=0"], r"^--set: n_samples must be an integer >= 1, got 0$"),
+        (
+            ["--set", "torch_threads=0"],
+            r"^--set: torch_threads must be an integer >= 1 \(pinned: floats depend on it\), got 0$",
+        ),
+        (["--set", "reports_dir=x"], r"^--set: key 'reports_dir' is the runner's to set"),
+        (["--set", "seed"], r"^--set 'seed': expected KEY=VALUE$"),
+        (["--index-only", "--set", "seed=1"], r"--set has no effect"),
+        (["--set", "seed=1", "--only", "99"], r"^unknown stage '99': stages are 01_alpha, 02_beta, 03_gamma$"),
+        (["--set", "seed=1", "--from", "03"], r"never succeeded"),
+    ],
+)
 def test_bad_set_values_stop_before_any_stage(tmp_path, monkeypatch, capsys, flags, message):
     p = _project(tmp_path)
     fake = FakeStages()
@@ -312,7 +394,7 @@ def test_bad_set_values_stop_before_any_stage(tmp_path, monkeypatch, capsys, fla
     assert main([*p["flags"], *flags]) == 2
     out, err = capsys.readouterr()
     assert err.count("\n") == 1 and err.startswith("goalrm report: error: ")
-    assert re.search(message, err.strip()[len("goalrm report: error: "):]), err
+    assert re.search(message, err.strip()[len("goalrm report: error: ") :]), err
     assert fake.calls == [] and not p["out"].exists()
     # the notice of where a --set run reports comes only once its values passed, and no folder is left behind
     assert "reports to" not in out and not (p["out"].parent / "tiny-set").exists()
@@ -320,7 +402,7 @@ def test_bad_set_values_stop_before_any_stage(tmp_path, monkeypatch, capsys, fla
 
 def test_a_list_on_the_command_line_is_written_either_way(tmp_path, monkeypatch, capsys):
     p = _project(tmp_path, profile={"rm_seeds": [0]})
-    write_notebook(tmp_path / "notebooks" / "03_gamma.ipynb", 'profile = "demo"\nrm_seeds = [0]', 'print(rm_seeds)')
+    write_notebook(tmp_path / "notebooks" / "03_gamma.ipynb", 'profile = "demo"\nrm_seeds = [0]', "print(rm_seeds)")
     fake = FakeStages()
     monkeypatch.setattr(runner, "execute_stage", fake)
     for typed in ("rm_seeds=0,1", "rm_seeds=[0, 1]"):
@@ -336,11 +418,16 @@ def test_command_line_profiles_point_to_their_command(capsys):
     it names the command that runs it instead of listing the ~70 keys the profile does not set."""
     assert main(["--profile", "nosuch"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "are: confident, confident-power, demo, multidigit, smoke (run by `python -m goalrm_core.paper`, not the notebooks: " in err
+    assert (
+        "are: confident, confident-power, demo, multidigit, smoke (run by `python -m goalrm_core.paper`, not the notebooks: "
+        in err
+    )
     assert main(["--profile", "paper-math"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == ("goalrm report: error: params/paper-math.yaml is a command-line profile, not a notebook one: run "
-                   "`python -m goalrm_core.paper script --profile paper-math` (docs/migration.md)")
+    assert err == (
+        "goalrm report: error: params/paper-math.yaml is a command-line profile, not a notebook one: run "
+        "`python -m goalrm_core.paper script --profile paper-math` (docs/migration.md)"
+    )
     from goalrm_core.pipeline import sweep
 
     with pytest.raises(ValueError, match=r"gpu-check\.yaml is a command-line profile.*paper gpu-check"):
@@ -350,12 +437,15 @@ def test_command_line_profiles_point_to_their_command(capsys):
 # ------------------------------------------------------------------------------ ranges up front
 
 
-@pytest.mark.parametrize("values, message", [
-    ({"sampling_temperature": -1}, r"^tiny\.yaml: sampling_temperature must be a finite number > 0, got -1$"),
-    ({"rm": {"encoding": "utf8"}}, r"^tiny\.yaml: unknown encoding 'utf8'; valid: official, split$"),
-    ({"n_samples": 0}, r"^tiny\.yaml: n_samples must be an integer >= 1, got 0$"),
-    ({"torch_threads": 0}, r"^tiny\.yaml: torch_threads must be an integer >= 1"),
-])
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"sampling_temperature": -1}, r"^tiny\.yaml: sampling_temperature must be a finite number > 0, got -1$"),
+        ({"rm": {"encoding": "utf8"}}, r"^tiny\.yaml: unknown encoding 'utf8'; valid: official, split$"),
+        ({"n_samples": 0}, r"^tiny\.yaml: n_samples must be an integer >= 1, got 0$"),
+        ({"torch_threads": 0}, r"^tiny\.yaml: torch_threads must be an integer >= 1"),
+    ],
+)
 def test_the_profile_files_values_are_checked_before_any_stage(tmp_path, monkeypatch, capsys, values, message):
     p = _project(tmp_path, profile=values)
     fake = FakeStages()
@@ -363,7 +453,7 @@ def test_the_profile_files_values_are_checked_before_any_stage(tmp_path, monkeyp
     assert main(p["flags"]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err
-    shown = err[len("goalrm report: error: "):]
+    shown = err[len("goalrm report: error: ") :]
     assert re.search(message, shown.rsplit("/", 1)[-1]), err  # the file is named (relative where it can be)
     assert fake.calls == [] and not p["out"].exists()
 
@@ -421,9 +511,16 @@ def test_the_rules_agree_with_the_library():
     from goalrm_core.study.recipe import TRAINER_KEYS
     from goalrm_core.train.config import TrainRMConfig
 
-    choices = {"goal_method": GOAL_METHODS, "encoding": ENCODINGS, "readout": READOUTS, "headline": HEADLINE_SETS,
-               "contrastive_strategy": CONTRASTIVE_STRATEGIES, "contrastive_pairs": PAIR_FORMS,
-               "contrastive_window": PERCENTILE_WINDOWS, "value_head_strategy": VALUE_HEAD_STRATEGIES}
+    choices = {
+        "goal_method": GOAL_METHODS,
+        "encoding": ENCODINGS,
+        "readout": READOUTS,
+        "headline": HEADLINE_SETS,
+        "contrastive_strategy": CONTRASTIVE_STRATEGIES,
+        "contrastive_pairs": PAIR_FORMS,
+        "contrastive_window": PERCENTILE_WINDOWS,
+        "value_head_strategy": VALUE_HEAD_STRATEGIES,
+    }
     for key, options in choices.items():
         assert set(PROFILE_RULES[key].options) == set(options), key
     fields = {f.name: f for f in dataclasses.fields(TrainRMConfig)}
@@ -438,21 +535,30 @@ def test_the_rules_agree_with_the_library():
     assert set(PROFILE_RULES["zero_stage"].options) == {0, 1, 2, 3}
 
 
-@pytest.mark.parametrize("values, message", [
-    ({"sampling_temperature": 0}, "sampling_temperature must be a finite number > 0, got 0"),
-    ({"decode_temperature": -0.5}, "decode_temperature must be a finite number >= 0 (0 = greedy), got -0.5"),
-    ({"max_steps": -1}, "max_steps must be an integer >= 0 (0 = the epochs), got -1"),
-    ({"val_fraction": 0.0}, "val_fraction must be a finite number in (0, 1), got 0.0"),
-    ({"eval_fraction": 1}, "eval_fraction must be a finite number in (0, 1), got 1"),
-    ({"readout": "first"}, "unknown readout 'first'; valid: eos, last_token"),
-    ({"goal_method": "median"}, "unknown goal_method 'median'; valid: mean_last, random_response"),
-    ({"headline": "best"}, "unknown headline 'best'; valid: greedy, sample0"),
-    ({"rm_seeds": [0, 0]}, "rm_seeds must be a non-empty list of distinct values, each an integer >= 0, got [0, 0]"),
-    ({"operations": "+/"}, "operations must be a non-empty string of distinct operators from '+-*', got '+/'"),
-    ({"sampling_temperature": float("nan")}, "sampling_temperature must be a finite number > 0, got nan"),
-    ({"min_chain_steps": 4, "max_chain_steps": 3}, "max_chain_steps (3) must be >= min_chain_steps (4)"),
-    ({"train_batch_size": 32, "micro_train_batch_size": 5, "rm_processes": 1}, "rm.train_batch_size (32) must be a multiple of"),
-])
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"sampling_temperature": 0}, "sampling_temperature must be a finite number > 0, got 0"),
+        ({"decode_temperature": -0.5}, "decode_temperature must be a finite number >= 0 (0 = greedy), got -0.5"),
+        ({"max_steps": -1}, "max_steps must be an integer >= 0 (0 = the epochs), got -1"),
+        ({"val_fraction": 0.0}, "val_fraction must be a finite number in (0, 1), got 0.0"),
+        ({"eval_fraction": 1}, "eval_fraction must be a finite number in (0, 1), got 1"),
+        ({"readout": "first"}, "unknown readout 'first'; valid: eos, last_token"),
+        ({"goal_method": "median"}, "unknown goal_method 'median'; valid: mean_last, random_response"),
+        ({"headline": "best"}, "unknown headline 'best'; valid: greedy, sample0"),
+        (
+            {"rm_seeds": [0, 0]},
+            "rm_seeds must be a non-empty list of distinct values, each an integer >= 0, got [0, 0]",
+        ),
+        ({"operations": "+/"}, "operations must be a non-empty string of distinct operators from '+-*', got '+/'"),
+        ({"sampling_temperature": float("nan")}, "sampling_temperature must be a finite number > 0, got nan"),
+        ({"min_chain_steps": 4, "max_chain_steps": 3}, "max_chain_steps (3) must be >= min_chain_steps (4)"),
+        (
+            {"train_batch_size": 32, "micro_train_batch_size": 5, "rm_processes": 1},
+            "rm.train_batch_size (32) must be a multiple of",
+        ),
+    ],
+)
 def test_ranges_choices_and_relations(values, message):
     with pytest.raises(ValueError) as caught:
         check_ranges({**load_profile("smoke"), **values}, "params/smoke.yaml")
@@ -462,29 +568,30 @@ def test_ranges_choices_and_relations(values, message):
 
 
 def test_sweep_and_report_share_the_checks(tmp_path):
-    from goalrm_core.pipeline import sweep
-
-    from goalrm_core.pipeline import profile_checks, profile_values
+    from goalrm_core.pipeline import profile_checks, profile_values, sweep
 
     assert sweep.parse_value is profile_values.parse_value and sweep.check_ranges is profile_checks.check_ranges
-    assert sweep._parse_set(["rm_seeds=[0, 1]", "rm.contrastive_loss_beta=1e-1"]) == {"rm_seeds": [0, 1], "contrastive_loss_beta": 0.1}
+    assert sweep._parse_set(["rm_seeds=[0, 1]", "rm.contrastive_loss_beta=1e-1"]) == {
+        "rm_seeds": [0, 1],
+        "contrastive_loss_beta": 0.1,
+    }
     declared = {"01_a": {"sampling_temperature": {"inferred_type_name": "None", "default": "1.7"}}}
     with pytest.raises(ValueError, match=r"^p 1: sampling_temperature must be a finite number > 0, got -1$"):
         sweep.check_point({"sampling_temperature": -1}, declared, source="p 1")
     assert check_settings({"sampling_temperature": 2.0, "sampling_temprature": 1}, declared, "p.yaml") == [
-        "p.yaml: key 'sampling_temprature' is not a parameter of any notebook; did you mean sampling_temperature?"]
+        "p.yaml: key 'sampling_temprature' is not a parameter of any notebook; did you mean sampling_temperature?"
+    ]
 
 
 def test_a_users_run_never_writes_a_tracked_file():
     """`make report` (and `goalrm sweep`) report under a git-ignored folder by default, so running the main
     job first cannot move the committed reference pages that the suite's drift tests read; the resume
     hint names the folder only where it is not the default."""
-    import argparse
     import inspect
     import shutil
 
-    from goalrm_core.pipeline import sweep
     from goalrm_core.paths import resolve_path
+    from goalrm_core.pipeline import sweep
 
     assert runner.build_parser().parse_args([]).reports_dir == runner.USER_REPORTS
     assert inspect.signature(run_report).parameters["reports_root"].default == runner.USER_REPORTS
@@ -500,7 +607,9 @@ def test_a_users_run_never_writes_a_tracked_file():
     page = f"{runner.USER_REPORTS}/demo/index.html"
     ignored = subprocess.run(["git", "check-ignore", "-q", page], cwd=root)
     assert ignored.returncode == 0, f"{page} is not git-ignored"
-    tracked = subprocess.run(["git", "ls-files", f"{runner.REFERENCE_REPORTS}/demo/index.html"], cwd=root, capture_output=True, text=True)
+    tracked = subprocess.run(
+        ["git", "ls-files", f"{runner.REFERENCE_REPORTS}/demo/index.html"], cwd=root, capture_output=True, text=True
+    )
     assert tracked.stdout.strip(), "the committed reference report is where the drift tests read it"
 
 
@@ -508,8 +617,10 @@ def test_a_running_stage_says_where_it_is_until_it_ends(tmp_path):
     """The terminal hears from a long stage at every beat: time in, time left by the last run, and the
     last line of its log (a progress bar's latest state); nothing after the stage ends."""
     log_path = tmp_path / "02_training.log"
-    log_path.write_text("papermill starts\nbaseline seed 0: 400 steps, held-out accuracy 0.816\n\nsteps:  10%|#  | 40/400\r"
-                        "steps:  20%|## | 80/400\r")
+    log_path.write_text(
+        "papermill starts\nbaseline seed 0: 400 steps, held-out accuracy 0.816\n\nsteps:  10%|#  | 40/400\r"
+        "steps:  20%|## | 80/400\r"
+    )
     lines: list[str] = []
     with runner.heartbeat("[2/5 02_training]", log_path, 3600.0, lines.append, every=0.05):
         time.sleep(0.3)
@@ -532,7 +643,9 @@ def test_a_dry_run_checks_everything_prints_the_plan_and_runs_nothing(tmp_path, 
     monkeypatch.setattr(runner, "execute_stage", fake)
     assert main([*p["flags"], "--dry-run", "--only", "01", "02"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("goalrm report --dry-run: profile 'tiny' and every --set checked") and "2 stage(s)" in out[0]
+    assert (
+        out[0].startswith("goalrm report --dry-run: profile 'tiny' and every --set checked") and "2 stage(s)" in out[0]
+    )
     assert out[1:3] == ["  01_alpha: no estimate", "  02_beta: no estimate"] and out[-1] == "nothing was run"
     assert "no earlier run of this profile" in out[-2]
     assert fake.calls == [] and not p["out"].exists() and not p["run"].exists()
@@ -553,9 +666,14 @@ def test_a_first_run_takes_its_eta_from_the_committed_report(tmp_path, monkeypat
     p = _project(tmp_path)
     reference = tmp_path / "reference"
     (reference / "tiny").mkdir(parents=True)
-    (reference / "tiny" / "status.json").write_text(json.dumps({"stages": [
-        {"name": n, "status": "ok", "duration_s": 60.0} for n in ("01_alpha", "02_beta", "03_gamma")]}))
-    (reference / "tiny" / "metrics.json").write_text(json.dumps({"provenance": {"machine": {"speed": {"matmul_gflops": 100.0}}}}))
+    (reference / "tiny" / "status.json").write_text(
+        json.dumps(
+            {"stages": [{"name": n, "status": "ok", "duration_s": 60.0} for n in ("01_alpha", "02_beta", "03_gamma")]}
+        )
+    )
+    (reference / "tiny" / "metrics.json").write_text(
+        json.dumps({"provenance": {"machine": {"speed": {"matmul_gflops": 100.0}}}})
+    )
     monkeypatch.setattr(runner, "REFERENCE_REPORTS", str(reference))
     monkeypatch.setattr(runner, "execute_stage", FakeStages())
     assert main(p["flags"]) == 0
@@ -579,8 +697,11 @@ class TrainingStage(FakeStages):
         self.calls.append((notebook.stem, dict(parameters)))
         env = batch_environment(log_path)  # what the stage's kernel, and so its trainings, inherit
         assert env[PROGRESS_DIR_VAR].endswith(f"{notebook.stem}.progress")
-        writer = ProgressWriter(progress_path(resolve_path(parameters["run_dir"]) / "logs" / "train-baseline-seed1.log", env),
-                                total=2400, label="baseline seed 1")
+        writer = ProgressWriter(
+            progress_path(resolve_path(parameters["run_dir"]) / "logs" / "train-baseline-seed1.log", env),
+            total=2400,
+            label="baseline seed 1",
+        )
         writer.started -= 210.0  # 840 steps in 210 s: 1560 left at 0.25 s
         writer.update(840, force=True)
         time.sleep(0.4)
@@ -592,7 +713,9 @@ def test_each_rm_s_step_and_eta_reach_the_stage_line(tmp_path, monkeypatch, caps
     monkeypatch.setattr(runner, "execute_stage", TrainingStage())
     monkeypatch.setattr(runner, "HEARTBEAT_S", 0.1)
     assert main([*p["flags"], "--only", "02"]) == 0
-    beats = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[1/1 02_beta] ") and " in, " in line]
+    beats = [
+        line for line in capsys.readouterr().out.splitlines() if line.startswith("[1/1 02_beta] ") and " in, " in line
+    ]
     assert beats, "no heartbeat line"
     assert re.search(r" — baseline seed 1: step 840/2400, ETA 6m\d\ds$", beats[-1]), beats[-1]
 
@@ -603,9 +726,14 @@ def test_the_eta_takes_an_earlier_run_s_own_time_before_the_scaled_reference(tmp
     p = _project(tmp_path)
     reference = tmp_path / "reference"
     (reference / "tiny").mkdir(parents=True)
-    (reference / "tiny" / "status.json").write_text(json.dumps({"stages": [
-        {"name": n, "status": "ok", "duration_s": 60.0} for n in ("01_alpha", "02_beta", "03_gamma")]}))
-    (reference / "tiny" / "metrics.json").write_text(json.dumps({"provenance": {"machine": {"speed": {"matmul_gflops": 100.0}}}}))
+    (reference / "tiny" / "status.json").write_text(
+        json.dumps(
+            {"stages": [{"name": n, "status": "ok", "duration_s": 60.0} for n in ("01_alpha", "02_beta", "03_gamma")]}
+        )
+    )
+    (reference / "tiny" / "metrics.json").write_text(
+        json.dumps({"provenance": {"machine": {"speed": {"matmul_gflops": 100.0}}}})
+    )
     monkeypatch.setattr(runner, "REFERENCE_REPORTS", str(reference))
     records.record_stage(p["run"], "01_alpha", {"run_dir": str(p["run"])}, duration_s=1500.0)
     p["out"].mkdir(parents=True)
@@ -617,7 +745,9 @@ def test_the_eta_takes_an_earlier_run_s_own_time_before_the_scaled_reference(tmp
     out = capsys.readouterr().out
     assert "[1/2 01_alpha] running — " in out and "ETA ~25m00s (last run: 1500.0 s)" in out
     assert "ETA ~11m40s (last run: 700.0 s)" in out and probed == []
-    assert json.loads((p["run"] / "stages" / "01_alpha.json").read_text())["duration_s"] >= 0  # this run's, for the next
+    assert (
+        json.loads((p["run"] / "stages" / "01_alpha.json").read_text())["duration_s"] >= 0
+    )  # this run's, for the next
 
 
 def test_a_probe_on_a_loaded_machine_says_the_eta_may_be_long(tmp_path, monkeypatch, capsys):
@@ -626,8 +756,12 @@ def test_a_probe_on_a_loaded_machine_says_the_eta_may_be_long(tmp_path, monkeypa
     p = _project(tmp_path)
     reference = tmp_path / "reference"
     (reference / "tiny").mkdir(parents=True)
-    (reference / "tiny" / "status.json").write_text(json.dumps({"stages": [{"name": "01_alpha", "status": "ok", "duration_s": 600.0}]}))
-    (reference / "tiny" / "metrics.json").write_text(json.dumps({"provenance": {"machine": {"speed": {"matmul_gflops": 300.0}}}}))
+    (reference / "tiny" / "status.json").write_text(
+        json.dumps({"stages": [{"name": "01_alpha", "status": "ok", "duration_s": 600.0}]})
+    )
+    (reference / "tiny" / "metrics.json").write_text(
+        json.dumps({"provenance": {"machine": {"speed": {"matmul_gflops": 300.0}}}})
+    )
     monkeypatch.setattr("goalrm_core.threads.matmul_gflops", lambda threads: 30.0)
     monkeypatch.setattr(progress.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(progress, "_load_average", lambda: 5.2)
@@ -647,5 +781,7 @@ def test_a_probe_on_a_loaded_machine_says_the_eta_may_be_long(tmp_path, monkeypa
 
 def test_papermill_s_bar_reads_as_cells_done_not_as_the_stage_s_progress(tmp_path):
     log_path = tmp_path / "01_data.log"
-    log_path.write_text("Executing:  41%|####1     | 7/17 [00:20<00:29]\rExecuting:  53%|#####2    | 9/17 [00:31<00:28,  3.50s/cell]")
+    log_path.write_text(
+        "Executing:  41%|####1     | 7/17 [00:20<00:29]\rExecuting:  53%|#####2    | 9/17 [00:31<00:28,  3.50s/cell]"
+    )
     assert runner.last_log_line(log_path) == "9 of 17 notebook cells done"

@@ -4,10 +4,10 @@ import json
 
 from IPython.core.interactiveshell import InteractiveShell
 
+from goalrm_core.pipeline.batch_run import BATCH_VAR
 from goalrm_core.pipeline.notebook_params import interactive_defaults
 from goalrm_core.pipeline.records import stage_is_current
 from goalrm_core.pipeline.stage import Stage
-from goalrm_core.pipeline.batch_run import BATCH_VAR
 
 
 def test_a_notebook_run_by_hand_records_its_stage_and_threads(tmp_path, monkeypatch):
@@ -24,7 +24,9 @@ def test_a_notebook_run_by_hand_records_its_stage_and_threads(tmp_path, monkeypa
     metrics = json.loads((tmp_path / "report" / "metrics.json").read_text())
     assert metrics["data"] == {"answer": 42, "threads": 1}
     record = json.loads((tmp_path / "run" / "stages" / "01_data.json").read_text())
-    assert record["stage"] == "01_data" and record["parameters"]["seed"] == 3 and "reports_dir" not in record["parameters"]
+    assert (
+        record["stage"] == "01_data" and record["parameters"]["seed"] == 3 and "reports_dir" not in record["parameters"]
+    )
     # what the runner would compare before reusing the data stage
     notebook_keys = json.loads((tmp_path / "run" / "stages" / "01_data.json").read_text())["parameters"]
     assert stage_is_current(tmp_path / "run", "01_data", {**notebook_keys, "profile": "demo"})
@@ -55,8 +57,10 @@ def test_a_notebook_records_and_shows_the_gate_without_loading_the_runner():
     import subprocess
     import sys
 
-    code = ("import sys, goalrm_core.pipeline.stage, goalrm_core.report.index_page; "
-            "print('goalrm_core.pipeline.runner' in sys.modules)")
+    code = (
+        "import sys, goalrm_core.pipeline.stage, goalrm_core.report.index_page; "
+        "print('goalrm_core.pipeline.runner' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -83,4 +87,6 @@ def test_parts_of_a_stage_are_timed_apart_from_its_metrics(tmp_path, monkeypatch
     assert parts["greedy"] == 1.25
     line = _stage_parts(tmp_path / "report", "01_data")
     assert "greedy 1.2 s" in line and {p.split()[0] for p in line.split(", ")} == {"sft", "pairs", "greedy"}
-    assert _stage_parts(tmp_path / "report", "02_training") == "" and _stage_parts(tmp_path / "nowhere", "01_data") == ""
+    assert (
+        _stage_parts(tmp_path / "report", "02_training") == "" and _stage_parts(tmp_path / "nowhere", "01_data") == ""
+    )

@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def table():
     sys.path.insert(0, str(ROOT / "scripts"))
     import calibration_table
+
     return calibration_table
 
 
@@ -46,11 +47,40 @@ def test_the_step_verifier_table_signs_differences_and_judges_only_them(table):
     import pandas as pd
 
     common = {"name": "valA", "run_dir": "runs/x/val", "bench": "toy-id", "split_seed": 0}
-    rows = [{**common, "kind": "seed", "verifier": "baseline Q", "seed": s, "f1": f, "acc_erroneous": 0.5, "acc_correct": 0.9}
-            for s, f in ((0, 0.7), (1, 0.6))]
-    rows += [{**common, "kind": "summary", "verifier": "baseline Q", "seeds": [0, 1], "mean": 0.65, "ci_low": 0.2, "ci_high": 1.1},
-             {**common, "kind": "summary", "verifier": "baseline Q − policy log-prob", "seeds": [0, 1], "mean": 0.3,
-              "ci_low": -0.1, "ci_high": 0.7, "verdict": "not shown", "mde": 0.52}]
+    rows = [
+        {
+            **common,
+            "kind": "seed",
+            "verifier": "baseline Q",
+            "seed": s,
+            "f1": f,
+            "acc_erroneous": 0.5,
+            "acc_correct": 0.9,
+        }
+        for s, f in ((0, 0.7), (1, 0.6))
+    ]
+    rows += [
+        {
+            **common,
+            "kind": "summary",
+            "verifier": "baseline Q",
+            "seeds": [0, 1],
+            "mean": 0.65,
+            "ci_low": 0.2,
+            "ci_high": 1.1,
+        },
+        {
+            **common,
+            "kind": "summary",
+            "verifier": "baseline Q − policy log-prob",
+            "seeds": [0, 1],
+            "mean": 0.3,
+            "ci_low": -0.1,
+            "ci_high": 0.7,
+            "verdict": "not shown",
+            "mde": 0.52,
+        },
+    ]
     text = table.step_table(pd.DataFrame(rows))
     assert "| baseline Q | 0, 1 | 0.700, 0.600 | 0.50/0.90, 0.50/0.90 | 0.650 [0.200, 1.100] |  |" in text
     assert "| +0.300 [-0.100, +0.700] | not shown (0.520) |" in text
@@ -61,10 +91,32 @@ def test_the_step_verifier_table_has_one_part_per_figure(table):
     import pandas as pd
 
     common = {"name": "valA", "run_dir": "runs/x/val", "bench": "toy-id", "split_seed": 0}
-    rows = [{**common, "kind": "seed", "verifier": "baseline Q", "seed": 0, "f1": 0.7, "acc_erroneous": 0.5, "acc_correct": 0.9,
-             "line_auroc": 0.81, "final_auroc": 0.66}]
-    rows += [{**common, "kind": "summary", "verifier": "baseline Q", "metric": m, "seeds": [0], "mean": v, "ci_low": v - 0.1,
-              "ci_high": v + 0.1} for m, v in (("f1", 0.7), ("line_auroc", 0.81), ("final_auroc", 0.66))]
+    rows = [
+        {
+            **common,
+            "kind": "seed",
+            "verifier": "baseline Q",
+            "seed": 0,
+            "f1": 0.7,
+            "acc_erroneous": 0.5,
+            "acc_correct": 0.9,
+            "line_auroc": 0.81,
+            "final_auroc": 0.66,
+        }
+    ]
+    rows += [
+        {
+            **common,
+            "kind": "summary",
+            "verifier": "baseline Q",
+            "metric": m,
+            "seeds": [0],
+            "mean": v,
+            "ci_low": v - 0.1,
+            "ci_high": v + 0.1,
+        }
+        for m, v in (("f1", 0.7), ("line_auroc", 0.81), ("final_auroc", 0.66))
+    ]
     text = table.step_table(pd.DataFrame(rows))
     assert text.index("First-error F1") < text.index("Line AUROC") < text.index("Final AUROC")
     assert "| baseline Q | 0 | 0.810 | 0.810 [0.710, 0.910] |  |" in text
@@ -75,12 +127,38 @@ def test_the_step_verifier_table_shows_each_verifier_as_a_filter(table):
     import pandas as pd
 
     common = {"name": "valA", "run_dir": "runs/x/val", "bench": "toy-id", "split_seed": 0}
-    rows = [{**common, "kind": "seed", "verifier": "baseline Q", "seed": 0, "f1": 0.7, "acc_erroneous": 0.5, "acc_correct": 0.9,
-             "filter_share": 0.42, "filter_accuracy_change": -0.005}]
-    rows += [{**common, "kind": "summary", "verifier": "baseline Q", "metric": m, "seeds": [0], "mean": v, "ci_low": v - 0.1,
-              "ci_high": v + 0.1} for m, v in (("f1", 0.7), ("filter_share", 0.42), ("filter_accuracy_change", -0.005))]
+    rows = [
+        {
+            **common,
+            "kind": "seed",
+            "verifier": "baseline Q",
+            "seed": 0,
+            "f1": 0.7,
+            "acc_erroneous": 0.5,
+            "acc_correct": 0.9,
+            "filter_share": 0.42,
+            "filter_accuracy_change": -0.005,
+        }
+    ]
+    rows += [
+        {
+            **common,
+            "kind": "summary",
+            "verifier": "baseline Q",
+            "metric": m,
+            "seeds": [0],
+            "mean": v,
+            "ci_low": v - 0.1,
+            "ci_high": v + 0.1,
+        }
+        for m, v in (("f1", 0.7), ("filter_share", 0.42), ("filter_accuracy_change", -0.005))
+    ]
     text = table.step_table(pd.DataFrame(rows))
-    assert text.index("First-error F1") < text.index("share of the oracle's saving") < text.index("accuracy change at that threshold")
+    assert (
+        text.index("First-error F1")
+        < text.index("share of the oracle's saving")
+        < text.index("accuracy change at that threshold")
+    )
     assert "| baseline Q | 0 | 0.420 | 0.420 [0.320, 0.520] |  |" in text
     assert "| share per seed | share [95% CI, seeds and questions] |" in text
 
@@ -97,9 +175,24 @@ def test_a_recipe_stops_when_unstable_or_when_no_seed_verifies(table):
 def test_the_rollout_label_table_shows_the_agreement_shares(table):
     import pandas as pd
 
-    row = {"name": "valA", "n_pairs": 200, "n_available": 8964, "subset_seed": 0, "k": 8, "temperature": 1.0, "same_line": 0.735,
-           "earlier": 0.24, "later": 0.02, "none": 0.005, "n_rollouts": 7176, "seconds": 125.4, "seconds_per_pair": 0.627,
-           "load_average_1min": 5.47, "exact_file": "exact-200.jsonl", "rollout_file": "rollout-k8-200.jsonl"}
+    row = {
+        "name": "valA",
+        "n_pairs": 200,
+        "n_available": 8964,
+        "subset_seed": 0,
+        "k": 8,
+        "temperature": 1.0,
+        "same_line": 0.735,
+        "earlier": 0.24,
+        "later": 0.02,
+        "none": 0.005,
+        "n_rollouts": 7176,
+        "seconds": 125.4,
+        "seconds_per_pair": 0.627,
+        "load_average_1min": 5.47,
+        "exact_file": "exact-200.jsonl",
+        "rollout_file": "rollout-k8-200.jsonl",
+    }
     text = table.rollout_table(pd.DataFrame([row]))
     assert "| valA: 200 of 8,964 (subset seed 0) | 8 | 1.0 | 73.5% | 24.0% | 2.0% | 0.5% | 7,176 |" in text
     assert table.rollout_table(pd.DataFrame()) == "_No rollout labels recorded._\n"

@@ -22,13 +22,20 @@ def test_every_command_is_covered():
     assert set(COMMANDS) <= covered, f"no startup case for {sorted(set(COMMANDS) - covered)}"
     for command in COMMANDS:
         assert [command, "--help"] in [argv for argv, _ in bench.CASES]
-        assert any(argv[0] == command and code == 2 for argv, code in bench.CASES), f"no argument error case for {command}"
+        assert any(argv[0] == command and code == 2 for argv, code in bench.CASES), (
+            f"no argument error case for {command}"
+        )
 
 
 @pytest.mark.parametrize("argv, code", bench.CASES, ids=[" ".join(argv) for argv, _ in bench.CASES])
 def test_command_answers_without_the_numerical_stack(argv, code):
-    done = subprocess.run([sys.executable, "-c", bench.PROBE.format(argv=argv, heavy=bench.HEAVY)], capture_output=True,
-                          text=True, timeout=300, cwd=project_root())
+    done = subprocess.run(
+        [sys.executable, "-c", bench.PROBE.format(argv=argv, heavy=bench.HEAVY)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=project_root(),
+    )
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["code"] == code, done.stderr
     assert out["loaded"] == [], f"goalrm {' '.join(argv)} loaded {out['loaded']}"

@@ -18,19 +18,44 @@ RMS = ("baseline", "goal-conditioned")
 STAGES = ("data", "training", "representations", "evaluation", "decoding")
 
 
-def schema2(delta=(0.02, 0.03, 0.025), first_error=(-0.3, -0.25, -0.2), margin=(0.2, 0.25, 0.3), saved=(10.0, 12.0, 11.0),
-            acc_change=(-0.02, -0.03, -0.025), ratio=(0.8, 0.85, 0.9), prune_acc=(0.0, -0.01, 0.01), auroc=0.80, threads=2) -> dict:
+def schema2(
+    delta=(0.02, 0.03, 0.025),
+    first_error=(-0.3, -0.25, -0.2),
+    margin=(0.2, 0.25, 0.3),
+    saved=(10.0, 12.0, 11.0),
+    acc_change=(-0.02, -0.03, -0.025),
+    ratio=(0.8, 0.85, 0.9),
+    prune_acc=(0.0, -0.01, 0.01),
+    auroc=0.80,
+    threads=2,
+) -> dict:
     """A schema-2 metrics tree: every RM gets the same per-seed values; seed-0 detail with bootstrap CIs."""
+
     def benches(a):
-        return {"toy-id": {"auroc": a, "auroc_ci_low": None if a is None else a - 0.04, "auroc_ci_high": None if a is None else a + 0.04}}
+        return {
+            "toy-id": {
+                "auroc": a,
+                "auroc_ci_low": None if a is None else a - 0.04,
+                "auroc_ci_high": None if a is None else a + 0.04,
+            }
+        }
 
     primary = {
-        "benchmark": "toy-id", "rm_seeds": [0, 1, 2], "n_seeds": 3, "headline": "sample0",
+        "benchmark": "toy-id",
+        "rm_seeds": [0, 1, 2],
+        "n_seeds": 3,
+        "headline": "sample0",
         "gate": {"state": "passed", "reason": None, "margin_over_length": {rm: across_seeds(margin) for rm in RMS}},
         "delta_auroc": across_seeds(delta),
         "first_error_did": {rm: across_seeds(first_error, expect="less") for rm in RMS},
-        "filter": {rm: {"threshold": 0.0, "tokens_saved_pct": across_seeds(saved), "accuracy_change": across_seeds(acc_change, expect="less")}
-                   for rm in RMS},
+        "filter": {
+            rm: {
+                "threshold": 0.0,
+                "tokens_saved_pct": across_seeds(saved),
+                "accuracy_change": across_seeds(acc_change, expect="less"),
+            }
+            for rm in RMS
+        },
     }
     m = {
         "schema_version": 2,
@@ -38,15 +63,30 @@ def schema2(delta=(0.02, 0.03, 0.025), first_error=(-0.3, -0.25, -0.2), margin=(
         "training": {"threads": threads},
         "representations": {"threads": threads},
         "evaluation": {
-            "threads": threads, "primary": primary,
-            "exploratory": {"delta_auroc": {"toy-zero": {**across_seeds(delta), "p_holm": 0.1}}, "note": "leads, not findings"},
-            "baseline": benches(auroc), "goal-conditioned": benches(auroc), "length only": benches(0.55 if auroc is not None else None),
+            "threads": threads,
+            "primary": primary,
+            "exploratory": {
+                "delta_auroc": {"toy-zero": {**across_seeds(delta), "p_holm": 0.1}},
+                "note": "leads, not findings",
+            },
+            "baseline": benches(auroc),
+            "goal-conditioned": benches(auroc),
+            "length only": benches(0.55 if auroc is not None else None),
             "delta_auroc": {"toy-id": {"delta": 0.01, "ci_low": -0.02, "ci_high": 0.04, "p_value": 0.5}},
             "gate": {"benchmark": "toy-id", "passed": True},
         },
-        "decoding": {"threads": threads, "primary": {"pruning": {
-            "benchmark": "toy-id", "threshold": [0.0, 0.0, 0.0], "pruning_off": 0,
-            "tokens_ratio": across_seeds(ratio, null=1, expect="less"), "accuracy_change": across_seeds(prune_acc, expect="less")}}},
+        "decoding": {
+            "threads": threads,
+            "primary": {
+                "pruning": {
+                    "benchmark": "toy-id",
+                    "threshold": [0.0, 0.0, 0.0],
+                    "pruning_off": 0,
+                    "tokens_ratio": across_seeds(ratio, null=1, expect="less"),
+                    "accuracy_change": across_seeds(prune_acc, expect="less"),
+                }
+            },
+        },
     }
     return m
 
@@ -67,7 +107,10 @@ def test_identical_runs_agree_on_every_figure_and_conclusion():
     assert conclusions["first_error_did.goal-conditioned@seeds"]["a"] == "holds"
     assert conclusions["pruning.saves_tokens@seeds"]["a"] == "holds"  # ratio < 1 in every seed
     assert conclusions["pruning.costs_accuracy@seeds"]["a"] == "not shown"  # the interval straddles 0
-    assert r["thread_mismatches"] == [] and r["lacking"] == {"a": {"figures": [], "conclusions": []}, "b": {"figures": [], "conclusions": []}}
+    assert r["thread_mismatches"] == [] and r["lacking"] == {
+        "a": {"figures": [], "conclusions": []},
+        "b": {"figures": [], "conclusions": []},
+    }
     assert r["schema"] == {"a": 2, "b": 2}
 
 
@@ -149,7 +192,9 @@ def test_schema_1_against_schema_2_compares_what_both_have():
     assert figures["evaluation.delta_auroc.toy-unseen"]["agree"] is True
     assert figures["training.baseline.eval_accuracy"]["method"] == "welch_summary"
     unseen = demo["evaluation"]["delta_auroc"]["toy-unseen"]  # the committed seed-0 Δ and its CI decide the verdict
-    expected = "better" if unseen["ci_low"] > 0 else "worse" if unseen["ci_high"] < 0 else "not shown"  # never "no difference"
+    expected = (
+        "better" if unseen["ci_low"] > 0 else "worse" if unseen["ci_high"] < 0 else "not shown"
+    )  # never "no difference"
     assert conclusions["delta_auroc.toy-unseen@seed0"]["a"] == expected
     assert conclusions["gate@seed0"]["holds_in_both"] is True
     # what schema 1 lacks: the across-seed figures and conclusions
@@ -168,7 +213,16 @@ def test_schema_1_against_schema_2_compares_what_both_have():
 
 def test_all_undefined_metrics_are_undefined_not_errors():
     none3 = (None, None, None)
-    m = schema2(delta=none3, first_error=none3, margin=none3, saved=none3, acc_change=none3, ratio=none3, prune_acc=none3, auroc=None)
+    m = schema2(
+        delta=none3,
+        first_error=none3,
+        margin=none3,
+        saved=none3,
+        acc_change=none3,
+        ratio=none3,
+        prune_acc=none3,
+        auroc=None,
+    )
     m["evaluation"]["primary"]["gate"].update(state="undefined", reason="baseline: 0 of 3 seeds defined")
     m["evaluation"]["gate"]["passed"] = None
     m["evaluation"]["delta_auroc"]["toy-id"] = {"delta": None, "ci_low": None, "ci_high": None, "p_value": None}
@@ -224,8 +278,13 @@ def test_an_older_file_with_the_seed0_delta_under_mean_compares_the_same():
     comparison reads either, and the figure is there."""
     new = schema2()
     old = copy.deepcopy(new)
-    old["evaluation"]["delta_auroc"]["toy-id"] = {"mean" if k == "delta" else k: v for k, v in new["evaluation"]["delta_auroc"]["toy-id"].items()}
-    assert "mean" in old["evaluation"]["delta_auroc"]["toy-id"] and "delta" not in old["evaluation"]["delta_auroc"]["toy-id"]
+    old["evaluation"]["delta_auroc"]["toy-id"] = {
+        "mean" if k == "delta" else k: v for k, v in new["evaluation"]["delta_auroc"]["toy-id"].items()
+    }
+    assert (
+        "mean" in old["evaluation"]["delta_auroc"]["toy-id"]
+        and "delta" not in old["evaluation"]["delta_auroc"]["toy-id"]
+    )
     assert compare.compare_runs(old, new) == compare.compare_runs(new, new)
     figures = by_name(compare.compare_runs(old, old))
     assert figures["evaluation.delta_auroc.toy-id"]["a"]["value"] == pytest.approx(0.01)
@@ -234,12 +293,18 @@ def test_an_older_file_with_the_seed0_delta_under_mean_compares_the_same():
 def test_the_gates_well_formed_condition_is_compared():
     """The gate's second condition (RMs beat length by the margin on well-formed errors) is a conclusion of its
     own: a run where the RMs only spot malformed text disagrees with one where they verify."""
+
     def with_well_formed(state):
         m = schema2()
         primary = m["evaluation"]["primary"]
-        primary["gate"]["well_formed"] = {"state": state, "reason": None, "required_margin": 0.15,
-                                          "margin_over_length": {rm: across_seeds((0.3, 0.35, 0.4) if state == "passed" else (0.0, 0.05, 0.02),
-                                                                                   null=0.15) for rm in RMS}}
+        primary["gate"]["well_formed"] = {
+            "state": state,
+            "reason": None,
+            "required_margin": 0.15,
+            "margin_over_length": {
+                rm: across_seeds((0.3, 0.35, 0.4) if state == "passed" else (0.0, 0.05, 0.02), null=0.15) for rm in RMS
+            },
+        }
         return m
 
     r = compare.compare_runs(with_well_formed("passed"), with_well_formed("failed"))
@@ -249,12 +314,15 @@ def test_the_gates_well_formed_condition_is_compared():
     assert conclusions["gate@seeds"]["holds_in_both"] is True  # the first condition is unchanged
 
 
-@pytest.mark.parametrize("text, says", [
-    ('{"schema_version": 99}', "schema_version 99 is not one this goalrm reads (1 to 2)"),
-    ('{"schema_version": true}', "schema_version true is not one"),
-    ('{"schema_version": "2"}', 'schema_version "2" is not one'),
-    ('{"evaluation": ' + '{"a": ' * 5000 + '{}' + '}' * 5000 + '}', "nested too deeply"),
-])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ('{"schema_version": 99}', "schema_version 99 is not one this goalrm reads (1 to 2)"),
+        ('{"schema_version": true}', "schema_version true is not one"),
+        ('{"schema_version": "2"}', 'schema_version "2" is not one'),
+        ('{"evaluation": ' + '{"a": ' * 5000 + "{}" + "}" * 5000 + "}", "nested too deeply"),
+    ],
+)
 def test_a_metrics_file_goalrm_did_not_write_is_refused_in_one_line(tmp_path, text, says):
     path = tmp_path / "metrics.json"
     path.write_text(text)

@@ -8,8 +8,10 @@ import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "goalrm_core"
-TAGS = ("a abbr b br code details div em h1 h2 h3 h4 h5 h6 i img li main nav ol p pre small span strong style sub summary "
-        "sup table tbody td th thead tr tt u ul script body html head title meta link figure figcaption caption section").split()
+TAGS = (
+    "a abbr b br code details div em h1 h2 h3 h4 h5 h6 i img li main nav ol p pre small span strong style sub summary "
+    "sup table tbody td th thead tr tt u ul script body html head title meta link figure figcaption caption section"
+).split()
 TAG = re.compile(r"</?(?:%s)(?=[\s>/])|<!--" % "|".join(TAGS), re.IGNORECASE)
 
 #: (file, a fragment of the literal) -> why the tag may stay in Python
@@ -50,7 +52,12 @@ def html_literals() -> list[tuple[str, int, str]]:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         docs = _docstrings(tree)
         for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs and TAG.search(node.value):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docs
+                and TAG.search(node.value)
+            ):
                 out.append((path.relative_to(PACKAGE).as_posix(), node.lineno, node.value))
     return out
 
@@ -60,11 +67,17 @@ def _excused(where: str, literal: str) -> bool:
 
 
 def test_no_html_tag_in_a_python_string_literal():
-    found = [f"goalrm_core/{where}:{line}: {literal[:80]!r}" for where, line, literal in html_literals() if not _excused(where, literal)]
+    found = [
+        f"goalrm_core/{where}:{line}: {literal[:80]!r}"
+        for where, line, literal in html_literals()
+        if not _excused(where, literal)
+    ]
     assert not found, "HTML in Python (put it in report/templates/parts.html.j2):\n" + "\n".join(found)
 
 
 def test_every_exception_is_still_needed():
     literals = html_literals()
-    stale = [key for key in EXCEPTIONS if not any(where == key[0] and key[1] in literal for where, _, literal in literals)]
+    stale = [
+        key for key in EXCEPTIONS if not any(where == key[0] and key[1] in literal for where, _, literal in literals)
+    ]
     assert not stale, f"exceptions that excuse nothing any more: {stale}"

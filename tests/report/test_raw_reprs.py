@@ -7,28 +7,33 @@ import html
 import pandas as pd
 import pytest
 
-from goalrm_core.report.pages import raw_outputs
 from goalrm_core.paths import resolve_path
+from goalrm_core.report.pages import raw_outputs
 from goalrm_core.study import formatting as fmt
 
 
 def text_output(text: str) -> str:
-    return ('<div class="jp-RenderedText jp-OutputArea-output jp-OutputArea-executeResult" data-mime-type="text/plain" '
-            f'tabindex="0">\n<pre>{html.escape(text)}</pre>\n</div>')
+    return (
+        '<div class="jp-RenderedText jp-OutputArea-output jp-OutputArea-executeResult" data-mime-type="text/plain" '
+        f'tabindex="0">\n<pre>{html.escape(text)}</pre>\n</div>'
+    )
 
 
 def html_output(table_html: str) -> str:
     return f'<div class="jp-RenderedHTMLCommon jp-RenderedHTML jp-OutputArea-output">{table_html}</div>'
 
 
-@pytest.mark.parametrize("text, what", [
-    ("DecodeConfig(beam_size=4, samples_per_step=4)", "config repr"),
-    ("toy-id    32\ntoy-zero  32\nName: questions decoded, dtype: int64", "pandas Series"),
-    ("{'baseline': (1, 128)}", "Python dict, tuple or list"),
-    ("(1, 128)", "Python dict, tuple or list"),
-    ("reports/demo/metrics.json", "bare path"),
-    ("<matplotlib.figure.Figure at 0x7f00deadbeef>", "object repr"),
-])
+@pytest.mark.parametrize(
+    "text, what",
+    [
+        ("DecodeConfig(beam_size=4, samples_per_step=4)", "config repr"),
+        ("toy-id    32\ntoy-zero  32\nName: questions decoded, dtype: int64", "pandas Series"),
+        ("{'baseline': (1, 128)}", "Python dict, tuple or list"),
+        ("(1, 128)", "Python dict, tuple or list"),
+        ("reports/demo/metrics.json", "bare path"),
+        ("<matplotlib.figure.Figure at 0x7f00deadbeef>", "object repr"),
+    ],
+)
 def test_each_raw_repr_is_found(text, what):
     found = raw_outputs(text_output(text))
     assert any(line.startswith(what) for line in found), found
@@ -52,21 +57,32 @@ def test_booleans_and_keys_as_headers_are_found():
 
 
 def test_a_shown_table_and_plain_prose_are_clean():
-    frame = pd.DataFrame({"benchmark": ["toy-zero", "toy-id"], "auroc": [0.7, None], "ci_low": [0.6, None], "ci_high": [0.8, None]})
+    frame = pd.DataFrame(
+        {"benchmark": ["toy-zero", "toy-id"], "auroc": [0.7, None], "ci_low": [0.6, None], "ci_high": [0.8, None]}
+    )
     shown = fmt.show(frame.set_index("benchmark"))
     assert list(shown.frame.columns)[0] == "benchmark"  # the index became a column
-    page = html_output(shown._repr_html_()) + text_output("goal-conditioned, toy-id: AUROC 0.820 [0.750, 0.880] over 300 generations")
+    page = html_output(shown._repr_html_()) + text_output(
+        "goal-conditioned, toy-id: AUROC 0.820 [0.750, 0.880] over 300 generations"
+    )
     assert raw_outputs(page) == []
 
 
 def test_wide_puts_benchmarks_in_report_order():
-    long = pd.DataFrame({"scorer": ["a", "a", "a", "a"], "benchmark": ["toy-unseen", "toy-zero", "toy-times", "toy-id"],
-                         "value": ["1", "2", "3", "4"]})
+    long = pd.DataFrame(
+        {
+            "scorer": ["a", "a", "a", "a"],
+            "benchmark": ["toy-unseen", "toy-zero", "toy-times", "toy-id"],
+            "value": ["1", "2", "3", "4"],
+        }
+    )
     grid = fmt.wide(long, "scorer", "benchmark", "value")
     assert list(grid.columns) == ["scorer", "toy-id", "toy-zero", "toy-times", "toy-unseen"]
 
 
-COMMITTED = sorted(resolve_path("reports/demo").glob("*.html")) + sorted(resolve_path("reports/confident").glob("*.html"))
+COMMITTED = sorted(resolve_path("reports/demo").glob("*.html")) + sorted(
+    resolve_path("reports/confident").glob("*.html")
+)
 
 
 @pytest.mark.parametrize("page", COMMITTED, ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -76,7 +92,11 @@ def test_committed_report_pages_show_no_raw_reprs(page):
 
 
 def test_printed_progress_lines_are_not_values():
-    printed = ('<div class="jp-RenderedText jp-OutputArea-output" data-mime-type="text/plain" tabindex="0">\n'
-               "<pre>[baseline seed 0]\ntrain: 170 pairs</pre>\n</div>")
+    printed = (
+        '<div class="jp-RenderedText jp-OutputArea-output" data-mime-type="text/plain" tabindex="0">\n'
+        "<pre>[baseline seed 0]\ntrain: 170 pairs</pre>\n</div>"
+    )
     assert raw_outputs(printed) == []
-    assert raw_outputs(printed.replace("[baseline seed 0]", "DecodeConfig(beam_size=4)")) != []  # a repr is one even printed
+    assert (
+        raw_outputs(printed.replace("[baseline seed 0]", "DecodeConfig(beam_size=4)")) != []
+    )  # a repr is one even printed

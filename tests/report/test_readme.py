@@ -1,7 +1,7 @@
 """The README's numbers come from the committed report."""
 
-from goalrm_core.report import readme
 from goalrm_core.paths import project_root
+from goalrm_core.report import readme
 
 README = (project_root() / "README.md").read_text(encoding="utf-8")
 

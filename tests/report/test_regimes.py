@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from goalrm_core.report import regimes
-from goalrm_core.report import conclusions
+from goalrm_core.report import conclusions, regimes
 
 DEMO = Path(__file__).resolve().parents[2] / "reports" / "demo" / "metrics.json"
 

@@ -73,12 +73,27 @@ class Chromium:
         self.stderr_path = profile_dir / "chromium.stderr"
         with open(self.stderr_path, "wb") as stderr:
             self.proc = subprocess.Popen(
-                [binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-extensions", "--no-first-run", "--no-default-browser-check",
-                 f"--user-data-dir={profile_dir / 'profile'}", "--remote-debugging-pipe", "about:blank"],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
-                preexec_fn=onto_3_and_4, pass_fds=(3, 4),
+                [
+                    binary,
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-dev-shm-usage",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    "--disable-extensions",
+                    "--no-first-run",
+                    "--no-default-browser-check",
+                    f"--user-data-dir={profile_dir / 'profile'}",
+                    "--remote-debugging-pipe",
+                    "about:blank",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                preexec_fn=onto_3_and_4,
+                pass_fds=(3, 4),
             )
         for fd in high:
             os.close(fd)
@@ -97,12 +112,16 @@ class Chromium:
                 raise TimeoutError("Chromium did not answer in time")
             chunk = os.read(self._from_browser, 1 << 20)
             if not chunk:
-                raise RuntimeError(f"Chromium exited; its stderr: {self.stderr_path.read_text(errors='replace')[-2000:]}")
+                raise RuntimeError(
+                    f"Chromium exited; its stderr: {self.stderr_path.read_text(errors='replace')[-2000:]}"
+                )
             self._buffer += chunk
         message, self._buffer = self._buffer.split(b"\0", 1)
         return json.loads(message)
 
-    def send(self, method: str, params: dict | None = None, session: str | None = None, timeout_s: float = 60.0) -> dict:
+    def send(
+        self, method: str, params: dict | None = None, session: str | None = None, timeout_s: float = 60.0
+    ) -> dict:
         self._next_id += 1
         command = {"id": self._next_id, "method": method, "params": params or {}}
         if session is not None:
@@ -127,8 +146,12 @@ class Chromium:
         self.events.clear()
         self.send("Page.navigate", {"url": page.resolve().as_uri()}, session=self.session)
         self.wait_for("Page.loadEventFired", LOAD_TIMEOUT_S)
-        result = self.send("Runtime.evaluate", {"expression": PAGE_CHECK, "awaitPromise": True, "returnByValue": True},
-                           session=self.session, timeout_s=LOAD_TIMEOUT_S)
+        result = self.send(
+            "Runtime.evaluate",
+            {"expression": PAGE_CHECK, "awaitPromise": True, "returnByValue": True},
+            session=self.session,
+            timeout_s=LOAD_TIMEOUT_S,
+        )
         if "exceptionDetails" in result:
             raise RuntimeError(f"the page check itself failed on {page.name}: {result['exceptionDetails']}")
         found = result["result"]["value"]
@@ -159,7 +182,12 @@ def console_errors(events: list[dict]) -> list[str]:
             details = params.get("exceptionDetails", {})
             errors.append(f"exception: {details.get('exception', {}).get('description') or details.get('text')}")
         elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
-            errors.append("console." + params["type"] + ": " + " ".join(str(a.get("value", a.get("description", ""))) for a in params.get("args", [])))
+            errors.append(
+                "console."
+                + params["type"]
+                + ": "
+                + " ".join(str(a.get("value", a.get("description", ""))) for a in params.get("args", []))
+            )
         elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
             entry = params["entry"]
             errors.append(f"{entry.get('source')}: {entry.get('text')} {entry.get('url', '')}".strip())
@@ -182,8 +210,10 @@ def problems(page: Path, found: dict) -> list[str]:
 def chromium(tmp_path_factory):
     binary = chromium_binary()
     if binary is None:
-        pytest.skip("headless Chromium is not installed (Debian package `chromium`, /usr/bin/chromium); "
-                    ".ci/run installs it with apt where it can")
+        pytest.skip(
+            "headless Chromium is not installed (Debian package `chromium`, /usr/bin/chromium); "
+            ".ci/run installs it with apt where it can"
+        )
     browser = Chromium(binary, tmp_path_factory.mktemp("chromium"))
     yield browser
     browser.close()
@@ -193,9 +223,11 @@ def test_the_checks_catch_what_they_should(chromium, tmp_path):
     """A page with a console error, a broken image, a dead link and a dead anchor fails each check."""
     (tmp_path / "there.html").write_text("<p>here</p>")
     page = tmp_path / "bad.html"
-    page.write_text('<!DOCTYPE html><html><head><title>bad</title></head><body>'
-                    '<img src="data:image/png;base64,AAAA"><a href="there.html">ok</a><a href="gone.html">dead</a>'
-                    '<a href="#nowhere">dead anchor</a><script>console.error("on purpose")</script></body></html>')
+    page.write_text(
+        "<!DOCTYPE html><html><head><title>bad</title></head><body>"
+        '<img src="data:image/png;base64,AAAA"><a href="there.html">ok</a><a href="gone.html">dead</a>'
+        '<a href="#nowhere">dead anchor</a><script>console.error("on purpose")</script></body></html>'
+    )
     found = problems(page, chromium.open(page))
     assert any("console.error: on purpose" in p for p in found), found
     assert any("image does not decode" in p for p in found), found
@@ -235,15 +267,23 @@ def test_front_page_and_evaluation_at_1400_px(chromium, smoke_report, tmp_path):
     import base64
 
     _, reports, _ = smoke_report
-    chromium.send("Emulation.setDeviceMetricsOverride", {"width": 1400, "height": 900, "deviceScaleFactor": 1, "mobile": False},
-                  session=chromium.session)
+    chromium.send(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": 1400, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+        session=chromium.session,
+    )
     try:
         seen = {}
         for name in ("index.html", "04_evaluation.html"):
             chromium.open(reports / name)
-            seen[name] = json.loads(chromium.send("Runtime.evaluate", {"expression": LAYOUT, "returnByValue": True},
-                                                  session=chromium.session)["result"]["value"])
-            shot = base64.b64decode(chromium.send("Page.captureScreenshot", {"format": "png"}, session=chromium.session)["data"])
+            seen[name] = json.loads(
+                chromium.send(
+                    "Runtime.evaluate", {"expression": LAYOUT, "returnByValue": True}, session=chromium.session
+                )["result"]["value"]
+            )
+            shot = base64.b64decode(
+                chromium.send("Page.captureScreenshot", {"format": "png"}, session=chromium.session)["data"]
+            )
             (tmp_path / f"{name}.png").write_bytes(shot)
             assert shot[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(shot[16:20], "big") == 1400, name
             assert seen[name]["width"] <= 1400, f"{name} is wider than the window: {seen[name]}"

@@ -9,9 +9,17 @@ from goalrm_core.report.index_page import reproduction_html
 
 def metrics(fall):
     gate = {"state": "passed", "reason": None, "margin_over_length": {"baseline": across_seeds([0.2, 0.21, 0.19])}}
-    return {"schema_version": 2, "evaluation": {"primary": {
-        "gate": gate, "delta_auroc": across_seeds([0.01, -0.01, 0.0]),
-        "first_error_did": {"goal-conditioned": across_seeds(fall, expect="less")}, "filter": {}}}}
+    return {
+        "schema_version": 2,
+        "evaluation": {
+            "primary": {
+                "gate": gate,
+                "delta_auroc": across_seeds([0.01, -0.01, 0.0]),
+                "first_error_did": {"goal-conditioned": across_seeds(fall, expect="less")},
+                "filter": {},
+            }
+        },
+    }
 
 
 def write(path, m):
@@ -27,7 +35,9 @@ def test_a_conclusion_the_reruns_disagree_on_is_dropped(tmp_path):
     reruns = rep.reruns_of(report)
     assert list(reruns) == ["demo-seed1", "demo-threads1"]
     lost = rep.dropped(metrics([-0.3, -0.31, -0.29]), reruns)
-    assert [(label.startswith("Q's change at the first wrong line"), rm, seen) for label, rm, seen in lost] == [(True, "goal-conditioned", ["holds", "holds", "not shown"])]
+    assert [(label.startswith("Q's change at the first wrong line"), rm, seen) for label, rm, seen in lost] == [
+        (True, "goal-conditioned", ["holds", "holds", "not shown"])
+    ]
     page = reproduction_html(metrics([-0.3, -0.31, -0.29]), report)
     assert "Reproduced?" in page and "2 of 3 primary conclusions" in page and "dropped: the runs disagree" in page
     # every column is named, the verdict across the runs included

@@ -54,19 +54,38 @@ def schema2() -> dict:
     for stage in ("data", "training", "representations", "evaluation", "decoding"):
         m[stage]["threads"] = 2
     m["evaluation"]["primary"] = {
-        "benchmark": "toy-id", "rm_seeds": [0, 1, 2, 3, 4], "n_seeds": 5, "headline": "sample0",
-        "gate": {"state": "undefined", "reason": "baseline: 0 of 5 seeds defined: no spread over seeds to judge by",
-                 "margin_over_length": {rm: over() for rm in RMS}},
+        "benchmark": "toy-id",
+        "rm_seeds": [0, 1, 2, 3, 4],
+        "n_seeds": 5,
+        "headline": "sample0",
+        "gate": {
+            "state": "undefined",
+            "reason": "baseline: 0 of 5 seeds defined: no spread over seeds to judge by",
+            "margin_over_length": {rm: over() for rm in RMS},
+        },
         "delta_auroc": over(),
         "first_error_did": {rm: over(expect="less") for rm in RMS},
-        "filter": {rm: {"threshold": 0.0, "tokens_saved_pct": over(), "accuracy_change": over(expect="less")} for rm in RMS},
+        "filter": {
+            rm: {"threshold": 0.0, "tokens_saved_pct": over(), "accuracy_change": over(expect="less")} for rm in RMS
+        },
     }
-    m["evaluation"]["exploratory"] = {"delta_auroc": {b: over() | {"p_holm": math.nan} for b in BENCHES[1:]},
-                                      "note": "comparisons other than the primary ones: leads, not findings"}
-    m["decoding"]["primary"] = {"pruning": {"benchmark": "toy-id", "rm_seeds": [0, 1, 2, 3, 4], "threshold": none,
-                                            "pruning_off": 0, "tokens_ratio": over(null=1, expect="less"),
-                                            "accuracy_change": over(expect="less")}}
-    m.setdefault("timings", {}).setdefault("decoding", {})["pruning_across_seeds"] = {"wall_ratio": over(null=1, expect="less")}
+    m["evaluation"]["exploratory"] = {
+        "delta_auroc": {b: over() | {"p_holm": math.nan} for b in BENCHES[1:]},
+        "note": "comparisons other than the primary ones: leads, not findings",
+    }
+    m["decoding"]["primary"] = {
+        "pruning": {
+            "benchmark": "toy-id",
+            "rm_seeds": [0, 1, 2, 3, 4],
+            "threshold": none,
+            "pruning_off": 0,
+            "tokens_ratio": over(null=1, expect="less"),
+            "accuracy_change": over(expect="less"),
+        }
+    }
+    m.setdefault("timings", {}).setdefault("decoding", {})["pruning_across_seeds"] = {
+        "wall_ratio": over(null=1, expect="less")
+    }
     return m
 
 
@@ -98,7 +117,9 @@ CASES = [pytest.param(s, v, id=f"schema{s}-{'null' if v is None else 'nan'}") fo
 @pytest.mark.parametrize("schema, value", CASES)
 def test_the_index_page_renders_every_metric_undefined(tmp_path, schema, value):
     metrics = all_undefined(schema, value)
-    page = render_index("demo", "now", [{"name": "04_evaluation", "status": "ok", "duration_s": None}], metrics, tmp_path)
+    page = render_index(
+        "demo", "now", [{"name": "04_evaluation", "status": "ok", "duration_s": None}], metrics, tmp_path
+    )
     assert_honest(page)
     assert "Cannot be judged whether both reward models beat the length-only scorer</b> on toy-id" in page
     assert "The gate cannot be judged: " in page and "Both reward models beat" not in page
@@ -112,8 +133,16 @@ def test_the_front_page_sections_state_no_verdict_from_undefined(schema, value):
     assert_honest(sections)
     for part in (frontpage.summary(metrics), frontpage.decoding_table(metrics), frontpage.delta_table(metrics)):
         assert not re.search(r"\bnan\b", readable(part), flags=re.I)
-    for verdict in (": no detectable difference", "better on", "worse on", "costs accuracy", "Q falls at the first error.",
-                    "Gate passed", "Gate failed", "a lead)"):
+    for verdict in (
+        ": no detectable difference",
+        "better on",
+        "worse on",
+        "costs accuracy",
+        "Q falls at the first error.",
+        "Gate passed",
+        "Gate failed",
+        "a lead)",
+    ):
         assert verdict not in sections, verdict
     assert "cannot be judged" in sections
     if schema == 2:
@@ -133,10 +162,18 @@ def test_the_gate_has_a_third_state(schema, value):
 
 
 def test_a_seed0_gate_with_one_undefined_auroc_cannot_be_judged():
-    gate = {"benchmark": "toy-id", "passed": False, "length_only": {"auroc": 0.55, "ci_low": 0.5, "ci_high": 0.6},
-            "baseline": {"auroc": 0.8, "ci_low": 0.75, "ci_high": 0.85},
-            "goal-conditioned": {"auroc": math.nan, "ci_low": math.nan, "ci_high": math.nan,
-                                 "undefined_reason": "only one class among 30 solutions"}}
+    gate = {
+        "benchmark": "toy-id",
+        "passed": False,
+        "length_only": {"auroc": 0.55, "ci_low": 0.5, "ci_high": 0.6},
+        "baseline": {"auroc": 0.8, "ci_low": 0.75, "ci_high": 0.85},
+        "goal-conditioned": {
+            "auroc": math.nan,
+            "ci_low": math.nan,
+            "ci_high": math.nan,
+            "undefined_reason": "only one class among 30 solutions",
+        },
+    }
     notice = gate_html(gate)
     assert "cannot be judged: goal-conditioned AUROC undefined (only one class among 30 solutions)" in notice
     assert "0.80 [0.75, 0.85]" in notice and "measure noise" not in notice
@@ -145,10 +182,22 @@ def test_a_seed0_gate_with_one_undefined_auroc_cannot_be_judged():
 @pytest.mark.parametrize("schema, value", CASES)
 def test_the_sweep_page_renders_every_metric_undefined(tmp_path, schema, value):
     metrics = all_undefined(schema, value)
-    plan = {"profile": "demo", "name": "t", "grid": {"contrastive_loss_beta": [0.1, 1.0]}, "one_at_a_time": True,
-            "stages": ["02_training"], "shared": ["01_data"], "common": {}, "base_values": {"contrastive_loss_beta": 0.5},
-            "default_point": "base", "n_eval_pairs": None,
-            "points": [{"name": "base", "values": {}}, {"name": "contrastive_loss_beta=0.1", "values": {"contrastive_loss_beta": 0.1}}]}
+    plan = {
+        "profile": "demo",
+        "name": "t",
+        "grid": {"contrastive_loss_beta": [0.1, 1.0]},
+        "one_at_a_time": True,
+        "stages": ["02_training"],
+        "shared": ["01_data"],
+        "common": {},
+        "base_values": {"contrastive_loss_beta": 0.5},
+        "default_point": "base",
+        "n_eval_pairs": None,
+        "points": [
+            {"name": "base", "values": {}},
+            {"name": "contrastive_loss_beta=0.1", "values": {"contrastive_loss_beta": 0.1}},
+        ],
+    }
     for point in plan["points"]:
         (tmp_path / point["name"]).mkdir()
         (tmp_path / point["name"] / "metrics.json").write_text(json.dumps(metrics))
@@ -163,7 +212,9 @@ def test_the_formatter_never_prints_nan_or_negative_zero():
     for value in (None, math.nan, math.inf, "x"):
         assert fmt.num(value).startswith("undefined") and fmt.ci(value, 0.1, 0.2) == "undefined"
         assert fmt.pct(value, reason="no samples") == "undefined (no samples)"
-    assert fmt.across({"mean": math.nan, "ci_low": None, "ci_high": None, "reason": "0 of 5 seeds defined"}) == \
-        "undefined (0 of 5 seeds defined)"
+    assert (
+        fmt.across({"mean": math.nan, "ci_low": None, "ci_high": None, "reason": "0 of 5 seeds defined"})
+        == "undefined (0 of 5 seeds defined)"
+    )
     assert fmt.signed_ci(-0.004, -0.0049, 0.001) == "0.00 [0.00, 0.00]"
     assert fmt.interval(-0.0004, -0.0001, 0.0002, 1, scale=100, suffix=" points") == "0.0 [0.0, 0.0] points"

@@ -17,18 +17,44 @@ from goalrm_core.study.rms import RMS
 
 def summary(state: str) -> dict:
     """A recorded across-seeds-and-questions summary in ``state`` (expect "greater", null 0)."""
-    base = {"per_seed": [0.1] * 5, "n_seeds": 5, "n": 5, "k": 5, "null": 0.0, "expect": "greater", "reason": None,
-            "interval": "seeds and questions", "se": 0.01, "se_seeds": 0.006, "se_questions": 0.008, "df": 30.0}
-    shapes = {"holds": (0.05, 0.03, 0.07, True), "reversed": (-0.05, -0.07, -0.03, False),
-              "not shown": (0.01, -0.01, 0.03, False)}
+    base = {
+        "per_seed": [0.1] * 5,
+        "n_seeds": 5,
+        "n": 5,
+        "k": 5,
+        "null": 0.0,
+        "expect": "greater",
+        "reason": None,
+        "interval": "seeds and questions",
+        "se": 0.01,
+        "se_seeds": 0.006,
+        "se_questions": 0.008,
+        "df": 30.0,
+    }
+    shapes = {
+        "holds": (0.05, 0.03, 0.07, True),
+        "reversed": (-0.05, -0.07, -0.03, False),
+        "not shown": (0.01, -0.01, 0.03, False),
+    }
     if state in shapes:
         mean, low, high, holds = shapes[state]
         return {**base, "mean": mean, "ci_low": low, "ci_high": high, "holds": holds, "verdict": state, "mde": 0.0523}
     if state == "not tested":
-        return hierarchical.not_tested({**base, "mean": 0.0, "ci_low": 0.0, "ci_high": 0.0, "holds": False},
-                                       "every seed's tuning chose pruning off: nothing was pruned")
-    return {**base, "per_seed": [0.1, None, None, None, None], "n": 1, "mean": 0.1, "ci_low": None, "ci_high": None,
-            "holds": None, "verdict": "undefined", "reason": "1 of 5 seeds defined: no spread over seeds to judge by"}
+        return hierarchical.not_tested(
+            {**base, "mean": 0.0, "ci_low": 0.0, "ci_high": 0.0, "holds": False},
+            "every seed's tuning chose pruning off: nothing was pruned",
+        )
+    return {
+        **base,
+        "per_seed": [0.1, None, None, None, None],
+        "n": 1,
+        "mean": 0.1,
+        "ci_low": None,
+        "ci_high": None,
+        "holds": None,
+        "verdict": "undefined",
+        "reason": "1 of 5 seeds defined: no spread over seeds to judge by",
+    }
 
 
 STATES = ("holds", "reversed", "not shown", "not tested", "undefined")
@@ -63,21 +89,34 @@ def test_older_summaries_get_the_same_states_from_their_interval():
 
 def primary_with(state: str) -> dict:
     s = summary(state)
-    less = {**s, "expect": "less", "mean": -s["mean"] if isinstance(s["mean"], float) else s["mean"],
-            "ci_low": -s["ci_high"] if s["ci_high"] is not None else None,
-            "ci_high": -s["ci_low"] if s["ci_low"] is not None else None}
-    return {"benchmark": "toy-id", "rm_seeds": [0, 1, 2, 3, 4], "n_seeds": 5, "headline": "sample0", "policy_seeds": [0],
-            "gate": {"state": "passed", "reason": None, "margin_over_length": {rm: summary("holds") for rm in RMS}},
-            "delta_auroc": s,
-            "first_error_did": {rm: less for rm in RMS},
-            "filter": {rm: {"threshold": 0.0, "tokens_saved_pct": s, "accuracy_change": less} for rm in RMS}}
+    less = {
+        **s,
+        "expect": "less",
+        "mean": -s["mean"] if isinstance(s["mean"], float) else s["mean"],
+        "ci_low": -s["ci_high"] if s["ci_high"] is not None else None,
+        "ci_high": -s["ci_low"] if s["ci_low"] is not None else None,
+    }
+    return {
+        "benchmark": "toy-id",
+        "rm_seeds": [0, 1, 2, 3, 4],
+        "n_seeds": 5,
+        "headline": "sample0",
+        "policy_seeds": [0],
+        "gate": {"state": "passed", "reason": None, "margin_over_length": {rm: summary("holds") for rm in RMS}},
+        "delta_auroc": s,
+        "first_error_did": {rm: less for rm in RMS},
+        "filter": {rm: {"threshold": 0.0, "tokens_saved_pct": s, "accuracy_change": less} for rm in RMS},
+    }
 
 
 EXPECTED_WORDS = {  # what the report's sentences say for each state
     "holds": ("the goal-conditioned RM ranks better", "Q falls at the first error", "the filter costs accuracy"),
     "reversed": ("reversed: the baseline RM ranks better", "reversed: Q rises", "reversed: accuracy rises"),
-    "not shown": ("a difference is not shown (an effect of 0.05 would have been seen with 80% power)",
-                  "not shown that Q falls (an effect of 0.05", "a cost is not shown (an effect of 5.23 points"),
+    "not shown": (
+        "a difference is not shown (an effect of 0.05 would have been seen with 80% power)",
+        "not shown that Q falls (an effect of 0.05",
+        "a cost is not shown (an effect of 5.23 points",
+    ),
     "not tested": ("not tested: every seed's tuning chose pruning off",) * 3,
     "undefined": ("cannot be judged: 1 of 5 seeds defined",) * 3,
 }
@@ -105,8 +144,11 @@ def test_the_report_words_each_state(state):
 @pytest.mark.parametrize("state", STATES)
 def test_the_readme_rows_and_the_reproduction_column_word_each_state(state, tmp_path):
     primary = primary_with(state)
-    metrics = {"schema_version": 2, "evaluation": {"primary": primary},
-               "provenance": {"profile": {"name": "demo", "parameters": {"seed": 0}}}}
+    metrics = {
+        "schema_version": 2,
+        "evaluation": {"primary": primary},
+        "provenance": {"profile": {"name": "demo", "parameters": {"seed": 0}}},
+    }
     rows = {(label, rm): s for label, rm, s, _, _ in reproduction.primary_rows(metrics)}
     s = rows[("ΔAUROC goal-conditioned − baseline on toy-id (> 0)", "both")]
     short = {"undefined": "cannot be judged"}.get(state, state)
@@ -145,9 +187,14 @@ def test_compare_words_each_state(state):
 
 
 def test_compare_reads_pruning_switched_off_in_every_seed_as_not_tested():
-    pruning = {"benchmark": "toy-id", "rm_seeds": [0, 1, 2], "pruning_off": 3, "threshold": [-1.0] * 3,
-               "tokens_ratio": across_seeds([1.0] * 3, null=1.0, expect="less"),
-               "accuracy_change": across_seeds([0.0] * 3, expect="less")}
+    pruning = {
+        "benchmark": "toy-id",
+        "rm_seeds": [0, 1, 2],
+        "pruning_off": 3,
+        "threshold": [-1.0] * 3,
+        "tokens_ratio": across_seeds([1.0] * 3, null=1.0, expect="less"),
+        "accuracy_change": across_seeds([0.0] * 3, expect="less"),
+    }
     metrics = {"schema_version": 2, "decoding": {"primary": {"pruning": pruning}}}
     c = compare.collect_conclusions(metrics)
     assert c["pruning.saves_tokens@seeds"]["verdict"] == "not tested"
@@ -164,30 +211,49 @@ def _gate(state: str, well_formed: str | None) -> dict:
     margin = summary("holds" if state == "passed" else "not shown")
     gate = {"state": state, "reason": None, "margin_over_length": {rm: margin for rm in RMS}}
     if well_formed is not None:
-        gate["well_formed"] = {"state": well_formed, "reason": None, "required_margin": 0.15,
-                               "margin_over_length": {rm: summary("holds" if well_formed == "passed" else "not shown") for rm in RMS}}
+        gate["well_formed"] = {
+            "state": well_formed,
+            "reason": None,
+            "required_margin": 0.15,
+            "margin_over_length": {rm: summary("holds" if well_formed == "passed" else "not shown") for rm in RMS},
+        }
     return gate
 
 
 @pytest.mark.parametrize("state", STATES[:3] + STATES[4:])
-@pytest.mark.parametrize("gate, well_formed, says", [
-    ("failed", None, "cannot test the question"),
-    ("passed", "failed", "cannot test whether it helps one verify arithmetic"),
-    ("passed", "passed", "tests whether goal-conditioning helps a reward model verify"),
-    ("passed", None, "tests ranking, not verification")])
+@pytest.mark.parametrize(
+    "gate, well_formed, says",
+    [
+        ("failed", None, "cannot test the question"),
+        ("passed", "failed", "cannot test whether it helps one verify arithmetic"),
+        ("passed", "passed", "tests whether goal-conditioning helps a reward model verify"),
+        ("passed", None, "tests ranking, not verification"),
+    ],
+)
 def test_the_page_opens_with_the_answer_and_what_the_design_can_test(state, gate, well_formed, says):
-    metrics = {"schema_version": 2, "evaluation": {"primary": {"benchmark": "toy-id", "policy_seeds": [0],
-                                                               "delta_auroc": summary(state), "gate": _gate(gate, well_formed)}}}
+    metrics = {
+        "schema_version": 2,
+        "evaluation": {
+            "primary": {
+                "benchmark": "toy-id",
+                "policy_seeds": [0],
+                "delta_auroc": summary(state),
+                "gate": _gate(gate, well_formed),
+            }
+        },
+    }
     page = html.unescape(frontpage.answer(metrics))
     assert page.startswith('<p class="answer"><b>Does goal-conditioning help here?') and says in page
     assert "for this policy (policy seed 0)" in page
     # the first sentence: the verdict, then ΔAUROC with its interval, the paired seeds and the MDE (50, item 5)
-    words = {"holds": "Yes (holds): ΔAUROC (goal-conditioned − baseline RM, toy-id) +0.050 [+0.030, +0.070] over 5 paired RM seeds, MDE 0.052.",
-             "reversed": "No, reversed (the baseline RM ranks better): ΔAUROC (goal-conditioned − baseline RM, toy-id) −0.050 [−0.070, −0.030]",
-             # its whole interval lies inside ±0.05: equivalent within it, and still "not shown", never "shown equal"
-             "not shown": "Not shown; equivalent within ±0.05: ΔAUROC (goal-conditioned − baseline RM, toy-id) +0.010 [−0.010, +0.030] over 5",
-             "undefined": "Cannot be judged (1 of 5 seeds defined: no spread over seeds to judge by): ΔAUROC (goal-conditioned − baseline RM, "
-                          "toy-id) +0.100 (no interval: undefined) over 1 of 5 paired RM seeds (4 undefined), MDE not recorded."}
+    words = {
+        "holds": "Yes (holds): ΔAUROC (goal-conditioned − baseline RM, toy-id) +0.050 [+0.030, +0.070] over 5 paired RM seeds, MDE 0.052.",
+        "reversed": "No, reversed (the baseline RM ranks better): ΔAUROC (goal-conditioned − baseline RM, toy-id) −0.050 [−0.070, −0.030]",
+        # its whole interval lies inside ±0.05: equivalent within it, and still "not shown", never "shown equal"
+        "not shown": "Not shown; equivalent within ±0.05: ΔAUROC (goal-conditioned − baseline RM, toy-id) +0.010 [−0.010, +0.030] over 5",
+        "undefined": "Cannot be judged (1 of 5 seeds defined: no spread over seeds to judge by): ΔAUROC (goal-conditioned − baseline RM, "
+        "toy-id) +0.100 (no interval: undefined) over 1 of 5 paired RM seeds (4 undefined), MDE not recorded.",
+    }
     assert page.startswith(f'<p class="answer"><b>Does goal-conditioning help here? {words[state]}'), page[:400]
     assert frontpage.answer({"schema_version": 2, "evaluation": {}}) == ""  # before notebook 04: nothing to answer
 
@@ -195,12 +261,21 @@ def test_the_page_opens_with_the_answer_and_what_the_design_can_test(state, gate
 @pytest.mark.parametrize("state", STATES)
 def test_the_front_pages_step_sentence_words_each_state(state):
     """The step-verifier sentence (second on the front page) says the difference's verdict, a null with its MDE."""
-    f1 = {"goal-conditioned Q": {"mean": 0.41, "ci_low": 0.30, "ci_high": 0.52},
-          "baseline partial reward": {"mean": 0.37, "ci_low": 0.25, "ci_high": 0.49},
-          "goal-conditioned Q − baseline partial reward": summary(state)}
-    metrics = {"evaluation": {"step_verifiers": {"bench": "toy-id", "reference": "baseline partial reward", "figures": {"f1": f1}}}}
+    f1 = {
+        "goal-conditioned Q": {"mean": 0.41, "ci_low": 0.30, "ci_high": 0.52},
+        "baseline partial reward": {"mean": 0.37, "ci_low": 0.25, "ci_high": 0.49},
+        "goal-conditioned Q − baseline partial reward": summary(state),
+    }
+    metrics = {
+        "evaluation": {
+            "step_verifiers": {"bench": "toy-id", "reference": "baseline partial reward", "figures": {"f1": f1}}
+        }
+    }
     text = html.unescape(frontpage.step_answer(metrics))
-    assert "goal-conditioned Q's first-error F1 is 0.410 [0.300, 0.520], baseline partial reward's 0.370 [0.250, 0.490]" in text
+    assert (
+        "goal-conditioned Q's first-error F1 is 0.410 [0.300, 0.520], baseline partial reward's 0.370 [0.250, 0.490]"
+        in text
+    )
     assert f": {state}" in text
     assert ("would have been seen with 80% power" in text) == (state == "not shown")
     if state in ("undefined", "not tested"):
@@ -209,8 +284,19 @@ def test_the_front_pages_step_sentence_words_each_state(state):
     # what label noise costs: from the design's calibration rows where they measured it, else said to be unmeasured
     assert "label noise (rollout-estimated against exact step labels) costs is not measured for this design" in text
     twins = "rollout-label PRM (2,000 pairs) partial reward − exact-label PRM (2,000 pairs) partial reward"
-    rows = [{"kind": "summary", "metric": "f1", "name": "val", "run_dir": "runs/calibration/confident/v", "seeds": [0, 1],
-             "verifier": twins, **summary(state)}]
+    rows = [
+        {
+            "kind": "summary",
+            "metric": "f1",
+            "name": "val",
+            "run_dir": "runs/calibration/confident/v",
+            "seeds": [0, 1],
+            "verifier": twins,
+            **summary(state),
+        }
+    ]
     text = html.unescape(frontpage.step_answer(metrics, rows, "confident"))
-    assert "Label noise, measured in this design's calibration, not in this run" in text and "is not measured" not in text
+    assert (
+        "Label noise, measured in this design's calibration, not in this run" in text and "is not measured" not in text
+    )
     assert f": {state}" in text.split("Label noise")[1]

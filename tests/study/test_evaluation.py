@@ -4,15 +4,22 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from goalrm_core.data.rundir import RunDir
-from goalrm_core.study import artifacts, evaluation as ev
 from goalrm_core.data.io import write_jsonl
+from goalrm_core.data.rundir import RunDir
 from goalrm_core.report.index_page import gate_html
+from goalrm_core.study import artifacts
+from goalrm_core.study import evaluation as ev
 
 
 def scored_row(q, i, correct, reward, n):
-    return {"question": q, "sample_index": i, "is_correct": correct, "reward": reward, "num_actions": n,
-            "generated_solution": "x" * n}
+    return {
+        "question": q,
+        "sample_index": i,
+        "is_correct": correct,
+        "reward": reward,
+        "num_actions": n,
+        "generated_solution": "x" * n,
+    }
 
 
 def write_scored(run, rm, seed, bench, rows_all, rows_greedy):
@@ -34,8 +41,12 @@ def test_headline_rows_pick_one_fixed_sample_per_question(tmp_path):
 
 
 def auroc_frame(values):
-    return pd.DataFrame([{"scorer": s, "benchmark": "toy-id", "auroc": a, "ci_low": a - 0.05, "ci_high": a + 0.05}
-                         for s, a in values.items()])
+    return pd.DataFrame(
+        [
+            {"scorer": s, "benchmark": "toy-id", "auroc": a, "ci_low": a - 0.05, "ci_high": a + 0.05}
+            for s, a in values.items()
+        ]
+    )
 
 
 def test_length_gate_needs_both_rms_above_length_only():
@@ -48,8 +59,12 @@ def test_length_gate_needs_both_rms_above_length_only():
 
 
 def test_seed_spread_is_mean_and_t_interval_over_seeds():
-    per_seed = pd.DataFrame([{"scorer": "baseline", "benchmark": "toy-id", "auroc": a, "rm_seed": s}
-                             for s, a in enumerate([0.78, 0.80, 0.82])])
+    per_seed = pd.DataFrame(
+        [
+            {"scorer": "baseline", "benchmark": "toy-id", "auroc": a, "rm_seed": s}
+            for s, a in enumerate([0.78, 0.80, 0.82])
+        ]
+    )
     spread = ev.seed_spread(per_seed).iloc[0]
     assert spread["auroc_mean"] == pytest.approx(0.80)
     assert spread["ci_low"] < 0.78 and spread["ci_high"] > 0.82  # t with 2 d.o.f. is wide
@@ -61,10 +76,17 @@ def test_seed_spread_is_mean_and_t_interval_over_seeds():
 def test_first_error_profile_averages_q_by_offset_from_the_first_wrong_token():
     from goalrm_core.study.evaluation import first_error_profile
 
-    rows = [{"is_correct": False, "first_error_char": 2, "num_actions": 5, "cosine_sim": [0.9, 0.8, 0.1, 0.0, -0.1]},
-            {"is_correct": False, "first_error_char": 1, "num_actions": 3, "cosine_sim": [0.7, 0.2, 0.1]},
-            {"is_correct": True, "first_error_char": None, "num_actions": 3, "cosine_sim": [5.0, 5.0, 5.0]},  # no error: left out
-            {"is_correct": False, "first_error_char": None, "num_actions": 2, "cosine_sim": [9.0, 9.0]}]  # error unknown: left out
+    rows = [
+        {"is_correct": False, "first_error_char": 2, "num_actions": 5, "cosine_sim": [0.9, 0.8, 0.1, 0.0, -0.1]},
+        {"is_correct": False, "first_error_char": 1, "num_actions": 3, "cosine_sim": [0.7, 0.2, 0.1]},
+        {
+            "is_correct": True,
+            "first_error_char": None,
+            "num_actions": 3,
+            "cosine_sim": [5.0, 5.0, 5.0],
+        },  # no error: left out
+        {"is_correct": False, "first_error_char": None, "num_actions": 2, "cosine_sim": [9.0, 9.0]},
+    ]  # error unknown: left out
     prof = first_error_profile(rows, window=2)
     assert prof["offsets"] == [-2, -1, 0, 1, 2]
     assert prof["n"] == [1, 2, 2, 2, 1]
@@ -75,8 +97,12 @@ def test_first_error_profile_averages_q_by_offset_from_the_first_wrong_token():
 def test_goal_ablation_reading_names_the_best_goal_and_explains_below_chance():
     from goalrm_core.study.representations import goal_ablation_reading
 
-    ablation = pd.DataFrame([{"rm": "baseline", "goal": "mean_last", "separation_auroc": 0.82, "ci_low": 0.76, "ci_high": 0.88},
-                             {"rm": "baseline", "goal": "random_token", "separation_auroc": 0.18, "ci_low": 0.16, "ci_high": 0.20}])
+    ablation = pd.DataFrame(
+        [
+            {"rm": "baseline", "goal": "mean_last", "separation_auroc": 0.82, "ci_low": 0.76, "ci_high": 0.88},
+            {"rm": "baseline", "goal": "random_token", "separation_auroc": 0.18, "ci_low": 0.16, "ci_high": 0.20},
+        ]
+    )
     text = goal_ablation_reading(ablation)
     assert "`mean_last` goal separates best (0.82 [0.76, 0.88])" in text
     assert "`random_token` goal score below 0.5" in text and "1 − AUROC" in text

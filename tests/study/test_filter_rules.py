@@ -12,9 +12,17 @@ from goalrm_core.study import filter_rules as fr
 def row(text, q, correct, first_error_char=None, question="q", partial=None, logp=None):
     n = len(text) + 2  # the solution's characters, then " " and EOS
     assert len(q) == n
-    return {"question": question, "generated_solution": text, "cosine_sim": list(q), "num_actions": n,
-            "is_correct": correct, "predicted_answer": "1" if correct else "2", "first_error_char": first_error_char,
-            "partial_rewards": partial if partial is not None else list(q), "policy_token_logprobs": logp if logp is not None else [0.0] * n}
+    return {
+        "question": question,
+        "generated_solution": text,
+        "cosine_sim": list(q),
+        "num_actions": n,
+        "is_correct": correct,
+        "predicted_answer": "1" if correct else "2",
+        "first_error_char": first_error_char,
+        "partial_rewards": partial if partial is not None else list(q),
+        "policy_token_logprobs": logp if logp is not None else [0.0] * n,
+    }
 
 
 def test_signals_look_where_their_rule_says():
@@ -71,7 +79,11 @@ def test_policy_token_logprobs_line_up_with_the_response_tokens(tokenizer, tiny_
     ids = tokenizer(prompts[0] + solutions[0], add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
     with torch.no_grad():
         logits = tiny_lm(input_ids=torch.tensor([ids])).logits
-    alone = torch.log_softmax(logits[0, :-1], -1).gather(-1, torch.tensor(ids[1:])[:, None]).squeeze(-1)[-(len(solutions[0]) + 1):]
+    alone = (
+        torch.log_softmax(logits[0, :-1], -1)
+        .gather(-1, torch.tensor(ids[1:])[:, None])
+        .squeeze(-1)[-(len(solutions[0]) + 1) :]
+    )
     assert math.isnan(logps[0][-2])
     assert np.allclose(logps[0][:-2] + logps[0][-1:], alone.tolist(), atol=1e-5)
     assert all(math.isfinite(v) and v <= 0 for i, v in enumerate(logps[1]) if i != len(logps[1]) - 2)
@@ -82,15 +94,29 @@ def test_each_rule_reports_the_vote_of_its_chosen_threshold_on_the_test_question
     from goalrm_core.evaluation import metrics
 
     rng = np.random.default_rng(0)
-    rows = [row("1+1=2\n#2", rng.normal(0.3, 0.4, 10).tolist(), bool(rng.random() < 0.6), question=f"q{i}",
-                partial=rng.normal(size=10).tolist()) for i in range(30) for _ in range(4)]
+    rows = [
+        row(
+            "1+1=2\n#2",
+            rng.normal(0.3, 0.4, 10).tolist(),
+            bool(rng.random() < 0.6),
+            question=f"q{i}",
+            partial=rng.normal(size=10).tolist(),
+        )
+        for i in range(30)
+        for _ in range(4)
+    ]
     rules = ("Q", "Q at line ends", "partial reward")
     chosen, frontier = fr.rule_table(rows, rules=rules, skip_first=2, n_boot=20)
     test_rows, _ = split_by_question(rows, 0.3, 0)
     for rule in rules:
         c = chosen.set_index("rule").loc[rule]
         test = list(group_by_question({**r, "cosine_sim": fr.signal(rule, r).tolist()} for r in test_rows).values())
-        direct = metrics.q_filtered_majority_vote(test, c["threshold"] if math.isfinite(c["threshold"]) else -1e300, skip_first=2)
+        direct = metrics.q_filtered_majority_vote(
+            test, c["threshold"] if math.isfinite(c["threshold"]) else -1e300, skip_first=2
+        )
         assert (c["accuracy"], c["tokens_saved_pct"]) == (direct.accuracy, direct.tokens_saved_pct)
         f = frontier[(frontier["rule"] == rule) & frontier["chosen"]]
-        assert len(f) == 1 and (f["accuracy"].item(), f["tokens_saved_pct"].item()) == (direct.accuracy, direct.tokens_saved_pct)
+        assert len(f) == 1 and (f["accuracy"].item(), f["tokens_saved_pct"].item()) == (
+            direct.accuracy,
+            direct.tokens_saved_pct,
+        )

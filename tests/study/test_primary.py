@@ -7,7 +7,6 @@ import pytest
 from goalrm_core.report import conclusions
 from goalrm_core.study import evaluation as ev
 from goalrm_core.study.rms import RMS
-
 from tests.study.test_evaluation import write_scored
 
 BENCHES = ["toy-id", "toy-zero"]
@@ -28,9 +27,20 @@ def rows_for(seed_shift: float, q_fall: float, well_formed_reward: float = 0.0):
             error = None if correct else 10 if well_formed else 9
             qs = [0.05 * t - (q_fall if error is not None and t >= error else 0.0) for t in range(n)]
             reward = 1.0 if correct else well_formed_reward if well_formed else 0.0
-            out.append({"question": f"q{q}", "sample_index": i, "is_correct": correct, "reward": reward + seed_shift * i,
-                        "num_actions": n, "generated_solution": text, "cosine_sim": qs, "predicted_answer": "1" if correct else "2",
-                        "first_error_char": error, "first_error_step": None if correct else 1})
+            out.append(
+                {
+                    "question": f"q{q}",
+                    "sample_index": i,
+                    "is_correct": correct,
+                    "reward": reward + seed_shift * i,
+                    "num_actions": n,
+                    "generated_solution": text,
+                    "cosine_sim": qs,
+                    "predicted_answer": "1" if correct else "2",
+                    "first_error_char": error,
+                    "first_error_step": None if correct else 1,
+                }
+            )
     return out
 
 
@@ -93,16 +103,30 @@ def test_an_rm_that_only_spots_malformed_text_fails_the_second_condition(tmp_pat
         assert ev.seed_figures(run, list(RMS), 0, "sample0", 0.0, 0)["auroc"]["toy-id"][rm] == pytest.approx(0.75)
     # here the RMs are not shown to beat length on all errors either, so nothing is said of malformed output
     assert gate["state"] == "failed"
-    assert "not shown to check the arithmetic (50% of the incorrect solutions are malformed)" in ev.primary_reading(out["primary"])
+    assert "not shown to check the arithmetic (50% of the incorrect solutions are malformed)" in ev.primary_reading(
+        out["primary"]
+    )
 
 
-@pytest.mark.parametrize("share, first, says", [
-    (0.8, "passed", "what they detect is mostly malformed output, not wrong arithmetic (80% of the incorrect solutions are malformed)"),
-    (0.8, "failed", "they are not shown to check the arithmetic (80% of"),  # beating length on all errors is not shown either
-    (0.2, "passed", "they are not shown to check the arithmetic (20% of"),
-    (0.0, "passed", "every incorrect solution here is well-formed, so this says nothing about malformed output"),
-    (math.nan, "passed", "they are not shown to check the arithmetic."),
-    (None, "passed", "they are not shown to check the arithmetic.")])
+@pytest.mark.parametrize(
+    "share, first, says",
+    [
+        (
+            0.8,
+            "passed",
+            "what they detect is mostly malformed output, not wrong arithmetic (80% of the incorrect solutions are malformed)",
+        ),
+        (
+            0.8,
+            "failed",
+            "they are not shown to check the arithmetic (80% of",
+        ),  # beating length on all errors is not shown either
+        (0.2, "passed", "they are not shown to check the arithmetic (20% of"),
+        (0.0, "passed", "every incorrect solution here is well-formed, so this says nothing about malformed output"),
+        (math.nan, "passed", "they are not shown to check the arithmetic."),
+        (None, "passed", "they are not shown to check the arithmetic."),
+    ],
+)
 def test_a_failed_second_condition_says_malformed_only_where_most_errors_are(share, first, says):
     wf = {} if share is None else {"malformed_share": share}
     words = conclusions.well_formed_failure(wf, first)
@@ -122,8 +146,11 @@ def test_primary_intervals_cover_seeds_and_questions(run):
     out = ev.primary_metrics(run, list(RMS), [0, 1, 2], "sample0", 0.0, 0, n_boot=200, policy_seeds=[0])
     primary = out["primary"]
     assert primary["policy_seeds"] == [0] and "questions" in primary["interval"]
-    for s in [primary["delta_auroc"], *primary["first_error_did"].values(),
-              *(f[k] for f in primary["filter"].values() for k in ("tokens_saved_pct", "accuracy_change"))]:
+    for s in [
+        primary["delta_auroc"],
+        *primary["first_error_did"].values(),
+        *(f[k] for f in primary["filter"].values() for k in ("tokens_saved_pct", "accuracy_change")),
+    ]:
         assert s["verdict"] in ("holds", "reversed", "not shown", "undefined")
         assert s["holds"] is (s["verdict"] == "holds") or s["verdict"] == "undefined"
         if s["verdict"] != "undefined":

@@ -22,12 +22,16 @@ def sample(question, text, correct, step):
 
 def test_counts_first_wrong_lines_seen_in_training_and_shared_questions(tmp_path):
     m = load()
-    pairs = [{"question": "1 +2 +3", "correct": "1+2=3\n3+3=6\n#6", "incorrect": "1+2=3\n3+3=7\n#7"},
-             {"question": "4 +4", "correct": "4+4=8\n#8", "incorrect": "4+4=9\n#9"}]
-    samples = [sample("5 +3 +3", "5+3=8\n8+3=1\n#1", True, None),
-               sample("2 +1 +3", "2+1=3\n3+3=7\n#7", False, 1),   # wrong line seen in training
-               sample("4 +5", "4+5=1\n#1", False, 0),              # wrong line never seen
-               sample("4 +4", "4+4=9\n#9", False, 0)]              # seen, and a shared question
+    pairs = [
+        {"question": "1 +2 +3", "correct": "1+2=3\n3+3=6\n#6", "incorrect": "1+2=3\n3+3=7\n#7"},
+        {"question": "4 +4", "correct": "4+4=8\n#8", "incorrect": "4+4=9\n#9"},
+    ]
+    samples = [
+        sample("5 +3 +3", "5+3=8\n8+3=1\n#1", True, None),
+        sample("2 +1 +3", "2+1=3\n3+3=7\n#7", False, 1),  # wrong line seen in training
+        sample("4 +5", "4+5=1\n#1", False, 0),  # wrong line never seen
+        sample("4 +4", "4+4=9\n#9", False, 0),
+    ]  # seen, and a shared question
     got = m.overlap(samples, pairs)
     assert got["incorrect_with_first_error"] == 3
     assert got["first_error_line_seen_in_training"] == 2

@@ -21,9 +21,20 @@ def _scored(n_questions=30, n_samples=2, seed=0, signal=1.0):
             ok = bool((q + i) % 2)
             n = len(SOLUTION)
             q_tok = list(np.linspace(0, 0.5, n) - (0 if ok else 0.2 * (np.arange(n) >= 6)))
-            rows.append({"question": f"{q}+1", "sample_index": i, "is_correct": ok, "first_error_step": None if ok else 1,
-                         "generated_solution": SOLUTION, "num_actions": n, "policy_mean_logprob": -0.1 * q,
-                         "reward": signal * ok + rng.normal(0, 1), "cosine_sim": q_tok, "partial_rewards": list(rng.normal(0, 1, n))})
+            rows.append(
+                {
+                    "question": f"{q}+1",
+                    "sample_index": i,
+                    "is_correct": ok,
+                    "first_error_step": None if ok else 1,
+                    "generated_solution": SOLUTION,
+                    "num_actions": n,
+                    "policy_mean_logprob": -0.1 * q,
+                    "reward": signal * ok + rng.normal(0, 1),
+                    "cosine_sim": q_tok,
+                    "partial_rewards": list(rng.normal(0, 1, n)),
+                }
+            )
     return rows
 
 
@@ -65,7 +76,9 @@ def test_a_damaged_record_is_one_line(tmp_path):
 def test_primary_conclusions_from_records(tmp_path):
     for seed in (10, 11, 12, 13):
         records.write_record(tmp_path, "baseline", seed, "toy-id", _scored(seed=seed, signal=0.5), MADE, {})
-        records.write_record(tmp_path, "goal-conditioned", seed, "toy-id", _scored(seed=100 + seed, signal=2.0), MADE, {})
+        records.write_record(
+            tmp_path, "goal-conditioned", seed, "toy-id", _scored(seed=100 + seed, signal=2.0), MADE, {}
+        )
     records.write_record(tmp_path, "baseline", 14, "toy-id", _scored(seed=14), MADE, {})  # unpaired
     out = power.primary_from_records(records.read_records(tmp_path), n_boot=200)
     assert out["rm_seeds"] == [10, 11, 12, 13] and out["unpaired_seeds"]["baseline"] == [14]

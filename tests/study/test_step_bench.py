@@ -14,9 +14,17 @@ ENDS = [5, 11, 17, 19]
 def _row(question, first_error, scores, truncate=None):
     """A scored sample; a wrong one answers 9 and its first error is read at its wrong line's last token."""
     n = len(SOLUTION) if truncate is None else truncate
-    return {"question": question, "generated_solution": SOLUTION, "num_actions": n, "is_correct": first_error is None,
-            "predicted_answer": "8" if first_error is None else "9", "first_error_step": first_error,
-            "first_error_char": None if first_error is None else ENDS[first_error], "cosine_sim": scores[:n], "partial_rewards": scores[:n]}
+    return {
+        "question": question,
+        "generated_solution": SOLUTION,
+        "num_actions": n,
+        "is_correct": first_error is None,
+        "predicted_answer": "8" if first_error is None else "9",
+        "first_error_step": first_error,
+        "first_error_char": None if first_error is None else ENDS[first_error],
+        "cosine_sim": scores[:n],
+        "partial_rewards": scores[:n],
+    }
 
 
 def _per_token(line_values):
@@ -47,9 +55,12 @@ def test_line_scores_read_each_line_at_its_last_token():
 
 
 def test_rows_without_an_exact_label_are_left_out():
-    rows = [_row("a", None, [0.0] * 20), _row("b", 1, [0.0] * 20),
-            {**_row("c", None, [0.0] * 20), "is_correct": False},  # wrong, first line unknown
-            _row("d", 3, [0.0] * 20, truncate=12)]  # its first error was never scored
+    rows = [
+        _row("a", None, [0.0] * 20),
+        _row("b", 1, [0.0] * 20),
+        {**_row("c", None, [0.0] * 20), "is_correct": False},  # wrong, first line unknown
+        _row("d", 3, [0.0] * 20, truncate=12),
+    ]  # its first error was never scored
     assert step_bench.labelled(rows) == [0, 1]
 
 
@@ -69,8 +80,10 @@ def test_summary_has_an_interval_per_verifier_and_a_paired_difference():
         rows = _bench(np.random.default_rng(10 + seed))
         validation, _ = step_bench.split_questions(rows, seed=0)
         per_seed["sharp"].append(step_bench.verifier_f1(rows, "cosine_sim", validation))
-        noisy = [dict(r, partial_rewards=(np.asarray(r["partial_rewards"]) + rng.standard_normal(len(SOLUTION))).tolist())
-                 for r in rows]
+        noisy = [
+            dict(r, partial_rewards=(np.asarray(r["partial_rewards"]) + rng.standard_normal(len(SOLUTION))).tolist())
+            for r in rows
+        ]
         per_seed["noisy"].append(step_bench.verifier_f1(noisy, "partial_rewards", validation))
     summary = step_bench.bench_summary(per_seed, baseline="noisy", n_boot=200)
     assert set(summary) == {"sharp", "noisy", "sharp − noisy"}
@@ -78,7 +91,9 @@ def test_summary_has_an_interval_per_verifier_and_a_paired_difference():
         assert s["interval"] == "seeds and questions"
     assert summary["sharp"]["mean"] == pytest.approx(1.0)
     diff = summary["sharp − noisy"]
-    assert diff["mean"] == pytest.approx(np.mean([a["f1"] - b["f1"] for a, b in zip(per_seed["sharp"], per_seed["noisy"])]))
+    assert diff["mean"] == pytest.approx(
+        np.mean([a["f1"] - b["f1"] for a, b in zip(per_seed["sharp"], per_seed["noisy"])])
+    )
     assert diff["ci_low"] <= diff["mean"] <= diff["ci_high"]
     again = step_bench.bench_summary(per_seed, baseline="noisy", n_boot=200)
     assert again["sharp − noisy"]["ci_low"] == diff["ci_low"]  # same seed, same draws
@@ -100,7 +115,9 @@ def test_the_threshold_free_figures_are_one_for_an_exact_verifier_and_chance_for
     flat = step_bench.verifier_f1([dict(r, cosine_sim=[0.5] * len(SOLUTION)) for r in rows], "cosine_sim", validation)
     assert flat["line_auroc"] == 0.5 and flat["final_auroc"] == 0.5
     for metric in ("line_auroc", "final_auroc"):
-        summary = step_bench.bench_summary({"sharp": [sharp, sharp], "flat": [flat, flat]}, baseline="flat", n_boot=100, metric=metric)
+        summary = step_bench.bench_summary(
+            {"sharp": [sharp, sharp], "flat": [flat, flat]}, baseline="flat", n_boot=100, metric=metric
+        )
         assert summary["sharp − flat"]["mean"] == pytest.approx(0.5)
         assert summary["sharp − flat"]["ci_low"] <= 0.5 <= summary["sharp − flat"]["ci_high"]
     with pytest.raises(ValueError, match="unknown metric 'auc'"):
@@ -120,9 +137,16 @@ def test_the_bench_frame_and_metrics_carry_every_figure_and_judge_only_differenc
         rows = _bench(np.random.default_rng(20 + s))
         validation, _ = step_bench.split_questions(rows, seed=0)
         per_seed["sharp"].append(step_bench.verifier_f1(rows, "cosine_sim", validation))
-        per_seed["flat"].append(step_bench.verifier_f1([dict(r, cosine_sim=[0.5] * len(SOLUTION)) for r in rows], "cosine_sim", validation))
-    result = {"per_seed": per_seed, "reference": "flat", "bench": "toy-id", "split_seed": 0,
-              "summaries": step_bench.summaries(per_seed, "flat", n_boot=100)}
+        per_seed["flat"].append(
+            step_bench.verifier_f1([dict(r, cosine_sim=[0.5] * len(SOLUTION)) for r in rows], "cosine_sim", validation)
+        )
+    result = {
+        "per_seed": per_seed,
+        "reference": "flat",
+        "bench": "toy-id",
+        "split_seed": 0,
+        "summaries": step_bench.summaries(per_seed, "flat", n_boot=100),
+    }
     frame = step_bench.bench_frame(result)
     assert sorted(set(frame["figure"])) == sorted(step_bench.METRICS)
     assert set(frame["verifier"]) == {"sharp", "flat", "sharp − flat"}
@@ -135,13 +159,22 @@ def test_the_bench_frame_and_metrics_carry_every_figure_and_judge_only_differenc
 
 def test_the_reading_says_how_much_of_the_exact_label_prm_the_label_free_q_reaches():
     figure = {"mean": 0.40, "ci_low": 0.3, "ci_high": 0.5}
-    f1 = {"goal-conditioned Q": figure, "baseline partial reward": {"mean": 0.3, "ci_low": 0.2, "ci_high": 0.4},
-          "goal-conditioned Q − baseline partial reward": {"mean": 0.1, "ci_low": 0.05, "ci_high": 0.15, "verdict": "holds"}}
+    f1 = {
+        "goal-conditioned Q": figure,
+        "baseline partial reward": {"mean": 0.3, "ci_low": 0.2, "ci_high": 0.4},
+        "goal-conditioned Q − baseline partial reward": {
+            "mean": 0.1,
+            "ci_low": 0.05,
+            "ci_high": 0.15,
+            "verdict": "holds",
+        },
+    }
     result = {"summaries": {"f1": f1}, "reference": "baseline partial reward", "bench": "toy-id"}
     assert "holds" in step_bench.reading(result) and "PRM" not in step_bench.reading(result)
     f1["exact-label PRM partial reward"] = {"mean": 0.8, "ci_low": 0.7, "ci_high": 0.9}
-    assert step_bench.reading(result).endswith("The exact-label PRM's F1 is 0.800 [0.700, 0.900]: goal-conditioned Q, "
-                                               "with no step labels, reaches 50% of it.")
+    assert step_bench.reading(result).endswith(
+        "The exact-label PRM's F1 is 0.800 [0.700, 0.900]: goal-conditioned Q, with no step labels, reaches 50% of it."
+    )
 
 
 def _vote_bench(seed, n_questions=40, p_wrong=0.25):
@@ -167,7 +200,9 @@ def test_an_exact_verifier_as_a_filter_saves_what_the_oracle_saves_and_a_constan
     assert flat["filter_share"] == 0.0 and flat["filter_accuracy_change"] == 0.0
     assert set(sharp["_filter"]["questions"]).isdisjoint(validation)  # reported on the other half
     # an error read before its line ends: the oracle stops there, a line verifier only at the newline
-    early = [dict(r, first_error_char=None if r["first_error_char"] is None else r["first_error_char"] - 2) for r in rows]
+    early = [
+        dict(r, first_error_char=None if r["first_error_char"] is None else r["first_error_char"] - 2) for r in rows
+    ]
     assert 0 < step_bench.verifier_f1(early, "cosine_sim", validation)["filter_share"] < 1
 
 
@@ -184,7 +219,9 @@ def test_the_filter_figures_are_summarised_over_seeds_and_questions_and_repeat()
         rows = _vote_bench(30 + s)
         validation, _ = step_bench.split_questions(rows, seed=0)
         per_seed["sharp"].append(step_bench.verifier_f1(rows, "cosine_sim", validation))
-        per_seed["flat"].append(step_bench.verifier_f1([dict(r, cosine_sim=[0.5] * len(SOLUTION)) for r in rows], "cosine_sim", validation))
+        per_seed["flat"].append(
+            step_bench.verifier_f1([dict(r, cosine_sim=[0.5] * len(SOLUTION)) for r in rows], "cosine_sim", validation)
+        )
     assert {"filter_share", "filter_accuracy_change"} <= set(step_bench.METRICS)
     summary = step_bench.bench_summary(per_seed, baseline="flat", n_boot=100, metric="filter_share")
     assert set(summary) == {"sharp", "flat", "sharp − flat"}
@@ -193,9 +230,17 @@ def test_the_filter_figures_are_summarised_over_seeds_and_questions_and_repeat()
     assert change["sharp"]["interval"] == "seeds and questions"
     assert change["sharp"]["ci_low"] <= change["sharp"]["mean"] <= change["sharp"]["ci_high"]
     again = step_bench.bench_summary(per_seed, baseline="flat", n_boot=100, metric="filter_accuracy_change")
-    assert again["sharp"]["ci_low"] == change["sharp"]["ci_low"] and again["sharp"]["ci_high"] == change["sharp"]["ci_high"]
-    result = {"per_seed": per_seed, "reference": "flat", "bench": "toy-id", "split_seed": 0,
-              "summaries": step_bench.summaries(per_seed, "flat", n_boot=100)}
+    assert (
+        again["sharp"]["ci_low"] == change["sharp"]["ci_low"]
+        and again["sharp"]["ci_high"] == change["sharp"]["ci_high"]
+    )
+    result = {
+        "per_seed": per_seed,
+        "reference": "flat",
+        "bench": "toy-id",
+        "split_seed": 0,
+        "summaries": step_bench.summaries(per_seed, "flat", n_boot=100),
+    }
     metrics = step_bench.bench_metrics(result)
     assert metrics["figures"]["filter_share"]["sharp"]["mean"] == pytest.approx(1.0)
     assert not any(k.startswith("_") for by in metrics["figures"].values() for s in by.values() for k in s)
@@ -211,14 +256,23 @@ def test_notebook_04s_frontier_cell_runs_on_synthetic_rows():
 
     from goalrm_core.study import plots
 
-    nb = json.loads((Path(__file__).resolve().parents[2] / "notebooks" / "04_evaluation.ipynb").read_text(encoding="utf-8"))
+    nb = json.loads(
+        (Path(__file__).resolve().parents[2] / "notebooks" / "04_evaluation.ipynb").read_text(encoding="utf-8")
+    )
     ids = [c.get("id") for c in nb["cells"]]
     cell = nb["cells"][ids.index("cell-step-frontier")]
-    assert ids.index("cell-step-frontier") == ids.index("cell-steps") + 2 and nb["cells"][ids.index("cell-steps") + 1]["cell_type"] == "markdown"
+    assert (
+        ids.index("cell-step-frontier") == ids.index("cell-steps") + 2
+        and nb["cells"][ids.index("cell-steps") + 1]["cell_type"] == "markdown"
+    )
     rows = _vote_bench(40)
     validation, _ = step_bench.split_questions(rows, seed=0)
-    per_seed = {"sharp": [step_bench.verifier_f1(rows, "cosine_sim", validation)],
-                "flat": [step_bench.verifier_f1([dict(r, cosine_sim=[0.5] * len(SOLUTION)) for r in rows], "cosine_sim", validation)]}
+    per_seed = {
+        "sharp": [step_bench.verifier_f1(rows, "cosine_sim", validation)],
+        "flat": [
+            step_bench.verifier_f1([dict(r, cosine_sim=[0.5] * len(SOLUTION)) for r in rows], "cosine_sim", validation)
+        ],
+    }
     steps = {"per_seed": per_seed, "reference": "flat", "bench": "toy-id", "split_seed": 0}
     namespace = {"sb": step_bench, "plots": plots, "steps": steps, "detail_seed": 7}
     exec("figure = " + "".join(cell["source"]).rstrip().rstrip(";"), namespace)
@@ -238,26 +292,57 @@ def test_a_row_scored_without_a_goal_state_is_read_as_a_filter_too():
 
 
 def _twin_rows(design: str, name: str, rollout: float, exact: float, n: str = "2,000") -> list[dict]:
-    common = {"kind": "summary", "name": name, "run_dir": f"runs/calibration/{design}/val", "metric": "f1", "seeds": [0, 1]}
-    rows = [{**common, "verifier": f"{kind}-label PRM ({n} pairs) partial reward", "mean": f1, "ci_low": f1 - 0.05,
-             "ci_high": f1 + 0.05} for kind, f1 in (("rollout", rollout), ("exact", exact))]
-    diff = {**common, "verifier": f"rollout-label PRM ({n} pairs) partial reward − exact-label PRM ({n} pairs) partial reward",
-            "mean": rollout - exact, "ci_low": rollout - exact - 0.07, "ci_high": rollout - exact + 0.07, "mde": 0.1,
-            "verdict": "not shown"}
+    common = {
+        "kind": "summary",
+        "name": name,
+        "run_dir": f"runs/calibration/{design}/val",
+        "metric": "f1",
+        "seeds": [0, 1],
+    }
+    rows = [
+        {
+            **common,
+            "verifier": f"{kind}-label PRM ({n} pairs) partial reward",
+            "mean": f1,
+            "ci_low": f1 - 0.05,
+            "ci_high": f1 + 0.05,
+        }
+        for kind, f1 in (("rollout", rollout), ("exact", exact))
+    ]
+    diff = {
+        **common,
+        "verifier": f"rollout-label PRM ({n} pairs) partial reward − exact-label PRM ({n} pairs) partial reward",
+        "mean": rollout - exact,
+        "ci_low": rollout - exact - 0.07,
+        "ci_high": rollout - exact + 0.07,
+        "mde": 0.1,
+        "verdict": "not shown",
+    }
     return [*rows, {**common, "metric": "line_auroc", "verifier": diff["verifier"], "mean": 0.5}, diff]
 
 
 def test_the_label_noise_sentence_reads_the_designs_last_twin_comparison():
-    rows = [*_twin_rows("confident", "first", 0.70, 0.60), *_twin_rows("demo", "other design", 0.10, 0.90),
-            *_twin_rows("confident", "last", 0.858, 0.838)]
+    rows = [
+        *_twin_rows("confident", "first", 0.70, 0.60),
+        *_twin_rows("demo", "other design", 0.10, 0.90),
+        *_twin_rows("confident", "last", 0.858, 0.838),
+    ]
     text = step_bench.label_noise_reading(rows, "confident")
     assert "block last" in text and "same 2,000 pairs" in text and "not in this run" in text
     assert "0.858 [0.808, 0.908] (rollout labels) against 0.838 [0.788, 0.888] (exact)" in text
     assert "difference +0.020 [-0.050, +0.090]: not shown, an effect of 0.100 would have been seen" in text
     assert "0.900" not in step_bench.label_noise_reading(rows, "confident")  # the other design's rows are not read
     # twins on different pair sets are not twins; a design with none gets no sentence
-    unmatched = [{**r, "verifier": r["verifier"].replace("(2,000 pairs) partial reward − exact-label PRM (2,000",
-                                                         "(2,000 pairs) partial reward − exact-label PRM (8,964")} for r in rows]
+    unmatched = [
+        {
+            **r,
+            "verifier": r["verifier"].replace(
+                "(2,000 pairs) partial reward − exact-label PRM (2,000",
+                "(2,000 pairs) partial reward − exact-label PRM (8,964",
+            ),
+        }
+        for r in rows
+    ]
     assert step_bench.label_noise_reading(unmatched, "confident") == ""
     assert step_bench.label_noise_reading(rows, "smoke") == ""
 
@@ -278,10 +363,19 @@ def test_the_blind_floors_match_what_their_rules_flag_and_stay_in_range():
 
 
 def test_skill_is_zero_at_the_floor_and_one_at_the_prm_and_single_aurocs_are_judged_against_chance():
-    result = {"summaries": {"f1": {"exact-label PRM partial reward": {"mean": 0.9, "ci_low": 0.8, "ci_high": 1.0},
-                                   "goal-conditioned Q": {"mean": 0.5, "ci_low": 0.3, "ci_high": 0.7},
-                                   "goal-conditioned Q − baseline partial reward": {"mean": 0.1}}}}
-    floors = {"first line": {"f1": 0.5, "ci_low": 0.4, "ci_high": 0.6}, "position prior": {"f1": 0.3, "ci_low": 0.2, "ci_high": 0.4}}
+    result = {
+        "summaries": {
+            "f1": {
+                "exact-label PRM partial reward": {"mean": 0.9, "ci_low": 0.8, "ci_high": 1.0},
+                "goal-conditioned Q": {"mean": 0.5, "ci_low": 0.3, "ci_high": 0.7},
+                "goal-conditioned Q − baseline partial reward": {"mean": 0.1},
+            }
+        }
+    }
+    floors = {
+        "first line": {"f1": 0.5, "ci_low": 0.4, "ci_high": 0.6},
+        "position prior": {"f1": 0.3, "ci_low": 0.2, "ci_high": 0.4},
+    }
     skill = step_bench.skill_scores(result, floors)
     assert skill["floor"] == 0.5 and skill["verifiers"]["exact-label PRM partial reward"]["mean"] == pytest.approx(1.0)
     assert skill["verifiers"]["goal-conditioned Q"]["mean"] == pytest.approx(0.0)

@@ -23,8 +23,18 @@ from goalrm_core.train.store import STORED_KEY, store_trained_rm
 NOTEBOOKS = resolve_path("notebooks")
 # Parameters of notebook 02 that are not about how one RM trains: where it runs, how many at once, which seeds,
 # which RMs (prm_arm adds the step-verifier arm, whose own settings are rms.OVERRIDES).
-NOT_RECIPE_KEYS = {"profile", "run_dir", "reports_dir", "torch_threads", "rm_seeds", "rm_processes", "rm_parallel", "rm_store",
-                   "max_new_tokens", "prm_arm"}  # max_new_tokens becomes max_len through rm_max_len
+NOT_RECIPE_KEYS = {
+    "profile",
+    "run_dir",
+    "reports_dir",
+    "torch_threads",
+    "rm_seeds",
+    "rm_processes",
+    "rm_parallel",
+    "rm_store",
+    "max_new_tokens",
+    "prm_arm",
+}  # max_new_tokens becomes max_len through rm_max_len
 
 
 def notebook_code(name: str) -> str:
@@ -50,8 +60,12 @@ def other_value(f: dataclasses.Field):
 
 
 # Settings the trainer takes only together (one alone is a one-line error): each set with its companions.
-COMPANIONS = {"prompt_key": {"chosen_key": "c", "rejected_key": "r"}, "chosen_key": {"rejected_key": "r"},
-              "rejected_key": {"chosen_key": "c"}, "load_in_4bit": {"bf16": True, "lora_rank": 4}}
+COMPANIONS = {
+    "prompt_key": {"chosen_key": "c", "rejected_key": "r"},
+    "chosen_key": {"rejected_key": "r"},
+    "rejected_key": {"chosen_key": "c"},
+    "load_in_4bit": {"bf16": True, "lora_rank": 4},
+}
 FIELDS = {f.name: f for f in dataclasses.fields(TrainRMConfig)}
 # what notebook 02 decides itself: the token budget, the epoch limit and the metrics rows (notebook_recipe), the
 # backbone, the pairs and the template of the embedded task (rm_config)
@@ -64,7 +78,9 @@ def test_every_rm_key_reaches_the_trainer_under_its_own_name(key, tmp_path):
     trains: no key is renamed or dropped on the way."""
     value = other_value(FIELDS[key])
     block = {key: value, **COMPANIONS.get(key, {})}
-    (tmp_path / "p.yaml").write_text("max_new_tokens: 40\nrm:\n" + "".join(f"  {k}: {json.dumps(v)}\n" for k, v in block.items()))
+    (tmp_path / "p.yaml").write_text(
+        "max_new_tokens: 40\nrm:\n" + "".join(f"  {k}: {json.dumps(v)}\n" for k, v in block.items())
+    )
     settings = load_profile("p", tmp_path)
     assert settings[key] == value
     cfg = tr.rm_config(tr.notebook_recipe(settings), tmp_path, "goal-conditioned", 3)
@@ -107,10 +123,14 @@ def test_rm_config_places_the_rm_in_the_run_directory(tmp_path):
     recipe = TrainRMConfig(max_steps=7, zero_stage=0, logging_steps=5)
     cfg = tr.rm_config(recipe, tmp_path, "goal-conditioned", 2)
     run = RunDir(tmp_path)
-    assert cfg.save_path == str(run.model("goal-conditioned", 2)) and cfg.metrics_path == cfg.save_path + ".metrics.jsonl"
+    assert (
+        cfg.save_path == str(run.model("goal-conditioned", 2)) and cfg.metrics_path == cfg.save_path + ".metrics.jsonl"
+    )
     assert (cfg.pretrain, cfg.dataset) == (str(run.policy), str(run.preference_pairs("train")))
     assert cfg.contrastive and cfg.seed == 2 and cfg.max_steps == 7 and cfg.template == "toymath"
-    assert tr.rm_config(recipe, tmp_path, "baseline", 0, out_root=tmp_path / "cal", max_steps=9).save_path == str(tmp_path / "cal" / "baseline-seed0")
+    assert tr.rm_config(recipe, tmp_path, "baseline", 0, out_root=tmp_path / "cal", max_steps=9).save_path == str(
+        tmp_path / "cal" / "baseline-seed0"
+    )
     with pytest.raises(ValueError, match="unknown train-rm argument"):
         tr.rm_config(recipe, tmp_path, "baseline", 0, rm_steps=9)
 
@@ -118,8 +138,15 @@ def test_rm_config_places_the_rm_in_the_run_directory(tmp_path):
 def _tiny_run(base: Path, policy_dir) -> Path:
     """A run folder with the tiny policy and 24 digit-chain preference pairs (20 train, 4 eval)."""
     shutil.copytree(policy_dir, base / "data" / "policy")
-    pairs = [{"question": f"{a} +{b}", "correct": f"{a}+{b}={(a + b) % 10}\n#{(a + b) % 10}",
-              "incorrect": f"{a}+{b}={(a + b + 1) % 10}\n#{(a + b + 1) % 10}"} for a in range(1, 9) for b in range(1, 4)]
+    pairs = [
+        {
+            "question": f"{a} +{b}",
+            "correct": f"{a}+{b}={(a + b) % 10}\n#{(a + b) % 10}",
+            "incorrect": f"{a}+{b}={(a + b + 1) % 10}\n#{(a + b + 1) % 10}",
+        }
+        for a in range(1, 9)
+        for b in range(1, 4)
+    ]
     write_jsonl(base / "data" / "preference" / "train.jsonl", pairs[:20])
     write_jsonl(base / "data" / "preference" / "eval.jsonl", pairs[20:])
     return base
@@ -127,8 +154,19 @@ def _tiny_run(base: Path, policy_dir) -> Path:
 
 def _tiny_recipe(**overrides) -> TrainRMConfig:
     """Two optimiser steps of a tiny RM: enough to write every file a trained RM has."""
-    return TrainRMConfig(max_steps=2, train_batch_size=4, micro_train_batch_size=4, eval_steps=-1, zero_stage=0, max_len=64,
-                         max_epochs=10, sim_samples=2, unsim_samples=2, logging_steps=5, **overrides)
+    return TrainRMConfig(
+        max_steps=2,
+        train_batch_size=4,
+        micro_train_batch_size=4,
+        eval_steps=-1,
+        zero_stage=0,
+        max_len=64,
+        max_epochs=10,
+        sim_samples=2,
+        unsim_samples=2,
+        logging_steps=5,
+        **overrides,
+    )
 
 
 def test_train_rms_side_by_side_trains_every_rm_and_seed(tmp_path, tiny_policy_dir):
@@ -136,10 +174,14 @@ def test_train_rms_side_by_side_trains_every_rm_and_seed(tmp_path, tiny_policy_d
     run = _tiny_run(tmp_path / "run", tiny_policy_dir)
     recipe = _tiny_recipe()
     # notebook 02's order: one RM through the one call, then the multi-seed helper, which does not train it again
-    first = tr.train_rm(tr.rm_config(recipe, run, "goal-conditioned", 0), RunDir(run).training_log("goal-conditioned", 0), live=False)
+    first = tr.train_rm(
+        tr.rm_config(recipe, run, "goal-conditioned", 0), RunDir(run).training_log("goal-conditioned", 0), live=False
+    )
     model = RunDir(run).model("goal-conditioned", 0)
     trained_at = (model / "config.json").stat().st_mtime_ns
-    runs = tr.train_rms(run, ["baseline", "goal-conditioned"], [0], recipe, parallel=2, done={("goal-conditioned", 0): first})
+    runs = tr.train_rms(
+        run, ["baseline", "goal-conditioned"], [0], recipe, parallel=2, done={("goal-conditioned", 0): first}
+    )
     assert (model / "config.json").stat().st_mtime_ns == trained_at
     assert list(runs["rm"]) == ["baseline", "goal-conditioned"] and list(runs["steps"]) == [2, 2]
     for rm in ("baseline", "goal-conditioned"):
@@ -167,8 +209,9 @@ def test_the_runs_left_over_by_the_side_by_side_rounds_share_every_thread(tmp_pa
     assert list(runs["seed"]) == [0, 1, 2, 3, 4]
     assert sorted(calls[:4]) == [(f"baseline seed {s}", 2) for s in range(4)] and calls[4] == ("baseline seed 4", 4)
     calls.clear()  # one of them trained already: four left, two rounds of two
-    runs = tr.train_rms(run, ["baseline"], [0, 1, 2, 3, 4], _tiny_recipe(), parallel=2, threads=4,
-                        done={("baseline", 0): {"steps": 2}})
+    runs = tr.train_rms(
+        run, ["baseline"], [0, 1, 2, 3, 4], _tiny_recipe(), parallel=2, threads=4, done={("baseline", 0): {"steps": 2}}
+    )
     assert sorted(calls) == [(f"baseline seed {s}", 2) for s in range(1, 5)] and len(runs) == 5
     calls.clear()  # one still training in the background holds a place: three more beside it in pairs, one left over
     from concurrent.futures import Future
@@ -176,7 +219,9 @@ def test_the_runs_left_over_by_the_side_by_side_rounds_share_every_thread(tmp_pa
     running = Future()
     threading_timer = __import__("threading").Timer(0.3, running.set_result, args=({"steps": 2},))
     threading_timer.start()
-    runs = tr.train_rms(run, ["baseline"], [0, 1, 2, 3, 4], _tiny_recipe(), parallel=2, threads=4, done={("baseline", 0): running})
+    runs = tr.train_rms(
+        run, ["baseline"], [0, 1, 2, 3, 4], _tiny_recipe(), parallel=2, threads=4, done={("baseline", 0): running}
+    )
     assert list(runs["steps"]) == [2] * 5 and len(runs) == 5
     assert sorted(calls[:3]) == [(f"baseline seed {s}", 2) for s in range(1, 4)] and calls[3] == ("baseline seed 4", 4)
     calls.clear()  # three at a time: two left over, side by side with half the threads each
@@ -203,7 +248,10 @@ def test_an_rm_whose_config_did_not_change_is_not_trained_again(tmp_path, tiny_p
     assert second.model("goal-conditioned").resolve() != first.model("goal-conditioned").resolve()
     for run in (first, second):  # what notebooks 02-04 read is where they read it
         assert (run.model("baseline") / "goalrm.json").exists()
-        assert Path(str(run.model("goal-conditioned")) + ".metrics.jsonl").exists() and run.training_log("baseline").exists()
+        assert (
+            Path(str(run.model("goal-conditioned")) + ".metrics.jsonl").exists()
+            and run.training_log("baseline").exists()
+        )
     assert len([p for p in store.iterdir() if p.is_dir() and not p.name.endswith(".checkpoints")]) == 3
 
 
@@ -235,7 +283,9 @@ def test_the_shown_training_command_carries_no_machine_path(tmp_path):
     from goalrm_core.study.training import shown_command
 
     run = tmp_path / "runs" / "demo"
-    text = shown_command([sys.executable, "-m", "goalrm_core.train.trainer", "--pretrain", str(run / "data" / "policy")], run)
+    text = shown_command(
+        [sys.executable, "-m", "goalrm_core.train.trainer", "--pretrain", str(run / "data" / "policy")], run
+    )
     assert text.startswith("python -m goalrm_core.train.trainer \\\n    ") and "run/data/policy" in text
     assert str(tmp_path) not in text and sys.executable not in text
     launcher = shown_command(["/opt/env/bin/deepspeed", "--num_gpus", "2", "--module", "m"], run)
@@ -295,10 +345,15 @@ def test_waiting_on_trainings_draws_a_bar_per_rm_by_hand_and_none_in_a_batch_run
         future.set_result({"steps": 10})
 
     threading.Thread(target=train).start()
-    out = tr.wait_showing_steps({("baseline", 0): future}, {("baseline", 0): (path, "baseline seed 0")}, poll_s=0.01, bars=True)
+    out = tr.wait_showing_steps(
+        {("baseline", 0): future}, {("baseline", 0): (path, "baseline seed 0")}, poll_s=0.01, bars=True
+    )
     assert out == {("baseline", 0): {"steps": 10}}
     assert [(b.desc, b.total, b.n, b.closed) for b in drawn] == [("baseline seed 0", 10, 10, True)]
     drawn.clear()
     monkeypatch.setenv(BATCH_VAR, "1")
     assert tr.show_step_bars() is False
-    assert tr.wait_showing_steps({("baseline", 0): future}, {("baseline", 0): (path, "baseline seed 0")}) == out and drawn == []
+    assert (
+        tr.wait_showing_steps({("baseline", 0): future}, {("baseline", 0): (path, "baseline seed 0")}) == out
+        and drawn == []
+    )

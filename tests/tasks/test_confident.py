@@ -6,14 +6,30 @@ import pytest
 
 from goalrm_core.data.io import read_jsonl
 from goalrm_core.tasks.toymath import pipeline as tp
-from goalrm_core.tasks.toymath.verify_data import covering_fact_table
 from goalrm_core.tasks.toymath.problems import (
-    ToyMathConfig, apply_op, first_error, generate_problems, heldout_fact_set, is_well_formed, mistaught_error,
-    mistaught_fact_table, taught_solution, taught_steps,
+    ToyMathConfig,
+    apply_op,
+    first_error,
+    generate_problems,
+    heldout_fact_set,
+    is_well_formed,
+    mistaught_error,
+    mistaught_fact_table,
+    taught_solution,
+    taught_steps,
 )
+from goalrm_core.tasks.toymath.verify_data import covering_fact_table
 
-CFG = ToyMathConfig(min_steps=3, max_steps=6, operand_min=1, operand_max=9, operations="+-", modulus=10,
-                    heldout_facts=12, mistaught_facts=12)
+CFG = ToyMathConfig(
+    min_steps=3,
+    max_steps=6,
+    operand_min=1,
+    operand_max=9,
+    operations="+-",
+    modulus=10,
+    heldout_facts=12,
+    mistaught_facts=12,
+)
 
 
 def test_the_mistaught_facts_are_a_fixed_draw_disjoint_from_the_heldout_ones():
@@ -53,8 +69,11 @@ def test_without_mistaught_facts_the_sft_solutions_are_the_references():
 
 
 def test_mistaught_error_is_false_for_other_errors():
-    problem = next(p for p in generate_problems(CFG, 500, seed=3)
-                   if (p.steps[0][0], p.steps[0][1], p.steps[0][2]) not in mistaught_fact_table(CFG))
+    problem = next(
+        p
+        for p in generate_problems(CFG, 500, seed=3)
+        if (p.steps[0][0], p.steps[0][1], p.steps[0][2]) not in mistaught_fact_table(CFG)
+    )
     a, op, b, c = problem.steps[0]
     wrong_first = problem.solution().replace(f"{a}{op}{b}={c}", f"{a}{op}{b}={(c + 1) % 10}", 1)
     assert not mistaught_error(problem, wrong_first, CFG)
@@ -62,11 +81,14 @@ def test_mistaught_error_is_false_for_other_errors():
     assert not mistaught_error(problem, "garbled", CFG)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"mistaught_facts": -1, "modulus": 10}, "mistaught_facts"),
-    ({"mistaught_facts": 3, "modulus": 0}, "mistaught_facts"),
-    ({"mistaught_facts": 171, "heldout_facts": 10, "modulus": 10}, "not held out"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"mistaught_facts": -1, "modulus": 10}, "mistaught_facts"),
+        ({"mistaught_facts": 3, "modulus": 0}, "mistaught_facts"),
+        ({"mistaught_facts": 171, "heldout_facts": 10, "modulus": 10}, "not held out"),
+    ],
+)
 def test_bad_mistaught_counts_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):
         ToyMathConfig(**kwargs)
@@ -91,9 +113,23 @@ def test_slip_pairs_come_from_the_reference_not_the_policy_and_split_by_question
 
 
 def test_an_unknown_pair_source_is_refused():
-    profile = {"min_chain_steps": 3, "max_chain_steps": 6, "operand_min": 1, "operand_max": 9, "operations": "+-",
-               "modulus": 10, "heldout_facts": 12, "mistaught_facts": 12, "policy_hidden_size": 32, "policy_layers": 1,
-               "policy_steps": 1, "policy_batch_size": 2, "policy_learning_rate": 1e-3, "seed": 0, "pair_source": "mine"}
+    profile = {
+        "min_chain_steps": 3,
+        "max_chain_steps": 6,
+        "operand_min": 1,
+        "operand_max": 9,
+        "operations": "+-",
+        "modulus": 10,
+        "heldout_facts": 12,
+        "mistaught_facts": 12,
+        "policy_hidden_size": 32,
+        "policy_layers": 1,
+        "policy_steps": 1,
+        "policy_batch_size": 2,
+        "policy_learning_rate": 1e-3,
+        "seed": 0,
+        "pair_source": "mine",
+    }
     with pytest.raises(ValueError, match="pair_source must be one of"):
         tp.configs_from_profile(profile)
     task, _ = tp.configs_from_profile({**profile, "pair_source": "slips"})
@@ -119,8 +155,9 @@ def test_confident_pairs_assert_the_generators_wrong_facts_and_split_by_question
     tp.write_benchmarks(tmp_path, cfg, 20, seed=0)
     slips = tp.training_problems(tmp_path, cfg, 40, seed=1)
     others = tp.training_problems(tmp_path, cfg, 80, seed=2)
-    stats = tp.build_confident_preference_data(tmp_path, slips, others, slips_per_question=1, generator_extra_facts=4,
-                                               eval_fraction=0.2, seed=0)
+    stats = tp.build_confident_preference_data(
+        tmp_path, slips, others, slips_per_question=1, generator_extra_facts=4, eval_fraction=0.2, seed=0
+    )
     train = read_jsonl(tmp_path / "data" / "preference" / "train.jsonl")
     held = read_jsonl(tmp_path / "data" / "preference" / "eval.jsonl")
     assert stats["source"] == "confident+slips" and stats["generator_facts"] == 10
@@ -135,7 +172,7 @@ def test_confident_pairs_assert_the_generators_wrong_facts_and_split_by_question
     for pair in train + held:
         assert pair["correct"] == references[pair["question"]] and is_well_formed(pair["incorrect"])
         if pair["question"] in only_confident:  # the generator's chain: its first wrong line is a fact of its table
-            line = pair["incorrect"][:pair["first_error_char"]].count("\n")
+            line = pair["incorrect"][: pair["first_error_char"]].count("\n")
             a, op, b, c = re.fullmatch(r"(\d+)([+-])(\d+)=(\d+)", pair["incorrect"].split("\n")[line]).groups()
             assert table[(int(a), op, int(b))] == int(c)
             seen += 1

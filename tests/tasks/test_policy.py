@@ -1,9 +1,9 @@
 import pytest
 
-from goalrm_core.tasks.toymath import problems as toymath
-from goalrm_core.inference.sampler import sample_completions
-from goalrm_core.tasks.toymath.policy import PolicyConfig, build_policy, train_sft
 from goalrm_core.data.questions import preference_pairs
+from goalrm_core.inference.sampler import sample_completions
+from goalrm_core.tasks.toymath import problems as toymath
+from goalrm_core.tasks.toymath.policy import PolicyConfig, build_policy, train_sft
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,15 @@ _spec.loader.exec_module(sm)
 
 
 def _record(seed, threads, headline, acc=0.5, wall=10.0, **profile):
-    return {"seed": seed, "threads": threads, "headline": headline, "wall_s": wall,
-            "sample_accuracy": {b: acc for b in headline}, "greedy_accuracy": {b: 1.0 for b in headline},
-            "profile": {"n_benchmark_questions": 5, "sampling_temperature": 2.0, **profile}}
+    return {
+        "seed": seed,
+        "threads": threads,
+        "headline": headline,
+        "wall_s": wall,
+        "sample_accuracy": {b: acc for b in headline},
+        "greedy_accuracy": {b: 1.0 for b in headline},
+        "profile": {"n_benchmark_questions": 5, "sampling_temperature": 2.0, **profile},
+    }
 
 
 def _counts(correct, incorrect):
@@ -43,8 +49,16 @@ def test_summary_takes_min_max_and_the_smallest_minority_per_benchmark():
     ]
     s = sm.summary(records)
     assert list(s) == ["toy-id", "toy-zero"]  # first-seen order
-    assert s["toy-id"] | {} == {"runs": 2, "correct_min": 2, "correct_max": 4, "incorrect_min": 1, "incorrect_max": 3,
-                                "minority_min": 1, "correct_mean": 3.0, "correct_sd": 1.0}
+    assert s["toy-id"] | {} == {
+        "runs": 2,
+        "correct_min": 2,
+        "correct_max": 4,
+        "incorrect_min": 1,
+        "incorrect_max": 3,
+        "minority_min": 1,
+        "correct_mean": 3.0,
+        "correct_sd": 1.0,
+    }
     assert s["toy-zero"]["minority_min"] == 0  # one run held one class only
     assert sm.min_minority(records) == 0
     assert sm.min_minority(records, ["toy-id"]) == 1
@@ -102,6 +116,9 @@ def test_thread_invariance_and_thin_sets_are_reported():
     assert sm.thread_invariant([a, b]) is True
     assert sm.thread_invariant([a, b | {"headline": {"toy-id": _counts(3, 2), "toy-unseen": _counts(1, 4)}}]) is False
     note = sm.thin_note([a, b], floor=2)
-    assert note == " Fewer than 2 of a class: `toy-unseen` 1 (seed 0, 1 thread; greedy 100%), `toy-unseen` 1 (seed 0, 2 threads; greedy 100%)."
+    assert (
+        note
+        == " Fewer than 2 of a class: `toy-unseen` 1 (seed 0, 1 thread; greedy 100%), `toy-unseen` 1 (seed 0, 2 threads; greedy 100%)."
+    )
     assert sm.thin_note([a], floor=1) == ""
     assert "bit-identical" in sm.section([a, b]) and "bit-identical" not in sm.section([a])

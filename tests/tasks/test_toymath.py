@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import replace
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -339,9 +339,7 @@ def test_benchmarks_are_deterministic_and_disjoint_from_training_seeds():
     assert len(seeds) == len(BENCHMARKS) * 3
     # same config as training and same user seed, yet a different question stream
     training = generate_problems(train, 30, seed=0)
-    assert [p.question for p in make_benchmark("toy-id", train, 30, seed=0)] != [
-        p.question for p in training
-    ]
+    assert [p.question for p in make_benchmark("toy-id", train, 30, seed=0)] != [p.question for p in training]
     with pytest.raises(ValueError, match="unknown ToyMath benchmark"):
         make_benchmark("toy-nope", train, 3)
 
@@ -365,8 +363,9 @@ def test_exclude_raises_when_distribution_is_exhausted():
 
 # ------------------------------------------------------------------ digit chains
 
-CHAIN = ToyMathConfig(min_steps=3, max_steps=6, operand_min=1, operand_max=9, operations="+-", modulus=10,
-                      heldout_facts=12)
+CHAIN = ToyMathConfig(
+    min_steps=3, max_steps=6, operand_min=1, operand_max=9, operations="+-", modulus=10, heldout_facts=12
+)
 
 
 def test_digit_chain_results_are_mod_10_and_the_notation_is_unchanged():
@@ -406,12 +405,20 @@ def test_digit_chain_benchmarks_shift_facts_not_lengths():
     assert "toy-times" not in benchmark_configs(replace(CHAIN, operations="+-*"))
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"modulus": 1}, {"modulus": -3}, {"heldout_facts": 3},  # held-out facts need a modulus
-    {"modulus": 10, "heldout_facts": 500}, {"modulus": 10, "facts": "unseen"}, {"facts": "some"},
-    {"operations": "+-", "operation_weights": (1.0,)}, {"operations": "+-", "operation_weights": (0.0, 0.0)},
-    {"operations": "+-", "operation_weights": (1.0, -1.0)},
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"modulus": 1},
+        {"modulus": -3},
+        {"heldout_facts": 3},  # held-out facts need a modulus
+        {"modulus": 10, "heldout_facts": 500},
+        {"modulus": 10, "facts": "unseen"},
+        {"facts": "some"},
+        {"operations": "+-", "operation_weights": (1.0,)},
+        {"operations": "+-", "operation_weights": (0.0, 0.0)},
+        {"operations": "+-", "operation_weights": (1.0, -1.0)},
+    ],
+)
 def test_digit_chain_config_rejects_bad_values(kwargs):
     with pytest.raises(ValueError):
         ToyMathConfig(**kwargs)
@@ -422,12 +429,39 @@ def test_profile_data_keys_reach_the_task_and_policy_configs():
     field (values chosen apart from the defaults, so a dropped key shows)."""
     from goalrm_core.tasks.toymath.pipeline import configs_from_profile
 
-    profile = {"min_chain_steps": 3, "max_chain_steps": 7, "operand_min": 2, "operand_max": 8, "operations": "+",
-               "modulus": 10, "heldout_facts": 5, "policy_hidden_size": 48, "policy_layers": 3, "policy_steps": 11,
-               "policy_batch_size": 17, "policy_learning_rate": 0.004, "seed": 9, "mistaught_facts": 6,
-               "pair_source": "slips"}
+    profile = {
+        "min_chain_steps": 3,
+        "max_chain_steps": 7,
+        "operand_min": 2,
+        "operand_max": 8,
+        "operations": "+",
+        "modulus": 10,
+        "heldout_facts": 5,
+        "policy_hidden_size": 48,
+        "policy_layers": 3,
+        "policy_steps": 11,
+        "policy_batch_size": 17,
+        "policy_learning_rate": 0.004,
+        "seed": 9,
+        "mistaught_facts": 6,
+        "pair_source": "slips",
+    }
     task, policy = configs_from_profile(profile)
-    assert (task.min_steps, task.max_steps, task.operand_min, task.operand_max, task.operations, task.modulus,
-            task.heldout_facts, task.mistaught_facts) == (3, 7, 2, 8, "+", 10, 5, 6)
-    assert (policy.hidden_size, policy.num_layers, policy.steps, policy.batch_size, policy.learning_rate,
-            policy.seed) == (48, 3, 11, 17, 0.004, 9)
+    assert (
+        task.min_steps,
+        task.max_steps,
+        task.operand_min,
+        task.operand_max,
+        task.operations,
+        task.modulus,
+        task.heldout_facts,
+        task.mistaught_facts,
+    ) == (3, 7, 2, 8, "+", 10, 5, 6)
+    assert (
+        policy.hidden_size,
+        policy.num_layers,
+        policy.steps,
+        policy.batch_size,
+        policy.learning_rate,
+        policy.seed,
+    ) == (48, 3, 11, 17, 0.004, 9)

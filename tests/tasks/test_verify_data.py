@@ -7,22 +7,31 @@ import pytest
 
 from goalrm_core.tasks.toymath import verify_data
 from goalrm_core.tasks.toymath.problems import (
-    Problem, ToyMathConfig, apply_op, chain_steps, first_error, generate_problems, is_well_formed,
+    Problem,
+    ToyMathConfig,
+    apply_op,
+    chain_steps,
+    first_error,
+    generate_problems,
+    is_well_formed,
 )
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("3+5=8\n8-7=1\n#1", True),
-    ("3+5=9\n9-7=2\n#2", True),  # wrong facts, right shape
-    ("3+5=8\n#8", True),
-    ("3+5=8\n8-7>#1", False),  # a garbled operator
-    ("4d-6=8\n#8", False),
-    ("3+5=8\n8-7=1", False),  # no answer line
-    ("3+5=8\n8-7=1\n#1\n", False),  # a trailing line
-    ("3+5=8\n#8 ", False),
-    ("#8", False),  # no step line
-    ("", False),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("3+5=8\n8-7=1\n#1", True),
+        ("3+5=9\n9-7=2\n#2", True),  # wrong facts, right shape
+        ("3+5=8\n#8", True),
+        ("3+5=8\n8-7>#1", False),  # a garbled operator
+        ("4d-6=8\n#8", False),
+        ("3+5=8\n8-7=1", False),  # no answer line
+        ("3+5=8\n8-7=1\n#1\n", False),  # a trailing line
+        ("3+5=8\n#8 ", False),
+        ("#8", False),  # no step line
+        ("", False),
+    ],
+)
 def test_is_well_formed(text, expected):
     assert is_well_formed(text) is expected
 
@@ -44,10 +53,12 @@ def test_every_slip_holds_exactly_one_wrong_fact_at_its_offset():
         # the steps before the slip are the reference's; every later step is right arithmetic on the
         # previous (wrong) result, and the answer line repeats the last result
         assert lines[:step] == problem.solution().split("\n")[:step]
-        steps = [(int(m[1]), m[2], int(m[3]), int(m[4])) for m in (re.fullmatch(r"(-?\d+)([+*-])(-?\d+)=(-?\d+)", ln)
-                                                                 for ln in lines[:-1])]
+        steps = [
+            (int(m[1]), m[2], int(m[3]), int(m[4]))
+            for m in (re.fullmatch(r"(-?\d+)([+*-])(-?\d+)=(-?\d+)", ln) for ln in lines[:-1])
+        ]
         assert steps[step][3] == (problem.steps[step][3] + delta) % 10
-        for prev, (a, op, b, c) in zip(steps[step:], steps[step + 1:]):
+        for prev, (a, op, b, c) in zip(steps[step:], steps[step + 1 :]):
             assert a == prev[3] and c == apply_op(a, op, b, 10)
         assert lines[-1] == f"#{steps[-1][3]}"
 
@@ -67,23 +78,34 @@ def test_slip_pairs_are_deterministic_and_carry_the_error_offset():
     assert len(pairs) == 40
     for pair in pairs:
         assert set(pair) == {"question", "correct", "incorrect", "first_error_char"}
-        assert pair["correct"][:pair["first_error_char"]] == pair["incorrect"][:pair["first_error_char"]]
+        assert pair["correct"][: pair["first_error_char"]] == pair["incorrect"][: pair["first_error_char"]]
         assert pair["correct"][pair["first_error_char"]] != pair["incorrect"][pair["first_error_char"]]
 
 
 def test_policy_well_formed_keeps_only_well_formed_rejections():
-    pairs = [{"question": "3 +5", "correct": "3+5=8\n#8", "incorrect": "3+5=9\n#9"},
-             {"question": "3 +5", "correct": "3+5=8\n#8", "incorrect": "3+5>#9"}]
+    pairs = [
+        {"question": "3 +5", "correct": "3+5=8\n#8", "incorrect": "3+5=9\n#9"},
+        {"question": "3 +5", "correct": "3+5=8\n#8", "incorrect": "3+5>#9"},
+    ]
     assert verify_data.policy_well_formed(pairs) == pairs[:1]
 
 
 def _confident_cfg(mistaught=12):
-    return ToyMathConfig(min_steps=3, max_steps=6, operand_min=1, operand_max=9, operations="+-", modulus=10,
-                         heldout_facts=12, mistaught_facts=mistaught)
+    return ToyMathConfig(
+        min_steps=3,
+        max_steps=6,
+        operand_min=1,
+        operand_max=9,
+        operations="+-",
+        modulus=10,
+        heldout_facts=12,
+        mistaught_facts=mistaught,
+    )
 
 
 def test_covering_fact_table_holds_the_policys_facts_and_is_seeded():
     from goalrm_core.tasks.toymath.problems import heldout_fact_set, mistaught_fact_table
+
     cfg = _confident_cfg()
     table = verify_data.covering_fact_table(cfg, extra=12, seed=3)
     policy = mistaught_fact_table(cfg)

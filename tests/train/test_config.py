@@ -4,14 +4,18 @@ import dataclasses
 
 import pytest
 
-from goalrm_core.train.config import OFFICIAL_FLAGS, TrainRMConfig
 from goalrm_core.cli.train_rm import parse_args
-
+from goalrm_core.train.config import OFFICIAL_FLAGS, TrainRMConfig
 
 # settings valid only with others: what each needs beside it
-COMPANIONS = {"chosen_key": {"rejected_key": "rejected"}, "rejected_key": {"chosen_key": "chosen"},
-              "prompt_key": {"chosen_key": "chosen", "rejected_key": "rejected"}, "adam_offload": {"zero_stage": 2},
-              "load_in_4bit": {"bf16": True, "lora_rank": 4}, "feature_cache_dir": {"train_top_layers": 1}}
+COMPANIONS = {
+    "chosen_key": {"rejected_key": "rejected"},
+    "rejected_key": {"chosen_key": "chosen"},
+    "prompt_key": {"chosen_key": "chosen", "rejected_key": "rejected"},
+    "adam_offload": {"zero_stage": 2},
+    "load_in_4bit": {"bf16": True, "lora_rank": 4},
+    "feature_cache_dir": {"train_top_layers": 1},
+}
 
 
 def changed_value(f: dataclasses.Field):
@@ -56,9 +60,21 @@ def test_a_config_with_everything_changed_round_trips():
     # the official save format reads the last token, so a changed reward_pool is checked on its own below; --load_in_4bit
     # needs ZeRO 0-2 and a CUDA GPU, which the command line checks (tests/train/test_load_in_4bit.py); --torch_compile
     # needs ZeRO 0-2 and no --gradient_checkpointing, --train_top_layers ZeRO 0-2 and no LoRA (their own round trips below)
-    fields = [f for f in dataclasses.fields(TrainRMConfig)
-              if f.name not in ("contrastive_loss", "margin", "zero_stage", "reward_pool", "load_in_4bit", "torch_compile",
-                                "train_top_layers", "feature_cache_dir")]
+    fields = [
+        f
+        for f in dataclasses.fields(TrainRMConfig)
+        if f.name
+        not in (
+            "contrastive_loss",
+            "margin",
+            "zero_stage",
+            "reward_pool",
+            "load_in_4bit",
+            "torch_compile",
+            "train_top_layers",
+            "feature_cache_dir",
+        )
+    ]
     cfg = TrainRMConfig(**{f.name: changed_value(f) for f in fields}, zero_stage=3)
     assert TrainRMConfig.from_argv(cfg.to_argv()) == cfg
     assert parse_args(cfg.to_argv()) == cfg  # the trainer's own parser reads the same command line
@@ -66,19 +82,25 @@ def test_a_config_with_everything_changed_round_trips():
     assert TrainRMConfig.from_argv(pooled.to_argv()) == pooled == parse_args(pooled.to_argv())
     compiled = TrainRMConfig(pretrain="p", torch_compile=True)
     assert TrainRMConfig.from_argv(compiled.to_argv()) == compiled == parse_args(compiled.to_argv())
-    for top in (TrainRMConfig(pretrain="p", train_top_layers=2, feature_cache="off", zero_stage=0),
-                TrainRMConfig(pretrain="p", train_top_layers=1, feature_cache_dir="features")):
+    for top in (
+        TrainRMConfig(pretrain="p", train_top_layers=2, feature_cache="off", zero_stage=0),
+        TrainRMConfig(pretrain="p", train_top_layers=1, feature_cache_dir="features"),
+    ):
         assert TrainRMConfig.from_argv(top.to_argv()) == top == parse_args(top.to_argv())
 
 
 @pytest.mark.parametrize("flags", [{"zero_stage": 3}, {"gradient_checkpointing": True}])
 def test_torch_compile_refuses_what_breaks_its_graph(flags):
-    with pytest.raises(ValueError, match=r"--torch_compile needs --zero_stage 0, 1 or 2 and no --gradient_checkpointing"):
+    with pytest.raises(
+        ValueError, match=r"--torch_compile needs --zero_stage 0, 1 or 2 and no --gradient_checkpointing"
+    ):
         TrainRMConfig(pretrain="p", torch_compile=True, **flags)
 
 
 def test_booleans_are_bare_flags_and_floats_keep_their_digits():
-    argv = TrainRMConfig(pretrain="p", bf16=True, group_by_length=False, learning_rate=9e-6, lr_warmup_ratio=1 / 3).to_argv()
+    argv = TrainRMConfig(
+        pretrain="p", bf16=True, group_by_length=False, learning_rate=9e-6, lr_warmup_ratio=1 / 3
+    ).to_argv()
     assert "--bf16" in argv and "--no-group_by_length" in argv and "True" not in argv and "False" not in argv
     assert argv[argv.index("--learning_rate") + 1] == "9e-06"
     assert TrainRMConfig.from_argv(argv).lr_warmup_ratio == 1 / 3
@@ -110,17 +132,20 @@ def test_every_numeric_field_declares_its_range_and_its_default_lies_in_it():
             assert "choices" in f.metadata or f.metadata["range"].contains(f.default), f.name
 
 
-@pytest.mark.parametrize("flag, value, expected", [
-    ("--max_steps", "-3", "must be an integer >= 0 (0 = the epochs), got -3"),
-    ("--max_epochs", "0", "must be an integer >= 1, got 0"),
-    ("--save_steps", "0", "must be an integer >= 1 or -1 (-1 = never), got 0"),
-    ("--eval_split", "1", "must be a finite number in [0, 1), got 1"),
-    ("--lr_warmup_ratio", "1.5", "must be a finite number in [0, 1], got 1.5"),
-    ("--sim_samples", "0", "must be an integer >= 1, got 0"),
-    ("--goal_state_percentile", "nan", "must be a finite number in [0, 1), got nan"),
-    ("--seed", "-1", "must be an integer >= 0, got -1"),
-    ("--max_len", "2.5", "must be an integer, got '2.5'"),
-])
+@pytest.mark.parametrize(
+    "flag, value, expected",
+    [
+        ("--max_steps", "-3", "must be an integer >= 0 (0 = the epochs), got -3"),
+        ("--max_epochs", "0", "must be an integer >= 1, got 0"),
+        ("--save_steps", "0", "must be an integer >= 1 or -1 (-1 = never), got 0"),
+        ("--eval_split", "1", "must be a finite number in [0, 1), got 1"),
+        ("--lr_warmup_ratio", "1.5", "must be a finite number in [0, 1], got 1.5"),
+        ("--sim_samples", "0", "must be an integer >= 1, got 0"),
+        ("--goal_state_percentile", "nan", "must be a finite number in [0, 1), got nan"),
+        ("--seed", "-1", "must be an integer >= 0, got -1"),
+        ("--max_len", "2.5", "must be an integer, got '2.5'"),
+    ],
+)
 def test_a_number_outside_its_range_names_flag_value_and_range(capsys, flag, value, expected):
     with pytest.raises(SystemExit) as info:
         TrainRMConfig.from_argv(["--pretrain", "p", flag, value])

@@ -7,10 +7,10 @@ import pytest
 import torch
 from transformers import AutoModel
 
-from goalrm_core.train.config import TrainRMConfig
 from goalrm_core.model.encoding import PreferenceCollator, encode_preference_rows
-from goalrm_core.model.reward_model import RewardModel
 from goalrm_core.model.objective import reward_model_loss
+from goalrm_core.model.reward_model import RewardModel
+from goalrm_core.train.config import TrainRMConfig
 
 
 def separable_pairs(n, seed=0):

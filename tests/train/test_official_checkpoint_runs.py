@@ -6,11 +6,11 @@ import json
 
 import pytest
 import torch
+from official_layout import BF16_REWARD_TOL, OfficialRM
 from safetensors.torch import load_file
+from test_trainer import run, write_pairs
 
 from goalrm_core.model.reward_model import load_reward_model
-from official_layout import BF16_REWARD_TOL, OfficialRM
-from test_trainer import run, write_pairs
 
 IDS = torch.tensor([[5, 6, 7, 8, 2, 0, 0], [9, 10, 2, 0, 0, 0, 0], [11, 2, 12, 13, 14, 15, 2]])
 MASK = (torch.arange(7) < torch.tensor([[5], [3], [7]])).long()
@@ -22,10 +22,23 @@ def run_args(tiny_policy_dir, tmp_path_factory):
     under a path holding 'vhs-mlp' (the official eval_rm.py's rule for an MLP head)."""
     pairs = write_pairs(tmp_path_factory.mktemp("pairs") / "pairs.jsonl", 24)
     return {
-        "pretrain": str(tiny_policy_dir), "dataset": str(pairs), "template": "toymath", "max_len": 64, "eval_split": 0.2,
-        "train_batch_size": 4, "micro_train_batch_size": 1, "max_steps": 2, "save_steps": -1, "eval_steps": -1,
-        "logging_steps": 1, "learning_rate": 1e-3, "reward_model_strategy": "vanilla", "seed": 7,
-        "value_head_strategy": "mlp", "mlp_head": "official", "save_format": "official",
+        "pretrain": str(tiny_policy_dir),
+        "dataset": str(pairs),
+        "template": "toymath",
+        "max_len": 64,
+        "eval_split": 0.2,
+        "train_batch_size": 4,
+        "micro_train_batch_size": 1,
+        "max_steps": 2,
+        "save_steps": -1,
+        "eval_steps": -1,
+        "logging_steps": 1,
+        "learning_rate": 1e-3,
+        "reward_model_strategy": "vanilla",
+        "seed": 7,
+        "value_head_strategy": "mlp",
+        "mlp_head": "official",
+        "save_format": "official",
     }
 
 
@@ -50,14 +63,22 @@ def test_a_bf16_run_saves_what_the_official_loader_reads(run_args, tmp_path):
     assert {t.dtype for t in ours.state_dict().values()} == {torch.float32}
     assert theirs.state_dict().keys() == ours.state_dict().keys() == saved.keys()
     for name, tensor in saved.items():
-        assert torch.equal(theirs.state_dict()[name], tensor) and torch.equal(ours.state_dict()[name], tensor.float()), name
+        assert torch.equal(theirs.state_dict()[name], tensor) and torch.equal(
+            ours.state_dict()[name], tensor.float()
+        ), name
     in_bf16 = rewards(theirs, official=True)
     assert in_bf16.dtype == torch.bfloat16
-    torch.testing.assert_close(in_bf16.float(), rewards(ours, official=False), atol=BF16_REWARD_TOL, rtol=BF16_REWARD_TOL)
-    torch.testing.assert_close(rewards(theirs.float(), official=True), rewards(ours, official=False), atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(
+        in_bf16.float(), rewards(ours, official=False), atol=BF16_REWARD_TOL, rtol=BF16_REWARD_TOL
+    )
+    torch.testing.assert_close(
+        rewards(theirs.float(), official=True), rewards(ours, official=False), atol=1e-6, rtol=1e-6
+    )
     # goalrm asked for bf16 runs it in bf16 too (the head follows the backbone's dtype)
     in_goalrm_bf16 = rewards(load_reward_model(folder, torch.bfloat16), official=False)
-    torch.testing.assert_close(in_goalrm_bf16.float(), rewards(ours, official=False), atol=BF16_REWARD_TOL, rtol=BF16_REWARD_TOL)
+    torch.testing.assert_close(
+        in_goalrm_bf16.float(), rewards(ours, official=False), atol=BF16_REWARD_TOL, rtol=BF16_REWARD_TOL
+    )
 
 
 @pytest.mark.deepspeed
@@ -68,7 +89,11 @@ def test_a_two_process_zero3_checkpoint_is_what_the_official_loader_reads(run_ar
     from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
 
     folder = tmp_path / "rm-vhs-mlp"
-    run({**run_args, "save_path": str(folder), "zero_stage": 3, "save_steps": 2}, tmp_path / "train.log", num_processes=2)
+    run(
+        {**run_args, "save_path": str(folder), "zero_stage": 3, "save_steps": 2},
+        tmp_path / "train.log",
+        num_processes=2,
+    )
     summary = json.loads((folder / "train_summary.json").read_text())
     assert (summary["world_size"], summary["zero_stage"], summary["steps"]) == (2, 3, 2)
 

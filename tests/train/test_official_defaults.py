@@ -23,8 +23,12 @@ BASE = ["--pretrain", "p"]
 
 
 def write_jsonl(path, n):
-    path.write_text("".join(json.dumps({"prompt": f"{i} + 1", "chosen": "a" * (2 + i % 5), "rejected": "b" * (3 + i % 4)}) + "\n"
-                            for i in range(n)))
+    path.write_text(
+        "".join(
+            json.dumps({"prompt": f"{i} + 1", "chosen": "a" * (2 + i % 5), "rejected": "b" * (3 + i % 4)}) + "\n"
+            for i in range(n)
+        )
+    )
     return path
 
 
@@ -42,17 +46,40 @@ def test_official_defaults_apply_only_with_the_flag_and_given_flags_win():
     for name, entry in OFFICIAL_DEFAULTS.items():
         assert getattr(official, name) == entry.applied, name
         assert getattr(ours, name) == parser_defaults()[name], name
-    untouched = [f.name for f in dataclasses.fields(TrainRMConfig) if f.name not in OFFICIAL_DEFAULTS and f.name != "official_defaults"]
+    untouched = [
+        f.name
+        for f in dataclasses.fields(TrainRMConfig)
+        if f.name not in OFFICIAL_DEFAULTS and f.name != "official_defaults"
+    ]
     assert all(getattr(ours, n) == getattr(official, n) for n in untouched)
-    given = parse_args([*BASE, "--official_defaults", "--max_len", "2048", "--group_by_length", "--step_unit", "optimizer"])
-    assert (given.max_len, given.group_by_length, given.step_unit, given.micro_train_batch_size) == (2048, True, "optimizer", 8)
+    given = parse_args(
+        [*BASE, "--official_defaults", "--max_len", "2048", "--group_by_length", "--step_unit", "optimizer"]
+    )
+    assert (given.max_len, given.group_by_length, given.step_unit, given.micro_train_batch_size) == (
+        2048,
+        True,
+        "optimizer",
+        8,
+    )
 
 
-@pytest.mark.parametrize("argv", [
-    ["--official_defaults"],
-    ["--official_defaults", "--max_len", "2048", "--group_by_length", "--eval_source", "test_split", "--micro_train_batch_size", "1"],
-    ["--max_len", "512", "--no-group_by_length", "--step_unit", "micro_batch"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--official_defaults"],
+        [
+            "--official_defaults",
+            "--max_len",
+            "2048",
+            "--group_by_length",
+            "--eval_source",
+            "test_split",
+            "--micro_train_batch_size",
+            "1",
+        ],
+        ["--max_len", "512", "--no-group_by_length", "--step_unit", "micro_batch"],
+    ],
+)
 def test_a_config_travels_as_a_command_line_with_either_defaults(argv):
     """The training process re-reads the config from :meth:`TrainRMConfig.to_argv`: a value equal to goalrm's
     default must still reach a run read with the official ones, and the other way round."""
@@ -64,7 +91,13 @@ def official_events(total_steps, accumulation, every):
     """The optimiser steps whose weights the official trainer's events see: its counter runs over micro-batches
     from 1, an event fires when it is a multiple of ``every``, and micro-batch m's weights are those after
     optimiser step m // accumulation (the update applies at the accumulation boundary)."""
-    return sorted({m // accumulation for m in range(1, total_steps * accumulation + 1) if m % every == 0 and m // accumulation >= 1})
+    return sorted(
+        {
+            m // accumulation
+            for m in range(1, total_steps * accumulation + 1)
+            if m % every == 0 and m // accumulation >= 1
+        }
+    )
 
 
 def test_micro_batch_steps_fall_where_the_official_counter_puts_them():
@@ -73,20 +106,29 @@ def test_micro_batch_steps_fall_where_the_official_counter_puts_them():
         total, accumulation, every = rng.randint(1, 12), rng.randint(1, 9), rng.randint(1, 30)
         ours = [s for s in range(1, total + 1) if steps_due(s, every, accumulation, total, "micro_batch")]
         assert ours == official_events(total, accumulation, every), (total, accumulation, every)
-        assert [s for s in range(1, total + 1) if steps_due(s, every, accumulation, total)] == list(range(every, total + 1, every))
+        assert [s for s in range(1, total + 1) if steps_due(s, every, accumulation, total)] == list(
+            range(every, total + 1, every)
+        )
 
 
 def test_official_eval_rows_are_the_first_rows_or_the_test_split(tmp_path):
     datasets = pytest.importorskip("datasets")
     rows, notes = official_eval_rows(str(write_jsonl(tmp_path / "d.jsonl", 250)))
-    assert [r["question"] for r in rows] == ["0 + 1", "1 + 1"] and "1.0%" in notes[0]  # int(250 * 1%) = 2, in file order
-    assert official_eval_rows(str(write_jsonl(tmp_path / "small.jsonl", 99)))[0] == []  # int(0.99) = 0, as the official code
+    assert [r["question"] for r in rows] == ["0 + 1", "1 + 1"] and "1.0%" in notes[
+        0
+    ]  # int(250 * 1%) = 2, in file order
+    assert (
+        official_eval_rows(str(write_jsonl(tmp_path / "small.jsonl", 99)))[0] == []
+    )  # int(0.99) = 0, as the official code
     records = [json.loads(line) for line in write_jsonl(tmp_path / "big.jsonl", 2500).read_text().splitlines()]
     datasets.Dataset.from_list(records).save_to_disk(str(tmp_path / "single"))
     rows, notes = official_eval_rows(str(tmp_path / "single"))
-    assert [r["question"] for r in rows] == ["0 + 1", "1 + 1"] and "0.1%" in notes[0]  # a single Dataset: int(2500 * 0.1%)
-    datasets.DatasetDict({"train": datasets.Dataset.from_list(records[:50]), "test": datasets.Dataset.from_list(records[50:53])}
-                         ).save_to_disk(str(tmp_path / "dict"))
+    assert [r["question"] for r in rows] == ["0 + 1", "1 + 1"] and "0.1%" in notes[
+        0
+    ]  # a single Dataset: int(2500 * 0.1%)
+    datasets.DatasetDict(
+        {"train": datasets.Dataset.from_list(records[:50]), "test": datasets.Dataset.from_list(records[50:53])}
+    ).save_to_disk(str(tmp_path / "dict"))
     rows, notes = official_eval_rows(str(tmp_path / "dict"))
     assert [r["question"] for r in rows] == ["50 + 1", "51 + 1", "52 + 1"] and "test split" in notes[0]
 
@@ -95,10 +137,36 @@ def test_the_official_entry_point_trains_with_the_official_defaults(tiny_policy_
     """examples/train_rm.py as the official scripts run it: the official defaults (paths, data order, held-out rows
     kept in training, micro-batch steps), flags given winning."""
     write_jsonl(tmp_path / "d.jsonl", 200)
-    argv = [sys.executable, str(ROOT / "examples" / "train_rm.py"), "--pretrain", str(tiny_policy_dir), "--dataset", "d.jsonl",
-            "--train_batch_size", "4", "--micro_train_batch_size", "2", "--max_steps", "3", "--eval_steps", "3", "--save_steps", "4",
-            "--max_len", "64", "--zero_stage", "0", "--template", "hh", "--reward_model_strategy", "vanilla",
-            "--contrastive_strategy", "cosine", "--value_head_strategy", "linear"]
+    argv = [
+        sys.executable,
+        str(ROOT / "examples" / "train_rm.py"),
+        "--pretrain",
+        str(tiny_policy_dir),
+        "--dataset",
+        "d.jsonl",
+        "--train_batch_size",
+        "4",
+        "--micro_train_batch_size",
+        "2",
+        "--max_steps",
+        "3",
+        "--eval_steps",
+        "3",
+        "--save_steps",
+        "4",
+        "--max_len",
+        "64",
+        "--zero_stage",
+        "0",
+        "--template",
+        "hh",
+        "--reward_model_strategy",
+        "vanilla",
+        "--contrastive_strategy",
+        "cosine",
+        "--value_head_strategy",
+        "linear",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]

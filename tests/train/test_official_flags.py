@@ -33,8 +33,10 @@ from goalrm_core.train.trainer import rotate_checkpoints
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 # a Mistral-style chat template: the official code cuts the rendering after its last "[/INST]"
-INST_TEMPLATE = ("{% for m in messages %}{% if m['role'] == 'user' %}[INST] {{ m['content'] }} [/INST]"
-                 "{% else %}{{ m['content'] }}</s>{% endif %}{% endfor %}")
+INST_TEMPLATE = (
+    "{% for m in messages %}{% if m['role'] == 'user' %}[INST] {{ m['content'] }} [/INST]"
+    "{% else %}{{ m['content'] }}</s>{% endif %}{% endfor %}"
+)
 
 
 def write_jsonl(path, rows):
@@ -44,22 +46,33 @@ def write_jsonl(path, rows):
 
 def custom_rows(n=16):
     """Rows under keys of their own, each with a margin (0, 0.5 or 1)."""
-    return [{"q": f"{i} + 1", "good": "a" * (2 + i % 5), "bad": "b" * (2 + i % 5), "margin": [0, 0.5, 1.0][i % 3]} for i in range(n)]
+    return [
+        {"q": f"{i} + 1", "good": "a" * (2 + i % 5), "bad": "b" * (2 + i % 5), "margin": [0, 0.5, 1.0][i % 3]}
+        for i in range(n)
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
 # the data path: keys, --input_template, --apply_chat_template
 # ---------------------------------------------------------------------------------------------
 
+
 def test_custom_keys_read_rows_as_the_official_code_does(tokenizer):
     row = custom_rows(1)[0]
     with_prompt = normalise_row(row, "d.jsonl:1", keys=("q", "good", "bad"))
-    assert (with_prompt["question"], with_prompt["correct"], with_prompt["incorrect"]) == (row["q"], row["good"], row["bad"])
+    assert (with_prompt["question"], with_prompt["correct"], with_prompt["incorrect"]) == (
+        row["q"],
+        row["good"],
+        row["bad"],
+    )
     without = normalise_row(row, "d.jsonl:1", keys=("", "good", "bad"))
     assert without["question"] == ""
     # a prompt key takes the template; without one the prompt stays empty and untemplated (the official rule)
     items, _ = encode_preference_rows(tokenizer, [with_prompt, without], "nemo", 512, "split")
-    assert items[0]["chosen_ids"] == encode_prompt_response(tokenizer, apply_template("nemo", row["q"]), row["good"], 512).input_ids
+    assert (
+        items[0]["chosen_ids"]
+        == encode_prompt_response(tokenizer, apply_template("nemo", row["q"]), row["good"], 512).input_ids
+    )
     assert items[1]["chosen_ids"] == encode_prompt_response(tokenizer, "", row["good"], 512).input_ids
     with pytest.raises(PreferenceDataError, match=r"d\.jsonl:1: missing key\(s\) \['answer'\]"):
         normalise_row(row, "d.jsonl:1", keys=("q", "answer", "bad"))
@@ -77,10 +90,14 @@ def test_input_template_formats_the_rows_the_official_code_formats(tokenizer):
     openmath = {"question": "1 + 1", "correct": "#2", "incorrect": "#3"}
     pairs = normalise_row({"prompt": "1 + 1", "chosen": "#2", "rejected": "#3"}, "p.jsonl:1")
     keyed = normalise_row({"q": "1 + 1", "good": "#2", "bad": "#3"}, "k.jsonl:1", keys=("q", "good", "bad"))
-    items, _ = encode_preference_rows(tokenizer, [openmath, pairs, keyed], "nemo", 512, "split", input_template=template)
+    items, _ = encode_preference_rows(
+        tokenizer, [openmath, pairs, keyed], "nemo", 512, "split", input_template=template
+    )
     formatted = encode_prompt_response(tokenizer, "Q: 1 + 1\nA: ", "#2", 512).input_ids
     assert items[0]["chosen_ids"] == formatted and items[2]["chosen_ids"] == formatted
-    assert items[1]["chosen_ids"] == encode_prompt_response(tokenizer, "1 + 1", "#2", 512).input_ids  # prompt/chosen/rejected: as is
+    assert (
+        items[1]["chosen_ids"] == encode_prompt_response(tokenizer, "1 + 1", "#2", 512).input_ids
+    )  # prompt/chosen/rejected: as is
     for bad in ("no field", "{} and {}", "{name}", "{"):
         with pytest.raises(ValueError, match="--input_template"):
             TrainRMConfig(pretrain="p", input_template=bad)
@@ -98,7 +115,9 @@ def test_chat_template_cuts_the_conversation_where_the_official_code_does(tokeni
         assert out[key] == full[cut:]
     assert out["question"] == tok.apply_chat_template(row["chosen"], tokenize=False)[:cut]
     items, _ = encode_preference_rows(tok, [out], "nemo", 512, "split", input_template="T {}")
-    assert items[0]["chosen_ids"] == encode_prompt_response(tok, out["question"], out["correct"], 512).input_ids  # no template
+    assert (
+        items[0]["chosen_ids"] == encode_prompt_response(tok, out["question"], out["correct"], 512).input_ids
+    )  # no template
     with pytest.raises(PreferenceDataError, match="must be a list of"):
         normalise_row({"chosen": "text", "rejected": "text 2"}, "c.jsonl:2", chat=chat_splitter(tok))
     with pytest.raises(ValueError, match="has no chat template"):
@@ -106,11 +125,29 @@ def test_chat_template_cuts_the_conversation_where_the_official_code_does(tokeni
 
 
 def test_apply_chat_template_without_one_is_one_line_and_exit_2(tiny_policy_dir, tmp_path):
-    data = write_jsonl(tmp_path / "d.jsonl", [{"chosen": [{"role": "assistant", "content": "a"}],
-                                                "rejected": [{"role": "assistant", "content": "b"}]}] * 4)
-    done = subprocess.run([sys.executable, "-m", "goalrm_core.cli.train_rm", "--pretrain", str(tiny_policy_dir), "--dataset", str(data),
-                           "--save_path", str(tmp_path / "rm"), "--apply_chat_template"],
-                          cwd=tmp_path, capture_output=True, text=True, env=ENV, timeout=300)
+    data = write_jsonl(
+        tmp_path / "d.jsonl",
+        [{"chosen": [{"role": "assistant", "content": "a"}], "rejected": [{"role": "assistant", "content": "b"}]}] * 4,
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "goalrm_core.cli.train_rm",
+            "--pretrain",
+            str(tiny_policy_dir),
+            "--dataset",
+            str(data),
+            "--save_path",
+            str(tmp_path / "rm"),
+            "--apply_chat_template",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=300,
+    )
     lines = [line for line in done.stderr.splitlines() if "error" in line]
     assert done.returncode == 2 and len(lines) == 1, done.stderr
     assert "--apply_chat_template" in lines[0] and "has no chat template" in lines[0]
@@ -118,8 +155,16 @@ def test_apply_chat_template_without_one_is_one_line_and_exit_2(tiny_policy_dir,
 
 def test_load_items_reads_keys_and_keeps_margins(tiny_policy_dir, tmp_path):
     data = write_jsonl(tmp_path / "d.jsonl", custom_rows())
-    cfg = TrainRMConfig(pretrain=str(tiny_policy_dir), dataset=str(data), prompt_key="q", chosen_key="good", rejected_key="bad",
-                        input_template="Q {} A ", eval_split=0.25, max_len=64)
+    cfg = TrainRMConfig(
+        pretrain=str(tiny_policy_dir),
+        dataset=str(data),
+        prompt_key="q",
+        chosen_key="good",
+        rejected_key="bad",
+        input_template="Q {} A ",
+        eval_split=0.25,
+        max_len=64,
+    )
     train, held, stats = load_items(cfg, load_tokenizer(cfg), lambda msg: None)
     assert stats["train_pairs"] + stats["eval_pairs"] == 16
     assert sorted({it["margin"] for it in train + held}) == [0.0, 0.5, 1.0]
@@ -129,8 +174,12 @@ def test_load_items_reads_keys_and_keeps_margins(tiny_policy_dir, tmp_path):
 # the loss: --margin_loss, --compute_fp32_loss, --aux_loss_coef
 # ---------------------------------------------------------------------------------------------
 
+
 def _batch(tokenizer, margins):
-    rows = [{"question": f"{i}+1", "correct": "a" * (i + 2), "incorrect": "b" * (i + 2), "margin": m} for i, m in enumerate(margins)]
+    rows = [
+        {"question": f"{i}+1", "correct": "a" * (i + 2), "incorrect": "b" * (i + 2), "margin": m}
+        for i, m in enumerate(margins)
+    ]
     items, _ = encode_preference_rows(tokenizer, rows, "toymath", 64)
     return PreferenceCollator(tokenizer.pad_token_id)(items)
 
@@ -164,8 +213,17 @@ def test_compute_fp32_loss_casts_the_rewards(tiny_config, tokenizer):
 
 
 def tiny_mixtral_config(vocab_size):
-    return MixtralConfig(vocab_size=vocab_size, hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2,
-                         num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, max_position_embeddings=128)
+    return MixtralConfig(
+        vocab_size=vocab_size,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        max_position_embeddings=128,
+    )
 
 
 def test_aux_loss_coef_adds_the_moe_balancing_loss_and_nothing_without_router_logits(tiny_rm, tokenizer, tmp_path):
@@ -195,6 +253,7 @@ def test_aux_loss_coef_adds_the_moe_balancing_loss_and_nothing_without_router_lo
 # checkpoint rotation, the DeepSpeed config, tokens, wandb
 # ---------------------------------------------------------------------------------------------
 
+
 def _step_folder(ckpt, step, size):
     (ckpt / f"global_step{step}").mkdir(parents=True)
     (ckpt / f"global_step{step}" / "state.pt").write_bytes(b"x" * size)
@@ -211,24 +270,49 @@ def test_rotation_keeps_max_ckpt_num_and_max_ckpt_mem_as_the_official_code(tmp_p
     assert rotate_checkpoints(ckpt, "global_step12", max_num=2, max_mem_gb=1000) == []
     # by size: the older folders may hold at most max_mem GB; the newest stays whatever its size
     assert [p.name for p in rotate_checkpoints(ckpt, "global_step12", max_num=10, max_mem_gb=0)] == ["global_step11"]
-    assert rotate_checkpoints(ckpt, "global_step12", max_num=1, max_mem_gb=0) == [] and (ckpt / "global_step12").is_dir()
+    assert (
+        rotate_checkpoints(ckpt, "global_step12", max_num=1, max_mem_gb=0) == [] and (ckpt / "global_step12").is_dir()
+    )
 
 
 def test_deepspeed_settings_reach_the_config():
     base = TrainRMConfig(pretrain="p", zero_stage=3, train_batch_size=8, micro_train_batch_size=2)
     plain = deepspeed_config(base, 1)
-    assert "offload_optimizer" not in plain["zero_optimization"] and "zero_hpz_partition_size" not in plain["zero_optimization"]
+    assert (
+        "offload_optimizer" not in plain["zero_optimization"]
+        and "zero_hpz_partition_size" not in plain["zero_optimization"]
+    )
     assert "data_types" not in plain and plain["zero_optimization"]["stage3_prefetch_bucket_size"] > 0
-    ds = deepspeed_config(TrainRMConfig(pretrain="p", zero_stage=3, train_batch_size=8, micro_train_batch_size=2, adam_offload=True,
-                                        zpg=8, grad_accum_dtype="bf16", disable_trace_cache=True), 1)
+    ds = deepspeed_config(
+        TrainRMConfig(
+            pretrain="p",
+            zero_stage=3,
+            train_batch_size=8,
+            micro_train_batch_size=2,
+            adam_offload=True,
+            zpg=8,
+            grad_accum_dtype="bf16",
+            disable_trace_cache=True,
+        ),
+        1,
+    )
     zero = ds["zero_optimization"]
     assert zero["offload_optimizer"]["device"] == "cpu" and zero["zero_hpz_partition_size"] == 8
     assert ds["data_types"] == {"grad_accum_dtype": "bf16"}
-    assert zero["stage3_prefetch_bucket_size"] == zero["stage3_max_live_parameters"] == zero["stage3_max_reuse_distance"] == 0
+    assert (
+        zero["stage3_prefetch_bucket_size"]
+        == zero["stage3_max_live_parameters"]
+        == zero["stage3_max_reuse_distance"]
+        == 0
+    )
     # the default stays what it was: fp32 accumulation under ZeRO 1-3 with bf16
-    assert deepspeed_config(TrainRMConfig(pretrain="p", bf16=True, train_batch_size=8), 1)["data_types"] == {"grad_accum_dtype": "fp32"}
+    assert deepspeed_config(TrainRMConfig(pretrain="p", bf16=True, train_batch_size=8), 1)["data_types"] == {
+        "grad_accum_dtype": "fp32"
+    }
     assert gradient_checkpointing_kwargs(base) == {"use_reentrant": False}
-    assert gradient_checkpointing_kwargs(TrainRMConfig(pretrain="p", gradient_checkpointing_use_reentrant=True)) == {"use_reentrant": True}
+    assert gradient_checkpointing_kwargs(TrainRMConfig(pretrain="p", gradient_checkpointing_use_reentrant=True)) == {
+        "use_reentrant": True
+    }
     with pytest.raises(ValueError, match="--adam_offload needs --zero_stage 1, 2 or 3"):
         TrainRMConfig(pretrain="p", adam_offload=True, zero_stage=0)
 
@@ -244,8 +328,12 @@ def test_wandb_run_name_reaches_wandb_init(monkeypatch, tmp_path):
     seen = {}
     fake = types.SimpleNamespace(init=lambda **kw: seen.update(kw) or None, login=lambda **kw: None)
     monkeypatch.setitem(sys.modules, "wandb", fake)
-    MetricSinks(TrainRMConfig(pretrain="p", use_wandb="offline", wandb_run_name="contrastive-7b"), tmp_path / "m.jsonl",
-                enabled=True, resume=False)
+    MetricSinks(
+        TrainRMConfig(pretrain="p", use_wandb="offline", wandb_run_name="contrastive-7b"),
+        tmp_path / "m.jsonl",
+        enabled=True,
+        resume=False,
+    )
     assert seen["name"] == "contrastive-7b" and seen["mode"] == "offline"
     MetricSinks(TrainRMConfig(pretrain="p", use_wandb="offline"), tmp_path / "m.jsonl", enabled=True, resume=False)
     assert seen["name"].startswith("rm_") and len(seen["name"]) == len("rm_0506T07:08")
@@ -255,12 +343,48 @@ def test_wandb_run_name_reaches_wandb_init(monkeypatch, tmp_path):
 # the command line
 # ---------------------------------------------------------------------------------------------
 
+
 def test_former_refusals_parse_as_settings():
-    cfg = parse_args(["--pretrain", "p", "--max_ckpt_num", "2", "--max_ckpt_mem", "5", "--zpg", "2", "--adam_offload",
-                      "--compute_fp32_loss", "--margin_loss", "--aux_loss_coef", "0.01", "--grad_accum_dtype", "fp32",
-                      "--disable_trace_cache", "--input_template", "Q {} A", "--gradient_checkpointing_use_reentrant",
-                      "--bos_token", "<s>", "--eos_token", "</s>", "--pad_token", "<pad>", "--unk_token", "<unk>", "--prompt_key", "q",
-                      "--chosen_key", "c", "--rejected_key", "r", "--apply_chat_template", "--wandb_run_name", "run"])
+    cfg = parse_args(
+        [
+            "--pretrain",
+            "p",
+            "--max_ckpt_num",
+            "2",
+            "--max_ckpt_mem",
+            "5",
+            "--zpg",
+            "2",
+            "--adam_offload",
+            "--compute_fp32_loss",
+            "--margin_loss",
+            "--aux_loss_coef",
+            "0.01",
+            "--grad_accum_dtype",
+            "fp32",
+            "--disable_trace_cache",
+            "--input_template",
+            "Q {} A",
+            "--gradient_checkpointing_use_reentrant",
+            "--bos_token",
+            "<s>",
+            "--eos_token",
+            "</s>",
+            "--pad_token",
+            "<pad>",
+            "--unk_token",
+            "<unk>",
+            "--prompt_key",
+            "q",
+            "--chosen_key",
+            "c",
+            "--rejected_key",
+            "r",
+            "--apply_chat_template",
+            "--wandb_run_name",
+            "run",
+        ]
+    )
     assert (cfg.max_ckpt_num, cfg.zpg, cfg.adam_offload, cfg.chosen_key, cfg.wandb_run_name) == (2, 2, True, "c", "run")
     # LoRA runs (tests/train/test_lora.py), --load_in_4bit where CUDA and bitsandbytes are (tests/train/test_load_in_4bit.py)
     assert UNSUPPORTED_OFFICIAL_FLAGS == {}
@@ -274,11 +398,29 @@ def test_a_run_with_the_official_flags_trains_rotates_and_saves(tiny_policy_dir,
     engine and token flags together."""
     data = write_jsonl(tmp_path / "d.jsonl", custom_rows())
     cfg = TrainRMConfig(
-        pretrain=str(tiny_policy_dir), dataset=str(data), save_path=str(tmp_path / "rm"), max_len=64, eval_split=0.25,
-        train_batch_size=4, micro_train_batch_size=2, max_steps=3, save_steps=1, max_ckpt_num=1, learning_rate=1e-3,
-        prompt_key="q", chosen_key="good", rejected_key="bad", input_template="Q {} A ", margin_loss=True, compute_fp32_loss=True,
-        aux_loss_coef=0.01, gradient_checkpointing=True, gradient_checkpointing_use_reentrant=True, grad_accum_dtype="fp32",
-        adam_offload=True, pad_token="#",
+        pretrain=str(tiny_policy_dir),
+        dataset=str(data),
+        save_path=str(tmp_path / "rm"),
+        max_len=64,
+        eval_split=0.25,
+        train_batch_size=4,
+        micro_train_batch_size=2,
+        max_steps=3,
+        save_steps=1,
+        max_ckpt_num=1,
+        learning_rate=1e-3,
+        prompt_key="q",
+        chosen_key="good",
+        rejected_key="bad",
+        input_template="Q {} A ",
+        margin_loss=True,
+        compute_fp32_loss=True,
+        aux_loss_coef=0.01,
+        gradient_checkpointing=True,
+        gradient_checkpointing_use_reentrant=True,
+        grad_accum_dtype="fp32",
+        adam_offload=True,
+        pad_token="#",
     )
     log = tmp_path / "train.log"
     run_streaming(train_command(cfg), log, env={"OMP_NUM_THREADS": "1"}, timeout_s=400, show=lambda lines, final: None)

@@ -48,7 +48,10 @@ def test_no_file_without_a_path_and_a_failed_write_never_stops_the_training(tmp_
 def test_the_path_is_beside_the_log_or_in_the_stage_folder(tmp_path):
     log = tmp_path / "logs" / "train-baseline-seed1.log"
     assert pf.progress_path(log, {}) == tmp_path / "logs" / "train-baseline-seed1.progress.json"
-    assert pf.progress_path(log, {pf.PROGRESS_DIR_VAR: str(tmp_path / "p")}) == tmp_path / "p" / "train-baseline-seed1.progress.json"
+    assert (
+        pf.progress_path(log, {pf.PROGRESS_DIR_VAR: str(tmp_path / "p")})
+        == tmp_path / "p" / "train-baseline-seed1.progress.json"
+    )
     assert pf.stage_progress_dir(tmp_path / "logs" / "02_training.log") == tmp_path / "logs" / "02_training.progress"
 
 
@@ -65,10 +68,12 @@ def test_readers_say_step_total_and_eta(tmp_path):
 def test_the_stage_folder_lists_the_running_trainings_and_counts_the_finished(tmp_path):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     base = {"total": 100, "initial": 0, "train_s": 10.0, "updated": 2000.0, "pid": os.getpid(), "done": False}
-    files = {"a": {**base, "label": "baseline seed 0", "step": 50},
-             "b": {**base, "label": "baseline seed 1", "step": 100, "done": True},
-             "c": {**base, "label": "goal-conditioned seed 0", "step": 20, "pid": int(dead.stdout)},  # its trainer died
-             "d": {**base, "label": "old", "step": 10, "updated": 10.0}}  # an earlier stage's
+    files = {
+        "a": {**base, "label": "baseline seed 0", "step": 50},
+        "b": {**base, "label": "baseline seed 1", "step": 100, "done": True},
+        "c": {**base, "label": "goal-conditioned seed 0", "step": 20, "pid": int(dead.stdout)},  # its trainer died
+        "d": {**base, "label": "old", "step": 10, "updated": 10.0},
+    }  # an earlier stage's
     for name, record in files.items():
         (tmp_path / f"{name}{pf.SUFFIX}").write_text(json.dumps(record))
     running, finished = pf.stage_progress(tmp_path, since=1000.0)

@@ -48,8 +48,15 @@ def test_rm_key_ignores_paths_and_a_baselines_contrastive_settings(tmp_path):
     shutil.copy(data, copy)
 
     def key(strategy, beta, dataset=data, save="a"):
-        return rm_key(TrainRMConfig(pretrain="tiny", dataset=str(dataset), save_path=save, reward_model_strategy=strategy,
-                                    contrastive_loss_beta=beta))
+        return rm_key(
+            TrainRMConfig(
+                pretrain="tiny",
+                dataset=str(dataset),
+                save_path=save,
+                reward_model_strategy=strategy,
+                contrastive_loss_beta=beta,
+            )
+        )
 
     assert key("vanilla", 0.1) == key("vanilla", 1.0, dataset=copy, save="b")
     assert key("contrastive", 0.1) != key("contrastive", 1.0)
@@ -69,7 +76,9 @@ def test_an_rm_is_trained_into_its_slot_once_and_the_run_links_to_it(tmp_path):
     elsewhere = _config(tmp_path, save="other/model", seed=cfg.seed)  # same training fields, another folder
     again, already = from_store(elsewhere, store, _fake_training(calls))
     assert already and len(calls) == 1
-    assert again == dataclasses.replace(elsewhere, save_path=stored.save_path, metrics_path=stored.metrics_path, ckpt_path="")
+    assert again == dataclasses.replace(
+        elsewhere, save_path=stored.save_path, metrics_path=stored.metrics_path, ckpt_path=""
+    )
 
     log = tmp_path / "other" / "train.log"
     link_stored(elsewhere, again, log)
@@ -203,14 +212,18 @@ def test_a_slot_filled_by_another_run_is_refused_in_one_line(tmp_path):
     with pytest.raises(ValueError) as refused:
         from_store(second, store, _fake_training(calls))
     line = str(refused.value)
-    assert "\n" not in line and line == (f"{slot}: this store slot was filled by another run ({STORED_KEY} records seed=1; this run "
-                                         f"asks for seed=2); remove {slot} (the store trains it again)")
+    assert "\n" not in line and line == (
+        f"{slot}: this store slot was filled by another run ({STORED_KEY} records seed=1; this run "
+        f"asks for seed=2); remove {slot} (the store trains it again)"
+    )
     assert len(calls) == 1
 
     # the key file agrees but the RM beside it was trained otherwise (goalrm.json): refused too
     atomic_write_json(slot / STORED_KEY, {"key": rm_key(second), "training_fields": second.training_fields()})
     atomic_write_json(slot / "goalrm.json", {"training_args": {**second.to_dict(), "learning_rate": 0.5}})
-    with pytest.raises(ValueError, match=rf"^{slot}: the stored RM was trained with lr=0.5; this run asks for lr=9e-06; remove "):
+    with pytest.raises(
+        ValueError, match=rf"^{slot}: the stored RM was trained with lr=0.5; this run asks for lr=9e-06; remove "
+    ):
         from_store(second, store, _fake_training(calls))
     atomic_write_json(slot / "goalrm.json", {"training_args": second.to_dict()})
     assert from_store(second, store, _fake_training(calls))[1] and len(calls) == 1
@@ -220,8 +233,13 @@ def test_an_rm_trained_otherwise_is_never_filed_under_this_configs_key(tmp_path)
     store = tmp_path / "store"
     cfg = _config(tmp_path, contrastive_loss=True)
     _fake_training([])(cfg, tmp_path / "train.log")
-    atomic_write_json(Path(cfg.save_path) / "goalrm.json", {"training_args": {**cfg.to_dict(), "reward_model_strategy": "vanilla"}})
-    with pytest.raises(ValueError, match=r"its goalrm.json says it was trained with strategy=vanilla, but it is being stored as "
-                                         r"strategy=contrastive; store it with the config it was trained with"):
+    atomic_write_json(
+        Path(cfg.save_path) / "goalrm.json", {"training_args": {**cfg.to_dict(), "reward_model_strategy": "vanilla"}}
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"its goalrm.json says it was trained with strategy=vanilla, but it is being stored as "
+        r"strategy=contrastive; store it with the config it was trained with",
+    ):
         store_trained_rm(cfg, store)
     assert not (store / rm_key(cfg) / STORED_KEY).exists()

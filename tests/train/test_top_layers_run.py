@@ -8,9 +8,9 @@ import json
 import pytest
 import torch
 from safetensors.torch import load_file
+from test_trainer import max_weight_diff, metrics, run, write_pairs
 
 from goalrm_core.model.reward_model import load_reward_model
-from test_trainer import max_weight_diff, metrics, run, write_pairs
 
 #: the losses of the two runs: the same updates from gradients equal to rounding (tests/model/test_top_layers.py)
 LOSS_TOL = 1e-5
@@ -19,14 +19,31 @@ LOSS_TOL = 1e-5
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, tiny_policy_dir):
     root = tmp_path_factory.mktemp("top_layers")
-    args = {"pretrain": str(tiny_policy_dir), "dataset": str(write_pairs(root / "pairs.jsonl", 24)), "template": "toymath",
-            "max_len": 64, "eval_split": 0.25, "train_batch_size": 4, "micro_train_batch_size": 2, "max_steps": 4,
-            "eval_steps": 2, "logging_steps": 1, "learning_rate": 1e-3, "zero_stage": 0, "reward_model_strategy": "contrastive",
-            "sim_samples": 2, "unsim_samples": 2, "seed": 7, "train_top_layers": 1}
+    args = {
+        "pretrain": str(tiny_policy_dir),
+        "dataset": str(write_pairs(root / "pairs.jsonl", 24)),
+        "template": "toymath",
+        "max_len": 64,
+        "eval_split": 0.25,
+        "train_batch_size": 4,
+        "micro_train_batch_size": 2,
+        "max_steps": 4,
+        "eval_steps": 2,
+        "logging_steps": 1,
+        "learning_rate": 1e-3,
+        "zero_stage": 0,
+        "reward_model_strategy": "contrastive",
+        "sim_samples": 2,
+        "unsim_samples": 2,
+        "seed": 7,
+        "train_top_layers": 1,
+    }
     logs = {}
     for cache in ("memory", "off"):
         kept = {"feature_cache_dir": str(root / "features")} if cache == "memory" else {}
-        logs[cache] = run({**args, "feature_cache": cache, "save_path": str(root / cache), **kept}, root / f"{cache}.log")
+        logs[cache] = run(
+            {**args, "feature_cache": cache, "save_path": str(root / cache), **kept}, root / f"{cache}.log"
+        )
     return root, logs
 
 

@@ -16,6 +16,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from goalrm_core.cli.train_rm import main, parse_args
 from goalrm_core.data.preferences import PreferenceDataError
 from goalrm_core.model.reward_model import load_reward_model
 from goalrm_core.train.batching import epoch_batches
@@ -23,7 +24,6 @@ from goalrm_core.train.config import TrainRMConfig
 from goalrm_core.train.distributed import deepspeed_config, gradient_accumulation_steps
 from goalrm_core.train.launch import LaunchError, run_streaming, train_command
 from goalrm_core.train.optim import WarmupCosine, optimizer_param_groups
-from goalrm_core.cli.train_rm import main, parse_args
 from goalrm_core.train.trainer import default_paths
 
 RUN_TIMEOUT_S = 400
@@ -51,7 +51,9 @@ def run(args, log_path, num_processes=1, env=None, fault=None):
     cmd = train_command(TrainRMConfig.from_dict(args), num_processes=num_processes)
     if fault is not None:
         cmd = [sys.executable, str(FAULTS), *map(str, fault), "train-rm", *cmd[3:]]
-    run_streaming(cmd, log_path, env={**RUN_ENV, **(env or {})}, timeout_s=RUN_TIMEOUT_S, show=lambda lines, final: None)
+    run_streaming(
+        cmd, log_path, env={**RUN_ENV, **(env or {})}, timeout_s=RUN_TIMEOUT_S, show=lambda lines, final: None
+    )
     return log_path.read_text()
 
 
@@ -78,10 +80,23 @@ def pairs_file(tmp_path_factory):
 def base_args(tiny_policy_dir, pairs_file):
     """48 pairs -> 38 train / 10 eval; batch 4 = micro 2 x accumulation 2; 6 steps, contrastive."""
     return {
-        "pretrain": str(tiny_policy_dir), "dataset": str(pairs_file), "template": "toymath", "max_len": 64,
-        "eval_split": 0.2, "train_batch_size": 4, "micro_train_batch_size": 2, "max_steps": 6,
-        "save_steps": 3, "eval_steps": 3, "logging_steps": 1, "learning_rate": 1e-3, "zero_stage": 2,
-        "reward_model_strategy": "contrastive", "sim_samples": 4, "unsim_samples": 4, "seed": 7,
+        "pretrain": str(tiny_policy_dir),
+        "dataset": str(pairs_file),
+        "template": "toymath",
+        "max_len": 64,
+        "eval_split": 0.2,
+        "train_batch_size": 4,
+        "micro_train_batch_size": 2,
+        "max_steps": 6,
+        "save_steps": 3,
+        "eval_steps": 3,
+        "logging_steps": 1,
+        "learning_rate": 1e-3,
+        "zero_stage": 2,
+        "reward_model_strategy": "contrastive",
+        "sim_samples": 4,
+        "unsim_samples": 4,
+        "seed": 7,
     }
 
 
@@ -97,6 +112,7 @@ def uninterrupted(tmp_path_factory, base_args):
 # single process
 # ---------------------------------------------------------------------------------------------
 
+
 def test_single_process_run_saves_a_loadable_rm_with_metrics_and_summary(uninterrupted, tiny_policy_dir):
     out, args, log = uninterrupted
     rm_dir = out / "rm"
@@ -104,7 +120,18 @@ def test_single_process_run_saves_a_loadable_rm_with_metrics_and_summary(uninter
     rows = metrics(out / "rm.metrics.jsonl")
     assert [r["step"] for r in rows if r["split"] == "train"] == [1, 2, 3, 4, 5, 6]
     assert [r["step"] for r in rows if r["split"] == "eval"] == [3, 6]
-    expected_keys = {"step", "split", "loss", "preference_loss", "contrastive_loss", "accuracy", "chosen_reward", "rejected_reward", "lr", "tokens_per_s"}
+    expected_keys = {
+        "step",
+        "split",
+        "loss",
+        "preference_loss",
+        "contrastive_loss",
+        "accuracy",
+        "chosen_reward",
+        "rejected_reward",
+        "lr",
+        "tokens_per_s",
+    }
     assert all(expected_keys <= r.keys() for r in rows)
     final_eval = rows[-1]
     # the eval loss is a mean over batches (5 here), not a running sum
@@ -121,15 +148,26 @@ def test_single_process_run_saves_a_loadable_rm_with_metrics_and_summary(uninter
     trained = model.state_dict()
     assert not torch.equal(policy["model.layers.0.mlp.up_proj.weight"], trained["model.layers.0.mlp.up_proj.weight"])
     # checkpoints live beside the RM directory, never inside it (a final save replaces it whole)
-    assert (out / "rm.checkpoints" / "global_step3").is_dir() and (out / "rm.checkpoints" / "latest").read_text() == "global_step6"
+    assert (out / "rm.checkpoints" / "global_step3").is_dir() and (
+        out / "rm.checkpoints" / "latest"
+    ).read_text() == "global_step6"
     assert "tokenised train: 38 rows: 0 truncated" in log
 
 
 def test_save_format_official_is_what_the_official_loader_reads(base_args, tmp_path):
     from official_layout import OfficialRM  # the official reward model, built by hand from its source
 
-    args = {**base_args, "save_path": str(tmp_path / "rm-vhs-mlp"), "reward_model_strategy": "vanilla", "max_steps": 2,
-            "save_steps": -1, "eval_steps": 2, "value_head_strategy": "mlp", "mlp_head": "official", "save_format": "official"}
+    args = {
+        **base_args,
+        "save_path": str(tmp_path / "rm-vhs-mlp"),
+        "reward_model_strategy": "vanilla",
+        "max_steps": 2,
+        "save_steps": -1,
+        "eval_steps": 2,
+        "value_head_strategy": "mlp",
+        "mlp_head": "official",
+        "save_format": "official",
+    }
     run(args, tmp_path / "train.log")
     folder = tmp_path / "rm-vhs-mlp"
     fields = json.loads((folder / "config.json").read_text())
@@ -145,8 +183,15 @@ def test_save_format_official_is_what_the_official_loader_reads(base_args, tmp_p
 
 def test_a_mean_pooled_rm_trains_through_the_command_line_and_keeps_its_pool(base_args, tmp_path):
     """--reward_pool mean reaches the model (the pool is in goalrm.json) and the trainer's rewards are response means."""
-    args = {**base_args, "save_path": str(tmp_path / "rm"), "reward_model_strategy": "vanilla", "max_steps": 2,
-            "save_steps": -1, "eval_steps": 2, "reward_pool": "mean"}
+    args = {
+        **base_args,
+        "save_path": str(tmp_path / "rm"),
+        "reward_model_strategy": "vanilla",
+        "max_steps": 2,
+        "save_steps": -1,
+        "eval_steps": 2,
+        "reward_pool": "mean",
+    }
     run(args, tmp_path / "train.log")
     assert json.loads((tmp_path / "rm" / "goalrm.json").read_text())["reward_pool"] == "mean"
     model = load_reward_model(tmp_path / "rm")
@@ -222,7 +267,7 @@ def test_the_seeds_contrastive_command_line_runs(tiny_policy_dir, tmp_path):
     (the toy pairs' template keeps the 128 micro-batches short on 2 CPU cores)."""
     dataset = write_pairs(tmp_path / "pairs.jsonl", 140, seed=1)
     seed_flags = f"""
-        --save_path {tmp_path / 'contrastive_reward_model'} --save_steps -1 --logging_steps 1 --eval_steps -1
+        --save_path {tmp_path / "contrastive_reward_model"} --save_steps -1 --logging_steps 1 --eval_steps -1
         --train_batch_size 64 --micro_train_batch_size 1 --pretrain {tiny_policy_dir} --bf16 --max_epochs 1
         --max_len 2048 --zero_stage 3 --learning_rate 9e-6 --dataset {dataset} --dataset_probs 1.0
         --contrastive_loss_beta 0.5 --unsim_samples 16 --gradient_checkpointing --use_wandb offline
@@ -230,8 +275,13 @@ def test_the_seeds_contrastive_command_line_runs(tiny_policy_dir, tmp_path):
         --contrastive_strategy cosine --value_head_strategy linear --source_state_percentile 0
         --goal_state_percentile 0 --max_steps 2 --template toymath
     """.split()
-    run_streaming([sys.executable, "-m", "goalrm_core.train.trainer", *seed_flags], tmp_path / "train.log",
-                  env=RUN_ENV, timeout_s=RUN_TIMEOUT_S, show=lambda lines, final: None)
+    run_streaming(
+        [sys.executable, "-m", "goalrm_core.train.trainer", *seed_flags],
+        tmp_path / "train.log",
+        env=RUN_ENV,
+        timeout_s=RUN_TIMEOUT_S,
+        show=lambda lines, final: None,
+    )
     summary = json.loads((tmp_path / "contrastive_reward_model" / "train_summary.json").read_text())
     assert summary["steps"] == 2 and summary["bf16"] and summary["zero_stage"] == 3
     rows = metrics(tmp_path / "contrastive_reward_model.metrics.jsonl")
@@ -244,12 +294,24 @@ def test_the_seeds_contrastive_command_line_runs(tiny_policy_dir, tmp_path):
 # two processes through the deepspeed launcher
 # ---------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def two_process_runs(tmp_path_factory, base_args):
     out = tmp_path_factory.mktemp("two_process")
-    args = {**base_args, "train_batch_size": 4, "micro_train_batch_size": 1, "max_steps": 4, "save_steps": 2, "eval_steps": 2}
+    args = {
+        **base_args,
+        "train_batch_size": 4,
+        "micro_train_batch_size": 1,
+        "max_steps": 4,
+        "save_steps": 2,
+        "eval_steps": 2,
+    }
     for stage in (2, 3):
-        run({**args, "zero_stage": stage, "save_path": str(out / f"zero{stage}")}, out / f"zero{stage}.log", num_processes=2)
+        run(
+            {**args, "zero_stage": stage, "save_path": str(out / f"zero{stage}")},
+            out / f"zero{stage}.log",
+            num_processes=2,
+        )
     return out
 
 
@@ -276,6 +338,7 @@ def test_zero2_and_zero3_train_the_same_weights(two_process_runs):
 # clear errors (raised before any process group exists, so they run in-process)
 # ---------------------------------------------------------------------------------------------
 
+
 def flags(base_args, tmp_path, **over):
     return TrainRMConfig.from_dict({**base_args, "save_path": str(tmp_path / "rm"), **over}).to_argv()
 
@@ -287,10 +350,14 @@ def test_flash_attn_without_the_package_is_a_clear_error(base_args, tmp_path):
 
 
 def test_batch_size_not_divisible_names_the_three_numbers(base_args, tmp_path, monkeypatch):
-    with pytest.raises(ValueError, match=r"--train_batch_size 5 is not divisible by --micro_train_batch_size 2 x world size 1"):
+    with pytest.raises(
+        ValueError, match=r"--train_batch_size 5 is not divisible by --micro_train_batch_size 2 x world size 1"
+    ):
         main(flags(base_args, tmp_path, train_batch_size=5))
     monkeypatch.setenv("WORLD_SIZE", "2")
-    with pytest.raises(ValueError, match=r"--train_batch_size 6 is not divisible by --micro_train_batch_size 2 x world size 2"):
+    with pytest.raises(
+        ValueError, match=r"--train_batch_size 6 is not divisible by --micro_train_batch_size 2 x world size 2"
+    ):
         main(flags(base_args, tmp_path, train_batch_size=6))
     assert gradient_accumulation_steps(64, 1, 8) == 8
 
@@ -313,6 +380,7 @@ def test_rows_missing_keys_name_the_row(base_args, tmp_path):
 # pieces
 # ---------------------------------------------------------------------------------------------
 
+
 def test_data_order_is_a_function_of_seed_and_epoch_and_grouping_cuts_padding():
     rng = random.Random(0)
     lengths = [rng.randint(5, 200) for _ in range(400)]
@@ -332,8 +400,23 @@ def test_schedule_config_and_paths(tmp_path):
     f = WarmupCosine(total_steps=10, warmup_ratio=0.03)
     assert f.warmup_steps == 1 and f(0) == 0.0 and f(1) == 1.0 and f(10) == 0.0
     assert all(f(s) >= f(s + 1) for s in range(1, 10))
-    cfg = parse_args(["--pretrain", "p", "--train_batch_size", "64", "--micro_train_batch_size", "2", "--zero_stage", "3",
-                      "--bf16", "--max_norm", "0.5", "--save_path", str(tmp_path / "rm")])
+    cfg = parse_args(
+        [
+            "--pretrain",
+            "p",
+            "--train_batch_size",
+            "64",
+            "--micro_train_batch_size",
+            "2",
+            "--zero_stage",
+            "3",
+            "--bf16",
+            "--max_norm",
+            "0.5",
+            "--save_path",
+            str(tmp_path / "rm"),
+        ]
+    )
     ds = deepspeed_config(cfg, world_size=4)
     assert ds["gradient_accumulation_steps"] == 8 and ds["gradient_clipping"] == 0.5
     assert ds["zero_optimization"]["stage"] == 3 and ds["bf16"]["enabled"]
@@ -382,14 +465,21 @@ def test_sigkill_after_a_checkpoint_then_resume_matches_an_uninterrupted_run(uni
     out, args, _ = uninterrupted
     killed = {**args, "save_path": str(tmp_path / "rm")}
     latest = tmp_path / "rm.checkpoints" / "latest"
-    proc = subprocess.Popen(train_command(TrainRMConfig.from_dict(killed)), env={**os.environ, **RUN_ENV}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        train_command(TrainRMConfig.from_dict(killed)),
+        env={**os.environ, **RUN_ENV},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.time() + RUN_TIMEOUT_S
     while not (latest.exists() and latest.read_text().strip()) and proc.poll() is None and time.time() < deadline:
         time.sleep(0.01)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert proc.returncode == -signal.SIGKILL and not (tmp_path / "rm").exists(), "the run ended before it could be killed"
+    assert proc.returncode == -signal.SIGKILL and not (tmp_path / "rm").exists(), (
+        "the run ended before it could be killed"
+    )
     run({**killed, "load_checkpoint": True}, tmp_path / "resume.log")
     assert max_weight_diff(out / "rm", tmp_path / "rm") < 1e-6
     assert without_timing(metrics(tmp_path / "rm.metrics.jsonl")) == without_timing(metrics(out / "rm.metrics.jsonl"))
@@ -403,21 +493,37 @@ def test_ctrl_c_says_in_one_line_where_to_resume_and_that_command_finishes(base_
     import subprocess
 
     args = {**base_args, "save_path": str(tmp_path / "rm"), "max_steps": 3, "save_steps": 1, "eval_steps": -1}
-    cmd = [sys.executable, str(FAULTS), "sigint_at_step", "3", "train-rm", *train_command(TrainRMConfig.from_dict(args))[3:]]
+    cmd = [
+        sys.executable,
+        str(FAULTS),
+        "sigint_at_step",
+        "3",
+        "train-rm",
+        *train_command(TrainRMConfig.from_dict(args))[3:],
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **RUN_ENV}, timeout=RUN_TIMEOUT_S)
     assert done.returncode == 130 and "Traceback" not in done.stderr, done.stderr[-3000:]
     lines = [line for line in done.stderr.splitlines() if "interrupted" in line]
-    assert len(lines) == 1 and lines[0].startswith("goalrm train-rm: interrupted: the last complete checkpoint is "), lines
+    assert len(lines) == 1 and lines[0].startswith("goalrm train-rm: interrupted: the last complete checkpoint is "), (
+        lines
+    )
     assert str(tmp_path / "rm.checkpoints" / "global_step2") in lines[0] and not (tmp_path / "rm").exists()
     resume = shlex.split(lines[0].split("resume with: ", 1)[1])
     assert resume[:2] == ["goalrm", "train-rm"] and "--load_checkpoint" in resume
-    again = subprocess.run([sys.executable, "-m", "goalrm_core.cli", *resume[1:]], capture_output=True, text=True,
-                           env={**os.environ, **RUN_ENV}, timeout=RUN_TIMEOUT_S)
+    again = subprocess.run(
+        [sys.executable, "-m", "goalrm_core.cli", *resume[1:]],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **RUN_ENV},
+        timeout=RUN_TIMEOUT_S,
+    )
     assert again.returncode == 0 and "at step 2" in again.stdout, again.stderr[-3000:]
     assert load_reward_model(tmp_path / "rm") is not None
 
 
-def test_a_full_disk_at_the_final_save_is_one_line_and_keeps_the_earlier_rm_and_its_log(base_args, tmp_path, tiny_config, tokenizer):
+def test_a_full_disk_at_the_final_save_is_one_line_and_keeps_the_earlier_rm_and_its_log(
+    base_args, tmp_path, tiny_config, tokenizer
+):
     """(53) --overwrite of an earlier RM on a full disk: one line naming --save_path and the last checkpoint; the
     earlier RM and its metrics log are as they were (the new log waits in <log>.partial until its RM is saved)."""
     import subprocess
@@ -430,15 +536,37 @@ def test_a_full_disk_at_the_final_save_is_one_line_and_keeps_the_earlier_rm_and_
     log = tmp_path / "rm.metrics.jsonl"
     log.write_text('{"step": 1, "split": "train", "loss": 0.5}\n')
     before = {p.name: p.read_bytes() for p in (tmp_path / "rm").iterdir()}
-    args = {**base_args, "save_path": str(tmp_path / "rm"), "max_steps": 2, "save_steps": 1, "eval_steps": -1, "overwrite": True}
-    cmd = [sys.executable, str(FAULTS), "disk_full_at_save", "1", "train-rm", *train_command(TrainRMConfig.from_dict(args))[3:]]
+    args = {
+        **base_args,
+        "save_path": str(tmp_path / "rm"),
+        "max_steps": 2,
+        "save_steps": 1,
+        "eval_steps": -1,
+        "overwrite": True,
+    }
+    cmd = [
+        sys.executable,
+        str(FAULTS),
+        "disk_full_at_save",
+        "1",
+        "train-rm",
+        *train_command(TrainRMConfig.from_dict(args))[3:],
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **RUN_ENV}, timeout=RUN_TIMEOUT_S)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
     errors = [line for line in done.stderr.splitlines() if ": error: " in line]
-    assert len(errors) == 1 and errors[0].startswith(f"goalrm train-rm: error: --save_path {tmp_path / 'rm'}: the RM could not be "
-                                                     f"written (No space left on device")
-    assert "the earlier RM there and its metrics log are kept" in errors[0] and str(tmp_path / "rm.checkpoints" / "global_step2") in errors[0]
+    assert len(errors) == 1 and errors[0].startswith(
+        f"goalrm train-rm: error: --save_path {tmp_path / 'rm'}: the RM could not be written (No space left on device"
+    )
+    assert (
+        "the earlier RM there and its metrics log are kept" in errors[0]
+        and str(tmp_path / "rm.checkpoints" / "global_step2") in errors[0]
+    )
     assert {p.name: p.read_bytes() for p in (tmp_path / "rm").iterdir()} == before
     assert log.read_text() == '{"step": 1, "split": "train", "loss": 0.5}\n'
     rows = [json.loads(line) for line in (tmp_path / "rm.metrics.jsonl.partial").read_text().splitlines()]
-    assert [(r["step"], r["split"]) for r in rows] == [(1, "train"), (2, "train"), (2, "eval")]  # the failed run's own log, beside
+    assert [(r["step"], r["split"]) for r in rows] == [
+        (1, "train"),
+        (2, "train"),
+        (2, "eval"),
+    ]  # the failed run's own log, beside

@@ -148,7 +148,6 @@ def first_error(problem: Problem, solution_text: str) -> FirstError | None:
     return None
 
 
-
 _FULL_STEP_LINE = re.compile(r"-?[0-9]+[+*-]-?[0-9]+=-?[0-9]+")
 _FULL_ANSWER_LINE = re.compile(r"#-?[0-9]+")
 
@@ -167,8 +166,11 @@ def is_well_formed(solution_text: str) -> bool:
     if not isinstance(solution_text, str):
         return False
     lines = solution_text.split("\n")
-    return (len(lines) >= 2 and all(_FULL_STEP_LINE.fullmatch(line) for line in lines[:-1])
-            and _FULL_ANSWER_LINE.fullmatch(lines[-1]) is not None)
+    return (
+        len(lines) >= 2
+        and all(_FULL_STEP_LINE.fullmatch(line) for line in lines[:-1])
+        and _FULL_ANSWER_LINE.fullmatch(lines[-1]) is not None
+    )
 
 
 def line_end_tokens(text: str, num_actions: int) -> list[int]:

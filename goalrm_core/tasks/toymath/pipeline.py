@@ -20,15 +20,15 @@ from typing import Any, Mapping
 import pandas as pd
 from transformers import AutoTokenizer, LlamaForCausalLM
 
-from goalrm_core.tasks.toymath import problems as toymath
-from goalrm_core.inference.sampler import Sample, sample_completions
 from goalrm_core.data.io import atomic_write_json, read_jsonl, require_artifact, write_jsonl
 from goalrm_core.data.questions import held_out_questions, preference_pairs
 from goalrm_core.data.schema import GENERATION_FIELDS
-from goalrm_core.tasks.toymath.policy import PolicyConfig, build_policy, train_sft
-from goalrm_core.tasks.toymath.verify_data import confident_pairs, covering_fact_table, slip_pairs
+from goalrm_core.inference.sampler import Sample, sample_completions
 from goalrm_core.model.templates import apply_template
 from goalrm_core.model.tokenization import build_char_tokenizer
+from goalrm_core.tasks.toymath import problems as toymath
+from goalrm_core.tasks.toymath.policy import PolicyConfig, build_policy, train_sft
+from goalrm_core.tasks.toymath.verify_data import confident_pairs, covering_fact_table, slip_pairs
 
 TEMPLATE = "toymath"
 
@@ -42,23 +42,45 @@ def configs_from_profile(p: Mapping[str, Any]) -> tuple[toymath.ToyMathConfig, P
     ``policy_steps`` …; notebook 01's parameters). The profile names them after the study; this is
     the one place they become the configs' fields (and where ``pair_source`` is checked)."""
     if p["pair_source"] not in toymath.PREFERENCE_SOURCES:
-        raise ValueError(f"profile key pair_source must be one of {toymath.PREFERENCE_SOURCES}, got {p['pair_source']!r}")
-    task = toymath.ToyMathConfig(min_steps=p["min_chain_steps"], max_steps=p["max_chain_steps"], operand_min=p["operand_min"],
-                                 operand_max=p["operand_max"], operations=p["operations"], modulus=p["modulus"],
-                                 heldout_facts=p["heldout_facts"], mistaught_facts=p["mistaught_facts"])
-    policy = PolicyConfig(hidden_size=p["policy_hidden_size"], num_layers=p["policy_layers"], steps=p["policy_steps"],
-                          batch_size=p["policy_batch_size"], learning_rate=p["policy_learning_rate"], seed=p["seed"])
+        raise ValueError(
+            f"profile key pair_source must be one of {toymath.PREFERENCE_SOURCES}, got {p['pair_source']!r}"
+        )
+    task = toymath.ToyMathConfig(
+        min_steps=p["min_chain_steps"],
+        max_steps=p["max_chain_steps"],
+        operand_min=p["operand_min"],
+        operand_max=p["operand_max"],
+        operations=p["operations"],
+        modulus=p["modulus"],
+        heldout_facts=p["heldout_facts"],
+        mistaught_facts=p["mistaught_facts"],
+    )
+    policy = PolicyConfig(
+        hidden_size=p["policy_hidden_size"],
+        num_layers=p["policy_layers"],
+        steps=p["policy_steps"],
+        batch_size=p["policy_batch_size"],
+        learning_rate=p["policy_learning_rate"],
+        seed=p["seed"],
+    )
     return task, policy
 
 
 def config_table(task: toymath.ToyMathConfig, policy: PolicyConfig) -> pd.DataFrame:
     """The task's and the base policy's settings as one two-column table (what the notebook shows
     instead of the configs' reprs)."""
-    rows = [("chain steps", f"{task.min_steps}-{task.max_steps}"), ("operands", f"{task.operand_min}-{task.operand_max}"),
-            ("operations", " ".join(task.operations)), ("results", f"mod {task.modulus}" if task.modulus else "exact"),
-            ("facts held out of training", f"{task.heldout_facts}"),
-            ("policy", f"{policy.num_layers} layers, hidden size {policy.hidden_size}"),
-            ("SFT", f"{policy.steps} steps, batch {policy.batch_size}, learning rate {policy.learning_rate:g}, seed {policy.seed}")]
+    rows = [
+        ("chain steps", f"{task.min_steps}-{task.max_steps}"),
+        ("operands", f"{task.operand_min}-{task.operand_max}"),
+        ("operations", " ".join(task.operations)),
+        ("results", f"mod {task.modulus}" if task.modulus else "exact"),
+        ("facts held out of training", f"{task.heldout_facts}"),
+        ("policy", f"{policy.num_layers} layers, hidden size {policy.hidden_size}"),
+        (
+            "SFT",
+            f"{policy.steps} steps, batch {policy.batch_size}, learning rate {policy.learning_rate:g}, seed {policy.seed}",
+        ),
+    ]
     return pd.DataFrame(rows, columns=["setting", "value"])
 
 
@@ -70,12 +92,20 @@ def length_table(samples: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for bench, g in samples.groupby("benchmark", sort=False):
         right, wrong = g.loc[g["is_correct"], "length"], g.loc[~g["is_correct"], "length"]
-        row = {"benchmark": bench, "correct_len_mean": right.mean(), "incorrect_len_mean": wrong.mean(),
-               "n_correct": len(right), "n_incorrect": len(wrong)}
+        row = {
+            "benchmark": bench,
+            "correct_len_mean": right.mean(),
+            "incorrect_len_mean": wrong.mean(),
+            "n_correct": len(right),
+            "n_incorrect": len(wrong),
+        }
         if len(right) > 1 and len(wrong) > 1:
             ci = stats.ttest_ind(wrong, right, equal_var=False).confidence_interval()
-            row.update(length_difference=wrong.mean() - right.mean(), length_difference_ci_low=ci.low,
-                       length_difference_ci_high=ci.high)
+            row.update(
+                length_difference=wrong.mean() - right.mean(),
+                length_difference_ci_low=ci.low,
+                length_difference_ci_high=ci.high,
+            )
         else:
             row.update(length_difference=None, length_difference_ci_low=None, length_difference_ci_high=None)
         rows.append(row)
@@ -85,10 +115,18 @@ def length_table(samples: pd.DataFrame) -> pd.DataFrame:
 def length_sentence(lengths: pd.DataFrame) -> str:
     """Which benchmarks' incorrect samples are longer, shorter or not distinguishable in length, read
     from the intervals of ``length_table``."""
+
     def side(r):
         if pd.isna(r["length_difference_ci_low"]):
             return "undetermined"
-        return "longer" if r["length_difference_ci_low"] > 0 else "shorter" if r["length_difference_ci_high"] < 0 else "no different"
+        return (
+            "longer"
+            if r["length_difference_ci_low"] > 0
+            else "shorter"
+            if r["length_difference_ci_high"] < 0
+            else "no different"
+        )
+
     groups: dict[str, list] = {}
     for _, r in lengths.iterrows():
         groups.setdefault(side(r), []).append(r)
@@ -109,30 +147,46 @@ def length_sentence(lengths: pd.DataFrame) -> str:
 def pair_sentence(stats: Mapping[str, Any]) -> str:
     """What ``build_preference_data`` (or ``build_slip_preference_data``) did, in a sentence."""
     if stats.get("source") == "confident+slips":
-        return (f"{stats['n_slip_pairs']:,} one-fact slips of reference solutions and {stats['n_confident_pairs']:,} solutions "
-                f"of a generator taught {stats['generator_facts']} facts wrong, each against the reference: "
-                f"{stats['n_pairs']:,} pairs from {stats['n_questions']:,} questions "
-                f"({stats['n_train']:,} to train, {stats['n_eval']:,} held out, split by question).")
+        return (
+            f"{stats['n_slip_pairs']:,} one-fact slips of reference solutions and {stats['n_confident_pairs']:,} solutions "
+            f"of a generator taught {stats['generator_facts']} facts wrong, each against the reference: "
+            f"{stats['n_pairs']:,} pairs from {stats['n_questions']:,} questions "
+            f"({stats['n_train']:,} to train, {stats['n_eval']:,} held out, split by question)."
+        )
     if stats.get("source") == "slips":
-        return (f"{stats['n_sampled_questions']:,} training questions, each reference solution paired with copies of it "
-                f"that slip on one fact: {stats['n_pairs']:,} pairs from {stats['n_questions']:,} questions "
-                f"({stats['n_train']:,} to train, {stats['n_eval']:,} held out, split by question).")
-    return (f"{stats['n_sampled_questions']:,} training questions sampled, {stats['sample_accuracy']:.1%} of the samples "
-            f"correct; {stats['n_questions']:,} questions had both a correct and an incorrect sample and gave "
-            f"{stats['n_pairs']:,} pairs ({stats['n_train']:,} to train, {stats['n_eval']:,} held out, split by question).")
+        return (
+            f"{stats['n_sampled_questions']:,} training questions, each reference solution paired with copies of it "
+            f"that slip on one fact: {stats['n_pairs']:,} pairs from {stats['n_questions']:,} questions "
+            f"({stats['n_train']:,} to train, {stats['n_eval']:,} held out, split by question)."
+        )
+    return (
+        f"{stats['n_sampled_questions']:,} training questions sampled, {stats['sample_accuracy']:.1%} of the samples "
+        f"correct; {stats['n_questions']:,} questions had both a correct and an incorrect sample and gave "
+        f"{stats['n_pairs']:,} pairs ({stats['n_train']:,} to train, {stats['n_eval']:,} held out, split by question)."
+    )
 
 
-def data_metrics(task: toymath.ToyMathConfig, policy: PolicyConfig, accuracy: pd.DataFrame, sft_history: list[dict],
-                 pair_stats: Mapping[str, Any]) -> dict:
+def data_metrics(
+    task: toymath.ToyMathConfig,
+    policy: PolicyConfig,
+    accuracy: pd.DataFrame,
+    sft_history: list[dict],
+    pair_stats: Mapping[str, Any],
+) -> dict:
     """The ``data`` section of metrics.json: each benchmark's accuracy (``benchmark_table``), the
     preference pairs' counts, the policy's final SFT loss and the task's shape."""
     return {
         "benchmarks": {name: row for name, row in accuracy.to_dict(orient="index").items()},
         "preference": {k: pair_stats[k] for k in ("n_pairs", "n_questions", "n_train", "n_eval")},
         "policy": {"sft_final_loss": sft_history[-1]["loss"], "steps": policy.steps},
-        "task": {"name": "digit-chain ToyMath" if task.is_digit_chain else "multi-digit ToyMath",
-                 "min_steps": task.min_steps, "max_steps": task.max_steps, "modulus": task.modulus, "heldout_facts": task.heldout_facts,
-                 "mistaught_facts": task.mistaught_facts},
+        "task": {
+            "name": "digit-chain ToyMath" if task.is_digit_chain else "multi-digit ToyMath",
+            "min_steps": task.min_steps,
+            "max_steps": task.max_steps,
+            "modulus": task.modulus,
+            "heldout_facts": task.heldout_facts,
+            "mistaught_facts": task.mistaught_facts,
+        },
     }
 
 
@@ -142,8 +196,12 @@ def write_benchmarks(run_dir, train_cfg: toymath.ToyMathConfig, n_questions: int
     counts = {}
     for name in toymath.benchmark_configs(train_cfg):
         problems = toymath.make_benchmark(name, train_cfg, n_questions, seed)
-        counts[name] = write_jsonl(data_dir(run_dir) / "benchmarks" / name / "test.jsonl", map(toymath.problem_to_row, problems))
-    atomic_write_json(data_dir(run_dir) / "benchmarks" / "task.json", {"toymath": asdict(train_cfg), "benchmarks": list(counts)})
+        counts[name] = write_jsonl(
+            data_dir(run_dir) / "benchmarks" / name / "test.jsonl", map(toymath.problem_to_row, problems)
+        )
+    atomic_write_json(
+        data_dir(run_dir) / "benchmarks" / "task.json", {"toymath": asdict(train_cfg), "benchmarks": list(counts)}
+    )
     return counts
 
 
@@ -218,8 +276,17 @@ def generation_record(question: str, expected: int, completion: Sample, sample_i
     }
 
 
-def generate_for_benchmarks(run_dir, model, tokenizer, n_samples: int, temperature: float, seed: int = 0,
-                            max_new_tokens: int = 96, progress: bool = True, timings: dict[str, float] | None = None) -> None:
+def generate_for_benchmarks(
+    run_dir,
+    model,
+    tokenizer,
+    n_samples: int,
+    temperature: float,
+    seed: int = 0,
+    max_new_tokens: int = 96,
+    progress: bool = True,
+    timings: dict[str, float] | None = None,
+) -> None:
     """One greedy generation and ``n_samples`` sampled ones per benchmark question; with ``timings``,
     the seconds spent on each (``greedy``, ``sampling``) are added to it."""
     import time
@@ -232,13 +299,25 @@ def generate_for_benchmarks(run_dir, model, tokenizer, n_samples: int, temperatu
         for mode, n in (("greedy", 1), ("samples", n_samples)):
             t0 = time.perf_counter()
             completions = sample_completions(
-                model, tokenizer, prompts, n=n, temperature=temperature, greedy=mode == "greedy",
-                max_new_tokens=max_new_tokens, seed=seed, progress=progress, desc=f"{name} {mode}",
+                model,
+                tokenizer,
+                prompts,
+                n=n,
+                temperature=temperature,
+                greedy=mode == "greedy",
+                max_new_tokens=max_new_tokens,
+                seed=seed,
+                progress=progress,
+                desc=f"{name} {mode}",
             )
-            write_jsonl(out / f"{mode}.jsonl", (
-                generation_record(r["question"], r["expected_answer"], c, i, modulus)
-                for r, comps in zip(rows, completions) for i, c in enumerate(comps)
-            ))
+            write_jsonl(
+                out / f"{mode}.jsonl",
+                (
+                    generation_record(r["question"], r["expected_answer"], c, i, modulus)
+                    for r, comps in zip(rows, completions)
+                    for i, c in enumerate(comps)
+                ),
+            )
             if timings is not None:
                 key = "greedy" if mode == "greedy" else "sampling"
                 timings[key] = timings.get(key, 0.0) + time.perf_counter() - t0
@@ -248,7 +327,9 @@ def read_generations(run_dir, bench: str, mode: str) -> list[dict]:
     folder = data_dir(run_dir) / "generations"
     if not (folder / bench).is_dir():
         existing = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
-        raise FileNotFoundError(f"benchmark {bench!r} has no generations in {folder}; available: {existing or 'none (run notebooks/01_data.ipynb)'}")
+        raise FileNotFoundError(
+            f"benchmark {bench!r} has no generations in {folder}; available: {existing or 'none (run notebooks/01_data.ipynb)'}"
+        )
     return read_jsonl(folder / bench / f"{mode}.jsonl", required=GENERATION_FIELDS)
 
 
@@ -265,36 +346,72 @@ def _write_pair_splits(run_dir, pairs: list[dict], eval_fraction: float, seed: i
     return {"n_pairs": len(pairs), "n_train": len(train), "n_eval": len(held), "n_questions": len(questions)}
 
 
-def build_preference_data(run_dir, model, tokenizer, problems: list[toymath.Problem], samples_per_question: int,
-                          temperature: float, pairs_per_question: int, eval_fraction: float, seed: int = 0,
-                          max_new_tokens: int = 96, progress: bool = True) -> dict[str, int]:
+def build_preference_data(
+    run_dir,
+    model,
+    tokenizer,
+    problems: list[toymath.Problem],
+    samples_per_question: int,
+    temperature: float,
+    pairs_per_question: int,
+    eval_fraction: float,
+    seed: int = 0,
+    max_new_tokens: int = 96,
+    progress: bool = True,
+) -> dict[str, int]:
     """Sample the policy on training questions, pair correct with incorrect, split by question."""
     prompts = [apply_template(TEMPLATE, p.question) for p in problems]
-    completions = sample_completions(model, tokenizer, prompts, n=samples_per_question, temperature=temperature,
-                                     max_new_tokens=max_new_tokens, seed=seed + 1, progress=progress, desc="pairs")
+    completions = sample_completions(
+        model,
+        tokenizer,
+        prompts,
+        n=samples_per_question,
+        temperature=temperature,
+        max_new_tokens=max_new_tokens,
+        seed=seed + 1,
+        progress=progress,
+        desc="pairs",
+    )
     modulus = task_config(run_dir).modulus
-    samples = [generation_record(p.question, p.answer, c, i, modulus)
-               for p, comps in zip(problems, completions) for i, c in enumerate(comps)]
+    samples = [
+        generation_record(p.question, p.answer, c, i, modulus)
+        for p, comps in zip(problems, completions)
+        for i, c in enumerate(comps)
+    ]
     # Correct ToyMath solutions of one question are often the same text: pair each incorrect one once.
     pairs = preference_pairs(samples, pairs_per_question, seed, pairing="each_incorrect", carry=("first_error_char",))
-    return {**_write_pair_splits(run_dir, pairs, eval_fraction, seed), "n_sampled_questions": len(problems),
-            "sample_accuracy": sum(s["is_correct"] for s in samples) / max(1, len(samples))}
+    return {
+        **_write_pair_splits(run_dir, pairs, eval_fraction, seed),
+        "n_sampled_questions": len(problems),
+        "sample_accuracy": sum(s["is_correct"] for s in samples) / max(1, len(samples)),
+    }
 
 
-def build_slip_preference_data(run_dir, problems: list[toymath.Problem], slips_per_question: int, eval_fraction: float,
-                               seed: int = 0) -> dict[str, int]:
+def build_slip_preference_data(
+    run_dir, problems: list[toymath.Problem], slips_per_question: int, eval_fraction: float, seed: int = 0
+) -> dict[str, int]:
     """Preference pairs from a second generator, not the evaluated policy (the paper's setting: its
     pairs are OpenMathInstruct solutions): each question's reference solution against the same
     solution with one step's result changed and carried through (``verify_data.slip_pairs``), split
     by question like :func:`build_preference_data`. Synthetic pairs are free: ``slips_per_question``
     scales them."""
     pairs = slip_pairs(problems, slips_per_question, task_config(run_dir).modulus, seed)
-    return {**_write_pair_splits(run_dir, pairs, eval_fraction, seed), "n_sampled_questions": len(problems), "source": "slips"}
+    return {
+        **_write_pair_splits(run_dir, pairs, eval_fraction, seed),
+        "n_sampled_questions": len(problems),
+        "source": "slips",
+    }
 
 
-def build_confident_preference_data(run_dir, slip_problems: list[toymath.Problem], confident_problems: list[toymath.Problem],
-                                    slips_per_question: int, generator_extra_facts: int, eval_fraction: float,
-                                    seed: int = 0) -> dict[str, int]:
+def build_confident_preference_data(
+    run_dir,
+    slip_problems: list[toymath.Problem],
+    confident_problems: list[toymath.Problem],
+    slips_per_question: int,
+    generator_extra_facts: int,
+    eval_fraction: float,
+    seed: int = 0,
+) -> dict[str, int]:
     """Pairs from two generators other than the evaluated policy, split by question: one-fact slips of
     ``slip_problems`` (as :func:`build_slip_preference_data`) and, on ``confident_problems``, the
     reference against a generator taught wrong every fact the policy is taught wrong and
@@ -307,8 +424,14 @@ def build_confident_preference_data(run_dir, slip_problems: list[toymath.Problem
     pairs = slips + confident
     random.Random(seed).shuffle(pairs)  # the two kinds interleaved in the file, as the calibration wrote them
     stats = _write_pair_splits(run_dir, pairs, eval_fraction, seed)
-    return {**stats, "n_sampled_questions": len(slip_problems) + len(confident_problems), "source": "confident+slips",
-            "n_slip_pairs": len(slips), "n_confident_pairs": len(confident), "generator_facts": len(table)}
+    return {
+        **stats,
+        "n_sampled_questions": len(slip_problems) + len(confident_problems),
+        "source": "confident+slips",
+        "n_slip_pairs": len(slips),
+        "n_confident_pairs": len(confident),
+        "generator_facts": len(table),
+    }
 
 
 def benchmark_table(run_dir) -> pd.DataFrame:
@@ -317,19 +440,23 @@ def benchmark_table(run_dir) -> pd.DataFrame:
     for name in benchmark_names(run_dir):
         greedy = read_generations(run_dir, name, "greedy")
         samples = read_generations(run_dir, name, "samples")
-        rows.append({
-            "benchmark": name,
-            "n_questions": len(greedy),
-            "greedy_accuracy": sum(g["is_correct"] for g in greedy) / len(greedy),
-            "sample_accuracy": sum(s["is_correct"] for s in samples) / len(samples),
-            "n_samples": len(samples),
-        })
+        rows.append(
+            {
+                "benchmark": name,
+                "n_questions": len(greedy),
+                "greedy_accuracy": sum(g["is_correct"] for g in greedy) / len(greedy),
+                "sample_accuracy": sum(s["is_correct"] for s in samples) / len(samples),
+                "n_samples": len(samples),
+            }
+        )
     return pd.DataFrame(rows).set_index("benchmark")
 
 
 def generations_frame(run_dir, mode: str = "samples") -> pd.DataFrame:
     """All generations of every benchmark in one tidy table."""
-    frames = [pd.DataFrame(read_generations(run_dir, name, mode)).assign(benchmark=name) for name in benchmark_names(run_dir)]
+    frames = [
+        pd.DataFrame(read_generations(run_dir, name, mode)).assign(benchmark=name) for name in benchmark_names(run_dir)
+    ]
     df = pd.concat(frames, ignore_index=True)
     df["outcome"] = df["is_correct"].map({True: "correct", False: "incorrect"})
     return df
@@ -337,10 +464,17 @@ def generations_frame(run_dir, mode: str = "samples") -> pd.DataFrame:
 
 def benchmark_config_table(train_cfg: toymath.ToyMathConfig) -> pd.DataFrame:
     descriptions = toymath.benchmark_descriptions(train_cfg)
-    rows = [{"benchmark": name, "description": descriptions[name], "steps": f"{c.min_steps}-{c.max_steps}",
-             "operands": f"{c.operand_min}-{c.operand_max}", "operations": c.operations,
-             "results": f"mod {c.modulus}" if c.modulus else "exact"}
-            for name, c in toymath.benchmark_configs(train_cfg).items()]
+    rows = [
+        {
+            "benchmark": name,
+            "description": descriptions[name],
+            "steps": f"{c.min_steps}-{c.max_steps}",
+            "operands": f"{c.operand_min}-{c.operand_max}",
+            "operations": c.operations,
+            "results": f"mod {c.modulus}" if c.modulus else "exact",
+        }
+        for name, c in toymath.benchmark_configs(train_cfg).items()
+    ]
     return pd.DataFrame(rows)
 
 
@@ -361,12 +495,18 @@ def preference_table(run_dir) -> pd.DataFrame:
     """Pairs per split, pairs per question and response lengths (characters)."""
     rows = []
     for split in ("train", "eval"):
-        pairs = pd.DataFrame(read_jsonl(data_dir(run_dir) / "preference" / f"{split}.jsonl"),
-                             columns=["question", "correct", "incorrect"])
-        rows.append({
-            "split": split, "n_pairs": len(pairs), "n_questions": pairs["question"].nunique(),
-            "pairs_per_question": len(pairs) / max(1, pairs["question"].nunique()),
-            "correct_len_mean": pairs["correct"].str.len().mean(),
-            "incorrect_len_mean": pairs["incorrect"].str.len().mean(),
-        })
+        pairs = pd.DataFrame(
+            read_jsonl(data_dir(run_dir) / "preference" / f"{split}.jsonl"),
+            columns=["question", "correct", "incorrect"],
+        )
+        rows.append(
+            {
+                "split": split,
+                "n_pairs": len(pairs),
+                "n_questions": pairs["question"].nunique(),
+                "pairs_per_question": len(pairs) / max(1, pairs["question"].nunique()),
+                "correct_len_mean": pairs["correct"].str.len().mean(),
+                "incorrect_len_mean": pairs["incorrect"].str.len().mean(),
+            }
+        )
     return pd.DataFrame(rows)

@@ -35,8 +35,14 @@ class PolicyConfig:
 def build_policy(tokenizer, cfg: PolicyConfig, max_positions: int = 512) -> LlamaForCausalLM:
     torch.manual_seed(cfg.seed)
     config = tiny_llama_config(
-        len(tokenizer), cfg.hidden_size, cfg.num_layers, cfg.num_heads, max_positions,
-        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        len(tokenizer),
+        cfg.hidden_size,
+        cfg.num_layers,
+        cfg.num_heads,
+        max_positions,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
     )
     return LlamaForCausalLM(config)
 
@@ -55,7 +61,9 @@ def _lr_factor(step: int, total: int, warmup: int) -> float:
     return 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
 
 
-def train_sft(model, tokenizer, examples: list[tuple[str, str]], cfg: PolicyConfig, progress: bool = True) -> list[dict]:
+def train_sft(
+    model, tokenizer, examples: list[tuple[str, str]], cfg: PolicyConfig, progress: bool = True
+) -> list[dict]:
     """Next-token SFT on (prompt, completion) pairs; returns the loss history, one row per step."""
     encoded = [encode_sft_example(tokenizer, p, c) for p, c in examples]
     rng = random.Random(cfg.seed)

@@ -36,12 +36,18 @@ import functools
 import random
 import re
 import zlib
-from dataclasses import dataclass, field, replace
 from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, field, replace
 
 # the checker lives in grading; callers also read it here, as toymath.problems.is_correct and so on
-from goalrm_core.tasks.toymath.grading import (MAX_ANSWER_DIGITS, FirstError, first_error, is_correct,  # noqa: F401
-                                               is_well_formed, parse_answer)
+from goalrm_core.tasks.toymath.grading import (
+    MAX_ANSWER_DIGITS,  # noqa: F401
+    FirstError,  # noqa: F401
+    first_error,
+    is_correct,  # noqa: F401
+    is_well_formed,  # noqa: F401
+    parse_answer,  # noqa: F401
+)
 
 # (a, op, b, c): one chained operation ``a op b = c``.
 Step = tuple[int, str, int, int]
@@ -65,9 +71,7 @@ VERBOSE_WORDS = {"+": "add", "-": "subtract", "*": "multiply"}
 class ToyMathConfig:
     """Difficulty knobs of the ToyMath distribution (defaults = the training distribution)."""
 
-    min_steps: int = field(
-        default=2, metadata={"help": "Fewest operations per question (k is drawn uniformly)."}
-    )
+    min_steps: int = field(default=2, metadata={"help": "Fewest operations per question (k is drawn uniformly)."})
     max_steps: int = field(
         default=4,
         metadata={"help": "Most operations per question. A tiny model falls to ~0% at 5-6 steps."},
@@ -77,13 +81,13 @@ class ToyMathConfig:
         default=12,
         metadata={"help": "Largest operand (inclusive). Operands above ~20 defeat a tiny model."},
     )
-    operations: str = field(
-        default="+-*", metadata={"help": "Operators to draw from: a non-empty subset of '+-*'."}
-    )
+    operations: str = field(default="+-*", metadata={"help": "Operators to draw from: a non-empty subset of '+-*'."})
     modulus: int = field(
         default=0,
-        metadata={"help": "0: exact integer results (multi-digit ToyMath). m >= 2: every result is "
-                          "reduced mod m (digit chains: 10, with operands 1-9)."},
+        metadata={
+            "help": "0: exact integer results (multi-digit ToyMath). m >= 2: every result is "
+            "reduced mod m (digit chains: 10, with operands 1-9)."
+        },
     )
     operation_weights: tuple[float, ...] = field(
         default=(),
@@ -91,26 +95,31 @@ class ToyMathConfig:
     )
     heldout_facts: int = field(
         default=0,
-        metadata={"help": "Digit chains only: how many '+'/'-' facts (a op b, a in [0, m), b in [1, m)) "
-                          "are withheld; see `facts`."},
+        metadata={
+            "help": "Digit chains only: how many '+'/'-' facts (a op b, a in [0, m), b in [1, m)) "
+            "are withheld; see `facts`."
+        },
     )
     mistaught_facts: int = field(
         default=0,
-        metadata={"help": "Digit chains only: how many '+'/'-' facts the base policy is taught WRONG, in every "
-                          "SFT solution (a fixed crc32-seeded draw disjoint from the held-out facts, each with "
-                          "a fixed wrong result; see `mistaught_fact_table`). 0 (the demo): none. The "
-                          "'confident' profile's policy is then confidently wrong on them."},
+        metadata={
+            "help": "Digit chains only: how many '+'/'-' facts the base policy is taught WRONG, in every "
+            "SFT solution (a fixed crc32-seeded draw disjoint from the held-out facts, each with "
+            "a fixed wrong result; see `mistaught_fact_table`). 0 (the demo): none. The "
+            "'confident' profile's policy is then confidently wrong on them."
+        },
     )
     facts: str = field(
         default="seen",
-        metadata={"help": "'seen': no step uses a held-out fact (training); 'unseen': at least one step "
-                          "does (a benchmark); 'all': no restriction."},
+        metadata={
+            "help": "'seen': no step uses a held-out fact (training); 'unseen': at least one step "
+            "does (a benchmark); 'all': no restriction."
+        },
     )
     style: str = field(
         default="terse",
         metadata={
-            "help": "Reference solution style: 'terse' (a*b=c lines) or 'verbose' "
-            "(adds one explanation word per line)."
+            "help": "Reference solution style: 'terse' (a*b=c lines) or 'verbose' (adds one explanation word per line)."
         },
     )
 
@@ -118,41 +127,46 @@ class ToyMathConfig:
         if self.min_steps < 1:
             raise ValueError(f"min_steps must be >= 1, got {self.min_steps}")
         if self.max_steps < self.min_steps:
-            raise ValueError(
-                f"max_steps ({self.max_steps}) must be >= min_steps ({self.min_steps})"
-            )
+            raise ValueError(f"max_steps ({self.max_steps}) must be >= min_steps ({self.min_steps})")
         if self.operand_max < self.operand_min:
-            raise ValueError(
-                f"operand_max ({self.operand_max}) must be >= operand_min ({self.operand_min})"
-            )
+            raise ValueError(f"operand_max ({self.operand_max}) must be >= operand_min ({self.operand_min})")
         if not self.operations or set(self.operations) - set(OPERATORS):
-            raise ValueError(f"operations must be a non-empty subset of {OPERATORS!r}, "
-                             f"got {self.operations!r}")
+            raise ValueError(f"operations must be a non-empty subset of {OPERATORS!r}, got {self.operations!r}")
         if len(set(self.operations)) != len(self.operations):
             raise ValueError(f"operations has repeated operators: {self.operations!r}")
         if self.modulus < 0 or self.modulus == 1:
             raise ValueError(f"modulus must be 0 (exact) or >= 2, got {self.modulus}")
         if self.operation_weights and (
             len(self.operation_weights) != len(self.operations)
-            or not all(w >= 0 for w in self.operation_weights) or sum(self.operation_weights) <= 0
+            or not all(w >= 0 for w in self.operation_weights)
+            or sum(self.operation_weights) <= 0
         ):
-            raise ValueError(f"operation_weights must give one non-negative weight per operator of "
-                             f"{self.operations!r} with a positive sum, got {self.operation_weights!r}")
+            raise ValueError(
+                f"operation_weights must give one non-negative weight per operator of "
+                f"{self.operations!r} with a positive sum, got {self.operation_weights!r}"
+            )
         if self.facts not in FACT_FILTERS:
             raise ValueError(f"facts must be one of {FACT_FILTERS}, got {self.facts!r}")
         if self.heldout_facts < 0 or (self.heldout_facts and self.modulus == 0):
-            raise ValueError(f"heldout_facts needs a modulus and must be >= 0, got {self.heldout_facts} "
-                             f"with modulus {self.modulus}")
+            raise ValueError(
+                f"heldout_facts needs a modulus and must be >= 0, got {self.heldout_facts} with modulus {self.modulus}"
+            )
         if self.heldout_facts > len(_fact_space(self.modulus)):
-            raise ValueError(f"heldout_facts ({self.heldout_facts}) exceeds the "
-                             f"{len(_fact_space(self.modulus))} '+'/'-' facts mod {self.modulus}")
+            raise ValueError(
+                f"heldout_facts ({self.heldout_facts}) exceeds the "
+                f"{len(_fact_space(self.modulus))} '+'/'-' facts mod {self.modulus}"
+            )
         if self.mistaught_facts < 0 or (self.mistaught_facts and self.modulus == 0):
-            raise ValueError(f"mistaught_facts needs a modulus and must be >= 0, got {self.mistaught_facts} "
-                             f"with modulus {self.modulus}")
+            raise ValueError(
+                f"mistaught_facts needs a modulus and must be >= 0, got {self.mistaught_facts} "
+                f"with modulus {self.modulus}"
+            )
         if self.mistaught_facts > len(_fact_space(self.modulus)) - self.heldout_facts:
-            raise ValueError(f"mistaught_facts ({self.mistaught_facts}) exceeds the "
-                             f"{len(_fact_space(self.modulus)) - self.heldout_facts} '+'/'-' facts mod "
-                             f"{self.modulus} that are not held out")
+            raise ValueError(
+                f"mistaught_facts ({self.mistaught_facts}) exceeds the "
+                f"{len(_fact_space(self.modulus)) - self.heldout_facts} '+'/'-' facts mod "
+                f"{self.modulus} that are not held out"
+            )
         if self.facts == "unseen" and not self.heldout_facts:
             raise ValueError("facts='unseen' needs heldout_facts > 0")
 
@@ -230,7 +244,9 @@ def mistaught_error(problem: "Problem", solution_text: str, cfg: "ToyMathConfig"
         return False
     a, op, b, _ = problem.steps[err.step_index]
     # a wrong_step line that starts like the reference's ``a op b =`` is wrong in its result
-    return (a, op, b) in mistaught_fact_table(cfg) and solution_text.split("\n")[err.step_index].startswith(f"{a}{op}{b}=")
+    return (a, op, b) in mistaught_fact_table(cfg) and solution_text.split("\n")[err.step_index].startswith(
+        f"{a}{op}{b}="
+    )
 
 
 def _check_style(style: str) -> None:
@@ -321,8 +337,13 @@ def _draw(rng: random.Random, cfg: ToyMathConfig) -> Problem:
     k = rng.randint(cfg.min_steps, cfg.max_steps)
     first = rng.randint(cfg.operand_min, cfg.operand_max)
     weights = list(cfg.operation_weights) or None
-    ops = [(rng.choices(cfg.operations, weights)[0] if weights else rng.choice(cfg.operations),
-            rng.randint(cfg.operand_min, cfg.operand_max)) for _ in range(k)]
+    ops = [
+        (
+            rng.choices(cfg.operations, weights)[0] if weights else rng.choice(cfg.operations),
+            rng.randint(cfg.operand_min, cfg.operand_max),
+        )
+        for _ in range(k)
+    ]
     return Problem.from_steps(chain_steps(first, ops, cfg.modulus))
 
 
@@ -341,9 +362,7 @@ def make_problem(rng: random.Random, cfg: ToyMathConfig) -> Problem:
     raise ValueError(f"could not draw a problem with facts={cfg.facts!r} from {cfg}")
 
 
-def generate_problems(
-    cfg: ToyMathConfig, n: int, seed: int, exclude: Collection[str] = ()
-) -> list[Problem]:
+def generate_problems(cfg: ToyMathConfig, n: int, seed: int, exclude: Collection[str] = ()) -> list[Problem]:
     """``n`` problems from ``random.Random(seed)``; same arguments, same list.
 
     ``exclude`` holds question strings to skip (e.g. benchmark questions, so no test question leaks
@@ -397,7 +416,7 @@ def problem_from_question(question: str, modulus: int = 0) -> Problem:
     if question[pos:].strip():
         raise ValueError(
             f"malformed ToyMath question {question!r}: unexpected text at offset {pos}: "
-            f"{question[pos:pos + 10]!r} (expected ' <op><int>' with op in {OPERATORS!r})"
+            f"{question[pos : pos + 10]!r} (expected ' <op><int>' with op in {OPERATORS!r})"
         )
     if not ops:
         raise ValueError(f"malformed ToyMath question {question!r}: no operation")
@@ -414,10 +433,10 @@ def problem_to_row(problem: Problem, style: str = "terse") -> dict:
     }
 
 
-
 # --------------------------------------------------------------------------------------------------
 # Benchmarks: fixed, mildly shifted distributions derived from the training one
 # --------------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Benchmark:
@@ -452,10 +471,14 @@ def _times(cfg: ToyMathConfig) -> ToyMathConfig | None:
 BENCHMARKS = {
     "toy-id": Benchmark("the training distribution itself", replace),
     "toy-long": Benchmark("one step longer: k in [max_steps, max_steps + 1]", _long),
-    "toy-big": Benchmark("larger operands: operand_max raised by ~25%",
-                         lambda cfg: replace(cfg, operand_max=_raised_operand_max(cfg.operand_max))),
-    "toy-mixed": Benchmark("both shifts of toy-long and toy-big at once",
-                           lambda cfg: _long(cfg, operand_max=_raised_operand_max(cfg.operand_max))),
+    "toy-big": Benchmark(
+        "larger operands: operand_max raised by ~25%",
+        lambda cfg: replace(cfg, operand_max=_raised_operand_max(cfg.operand_max)),
+    ),
+    "toy-mixed": Benchmark(
+        "both shifts of toy-long and toy-big at once",
+        lambda cfg: _long(cfg, operand_max=_raised_operand_max(cfg.operand_max)),
+    ),
 }
 
 # Digit chains: length is not a mild shift for a tiny model (0% one step outside the trained range),
@@ -464,8 +487,10 @@ CHAIN_BENCHMARKS = {
     "toy-id": Benchmark("the training distribution itself", replace),
     "toy-zero": Benchmark("operand 0 allowed (never an operand in training)", lambda cfg: replace(cfg, operand_min=0)),
     "toy-times": Benchmark("'*' mixed in at a low rate (never trained)", _times),
-    "toy-unseen": Benchmark("every question uses at least one held-out fact",
-                            lambda cfg: replace(cfg, facts="unseen") if cfg.heldout_facts else None),
+    "toy-unseen": Benchmark(
+        "every question uses at least one held-out fact",
+        lambda cfg: replace(cfg, facts="unseen") if cfg.heldout_facts else None,
+    ),
 }
 
 # Benchmark seeds are >= 2**32; training seeds are expected below it, so the streams never coincide.
@@ -483,7 +508,9 @@ def benchmark_descriptions(train_cfg: ToyMathConfig) -> dict[str, str]:
 
 def benchmark_table() -> str:
     """docs/toymath.md's table of the digit-chain benchmarks: :data:`CHAIN_BENCHMARKS`."""
-    return "\n".join(["| benchmark | shift |", "|---|---|", *(f"| `{name}` | {b.shift} |" for name, b in CHAIN_BENCHMARKS.items())])
+    return "\n".join(
+        ["| benchmark | shift |", "|---|---|", *(f"| `{name}` | {b.shift} |" for name, b in CHAIN_BENCHMARKS.items())]
+    )
 
 
 def benchmark_configs(train_cfg: ToyMathConfig) -> dict[str, ToyMathConfig]:

@@ -119,9 +119,19 @@ class RolloutLabel:
         return len(self.hits)
 
 
-def estimate_first_errors(policy, tokenizer, pairs: Sequence[dict], *, k: int = 8, temperature: float = 1.0, seed: int = 0,
-                          modulus: int, max_new_tokens: int = 48, batch_size: int = 256,
-                          progress: bool = False) -> tuple[list[dict], list[RolloutLabel]]:
+def estimate_first_errors(
+    policy,
+    tokenizer,
+    pairs: Sequence[dict],
+    *,
+    k: int = 8,
+    temperature: float = 1.0,
+    seed: int = 0,
+    modulus: int,
+    max_new_tokens: int = 48,
+    batch_size: int = 256,
+    progress: bool = False,
+) -> tuple[list[dict], list[RolloutLabel]]:
     """Pairs ``{question, correct, incorrect, first_error_char}`` -> the same pairs with ``first_error_char``
     estimated from ``k`` rollouts per line end of each ``incorrect`` solution, and one
     :class:`RolloutLabel` per pair. ``modulus``: the task's (``pipeline.task_config(run).modulus``), which
@@ -146,8 +156,22 @@ def estimate_first_errors(policy, tokenizer, pairs: Sequence[dict], *, k: int = 
         for line, end in enumerate(line_ends(text)[:-1]):
             prompts.append(apply_template(TEMPLATE, pair["question"]) + text[:end])
             owners.append((i, line, text[:end]))
-    samples = sample(policy, tokenizer, prompts, n=k, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed,
-                     batch_size=batch_size, progress=progress, desc="rollouts") if prompts else []
+    samples = (
+        sample(
+            policy,
+            tokenizer,
+            prompts,
+            n=k,
+            temperature=temperature,
+            max_new_tokens=max_new_tokens,
+            seed=seed,
+            batch_size=batch_size,
+            progress=progress,
+            desc="rollouts",
+        )
+        if prompts
+        else []
+    )
     hits = [[0] * len(line_ends(t)) for t in texts]
     for (i, line, prefix), drawn in zip(owners, samples):
         hits[i][line] = sum(is_correct(prefix + s.text, answers[i]) for s in drawn)
@@ -171,7 +195,8 @@ def agreement(labels: Sequence[RolloutLabel]) -> dict:
         return round(sum(map(test, known)) / n, 4) if n else None
 
     return {
-        "n_pairs": len(labels), "n_exact": n,
+        "n_pairs": len(labels),
+        "n_exact": n,
         "same_line": share(lambda r: r.estimated_line == r.exact_line),
         "earlier": share(lambda r: r.estimated_line is not None and r.estimated_line < r.exact_line),
         "later": share(lambda r: r.estimated_line is not None and r.estimated_line > r.exact_line),

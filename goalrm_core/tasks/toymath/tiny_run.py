@@ -39,8 +39,13 @@ def tiny_policy_config(tokenizer):
     """The tiny policy's ``LlamaConfig`` for ``tokenizer`` (the character tokenizer)."""
     from goalrm_core.model.reward_model import tiny_llama_config
 
-    return tiny_llama_config(len(tokenizer), hidden_size=HIDDEN_SIZE, num_layers=NUM_LAYERS, num_heads=NUM_HEADS,
-                             max_position_embeddings=MAX_POSITIONS)
+    return tiny_llama_config(
+        len(tokenizer),
+        hidden_size=HIDDEN_SIZE,
+        num_layers=NUM_LAYERS,
+        num_heads=NUM_HEADS,
+        max_position_embeddings=MAX_POSITIONS,
+    )
 
 
 def tiny_pairs(n: int, seed: int = 0) -> list[dict]:
@@ -50,7 +55,9 @@ def tiny_pairs(n: int, seed: int = 0) -> list[dict]:
     from goalrm_core.tasks.toymath.problems import ToyMathConfig, generate_problems
     from goalrm_core.tasks.toymath.verify_data import slip_pairs
 
-    cfg = ToyMathConfig(min_steps=1, max_steps=2, operand_min=1, operand_max=MODULUS - 1, operations="+-", modulus=MODULUS)
+    cfg = ToyMathConfig(
+        min_steps=1, max_steps=2, operand_min=1, operand_max=MODULUS - 1, operations="+-", modulus=MODULUS
+    )
     return slip_pairs(generate_problems(cfg, n, seed), per_question=1, modulus=MODULUS, seed=seed)
 
 
@@ -62,12 +69,15 @@ def check_target(folder: str | os.PathLike) -> Path:
         if not target.is_dir():
             raise ValueError(f"{target} exists and is not a folder: give a new or empty folder for the tiny run")
         if any(target.iterdir()):
-            raise ValueError(f"{target} is not empty: give a new or empty folder for the tiny run (nothing was written)")
+            raise ValueError(
+                f"{target} is not empty: give a new or empty folder for the tiny run (nothing was written)"
+            )
     return target
 
 
-def make_tiny_run(folder: str | os.PathLike, seed: int = 0, train_pairs: int = TRAIN_PAIRS,
-                  eval_pairs: int = EVAL_PAIRS) -> RunDir:
+def make_tiny_run(
+    folder: str | os.PathLike, seed: int = 0, train_pairs: int = TRAIN_PAIRS, eval_pairs: int = EVAL_PAIRS
+) -> RunDir:
     """Write a tiny run folder at ``folder`` (new, or an empty folder) and return its :class:`RunDir`: the
     policy (random weights from ``seed``) with the character tokenizer, and ``train_pairs`` + ``eval_pairs``
     preference pairs drawn from ``seed``. Written under a temporary name beside ``folder`` and renamed into
@@ -98,7 +108,9 @@ def make_tiny_run(folder: str | os.PathLike, seed: int = 0, train_pairs: int = T
         try:
             os.rename(tmp, target)  # onto a missing or empty folder; atomic on one file system
         except OSError as error:  # something appeared at the target meanwhile
-            raise ValueError(f"{target} could not be written ({error.strerror}): give a new or empty folder for the tiny run") from None
+            raise ValueError(
+                f"{target} could not be written ({error.strerror}): give a new or empty folder for the tiny run"
+            ) from None
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
@@ -113,13 +125,34 @@ def train_command(folder: str | os.PathLike, save_path: str | os.PathLike | None
     'goalrm train-rm --pretrain /tmp/tiny/data/policy'
     """
     run = RunDir(folder)
-    return ["goalrm", "train-rm", "--pretrain", str(run.policy), "--dataset", str(run.preference_pairs("train")),
-            "--eval_dataset", str(run.preference_pairs("eval")), "--template", "toymath", "--max_len", "64",
-            "--train_batch_size", "4", "--micro_train_batch_size", "4", "--max_steps", "1",
-            "--save_path", str(save_path if save_path is not None else run.model("tiny")), *more]
+    return [
+        "goalrm",
+        "train-rm",
+        "--pretrain",
+        str(run.policy),
+        "--dataset",
+        str(run.preference_pairs("train")),
+        "--eval_dataset",
+        str(run.preference_pairs("eval")),
+        "--template",
+        "toymath",
+        "--max_len",
+        "64",
+        "--train_batch_size",
+        "4",
+        "--micro_train_batch_size",
+        "4",
+        "--max_steps",
+        "1",
+        "--save_path",
+        str(save_path if save_path is not None else run.model("tiny")),
+        *more,
+    ]
 
 
 def describe(run: RunDir) -> str:
     """What :func:`make_tiny_run` wrote and the command that trains one step on it."""
-    return (f"wrote a tiny run: {run.policy} (policy, random weights), {run.preference_pairs('train')} and "
-            f"{run.preference_pairs('eval')} (pairs)\none training step: {shlex.join(train_command(run.root))}")
+    return (
+        f"wrote a tiny run: {run.policy} (policy, random weights), {run.preference_pairs('train')} and "
+        f"{run.preference_pairs('eval')} (pairs)\none training step: {shlex.join(train_command(run.root))}"
+    )

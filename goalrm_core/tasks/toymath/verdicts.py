@@ -22,8 +22,10 @@ def judge(question: str, text: str, expected: int | None = None, modulus: int = 
     """
     problem = toymath.problem_from_question(question, modulus)
     answer = toymath.parse_answer(text)
-    return {"predicted_answer": answer, "is_correct": toymath.first_error(problem, text) is None
-            and (expected is None or answer == expected)}
+    return {
+        "predicted_answer": answer,
+        "is_correct": toymath.first_error(problem, text) is None and (expected is None or answer == expected),
+    }
 
 
 def is_verbose(text: str) -> bool:

@@ -37,7 +37,9 @@ def slip(problem: toymath.Problem, step: int, delta: int, modulus: int) -> tuple
     if not 0 <= step < len(problem.steps):
         raise ValueError(f"step must be in [0, {len(problem.steps)}), got {step}")
     if modulus < 2 or delta % modulus == 0:
-        raise ValueError(f"a slip needs modulus >= 2 and a delta that is not a multiple of it, got {delta} mod {modulus}")
+        raise ValueError(
+            f"a slip needs modulus >= 2 and a delta that is not a multiple of it, got {delta} mod {modulus}"
+        )
     steps = list(problem.steps)
     a, op, b, c = steps[step]
     steps[step] = (a, op, b, (c + delta) % modulus)
@@ -61,7 +63,14 @@ def slip_pairs(problems: Sequence[toymath.Problem], per_question: int, modulus: 
     for problem in problems:
         for _ in range(per_question):
             text, first = slip(problem, rng.randrange(len(problem.steps)), rng.randrange(1, modulus), modulus)
-            pairs.append({"question": problem.question, "correct": problem.solution(), "incorrect": text, "first_error_char": first})
+            pairs.append(
+                {
+                    "question": problem.question,
+                    "correct": problem.solution(),
+                    "incorrect": text,
+                    "first_error_char": first,
+                }
+            )
     return pairs
 
 

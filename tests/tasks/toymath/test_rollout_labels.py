@@ -11,8 +11,8 @@ import torch
 from transformers import LlamaForCausalLM
 
 from goalrm_core.data.io import atomic_write_json, read_jsonl, write_jsonl
-from goalrm_core.tasks.toymath.grading import line_end_tokens
 from goalrm_core.tasks.toymath import rollout_labels as rl
+from goalrm_core.tasks.toymath.grading import line_end_tokens
 from goalrm_core.tasks.toymath.problems import ToyMathConfig, first_error, generate_problems, problem_from_question
 from goalrm_core.tasks.toymath.verify_data import slip_pairs
 
@@ -48,13 +48,16 @@ def test_an_estimate_on_the_exact_line_gives_the_exact_offset_back(pairs):
         assert rl.label_from_on_track(text, flags, exact_char=char) == char
 
 
-@pytest.mark.parametrize("flags, exact, expected", [
-    ([True, True, True], 10, 14),  # on track throughout: the end of the response
-    ([False, False, False], 10, 0),  # earlier than the exact line: that line's first character
-    ([True, False, False], 10, 10),  # on the exact line: the exact offset
-    ([True, True, False], 10, 12),  # later: the answer line's first character
-    ([True, False, True], None, 6),  # the first line not on track decides, later verdicts do not
-])
+@pytest.mark.parametrize(
+    "flags, exact, expected",
+    [
+        ([True, True, True], 10, 14),  # on track throughout: the end of the response
+        ([False, False, False], 10, 0),  # earlier than the exact line: that line's first character
+        ([True, False, False], 10, 10),  # on the exact line: the exact offset
+        ([True, True, False], 10, 12),  # later: the answer line's first character
+        ([True, False, True], None, 6),  # the first line not on track decides, later verdicts do not
+    ],
+)
 def test_labelling_rule(flags, exact, expected):
     text = "3+5=8\n8-7=2\n#2"
     assert rl.label_from_on_track(text, flags, exact_char=exact) == expected
@@ -75,17 +78,22 @@ def test_a_prefix_is_on_track_when_some_continuation_reaches_the_answer():
 
 
 def test_agreement_shares_cover_the_labelled_pairs():
-    labels = [rl.RolloutLabel(1, 1, (8, 0, 0), 10), rl.RolloutLabel(1, 0, (0, 0, 0), 0),
-              rl.RolloutLabel(0, 2, (3, 2, 0), 12), rl.RolloutLabel(1, None, (8, 8, 1), 14),
-              rl.RolloutLabel(None, 0, (0, 0, 0), 0)]
+    labels = [
+        rl.RolloutLabel(1, 1, (8, 0, 0), 10),
+        rl.RolloutLabel(1, 0, (0, 0, 0), 0),
+        rl.RolloutLabel(0, 2, (3, 2, 0), 12),
+        rl.RolloutLabel(1, None, (8, 8, 1), 14),
+        rl.RolloutLabel(None, 0, (0, 0, 0), 0),
+    ]
     got = rl.agreement(labels)
     assert (got["n_pairs"], got["n_exact"]) == (5, 4)
     assert [got[k] for k in ("same_line", "earlier", "later", "none")] == [0.25, 0.25, 0.25, 0.25]
 
 
 def _estimate(policy, tokenizer, pairs, seed):
-    return rl.estimate_first_errors(policy, tokenizer, pairs, k=3, temperature=1.0, seed=seed, modulus=10,
-                                    max_new_tokens=10, batch_size=48)
+    return rl.estimate_first_errors(
+        policy, tokenizer, pairs, k=3, temperature=1.0, seed=seed, modulus=10, max_new_tokens=10, batch_size=48
+    )
 
 
 def test_estimate_with_a_tiny_policy_is_one_label_per_pair_and_deterministic(tiny_lm, tokenizer, pairs):
@@ -93,14 +101,20 @@ def test_estimate_with_a_tiny_policy_is_one_label_per_pair_and_deterministic(tin
     labelled, labels = _estimate(tiny_lm, tokenizer, chosen, seed=3)
     assert len(labelled) == len(labels) == len(chosen)
     for pair, new, lab in zip(chosen, labelled, labels):
-        assert {k: v for k, v in new.items() if k != "first_error_char"} == {k: v for k, v in pair.items() if k != "first_error_char"}
+        assert {k: v for k, v in new.items() if k != "first_error_char"} == {
+            k: v for k, v in pair.items() if k != "first_error_char"
+        }
         assert lab.n_lines == len(rl.line_ends(pair["incorrect"]))
         assert all(0 <= h <= 3 for h in lab.hits) and lab.hits[-1] == 0  # a slip's own answer is wrong
         assert lab.exact_line == rl.line_of_char(pair["incorrect"], pair["first_error_char"])
         flags = [h > 0 for h in lab.hits]
         assert lab.estimated_line == rl.estimated_error_line(flags)
         assert lab.estimated_line is not None  # the last line (the slip's own answer) is never on track
-        assert new["first_error_char"] == lab.first_error_char == rl.label_from_on_track(pair["incorrect"], flags, pair["first_error_char"])
+        assert (
+            new["first_error_char"]
+            == lab.first_error_char
+            == rl.label_from_on_track(pair["incorrect"], flags, pair["first_error_char"])
+        )
         assert 0 <= lab.first_error_char <= len(pair["incorrect"])
     again = _estimate(tiny_lm, tokenizer, chosen, seed=3)
     assert again == (labelled, labels)
@@ -125,7 +139,20 @@ def test_script_writes_the_two_files_and_a_row(tmp_path, tiny_config, tokenizer,
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     table = tmp_path / "table.jsonl"
-    argv = ["--run_dir", str(run), "--name", "cal", "--n", "5", "--k", "2", "--max_new_tokens", "8", "--table", str(table)]
+    argv = [
+        "--run_dir",
+        str(run),
+        "--name",
+        "cal",
+        "--n",
+        "5",
+        "--k",
+        "2",
+        "--max_new_tokens",
+        "8",
+        "--table",
+        str(table),
+    ]
     assert script.main(argv) == 0
     exact, rollout = read_jsonl(data / "exact-5.jsonl"), read_jsonl(data / "rollout-k2-5.jsonl")
     assert exact == script.subset(pairs[:12], 5, 0) and len({p["question"] for p in exact}) == 5

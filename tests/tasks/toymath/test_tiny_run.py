@@ -34,7 +34,9 @@ def test_the_folder_is_a_policy_and_pairs_in_the_run_layout(tiny_run):
         answer = problem_from_question(pair["question"], modulus=10).answer
         assert is_correct(pair["correct"], answer) and not is_correct(pair["incorrect"], answer)
         first = pair["first_error_char"]
-        assert pair["correct"][:first] == pair["incorrect"][:first] and pair["correct"][first] != pair["incorrect"][first]
+        assert (
+            pair["correct"][:first] == pair["incorrect"][:first] and pair["correct"][first] != pair["incorrect"][first]
+        )
     assert sorted(p.name for p in run.root.iterdir()) == ["data"]
 
 
@@ -64,7 +66,9 @@ def test_a_target_that_is_not_new_or_empty_is_refused_in_one_line(tmp_path, caps
     assert "\n" not in str(refused.value) and str(target) in str(refused.value)
     assert cli.main(["tiny-run", str(target)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"goalrm tiny-run: error: {target} ") and "new or empty folder" in err and "\n" not in err, err
+    assert err.startswith(f"goalrm tiny-run: error: {target} ") and "new or empty folder" in err and "\n" not in err, (
+        err
+    )
     assert sorted(tmp_path.rglob("*")) == before  # nothing written, no temporary folder left
 
 
@@ -91,10 +95,24 @@ def test_train_rm_trains_one_step_on_it_with_the_command_tiny_run_prints(tmp_pat
     printed = capsys.readouterr().out.splitlines()
     command = shlex.split(next(line for line in printed if line.startswith("one training step: ")).split(": ", 1)[1])
     assert command[:2] == ["goalrm", "train-rm"]
-    argv = [*command[1:], "--zero_stage", "0", "--reward_model_strategy", "contrastive", "--contrastive_strategy", "cosine_avg"]
+    argv = [
+        *command[1:],
+        "--zero_stage",
+        "0",
+        "--reward_model_strategy",
+        "contrastive",
+        "--contrastive_strategy",
+        "cosine_avg",
+    ]
     env = {**os.environ, "PYTHONPATH": str(project_root()), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-m", "goalrm_core.cli", *argv], capture_output=True, text=True, timeout=600, env=env,
-                          cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "goalrm_core.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((RunDir(folder).model("tiny") / "train_summary.json").read_text())
     assert (summary["steps"], summary["strategy"], summary["contrastive_strategy"]) == (1, "contrastive", "cosine_avg")
