@@ -30,7 +30,10 @@ from goalrm_core.train.batching import epoch_batches, item_length, load_items, l
 
 RESULTS = ROOT / "benchmarks" / "padding.json"
 DOC = ROOT / "docs" / "performance.md"
-BEGIN = "<!-- begin: generated from benchmarks/padding.json by `python benchmarks/padding.py --doc`; do not edit by hand -->"
+BEGIN = (
+    "<!-- begin: generated from benchmarks/padding.json by `python benchmarks/padding.py --doc`; "
+    "do not edit by hand -->"
+)
 END = "<!-- end: generated from benchmarks/padding.json -->"
 
 
@@ -51,7 +54,8 @@ def table(rows: list[dict]) -> str:
             for g in (True, False)
         ]
         lines.append(
-            f"| {name} ({any_row['n_pairs']:,} pairs) | {any_row['profile']} | {any_row['steps']} x {any_row['train_batch_size']} "
+            f"| {name} ({any_row['n_pairs']:,} pairs) | {any_row['profile']} | "
+            f"{any_row['steps']} x {any_row['train_batch_size']} "
             f"(micro-batches of {any_row['micro_train_batch_size']}) | {shown[0]} | {shown[1]} |"
         )
     return "\n".join(lines)
@@ -120,7 +124,8 @@ def main(argv=None) -> int:
             }
         )
         print(
-            f"{args.name} group_by_length={grouped}: {figures['padding_share']:.1%} of {figures['tokens']:,} tokens are padding "
+            f"{args.name} group_by_length={grouped}: {figures['padding_share']:.1%} of {figures['tokens']:,} "
+            f"tokens are padding "
             f"({cfg.max_steps} steps of {cfg.train_batch_size} pairs, micro-batches of {cfg.micro_train_batch_size})"
         )
     old = json.loads(args.results.read_text()) if args.results.exists() else []

@@ -1,8 +1,8 @@
 """The whole demo and the test suite at ``b54e8af`` and at today's code, on one machine, side by side.
 
-    python benchmarks/pair_b54e8af.py demo OLD_REPORT NEW_REPORT   # two scratch `goalrm report --profile demo` folders
-    python benchmarks/pair_b54e8af.py suite OLD_LOG                # the old `make test` log, beside benchmarks/suite.json
-    python benchmarks/pair_b54e8af.py --doc                        # docs/performance.md's block from the JSON
+    python benchmarks/pair_b54e8af.py demo OLD_REPORT NEW_REPORT # two scratch `goalrm report --profile demo` folders
+    python benchmarks/pair_b54e8af.py suite OLD_LOG              # the old `make test` log, beside benchmarks/suite.json
+    python benchmarks/pair_b54e8af.py --doc                      # docs/performance.md's block from the JSON
 
 Both demos are scratch runs (never the committed report), every RM trained (a fresh run folder, so no RM
 store is prefilled), one after the other on a machine with nothing else running; ``demo`` reads each
@@ -28,7 +28,10 @@ from goalrm_core.generated_block import update_file  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "pair_b54e8af.json"
 DOC = ROOT / "docs" / "performance.md"
-BEGIN = "<!-- begin: generated from benchmarks/pair_b54e8af.json by `python benchmarks/pair_b54e8af.py --doc`; do not edit by hand -->"
+BEGIN = (
+    "<!-- begin: generated from benchmarks/pair_b54e8af.json by `python benchmarks/pair_b54e8af.py --doc`; "
+    "do not edit by hand -->"
+)
 END = "<!-- end: generated from benchmarks/pair_b54e8af.json -->"
 
 

@@ -580,14 +580,17 @@ def format_table(r: dict) -> str:
         f"{o['goal_conditioned_tokens_per_s']:.0f} vs {o['baseline_tokens_per_s']:.0f} tok/s |",
         f"| contrastive step / vanilla step (seconds) | {ratio(o['step']['ratio'])} | <= 1.05 | "
         f"{o['step']['contrastive_tokens_per_s']:.0f} vs {o['step']['vanilla_tokens_per_s']:.0f} tok/s |",
-        f"| RM trainer / fp32 matmul peak | {peak['baseline_fraction_of_peak']:.2f} (goal-conditioned {peak['goal_conditioned_fraction_of_peak']:.2f}) | "
+        f"| RM trainer / fp32 matmul peak | {peak['baseline_fraction_of_peak']:.2f} "
+        f"(goal-conditioned {peak['goal_conditioned_fraction_of_peak']:.2f}) | "
         f"- | peak {peak['matmul_peak_gflops']:.0f} GFLOP/s, {peak['train_flops_per_token'] / 1e6:.1f} MFLOP/token |",
         f"| scoring seq/s, bucketed batch / batch-1 loop | {ratio(r['scoring']['ratio'])} | >= 10 | "
         f"max abs diff {r['scoring']['max_abs_diff']:.1e} over {r['scoring']['n_sequences']} sequences |",
-        f"| sampling wall, RM following every token (read {q['rm_every']} at a time) / policy alone | {ratio(q['evaluated_wall_ratio'])} | - | "
+        f"| sampling wall, RM following every token (read {q['rm_every']} at a time) "
+        f"/ policy alone | {ratio(q['evaluated_wall_ratio'])} | - | "
         f"one at a time: {ratio(q['evaluated_per_token_wall_ratio'])}; same tokens |",
         f"| sampling wall, pruning off / policy alone | {ratio(q['off_wall_ratio'])} | 1.0 | no RM call |",
-        f"| sampling wall, pruning that stops samples / policy alone | {ratio(q['stopping_wall_ratio'])} | within 0.1 of tokens | "
+        f"| sampling wall, pruning that stops samples / policy alone | {ratio(q['stopping_wall_ratio'])} | "
+        f"within 0.1 of tokens | "
         f"tokens {q['stopping_tokens_ratio']:.2f} (threshold {q['stopping_threshold']:.3f}, the median Q) |",
     ]
     if r.get("online_q_rm_every"):

@@ -42,7 +42,10 @@ from run import spread  # noqa: E402  (benchmarks/run.py: min/median/max over re
 RESULTS = ROOT / "benchmarks" / "step_levers.json"
 TRAINER_RESULTS = ROOT / "benchmarks" / "step_levers_trainer.json"
 TABLE_DOC = ROOT / "docs" / "performance.md"
-BEGIN = "<!-- begin: generated from benchmarks/step_levers.json by `python benchmarks/step_levers.py --doc`; do not edit by hand -->"
+BEGIN = (
+    "<!-- begin: generated from benchmarks/step_levers.json by `python benchmarks/step_levers.py --doc`; "
+    "do not edit by hand -->"
+)
 END = "<!-- end: generated from benchmarks/step_levers.json -->"
 
 # name -> (threads, attention kernel, AdamW implementation, torch.compile: False, "warm" (inductor's on-disk
@@ -296,11 +299,14 @@ def format_table(rows: list[dict]) -> str:
         prof = r["profile_one_thread"]
         lines += [
             f"`{r['strategy']}` objective, {r['reps']} repetitions x {r['steps']} timed steps, on {r['machine']} "
-            f"(fp32 matmul {r['matmul_gflops_one_thread']:.0f} GFLOP/s on one thread), commit `{r['commit']}`, load average "
+            f"(fp32 matmul {r['matmul_gflops_one_thread']:.0f} GFLOP/s on one thread), "
+            f"commit `{r['commit']}`, load average "
             f"before {[round(x, 2) for x in r['load_average_before']]}; {r['real_tokens_per_step']:.0f} real of "
-            f"{r['padded_tokens_per_step']:.0f} tokens per step; eager one-thread step {prof['matmul_share']:.0%} matmul.",
+            f"{r['padded_tokens_per_step']:.0f} tokens per step; "
+            f"eager one-thread step {prof['matmul_share']:.0%} matmul.",
             "",
-            "| variant | threads | step ms (median, range) | speed-up vs default | first steps' extra s | steps to repay it |",
+            "| variant | threads | step ms (median, range) | "
+            "speed-up vs default | first steps' extra s | steps to repay it |",
             "|---|---|---|---|---|---|",
         ]
         for name, v in r["variants"].items():
@@ -316,12 +322,15 @@ def format_table(rows: list[dict]) -> str:
 
 def trainer_line(pair: dict) -> str:
     """The real trainer's side-by-side figures (``--trainer``), one sentence."""
-    t, p = pair["train_s"], pair["process_s"]
+    t, _ = pair["train_s"], pair["process_s"]
     return (
-        f"Through the real trainer (`--trainer {pair['steps']}`: a goal-conditioned RM, eager and compiled side by side "
+        f"Through the real trainer (`--trainer {pair['steps']}`: a goal-conditioned RM, "
+        f"eager and compiled side by side "
         f"with a thread each, evaluations every {pair['eval_steps']} steps, {pair['reps']} repetitions, commit "
-        f"`{pair['commit']}`): training {t['eager']['median']:.0f} s eager vs {t['compiled']['median']:.0f} s compiled, "
-        f"{pair['speedup_train_s']['median']:.2f}x (range {pair['speedup_train_s']['min']:.2f}-{pair['speedup_train_s']['max']:.2f}); "
+        f"`{pair['commit']}`): training {t['eager']['median']:.0f} s eager "
+        f"vs {t['compiled']['median']:.0f} s compiled, "
+        f"{pair['speedup_train_s']['median']:.2f}x "
+        f"(range {pair['speedup_train_s']['min']:.2f}-{pair['speedup_train_s']['max']:.2f}); "
         f"the whole process {pair['speedup_process_s']['median']:.2f}x."
     )
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""The official ``examples/get_representation.py``: ``goalrm get-representation`` with the same flags (docs/migration.md)."""
+"""The official ``examples/get_representation.py``: ``goalrm get-representation`` with the same flags
+(docs/migration.md)."""
 
 import sys
 from pathlib import Path

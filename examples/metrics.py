@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""The official ``examples/metrics.py``: ``goalrm metrics --official``: the official printout, computed as it computes it (docs/migration.md)."""
+"""The official ``examples/metrics.py``: ``goalrm metrics --official``: the official printout, computed as it
+computes it (docs/migration.md)."""
 
 import sys
 from pathlib import Path

@@ -172,7 +172,10 @@ def symlink_loop(error: BaseException) -> str | None:
     link that leads back to itself, Python < 3.13), naming the path; ``None`` for any other error."""
     text = str(error)
     if type(error) is RuntimeError and text.startswith("Symlink loop from "):
-        return f"{text[len('Symlink loop from ') :]} is a symbolic link loop (it leads back to itself); remove the link or give another path"
+        return (
+            f"{text[len('Symlink loop from ') :]} is a symbolic link loop (it leads back to itself); remove the "
+            "link or give another path"
+        )
     return None
 
 
@@ -189,7 +192,8 @@ def one_line(error: BaseException | str, longest: int = 400) -> str:
     def cut(word: str) -> str:
         if len(word) <= longest:
             return word
-        closing = len(word) - len(word.rstrip("'\"),;:.)]"))  # the quote and punctuation that close it stay
+        # the quote and punctuation that close it stay (a set of characters, stripped in any order: meant)
+        closing = len(word) - len(word.rstrip("'\"),;:.)]"))  # noqa: B005
         return f"{word[:60]}…({len(word):,} characters){word[len(word) - closing :]}"
 
     return " ".join(cut(word) for word in str(error).split())
@@ -206,7 +210,8 @@ class Interrupted(KeyboardInterrupt):
 
 
 def interrupted_how(stop: BaseException) -> str:
-    """``SIGTERM`` for goalrm's SIGTERM-as-Ctrl-C (:class:`goalrm_core.pipeline.signals.Terminated`), else ``Ctrl-C``."""
+    """``SIGTERM`` for goalrm's SIGTERM-as-Ctrl-C (:class:`goalrm_core.pipeline.signals.Terminated`), else
+    ``Ctrl-C``."""
     return getattr(stop, "how", None) or ("SIGTERM" if type(stop).__name__ == "Terminated" else "Ctrl-C")
 
 
@@ -218,7 +223,10 @@ def working_folder_gone() -> str | None:
         os.getcwd()
     except FileNotFoundError:
         where = os.environ.get("PWD") or "the shell's folder"
-        return f"the working folder {where} no longer exists (deleted or moved under the shell): cd to an existing folder and run again"
+        return (
+            f"the working folder {where} no longer exists (deleted or moved under the shell): cd to an existing "
+            "folder and run again"
+        )
     return None
 
 

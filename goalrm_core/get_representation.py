@@ -1,4 +1,5 @@
-"""``python -m goalrm_core.get_representation``: the official ``get_representation.py``'s command line, the same as ``goalrm get-representation``
+"""``python -m goalrm_core.get_representation``: the official ``get_representation.py``'s command line, the same as
+``goalrm get-representation``
 (:mod:`goalrm_core.cli.get_representation`)."""
 
 import sys

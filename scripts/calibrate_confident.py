@@ -31,10 +31,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from goalrm_core.data.io import (  # noqa: E402
-    append_jsonl,
-    write_jsonl,
-)
+# goalrm_core is imported after sys.path names this checkout, hence the noqa: E402 below
+from goalrm_core.data.io import append_jsonl, write_jsonl  # noqa: E402
 from goalrm_core.evaluation import metrics  # noqa: E402
 from goalrm_core.evaluation.tables import labels, question_ids  # noqa: E402
 from goalrm_core.inference.sampler import sample_completions  # noqa: E402
@@ -198,7 +196,8 @@ def main(argv=None) -> int:
     }
     append_jsonl(args.table, [row])
     print(
-        f"{args.name}: accuracy {row['accuracy']:.3f} (n={len(records)}), {on_mistaught}/{len(errors)} errors on mis-taught "
+        f"{args.name}: accuracy {row['accuracy']:.3f} (n={len(records)}), "
+        f"{on_mistaught}/{len(errors)} errors on mis-taught "
         f"facts, length AUROC {row['length_auroc']}, log-prob AUROC {row['logprob_auroc']}, {sft}",
         flush=True,
     )

@@ -273,9 +273,12 @@ def main(argv=None) -> int:
     append_jsonl(args.table, records)
     for r in records:
         print(
-            f"{r['name']} seed {r['seed']}: held-out acc {r['eval_accuracy']:.3f}  AUROC {r['auroc']:.3f} {r['auroc_ci']}  "
-            f"well-formed {r['auroc_well_formed']:.3f} {r['auroc_well_formed_ci']} (length {r['length_auroc_well_formed']:.3f}, "
-            f"log-prob {r['logprob_auroc_well_formed']:.3f}, {r['n_incorrect_well_formed']} errors)  train {r['train_s']:.0f}s"
+            f"{r['name']} seed {r['seed']}: held-out acc {r['eval_accuracy']:.3f}  "
+            f"AUROC {r['auroc']:.3f} {r['auroc_ci']}  "
+            f"well-formed {r['auroc_well_formed']:.3f} {r['auroc_well_formed_ci']} "
+            f"(length {r['length_auroc_well_formed']:.3f}, "
+            f"log-prob {r['logprob_auroc_well_formed']:.3f}, "
+            f"{r['n_incorrect_well_formed']} errors)  train {r['train_s']:.0f}s"
         )
     return 0
 

@@ -181,10 +181,10 @@ def _differences(a, b) -> tuple[str, str]:
 
 
 def recipe_conflict(rows: pd.DataFrame, source, new: dict | None = None) -> str | None:
-    """The one line that refuses rows of one recipe (:data:`RECIPE_KEY`) which ran differently (:data:`RECIPE_IDENTITY`):
-    two rows of ``rows`` (indexed by line number in ``source``), or, given ``new`` (a row about to be appended), a
-    row of ``rows`` against it. None when every recipe's rows agree. A field a row lacks (an older row) is not
-    compared."""
+    """The one line that refuses rows of one recipe (:data:`RECIPE_KEY`) which ran differently
+    (:data:`RECIPE_IDENTITY`): two rows of ``rows`` (indexed by line number in ``source``), or, given ``new`` (a row
+    about to be appended), a row of ``rows`` against it. None when every recipe's rows agree. A field a row lacks (an
+    older row) is not compared."""
     if rows.empty or any(k not in rows for k in RECIPE_KEY):
         return None
     if "kind" in rows:
@@ -210,7 +210,8 @@ def recipe_conflict(rows: pd.DataFrame, source, new: dict | None = None) -> str 
                 theirs, ours = _differences(first[field], present[field])
                 where = f"line {line}" if line != "(this run)" else "this run"
                 return (
-                    f"{source}: recipe {key[0]!r} ({key[1]}, {key[2]}) was recorded at line {first_line} with {field} {theirs}, "
+                    f"{source}: recipe {key[0]!r} ({key[1]}, {key[2]}) "
+                    f"was recorded at line {first_line} with {field} {theirs}, "
                     f"but {where} has {field} {ours}; one recipe name is one recipe: give the new one another --name"
                 )
     return None
@@ -302,13 +303,14 @@ def verify_table(df: pd.DataFrame) -> str:
     if df.empty:
         return "_No verification calibration recorded._\n"
     rows = []
-    for (name, strategy, run_dir), runs in df.groupby(["name", "strategy", "run_dir"], sort=False):
+    for (name, strategy, _run_dir), runs in df.groupby(["name", "strategy", "run_dir"], sort=False):
         # a recipe run again with the same seeds is one result per seed when the repeats agree exactly
         figures = ["eval_accuracy", "auroc", "auroc_well_formed"]
         g = runs.drop_duplicates(["seed", *figures])
         if g["seed"].duplicated().any():
             raise ValueError(
-                f"{name}: repeated seeds disagree: {g[g['seed'].duplicated(keep=False)][['seed', *figures]].to_dict('records')}"
+                f"{name}: repeated seeds disagree: "
+                f"{g[g['seed'].duplicated(keep=False)][['seed', *figures]].to_dict('records')}"
             )
         recipe, data = g.iloc[0]["recipe"], g.iloc[0]["data"]
         first = g.sort_values("seed").iloc[0]
@@ -347,7 +349,8 @@ reported on the test questions of every benchmark, once per RM seed; the table g
 its 95% t-interval. The oracle stops every incorrect sample at its first wrong token: the most any filter can
 save. Target (a Q-based rule, on every benchmark): >= 60% of the oracle's saving at an accuracy change no
 worse than -1 point. The oracle stops incorrect samples only: a rule that also stops correct samples the vote
-does not need can save more (a share above 1). Recorded by `scripts/filter_rules.py` (`goalrm_core/study/filter_rules.py`) into
+does not need can save more (a share above 1). Recorded by `scripts/filter_rules.py` \
+(`goalrm_core/study/filter_rules.py`) into
 `filter-rules.jsonl`; each run's toy-id frontier (seed 0) is `filter-frontier-<name>.png`.
 """
 
@@ -507,7 +510,8 @@ def confident_rm_table(df: pd.DataFrame, benchmark_seeds: dict | None = None) ->
                 "seeds": len(g),
                 "held-out pair acc": _spread(g["eval_accuracy"]),
                 "AUROC": _spread(g["auroc"]),
-                "seed-0 AUROC [95% CI]": f"{first['auroc']:.3f} [{first['auroc_ci'][0]:.3f}, {first['auroc_ci'][1]:.3f}]",
+                "seed-0 AUROC [95% CI]": f"{first['auroc']:.3f} "
+                f"[{first['auroc_ci'][0]:.3f}, {first['auroc_ci'][1]:.3f}]",
                 "length": f"{length:.3f}",
                 "log-prob": f"{logprob:.3f}",
                 "errors": int(first["n_incorrect"]),
@@ -580,7 +584,8 @@ def confident_section(df: pd.DataFrame) -> str:
 
 
 STEP_INTRO = """Every sample's first wrong line is known exactly, so each verifier is scored against the truth with
-ProcessBench's first-error F1 (`scripts/step_verifier_bench.py`, `goalrm_core.evaluation.step_verifier`): it predicts the
+ProcessBench's first-error F1 (`scripts/step_verifier_bench.py`, `goalrm_core.evaluation.step_verifier`): \
+it predicts the
 first line whose score falls below a threshold (chosen on half the questions, F1 reported on the other half), F1 is the
 harmonic mean of the accuracy on erroneous solutions (the predicted line is the first error) and on correct ones.
 Beside it, on the same half, two figures that need no threshold: the line AUROC (each line an example, positive
@@ -596,7 +601,8 @@ STEP_METRICS = {
     "f1": "First-error F1",
     "line_auroc": "Line AUROC (a low reading flags an error so far)",
     "final_auroc": "Final AUROC (last line's reading against correctness)",
-    "filter_share": "As a filter: tokens saved as a share of the oracle's saving (threshold chosen on the validation half: "
+    "filter_share": "As a filter: tokens saved as a share of the oracle's saving "
+    "(threshold chosen on the validation half: "
     "the most questions voted right, or, where the rows say filter_max_drop, the most tokens saved "
     "within that drop of unfiltered voting)",
     "filter_accuracy_change": "As a filter: majority-vote accuracy change at that threshold (a fraction)",
@@ -623,7 +629,8 @@ def step_table(df: pd.DataFrame) -> str:
         arms = sorted({v for v in seeds["verifier"] if "PRM" in v})
         with_arms = f"; with {', '.join(arms)}" if arms else ""
         parts.append(
-            f"**{name}** (`{Path(first['run_dir']).name}`, {first['bench']}, question split seed {first['split_seed']}{with_arms})"
+            f"**{name}** (`{Path(first['run_dir']).name}`, {first['bench']}, "
+            f"question split seed {first['split_seed']}{with_arms})"
         )
         for metric, title in STEP_METRICS.items():
             summary = g[(g["kind"] == "summary") & (g["metric"] == metric)]
@@ -662,7 +669,8 @@ def step_table(df: pd.DataFrame) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-ROLLOUT_INTRO = """A Math-Shepherd-style process label estimates each step from rollouts instead of knowing it: from each
+ROLLOUT_INTRO = """A Math-Shepherd-style process label estimates each step from rollouts instead of knowing it: \
+from each
 line end of a rejected solution, k continuations are sampled from the policy, and the prefix counts as on track
 if any of them reaches the right answer; the estimated first error is the first line that is not
 (`scripts/rollout_labels.py`, `goalrm_core.tasks.toymath.rollout_labels`). On a fixed subset of the training
@@ -678,7 +686,8 @@ def rollout_table(df: pd.DataFrame) -> str:
         return "_No rollout labels recorded._\n"
     rows = [
         {
-            "pairs": f"{r['name']}: {int(r['n_pairs']):,} of {int(r['n_available']):,} (subset seed {r['subset_seed']})",
+            "pairs": f"{r['name']}: {int(r['n_pairs']):,} of {int(r['n_available']):,} "
+            f"(subset seed {r['subset_seed']})",
             "k": int(r["k"]),
             "T": r["temperature"],
             "same line": f"{r['same_line']:.1%}",
@@ -686,7 +695,8 @@ def rollout_table(df: pd.DataFrame) -> str:
             "later": f"{r['later']:.1%}",
             "none": f"{r['none']:.1%}",
             "rollouts": f"{int(r['n_rollouts']):,}",
-            "seconds (per pair)": f"{r['seconds']:.0f} ({r['seconds_per_pair']:.2f}; load {r['load_average_1min']:.1f})",
+            "seconds (per pair)": f"{r['seconds']:.0f} ({r['seconds_per_pair']:.2f}; "
+            f"load {r['load_average_1min']:.1f})",
             "files": f"`{r['exact_file']}`, `{r['rollout_file']}`",
         }
         for _, r in df.iterrows()

@@ -1,4 +1,5 @@
-"""The filtering rules on benchmark questions drawn with a new seed (the final frontier, not tuned to the questions it was developed on).
+"""The filtering rules on benchmark questions drawn with a new seed (the final frontier, not tuned to the \
+questions it was developed on).
 
 The rules of ``goalrm_core.study.filter_rules`` were developed on the demo's benchmark questions. This
 script draws a fresh set of every benchmark (same configs, a new seed, no question that the policy

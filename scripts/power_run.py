@@ -174,7 +174,8 @@ def main(argv=None) -> int:
     if not snapshots:
         write_snapshot(Path(run.root), ID_BENCH, out / snapshot_name(data))
         log(
-            f"data snapshot {out / snapshot_name(data)} ({(out / snapshot_name(data)).stat().st_size // 1024} KiB): commit it"
+            f"data snapshot {out / snapshot_name(data)} "
+            f"({(out / snapshot_name(data)).stat().st_size // 1024} KiB): commit it"
         )
     others = sorted({r["made"]["data"] for r in map(records.read_record, out.glob("*.json.gz"))} - {data})
     if others:
@@ -189,7 +190,8 @@ def main(argv=None) -> int:
     commit = git("rev-parse", "HEAD")
     dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
     log(
-        f"commit {commit[:10]}{' (dirty)' if dirty else ''}, data {data}, {cpu_model()}, {speed} GFLOP/s at {threads} threads"
+        f"commit {commit[:10]}{' (dirty)' if dirty else ''}, data {data}, "
+        f"{cpu_model()}, {speed} GFLOP/s at {threads} threads"
     )
 
     def made(arm: str, seed: int) -> dict:

@@ -77,7 +77,8 @@ def main(argv=None) -> int:
         f"| benchmark samples | {result['bench_samples']:,} |",
         f"| incorrect samples with a first wrong line | {result['incorrect_with_first_error']:,} |",
         f"| distinct first wrong lines among them | {result['distinct_first_error_lines']} |",
-        f"| ... whose line is a training pair's first wrong line, verbatim | {result['first_error_line_seen_in_training']:,}"
+        f"| ... whose line is a training pair's first wrong line, verbatim | "
+        f"{result['first_error_line_seen_in_training']:,}"
         f" ({100 * result['share_seen']:.1f}%) |",
         f"| training pairs (every RM's, the PRM's included) | {result['training_pairs']:,} |",
         f"| distinct first wrong lines in the training pairs | {result['distinct_training_first_error_lines']:,} |",

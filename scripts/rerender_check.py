@@ -32,8 +32,11 @@ def _diff(name: str, old: str, new: str) -> bool:
         print(f"{name}: identical ({len(old)} chars)")
         return False
     print(f"{name}: DIFFERS")
+
     # split the one-line HTML at tags so the diff names the words that changed
-    split = lambda t: re.sub(r"(</(?:p|li|div|tr|h\d)>)", r"\1\n", t).splitlines(keepends=True)
+    def split(t):
+        return re.sub(r"(</(?:p|li|div|tr|h\d)>)", r"\1\n", t).splitlines(keepends=True)
+
     for line in difflib.unified_diff(split(old), split(new), "committed", "re-rendered", n=0):
         sys.stdout.write(line if line.endswith("\n") else line + "\n")
     return True

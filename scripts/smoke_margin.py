@@ -66,8 +66,8 @@ DATA_KEYS = (
     "pairs_per_question",
     "eval_fraction",
 )
-VARIED = ("seed", "torch_threads")
-TESTED = "toy-id"  # the benchmark whose headline set the smoke tests read (tests/test_notebooks.py)  # what the runs vary; every other DATA_KEYS value is the profile's
+VARIED = ("seed", "torch_threads")  # what the runs vary; every other DATA_KEYS value is the profile's
+TESTED = "toy-id"  # the benchmark whose headline set the smoke tests read (tests/test_notebooks.py)
 
 
 # ------------------------------------------------------------------------------------- counting
@@ -245,13 +245,15 @@ def section(records: Sequence[Mapping]) -> str:
                 "",
                 "The smoke report scores each RM on the first sampled solution of every benchmark question "
                 "(`headline: sample0`); a set with one class only leaves every AUROC undefined. The smoke data stage "
-                f"(notebook 01's code, `params/smoke.yaml`: {', '.join(f'`{k}: {values[k]}`' for k in shown if k in values)}) "
+                f"(notebook 01's code, `params/smoke.yaml`: "
+                f"{', '.join(f'`{k}: {values[k]}`' for k in shown if k in values)}) "
                 f"was run under seeds {', '.join(map(str, seeds))} and {' and '.join(map(str, threads))} torch threads "
                 "(floats differ with the thread count and the CPU). Records: `smoke-margin.jsonl`; regenerate with "
                 "`python scripts/smoke_margin.py`." + threads_note,
                 "",
                 f"**Smallest minority class seen on `{TESTED}`: {min_minority(records, [TESTED])}**, on any benchmark: "
-                f"{min_minority(records)} (of {values.get('n_benchmark_questions', '?')} headline solutions per benchmark, "
+                f"{min_minority(records)} (of {values.get('n_benchmark_questions', '?')} "
+                f"headline solutions per benchmark, "
                 f"over {len(records)} runs; {total:.0f} s of data stage in all)." + thin_note(records),
                 "",
                 summary_table(records),

@@ -32,12 +32,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+# imported after sys.path names this checkout, hence the noqa: E402 below
 from transformers import AutoTokenizer  # noqa: E402
 
-from goalrm_core.data.io import (  # noqa: E402
-    append_jsonl,
-    read_jsonl,
-)
+from goalrm_core.data.io import append_jsonl, read_jsonl  # noqa: E402
 from goalrm_core.inference.goal_state import goal_state_from_pairs  # noqa: E402
 from goalrm_core.inference.scoring import score_generations  # noqa: E402
 from goalrm_core.model.reward_model import load_reward_model  # noqa: E402
@@ -149,8 +147,10 @@ def main(argv=None) -> int:
                 )
                 r = records[-1]
                 print(
-                    f"{verifier} seed {seed}: F1 {r['f1']} (erroneous {r['acc_erroneous']}, correct {r['acc_correct']}; "
-                    f"threshold {r['threshold']} chosen at validation F1 {r['validation_f1']}); line AUROC {r['line_auroc']}, "
+                    f"{verifier} seed {seed}: F1 {r['f1']} "
+                    f"(erroneous {r['acc_erroneous']}, correct {r['acc_correct']}; "
+                    f"threshold {r['threshold']} chosen at validation F1 {r['validation_f1']}); "
+                    f"line AUROC {r['line_auroc']}, "
                     f"final AUROC {r['final_auroc']}; as a filter {r['filter_share']} of the oracle's saving at "
                     f"{r['filter_accuracy_change']} accuracy change",
                     flush=True,

@@ -153,8 +153,10 @@ def table(
     demo, tests = (pair or {}).get("demo"), (pair or {}).get("suite")
     if demo and tests:
         rows.append(
-            f"| both, against `b54e8af` | the demo (code `{demo['new']['commit']}`) in {demo['ratio_new_over_old']['total']:.2f}x "
-            f"and `make test` (code `{tests['new'].get('commit', '?')}`) in {tests['ratio_new_over_old']:.2f}x of `b54e8af`'s "
+            f"| both, against `b54e8af` | the demo (code `{demo['new']['commit']}`) "
+            f"in {demo['ratio_new_over_old']['total']:.2f}x "
+            f"and `make test` (code `{tests['new'].get('commit', '?')}`) "
+            f"in {tests['ratio_new_over_old']:.2f}x of `b54e8af`'s "
             f"time, one run each on one machine ([docs/performance.md](docs/performance.md)) | "
             f"{speed(tests['new'].get('machine', {}))} |"
         )

@@ -36,7 +36,8 @@ def test_a_lone_surrogate_in_a_text_field_is_refused_naming_the_line(tmp_path):
     """JSON may escape half of a surrogate pair ("\\ud800"): valid JSON, no text a tokenizer can encode."""
     path = tmp_path / "pairs.jsonl"
     path.write_text(
-        '{"question": "a", "correct": "b", "incorrect": "c"}\n{"question": "a", "correct": "x\\ud800", "incorrect": "c"}\n'
+        '{"question": "a", "correct": "b", "incorrect": "c"}\n'
+        '{"question": "a", "correct": "x\\ud800", "incorrect": "c"}\n'
     )
     with pytest.raises(
         ArtifactError, match=r"pairs\.jsonl:2: field 'correct' holds a lone surrogate '\\ud800' at character 1"

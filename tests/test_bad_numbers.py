@@ -203,7 +203,7 @@ def test_get_representation_rejects_bad_batch_size(layout, capsys, rm, tokenizer
         goal_state_from_pairs(rm, tokenizer, pairs, "toymath", batch_size=-1, encoding="split", readout="eos")
 
 
-# ------------------------------------------------------------------- 3. NaN and inf: learning rates, weights, rewards, JSON
+# --------------------------------------------------------------- 3. NaN and inf: learning rates, weights, rewards, JSON
 
 
 @pytest.mark.parametrize(

@@ -46,7 +46,8 @@ def test_a_recipe_name_reused_with_other_settings_is_refused_naming_both_lines(t
         f"{path}: recipe 'base' (baseline, runs/demo) was recorded at line 1 with recipe learning_rate=0.0002, "
         f"but line 4 has recipe learning_rate=0.0005; one recipe name is one recipe: give the new one another --name"
     )
-    # another strategy or run folder under the same name is another recipe's rows, and an older row without a field is not compared
+    # another strategy or run folder under the same name is another recipe's rows, and an older row without a field is
+    # not compared
     assert (
         table.recipe_conflict(
             table._read(

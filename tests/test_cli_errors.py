@@ -134,7 +134,10 @@ def test_a_mistyped_model_or_data_argument_fails_at_once_naming_the_flag(
     """No model loads, no Hub retries, no folder is made: one line naming the flag and the value."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(tmp_path)
-    fill = lambda text: text.format(missing=files["missing"], policy=files["policy"])
+
+    def fill(text):
+        return text.format(missing=files["missing"], policy=files["policy"])
+
     argv = ["train-rm", "--pretrain", fill(pretrain), "--dataset", fill(dataset), "--save_path", str(tmp_path / "rm")]
     assert cli.main(argv) == 2
     stderr = capsys.readouterr().err

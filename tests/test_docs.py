@@ -106,7 +106,8 @@ def test_timing_table_names_each_command_with_the_machine_speed():
     text = st.table(suite, {"provenance": {"machine": {"cores": 2}}}, status)
     make_test, make_report = text.splitlines()[2:]
     assert make_test.startswith(
-        "| `make test` | 1 min 15 s of pytest (10 tests: 8 passed, 1 skipped, 1 failed; code `abc1234` with local changes"
+        "| `make test` | 1 min 15 s of pytest (10 tests: 8 passed, 1 skipped, 1 failed; "
+        "code `abc1234` with local changes"
     )
     assert make_test.endswith("| 4 cores, fp32 matmul 101 GFLOP/s at 4 threads |")
     assert "1 min 16 s" in make_report and "resumed" in make_report and make_report.endswith("| 2 cores |")
@@ -141,8 +142,8 @@ def _docs_tables():
 
 
 def test_the_tables_the_code_defines_are_generated_from_it():
-    """docs/'s tables of the official defaults, the renamed profile keys, the ToyMath benchmarks, the profile keys (notebook and
-    command-line) and the contrastive strategies are their definitions in the code, one row per entry
+    """docs/'s tables of the official defaults, the renamed profile keys, the ToyMath benchmarks, the profile keys
+    (notebook and command-line) and the contrastive strategies are their definitions in the code, one row per entry
     (``python scripts/docs_tables.py --write``)."""
     from goalrm_core.model.strategies import CONTRASTIVE_STRATEGIES
     from goalrm_core.pipeline.profile_rules import PROFILE_HELP

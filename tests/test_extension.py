@@ -37,7 +37,10 @@ def _cosine_scaled(source, goal, contrastive_scale):
             seen.write(f"{contrastive_scale} {tuple(source.shape[:2])} {tuple(goal.shape[:2])}\\n")
     return contrastive_scale * cosine_matrix(source, goal)
 """
-FIELD = '    contrastive_scale: float = _help("cosine_scaled: the factor on each cosine.", 1.0, range=Range(float, "> 0"))\n'
+FIELD = (
+    '    contrastive_scale: float = _help("cosine_scaled: the factor on each cosine.", 1.0, '
+    'range=Range(float, "> 0"))\n'
+)
 HAND_EDITED = ("goalrm_core/model/strategies.py", "goalrm_core/train/config.py", "tests/test_extension.py")
 
 # Run in the copy: generate, resolve, check, build the config as notebook 02 does, train through the command line.
@@ -68,7 +71,8 @@ except ValueError as e:
 else:
     raise AssertionError("a scale out of range passed")
 
-params = stage_parameters("scaled", settings, declared["02_training"], Path("r"), "02_training")  # what papermill hands notebook 02
+# what papermill hands notebook 02
+params = stage_parameters("scaled", settings, declared["02_training"], Path("r"), "02_training")
 assert params["contrastive_scale"] == 3.0
 cfg = rm_config(notebook_recipe(params), sys.argv[1], "goal-conditioned", 0)
 assert (cfg.contrastive_strategy, cfg.contrastive_scale) == ("cosine_scaled", 3.0)
@@ -106,7 +110,8 @@ def test_a_new_strategy_with_a_hyperparameter_is_three_files_and_trains(tmp_path
     # a profile that uses it (not one of the files to edit: any profile may now choose it)
     (project / "params" / "scaled.yaml").write_text(
         "base: demo\nrm:\n  contrastive_strategy: cosine_scaled\n  contrastive_scale: 3.0\n"
-        "  max_steps: 1\n  train_batch_size: 2\n  micro_train_batch_size: 2\n  eval_steps: -1\n  sim_samples: 2\n  unsim_samples: 3\n"
+        "  max_steps: 1\n  train_batch_size: 2\n  micro_train_batch_size: 2\n"
+        "  eval_steps: -1\n  sim_samples: 2\n  unsim_samples: 3\n"
         "  contrastive_pairs: all\n"
     )
     run = make_tiny_run(tmp_path / "run").root  # a tiny policy and pairs (goalrm tiny-run)

@@ -342,7 +342,8 @@ def test_two_trainings_into_one_checkpoint_folder_the_second_is_refused(tmp_path
         assert cli.main(argv) == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if ": error: " in line]
     assert len(errors) == 1 and errors[0].startswith(
-        f"goalrm train-rm: error: --ckpt_path {ckpt} is being written by another run (PID {os.getpid()}: goalrm train-rm --save_path first)"
+        f"goalrm train-rm: error: --ckpt_path {ckpt} is being written by another run "
+        f"(PID {os.getpid()}: goalrm train-rm --save_path first)"
     )
     assert not (tmp_path / "second").exists() and not lock_path(tmp_path / "second").exists()
 
@@ -385,7 +386,8 @@ def test_a_run_folder_records_its_profile_and_refuses_another(tmp_path, capsys):
     ],
 )
 def test_a_working_folder_deleted_under_the_shell_is_goalrms_one_line(tmp_path, command):
-    """(53) the shell's folder deleted: goalrm's line naming it, before torch (which cannot load there) or any relative path."""
+    """(53) the shell's folder deleted: goalrm's line naming it, before torch (which cannot load there) or any relative
+    path."""
     gone = tmp_path / "gone"
     gone.mkdir()
     script = f"cd {gone} && rmdir {gone} && exec {sys.executable} -m goalrm_core.cli {' '.join(command)}"

@@ -60,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--max_len",
         type=non_negative_int,
         default=2048,
-        help="Maximum tokens per sequence, cut from the right; 0 = none cut (the official eval_rm.py: the tokenizer's own limit).",
+        help="Maximum tokens per sequence, cut from the right; 0 = none cut (the official eval_rm.py: the "
+        "tokenizer's own limit).",
     )
     p.add_argument(
         "--max_samples", type=non_negative_int, default=0, help="Score at most this many rows per file (0 = all)."

@@ -25,8 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--dataset_path",
         dest="dataset_path",
         required=True,
-        help="Preference pairs (question/correct/...): a datasets.save_to_disk folder (its train split, as the official "
-        "get_representation.py reads), a .jsonl/.json/.parquet file, or a folder holding train.jsonl.",
+        help="Preference pairs (question/correct/...): a datasets.save_to_disk folder (its train split, as the "
+        "official get_representation.py reads), a .jsonl/.json/.parquet file, or a folder holding train.jsonl.",
     )
     p.add_argument(
         "--reward-model-path",
@@ -40,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--save_dir",
         dest="save_dir",
         required=True,
-        help="Folder for goal_state.npy (1, hidden) and <rm_name>_goal_state_embedding.npy (hidden,), the official file.",
+        help="Folder for goal_state.npy (1, hidden) and <rm_name>_goal_state_embedding.npy (hidden,), the official "
+        "file.",
     )
     p.add_argument(
         "--method", default="mean_last", choices=GOAL_METHODS, help="How the goal is formed (the paper: mean_last)."

@@ -25,7 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--eval_results_dir",
         required=True,
-        help="--save_dir of goalrm eval-rm: <dir>/<model_name>/<bench>/{greedy,all}/*.jsonl (as the official metrics.py reads).",
+        help="--save_dir of goalrm eval-rm: <dir>/<model_name>/<bench>/{greedy,all}/*.jsonl (as the official "
+        "metrics.py reads).",
     )
     p.add_argument(
         "--filter_threshold", type=finite_float, default=0.0, help="Q-value threshold of the filtered majority vote."
@@ -110,22 +111,25 @@ def main(argv: list[str] | None = None) -> int:
         partial = partial_auroc_table(greedy, args.percentiles, n_boot=min(args.n_boot, 500))
         for _, row in partial.iterrows():
             print(
-                f"  partial AUROC {row['signal']:<14} @{row['percentile']:.1f}: {fmt_ci(row['auroc'], row['ci_low'], row['ci_high'])}"
+                f"  partial AUROC {row['signal']:<14} @{row['percentile']:.1f}: "
+                f"{fmt_ci(row['auroc'], row['ci_low'], row['ci_high'])}"
             )
         if bench in sampled:
             rows = sampled[bench]
             questions = list(group_by_question(rows).values())
             o = metrics.official_filter_figures(questions, args.filter_threshold, args.skip_first)
             print(
-                f"  filtered voting @{args.filter_threshold:g} (the official figures): accuracy {o.accuracy:.4f}; generations filtered "
-                f"{o.generations_filtered_mean:.3f} per question ({o.generations_filtered_total} in all); tokens saved {o.tokens_saved_mean:.1f} "
-                f"per question ({o.tokens_saved_total} of {o.tokens_total}); proportion correct {o.proportion_correct_filtered_mean:.4f} "
-                f"filtered vs {o.proportion_correct_mean:.4f}; ttest_ind p={fmt_p(o.p_value)}"
+                f"  filtered voting @{args.filter_threshold:g} (the official figures): accuracy {o.accuracy:.4f}; "
+                f"generations filtered {o.generations_filtered_mean:.3f} per question ({o.generations_filtered_total} "
+                f"in all); tokens saved {o.tokens_saved_mean:.1f} per question ({o.tokens_saved_total} of "
+                f"{o.tokens_total}); proportion correct {o.proportion_correct_filtered_mean:.4f} filtered vs "
+                f"{o.proportion_correct_mean:.4f}; ttest_ind p={fmt_p(o.p_value)}"
             )
             f = metrics.q_filtered_majority_vote(questions, args.filter_threshold, args.skip_first)
             print(
-                f"  filtered voting @{args.filter_threshold:g} (goalrm: answerless votes ignored, Wilson CIs, paired t-test): accuracy "
-                f"{fmt_ci(f.accuracy, f.accuracy_ci_low, f.accuracy_ci_high)} (unfiltered {f.accuracy_unfiltered:.3f}), generations "
-                f"filtered {f.generations_filtered_pct:.1f}%, tokens saved {f.tokens_saved_pct:.1f}%, paired p={fmt_p(f.p_value, f.p_value_reason)}"
+                f"  filtered voting @{args.filter_threshold:g} (goalrm: answerless votes ignored, Wilson CIs, paired "
+                f"t-test): accuracy {fmt_ci(f.accuracy, f.accuracy_ci_low, f.accuracy_ci_high)} (unfiltered "
+                f"{f.accuracy_unfiltered:.3f}), generations filtered {f.generations_filtered_pct:.1f}%, tokens saved "
+                f"{f.tokens_saved_pct:.1f}%, paired p={fmt_p(f.p_value, f.p_value_reason)}"
             )
     return 0

@@ -20,7 +20,8 @@ def add_reading_arguments(p, script: str) -> None:
         "--readout",
         default="last_token",
         choices=READOUTS,
-        help=f"last_token: at the response's last token (the official {script}); eos: at an EOS after response + ' ' (the training input).",
+        help=f"last_token: at the response's last token (the official {script}); eos: at an EOS after response + ' ' "
+        "(the training input).",
     )
     p.add_argument(
         "--bf16", action="store_true", help=f"Run the RM in bfloat16 (as the official {script} does on its GPU)."

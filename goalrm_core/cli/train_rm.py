@@ -1,6 +1,7 @@
 """``goalrm train-rm``: parse the flags (:class:`~goalrm_core.train.config.TrainRMConfig`), check
 what needs no model or data (:func:`~goalrm_core.train.preflight.preflight`), then
-``Trainer(cfg).fit()``. The flags are parsed and range-checked before torch is imported. ``python -m goalrm_core.train.trainer``, ``python -m goalrm_core.train_rm``
+``Trainer(cfg).fit()``. The flags are parsed and range-checked before torch is imported. ``python -m
+goalrm_core.train.trainer``, ``python -m goalrm_core.train_rm``
 and ``deepspeed --module`` either of them run this module."""
 
 from __future__ import annotations
@@ -59,15 +60,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     first = os.environ.get("RANK", "0").strip() in ("0", "")  # the launcher's first process holds the lock
     if cfg.s3_save_path and first:
         print(
-            f"goalrm train-rm: --s3_save_path {cfg.s3_save_path}: not uploaded (goalrm saves to --save_path {cfg.save_path} only; "
-            f"copy it yourself, e.g. aws s3 cp --recursive)",
+            f"goalrm train-rm: --s3_save_path {cfg.s3_save_path}: not uploaded (goalrm saves to --save_path "
+            f"{cfg.save_path} only; copy it yourself, e.g. aws s3 cp --recursive)",
             file=sys.stderr,
         )
     from goalrm_core.train.preflight import default_paths
 
     command = command_line("goalrm train-rm", argv)
     ckpt_dir, _ = default_paths(cfg)
-    # one writer per RM folder, and per checkpoint folder: the official entry point gives every run ./ckpt/checkpoints_rm,
+    # one writer per RM folder, and per checkpoint folder: the official entry point gives every run
+    # ./ckpt/checkpoints_rm,
     # and two runs into one would rotate (delete) each other's checkpoints
     with (
         writer_lock(cfg.save_path, "--save_path", command) if first else nullcontext(),
@@ -100,7 +102,10 @@ def resume_hint(cfg: TrainRMConfig, argv: Sequence[str] | None) -> str:
         if not cfg.ckpt_path:
             flags += ["--ckpt_path", str(ckpt_dir)]
         command = " ".join(["goalrm train-rm", *map(shlex.quote, given), *map(shlex.quote, flags)])
-        return f"the last complete checkpoint is {ckpt_dir / tag}; nothing was saved to --save_path {cfg.save_path}; resume with: {command}"
+        return (
+            f"the last complete checkpoint is {ckpt_dir / tag}; nothing was saved to --save_path {cfg.save_path}; "
+            f"resume with: {command}"
+        )
     every = f"--save_steps {cfg.save_steps}" if cfg.save_steps > 0 else "--save_steps -1, none"
     return (
         f"no checkpoint was written ({every}) and nothing was saved to --save_path {cfg.save_path}; "

@@ -346,7 +346,8 @@ def detect_format(row: Any, label: str = "row") -> str:
     near = [f for f in closest if len(set(f.required) - keys) == best and len(set(f.required) & keys) > 0]
     hint = "".join(f"; closest: {f.name}, missing {sorted(set(f.required) - keys)}" for f in near[:2])
     raise AdapterError(
-        f"{label}: unknown format: the row's keys {sorted(keys)} fit no known format{hint}. Known formats:\n{describe_formats()}"
+        f"{label}: unknown format: the row's keys {sorted(keys)} fit no known format{hint}. Known "
+        f"formats:\n{describe_formats()}"
     )
 
 
@@ -556,7 +557,8 @@ def list_generation_folder(
         if greedy is None:
             present = sorted(p.name for p in path.iterdir())
             raise ArtifactError(
-                f"{path}: no greedy generations (greedy.jsonl or output-greedy.jsonl); files there: {', '.join(present) or 'none'}"
+                f"{path}: no greedy generations (greedy.jsonl or output-greedy.jsonl); files there: "
+                f"{', '.join(present) or 'none'}"
             )
         names = [greedy.name] + [p.name for p in samples]
         nemo = [n.startswith("output-") for n in names]

@@ -173,7 +173,10 @@ def _text_field_error(row: dict) -> str | None:
             try:  # JSON can escape a lone surrogate ("\ud800"), which no tokenizer can encode
                 row[key].encode("utf-8")
             except UnicodeEncodeError as e:
-                return f"field {key!r} holds a lone surrogate {row[key][e.start]!r} at character {e.start}, which is no text to encode"
+                return (
+                    f"field {key!r} holds a lone surrogate {row[key][e.start]!r} at character {e.start}, which is "
+                    "no text to encode"
+                )
     return None
 
 
@@ -225,7 +228,8 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
 def read_jsonl(
     path: str | os.PathLike, required: Iterable[str] = (), check: Callable[[dict], None] | None = None
 ) -> list[dict]:
-    """Read a JSONL file of objects; any bad line or missing field raises ``ArtifactError`` naming the file and the line.
+    """Read a JSONL file of objects; any bad line or missing field raises ``ArtifactError`` naming the file and the
+    line.
 
     ``check(row)`` may validate (and normalise) each row in place; a ``ValueError`` it raises becomes
     an ``ArtifactError`` naming the file and the line.
@@ -300,8 +304,8 @@ def check_output_dir(path: str | os.PathLike, flag: str) -> None:
             loop = _symlink_loops(folder)
             raise ArtifactError(
                 f"{flag} {path}: {folder} is a symbolic link "
-                f"{'loop (it leads back to itself)' if loop else 'to ' + os.readlink(folder) + ', which is not there'}; "
-                f"remove the link or give another folder"
+                f"{'loop (it leads back to itself)' if loop else 'to ' + os.readlink(folder) + ', which is not there'}"
+                "; remove the link or give another folder"
             )
         if not folder.exists():
             continue

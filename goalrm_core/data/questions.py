@@ -73,7 +73,10 @@ def preference_pairs(
       them), paired with the distinct correct texts in turn: for tasks whose correct solutions are
       often the same text, so pairs differ by their incorrect side.
 
-    >>> rows = [{"question": "q", "generated_solution": s, "is_correct": c} for s, c in (("a", True), ("b", False), ("c", False))]
+    >>> rows = [
+    ...     {"question": "q", "generated_solution": s, "is_correct": c}
+    ...     for s, c in (("a", True), ("b", False), ("c", False))
+    ... ]
     >>> sorted(p["incorrect"] for p in preference_pairs(rows, pairs_per_question=0))
     ['b', 'c']
     >>> [p["correct"] for p in preference_pairs(rows, pairs_per_question=2, pairing="each_incorrect")]

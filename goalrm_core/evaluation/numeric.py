@@ -7,7 +7,10 @@ README's typographic minus, are their arguments).
 
 >>> num(3), num(0.5), num(None), num(float("nan")), num(True), num("1")
 (3.0, 0.5, None, None, None, None)
->>> interval(0.125, 0.105, 0.145, 1, scale=100, suffix=" %"), interval(0.61, None, None, 3, no_interval=" [interval undefined]")
+>>> (
+...     interval(0.125, 0.105, 0.145, 1, scale=100, suffix=" %"),
+...     interval(0.61, None, None, 3, no_interval=" [interval undefined]"),
+... )
 ('12.5 [10.5, 14.5] %', '0.610 [interval undefined]')
 >>> interval(-0.05, -0.1, float("nan"), minus="−"), interval(-0.05, -0.1, float("nan"), minus="−", each_bound=True)
 ('−0.05', '−0.05 [−0.10, undefined]')

@@ -115,7 +115,8 @@ def official_printout(
             continue
         if not scored_files(root, bench, "all"):
             raise ArtifactError(
-                f"{root / bench / 'all'}: no scored *.jsonl; the official voting reads the greedy output and the samples"
+                f"{root / bench / 'all'}: no scored *.jsonl; the official voting reads the greedy output and the "
+                "samples"
             )
         n_questions = dataset_len or official_len
         rows = official_set(root, bench, made)

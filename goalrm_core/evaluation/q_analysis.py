@@ -170,7 +170,10 @@ def prefix_error_auroc(
         scores.append(-q[t])
         labels.append(np.zeros(t.size) if ok else (t >= int(e)).astype(np.float64))
         generation.append(np.full(t.size, i))
-    cat = lambda parts: np.concatenate(parts) if parts else np.empty(0)
+
+    def cat(parts):
+        return np.concatenate(parts) if parts else np.empty(0)
+
     return clustered_bootstrap_auroc(
         cat(scores),
         cat(labels),

@@ -2,7 +2,8 @@
 Q/reward correlation and the first-error check. Command line: ``goalrm metrics`` (the official
 ``metrics.py`` flags; :mod:`goalrm_core.cli.metrics`).
 
-Scored files live in ``<eval_dir>/<bench>/{greedy,all}/*.jsonl`` (``output-metrics-dense.jsonl`` from ``goalrm eval-rm``).
+Scored files live in ``<eval_dir>/<bench>/{greedy,all}/*.jsonl`` (``output-metrics-dense.jsonl`` from ``goalrm
+eval-rm``).
 A folder eval-rm wrote carries its manifest: readers refuse it unfinished or changed (``data.manifest``).
 """
 
@@ -52,7 +53,8 @@ def read_scored(
     as_written: bool = False,
 ) -> list[dict]:
     """Every scored row of one benchmark's split: of ``all/`` the samples alone, in their input order, unless
-    ``as_written`` (the official layout eval-rm writes, greedy rows first). ``made`` is the folder's manifest when the caller
+    ``as_written`` (the official layout eval-rm writes, greedy rows first). ``made`` is the folder's manifest when the
+    caller
     has already checked it (:func:`check_scored_folder`; None for a folder without one); by default
     the folder is checked here. In a folder eval-rm finished, a file its manifest does not list (the
     output of another run or RM, mixed in) is refused."""
@@ -69,8 +71,8 @@ def read_scored(
         for f in files:
             if f.relative_to(eval_dir).as_posix() not in listed:
                 raise ArtifactError(
-                    f"{f}: not written by `{made.get('command', '?')}` (the folder's {manifest.MANIFEST} does not list it); "
-                    f"another run's output mixed in? Remove it or re-run eval-rm"
+                    f"{f}: not written by `{made.get('command', '?')}` (the folder's {manifest.MANIFEST} does not list "
+                    "it); another run's output mixed in? Remove it or re-run eval-rm"
                 )
     rows = [
         row
@@ -107,7 +109,8 @@ def check_scored_row(row: dict) -> None:
 def require_q_values(rows: Sequence[dict], source: str) -> None:
     if rows and "cosine_sim" not in rows[0]:
         raise ArtifactError(
-            f"{source}: scored rows have no cosine_sim; this RM was scored with --vanilla, so Q-filtering is not possible"
+            f"{source}: scored rows have no cosine_sim; this RM was scored with --vanilla, so Q-filtering is not "
+            "possible"
         )
 
 
@@ -237,7 +240,8 @@ def first_error_summary(
 
 
 def fmt_ci(value: float, low: float, high: float) -> str:
-    """``value [low, high]`` to 3 decimals; "undefined" for an undefined value, ``[interval undefined]`` for undefined bounds."""
+    """``value [low, high]`` to 3 decimals; "undefined" for an undefined value, ``[interval undefined]`` for undefined
+    bounds."""
     return interval(value, low, high, 3, no_interval=" [interval undefined]")
 
 

@@ -64,7 +64,10 @@ def choose_cheapest_within(
 
     >>> outcome = lambda t: {"threshold": t, "n_correct": [100, 100, 99, 90][int(10 * t)], "n_correct_unfiltered": 100,
     ...                      "tokens": 1000 - int(1000 * t)}
-    >>> choose_threshold([0.0, 0.1, 0.2, 0.3], outcome)[0], choose_cheapest_within([0.0, 0.1, 0.2, 0.3], outcome, 100)[0]
+    >>> (
+    ...     choose_threshold([0.0, 0.1, 0.2, 0.3], outcome)[0],
+    ...     choose_cheapest_within([0.0, 0.1, 0.2, 0.3], outcome, 100)[0],
+    ... )
     (0.1, 0.2)
     """
     if not 0.0 <= max_drop < 1.0:

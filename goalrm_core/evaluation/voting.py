@@ -361,7 +361,9 @@ def tokens_saved_interval(
     """A percentile-bootstrap interval over questions of :func:`q_filtered_majority_vote`'s
     ``tokens_saved_pct`` (the same drops and fallbacks; questions resampled with replacement).
 
-    >>> gen = lambda q, ok: {"predicted_answer": "1" if ok else "2", "is_correct": ok, "cosine_sim": q, "num_actions": len(q)}
+    >>> gen = lambda q, ok: {
+    ...     "predicted_answer": "1" if ok else "2", "is_correct": ok, "cosine_sim": q, "num_actions": len(q)
+    ... }
     >>> questions = [[gen([1, 1, 1, 1], True), gen([1, -1, -1, -1], False)]] * 3 + [[gen([1, 1, 1, 1], True)] * 2]
     >>> low, high = tokens_saved_interval(questions, threshold=0.0, skip_first=0, n_boot=200)
     >>> q_filtered_majority_vote(questions, threshold=0.0, skip_first=0).tokens_saved_pct, low < 18.75 < high, high

@@ -136,15 +136,16 @@ def iter_read(
             raise ValueError(f"generation {i}: the response alone is longer than max_len={spec.max_len}")
         if enc.num_actions == 0:
             raise ValueError(
-                f"generation {i}: the prompt alone fills max_len={spec.max_len}, so no response token is left to score; "
-                f"raise --max_len"
+                f"generation {i}: the prompt alone fills max_len={spec.max_len}, so no response token is left to "
+                "score; raise --max_len"
             )
         encoded.append(enc)
     cut = sum(e.truncated for e in encoded)
     if cut:
         print(
-            f"notice: {spec.desc}: {cut} of {len(encoded)} inputs are longer than max_len={spec.max_len} and were cut from the right "
-            f"(encoding {spec.encoding}); their rows are marked truncated, and their Q-values and reward stop at the cut",
+            f"notice: {spec.desc}: {cut} of {len(encoded)} inputs are longer than max_len={spec.max_len} and were cut "
+            f"from the right (encoding {spec.encoding}); their rows are marked truncated, and their Q-values and "
+            "reward stop at the cut",
             file=sys.stderr,
         )
     order = (

@@ -63,7 +63,8 @@ def check_goal_state(goal: np.ndarray, hidden_size: int, source: str = "goal sta
         goal = goal[0]
     if goal.shape != (hidden_size,):
         raise ValueError(
-            f"{source} has shape {shape}, but the reward model's hidden size is {hidden_size}: expected (1, {hidden_size})"
+            f"{source} has shape {shape}, but the reward model's hidden size is {hidden_size}: expected (1, "
+            f"{hidden_size})"
         )
     if not np.isfinite(goal).all():
         raise ValueError(f"{source} contains NaN or inf values")
@@ -269,7 +270,8 @@ def goal_state_from_pairs(
 def goal_states_from_pairs(
     model, tokenizer, pairs: Sequence[dict], template: str, methods: Sequence[str] = GOAL_METHODS, **kw
 ) -> dict[str, np.ndarray]:
-    """:func:`goal_state_from_pairs` of each of ``methods``, the RM reading the responses once for all (:func:`goal_states`)."""
+    """:func:`goal_state_from_pairs` of each of ``methods``, the RM reading the responses once for all
+    (:func:`goal_states`)."""
     prompts = [apply_template(template, require_text(p, "question", i)) for i, p in enumerate(pairs)]
     return goal_states(
         model, tokenizer, prompts, [require_text(p, "correct", i) for i, p in enumerate(pairs)], methods, **kw

@@ -89,7 +89,9 @@ def simulate_pruning(q_values: Sequence[Sequence[float]], rule: PruneConfig) -> 
 
     >>> simulate_pruning([[0.9, 0.1, 0.1], [0.9, 0.2, 0.0], [0.5, 0.1]], PruneConfig(threshold=0.3, skip_first=1))
     [1, None, 1]
-    >>> simulate_pruning([[0.9, 0.1, 0.1], [0.9, 0.2, 0.0], [0.5, 0.1]], PruneConfig(threshold=0.3, skip_first=1, keep_last=False))
+    >>> simulate_pruning(
+    ...     [[0.9, 0.1, 0.1], [0.9, 0.2, 0.0], [0.5, 0.1]], PruneConfig(threshold=0.3, skip_first=1, keep_last=False)
+    ... )
     [1, 1, 1]
     """
     stopped: list[int | None] = [None] * len(q_values)

@@ -115,11 +115,13 @@ def check_decoding_inputs(
     policy_vocab = _vocab_rows(policy)
     if len(tokenizer) > policy_vocab:
         raise ValueError(
-            f"tokenizer has {len(tokenizer)} tokens but the policy's embedding table has {policy_vocab}: they do not belong together"
+            f"tokenizer has {len(tokenizer)} tokens but the policy's embedding table has {policy_vocab}: they do not "
+            "belong together"
         )
     if policy_tokenizer is not None and policy_tokenizer.get_vocab() != tokenizer.get_vocab():
         raise ValueError(
-            f"the policy's tokenizer ({len(policy_tokenizer)} tokens) differs from the reward model's ({len(tokenizer)} tokens): "
+            f"the policy's tokenizer ({len(policy_tokenizer)} tokens) differs from the reward model's "
+            f"({len(tokenizer)} tokens): "
             "Q-guided decoding needs one shared tokenizer"
         )
     if rm is None:
@@ -394,7 +396,8 @@ def sample(
     response position (``Sample.q_values``, the offline ``cosine_sim``); with ``prune`` a sample
     stops by the rule of ``pruning.PruneConfig``. A ``prune`` whose threshold stops nothing
     (``PruneConfig.off``: at or below -1) is pruning off: the policy runs alone, the RM is never
-    called and no Q-value is recorded, and the samples are the unpruned ones. Batches hold whole questions, so ``batch_size`` is
+    called and no Q-value is recorded, and the samples are the unpruned ones. Batches hold whole questions, so
+    ``batch_size`` is
     rounded down to a multiple of ``n``. ``prompt_token_ids`` replaces ``prompts`` with token ids.
 
     ``rm_every``: the RM reads the tokens the policy has drawn ``rm_every`` steps at a time, in one

@@ -201,7 +201,8 @@ def eval_rm(
 ) -> dict[str, dict[str, int]]:
     """Score every benchmark's greedy and sampled generations into
     ``save_dir/<rm_name>/<bench>/{greedy,all}/output-metrics-dense.jsonl`` (the official layout: ``all/``
-    holds the greedy rows, then the samples pass by pass; ``rm_name`` is the RM folder's name), and what ran into ``save_dir/<rm_name>/eval_rm.json``.
+    holds the greedy rows, then the samples pass by pass; ``rm_name`` is the RM folder's name), and what ran into
+    ``save_dir/<rm_name>/eval_rm.json``.
     ``filter_threshold`` is only recorded there: it is applied by ``goalrm metrics`` (see the module
     docstring). ``encoding`` and ``readout``: see ``inference.forward``; ``device`` ``auto`` is the GPU
     when there is one; ``goal_rows``: see ``inference.goal_state.GOAL_ROWS``.
@@ -402,7 +403,8 @@ def _finish(
             "reward_model_path": str(reward_model_path),
             "goal_state_path": goal_state_path,
             **settings,
-            "filter_threshold_applied_by": "goalrm metrics --filter_threshold (Q-filtered majority voting); scoring keeps every generation",
+            "filter_threshold_applied_by": "goalrm metrics --filter_threshold (Q-filtered majority voting); scoring "
+            "keeps every generation",
             "scored": counts,
             "truncated_at_max_len": {k: v for k, v in truncated.items() if v}
             if world == 1
@@ -483,7 +485,8 @@ def _readable_generation_files(bench: str, bench_path: Path) -> dict[str, list[P
         for f in files:
             if not f.is_file() or not os.access(f, os.R_OK):
                 raise ArtifactError(
-                    f"--benchmarks {bench}: {f} cannot be read ({'not a file' if not f.is_file() else 'permission denied'}); "
+                    f"--benchmarks {bench}: {f} cannot be read "
+                    f"({'not a file' if not f.is_file() else 'permission denied'}); "
                     f"nothing of it could be scored"
                 )
     return found

@@ -43,7 +43,10 @@ class EncodingStats:
     dropped_rows: list[int] = field(default_factory=list)
 
     def summary(self) -> str:
-        return f"{self.n_rows} rows: {self.n_truncated} truncated (prompt cut from the left), {self.n_dropped} dropped (response alone longer than max_len)"
+        return (
+            f"{self.n_rows} rows: {self.n_truncated} truncated (prompt cut from the left), {self.n_dropped} "
+            "dropped (response alone longer than max_len)"
+        )
 
 
 def encode_prompt_response(
@@ -168,9 +171,9 @@ def encode_preference_rows(
         i, row, prompt = identical[0]
         prompt_len = len(tokenizer(prompt)["input_ids"])
         raise ValueError(
-            f"{len(identical)} of {stats.n_rows} pairs have identical chosen and rejected sides once cut to --max_len {max_len} "
-            f"(--encoding {encoding}; the first, {_where(row, i)}, has a prompt of {prompt_len} tokens): an RM would learn nothing "
-            f"from them; raise --max_len above the prompts' length or use --encoding split"
+            f"{len(identical)} of {stats.n_rows} pairs have identical chosen and rejected sides once cut to --max_len "
+            f"{max_len} (--encoding {encoding}; the first, {_where(row, i)}, has a prompt of {prompt_len} tokens): an "
+            "RM would learn nothing from them; raise --max_len above the prompts' length or use --encoding split"
         )
     return items, stats
 

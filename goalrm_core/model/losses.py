@@ -13,6 +13,8 @@ from goalrm_core.choices import PAIR_FORMS, PERCENTILE_WINDOWS  # noqa: F401  (r
 from goalrm_core.model.settings import ContrastiveSettings
 from goalrm_core.model.strategies import CONTRASTIVE_STRATEGIES
 
+DEFAULT_CONTRASTIVE_SETTINGS = ContrastiveSettings()  # the default of contrastive_goal_loss
+
 
 def pairwise_loss(
     chosen_reward: torch.Tensor, rejected_reward: torch.Tensor, margin: torch.Tensor | float | None = None
@@ -98,7 +100,10 @@ def mean_pair_score(source: torch.Tensor, goal: torch.Tensor, settings: Contrast
     strategy with ``average_goals`` gets each row's mean goal state (G = 1), paired with every source either way.
 
     >>> source, goal = torch.tensor([[[1.0, 0.0], [0.0, 1.0]]]), torch.tensor([[[1.0, 0.0], [-1.0, 0.0]]])
-    >>> [round(mean_pair_score(source, goal, ContrastiveSettings(contrastive_pairs=p)).item(), 4) for p in ("matched", "all")]
+    >>> [
+    ...     round(mean_pair_score(source, goal, ContrastiveSettings(contrastive_pairs=p)).item(), 4)
+    ...     for p in ("matched", "all")
+    ... ]
     [0.6155, 0.5]
     """
     strategy = CONTRASTIVE_STRATEGIES[settings.contrastive_strategy]
@@ -107,7 +112,8 @@ def mean_pair_score(source: torch.Tensor, goal: torch.Tensor, settings: Contrast
     if settings.contrastive_pairs == "matched" and goal.shape[1] > 1:
         if source.shape != goal.shape:
             raise ValueError(
-                f"matched pairs need as many sources as goals per row: got {tuple(source.shape)} and {tuple(goal.shape)}"
+                f"matched pairs need as many sources as goals per row: got {tuple(source.shape)} and "
+                f"{tuple(goal.shape)}"
             )
         source, goal = source.reshape(-1, 1, source.shape[-1]), goal.reshape(-1, 1, goal.shape[-1])
     similarity = strategy.similarity(source.float(), goal.float(), **settings.options)
@@ -126,7 +132,7 @@ def contrastive_goal_loss(
     rejected_hidden: torch.Tensor,
     chosen_num_actions: torch.Tensor,
     rejected_num_actions: torch.Tensor,
-    settings: ContrastiveSettings = ContrastiveSettings(),
+    settings: ContrastiveSettings = DEFAULT_CONTRASTIVE_SETTINGS,
     generator: torch.Generator | None = None,
 ) -> torch.Tensor:
     """The goal-conditioned contrastive term, as ``settings`` (a :class:`ContrastiveSettings`) sets it.

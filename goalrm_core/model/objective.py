@@ -75,7 +75,8 @@ def reward_model_loss(
     loss (in place of the constant ``margin``), ``compute_fp32_loss`` computes the preference loss on fp32
     rewards, and ``aux_loss_coef`` adds that weight times a mixture-of-experts backbone's load-balancing
     loss (nothing for a backbone without router logits)."""
-    # a batch with cached frozen-layer states (--train_top_layers: goalrm_core.model.top_layers) runs the top layers only
+    # a batch with cached frozen-layer states (--train_top_layers: goalrm_core.model.top_layers) runs the top layers
+    # only
     extra = {"features": batch["features"]} if "features" in batch else {}
     out = model(batch["input_ids"], batch["attention_mask"], batch["num_actions"], **extra)
     half = batch["input_ids"].shape[0] // 2

@@ -185,7 +185,8 @@ def convert_packaged(model: PackagedModel, source: Path | None = None) -> Path:
         if converted_folder(model.name) is not None:  # another process converted it while this one waited
             return final
         print(
-            f"goalrm: converting {model.title} ({model.distribution} {model.version}) once into {final} (about a minute)",
+            f"goalrm: converting {model.title} ({model.distribution} {model.version}) once into {final} (about a "
+            "minute)",
             file=sys.stderr,
         )
         started = time.time()

@@ -184,7 +184,8 @@ class RewardModel(nn.Module):
     ) -> RewardOutput:
         """``features``: the hidden states entering decoder layer ``feature_layer`` (what
         :func:`~goalrm_core.model.top_layers.freeze_lower_layers` set), laid out as ``input_ids``; only the layers
-        from there up, the final norm and the head then run (``--train_top_layers``, :mod:`goalrm_core.model.top_layers`)."""
+        from there up, the final norm and the head then run (``--train_top_layers``,
+        :mod:`goalrm_core.model.top_layers`)."""
         position_ids = position_ids_from_mask(attention_mask)
         if features is not None:
             if self.feature_layer is None:
@@ -370,12 +371,13 @@ def save_reward_model(
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
-    # the official eval_rm.py picks its head from the folder's path ('vhs-mlp' anywhere in it: MLP), not from config.json
+    # the official eval_rm.py picks its head from the folder's path ('vhs-mlp' anywhere in it: MLP), not from
+    # config.json
     path_says_mlp = "vhs-mlp" in str(path.absolute())
     if official and model.value_head_strategy == "mlp" and not path_says_mlp:
         print(
-            f"note: the official eval_rm.py builds a linear head unless the folder's path holds 'vhs-mlp'; rename {path} "
-            f"(e.g. {path.name}-vhs-mlp) before scoring it there",
+            "note: the official eval_rm.py builds a linear head unless the folder's path holds 'vhs-mlp'; rename "
+            f"{path} (e.g. {path.name}-vhs-mlp) before scoring it there",
             file=sys.stderr,
         )
     elif official and model.value_head_strategy == "linear" and path_says_mlp:
@@ -437,7 +439,8 @@ def check_tokenizer_matches(model: "RewardModel", tokenizer) -> None:
     vocab = model.backbone.get_input_embeddings().weight.shape[0]
     if len(tokenizer) > vocab:
         raise ValueError(
-            f"tokenizer has {len(tokenizer)} tokens but the model's embedding table has {vocab}: they do not belong together"
+            f"tokenizer has {len(tokenizer)} tokens but the model's embedding table has {vocab}: they do not belong "
+            "together"
         )
 
 

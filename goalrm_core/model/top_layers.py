@@ -214,8 +214,8 @@ class FeatureCache:
         identity = backbone_identity(backbone, self.layer)
         if self.identity not in (None, identity):
             raise ValueError(
-                f"this feature cache holds the states of another backbone, dtype or layer (identity {self.identity[:12]}, "
-                f"this model's {identity[:12]} at layer {self.layer}): start a new cache"
+                "this feature cache holds the states of another backbone, dtype or layer (identity "
+                f"{self.identity[:12]}, this model's {identity[:12]} at layer {self.layer}): start a new cache"
             )
         self.identity = identity
         todo = sorted(
@@ -305,7 +305,8 @@ class FeatureCache:
     @classmethod
     def load(cls, folder: str | Path, model: "RewardModel", layer: int) -> "FeatureCache":
         """The cache of ``model``'s states entering ``layer`` kept in ``folder`` (:meth:`save`); an empty one with
-        that identity when the folder holds none. A file whose recorded identity is not the model's is a one-line error."""
+        that identity when the folder holds none. A file whose recorded identity is not the model's is a one-line
+        error."""
         from safetensors import safe_open
 
         cache = cls(layer, backbone_identity(model.backbone, layer))

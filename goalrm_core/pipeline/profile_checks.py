@@ -111,8 +111,8 @@ def check_profile_against_notebooks(
             expected = declared_type(declared[nb][key])
             if expected is not None and not _type_matches(expected, value):
                 raise ValueError(
-                    f"{_source_of(key, source, sources)}: key {key!r} expects {_TYPE_NAMES[expected]} (the default in {nb}), "
-                    f"got {type(value).__name__}: {value!r}"
+                    f"{_source_of(key, source, sources)}: key {key!r} expects {_TYPE_NAMES[expected]} (the default in "
+                    f"{nb}), got {type(value).__name__}: {value!r}"
                     + ("; a list is written [0, 1]" if expected is list else "")
                 )
     return warnings_out

@@ -5,7 +5,8 @@ assignments into each notebook's ``parameters`` cell, with one block: ``rm:``, t
 under :class:`~goalrm_core.train.config.TrainRMConfig`'s field names (``study.recipe``). The resolved profile
 holds the block's keys under those same names beside the others (no other key may share one), so a notebook
 receives ``max_steps = 400`` and the trainer reads ``max_steps``: nothing is renamed. A key profiles used
-before the block (``contrastive_beta``) is refused in one line naming its new name. This module finds a profile or a sweep spec by name, reads it strictly
+before the block (``contrastive_beta``) is refused in one line naming its new name. This module finds a profile or a
+sweep spec by name, reads it strictly
 (a key given twice, bad YAML, a value that is not flat) and resolves its ``base`` chain. What a value
 may be is :mod:`~goalrm_core.pipeline.profile_rules`'s; the checks against the notebooks are
 :mod:`~goalrm_core.pipeline.profile_checks`'; values typed on a command line are
@@ -201,7 +202,8 @@ def load_profile(name: str, params_dir: str | os.PathLike | None = None) -> dict
 
     A profile may name another as its ``base`` (``base: demo``) and state only what differs: its
     values are the base's (resolved the same way, so bases chain), with its own on top, in the base's
-    key order and then its own new keys; an ``rm:`` block overrides the base's key by key. A base that is missing, a sweep spec, or leads back to the
+    key order and then its own new keys; an ``rm:`` block overrides the base's key by key. A base that is missing, a
+    sweep spec, or leads back to the
     profile is a one-line error naming the file, the ``base`` field and its value."""
     chain: list[str] = []
     layers: list[dict] = []

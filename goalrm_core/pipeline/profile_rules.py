@@ -1,7 +1,8 @@
 """What each key of a notebook profile may be and what it is, defined once: :data:`PROFILE_RULES` adds
 what a type cannot say (each key's valid range or choices: ``sampling_temperature > 0``, ``encoding`` in
 ``split``/``official`` …; a trainer setting's are the trainer's own), :data:`PROFILE_HELP` says what each
-key is (a trainer setting of the ``rm:`` block: its ``TrainRMConfig`` field's), and :data:`RELATIONS` holds the constraints between keys. docs/profiles.md's table of the keys is
+key is (a trainer setting of the ``rm:`` block: its ``TrainRMConfig`` field's), and :data:`RELATIONS` holds the
+constraints between keys. docs/profiles.md's table of the keys is
 generated from them (:func:`profile_keys_table`). They are applied in
 :mod:`~goalrm_core.pipeline.profile_checks`."""
 
@@ -222,7 +223,8 @@ RELATIONS: tuple[tuple[tuple[str, ...], Callable[..., bool], str], ...] = (
     (
         ("heldout_facts", "modulus"),
         _heldout_ok,
-        "heldout_facts ({0}) needs digit chains (modulus >= 2) and at most the 2*m*(m-1) '+'/'-' facts mod m, got modulus {1}",
+        "heldout_facts ({0}) needs digit chains (modulus >= 2) and at most the 2*m*(m-1) '+'/'-' facts mod m, got "
+        "modulus {1}",
     ),
     (
         ("mistaught_facts", "heldout_facts", "modulus"),

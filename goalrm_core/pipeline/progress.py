@@ -266,8 +266,8 @@ def stage_estimates(
             note = loaded_probe_note(here, threads, busy)
             scaled = {k: v * then / here for k, v in wanted.items()}
             said = (
-                f"the committed {shown_path(reference)}, scaled by fp32 matmul {then:.0f} GFLOP/s there against {here:.0f} "
-                "here (a rough guide)"
+                f"the committed {shown_path(reference)}, scaled by fp32 matmul {then:.0f} GFLOP/s there against "
+                f"{here:.0f} here (a rough guide)"
             )
         durations.update(scaled)
         bases.update({k: "estimated from the committed report" for k in scaled})
@@ -301,8 +301,9 @@ def plan_lines(
     )
     durations, source = estimate.durations, estimate.source
     lines = [
-        f"goalrm report --dry-run: profile {profile!r} and every --set checked; it would report to {shown_path(out_dir)} "
-        f"and run in {settings.get('run_dir') or 'the profile run_dir'}, {len(selected)} stage(s):"
+        f"goalrm report --dry-run: profile {profile!r} and every --set checked; it would report to "
+        f"{shown_path(out_dir)} and run in {settings.get('run_dir') or 'the profile run_dir'}, {len(selected)} "
+        "stage(s):"
     ]
     for name in selected:
         lines.append(f"  {name}: " + (f"~{_clock(durations[name])}" if name in durations else "no estimate"))

@@ -1,6 +1,7 @@
 """Execute the notebooks of a profile with papermill and publish them as an HTML report.
 
-``<reports>/<profile>/`` (``runs/reports/`` unless ``--reports-dir`` names another root) receives, per stage, the executed ``NN_topic.ipynb`` and its ``NN_topic.html``
+``<reports>/<profile>/`` (``runs/reports/`` unless ``--reports-dir`` names another root) receives, per stage, the
+executed ``NN_topic.ipynb`` and its ``NN_topic.html``
 (inputs hidden: the report is read, the notebook is for editing), plus ``status.json`` (what ran, how
 it went, how long it took) and ``index.html`` (the same, for a browser, with the headline metrics).
 Both are rewritten after every stage so that a long run can be watched and an interrupted run still
@@ -139,9 +140,9 @@ def check_run_dir_owner(run_dir: Path, profile: str) -> None:
         ) from None
     if owner != profile:
         raise ValueError(
-            f"run_dir {run_dir} holds the run of profile {owner!r} ({owner_file}), not of {profile!r}: two profiles in one "
-            f"run folder would mix their data; give this profile its own run_dir (--set run_dir=runs/{profile}), "
-            f"or delete that folder"
+            f"run_dir {run_dir} holds the run of profile {owner!r} ({owner_file}), not of {profile!r}: two profiles in "
+            f"one run folder would mix their data; give this profile its own run_dir (--set run_dir=runs/{profile}), "
+            "or delete that folder"
         )
 
 
@@ -680,7 +681,10 @@ def _main(args: argparse.Namespace) -> int:
     name, notice = args.name, None
     if overrides and name is None:
         name = f"{args.profile}-set"
-        notice = f"goalrm report: --set changes the experiment, so it reports to {args.reports_dir}/{name}/ (--name to choose)"
+        notice = (
+            f"goalrm report: --set changes the experiment, so it reports to {args.reports_dir}/{name}/ (--name "
+            "to choose)"
+        )
     if name is not None and name != args.profile and "run_dir" not in overrides:
         overrides["run_dir"] = f"runs/{name}"
     return run_report(

@@ -266,7 +266,8 @@ def _check_key(key: str, declared: Mapping[str, Mapping], stages: list[str], sha
         )
     if not set(users) & set(stages):
         raise ValueError(
-            f"{what} key {key!r} is read only by {', '.join(users)}, which --stages {'-'.join([stages[0], stages[-1]])} does not run"
+            f"{what} key {key!r} is read only by {', '.join(users)}, which --stages "
+            f"{'-'.join([stages[0], stages[-1]])} does not run"
         )
 
 
@@ -373,7 +374,8 @@ def _checked_common(
     selected: list[str],
     shared: list[str],
 ) -> dict:
-    """The values every point sets alike (``--set``, and ``seeds`` as ``rm_seeds``), each key read by a stage the points run."""
+    """The values every point sets alike (``--set``, and ``seeds`` as ``rm_seeds``), each key read by a stage the
+    points run."""
     common = dict(common or {})
     if seeds is not None:
         if not seeds:

@@ -208,7 +208,8 @@ def paper_commands(profile_name: str, num_gpus: int | None = None, hostfile: str
             *benches,
             *(["--vanilla"] if name == "vanilla" else []),
         )
-    # the official figures over the official set (greedy + samples, grouped by position), as the official metrics.py prints them
+    # the official figures over the official set (greedy + samples, grouped by position), as the official metrics.py
+    # prints them
     cmds["metrics-contrastive-official"] = _cli(
         "metrics",
         "--model_name",
@@ -728,8 +729,9 @@ def real_cpu_summary(profile_name: str = "real-cpu", **changes: Any) -> dict[str
     out: dict[str, Any] = {
         "scale": CPU_SCALE,
         "note": (
-            f"{CPU_SCALE}: a {profile['backbone_layers']}-layer, hidden-{profile['backbone_hidden_size']} character-level Llama "
-            f"with random initial weights, {profile['max_steps']} steps per RM on 2 CPU cores; not comparable to the paper's 7B numbers"
+            f"{CPU_SCALE}: a {profile['backbone_layers']}-layer, hidden-{profile['backbone_hidden_size']} "
+            f"character-level Llama with random initial weights, {profile['max_steps']} steps per RM on 2 CPU cores; "
+            "not comparable to the paper's 7B numbers"
         ),
     }
     hh_pairs = read_jsonl(p["hh_eval"], required=("question", "correct", "incorrect"))

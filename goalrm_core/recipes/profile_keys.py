@@ -3,7 +3,8 @@ once, and the check every one of them passes before a command is built.
 
 A command-line profile is read by :mod:`goalrm_core.recipes.paper`, not by the notebooks. Its keys are of
 three kinds: the trainer's settings in its ``rm:`` block under the trainer's names (``max_steps``, ``max_len``,
-``bf16``: type, range and help from ``TrainRMConfig``, through ``study.recipe``) and its ``seed``, notebook keys that mean the same here
+``bf16``: type, range and help from ``TrainRMConfig``, through ``study.recipe``) and its ``seed``, notebook keys that
+mean the same here
 (``run_dir``, ``rm_processes``, ``filter_threshold``, ``n_boot``: ``pipeline.profile_rules``), and the keys only
 these commands read, in :data:`COMMAND_LINE_KEYS` below. Any other key is a typo and is refused, with the
 keys it resembles; a value of the wrong type or out of range is refused the same way, in one line naming

@@ -30,9 +30,11 @@ A schema-1 run read against a schema-2 run is compared on what both have (the se
 exist in both); the figures and conclusions one side lacks are listed apart.
 
 Library: :func:`compare_runs` (two metrics mappings → a structured result), :func:`render_markdown`,
-:func:`~goalrm_core.report.metrics_view.load_metrics`; the figures and their intervals are read in :mod:`~goalrm_core.report.compare_figures`,
+:func:`~goalrm_core.report.metrics_view.load_metrics`; the figures and their intervals are read in
+:mod:`~goalrm_core.report.compare_figures`,
 the conclusions and their verdicts in :mod:`~goalrm_core.report.compare_conclusions`. Exit 0 whenever
-the comparison was made (disagreement is a result, not an error); a missing or malformed ``metrics.json`` is one line on stderr and exit 2.
+the comparison was made (disagreement is a result, not an error); a missing or malformed ``metrics.json`` is one line
+on stderr and exit 2.
 """
 
 from __future__ import annotations
@@ -273,7 +275,8 @@ def render_markdown(result: Mapping, name_a: str = "A", name_b: str = "B") -> st
                 diff = f"{_g(f['difference'], True)} [{_g(f['ci_low'], True)}, {_g(f['ci_high'], True)}]"
                 agree = "yes" if f["agree"] else "**no**"
             lines.append(
-                f"| {_esc(f['name'])} | {_cell(f['a'])} | {_cell(f['b'])} | {diff} | {agree} | {METHODS.get(f['method'], '—')} |"
+                f"| {_esc(f['name'])} | {_cell(f['a'])} | {_cell(f['b'])} | {diff} | {agree} | "
+                f"{METHODS.get(f['method'], '—')} |"
             )
         lines.append("")
     if not result["figures"]:

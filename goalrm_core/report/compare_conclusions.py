@@ -49,7 +49,8 @@ def collect_conclusions(m: Mapping) -> dict[str, dict]:
             wf = gate["well_formed"]
             wf_state, wf_reason = gate_state(wf)
             out["gate.well_formed@seeds"] = _conclusion(
-                f"length gate, well-formed errors only ({bench}): every RM beats length by > {wf.get('required_margin', 0.15):g}",
+                f"length gate, well-formed errors only ({bench}): every RM beats length by > "
+                f"{wf.get('required_margin', 0.15):g}",
                 seeds,
                 wf_state,
                 wf_reason,

@@ -1,5 +1,6 @@
 """The figures ``goalrm compare`` sets side by side: collecting every figure of one run (its ``metrics.json``
-read by :func:`goalrm_core.report.metrics_view.load_metrics`) with its interval (across seeds, seed 0's bootstrap, or a mean over seeds), and the
+read by :func:`goalrm_core.report.metrics_view.load_metrics`) with its interval (across seeds, seed 0's bootstrap, or a
+mean over seeds), and the
 95% interval of one figure's difference B − A (Welch's t, or a normal approximation from each run's
 interval). The module docstring of :mod:`goalrm_core.report.compare` says which method applies when.
 """

@@ -305,7 +305,10 @@ def design_scope(primary: Mapping) -> str:
         return "What the design can test is not recorded (no length gate)."
     state, reason = gate_state(gate)
     if state == "undefined":
-        return f"Whether the reward models beat response length cannot be judged ({reason}), so neither can what this design tests."
+        return (
+            f"Whether the reward models beat response length cannot be judged ({reason}), so neither can what "
+            "this design tests."
+        )
     if state == "failed":
         return (
             "This design cannot test the question: the reward models are not shown to beat response length, so a "
@@ -400,10 +403,13 @@ def answer_sentence(metrics: Mapping) -> str:
     seeds and the MDE, every number from ``evaluation.primary.delta_auroc``. Empty before notebook 04
     recorded it (schema 2).
 
-    >>> d = {"mean": 0.0619, "ci_low": -0.0270, "ci_high": 0.1508, "mde": 0.1226, "n": 5, "n_seeds": 5, "verdict": "not shown"}
+    >>> d = {
+    ...     "mean": 0.0619, "ci_low": -0.0270, "ci_high": 0.1508, "mde": 0.1226,
+    ...     "n": 5, "n_seeds": 5, "verdict": "not shown",
+    ... }
     >>> answer_sentence({"evaluation": {"primary": {"delta_auroc": d}}})
     'Does goal-conditioning help here? Not shown: ΔAUROC (goal-conditioned − baseline RM, toy-id) +0.062 [−0.027, +0.151] over 5 paired RM seeds, MDE 0.123.'
-    """
+    """  # noqa: E501  (the doctest's expected output is one string repr, 157 columns, that cannot be wrapped)
     primary = Metrics(metrics).primary
     d = mapping(primary, "delta_auroc")
     if d is None:
@@ -719,7 +725,8 @@ def seed0_delta_sentence(deltas: Mapping[str, Mapping]) -> str:
     if not better and not worse:
         verdict = f"the CI includes 0 on all {len(judged)} benchmarks"
         verdict += (
-            f" with an interval: no detectable difference; cannot be judged on {', '.join(unjudged)} (interval undefined)."
+            f" with an interval: no detectable difference; cannot be judged on {', '.join(unjudged)} (interval "
+            "undefined)."
             if unjudged
             else ": no detectable difference."
         )
@@ -766,7 +773,8 @@ class Conclusion:
 
     @property
     def state(self) -> str:
-        """The two-sided state as :mod:`goalrm_core.evaluation.verdicts` names it (``undefined`` where it cannot be judged)."""
+        """The two-sided state as :mod:`goalrm_core.evaluation.verdicts` names it (``undefined`` where it cannot be
+        judged)."""
         return verdicts.state(self.figure)
 
     @property

@@ -93,7 +93,8 @@ def summary(metrics: Mapping) -> str:
     if steps:
         detail.append(f"{'/'.join(map(str, sorted(steps)))} steps")
     whose = {
-        "slips": f"from a second generator, not the evaluated policy (reference {task} solutions against one-fact slips)",
+        "slips": f"from a second generator, not the evaluated policy (reference {task} solutions against one-fact "
+        "slips)",
         "confident+slips": f"from two generators other than the evaluated policy (reference {task} solutions against "
         f"one-fact slips and against a confidently wrong generator's solutions)",
     }.get(m.parameter("pair_source"), f"of the policy's own {task} solutions")

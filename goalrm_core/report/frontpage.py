@@ -9,13 +9,15 @@ Holm-corrected p-values; Q along the incorrect solutions around the first error,
 figure (AUROC per benchmark for every scorer), the key table (goal-conditioned − baseline, with Holm
 over its k benchmarks), a figure and two tables of what Q saves (Q-filtered voting, online pruning:
 tokens, accuracy with Wilson intervals, wall time, where tuning chose no pruning), the decoding
-comparison (Wilson intervals, what the numbers show, budgets that do not match) and steering. Figures are embedded PNGs, so the page works as a single file. Every section is
+comparison (Wilson intervals, what the numbers show, budgets that do not match) and steering. Figures are embedded
+PNGs, so the page works as a single file. Every section is
 left out when the metrics it needs are absent (a run that stopped early).
 
 A conclusion is stated only where the across-seeds summary holds (its interval lies wholly on the
 expected side); "reversed" where the interval lies wholly on the other side; otherwise "not shown", with
 the effect the run would have seen with 80% power where it recorded one; "not tested" where the
-mechanism was switched off; and "cannot be judged: <reason>" where it is undefined. An undefined number reads ``undefined``, never "nan".
+mechanism was switched off; and "cannot be judged: <reason>" where it is undefined. An undefined number reads
+``undefined``, never "nan".
 
 The sections in words live in :mod:`~goalrm_core.report.findings`, the figures and tables in
 :mod:`~goalrm_core.report.result_figures` (both read metrics through :mod:`~goalrm_core.report.metrics_view`);

@@ -74,7 +74,8 @@ GATE_STYLE = {  # state -> (background, border)
     "failed": ("#ffebee", "#c62828"),
     "undefined": ("#fff8e1", "#b7791f"),  # amber: neither a pass nor a failure
 }
-#: The detail seed's own gate in the "all metrics" table: annotated where it reads otherwise than the verdict over seeds.
+#: The detail seed's own gate in the "all metrics" table: annotated where it reads otherwise than the verdict over
+#: seeds.
 DETAIL_GATE_KEY = "evaluation.gate.passed"
 GATE_KEYS = ("benchmark", "passed", "length_only", "state", "reason", "margin_over_length", "n_seeds")
 
@@ -178,7 +179,8 @@ def well_formed_gate_html(gate: Mapping, bench: str, first_state: str = "undefin
 def reproduction_html(metrics: Mapping[str, Any], out_dir: Path) -> str:
     """Do the reruns beside this report (``reports/reproducibility/*``) reach the same verdict on each
     primary conclusion? A conclusion is stated only where they all do; the others are tabled as
-    dropped, with each run's verdict (the agreed ones are not listed again). Empty when there are no reruns or no primary conclusions."""
+    dropped, with each run's verdict (the agreed ones are not listed again). Empty when there are no reruns or no
+    primary conclusions."""
     reruns = reruns_of(out_dir)
     records = conclusions(metrics)
     if not reruns or not records:
@@ -191,7 +193,8 @@ def reproduction_html(metrics: Mapping[str, Any], out_dir: Path) -> str:
             disagree.append((c.claim, c.rm, seen))
     lost = dropped(metrics, reruns)
     said = (
-        f"{len(records) - len(lost)} of {len(records)} primary conclusions reach the same verdict in all {len(runs)} runs; "
+        f"{len(records) - len(lost)} of {len(records)} primary conclusions reach the same verdict in all {len(runs)} "
+        "runs; "
         + (
             f"{len(lost)} {'is' if len(lost) == 1 else 'are'} dropped (the runs' verdicts differ): "
             + "; ".join(f"{label} ({rm})" for label, rm, _ in lost)

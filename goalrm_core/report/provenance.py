@@ -43,7 +43,9 @@ def provenance_html(metrics: Mapping[str, Any]) -> str:
         profile=str(profile.get("name", "")),
         parameters=[(str(k), json.dumps(v)) for k, v in parameters.items()],
         versions=", ".join(f"{k} {v if v is not None else 'absent'}" for k, v in versions.items()),
-        machine=f"{machine.get('cpu') or 'unknown CPU'}, {machine.get('cores', '?')} cores; GPU: {gpu_text}{speed_text(machine)}",
-        threads=f"{threads.get('used', '?')} (torch_threads={threads.get('torch_threads', '?')}: {threads.get('rule', '')})",
+        machine=f"{machine.get('cpu') or 'unknown CPU'}, {machine.get('cores', '?')} cores; GPU: "
+        f"{gpu_text}{speed_text(machine)}",
+        threads=f"{threads.get('used', '?')} (torch_threads={threads.get('torch_threads', '?')}: "
+        f"{threads.get('rule', '')})",
         date=str(prov.get("date", "")),
     )

@@ -73,9 +73,10 @@ def findings(report: Path = REPORT, reruns: Path = RERUNS) -> str:
         else {p.name: m for p in sorted(reruns.glob("*")) if (m := read_metrics(p, strict=True)) is not None}
     )
     out = [
-        f"From the committed [`reports/demo/`](reports/demo/index.html): {primary.get('n_seeds', '?')} RM seeds per RM, "
-        f"{params.get('max_steps', '?')} steps each; {params.get('n_benchmark_questions', '?')} questions per benchmark; "
-        f"{params.get('torch_threads', '?')} torch threads; headline set `{primary.get('headline', ev.get('headline', '?'))}`.",
+        f"From the committed [`reports/demo/`](reports/demo/index.html): {primary.get('n_seeds', '?')} RM seeds per "
+        f"RM, {params.get('max_steps', '?')} steps each; {params.get('n_benchmark_questions', '?')} questions per "
+        f"benchmark; {params.get('torch_threads', '?')} torch threads; headline set "
+        f"`{primary.get('headline', ev.get('headline', '?'))}`.",
         "",
     ]
     rows = conclusions(metrics)
@@ -106,19 +107,22 @@ def findings(report: Path = REPORT, reruns: Path = RERUNS) -> str:
         ]
         if rerun_runs:
             out.append(
-                f"Reruns compared (`goalrm compare`, committed beside them): {', '.join(f'`{n}`' for n in rerun_runs)}; "
-                f'the committed report ran code {_commit(metrics)}. A verdict is "absent" where a rerun\'s code did not '
-                "compute that conclusion, and a rerun on other code differs by that code as well as by its overrides."
+                "Reruns compared (`goalrm compare`, committed beside them): "
+                f"{', '.join(f'`{n}`' for n in rerun_runs)}; "
+                f'the committed report ran code {_commit(metrics)}. A verdict is "absent" where a rerun\'s code did '
+                "not compute that conclusion, and a rerun on other code differs by that code as well as by its "
+                "overrides."
             )
             for name, m in rerun_runs.items():
                 same = _deterministic(m) == _deterministic(metrics)
                 threads = sorted(
                     {v["threads"] for v in m.values() if isinstance(v, dict) and isinstance(v.get("threads"), int)}
                 )
+                overrides = m.get("provenance", {}).get("profile", {}).get("overrides", {})
                 out.append(
-                    f"`{name}` ({', '.join(f'{k}: {v}' for k, v in m.get('provenance', {}).get('profile', {}).get('overrides', {}).items()) or 'no overrides'}; "
+                    f"`{name}` ({', '.join(f'{k}: {v}' for k, v in overrides.items()) or 'no overrides'}; "
                     f"threads {', '.join(map(str, threads))}; code {_commit(m)}): its metrics are "
-                    f"{'**bit-identical** to the committed report' if same else 'not identical to the committed report'}, "
+                    f"{'**bit-identical** to' if same else 'not identical to'} the committed report, "
                     f"timings, provenance and thread counts aside."
                 )
     exploratory = ev.get("exploratory", {}).get("delta_auroc", {})
@@ -182,10 +186,10 @@ def findings(report: Path = REPORT, reruns: Path = RERUNS) -> str:
     if stages:
         total = sum(s.get("duration_s") or 0 for s in stages)
         parts = ", ".join(f"{s['name'].split('_', 1)[1]} {s.get('duration_s') or 0:.0f}" for s in stages)
+        how = "one uninterrupted run" if all(s.get("status") == "ok" for s in stages) else "resumed: some stages kept"
         out += [
             "",
-            f"Wall time of the committed run (s, `status.json`): {parts}; **{total:,.0f} s in all** "
-            f"({'one uninterrupted run' if all(s.get('status') == 'ok' for s in stages) else 'resumed: some stages kept'}"
+            f"Wall time of the committed run (s, `status.json`): {parts}; **{total:,.0f} s in all** ({how}"
             f"{speed_text(metrics.get('provenance', {}).get('machine', {}))}).",
         ]
     return "\n".join(out) + "\n"

@@ -130,7 +130,8 @@ def first_error_section(metrics: Mapping) -> str:
 
 
 def savings_text(metrics: Mapping) -> str:
-    """The savings in numbers, the detail seed's goal-conditioned RM (:func:`~goalrm_core.report.metrics_view.detail_seed`), one row per benchmark in two tables:
+    """The savings in numbers, the detail seed's goal-conditioned RM
+    (:func:`~goalrm_core.report.metrics_view.detail_seed`), one row per benchmark in two tables:
     Q-filtered voting (tokens saved, majority-vote accuracy before and after with Wilson intervals
     over the questions) and online pruning (its threshold, "no pruning" where tuning chose it, tokens
     saved, accuracy, wall time); then where pruning was off and what it cost in wall time."""
@@ -177,9 +178,9 @@ def savings_text(metrics: Mapping) -> str:
     said = []
     if off:
         said.append(
-            f"Tuning on validation questions chose no pruning on {len(off)} of {len(pruned)} benchmarks ({', '.join(off)}): "
-            "there no sample is stopped and no RM runs, so the pruned and unpruned runs generate the same tokens "
-            "and any wall-time difference is timing noise."
+            f"Tuning on validation questions chose no pruning on {len(off)} of {len(pruned)} benchmarks "
+            f"({', '.join(off)}): there no sample is stopped and no RM runs, so the pruned and unpruned runs generate "
+            "the same tokens and any wall-time difference is timing noise."
         )
     if slower:
         said.append(
@@ -337,8 +338,8 @@ def decoding_reading(metrics: Mapping, methods: Mapping[str, Mapping]) -> str:
     if benches and greedy_tokens and beam_tokens:
         said.append(
             f"Greedy decoding ({min(greedy_tokens):.0f}–{max(greedy_tokens):.0f} tokens per question) is level with or "
-            f"above Q-guided beam search ({min(beam_tokens):.0f}–{max(beam_tokens):.0f} tokens) on {level} of {len(benches)} "
-            "benchmarks."
+            f"above Q-guided beam search ({min(beam_tokens):.0f}–{max(beam_tokens):.0f} tokens) on {level} of "
+            f"{len(benches)} benchmarks."
         )
     n = max((_decode_questions(metrics, r) or 0 for m in methods.values() for r in entries(m).values()), default=0)
     if n:
@@ -382,10 +383,14 @@ def steering_section(metrics: Mapping) -> str:
         f"Q-guided decoding of the steering policy toward a style goal, seed-{detail_seed(metrics)} RM"
         + (f", {n} questions" if n else "")
         + " (95% Wilson intervals): the style appears in "
-        f"{fmt.rate_ci(s.get('attribute_rate'), n)} of steered solutions against {fmt.rate_ci(s.get('attribute_rate_unguided'), n)} unguided"
+        f"{fmt.rate_ci(s.get('attribute_rate'), n)} of steered solutions against "
+        f"{fmt.rate_ci(s.get('attribute_rate_unguided'), n)} unguided"
     )
     if "attribute_rate_correctness_goal" in s:
-        text += f" and {fmt.rate_ci(s.get('attribute_rate_correctness_goal'), n)} when the same search steers toward the correctness goal"
+        text += (
+            f" and {fmt.rate_ci(s.get('attribute_rate_correctness_goal'), n)} when the same search steers toward "
+            "the correctness goal"
+        )
     text += (
         f"; accuracy {fmt.rate_ci(s.get('accuracy'), n)} steered, {fmt.rate_ci(s.get('accuracy_unguided'), n)} unguided"
     )
@@ -393,7 +398,10 @@ def steering_section(metrics: Mapping) -> str:
         text += f", {fmt.rate_ci(s.get('accuracy_correctness_goal'), n)} toward the correctness goal"
     text += "."
     if "goal_separation_auroc" in s:
-        text += f" The style goal's cosine separates styled from plain solutions with AUROC {fmt.num(s.get('goal_separation_auroc'))}."
+        text += (
+            " The style goal's cosine separates styled from plain solutions with AUROC "
+            f"{fmt.num(s.get('goal_separation_auroc'))}."
+        )
     cost = verdicts.steering_cost(s.get("accuracy"), s.get("accuracy_unguided"))
     text += (f" {cost}" if cost else "") + " One seed and one run: a description, not a finding."
     return part("paragraph", text=text)

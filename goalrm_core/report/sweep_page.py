@@ -5,7 +5,8 @@ In reading order, results first: a sentence generated from the numbers (the best
 each point against the base point by the paired Δ on the same generations, Holm-corrected over the k
 comparisons) and what a sweep's numbers can support (one seed per point: leads, not findings), one row
 per point with the headline metrics and their 95% CIs, the OOD AUROCs, a figure per swept key (AUROC
-against the key's values, CI bands); then each point's configuration and what the sweep ran. An undefined metric (null, NaN:
+against the key's values, CI bands); then each point's configuration and what the sweep ran. An undefined metric (null,
+NaN:
 one class, too few seeds) reads ``undefined``, never "nan", and never stops the page.
 """
 
@@ -128,7 +129,10 @@ def base_label(plan: Mapping, rows: list[dict]) -> str:
     n = len(seeds) if isinstance(seeds, (list, tuple)) else base.get("n_seeds")
     what = [f"{steps} RM steps" if steps else "", f"{n} RM seed{'s' if n != 1 else ''}" if n else ""]
     what = ", ".join(x for x in what if x)
-    return f"the base point “{base['point']}” (the {plan.get('profile', 'base')} profile's values{'; ' + what if what else ''})"
+    return (
+        f"the base point “{base['point']}” (the {plan.get('profile', 'base')} profile's "
+        f"values{'; ' + what if what else ''})"
+    )
 
 
 def paired_comparisons(plan: Mapping, rows: list[dict]) -> list[dict]:
@@ -177,14 +181,16 @@ def verdict(plan: Mapping, rows: list[dict]) -> str:
     k = len(pairs)
     differ = [c for c in pairs if not fmt.is_undefined(c.get("p_holm")) and c["p_holm"] < SIGNIFICANCE]
     text += (
-        f" Each point against the base point, paired on the same {ID_BENCH} generations (goal-conditioned AUROC, point − "
-        f"base point, bootstrap over questions): {k} comparison{'s' if k != 1 else ''}, p-values Holm-corrected over the {k}. "
+        f" Each point against the base point, paired on the same {ID_BENCH} generations (goal-conditioned AUROC, point "
+        f"− base point, bootstrap over questions): {k} comparison{'s' if k != 1 else ''}, p-values Holm-corrected over "
+        f"the {k}. "
     )
     if differ:
         text += (
             "A difference after correction: "
             + "; ".join(
-                f"{c['point']} {fmt.signed_ci(c.get('delta'), c.get('ci_low'), c.get('ci_high'))} (Holm p {fmt.p_value(c['p_holm'])})"
+                f"{c['point']} {fmt.signed_ci(c.get('delta'), c.get('ci_low'), c.get('ci_high'))} (Holm p "
+                f"{fmt.p_value(c['p_holm'])})"
                 for c in differ
             )
             + f"; no detectable difference at the other {k - len(differ)}."
@@ -211,10 +217,11 @@ def profile_note(plan: Mapping, rows: list[dict], report_dir: Path) -> str:
     if steps == base_steps and seeds == base_seeds:
         return ""
     return (
-        f"The {plan.get('profile')} report trains its RMs for {steps} steps with {seeds} seed{'s' if seeds != 1 else ''} "
-        f"(goal-conditioned {ID_BENCH} AUROC at seed 0 {fmt.ci(*auroc.triple)}); "
-        f"every point here trains {base_steps} steps with {base_seeds} seed{'s' if base_seeds != 1 else ''}, so the base point's "
-        f"numbers, and how the points rank (the goal-state methods among them), can differ from that report's pages."
+        f"The {plan.get('profile')} report trains its RMs for {steps} steps with {seeds} "
+        f"seed{'s' if seeds != 1 else ''} (goal-conditioned {ID_BENCH} AUROC at seed 0 {fmt.ci(*auroc.triple)}); every "
+        f"point here trains {base_steps} steps with {base_seeds} seed{'s' if base_seeds != 1 else ''}, so the base "
+        "point's numbers, and how the points rank (the goal-state methods among them), can differ from that report's "
+        "pages."
     )
 
 
@@ -259,8 +266,8 @@ def code_note(plan: Mapping, report_dir: Path) -> str:
     report_code = _code(report)
     if report_code and set(by_code) != {report_code}:
         said += (
-            f" The {plan.get('profile')} report beside this sweep ran at {report_code}: its numbers come from other code "
-            "(and another policy), so compare a figure here only with another on this page."
+            f" The {plan.get('profile')} report beside this sweep ran at {report_code}: its numbers come from other "
+            "code (and another policy), so compare a figure here only with another on this page."
         )
     return said
 

@@ -2,7 +2,8 @@
 autoescaped: text is escaped by the template, and the sections already written as HTML are passed
 through ``|safe``. The pieces of a page (a paragraph, a caption, the gate's notice, a table) are the
 macros of ``templates/parts.html.j2``, called through :func:`part`: the Python of ``report/`` holds no
-HTML tag of its own (``tests/report/test_no_html_in_python.py``). jinja2 is imported on first use, so ``goalrm report --help`` does without it."""
+HTML tag of its own (``tests/report/test_no_html_in_python.py``). jinja2 is imported on first use, so ``goalrm report
+--help`` does without it."""
 
 from __future__ import annotations
 

@@ -148,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                 r.update(judge(r["question"], r["generated_solution"], src.get("expected_answer"), args.modulus))
     count = write_jsonl(args.save_path, out)
     print(
-        f"{count} rows -> {args.save_path}; tokens generated: {sum(r.get('tokens_generated', r.get('num_generated_tokens', 0)) for r in out)}"
+        f"{count} rows -> {args.save_path}; tokens generated: "
+        f"{sum(r.get('tokens_generated', r.get('num_generated_tokens', 0)) for r in out)}"
     )
     return 0

@@ -190,12 +190,14 @@ def methods_reading(comparison: MethodComparison) -> str:
             else "level with"
         )
         lines.append(
-            f"On {bench}, {BEAM_METHOD} reaches {beam['accuracy']:.2f} with {beam['tokens']:.0f} generated tokens per question, "
-            f"{verdict} the best other method ({best}: {others.loc[best, 'accuracy']:.2f} at {others.loc[best, 'tokens']:.0f} tokens)."
+            f"On {bench}, {BEAM_METHOD} reaches {beam['accuracy']:.2f} with {beam['tokens']:.0f} generated tokens per "
+            f"question, {verdict} the best other method ({best}: {others.loc[best, 'accuracy']:.2f} at "
+            f"{others.loc[best, 'tokens']:.0f} tokens)."
         )
     if comparison.n_questions:
         lines.append(
-            f"Each accuracy is over {comparison.n_questions} questions: a difference of one question is {1 / comparison.n_questions:.3f}."
+            f"Each accuracy is over {comparison.n_questions} questions: a difference of one question is "
+            f"{1 / comparison.n_questions:.3f}."
         )
     return " ".join(lines)
 

@@ -239,7 +239,8 @@ def well_formed_reading(aurocs: pd.DataFrame, aurocs_wf: pd.DataFrame, bench: st
     return (
         f"Seed 0 (detail), {bench}: AUROC on all incorrect solutions → on well-formed incorrect ones only: "
         + "; ".join(parts)
-        + ". A scorer that falls to about 0.5 on the second set detects the shape of a wrong solution, not its arithmetic."
+        + ". A scorer that falls to about 0.5 on the second set detects the shape of a wrong solution, not its "
+        "arithmetic."
     )
 
 
@@ -256,13 +257,15 @@ def reading(aurocs: pd.DataFrame, deltas: pd.DataFrame, bench: str = "toy-id") -
         return f"{r['auroc']:.3f} [{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
 
     lines = [
-        f"Seed 0 (detail): on {bench}, the baseline RM reaches AUROC {ci(BASELINE)} and the goal-conditioned RM {ci(GOAL_CONDITIONED)}."
+        f"Seed 0 (detail): on {bench}, the baseline RM reaches AUROC {ci(BASELINE)} and the goal-conditioned RM "
+        f"{ci(GOAL_CONDITIONED)}."
     ]
     if d is not None and _defined(d["delta"]) and _defined(d["ci_low"]):
         verdict = "excludes 0" if d["ci_low"] > 0 or d["ci_high"] < 0 else "includes 0"
         lines.append(
-            f"The paired difference (goal-conditioned − baseline) is {d['delta']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}], "
-            f"whose 95% CI over questions {verdict}; the conclusion over training seeds is in the next section."
+            f"The paired difference (goal-conditioned − baseline) is {d['delta']:+.3f} [{d['ci_low']:+.3f}, "
+            f"{d['ci_high']:+.3f}], whose 95% CI over questions {verdict}; the conclusion over training seeds is in "
+            "the next section."
         )
     elif d is not None:
         lines.append("The paired difference is undefined on this set.")
@@ -734,14 +737,16 @@ def seed_interval(s: dict, scale: float = 1.0, signed: bool = True) -> str:
     if not _defined(s.get("mean")):
         return f"undefined ({s.get('reason') or 'no seed defined'})"
     fmt = "{:+.2f}" if signed else "{:.2f}"
-    show = lambda v: (
-        (fmt.format(v * scale) if _defined(v) else "undefined").replace("-0.00", "0.00").replace("+0.00", "0.00")
-    )
+
+    def show(v):
+        return (fmt.format(v * scale) if _defined(v) else "undefined").replace("-0.00", "0.00").replace("+0.00", "0.00")
+
     return f"{show(s['mean'])} [{show(s.get('ci_low'))}, {show(s.get('ci_high'))}]"
 
 
 def primary_frame(primary: dict) -> pd.DataFrame:
-    """The primary figures as one table, one row per conclusion record (:func:`goalrm_core.report.conclusions.conclusions`,
+    """The primary figures as one table, one row per conclusion record
+    (:func:`goalrm_core.report.conclusions.conclusions`,
     the README's rows): figure, RM, mean over seeds [95% interval over RM seeds and questions], seeds pointing
     the expected way, and the two-sided verdict (a "not shown" with the effect the run would have seen with
     80% power, a "cannot be judged" with its reason)."""

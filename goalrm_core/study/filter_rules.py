@@ -114,7 +114,8 @@ def candidate_thresholds(questions: list[list[dict]]) -> np.ndarray:
 
 
 def votes_at(test: list[list[dict]], thresholds: Sequence[float], skip_first: int) -> list[metrics.FilterResult]:
-    """The filter's vote on ``test`` at each threshold (-inf, a rule that drops nothing: a threshold below any value)."""
+    """The filter's vote on ``test`` at each threshold (-inf, a rule that drops nothing: a threshold below any
+    value)."""
     return metrics.q_filtered_majority_votes(
         test, [t if math.isfinite(t) else -1e300 for t in thresholds], skip_first=skip_first
     )
@@ -170,8 +171,8 @@ def rule_table(
     for rule in rules:
         if rule == "policy log-prob" and "policy_token_logprobs" not in rows[0]:
             continue
-        val = with_signal(val_rows, lambda r: signal(rule, r, baseline))
-        test = with_signal(test_rows, lambda r: signal(rule, r, baseline))
+        val = with_signal(val_rows, lambda r, rule=rule: signal(rule, r, baseline))
+        test = with_signal(test_rows, lambda r, rule=rule: signal(rule, r, baseline))
         candidates = candidate_thresholds(val)
         threshold, _ = metrics.choose_filter_threshold(val, candidates=candidates, skip_first=skip_first)
         votes = votes_at(

@@ -88,7 +88,10 @@ def old_key_message(key: str, where: str, in_block: bool = False) -> str | None:
     if key in OLD_KEYS:
         return f"{where}: key {(RM_BLOCK + '.' if in_block else '') + key!r} is now {RM_BLOCK}.{OLD_KEYS[key]}"
     if not in_block and key in RM_KEYS:
-        return f"{where}: key {key!r} is now {RM_BLOCK}.{key} (the trainer's settings sit in the profile's {RM_BLOCK}: block)"
+        return (
+            f"{where}: key {key!r} is now {RM_BLOCK}.{key} (the trainer's settings sit in the profile's "
+            f"{RM_BLOCK}: block)"
+        )
     return None
 
 

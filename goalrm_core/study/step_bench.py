@@ -18,8 +18,8 @@ And each verifier as a *filter* (:mod:`goalrm_core.study.filter_rules`' machiner
 to majority voting that drops a sample at its first value below a threshold): its signal is its own
 reading where it reads a line (:func:`filter_signal`), the threshold is chosen on the validation half by
 the frontier's rule (the most tokens saved among the thresholds whose vote is within ``FRONTIER_DROP``, 1
-point, of unfiltered voting: ``thresholds.choose_cheapest_within``), and on the reported half the bench reports the tokens
-saved as a share of the oracle's saving (every incorrect solution stopped at its first wrong token:
+point, of unfiltered voting: ``thresholds.choose_cheapest_within``), and on the reported half the bench reports the
+tokens saved as a share of the oracle's saving (every incorrect solution stopped at its first wrong token:
 ``filter_share``; above 1 when a filter also drops correct samples, which the oracle keeps, and the
 oracle saves nothing on a question whose samples are all wrong: the filter falls back to voting them all)
 and the change in majority-vote accuracy (``filter_accuracy_change``, a fraction).
@@ -232,7 +232,10 @@ def auroc_examples(scores: Sequence[Sequence[float]], truth: Sequence[int | None
         line_s.append(-np.asarray(lines, dtype=np.float64))
         line_y.append(np.zeros(t.size) if e is None else (t >= e).astype(np.float64))
         line_of.append(np.full(t.size, i))
-    cat = lambda parts, dtype=np.float64: np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
+
+    def cat(parts, dtype=np.float64):
+        return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
+
     final_s = np.array([lines[-1] for lines in scores], dtype=np.float64)
     final_y = np.array([e is None for e in truth], dtype=np.float64)
     return {
@@ -566,7 +569,8 @@ def label_noise_reading(rows: Sequence[Mapping[str, Any]], design: str) -> str:
             twin[r["verifier"].split(" ")[0]] = r
     figure = f1_figure
     both = (
-        f": first-error F1 {figure(twin['rollout-label'])} (rollout labels) against {figure(twin['exact-label'])} (exact)"
+        f": first-error F1 {figure(twin['rollout-label'])} (rollout labels) against {figure(twin['exact-label'])} "
+        "(exact)"
         if {"rollout-label", "exact-label"} <= set(twin)
         else ""
     )

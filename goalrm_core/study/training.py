@@ -114,7 +114,8 @@ def train_rm(
     The trainer writes its step and total to :func:`~goalrm_core.train.progress_file.progress_path` ``(log)``
     as it goes (the report runner's stage line and notebook 02's bars read it).
 
-    ``store`` (a folder, e.g. ``RunDir.rm_store``) keeps every RM by :func:`~goalrm_core.train.store.rm_key`: an RM whose training
+    ``store`` (a folder, e.g. ``RunDir.rm_store``) keeps every RM by :func:`~goalrm_core.train.store.rm_key`: an RM
+    whose training
     config and inputs are already there is not trained again. ``cfg``'s model folder, its metrics and
     ``log`` then link to the stored ones, and the summary says ``reused``."""
     log = Path(log)

@@ -45,8 +45,8 @@ def load_tokenizer(cfg: TrainRMConfig):
             token_id = tokenizer.convert_tokens_to_ids(token)
             if token not in tokenizer.get_vocab() or not isinstance(token_id, int) or not 0 <= token_id < vocab_size:
                 raise ValueError(
-                    f"--{name} {token!r} is not a token of the tokenizer of --pretrain {cfg.pretrain} that the backbone "
-                    f"has an embedding for (id {token_id}, vocabulary {vocab_size}); give one of its tokens"
+                    f"--{name} {token!r} is not a token of the tokenizer of --pretrain {cfg.pretrain} that the "
+                    f"backbone has an embedding for (id {token_id}, vocabulary {vocab_size}); give one of its tokens"
                 )
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -129,11 +129,11 @@ def hh_switch_line(chat_template: bool) -> str:
 
     >>> print(hh_switch_line(True))
     data: every row is a chat conversation (rendered with the tokenizer's chat template, --apply_chat_template); using --template hh (the conversation up to the reply is the prompt)
-    """
+    """  # noqa: E501  (the doctest's expected output is one printed line, 181 columns, that cannot be wrapped)
     if chat_template:
         return (
-            "data: every row is a chat conversation (rendered with the tokenizer's chat template, --apply_chat_template); "
-            "using --template hh (the conversation up to the reply is the prompt)"
+            "data: every row is a chat conversation (rendered with the tokenizer's chat template, "
+            "--apply_chat_template); using --template hh (the conversation up to the reply is the prompt)"
         )
     return "data: every row is an HH-RLHF dialogue; using --template hh (the dialogue is the prompt)"
 

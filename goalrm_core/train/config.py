@@ -34,7 +34,8 @@ LOSS_TYPES = ("sigmoid", "logexp")
 GRAD_ACCUM_DTYPES = ("", "fp32", "fp16", "bf16")
 FEATURE_CACHES = ("memory", "off")
 SPECIAL_TOKENS = ("bos_token", "eos_token", "pad_token", "unk_token")
-# The flags the official code's train scripts always write (``train_contrastive_rm.sh`` …): :meth:`TrainRMConfig.to_argv`
+# The flags the official code's train scripts always write (``train_contrastive_rm.sh`` …):
+# :meth:`TrainRMConfig.to_argv`
 # writes them even at their defaults, so a generated command line reads like the official code's. Every
 # other field is written only when it differs from its default.
 OFFICIAL_FLAGS = (
@@ -455,7 +456,8 @@ class TrainRMConfig:
         if bool(self.chosen_key) != bool(self.rejected_key) or (self.prompt_key and not self.chosen_key):
             raise ValueError(
                 "--chosen_key and --rejected_key go together (and --prompt_key only with them): "
-                f"got --prompt_key {self.prompt_key!r} --chosen_key {self.chosen_key!r} --rejected_key {self.rejected_key!r}"
+                f"got --prompt_key {self.prompt_key!r} --chosen_key {self.chosen_key!r} --rejected_key "
+                f"{self.rejected_key!r}"
             )
         if self.input_template:
             check_input_template(self.input_template)
@@ -495,8 +497,9 @@ class TrainRMConfig:
             )
         if self.train_top_layers and self.gradient_checkpointing and self.gradient_checkpointing_use_reentrant:
             raise ValueError(
-                "--train_top_layers with --gradient_checkpointing: drop --gradient_checkpointing_use_reentrant (reentrant "
-                "recomputation passes no gradient to layers whose input, the frozen layers' output, needs none)"
+                "--train_top_layers with --gradient_checkpointing: drop --gradient_checkpointing_use_reentrant "
+                "(reentrant recomputation passes no gradient to layers whose input, the frozen layers' output, needs "
+                "none)"
             )
         if self.load_in_4bit and self.zero_stage == 3:
             raise ValueError(
@@ -551,10 +554,15 @@ class TrainRMConfig:
         (:data:`OUTPUT_FIELDS`) and, for a vanilla RM, the contrastive ones (:data:`CONTRASTIVE_FIELDS`).
         Two configs with equal training fields (and equal input files) train the same RM.
 
-        >>> a, b = (TrainRMConfig(pretrain="p", save_path=path, contrastive_loss_beta=beta) for path, beta in (("a", 0.1), ("b", 1.0)))
+        >>> a, b = (
+        ...     TrainRMConfig(pretrain="p", save_path=path, contrastive_loss_beta=beta)
+        ...     for path, beta in (("a", 0.1), ("b", 1.0))
+        ... )
         >>> a.training_fields() == b.training_fields()
         True
-        >>> a, b = (TrainRMConfig(pretrain="p", contrastive_loss=True, contrastive_loss_beta=beta) for beta in (0.1, 1.0))
+        >>> a, b = (
+        ...     TrainRMConfig(pretrain="p", contrastive_loss=True, contrastive_loss_beta=beta) for beta in (0.1, 1.0)
+        ... )
         >>> a.training_fields() == b.training_fields()
         False
         """

@@ -424,7 +424,8 @@ def extensions_dir_hint() -> str | None:
             if os.access(folder, os.W_OK | os.X_OK):
                 return None
             return (
-                f"DeepSpeed builds its ops on first use into {where} (TORCH_EXTENSIONS_DIR, default ~/.cache/torch_extensions), "
+                f"DeepSpeed builds its ops on first use into {where} (TORCH_EXTENSIONS_DIR, default "
+                "~/.cache/torch_extensions), "
                 f"and {folder} is not writable: set TORCH_EXTENSIONS_DIR to a writable folder (or XDG_CACHE_HOME)"
             )
     return None

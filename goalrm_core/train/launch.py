@@ -74,7 +74,8 @@ def train_command(
     """
     if not isinstance(cfg, TrainRMConfig):
         raise TypeError(
-            f"train_command takes a TrainRMConfig (TrainRMConfig.from_dict turns flags into one), got {type(cfg).__name__}"
+            "train_command takes a TrainRMConfig (TrainRMConfig.from_dict turns flags into one), got "
+            f"{type(cfg).__name__}"
         )
     if num_processes < 1:
         raise ValueError(f"num_processes must be >= 1, got {num_processes}")
@@ -239,7 +240,8 @@ def run_streaming(
         tail = "\n".join(list(recent)[-error_tail_lines:])
         label = f"{desc}: " if desc else ""
         raise LaunchError(
-            f"{label}command {reason}: {shlex.join(str(c) for c in cmd)}\nfull log: {log_path}\n--- last lines ---\n{tail}"
+            f"{label}command {reason}: {shlex.join(str(c) for c in cmd)}\nfull log: {log_path}\n--- last lines "
+            f"---\n{tail}"
         )
     return RunResult(proc.returncode, log_path, wall, list(recent)[-tail_lines:])
 

@@ -217,7 +217,8 @@ def four_bit_unavailable() -> str:
 
 
 def require_four_bit() -> None:
-    """The one-line ``ValueError`` of ``--load_in_4bit`` on a machine where it cannot run (:func:`four_bit_unavailable`)."""
+    """The one-line ``ValueError`` of ``--load_in_4bit`` on a machine where it cannot run
+    (:func:`four_bit_unavailable`)."""
     why = four_bit_unavailable()
     if why:
         raise ValueError(

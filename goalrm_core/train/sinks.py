@@ -84,7 +84,8 @@ class MetricSinks:
             import wandb  # lazy: optional, and slow to import; only --use_wandb runs need it
         except ImportError:
             print(
-                "warning: --use_wandb given but wandb is not installed (pip install wandb); logging to the metrics JSONL only",
+                "warning: --use_wandb given but wandb is not installed (pip install wandb); logging to the metrics "
+                "JSONL only",
                 file=sys.stderr,
             )
             return None

@@ -16,7 +16,8 @@ Every run goes through ``deepspeed.initialize``; a plain ``python -m`` run sets 
 group itself (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT with a free port). On CPU DeepSpeed uses its
 CPU accelerator and gloo, and bf16 and ZeRO 0-3 all work. The optimiser is torch's AdamW, so no
 optimiser op (CPU Adam) is compiled; DeepSpeed does compile its small CPU shared-memory comm op on
-the first run in a Python environment (30-60 s, cached in ~/.cache/torch_extensions/env-<hash of sys.prefix>, see distributed.own_extensions_dir).
+the first run in a Python environment (30-60 s, cached in ~/.cache/torch_extensions/env-<hash of sys.prefix>, see
+distributed.own_extensions_dir).
 
 What a run writes:
 
@@ -128,7 +129,10 @@ def rotate_checkpoints(ckpt_dir: str | os.PathLike, newest: str, max_num: int, m
 def steps_due(step: int, every: int, accumulation: int, total_steps: int, unit: str = "optimizer") -> bool:
     """Whether an event every ``every`` steps runs after optimiser step ``step`` (see :meth:`Trainer.due`).
 
-    >>> [s for s in range(1, 9) if steps_due(s, 3, 1, 8)], [s for s in range(1, 9) if steps_due(s, 12, 4, 8, "micro_batch")]
+    >>> (
+    ...     [s for s in range(1, 9) if steps_due(s, 3, 1, 8)],
+    ...     [s for s in range(1, 9) if steps_due(s, 12, 4, 8, "micro_batch")],
+    ... )
     ([3, 6], [3, 6])
     >>> [s for s in range(1, 5) if steps_due(s, 3, 4, 4, "micro_batch")]  # of 16: 3 not run, 6, 9, 12 and 15 once
     [1, 2, 3]
@@ -199,7 +203,8 @@ def to_device(batch: dict, device) -> dict:
 @contextlib.contextmanager
 def _op_build_named():
     """An error while DeepSpeed sets up (it builds its ops into the torch extensions folder on first use) says so
-    in one line when that folder is not writable (a read-only cache), instead of the compiler's or the file's error alone."""
+    in one line when that folder is not writable (a read-only cache), instead of the compiler's or the file's error
+    alone."""
     try:
         yield
     except Exception as e:
@@ -248,8 +253,8 @@ class Trainer:
             self.total_steps = min(self.total_steps, cfg.max_steps)
         self.say(
             f"train: {len(self.train_items)} pairs, {self.steps_per_epoch} steps/epoch, {self.total_steps} steps; "
-            f"world {self.world} x micro {cfg.micro_train_batch_size} x accumulation {self.gas} = batch {cfg.train_batch_size}; "
-            f"ZeRO-{cfg.zero_stage}, {'bf16' if cfg.bf16 else 'fp32'}, device {device_name()}"
+            f"world {self.world} x micro {cfg.micro_train_batch_size} x accumulation {self.gas} = batch "
+            f"{cfg.train_batch_size}; ZeRO-{cfg.zero_stage}, {'bf16' if cfg.bf16 else 'fp32'}, device {device_name()}"
         )
         with _op_build_named():
             self.engine = build_engine(cfg, ds_config, self.total_steps)
@@ -301,9 +306,10 @@ class Trainer:
         top = len(decoder_layers(model.backbone))
         frozen = "embeddings" + (f" and layers 0-{cache.layer - 1}" if cache.layer else "")
         self.say(
-            f"feature cache: {len(cache) - cache.read} texts, {cache.tokens} tokens through the frozen {frozen} in {cache.seconds:.1f} s "
-            f"({cache.tokens / max(cache.seconds, 1e-9):.0f} tokens/s){f', {cache.read} read from {cache.path(folder)}' if cache.read else ''}; "
-            f"each step runs the top {top - cache.layer} of {top} layers"
+            f"feature cache: {len(cache) - cache.read} texts, {cache.tokens} tokens through the frozen {frozen} in "
+            f"{cache.seconds:.1f} s ({cache.tokens / max(cache.seconds, 1e-9):.0f} "
+            f"tokens/s){f', {cache.read} read from {cache.path(folder)}' if cache.read else ''}; each step runs the "
+            f"top {top - cache.layer} of {top} layers"
         )
         if folder and cache.tokens and self.rank == 0:  # new texts: kept for the next run of this backbone
             self.say(f"feature cache: {len(cache)} texts kept in {cache.save(folder)}")
@@ -323,8 +329,8 @@ class Trainer:
         saved = read_fingerprint(ckpt_dir / tag)
         if saved is None:
             self.say(
-                f"warning: --load_checkpoint: {ckpt_dir / tag} records no run fingerprint (written before goalrm kept one): "
-                f"resuming without checking that it is this run's"
+                f"warning: --load_checkpoint: {ckpt_dir / tag} records no run fingerprint (written before goalrm kept "
+                "one): resuming without checking that it is this run's"
             )
             return
         refused = refusal(ckpt_dir / tag, saved, self.fingerprint)
@@ -364,7 +370,8 @@ class Trainer:
             )
         if client["schedule"]["world_size"] != self.world:
             self.say(
-                f"warning: checkpoint written with world size {client['schedule']['world_size']}, resuming with {self.world}: the data order per step differs"
+                f"warning: checkpoint written with world size {client['schedule']['world_size']}, resuming with "
+                f"{self.world}: the data order per step differs"
             )
         self.step = int(client["step"])
         states = client["rng"]
@@ -411,7 +418,8 @@ class Trainer:
         if self.rank == 0:
             for old in rotate_checkpoints(self.ckpt_dir, tag, self.cfg.max_ckpt_num, self.cfg.max_ckpt_mem):
                 self.say(
-                    f"checkpoint rotation (--max_ckpt_num {self.cfg.max_ckpt_num}, --max_ckpt_mem {self.cfg.max_ckpt_mem} GB): "
+                    f"checkpoint rotation (--max_ckpt_num {self.cfg.max_ckpt_num}, --max_ckpt_mem "
+                    f"{self.cfg.max_ckpt_mem} GB): "
                     f"removed {old}"
                 )
 
@@ -542,7 +550,8 @@ class Trainer:
                 progress.finish(self.step)
                 self.sinks.close()
                 self.say(
-                    f"stopped after step {self.step} (--stop_after_steps); resume with --load_checkpoint --ckpt_path {self.ckpt_dir}"
+                    f"stopped after step {self.step} (--stop_after_steps); resume with --load_checkpoint --ckpt_path "
+                    f"{self.ckpt_dir}"
                 )
                 return None
         bar.close()
@@ -726,9 +735,9 @@ class Trainer:
                 ) or type(e).__name__
                 failed = (
                     f"--save_path {cfg.save_path}: the RM could not be written ({detail}); "
-                    f"{'the earlier RM there and its metrics log are kept' if earlier else 'nothing was saved'}. Free space "
-                    f"(or give another --save_path) and resume with --load_checkpoint from the last good checkpoint: "
-                    f"{self._last_good_checkpoint()}"
+                    f"{'the earlier RM there and its metrics log are kept' if earlier else 'nothing was saved'}. Free "
+                    "space (or give another --save_path) and resume with --load_checkpoint from the last good "
+                    f"checkpoint: {self._last_good_checkpoint()}"
                 )
         if all_reduce(
             torch.tensor([float(bool(failed))], device=engine.device), "max"

@@ -30,7 +30,8 @@ folder of its own, ``{in}``, which its ``inputs`` steps fill (paths relative to 
   (``1e400``, a 400-digit integer, ``NaN``: what a JSON writer of another program may put there);
 * ``dupkey: [file, line, field, text]``: give ``field`` a second time on one line, with the raw value ``text``;
 * ``gzip: [file, dest]``: ``dest``, the gzip of a copied ``file``;
-* ``jset: [file, key, value]`` / ``jdel: [file, key]``: set or remove a key of a JSON file (``config.json``, ``goalrm.json``);
+* ``jset: [file, key, value]`` / ``jdel: [file, key]``: set or remove a key of a JSON file (``config.json``,
+  ``goalrm.json``);
 * ``swap_tokens: rm folder``: a tokenizer of the same size whose ids of two letters are swapped;
 * ``lock: dest``: a writer's lock held by a live process (the test's own), as a running goalrm command leaves it.
 
@@ -270,9 +271,9 @@ def build_inputs(steps: list[dict], folder: Path, shared: dict[str, Path]) -> No
             (folder / args[0]).parent.mkdir(parents=True, exist_ok=True)
             (folder / args[0]).write_text(args[1])
         elif op == "set":
-            _jsonl_edit(folder / args[0], args[1], lambda row: row.__setitem__(args[2], args[3]))
+            _jsonl_edit(folder / args[0], args[1], lambda row, args=args: row.__setitem__(args[2], args[3]))
         elif op == "drop":
-            _jsonl_edit(folder / args[0], args[1], lambda row: row.pop(args[2]))
+            _jsonl_edit(folder / args[0], args[1], lambda row, args=args: row.pop(args[2]))
         elif op == "repeat":
             path = folder / args[0]
             path.write_text(path.read_text() * args[1])

@@ -384,7 +384,8 @@ def test_paper_profiles_load_and_build_their_command_lines():
     assert cfg.contrastive and cfg.zero_stage == 3 and cfg.bf16 and cfg.flash_attn
     assert not cfg.group_by_length and "--no-group_by_length" in hh  # the official data order in both paper profiles
 
-    # scoring and the goal state in the checkpoint's bf16 with flash-attn, and the official figures, as the official scripts
+    # scoring and the goal state in the checkpoint's bf16 with flash-attn, and the official figures, as the official
+    # scripts
     from goalrm_core.cli.eval_rm import build_parser as eval_rm_parser
     from goalrm_core.cli.metrics import build_parser as metrics_parser
 

@@ -69,7 +69,10 @@ def test_both_levels_are_at_least_as_wide_as_the_seeds_alone(shared):
     questions_only = h.hierarchical_bootstrap(
         stats, 60, n_boot=1000, seed=0, resample_seeds=False, shared_questions=shared
     )
-    width = lambda r: r.ci_high - r.ci_low
+
+    def width(r):
+        return r.ci_high - r.ci_low
+
     assert width(both) >= width(seeds_only)
     assert both.se >= seeds_only.se
     assert width(both) > 0 and width(questions_only) > 0

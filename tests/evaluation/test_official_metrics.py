@@ -60,8 +60,10 @@ def test_official_printout_matches_a_hand_computation(tmp_path, capsys):
         == 0
     )
     out = capsys.readouterr().out.splitlines()
-    # A: A0 kept and correct, A1 filtered at its 2nd Q (saves 1), A2 at its 1st (saves 2) -> voted correct, 1 of 1 kept correct
-    # B: B1 filtered at its 2nd Q (saves 1); B0, B2 kept, both answer 7 -> 0 correct vs 2 wrong: voted wrong, 0 of 2 kept correct
+    # A: A0 kept and correct, A1 filtered at its 2nd Q (saves 1), A2 at its 1st (saves 2) -> voted correct,
+    #    1 of 1 kept correct
+    # B: B1 filtered at its 2nd Q (saves 1); B0, B2 kept, both answer 7 -> 0 correct vs 2 wrong: voted wrong,
+    #    0 of 2 kept correct
     assert out == [
         "Model: rm",
         "gsm8k: 1.0",  # greedy rewards 0.9 (correct) > 0.2 (wrong)

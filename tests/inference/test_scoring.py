@@ -145,7 +145,8 @@ def test_cli_in_the_seed_layout(tmp_path, rm, tokenizer):
     assert (
         len(read_jsonl(tmp_path / "eval" / "rm" / "toy-id" / "all" / "output-metrics-dense.jsonl")) == 15
     )  # the official layout: greedy + samples
-    # --filter_threshold is the metrics step's (as in the official code's eval_rm.py): recorded, never applied to the scores
+    # --filter_threshold is the metrics step's (as in the official code's eval_rm.py): recorded, never applied to the
+    # scores
     settings = json.loads((tmp_path / "eval" / "rm" / "eval_rm.json").read_text())
     assert settings["filter_threshold"] == 0.0 and "goalrm metrics" in settings["filter_threshold_applied_by"]
     assert settings["scored"] == {"toy-id": {"greedy": 5, "all": 10}} and settings["template"] == "toymath"
@@ -224,7 +225,8 @@ def test_max_len_0_reads_every_generation_whole(tmp_path, rm, tokenizer):
         "--vanilla",
     ]
     read = lambda d: read_jsonl(tmp_path / d / "rm" / "toy-id" / "greedy" / "output-metrics-dense.jsonl")[0]  # noqa: E731
-    # by hand: the official scoring reads prompt + response in one tokenizer call (BOS first), one token per character here
+    # by hand: the official scoring reads prompt + response in one tokenizer call (BOS first), one token per character
+    # here
     whole = len(tokenizer("1 +1\n" + long_row["generated_solution"])["input_ids"])
     assert eval_rm_main(base + ["--save_dir", str(tmp_path / "whole"), "--max_len", "0"]) == 0
     assert eval_rm_main(base + ["--save_dir", str(tmp_path / "wide"), "--max_len", str(whole)]) == 0

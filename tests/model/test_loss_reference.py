@@ -75,8 +75,11 @@ def test_the_loss_and_its_gradients_equal_the_reference_bit_for_bit(strategy, pa
         )
         results = []
         for compute in (
-            lambda c, r: contrastive_goal_loss(c, r, n_chosen, n_rejected, settings, torch.Generator().manual_seed(3)),
-            lambda c, r: reference_loss(
+            # called at once, in this iteration: the defaults bind this iteration's values, as the closures read them
+            lambda c, r, settings=settings: contrastive_goal_loss(
+                c, r, n_chosen, n_rejected, settings, torch.Generator().manual_seed(3)
+            ),
+            lambda c, r, sim=sim, unsim=unsim, p_source=p_source, p_goal=p_goal: reference_loss(
                 c,
                 r,
                 n_chosen,

@@ -111,10 +111,8 @@ def test_bad_inputs_raise_clear_errors():
 
 # ---------------------------------------------------------------- the official code's sampling forms
 
-from goalrm_core.model.losses import (  # noqa: E402
-    earliest_window_positions,
-    mean_pair_score,
-)
+# this section's own names, imported beside its tests (the module is already imported above): noqa: E402
+from goalrm_core.model.losses import earliest_window_positions, mean_pair_score  # noqa: E402
 
 
 def test_earliest_window_positions_follow_the_official_formula():
@@ -238,7 +236,7 @@ def test_a_registered_strategy_gets_its_hyperparameter_from_the_config(monkeypat
     assert reward_model_loss(Model(), batch, cfg).contrastive_loss.item() != pytest.approx(loss.item(), rel=1e-3)
 
 
-# ---------------------------------------------------------------- the strategy contract: similarities in, pairing by the loss
+# ---------------------------------------------------------- the strategy contract: similarities in, pairing by the loss
 
 
 def _register(monkeypatch, name, similarity, **entry):

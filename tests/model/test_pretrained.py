@@ -486,7 +486,8 @@ def test_the_packaged_smollm2_converts_into_a_checkpoint_equal_to_its_gguf(real_
     )
     assert rendered == CHAT_RENDERED
     print(
-        f"conversion {seconds:.1f} s; logits max |diff| {gap:.3g}; NLL {out.loss.item():.3f} nats/token over {ids.shape[1] - 1} tokens"
+        f"conversion {seconds:.1f} s; logits max |diff| {gap:.3g}; "
+        f"NLL {out.loss.item():.3f} nats/token over {ids.shape[1] - 1} tokens"
     )
 
 

@@ -42,7 +42,7 @@ def test_every_notebook_profile_sets_every_declared_key(profile):
 
 
 def test_interactive_defaults_never_point_into_reports():
-    for name, params in declared().items():
+    for name, _params in declared().items():
         cell = nbp._parameters_cell(json.loads((NOTEBOOKS / f"{name}.ipynb").read_text()), NOTEBOOKS / name)
         source = "".join(cell["source"])
         assert 'reports_dir = "reports/' not in source and "runs/interactive/demo" in source

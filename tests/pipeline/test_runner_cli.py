@@ -419,8 +419,8 @@ def test_command_line_profiles_point_to_their_command(capsys):
     assert main(["--profile", "nosuch"]) == 2
     err = capsys.readouterr().err.strip()
     assert (
-        "are: confident, confident-power, demo, multidigit, smoke (run by `python -m goalrm_core.paper`, not the notebooks: "
-        in err
+        "are: confident, confident-power, demo, multidigit, smoke "
+        "(run by `python -m goalrm_core.paper`, not the notebooks: " in err
     )
     assert main(["--profile", "paper-math"]) == 2
     err = capsys.readouterr().err.strip()

@@ -206,7 +206,8 @@ def test_the_committed_ablation_sweep_counts_every_point_complete_from_committed
         name=spec["name"],
         reports_root=resolve_path("reports"),
     )
-    # the sweep ran before the rm: block: its contrastive_beta=0.1 is the point contrastive_loss_beta=0.1, found in its folder
+    # the sweep ran before the rm: block: its contrastive_beta=0.1 is the point contrastive_loss_beta=0.1, found in its
+    # folder
     committed = [p for p in plan.points if (plan.report_folder(p.name) / "metrics.json").exists()]
     assert len(committed) == len(plan.points)
     assert any(plan.report_folder(p.name).name != p.name for p in committed)  # read through the rename

@@ -167,7 +167,8 @@ def test_thread_mismatch_is_flagged_per_stage():
 
 
 def schema1(metrics):
-    """The committed report as a schema-1 run wrote it: no schema version, no across-seed sections, no per-stage threads."""
+    """The committed report as a schema-1 run wrote it: no schema version, no across-seed sections, no per-stage
+    threads."""
     m = {k: v for k, v in copy.deepcopy(metrics).items() if k != "schema_version"}
     m["evaluation"].pop("primary", None), m["evaluation"].pop("exploratory", None), m["decoding"].pop("primary", None)
     for section in m.values():

@@ -117,7 +117,8 @@ def test_the_first_sentence_answers_with_the_verdict_the_interval_the_seeds_and_
         == f"{head}Yes (holds): {delta} +0.090 [+0.030, +0.150] over 5 paired RM seeds, MDE 0.041."
     )
     assert say(_delta(-0.09, -0.15, -0.03, "reversed")) == (
-        f"{head}No, reversed (the baseline RM ranks better): {delta} −0.090 [−0.150, −0.030] over 5 paired RM seeds, MDE 0.041."
+        f"{head}No, reversed (the baseline RM ranks better): {delta} −0.090 [−0.150, −0.030] "
+        f"over 5 paired RM seeds, MDE 0.041."
     )
     # not shown, its interval reaching past ±0.05: plain "not shown", never "equivalent" nor "shown equal"
     wide = say(_delta(0.0619, -0.0270, 0.1508, "not shown", mde=0.1226))
@@ -134,11 +135,13 @@ def test_the_first_sentence_answers_with_the_verdict_the_interval_the_seeds_and_
 
 def test_the_first_sentence_of_both_committed_front_pages():
     assert conclusions.answer_sentence(committed("confident")) == (
-        "Does goal-conditioning help here? Not shown: ΔAUROC (goal-conditioned − baseline RM, toy-id) +0.062 [−0.027, +0.151] "
+        "Does goal-conditioning help here? Not shown: ΔAUROC (goal-conditioned − baseline RM, toy-id) "
+        "+0.062 [−0.027, +0.151] "
         "over 5 paired RM seeds, MDE 0.123."
     )
     assert conclusions.answer_sentence(committed("demo")).startswith(
-        "Does goal-conditioning help here? Not shown; equivalent within ±0.05: ΔAUROC (goal-conditioned − baseline RM, toy-id) "
+        "Does goal-conditioning help here? Not shown; equivalent within ±0.05: "
+        "ΔAUROC (goal-conditioned − baseline RM, toy-id) "
         "−0.001 [−0.016, +0.014] over 5 paired RM seeds, MDE 0.022."
     )
     for name in ("confident", "demo"):

@@ -412,8 +412,8 @@ def test_decoding_has_intervals_and_says_what_it_shows():
     page = frontpage.result_sections(story_tree())
     assert "75.0% [57.9, 86.7] (30 tok, N=1)" in page
     assert (
-        "Greedy decoding (30–30 tokens per question) is level with or above Q-guided beam search (200–200 tokens) on 2 of 2"
-        in page
+        "Greedy decoding (30–30 tokens per question) is level with or above "
+        "Q-guided beam search (200–200 tokens) on 2 of 2" in page
     )
     assert "over 32 questions" in page
 

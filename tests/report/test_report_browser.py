@@ -255,7 +255,8 @@ LAYOUT = """
 JSON.stringify({height: document.documentElement.scrollHeight, width: document.documentElement.scrollWidth,
   column: document.body.getBoundingClientRect().width,
   folded: Array.from(document.querySelectorAll("details.section")).filter(d => !d.open).length,
-  answerTop: (document.querySelector(".answer") || {getBoundingClientRect: () => ({top: -1})}).getBoundingClientRect().top})
+  answerTop: (document.querySelector(".answer") || {getBoundingClientRect: () => ({top: -1})})\
+.getBoundingClientRect().top})
 """
 FRONT_PAGE_MAX_PX = 5000  # the story and folded detail; the unfolded page was 6,344 px on the smoke report
 

@@ -163,7 +163,7 @@ def test_the_readme_rows_and_the_reproduction_column_word_each_state(state, tmp_
     rerun.mkdir(parents=True)
     (rerun / "metrics.json").write_text(__import__("json").dumps(other))
     block = readme.findings(report, tmp_path / "reports" / "reproducibility")
-    line = next(l for l in block.splitlines() if l.startswith("| ΔAUROC"))
+    line = next(row for row in block.splitlines() if row.startswith("| ΔAUROC"))
     assert f"| {short}" in line and "| no: " in line  # the rerun's verdict differs, whichever way
     assert "for this policy (policy seed 0)" in block
     seen = reproduction.verdicts("ΔAUROC goal-conditioned − baseline on toy-id (> 0)", "both", [metrics, other])
@@ -247,11 +247,15 @@ def test_the_page_opens_with_the_answer_and_what_the_design_can_test(state, gate
     assert "for this policy (policy seed 0)" in page
     # the first sentence: the verdict, then ΔAUROC with its interval, the paired seeds and the MDE (50, item 5)
     words = {
-        "holds": "Yes (holds): ΔAUROC (goal-conditioned − baseline RM, toy-id) +0.050 [+0.030, +0.070] over 5 paired RM seeds, MDE 0.052.",
-        "reversed": "No, reversed (the baseline RM ranks better): ΔAUROC (goal-conditioned − baseline RM, toy-id) −0.050 [−0.070, −0.030]",
+        "holds": "Yes (holds): ΔAUROC (goal-conditioned − baseline RM, toy-id) "
+        "+0.050 [+0.030, +0.070] over 5 paired RM seeds, MDE 0.052.",
+        "reversed": "No, reversed (the baseline RM ranks better): "
+        "ΔAUROC (goal-conditioned − baseline RM, toy-id) −0.050 [−0.070, −0.030]",
         # its whole interval lies inside ±0.05: equivalent within it, and still "not shown", never "shown equal"
-        "not shown": "Not shown; equivalent within ±0.05: ΔAUROC (goal-conditioned − baseline RM, toy-id) +0.010 [−0.010, +0.030] over 5",
-        "undefined": "Cannot be judged (1 of 5 seeds defined: no spread over seeds to judge by): ΔAUROC (goal-conditioned − baseline RM, "
+        "not shown": "Not shown; equivalent within ±0.05: "
+        "ΔAUROC (goal-conditioned − baseline RM, toy-id) +0.010 [−0.010, +0.030] over 5",
+        "undefined": "Cannot be judged (1 of 5 seeds defined: no spread over seeds to judge by): "
+        "ΔAUROC (goal-conditioned − baseline RM, "
         "toy-id) +0.100 (no interval: undefined) over 1 of 5 paired RM seeds (4 undefined), MDE not recorded.",
     }
     assert page.startswith(f'<p class="answer"><b>Does goal-conditioning help here? {words[state]}'), page[:400]

@@ -169,11 +169,14 @@ def test_methods_reading_says_where_the_beam_search_stands():
     )
     text = dec.methods_reading(comparison)
     assert text == (
-        "On toy-id, Q-guided beam search reaches 0.75 with 24 generated tokens per question, above the best other method "
+        "On toy-id, Q-guided beam search reaches 0.75 with 24 generated tokens per question, "
+        "above the best other method "
         "(majority vote: 0.50 at 24 tokens). "
-        "On toy-zero, Q-guided beam search reaches 0.25 with 40 generated tokens per question, below the best other method "
+        "On toy-zero, Q-guided beam search reaches 0.25 with 40 generated tokens per question, "
+        "below the best other method "
         "(majority vote: 0.50 at 60 tokens). "
-        "On toy-times, Q-guided beam search reaches 0.50 with 40 generated tokens per question, level with the best other method "
+        "On toy-times, Q-guided beam search reaches 0.50 with 40 generated tokens per question, "
+        "level with the best other method "
         "(majority vote: 0.50 at 60 tokens). "
         "Each accuracy is over 4 questions: a difference of one question is 0.250."
     )

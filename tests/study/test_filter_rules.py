@@ -52,9 +52,9 @@ def _questions(n=40):
     their first error (character 4): a Q that tracks errors."""
     rows = []
     for i in range(n):
-        for k in range(3):
+        for _k in range(3):
             rows.append(row("1+1=2\n#2", [0.5] * 10, True, question=f"q{i}"))
-        for k in range(2):
+        for _k in range(2):
             rows.append(row("1+1=3\n#3", [0.5] * 4 + [-0.5] * 6, False, first_error_char=4, question=f"q{i}"))
     return rows
 

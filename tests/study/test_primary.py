@@ -114,7 +114,8 @@ def test_an_rm_that_only_spots_malformed_text_fails_the_second_condition(tmp_pat
         (
             0.8,
             "passed",
-            "what they detect is mostly malformed output, not wrong arithmetic (80% of the incorrect solutions are malformed)",
+            "what they detect is mostly malformed output, not wrong arithmetic "
+            "(80% of the incorrect solutions are malformed)",
         ),
         (
             0.8,

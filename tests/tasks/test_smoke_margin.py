@@ -117,8 +117,8 @@ def test_thread_invariance_and_thin_sets_are_reported():
     assert sm.thread_invariant([a, b | {"headline": {"toy-id": _counts(3, 2), "toy-unseen": _counts(1, 4)}}]) is False
     note = sm.thin_note([a, b], floor=2)
     assert (
-        note
-        == " Fewer than 2 of a class: `toy-unseen` 1 (seed 0, 1 thread; greedy 100%), `toy-unseen` 1 (seed 0, 2 threads; greedy 100%)."
+        note == " Fewer than 2 of a class: `toy-unseen` 1 (seed 0, 1 thread; greedy 100%), "
+        "`toy-unseen` 1 (seed 0, 2 threads; greedy 100%)."
     )
     assert sm.thin_note([a], floor=1) == ""
     assert "bit-identical" in sm.section([a, b]) and "bit-identical" not in sm.section([a])

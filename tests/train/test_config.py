@@ -56,10 +56,11 @@ def test_every_field_round_trips_through_the_command_line(name):
 
 
 def test_a_config_with_everything_changed_round_trips():
-    # contrastive_loss is a shorthand that sets the strategy; --margin_loss replaces --margin; --adam_offload needs ZeRO;
-    # the official save format reads the last token, so a changed reward_pool is checked on its own below; --load_in_4bit
-    # needs ZeRO 0-2 and a CUDA GPU, which the command line checks (tests/train/test_load_in_4bit.py); --torch_compile
-    # needs ZeRO 0-2 and no --gradient_checkpointing, --train_top_layers ZeRO 0-2 and no LoRA (their own round trips below)
+    # contrastive_loss is a shorthand that sets the strategy; --margin_loss replaces --margin; --adam_offload needs
+    # ZeRO; the official save format reads the last token, so a changed reward_pool is checked on its own below;
+    # --load_in_4bit needs ZeRO 0-2 and a CUDA GPU, which the command line checks (tests/train/test_load_in_4bit.py);
+    # --torch_compile needs ZeRO 0-2 and no --gradient_checkpointing, --train_top_layers ZeRO 0-2 and no LoRA (their
+    # own round trips below)
     fields = [
         f
         for f in dataclasses.fields(TrainRMConfig)

@@ -1,6 +1,7 @@
 """The official ``train_rm.py`` flags goalrm runs (data keys, ``--input_template``, ``--apply_chat_template``,
 ``--margin_loss``, ``--compute_fp32_loss``, ``--aux_loss_coef``, checkpoint rotation, the DeepSpeed settings, the
-special-token overrides, ``--wandb_run_name``), on tiny local models on CPU, and ``--load_in_4bit``'s refusal without CUDA."""
+special-token overrides, ``--wandb_run_name``), on tiny local models on CPU, and ``--load_in_4bit``'s refusal without
+CUDA."""
 
 import copy
 import json
@@ -386,7 +387,8 @@ def test_former_refusals_parse_as_settings():
         ]
     )
     assert (cfg.max_ckpt_num, cfg.zpg, cfg.adam_offload, cfg.chosen_key, cfg.wandb_run_name) == (2, 2, True, "c", "run")
-    # LoRA runs (tests/train/test_lora.py), --load_in_4bit where CUDA and bitsandbytes are (tests/train/test_load_in_4bit.py)
+    # LoRA runs (tests/train/test_lora.py), --load_in_4bit where CUDA and bitsandbytes are
+    # (tests/train/test_load_in_4bit.py)
     assert UNSUPPORTED_OFFICIAL_FLAGS == {}
     if four_bit_unavailable():  # this machine: one line naming why
         with pytest.raises(ValueError, match="--load_in_4bit .*cannot run here: 4-bit loading .*needs"):

@@ -1,8 +1,8 @@
 """The DeepSpeed reward-model trainer, end to end on a tiny local Llama (CPU, gloo).
 
 Runs go through the real entry points (``python -m goalrm_core.train.trainer`` and the ``deepspeed``
-launcher) as subprocesses, built from a ``TrainRMConfig`` with ``goalrm_core.train.launch``. The first DeepSpeed run on a machine
-compiles its CPU shared-memory comm op once (about a minute; cached in ~/.cache/torch_extensions).
+launcher) as subprocesses, built from a ``TrainRMConfig`` with ``goalrm_core.train.launch``. The first DeepSpeed run on
+a machine compiles its CPU shared-memory comm op once (about a minute; cached in ~/.cache/torch_extensions).
 """
 
 import json
@@ -182,7 +182,8 @@ def test_save_format_official_is_what_the_official_loader_reads(base_args, tmp_p
 
 
 def test_a_mean_pooled_rm_trains_through_the_command_line_and_keeps_its_pool(base_args, tmp_path):
-    """--reward_pool mean reaches the model (the pool is in goalrm.json) and the trainer's rewards are response means."""
+    """--reward_pool mean reaches the model (the pool is in goalrm.json) and the trainer's rewards are response
+    means."""
     args = {
         **base_args,
         "save_path": str(tmp_path / "rm"),

@@ -78,7 +78,8 @@ def config_table(task: toymath.ToyMathConfig, policy: PolicyConfig) -> pd.DataFr
         ("policy", f"{policy.num_layers} layers, hidden size {policy.hidden_size}"),
         (
             "SFT",
-            f"{policy.steps} steps, batch {policy.batch_size}, learning rate {policy.learning_rate:g}, seed {policy.seed}",
+            f"{policy.steps} steps, batch {policy.batch_size}, learning rate {policy.learning_rate:g}, seed "
+            f"{policy.seed}",
         ),
     ]
     return pd.DataFrame(rows, columns=["setting", "value"])
@@ -148,10 +149,10 @@ def pair_sentence(stats: Mapping[str, Any]) -> str:
     """What ``build_preference_data`` (or ``build_slip_preference_data``) did, in a sentence."""
     if stats.get("source") == "confident+slips":
         return (
-            f"{stats['n_slip_pairs']:,} one-fact slips of reference solutions and {stats['n_confident_pairs']:,} solutions "
-            f"of a generator taught {stats['generator_facts']} facts wrong, each against the reference: "
-            f"{stats['n_pairs']:,} pairs from {stats['n_questions']:,} questions "
-            f"({stats['n_train']:,} to train, {stats['n_eval']:,} held out, split by question)."
+            f"{stats['n_slip_pairs']:,} one-fact slips of reference solutions and {stats['n_confident_pairs']:,} "
+            f"solutions of a generator taught {stats['generator_facts']} facts wrong, each against the reference: "
+            f"{stats['n_pairs']:,} pairs from {stats['n_questions']:,} questions ({stats['n_train']:,} to train, "
+            f"{stats['n_eval']:,} held out, split by question)."
         )
     if stats.get("source") == "slips":
         return (
@@ -328,7 +329,8 @@ def read_generations(run_dir, bench: str, mode: str) -> list[dict]:
     if not (folder / bench).is_dir():
         existing = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
         raise FileNotFoundError(
-            f"benchmark {bench!r} has no generations in {folder}; available: {existing or 'none (run notebooks/01_data.ipynb)'}"
+            f"benchmark {bench!r} has no generations in {folder}; available: "
+            f"{existing or 'none (run notebooks/01_data.ipynb)'}"
         )
     return read_jsonl(folder / bench / f"{mode}.jsonl", required=GENERATION_FIELDS)
 
