@@ -518,11 +518,18 @@ class _Progress:
         self.failed = self.entries[name]["status"] == "failed"
         if not self.failed and run_dir is not None:
             record_stage(run_dir, name, params, duration_s=self.entries[name].get("duration_s"))
-        refresh_navigation(self.out_dir, self.names)
+        self.refresh_pages()
         self.refresh()
 
+    def refresh_pages(self) -> None:
+        """The stage pages' previous/next links, but for the kept stages' pages: a kept stage's artifacts stand as
+        they are, so a resumed run never rewrites an earlier stage's page (53, item 3), though its link to a page
+        this run made or dropped then says what was there when it ran."""
+        kept = {n for n, entry in self.entries.items() if entry["status"] == "kept"}
+        refresh_navigation(self.out_dir, self.names, keep=kept)
+
     def finish(self) -> None:
-        refresh_navigation(self.out_dir, self.names)
+        self.refresh_pages()
         self.refresh()
 
     def stop(self, stop: KeyboardInterrupt) -> None:
@@ -549,7 +556,7 @@ class _Progress:
                 if self.entries[name]["status"] in ("pending", "running"):
                     self.entries[name] = status_entry(name, "not run")
             with contextlib.suppress(Exception):
-                refresh_navigation(self.out_dir, self.names)
+                self.refresh_pages()
             write_status(self.out_dir, self.profile, list(self.entries.values()))
         resume_from = next((n for n in self.todo if self.entries[n]["status"] not in SUCCEEDED), None)
         raise ReportInterrupted(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import re
 from pathlib import Path
+from typing import Collection
 
 from goalrm_core.data.io import atomic_write_text
 from goalrm_core.paths import relative_paths
@@ -189,12 +190,13 @@ def with_navigation(page: str, nav: str) -> str:
     return page[:at] + nav + page[at:]
 
 
-def refresh_navigation(out_dir: Path, stages: list[str]) -> None:
+def refresh_navigation(out_dir: Path, stages: list[str], keep: Collection[str] = ()) -> None:
     """Point every stage page's previous/next links at the pages that exist now, each keeping the code
-    version it names. A page is rewritten only when its navigation changed, so kept pages keep their files."""
+    version it names. A page is rewritten only when its navigation changed; the pages of ``keep`` (the stages
+    a run keeps) are never rewritten: a kept stage's files stand as they are, links included."""
     for name in stages:
         path = out_dir / f"{name}.html"
-        if not path.exists():
+        if name in keep or not path.exists():
             continue
         page = path.read_text(encoding="utf-8")
         updated = with_navigation(page, navigation_html(name, stages, out_dir, page, page_code(page)))

@@ -9,6 +9,7 @@ run tiny notebooks for real: the index failure across runs, and a real SIGINT fr
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -226,6 +227,98 @@ def test_ctrl_c_marks_the_stage_interrupted_and_exits_130(tmp_path, monkeypatch,
     assert main(shlex.split(match.group(1))[2:]) == 0
     assert _states(p["out"]) == {"01_alpha": "kept", "02_beta": "ok", "03_gamma": "ok"}
     assert [c[0] for c in fake.calls] == ["01_alpha", "02_beta", "02_beta", "03_gamma"]
+
+
+class _Killed(BaseException):
+    """SIGKILL, as far as the runner can tell: nothing of its own runs after it (no ``except`` it has)."""
+
+
+class PageWritingStages(FakeStages):
+    """``execute_stage`` without a kernel that writes each stage's executed notebook (so the runner exports
+    its page) and stops in stage ``interrupt`` as ``how`` says: Ctrl-C, SIGTERM or a kill."""
+
+    def __init__(self, interrupt: str | None = None, how: str = "Ctrl-C"):
+        super().__init__(interrupt)
+        self.how = how
+
+    def __call__(self, notebook, output, parameters, kernel_name, cwd, log_path=None):
+        import nbformat
+
+        self.calls.append((notebook.stem, dict(parameters)))
+        if notebook.stem == self.interrupt:
+            raise {"Ctrl-C": KeyboardInterrupt, "SIGTERM": signals.Terminated, "killed": _Killed}[self.how]()
+        cell = nbformat.v4.new_markdown_cell(f"# {notebook.stem}\n\n## Results\n\nstage {notebook.stem} ran")
+        nbformat.write(nbformat.v4.new_notebook(cells=[cell]), str(output))
+        return None, True
+
+
+def _files(out, names) -> dict:
+    """Each named stage's notebook and page: (bytes, st_mtime_ns)."""
+    found = {}
+    for name in names:
+        for path in (out / f"{name}.ipynb", out / f"{name}.html"):
+            found[path.name] = (path.read_bytes(), path.stat().st_mtime_ns)
+    return found
+
+
+@pytest.mark.parametrize(
+    "stopped, how, earlier",
+    [
+        *[
+            (stopped, how, earlier)
+            for stopped in ("02_beta", "03_gamma")
+            for how in ("Ctrl-C", "killed")
+            for earlier in ("first run", "after a complete run")
+        ],
+        ("02_beta", "SIGTERM", "after a complete run"),
+    ],
+)
+def test_a_resumed_run_leaves_the_kept_stages_pages_as_they_are(tmp_path, monkeypatch, stopped, how, earlier):
+    """(53, item 3) a run stopped in a stage (Ctrl-C and SIGTERM drop its pages; a kill leaves an older run's), then
+    resumed from it: the stages before it are kept, and a kept stage's notebook and page stand as they are (same
+    bytes, same mtime), though the resumed stage's page appears next to them."""
+    p = _project(tmp_path)
+    names = ["01_alpha", "02_beta", "03_gamma"]
+    if earlier == "after a complete run":
+        monkeypatch.setattr(runner, "execute_stage", PageWritingStages())
+        assert run_report("tiny", log=lambda _: None, **p["kwargs"]) == 0
+    monkeypatch.setattr(runner, "execute_stage", PageWritingStages(interrupt=stopped, how=how))
+    with pytest.raises(KeyboardInterrupt if how != "killed" else _Killed):
+        run_report("tiny", log=lambda _: None, **p["kwargs"])
+    before = names[: names.index(stopped)]
+    assert all(_states(p["out"])[n] == "ok" for n in before)
+    old = 1_000_000_000  # an mtime no write today gives the file: a rewrite shows, however coarse the clock
+    for name in before:
+        for path in (p["out"] / f"{name}.ipynb", p["out"] / f"{name}.html"):
+            os.utime(path, ns=(old, old))
+    kept = _files(p["out"], before)
+
+    fake = PageWritingStages()
+    monkeypatch.setattr(runner, "execute_stage", fake)
+    assert run_report("tiny", from_stage=stopped[:2], log=lambda _: None, **p["kwargs"]) == 0
+    assert [c[0] for c in fake.calls] == names[names.index(stopped) :]
+    assert _states(p["out"]) == {n: "kept" if n in before else "ok" for n in names}
+    assert _files(p["out"], before) == kept
+    assert all((p["out"] / f"{n}.html").exists() for n in names)
+
+
+def test_rerunning_one_stage_leaves_the_other_stages_pages_as_they_are(tmp_path, monkeypatch):
+    """(53, item 3) ``--only 02`` after a complete run, the stage failing before it wrote anything (its pages
+    dropped): 01 and 03 are kept, and their notebooks and pages stand as they are."""
+    p = _project(tmp_path)
+    monkeypatch.setattr(runner, "execute_stage", PageWritingStages())
+    assert run_report("tiny", log=lambda _: None, **p["kwargs"]) == 0
+    others = ["01_alpha", "03_gamma"]
+    old = 1_000_000_000
+    for name in others:
+        for path in (p["out"] / f"{name}.ipynb", p["out"] / f"{name}.html"):
+            os.utime(path, ns=(old, old))
+    kept = _files(p["out"], others)
+    monkeypatch.setattr(runner, "execute_stage", lambda *args, **kwargs: (RuntimeError("no kernel"), False))
+    assert run_report("tiny", only=["02"], log=lambda _: None, **p["kwargs"]) == 1
+    assert _states(p["out"]) == {"01_alpha": "kept", "02_beta": "failed", "03_gamma": "kept"}
+    assert not (p["out"] / "02_beta.html").exists()
+    assert _files(p["out"], others) == kept
 
 
 def test_ctrl_c_reaches_callers_of_run_report_as_a_keyboard_interrupt(tmp_path, monkeypatch):
