@@ -9,6 +9,7 @@ A run directory holds what one profile makes, stage by stage::
       data/generations/<bench>/          the policy's generations: greedy.jsonl, samples.jsonl (01)
       data/preference/{train,eval}.jsonl preference pairs (01); data/preference/<source>/… one source's
       data/backbone/, data/manifest.json a recipe's backbone and its data's counts (the GPU check, real-cpu)
+      data/feature-cache/                frozen lower layers' states of training texts, shared by RMs (real-lm)
       models/<model>/                    one trained RM per name and seed (02)
       logs/train-<model>.log             its training log (02)
       representations/<model>/           its goal states (03)
@@ -138,6 +139,11 @@ class RunDir:
     def backbone(self) -> Path:
         """A randomly initialised backbone a recipe writes in place of a trained policy."""
         return self.data / "backbone"
+
+    @property
+    def feature_cache(self) -> Path:
+        """Frozen lower layers' states of the training texts, kept across RMs (``--feature_cache_dir``)."""
+        return self.data / "feature-cache"
 
     @property
     def data_manifest(self) -> Path:

@@ -86,6 +86,7 @@ COMMAND_LINE_PROFILES = {
     "paper-hh": "python -m goalrm_core.paper script --profile paper-hh",
     "gpu-check": "python -m goalrm_core.paper gpu-check",
     "real-cpu": "python -m goalrm_core.paper real-cpu",
+    "real-lm": "python -m goalrm_core.paper real-lm",
 }
 
 

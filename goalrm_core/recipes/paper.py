@@ -36,7 +36,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
-from transformers import AutoTokenizer, LlamaForCausalLM
+from transformers import LlamaForCausalLM
 
 from goalrm_core.data.adapters import load_generations, load_pairs, load_questions, write_generation_folder
 from goalrm_core.data.io import ArtifactError, atomic_write_json, read_jsonl, write_jsonl
@@ -45,46 +45,25 @@ from goalrm_core.data.questions import preference_pairs, split_by_question
 from goalrm_core.data.rundir import RunDir, rm_metrics_path, rm_name, train_summary_path
 from goalrm_core.evaluation import metrics
 from goalrm_core.evaluation.tables import delta_auroc, labels, question_ids, read_scored
-from goalrm_core.flags import check_choice, run_command
-from goalrm_core.inference.forward import iter_scored
-from goalrm_core.model.reward_model import load_reward_model, tiny_llama_config
-from goalrm_core.model.templates import apply_template
+from goalrm_core.flags import run_command
+from goalrm_core.model.reward_model import tiny_llama_config
 from goalrm_core.model.tokenization import build_char_tokenizer
 from goalrm_core.paths import resolve_path
+from goalrm_core.recipes.commands import (  # noqa: F401  (STRATEGIES, CKPT_NAMES, strategy_name: read here too)
+    CKPT_NAMES,
+    STRATEGIES,
+    cli_command,
+    data_file,
+    pair_correct,
+    strategy_name,
+    train_config_from_profile,
+)
 from goalrm_core.recipes.profile_keys import command_line_profile
 from goalrm_core.study.live import tail_view
-from goalrm_core.study.recipe import trainer_settings
-from goalrm_core.study.rms import STRATEGY as RM_STRATEGY
 from goalrm_core.tasks.toymath import problems as toymath
-from goalrm_core.train.config import TrainRMConfig
 from goalrm_core.train.launch import run_streaming, train_command
 
-#: an RM's study name or trainer strategy -> the trainer strategy (baseline/vanilla, goal-conditioned/contrastive)
-STRATEGIES = {name: strategy for rm, strategy in RM_STRATEGY.items() for name in (rm, strategy)}
-#: the official code's checkpoint names: ./ckpt/baseline_reward_model, ./ckpt/contrastive_reward_model
-CKPT_NAMES = {"vanilla": "baseline_reward_model", "contrastive": "contrastive_reward_model"}
 CPU_SCALE = "CPU-scale"
-
-
-def strategy_name(strategy: str) -> str:
-    """``baseline``/``vanilla`` -> ``vanilla``; ``goal-conditioned``/``contrastive`` -> ``contrastive``."""
-    return STRATEGIES[check_choice("strategy", strategy, tuple(STRATEGIES))]
-
-
-def train_config_from_profile(
-    profile: Mapping[str, Any], strategy: str, save_path: str | None = None, **overrides: Any
-) -> TrainRMConfig:
-    """The train-rm config of one RM from a profile's ``rm:`` block and seed, by name (:func:`trainer_settings`).
-
-    ``save_path`` defaults to ``<ckpt_dir>/{baseline,contrastive}_reward_model`` (the official code's names).
-    ``overrides`` are train-rm flags and win over the profile.
-    """
-    strategy = strategy_name(strategy)
-    if save_path is None:
-        save_path = f"{str(profile.get('ckpt_dir', './ckpt')).rstrip('/')}/{CKPT_NAMES[strategy]}"
-    return TrainRMConfig.from_dict(
-        {**trainer_settings(profile), "save_path": save_path, "reward_model_strategy": strategy, **overrides}
-    )
 
 
 def paper_train_command(
@@ -108,11 +87,6 @@ def paper_train_command(
     cfg = train_config_from_profile(profile, strategy, **overrides)
     n = int(num_gpus if num_gpus is not None else profile.get("rm_processes", 1))
     return train_command(cfg, num_processes=n, use_deepspeed_launcher=True, hostfile=hostfile, num_nodes=num_nodes)
-
-
-def _cli(command: str, *flags: Any) -> list[str]:
-    """``python -m goalrm_core.cli <command> <flags>``: the same as ``goalrm <command> ...``."""
-    return [sys.executable, "-m", "goalrm_core.cli", command, *(str(f) for f in flags)]
 
 
 def _data_parallel(cmd: list[str], n: int) -> list[str]:
@@ -154,7 +128,7 @@ def paper_commands(profile_name: str, num_gpus: int | None = None, hostfile: str
     # the official scripts read the RM in its checkpoint's dtype (bf16), get_representation.py with flash-attn
     precision = [*(["--bf16"] if profile.get("bf16") else []), *(["--flash_attn"] if profile.get("flash_attn") else [])]
     # the official get_representation.py builds the clean prompt (and cuts at its own 1024 tokens, the CLI's default)
-    cmds["get-representation"] = _cli(
+    cmds["get-representation"] = cli_command(
         "get-representation",
         "--dataset-path",
         profile["dataset"],
@@ -175,7 +149,7 @@ def paper_commands(profile_name: str, num_gpus: int | None = None, hostfile: str
         # data-parallel over the node's GPUs by default: every process scores its shard of the generations
         gpus = int(num_gpus if num_gpus is not None else profile.get("rm_processes", 1))
         cmds[f"eval-rm-{name}"] = _data_parallel(
-            _cli(
+            cli_command(
                 "eval-rm",
                 "--completions_data_path",
                 profile["completions_data_path"],
@@ -196,7 +170,7 @@ def paper_commands(profile_name: str, num_gpus: int | None = None, hostfile: str
             ),
             gpus,
         )
-        cmds[f"metrics-{name}"] = _cli(
+        cmds[f"metrics-{name}"] = cli_command(
             "metrics",
             "--model_name",
             CKPT_NAMES[name],
@@ -210,7 +184,7 @@ def paper_commands(profile_name: str, num_gpus: int | None = None, hostfile: str
         )
     # the official figures over the official set (greedy + samples, grouped by position), as the official metrics.py
     # prints them
-    cmds["metrics-contrastive-official"] = _cli(
+    cmds["metrics-contrastive-official"] = cli_command(
         "metrics",
         "--model_name",
         CKPT_NAMES["contrastive"],
@@ -474,15 +448,6 @@ def real_cpu_paths(run_dir: str | Path) -> dict[str, Path]:
     }
 
 
-def _data_file(profile: Mapping[str, Any], key: str, data_dir: str | Path | None) -> Path:
-    path = (resolve_path(data_dir if data_dir is not None else profile["data_dir"]) / profile[key]).resolve()
-    if not path.is_file():
-        raise ArtifactError(
-            f"{path}: not found; real-cpu reads the shared data files ({key}); pass data_dir=... to point elsewhere"
-        )
-    return path
-
-
 def _fits(row: dict, max_chars: int) -> bool:
     """Both responses (plus the " " and EOS the trainer appends) fit ``max_chars`` characters: the
     char tokenizer gives one token per character, so such a pair is never dropped at tokenisation."""
@@ -509,7 +474,7 @@ def real_cpu_prepare(
     seed = int(profile.get("seed", 0))
     manifest: dict[str, Any] = {"scale": CPU_SCALE, "profile": profile_name, "seed": seed}
 
-    hh = load_pairs(_data_file(profile, "hh_file", data_dir))
+    hh = load_pairs(data_file(profile, "hh_file", data_dir))
     fitting = [r for r in hh.rows if _fits(r, profile["hh_max_len"])]
     rng = random.Random(seed)
     picked = rng.sample(fitting, min(profile["n_hh_pairs"], len(fitting)))
@@ -525,7 +490,7 @@ def real_cpu_prepare(
         "eval": write_jsonl(paths["hh_eval"], hh_eval),
     }
 
-    gens = load_generations(_data_file(profile, "gsm8k_solutions_file", data_dir))
+    gens = load_generations(data_file(profile, "gsm8k_solutions_file", data_dir))
     train_rows, held_rows = split_by_question(gens.rows, profile["gsm8k_eval_fraction"], seed)
     pairs = [
         p
@@ -554,7 +519,7 @@ def real_cpu_prepare(
         "pairs_eval": write_jsonl(paths["gsm8k_eval"], g_eval),
     }
     try:
-        questions = load_questions(_data_file(profile, "gsm8k_test_file", data_dir)).rows
+        questions = load_questions(data_file(profile, "gsm8k_test_file", data_dir)).rows
         manifest["gsm8k"]["benchmark_questions"] = write_jsonl(
             paths["benchmark"], [q for q in questions if q["question"] in held_questions]
         )
@@ -612,7 +577,7 @@ def real_cpu_commands(profile_name: str = "real-cpu", **changes: Any) -> dict[st
             cmds[f"train-{task}-{rm}"] = train_command(cfg, num_processes=1)
     goal_rm = p["models"] / "gsm8k-goal"
     goal_dir = p["representations"] / "gsm8k-goal"
-    cmds["get-representation"] = _cli(
+    cmds["get-representation"] = cli_command(
         "get-representation",
         "--dataset-path",
         p["gsm8k_train"],
@@ -629,7 +594,7 @@ def real_cpu_commands(profile_name: str = "real-cpu", **changes: Any) -> dict[st
         ("gsm8k-baseline", ["--vanilla"]),
         ("gsm8k-goal", ["--goal_state_path", goal_dir / "goal_state.npy"]),
     ):
-        cmds[f"eval-rm-{rm}"] = _cli(
+        cmds[f"eval-rm-{rm}"] = cli_command(
             "eval-rm",
             "--completions_data_path",
             p["generations"],
@@ -645,7 +610,7 @@ def real_cpu_commands(profile_name: str = "real-cpu", **changes: Any) -> dict[st
             profile["gsm8k_max_len"],
             *extra,
         )
-        cmds[f"metrics-{rm}"] = _cli(
+        cmds[f"metrics-{rm}"] = cli_command(
             "metrics",
             "--model_name",
             rm,
@@ -682,19 +647,6 @@ def real_cpu_run(
     for name, cmd in real_cpu_commands(profile_name, **changes).items():
         run_streaming(cmd, p["logs"] / f"{name}.log", desc=name, show=tail_view(5, name))
     return real_cpu_summary(profile_name, **changes)
-
-
-def _pair_correct(model_dir: Path, pairs: Sequence[dict], template: str, max_len: int) -> np.ndarray:
-    """Per held-out pair: does the RM score the preferred response above the other one?"""
-    model = load_reward_model(model_dir)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    prompts = [apply_template(template, r["question"]) for r in pairs]
-    rewards = np.zeros(2 * len(pairs))
-    for i, s in iter_scored(
-        model, tokenizer, prompts * 2, [r["correct"] for r in pairs] + [r["incorrect"] for r in pairs], max_len
-    ):
-        rewards[i] = s.reward
-    return rewards[: len(pairs)] > rewards[len(pairs) :]
 
 
 def _accuracy_entry(correct: np.ndarray) -> dict:
@@ -738,7 +690,7 @@ def real_cpu_summary(profile_name: str = "real-cpu", **changes: Any) -> dict[str
     correct = {}
     for rm in ("hh-baseline", "hh-goal"):
         summary = json.loads(train_summary_path(p["models"] / rm).read_text())
-        correct[rm] = _pair_correct(p["models"] / rm, hh_pairs, "hh", profile["hh_max_len"])
+        correct[rm] = pair_correct(p["models"] / rm, hh_pairs, "hh", profile["hh_max_len"])
         out[f"{rm} held-out accuracy"] = {
             **_accuracy_entry(correct[rm]),
             "trainer_eval_accuracy": summary.get("eval_accuracy"),
@@ -806,6 +758,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--data-dir", default=None, help="Folder of the shared data files (default: the profile's data_dir)."
     )
     real.add_argument("--dry-run", action="store_true", help="Print the command lines only.")
+    lm = sub.add_parser(
+        "real-lm",
+        help="GSM8K and HH-RLHF with a pretrained LM (SmolLM2-135M) as the backbone on CPU, top layers trained.",
+    )
+    lm.add_argument("--profile", default="real-lm")
+    lm.add_argument(
+        "--split",
+        default="validation",
+        choices=("validation", "reported"),
+        help="The held-out split scored: validation while sizes and levers are chosen, reported once.",
+    )
+    lm.add_argument(
+        "--data-dir", default=None, help="Folder of the shared data files (default: the profile's data_dir)."
+    )
+    lm.add_argument("--dry-run", action="store_true", help="Print the command lines only.")
     script = sub.add_parser("script", help="Print the shell script of a paper profile.")
     script.add_argument("--profile", default="paper-math")
     script.add_argument("--num-gpus", type=int, default=None)
@@ -819,6 +786,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(real_cpu_script(args.profile))
         else:
             print(format_summary(real_cpu_run(args.profile, args.data_dir)))
+    elif args.what == "real-lm":
+        from goalrm_core.recipes import real_lm
+
+        if args.dry_run:
+            print("\n".join(command_text(c) for c in real_lm.real_lm_commands(args.profile, args.split).values()))
+        else:
+            print(json.dumps(real_lm.real_lm_run(args.profile, args.split, args.data_dir), indent=2, default=str))
     else:
         print(paper_script(args.profile, args.num_gpus, args.hostfile), end="")
     return 0

@@ -1,5 +1,5 @@
-"""The keys of the command-line profiles (``paper-math``, ``paper-hh``, ``gpu-check``, ``real-cpu``), defined
-once, and the check every one of them passes before a command is built.
+"""The keys of the command-line profiles (``paper-math``, ``paper-hh``, ``gpu-check``, ``real-cpu``,
+``real-lm``), defined once, and the check every one of them passes before a command is built.
 
 A command-line profile is read by :mod:`goalrm_core.recipes.paper`, not by the notebooks. Its keys are of
 three kinds: the trainer's settings in its ``rm:`` block under the trainer's names (``max_steps``, ``max_len``,
@@ -73,9 +73,13 @@ COMMAND_LINE_KEYS: dict[str, tuple[type, Range | None, str]] = {
         _COUNT,
         "Tokens of a GSM8K RM input at most (one per character: longer pairs are not drawn).",
     ),
+    # real-lm: the same data split three ways for a pretrained backbone (the rm: block's pretrain)
+    "validation_fraction": (float, _SHARE, "Share of GSM8K questions and HH dialogues that choose sizes and levers."),
+    "reported_fraction": (float, _SHARE, "Share of GSM8K questions and HH dialogues reported (drawn first)."),
+    "n_gsm8k_pairs": (int, _COUNT, "GSM8K training pairs at most (a seeded sample of those the questions give)."),
 }
 #: the notebook keys a command-line profile may set, meaning the same as in a notebook profile
-SHARED_NOTEBOOK_KEYS = ("run_dir", "rm_processes", "filter_threshold", "n_boot")
+SHARED_NOTEBOOK_KEYS = ("run_dir", "rm_processes", "filter_threshold", "n_boot", "rm_seeds")
 _RECIPE_TYPES = {
     f.name: {"str": str, "int": int, "float": float, "bool": bool}.get(f.type)
     for f in dataclasses.fields(TrainRMConfig)
