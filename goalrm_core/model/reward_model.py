@@ -292,6 +292,80 @@ def official_config_fields(config: PretrainedConfig, value_head_strategy: str) -
     return fields
 
 
+def _refuse_unsavable(model: RewardModel, weights: dict[str, torch.Tensor], path: Path, official: bool) -> None:
+    """Raise before anything is written: NaN or inf weights, or a pooled reward asked for in the official layout."""
+    bad = nonfinite_tensors(weights)
+    if bad:
+        raise ValueError(
+            f"refusing to save the reward model to {path}: NaN or inf weights in {describe_tensors(bad)} "
+            f"(training diverged; lower --learning_rate / --head_learning_rate)"
+        )
+    if official and model.reward_pool != "last":
+        raise ValueError(
+            f"a reward read as the {model.reward_pool} over the response (reward_pool {model.reward_pool}) has no "
+            f"official layout (the official loader reads the last token): save it with --save_format goalrm"
+        )
+
+
+def _write_config(model: RewardModel, tokenizer: Any, folder: Path, official: bool) -> PretrainedConfig:
+    """Set the model's config up as a one-label sequence classifier and write ``config.json`` into ``folder``
+    (with the official loader's names in the official layout); returns the config."""
+    config = model.config
+    arch = sequence_classification_architecture(config)
+    config.architectures = [arch] if arch else None
+    config.num_labels = 1
+    config.value_head_strategy = model.value_head_strategy
+    if tokenizer is not None and tokenizer.pad_token_id is not None:  # HF's reader ends a sequence before this id
+        config.pad_token_id = tokenizer.pad_token_id
+    config.save_pretrained(folder)
+    if official:  # the official loader's names; goalrm's own fields would only mislead it
+        fields = json.loads((folder / "config.json").read_text())
+        for key in ("value_head_strategy", "reward_mean", "reward_std"):
+            fields.pop(key, None)
+        fields.update(
+            official_config_fields(config, model.value_head_strategy), architectures=["LLMForSequenceRegression"]
+        )
+        atomic_write_json(folder / "config.json", fields)
+    return config
+
+
+def _goalrm_record(
+    model: RewardModel, config: PretrainedConfig, tokenizer: Any, save_format: str, training_args: dict | None
+) -> dict:
+    """What ``goalrm.json`` holds: the format, the head and how the reward is read, the tokenizer's hash and the
+    training's arguments."""
+    official = save_format == "official"
+    return {
+        "checkpoint_format": save_format,
+        "value_head_strategy": model.value_head_strategy,
+        "mlp_head": model.mlp_head,
+        "reward_pool": model.reward_pool,
+        "head_module": OFFICIAL_HEAD if official or model.value_head_strategy == "mlp" else "score",
+        "base_model_prefix": model.prefix,
+        "hidden_size": config.hidden_size,
+        "tokenizer_sha256": None if tokenizer is None else tokenizer_sha256(tokenizer),
+        "training_args": training_args or {},
+    }
+
+
+def _note_official_head_path(model: RewardModel, path: Path) -> None:
+    """Warn where an official checkpoint's path would make the official eval_rm.py build the other head: it picks
+    its head from the folder's path ('vhs-mlp' anywhere in it: MLP), not from config.json."""
+    path_says_mlp = "vhs-mlp" in str(path.absolute())
+    if model.value_head_strategy == "mlp" and not path_says_mlp:
+        print(
+            "note: the official eval_rm.py builds a linear head unless the folder's path holds 'vhs-mlp'; rename "
+            f"{path} (e.g. {path.name}-vhs-mlp) before scoring it there",
+            file=sys.stderr,
+        )
+    elif model.value_head_strategy == "linear" and path_says_mlp:
+        print(
+            f"note: the official eval_rm.py builds an MLP head for any path holding 'vhs-mlp', and {path} holds it but "
+            f"this head is linear: move it to a path without 'vhs-mlp' before scoring it there",
+            file=sys.stderr,
+        )
+
+
 def save_reward_model(
     model: RewardModel,
     path: str | Path,
@@ -312,57 +386,19 @@ def save_reward_model(
     check_choice("save_format", save_format, CHECKPOINT_FORMATS)
     path = Path(path)
     weights = state_dict if state_dict is not None else model.state_dict()
-    bad = nonfinite_tensors(weights)
-    if bad:
-        raise ValueError(
-            f"refusing to save the reward model to {path}: NaN or inf weights in {describe_tensors(bad)} "
-            f"(training diverged; lower --learning_rate / --head_learning_rate)"
-        )
     official = save_format == "official"
-    if official and model.reward_pool != "last":
-        raise ValueError(
-            f"a reward read as the {model.reward_pool} over the response (reward_pool {model.reward_pool}) has no "
-            f"official layout (the official loader reads the last token): save it with --save_format goalrm"
-        )
+    _refuse_unsavable(model, weights, path, official)
     if official:
         weights = official_state_dict(model, weights)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
         os.chmod(tmp, 0o777 & ~UMASK)  # mkdtemp makes 0700: an RM is meant to be shared
-        config = model.config
-        arch = sequence_classification_architecture(config)
-        config.architectures = [arch] if arch else None
-        config.num_labels = 1
-        config.value_head_strategy = model.value_head_strategy
-        if tokenizer is not None and tokenizer.pad_token_id is not None:  # HF's reader ends a sequence before this id
-            config.pad_token_id = tokenizer.pad_token_id
-        config.save_pretrained(tmp)
-        if official:  # the official loader's names; goalrm's own fields would only mislead it
-            fields = json.loads((tmp / "config.json").read_text())
-            for key in ("value_head_strategy", "reward_mean", "reward_std"):
-                fields.pop(key, None)
-            fields.update(
-                official_config_fields(config, model.value_head_strategy), architectures=["LLMForSequenceRegression"]
-            )
-            atomic_write_json(tmp / "config.json", fields)
+        config = _write_config(model, tokenizer, tmp, official)
         save_torch_state_dict({k: v.contiguous() for k, v in weights.items()}, tmp)
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
-        atomic_write_json(
-            tmp / GOALRM_JSON,
-            {
-                "checkpoint_format": save_format,
-                "value_head_strategy": model.value_head_strategy,
-                "mlp_head": model.mlp_head,
-                "reward_pool": model.reward_pool,
-                "head_module": OFFICIAL_HEAD if official or model.value_head_strategy == "mlp" else "score",
-                "base_model_prefix": model.prefix,
-                "hidden_size": config.hidden_size,
-                "tokenizer_sha256": None if tokenizer is None else tokenizer_sha256(tokenizer),
-                "training_args": training_args or {},
-            },
-        )
+        atomic_write_json(tmp / GOALRM_JSON, _goalrm_record(model, config, tokenizer, save_format, training_args))
         for file in tmp.iterdir():  # the weights writer makes 0600 files, like mkdtemp's folder
             os.chmod(file, 0o666 & ~UMASK)
         if path.exists():
@@ -371,21 +407,8 @@ def save_reward_model(
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
-    # the official eval_rm.py picks its head from the folder's path ('vhs-mlp' anywhere in it: MLP), not from
-    # config.json
-    path_says_mlp = "vhs-mlp" in str(path.absolute())
-    if official and model.value_head_strategy == "mlp" and not path_says_mlp:
-        print(
-            "note: the official eval_rm.py builds a linear head unless the folder's path holds 'vhs-mlp'; rename "
-            f"{path} (e.g. {path.name}-vhs-mlp) before scoring it there",
-            file=sys.stderr,
-        )
-    elif official and model.value_head_strategy == "linear" and path_says_mlp:
-        print(
-            f"note: the official eval_rm.py builds an MLP head for any path holding 'vhs-mlp', and {path} holds it but "
-            f"this head is linear: move it to a path without 'vhs-mlp' before scoring it there",
-            file=sys.stderr,
-        )
+    if official:
+        _note_official_head_path(model, path)
     return path
 
 

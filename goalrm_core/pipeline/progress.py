@@ -14,19 +14,10 @@ from typing import Any, Callable, Mapping
 
 from goalrm_core.paths import relative_paths, resolve_path, shown_path
 from goalrm_core.pipeline.status import load_previous
+from goalrm_core.train.progress_file import short_duration
 
 #: The statuses of a stage whose artifacts stand (run now, or kept from an earlier run).
 SUCCEEDED = ("ok", "kept")
-
-
-def _clock(seconds: float) -> str:
-    """``41s``, ``7m12s``, ``1h05m``: a duration as a person reads it."""
-    seconds = max(0, int(round(seconds)))
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
 def last_durations(previous: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
@@ -53,12 +44,14 @@ def progress_line(
     parts = [f"log: {relative_paths(str(log_path))}"] if log_path is not None else []
     last = durations.get(name)
     said = basis if isinstance(basis, str) else basis.get(name, "last run")
-    parts.append(f"ETA ~{_clock(last)} ({said}: {last:.1f} s)" if last is not None else "ETA unknown (no earlier run)")
+    parts.append(
+        f"ETA ~{short_duration(last)} ({said}: {last:.1f} s)" if last is not None else "ETA unknown (no earlier run)"
+    )
     known = [durations[n] for n in left if n in durations]
     if len(left) > 1 and known:
         unknown = len(left) - len(known)
         parts.append(
-            f"~{_clock(sum(known))} for the {len(left)} stages left"
+            f"~{short_duration(sum(known))} for the {len(left)} stages left"
             + (f" (+ {unknown} without a last run)" if unknown else "")
         )
     return f"[{k}/{len(todo)} {name}] running — " + ", ".join(parts)
@@ -127,11 +120,11 @@ def heartbeat(
             if expected_s is None:
                 eta = "no earlier run to estimate from"
             elif elapsed < expected_s:
-                eta = f"ETA ~{_clock(expected_s - elapsed)}"
+                eta = f"ETA ~{short_duration(expected_s - elapsed)}"
             else:
-                eta = f"{_clock(elapsed - expected_s)} past the last run's {_clock(expected_s)}"
+                eta = f"{short_duration(elapsed - expected_s)} past the last run's {short_duration(expected_s)}"
             said = training_progress(log_path, since) or last_log_line(log_path)
-            log(f"{tag} {_clock(elapsed)} in, {eta}" + (f" — {said}" if said else ""))
+            log(f"{tag} {short_duration(elapsed)} in, {eta}" + (f" — {said}" if said else ""))
 
     thread = threading.Thread(target=beat, daemon=True, name="goalrm-heartbeat")
     thread.start()
@@ -306,10 +299,10 @@ def plan_lines(
         "stage(s):"
     ]
     for name in selected:
-        lines.append(f"  {name}: " + (f"~{_clock(durations[name])}" if name in durations else "no estimate"))
+        lines.append(f"  {name}: " + (f"~{short_duration(durations[name])}" if name in durations else "no estimate"))
     known = [durations[n] for n in selected if n in durations]
     lines.append(
-        f"  in all: ~{_clock(sum(known))}"
+        f"  in all: ~{short_duration(sum(known))}"
         + (f" (+ {len(selected) - len(known)} without an estimate)" if len(known) < len(selected) else "")
         + f"; estimated from {source}"
     )

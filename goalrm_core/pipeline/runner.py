@@ -400,19 +400,7 @@ def run_report(
         _record_run_provenance(profile, settings, applied, out_dir)
 
         progress = _Progress(profile, out_dir, names, selected, previous, log)
-        # each stage's ETA: an earlier run's own time (status.json, metrics.json's timings, the run folder's stage
-        # records), else the committed report's at this machine's speed, said when the probe ran on a loaded machine
-        estimate = stage_estimates(
-            profile,
-            out_dir,
-            int(settings.get("torch_threads") or 1),
-            resolve_path(REFERENCE_REPORTS),
-            names=progress.todo,
-            run_dir=run_dir_of(profile, settings),
-        )
-        progress.durations, progress.basis = estimate.durations, estimate.bases
-        if estimate.note:
-            log(f"ETA: {estimate.note}")
+        _estimate_stages(progress, profile, out_dir, settings, log)
         try:
             for k, name in enumerate(progress.todo, 1):
                 if progress.failed:
@@ -425,6 +413,23 @@ def run_report(
             progress.stop(stop)
         log(f"report: {out_dir / 'index.html'}")
         return 1 if progress.failed else 0
+
+
+def _estimate_stages(progress: _Progress, profile: str, out_dir: Path, settings: Mapping[str, Any], log) -> None:
+    """Give ``progress`` each stage's ETA: an earlier run's own time (status.json, metrics.json's timings, the run
+    folder's stage records), else the committed report's at this machine's speed, said when the probe ran on a
+    loaded machine."""
+    estimate = stage_estimates(
+        profile,
+        out_dir,
+        int(settings.get("torch_threads") or 1),
+        resolve_path(REFERENCE_REPORTS),
+        names=progress.todo,
+        run_dir=run_dir_of(profile, settings),
+    )
+    progress.durations, progress.basis = estimate.durations, estimate.bases
+    if estimate.note:
+        log(f"ETA: {estimate.note}")
 
 
 def _checked_profile(

@@ -543,17 +543,8 @@ def _prefixed(point: str) -> Callable[[str], None]:
     return lambda message: print(f"[{point}] {message}", flush=True)
 
 
-def run_sweep(
-    plan: SweepPlan, jobs: int = 1, log: Callable[[str], Any] | None = None, report_links: bool = True
-) -> int:
-    """Run the shared stages if they are not current, then every incomplete point (``jobs`` at a
-    time, each in its own process when ``jobs`` > 1), then write the comparison page. Returns 0
-    when every point is complete, else 1."""
-    if jobs < 1:
-        raise ValueError(f"jobs must be >= 1, got {jobs}")
-    log = log or functools.partial(print, flush=True)
-    plan.report_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(plan.report_dir / PLAN_FILE, plan.record())
+def _shared_stages_ready(plan: SweepPlan, log: Callable[[str], Any]) -> bool:
+    """Run the shared stages once where they are not current; whether they now are (a failure is logged)."""
     stale = _stale_shared_stages(plan)
     if stale:
         log(f"shared stage(s) {', '.join(stale)}: running once in {_shown_path(plan.base_run)}")
@@ -569,16 +560,25 @@ def run_sweep(
         )
         if code != 0:
             log(f"the shared stages failed: see {plan.report_dir / 'shared' / 'index.html'}; no point was run")
-            write_comparison(plan.report_dir, report_links=report_links)
-            return 1
+            return False
     elif plan.shared:
         log(f"shared stage(s) {', '.join(plan.shared)}: current in {_shown_path(plan.base_run)}")
+    return True
+
+
+def _record_eval_pair_count(plan: SweepPlan) -> None:
+    """Add the held-out pair count to the plan file, where the shared stages wrote the pairs: the comparison
+    page's interval of a one-seed pair accuracy needs it."""
     held_out = RunDir(plan.base_run).preference_pairs("eval")
-    if held_out.exists():  # the comparison page's interval of a one-seed pair accuracy needs the count
+    if held_out.exists():
         with held_out.open(encoding="utf-8") as f:
             n_eval = sum(1 for line in f if line.strip())
         atomic_write_json(plan.report_dir / PLAN_FILE, {**plan.record(), "n_eval_pairs": n_eval})
 
+
+def _point_jobs(plan: SweepPlan, log: Callable[[str], Any]) -> list[dict]:
+    """One job per incomplete point (its folder readied: the old manifest removed, the shared stages linked);
+    the complete ones are logged as skipped."""
     todo = []
     for p in plan.points:
         if point_complete(plan, p):
@@ -600,20 +600,46 @@ def run_sweep(
                 "report_name": f"{plan.title}/{p.name}",
             }
         )
-    log(f"sweep {plan.title}: {len(plan.points)} point(s), {len(todo)} to run, stages {', '.join(plan.stages)}")
+    return todo
+
+
+def _run_points(plan: SweepPlan, todo: list[dict], jobs: int, report_links: bool) -> list[int]:
+    """Run the points' jobs, ``jobs`` at a time (one each in a fresh process when more than one), rewriting the
+    comparison page as each ends; returns their exit codes in ``todo``'s order."""
     if jobs == 1 or len(todo) <= 1:
         codes = []
         for job in todo:
             codes.append(_run_point(job))
             write_comparison(plan.report_dir, report_links=report_links)
-    else:
-        # spawn: each point gets a fresh interpreter (papermill and the kernels are not fork-safe)
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = {pool.submit(_run_point, job): i for i, job in enumerate(todo)}
-            codes = [1] * len(todo)
-            for future in as_completed(futures):
-                codes[futures[future]] = future.result()
-                write_comparison(plan.report_dir, report_links=report_links)
+        return codes
+    # spawn: each point gets a fresh interpreter (papermill and the kernels are not fork-safe)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_run_point, job): i for i, job in enumerate(todo)}
+        codes = [1] * len(todo)
+        for future in as_completed(futures):
+            codes[futures[future]] = future.result()
+            write_comparison(plan.report_dir, report_links=report_links)
+    return codes
+
+
+def run_sweep(
+    plan: SweepPlan, jobs: int = 1, log: Callable[[str], Any] | None = None, report_links: bool = True
+) -> int:
+    """Run the shared stages if they are not current, then every incomplete point (``jobs`` at a
+    time, each in its own process when ``jobs`` > 1), then write the comparison page. Returns 0
+    when every point is complete, else 1."""
+    if jobs < 1:
+        raise ValueError(f"jobs must be >= 1, got {jobs}")
+    log = log or functools.partial(print, flush=True)
+    plan.report_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(plan.report_dir / PLAN_FILE, plan.record())
+    if not _shared_stages_ready(plan, log):
+        write_comparison(plan.report_dir, report_links=report_links)
+        return 1
+    _record_eval_pair_count(plan)
+    todo = _point_jobs(plan, log)
+    log(f"sweep {plan.title}: {len(plan.points)} point(s), {len(todo)} to run, stages {', '.join(plan.stages)}")
+    codes = _run_points(plan, todo, jobs, report_links)
     paired = record_paired_deltas(plan)
     if paired:
         log(f"paired Δ against the base point {plan.default_point}: {len(paired)} point(s)")

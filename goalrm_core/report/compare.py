@@ -76,21 +76,8 @@ def stage_threads(m: Mapping) -> dict[str, tuple[int | None, str | None]]:
 # ----------------------------------------------------------------------------------- the whole
 
 
-def compare_runs(a: Mapping, b: Mapping) -> dict:
-    """Compare the metrics of run A and run B.
-
-    Returns ``{"schema": {"a", "b"}, "figures": [...], "conclusions": [...], "threads": [...],
-    "thread_mismatches": [stage, ...], "lacking": {"a": {"figures", "conclusions"}, "b": {...}},
-    "summary": {counts}}``: ``figures`` holds every figure both runs have (``name``, ``group``, each
-    run's summary under ``a``/``b``, ``difference`` B − A with ``ci_low``/``ci_high``, ``method``,
-    ``agree`` True/False/None and ``reason``); ``conclusions`` every conclusion both have (``id``,
-    ``label``, ``basis``, verdicts ``a``/``b``, ``holds_in_both`` True when both runs reach the same
-    defined verdict, False when they differ, None when either is undefined); ``threads`` one row per
-    stage (``mismatch`` True/False, None when either run did not record it); ``lacking["a"]`` the
-    names only B has (what A lacks), ``lacking["b"]`` the converse.
-    """
-    a, b = section(a), section(b)
-    fa, fb = collect_figures(a), collect_figures(b)
+def _paired_figures(fa: Mapping[str, dict], fb: Mapping[str, dict]) -> list[dict]:
+    """Every figure both runs have, compared (A's order, then grouped in report order)."""
     figures = []
     for name, sa in fa.items():
         if name in fb:
@@ -104,8 +91,11 @@ def compare_runs(a: Mapping, b: Mapping) -> dict:
             )
             figures.append({"name": name, "group": group, "a": sa, "b": sb, **compare_figure(sa, sb)})
     figures.sort(key=lambda f: list(GROUPS).index(f["group"]))  # stable: report order within a group
+    return figures
 
-    ca, cb = collect_conclusions(a), collect_conclusions(b)
+
+def _paired_conclusions(ca: Mapping[str, dict], cb: Mapping[str, dict]) -> list[dict]:
+    """Every conclusion both runs have, with both verdicts and whether it holds in both."""
     conclusions = []
     for cid, x in ca.items():
         if cid in cb:
@@ -126,8 +116,12 @@ def compare_runs(a: Mapping, b: Mapping) -> dict:
                     "note_b": y["note"],
                 }
             )
+    return conclusions
 
-    ta, tb = stage_threads(a), stage_threads(b)
+
+def _thread_rows(ta: Mapping[str, tuple], tb: Mapping[str, tuple]) -> list[dict]:
+    """One row per stage either run records (A's first): each run's thread count, where it came from, and
+    whether they differ."""
     threads = []
     for stage in list(ta) + [s for s in tb if s not in ta]:
         (na, src_a), (nb, src_b) = ta.get(stage, (None, None)), tb.get(stage, (None, None))
@@ -141,8 +135,12 @@ def compare_runs(a: Mapping, b: Mapping) -> dict:
                 "mismatch": None if na is None or nb is None else na != nb,
             }
         )
+    return threads
 
-    lacking = {
+
+def _lacking(fa: Mapping, fb: Mapping, ca: Mapping[str, dict], cb: Mapping[str, dict]) -> dict:
+    """What each run lacks: the figures and conclusions only the other has."""
+    return {
         "a": {
             "figures": [n for n in fb if n not in fa],
             "conclusions": [cb[c]["label"] + f" [{cb[c]['basis']}]" for c in cb if c not in ca],
@@ -152,7 +150,11 @@ def compare_runs(a: Mapping, b: Mapping) -> dict:
             "conclusions": [ca[c]["label"] + f" [{ca[c]['basis']}]" for c in ca if c not in cb],
         },
     }
-    summary = {
+
+
+def _counts(figures: list[dict], conclusions: list[dict]) -> dict:
+    """The comparison's counts: figures compared, agreeing, disagreeing, undefined; the same for conclusions."""
+    return {
         "figures": len(figures),
         "figures_agree": sum(f["agree"] is True for f in figures),
         "figures_disagree": sum(f["agree"] is False for f in figures),
@@ -162,6 +164,28 @@ def compare_runs(a: Mapping, b: Mapping) -> dict:
         "conclusions_differ": sum(c["holds_in_both"] is False for c in conclusions),
         "conclusions_undefined": sum(c["holds_in_both"] is None for c in conclusions),
     }
+
+
+def compare_runs(a: Mapping, b: Mapping) -> dict:
+    """Compare the metrics of run A and run B.
+
+    Returns ``{"schema": {"a", "b"}, "figures": [...], "conclusions": [...], "threads": [...],
+    "thread_mismatches": [stage, ...], "lacking": {"a": {"figures", "conclusions"}, "b": {...}},
+    "summary": {counts}}``: ``figures`` holds every figure both runs have (``name``, ``group``, each
+    run's summary under ``a``/``b``, ``difference`` B − A with ``ci_low``/``ci_high``, ``method``,
+    ``agree`` True/False/None and ``reason``); ``conclusions`` every conclusion both have (``id``,
+    ``label``, ``basis``, verdicts ``a``/``b``, ``holds_in_both`` True when both runs reach the same
+    defined verdict, False when they differ, None when either is undefined); ``threads`` one row per
+    stage (``mismatch`` True/False, None when either run did not record it); ``lacking["a"]`` the
+    names only B has (what A lacks), ``lacking["b"]`` the converse.
+    """
+    a, b = section(a), section(b)
+    fa, fb = collect_figures(a), collect_figures(b)
+    figures = _paired_figures(fa, fb)
+    ca, cb = collect_conclusions(a), collect_conclusions(b)
+    conclusions = _paired_conclusions(ca, cb)
+    threads = _thread_rows(stage_threads(a), stage_threads(b))
+    lacking, summary = _lacking(fa, fb, ca, cb), _counts(figures, conclusions)
     return {
         "schema": {"a": metrics_schema(a), "b": metrics_schema(b)},
         "figures": figures,
@@ -205,11 +229,10 @@ def _schema_text(v: int | None) -> str:
     return f"schema {v if v is not None else '?'}"
 
 
-def render_markdown(result: Mapping, name_a: str = "A", name_b: str = "B") -> str:
-    """The comparison as a Markdown report: the verdict in a sentence, threads, conclusions, figures
-    (one table per group) and what each run lacks."""
-    s, lines = result["summary"], []
-    lines += [
+def _head_lines(result: Mapping, name_a: str, name_b: str) -> list[str]:
+    """The title and the verdict in a few bullets: each run's schema, the counts, the thread mismatches."""
+    s = result["summary"]
+    lines = [
         f"# Do the runs agree? A = `{name_a}`, B = `{name_b}`",
         "",
         f"- run A: {_schema_text(result['schema']['a'])}",
@@ -227,20 +250,28 @@ def render_markdown(result: Mapping, name_a: str = "A", name_b: str = "B") -> st
         else "- threads: no mismatch recorded"
     )
     lines.append("")
+    return lines
 
-    lines += ["## Threads", "", "| stage | run A | run B | match? |", "|---|---|---|---|"]
-    for t in result["threads"]:
 
-        def th(n, src):
-            return "not recorded" if n is None else f"{n}" + (" (provenance)" if src == "provenance" else "")
+def _thread_lines(threads: list[Mapping]) -> list[str]:
+    """The threads table: each stage's thread count in both runs and whether they match."""
 
+    def th(n, src):
+        return "not recorded" if n is None else f"{n}" + (" (provenance)" if src == "provenance" else "")
+
+    lines = ["## Threads", "", "| stage | run A | run B | match? |", "|---|---|---|---|"]
+    for t in threads:
         match = "not recorded" if t["mismatch"] is None else "**no**" if t["mismatch"] else "yes"
         lines.append(f"| {_esc(t['stage'])} | {th(t['a'], t['a_source'])} | {th(t['b'], t['b_source'])} | {match} |")
-    if not result["threads"]:
+    if not threads:
         lines.append("| (none recorded) | | | |")
     lines.append("")
+    return lines
 
-    lines += [
+
+def _conclusion_lines(conclusions: list[Mapping]) -> list[str]:
+    """The conclusions table: each conclusion's verdict in both runs (with its note) and whether it holds in both."""
+    lines = [
         "## Conclusions",
         "",
         "A conclusion holds in both when both runs reach the same verdict.",
@@ -248,18 +279,22 @@ def render_markdown(result: Mapping, name_a: str = "A", name_b: str = "B") -> st
         "| conclusion | basis | A | B | holds in both? |",
         "|---|---|---|---|---|",
     ]
-    for c in result["conclusions"]:
+    for c in conclusions:
         both = "undefined" if c["holds_in_both"] is None else "yes" if c["holds_in_both"] else "**no**"
         va = c["a"] + (f" ({_esc(c['note_a'])})" if c.get("note_a") else "")
         vb = c["b"] + (f" ({_esc(c['note_b'])})" if c.get("note_b") else "")
         lines.append(f"| {_esc(c['label'])} | {c['basis']} | {va} | {vb} | {both} |")
-    if not result["conclusions"]:
+    if not conclusions:
         lines.append("| (no conclusion both runs record) | | | | |")
     lines.append("")
+    return lines
 
-    lines += ["## Figures", ""]
+
+def _figure_lines(figures: list[Mapping]) -> list[str]:
+    """The figures, one table per group: both runs' values, the difference B − A and whether they agree."""
+    lines = ["## Figures", ""]
     for group, title in GROUPS.items():
-        rows = [f for f in result["figures"] if f["group"] == group]
+        rows = [f for f in figures if f["group"] == group]
         if not rows:
             continue
         lines += [
@@ -279,21 +314,38 @@ def render_markdown(result: Mapping, name_a: str = "A", name_b: str = "B") -> st
                 f"{METHODS.get(f['method'], '—')} |"
             )
         lines.append("")
-    if not result["figures"]:
+    if not figures:
         lines += ["No figure is recorded in both runs.", ""]
+    return lines
 
-    lack = result["lacking"]
-    if any(lack[side][kind] for side in ("a", "b") for kind in ("figures", "conclusions")):
-        lines += ["## What one run lacks", ""]
-        for side, other in (("a", "B"), ("b", "A")):
-            for kind in ("figures", "conclusions"):
-                names = lack[side][kind]
-                if names:
-                    lines.append(
-                        f"- run {side.upper()} lacks {len(names)} {kind} that run {other} has: "
-                        + ", ".join(f"`{_esc(n)}`" for n in names)
-                    )
-        lines.append("")
+
+def _lacking_lines(lack: Mapping) -> list[str]:
+    """What each run lacks that the other has, or nothing where they hold the same."""
+    if not any(lack[side][kind] for side in ("a", "b") for kind in ("figures", "conclusions")):
+        return []
+    lines = ["## What one run lacks", ""]
+    for side, other in (("a", "B"), ("b", "A")):
+        for kind in ("figures", "conclusions"):
+            names = lack[side][kind]
+            if names:
+                lines.append(
+                    f"- run {side.upper()} lacks {len(names)} {kind} that run {other} has: "
+                    + ", ".join(f"`{_esc(n)}`" for n in names)
+                )
+    lines.append("")
+    return lines
+
+
+def render_markdown(result: Mapping, name_a: str = "A", name_b: str = "B") -> str:
+    """The comparison as a Markdown report: the verdict in a sentence, threads, conclusions, figures
+    (one table per group) and what each run lacks."""
+    lines = [
+        *_head_lines(result, name_a, name_b),
+        *_thread_lines(result["threads"]),
+        *_conclusion_lines(result["conclusions"]),
+        *_figure_lines(result["figures"]),
+        *_lacking_lines(result["lacking"]),
+    ]
     return "\n".join(lines)
 
 

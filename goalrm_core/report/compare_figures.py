@@ -8,7 +8,7 @@ interval). The module docstring of :mod:`goalrm_core.report.compare` says which 
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from goalrm_core.evaluation.auroc import delta_of
 from goalrm_core.evaluation.numeric import num
@@ -58,10 +58,8 @@ def _across_summary(a: Mapping) -> dict:
 # ------------------------------------------------------------------------------------- figures
 
 
-def collect_figures(m: Mapping) -> dict[str, dict]:
-    """Every comparable figure of one run, ``{dotted path: summary + group}``, in report order:
-    the across-seed figures (any ``across_seeds`` dict), then the seed-0 bootstrap figures, then the
-    means over seeds."""
+def _across_seed_figures(m: Mapping) -> dict[str, dict]:
+    """Every across-seed figure of the run's stages, wherever it sits, by its dotted path."""
     out: dict[str, dict] = {}
 
     def walk(node: Any, path: tuple[str, ...]) -> None:
@@ -75,27 +73,25 @@ def collect_figures(m: Mapping) -> dict[str, dict]:
     for stage, node in m.items():
         if stage not in NOT_STAGES:
             walk(node, (str(stage),))
+    return out
 
-    def add(path: str, group: str, summary: dict) -> None:
-        out.setdefault(path, {**summary, "group": group})
 
-    ev = section(m, "evaluation")
+def _scorer_figures(ev: Mapping) -> Iterator[tuple[str, dict]]:
+    """Seed 0's figures of each scorer on each benchmark: its AUROC and its filter's validated saving."""
     for scorer, benches in ev.items():
         if scorer in NOT_SCORERS:
             continue
         for bench, fig in section(benches).items():
             fig = section(fig)
             if "auroc" in fig and not is_across(fig):
-                add(
+                yield (
                     f"evaluation.{scorer}.{bench}.auroc",
-                    "seed0",
                     _summary("interval", fig["auroc"], fig.get("auroc_ci_low"), fig.get("auroc_ci_high")),
                 )
             fv = section(fig, "filter_validation")
             if "tokens_saved_pct" in fv and "tokens_saved_ci_low" in fv:
-                add(
+                yield (
                     f"evaluation.{scorer}.{bench}.filter_validation.tokens_saved_pct",
-                    "seed0",
                     _summary(
                         "interval",
                         fv["tokens_saved_pct"],
@@ -103,25 +99,28 @@ def collect_figures(m: Mapping) -> dict[str, dict]:
                         fv.get("tokens_saved_ci_high"),
                     ),
                 )
+
+
+def _seed0_figures(m: Mapping, ev: Mapping) -> Iterator[tuple[str, dict]]:
+    """Seed 0's bootstrap figures, path and summary: the scorers', ΔAUROC, Q at the first error, the
+    representations' separation."""
+    yield from _scorer_figures(ev)
     for bench, d in section(ev, "delta_auroc").items():
         if isinstance(d, Mapping) and not is_across(d) and delta_of(d) is not None:
-            add(
+            yield (
                 f"evaluation.delta_auroc.{bench}",
-                "seed0",
                 _summary("interval", delta_of(d), d.get("ci_low"), d.get("ci_high")),
             )
     for rm, fe in section(ev, "first_error").items():
         fe = section(fe)
         if "mean_delta" in fe:
-            add(
+            yield (
                 f"evaluation.first_error.{rm}.mean_delta",
-                "seed0",
                 _summary("interval", fe["mean_delta"], fe.get("delta_ci_low"), fe.get("delta_ci_high")),
             )
         if "prefix_error_auroc" in fe:
-            add(
+            yield (
                 f"evaluation.first_error.{rm}.prefix_error_auroc",
-                "seed0",
                 _summary(
                     "interval",
                     fe["prefix_error_auroc"],
@@ -132,9 +131,8 @@ def collect_figures(m: Mapping) -> dict[str, dict]:
     for rm, rep in section(m, "representations").items():
         rep = section(rep)
         if "separation_auroc" in rep:
-            add(
+            yield (
                 f"representations.{rm}.separation_auroc",
-                "seed0",
                 _summary(
                     "interval",
                     rep["separation_auroc"],
@@ -143,6 +141,9 @@ def collect_figures(m: Mapping) -> dict[str, dict]:
                 ),
             )
 
+
+def _over_seed_figures(m: Mapping, ev: Mapping) -> Iterator[tuple[str, dict]]:
+    """The means over seeds with their t-intervals, path and summary: training accuracy and each AUROC."""
     for rm, tr in section(m, "training").items():
         tr = section(tr)
         if "eval_accuracy" in tr:
@@ -152,20 +153,29 @@ def collect_figures(m: Mapping) -> dict[str, dict]:
                 if isinstance(ci, (list, tuple)) and len(ci) == 2
                 else (tr.get("eval_accuracy_ci_low"), tr.get("eval_accuracy_ci_high"))
             )
-            add(
+            yield (
                 f"training.{rm}.eval_accuracy",
-                "over_seeds",
                 _summary("t_interval", tr["eval_accuracy"], low, high, n=tr.get("n_seeds")),
             )
     for rm, benches in section(ev, "seeds").items():
         for bench, s in section(benches).items():
             s = section(s)
             if "auroc_mean" in s:
-                add(
+                yield (
                     f"evaluation.seeds.{rm}.{bench}.auroc_mean",
-                    "over_seeds",
                     _summary("t_interval", s["auroc_mean"], s.get("ci_low"), s.get("ci_high"), n=s.get("n_seeds")),
                 )
+
+
+def collect_figures(m: Mapping) -> dict[str, dict]:
+    """Every comparable figure of one run, ``{dotted path: summary + group}``, in report order:
+    the across-seed figures (any ``across_seeds`` dict), then the seed-0 bootstrap figures, then the
+    means over seeds."""
+    out = _across_seed_figures(m)
+    ev = section(m, "evaluation")
+    for group, figures in (("seed0", _seed0_figures(m, ev)), ("over_seeds", _over_seed_figures(m, ev))):
+        for path, summary in figures:
+            out.setdefault(path, {**summary, "group": group})  # a path already collected keeps its first figure
     return out
 
 

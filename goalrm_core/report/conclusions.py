@@ -818,56 +818,58 @@ def untestable(summary: Any, why: str | None) -> Any:
     return {**summary, "verdict": verdicts.NOT_TESTED, "holds": None, "reason": f"{NOT_TESTABLE}: {why}"}
 
 
-def conclusions(metrics: Mapping[str, Any]) -> list[Conclusion]:
-    """Every primary conclusion of a schema-2 ``metrics.json``, in reading order; empty for schema 1."""
-    primary = Metrics(metrics).primary
-    out: list[Conclusion] = []
-
-    def add(claim_id, claim, rm, s, scale=1.0, signed=True, unit="", sentence=""):
-        if isinstance(s, Mapping):  # a figure a damaged file does not hold is no conclusion
-            out.append(Conclusion(claim_id, claim, rm, s, scale, signed, unit, sentence))
-
-    bench = primary.get("benchmark", ID_BENCH)
+def _gate_conclusions(primary: Mapping) -> list[Conclusion]:
+    """The length gate's two conditions, one record per RM: its margin over response length on all
+    generations, then on the well-formed errors only."""
     said = gate_sentence(primary)
-    for rm, s in entries(primary, "gate", "margin_over_length").items():
-        add(f"gate.margin.{rm}", "gate: AUROC − length-only AUROC on toy-id (> 0)", rm, s, sentence=said)
+    out = [
+        Conclusion(f"gate.margin.{rm}", "gate: AUROC − length-only AUROC on toy-id (> 0)", rm, s, sentence=said)
+        for rm, s in entries(primary, "gate", "margin_over_length").items()
+    ]
     well_formed = section(primary, "gate", "well_formed")
     for rm, s in entries(well_formed, "margin_over_length").items():
         margin = well_formed.get("required_margin", 0.15)
-        add(
-            f"gate.well_formed.margin.{rm}",
+        claim = (
             f"gate, well-formed errors only: AUROC − length-only AUROC (> {margin:g})"
             if isinstance(margin, (int, float))
-            else "gate, well-formed errors only: AUROC − length-only AUROC (> the required margin)",
-            rm,
-            s,
-            sentence=said,
+            else "gate, well-formed errors only: AUROC − length-only AUROC (> the required margin)"
         )
-    add(
-        f"delta_auroc.{bench}",
-        "ΔAUROC goal-conditioned − baseline on toy-id (> 0)",
-        "both",
-        primary.get("delta_auroc"),
-        sentence=delta_sentence(primary, _n_exploratory(metrics)),
-    )
-    for rm, s in entries(primary, "first_error_did").items():
-        add(
+        out.append(Conclusion(f"gate.well_formed.margin.{rm}", claim, rm, s, sentence=said))
+    return out
+
+
+def _first_error_conclusions(primary: Mapping) -> list[Conclusion]:
+    """Q at the first error, per RM: the difference-in-differences, or a report's older after − before figure
+    (named for what it measures) where it has no other."""
+    out = [
+        Conclusion(
             f"first_error_did.{rm}",
             "Q's change at the first wrong line − at that line of correct solutions (< 0: Q falls)",
             rm,
             s,
             sentence=first_error_sentence(rm, s),
         )
+        for rm, s in entries(primary, "first_error_did").items()
+    ]
     if "first_error_did" not in primary:  # a report from before 2026-12-07: its figure, named for what it measures
-        for rm, s in entries(primary, "first_error_delta_q").items():
-            add(
+        out += [
+            Conclusion(
                 f"first_error_delta_q.{rm}",
                 "Q after − before the first error (superseded: it measures position)",
                 rm,
                 s,
                 sentence=superseded_first_error_sentence(rm, s),
             )
+            for rm, s in entries(primary, "first_error_delta_q").items()
+        ]
+    return out
+
+
+def _filter_conclusions(metrics: Mapping, primary: Mapping, bench: str) -> list[Conclusion]:
+    """Each RM's Q filter: the tokens it saves and the accuracy it costs, both "not tested" where the design
+    cannot test a filter."""
     why_untestable = filter_untestable(metrics)  # the oracle itself saves (almost) nothing here: nothing to test
+    out = []
     for rm, f in entries(primary, "filter").items():
         threshold = f.get("threshold")
         name = (
@@ -876,34 +878,46 @@ def conclusions(metrics: Mapping[str, Any]) -> list[Conclusion]:
             else "Q filter (threshold undefined)"
         )
         sentence = filter_sentence(rm, f, bench, why_untestable)
-        add(
-            f"filter.{rm}.saves_tokens",
-            f"{name}: tokens saved, % (> 0)",
-            rm,
-            untestable(f.get("tokens_saved_pct"), why_untestable),
-            1.0,
-            False,
-            " %",
-            sentence,
-        )
-        add(
-            f"filter.{rm}.costs_accuracy",
-            f"{name}: accuracy change, points (< 0: costs accuracy)",
-            rm,
-            untestable(f.get("accuracy_change"), why_untestable),
-            100.0,
-            True,
-            " points",
-            sentence,
-        )
+        out += [
+            Conclusion(
+                f"filter.{rm}.saves_tokens",
+                f"{name}: tokens saved, % (> 0)",
+                rm,
+                untestable(f.get("tokens_saved_pct"), why_untestable),
+                1.0,
+                False,
+                " %",
+                sentence,
+            ),
+            Conclusion(
+                f"filter.{rm}.costs_accuracy",
+                f"{name}: accuracy change, points (< 0: costs accuracy)",
+                rm,
+                untestable(f.get("accuracy_change"), why_untestable),
+                100.0,
+                True,
+                " points",
+                sentence,
+            ),
+        ]
+    return out
+
+
+def _pruning_conclusions(metrics: Mapping) -> list[Conclusion]:
+    """Online pruning's tokens, accuracy and (where recorded) wall time; nothing where the run decoded none."""
     pruning = mapping(metrics, "decoding", "primary", "pruning")
-    if pruning:
-        # every seed's tuning turned pruning off: nothing was pruned, so nothing was tested (older
-        # files record only the count beside the figures)
-        why = verdicts.pruning_switched_off(pruning)
-        untested = lambda s: verdicts.mark_not_tested(s, why)  # noqa: E731
-        sentence = pruning_sentence(metrics)
-        add(
+    if not pruning:
+        return []
+    # every seed's tuning turned pruning off: nothing was pruned, so nothing was tested (older
+    # files record only the count beside the figures)
+    why = verdicts.pruning_switched_off(pruning)
+
+    def untested(s):
+        return verdicts.mark_not_tested(s, why)
+
+    sentence = pruning_sentence(metrics)
+    out = [
+        Conclusion(
             "pruning.saves_tokens",
             "online pruning: tokens pruned / unpruned (< 1)",
             "goal-conditioned",
@@ -912,8 +926,8 @@ def conclusions(metrics: Mapping[str, Any]) -> list[Conclusion]:
             False,
             "",
             sentence,
-        )
-        add(
+        ),
+        Conclusion(
             "pruning.costs_accuracy",
             "online pruning: accuracy change, points (< 0: costs accuracy)",
             "goal-conditioned",
@@ -922,10 +936,12 @@ def conclusions(metrics: Mapping[str, Any]) -> list[Conclusion]:
             True,
             " points",
             sentence,
-        )
-        wall = mapping(metrics, "timings", "decoding", "pruning_across_seeds", "wall_ratio")
-        if wall:
-            add(
+        ),
+    ]
+    wall = mapping(metrics, "timings", "decoding", "pruning_across_seeds", "wall_ratio")
+    if wall:
+        out.append(
+            Conclusion(
                 "pruning.saves_wall_time",
                 "online pruning: wall time pruned / unpruned (< 1)",
                 "goal-conditioned",
@@ -935,7 +951,33 @@ def conclusions(metrics: Mapping[str, Any]) -> list[Conclusion]:
                 "",
                 sentence,
             )
+        )
     return out
+
+
+def _delta_conclusion(metrics: Mapping, primary: Mapping, bench: str) -> Conclusion:
+    """The reward comparison at the primary benchmark: goal-conditioned − baseline AUROC."""
+    return Conclusion(
+        f"delta_auroc.{bench}",
+        "ΔAUROC goal-conditioned − baseline on toy-id (> 0)",
+        "both",
+        primary.get("delta_auroc"),
+        sentence=delta_sentence(primary, _n_exploratory(metrics)),
+    )
+
+
+def conclusions(metrics: Mapping[str, Any]) -> list[Conclusion]:
+    """Every primary conclusion of a schema-2 ``metrics.json``, in reading order; empty for schema 1."""
+    primary = Metrics(metrics).primary
+    bench = primary.get("benchmark", ID_BENCH)
+    found = [
+        *_gate_conclusions(primary),
+        _delta_conclusion(metrics, primary, bench),
+        *_first_error_conclusions(primary),
+        *_filter_conclusions(metrics, primary, bench),
+        *_pruning_conclusions(metrics),
+    ]
+    return [c for c in found if isinstance(c.figure, Mapping)]  # a figure a damaged file does not hold is no conclusion
 
 
 def exploratory_conclusions(metrics: Mapping[str, Any]) -> list[Conclusion]:

@@ -597,6 +597,83 @@ def seed_statistics(
     return out
 
 
+def _gate(over, rms, bench: str, key: str, null: float) -> dict:
+    """One condition of the gate: each RM's margin over response length on ``key`` at ``bench``, and its state."""
+
+    def margin(name):
+        return lambda st: hierarchical.difference(st[key][bench][name], st[key][bench]["length only"])
+
+    margins = {
+        rm: over(lambda f, rm=rm: f[key][bench][rm] - f[key][bench]["length only"], margin(rm), null=null) for rm in rms
+    }
+    undefined = [f"{rm}: {m['reason']}" for rm, m in margins.items() if m["holds"] is None]
+    state = "undefined" if undefined else "passed" if all(m["holds"] for m in margins.values()) else "failed"
+    return {"state": state, "reason": "; ".join(undefined) or None, "margin_over_length": margins}
+
+
+def _filter_section(over, rms, filter_threshold: float) -> dict:
+    """Each RM's filter at ``filter_threshold``: the tokens it saves and the accuracy it changes."""
+    return {
+        rm: {
+            "threshold": filter_threshold,
+            "tokens_saved_pct": over(
+                lambda f, rm=rm: f["filter"][rm]["tokens_saved_pct"],
+                lambda st, rm=rm: st["filter"][rm]["tokens_saved_pct"],
+            ),
+            "accuracy_change": over(
+                lambda f, rm=rm: f["filter"][rm]["accuracy_change"],
+                lambda st, rm=rm: st["filter"][rm]["accuracy_change"],
+                expect="less",
+            ),
+        }
+        for rm in rms
+    }
+
+
+def _delta_auroc(over, run_dir, bench: str) -> tuple[dict, dict]:
+    """Goal-conditioned minus baseline AUROC: at the primary ``bench``, and at every other benchmark with its
+    p-value Holm-corrected over those others."""
+    deltas = {
+        b: over(
+            lambda f, b=b: f["auroc"][b][GOAL_CONDITIONED] - f["auroc"][b][BASELINE],
+            lambda st, b=b: hierarchical.difference(st["auroc"][b][GOAL_CONDITIONED], st["auroc"][b][BASELINE]),
+            stat_bench=b,
+        )
+        for b in benchmark_names(run_dir)
+    }
+    primary = deltas.pop(bench)
+    others = list(deltas)
+    for b, p in zip(others, stats.holm([deltas[b].get("p_value", float("nan")) for b in others])):
+        deltas[b]["p_holm"] = p
+    return primary, deltas
+
+
+def _first_error_by_position(over, rms) -> dict:
+    """The old first-error figures (mean Q after the first error minus before), kept as exploratory with the
+    note on why they measure position."""
+    return {
+        "note": FIRST_ERROR_CONFOUND,
+        **{
+            key: {
+                rm: over(lambda f, rm=rm, key=key: f[key][rm], lambda st, rm=rm, key=key: st[key][rm], expect="less")
+                for rm in rms
+            }
+            for key in ("first_error_delta_q", "first_error_delta_q_well_formed")
+        },
+    }
+
+
+def _auroc_well_formed(over, run_dir, rms) -> dict:
+    """Each benchmark's AUROC on the well-formed generations only, per RM and per reference scorer."""
+    return {
+        b: {
+            name: over(lambda f, b=b, name=name: f["auroc_well_formed"][b].get(name, float("nan")), null=0.5)
+            for name in [*rms, "length only", "policy mean logprob"]
+        }
+        for b in benchmark_names(run_dir)
+    }
+
+
 def primary_metrics(
     run_dir,
     rms,
@@ -631,20 +708,6 @@ def primary_metrics(
                 boot = hierarchical.hierarchical_bootstrap(defined, len(index[stat_bench]), n_boot, seed=boot_seed)
         return hierarchical.across_seeds_and_questions(values, boot, **kw)
 
-    def margin(key, b, name):
-        return lambda st: hierarchical.difference(st[key][b][name], st[key][b]["length only"])
-
-    def gate(key, null):
-        margins = {
-            rm: over(
-                lambda f, rm=rm: f[key][bench][rm] - f[key][bench]["length only"], margin(key, bench, rm), null=null
-            )
-            for rm in rms
-        }
-        undefined = [f"{rm}: {m['reason']}" for rm, m in margins.items() if m["holds"] is None]
-        state = "undefined" if undefined else "passed" if all(m["holds"] for m in margins.values()) else "failed"
-        return {"state": state, "reason": "; ".join(undefined) or None, "margin_over_length": margins}
-
     primary = {
         "benchmark": bench,
         "rm_seeds": list(rm_seeds),
@@ -655,9 +718,9 @@ def primary_metrics(
         # the gate's first condition: both RMs beat response length on all generations; its second:
         # both beat it by WELL_FORMED_MARGIN on correct vs well-formed incorrect ones (they verify)
         "gate": {
-            **gate("auroc", 0.0),
+            **_gate(over, rms, bench, "auroc", 0.0),
             "well_formed": {
-                **gate("auroc_well_formed", WELL_FORMED_MARGIN),
+                **_gate(over, rms, bench, "auroc_well_formed", WELL_FORMED_MARGIN),
                 "required_margin": WELL_FORMED_MARGIN,
                 # the same generations for every RM and seed (the policy's): the first RM seed's rows
                 "malformed_share": malformed_share(headline_rows(run_dir, rms[0], bench, headline, rm_seeds[0])),
@@ -673,54 +736,13 @@ def primary_metrics(
             for rm in rms
         },
         # accuracy_change: expect "less", so `holds` means the filter costs accuracy
-        "filter": {
-            rm: {
-                "threshold": filter_threshold,
-                "tokens_saved_pct": over(
-                    lambda f, rm=rm: f["filter"][rm]["tokens_saved_pct"],
-                    lambda st, rm=rm: st["filter"][rm]["tokens_saved_pct"],
-                ),
-                "accuracy_change": over(
-                    lambda f, rm=rm: f["filter"][rm]["accuracy_change"],
-                    lambda st, rm=rm: st["filter"][rm]["accuracy_change"],
-                    expect="less",
-                ),
-            }
-            for rm in rms
-        },
+        "filter": _filter_section(over, rms, filter_threshold),
     }
     exploratory: dict = {"delta_auroc": {}}
     if {BASELINE, GOAL_CONDITIONED} <= set(rms):
-        deltas = {
-            b: over(
-                lambda f, b=b: f["auroc"][b][GOAL_CONDITIONED] - f["auroc"][b][BASELINE],
-                lambda st, b=b: hierarchical.difference(st["auroc"][b][GOAL_CONDITIONED], st["auroc"][b][BASELINE]),
-                stat_bench=b,
-            )
-            for b in benchmark_names(run_dir)
-        }
-        primary["delta_auroc"] = deltas.pop(bench)
-        others = list(deltas)
-        for b, p in zip(others, stats.holm([deltas[b].get("p_value", float("nan")) for b in others])):
-            deltas[b]["p_holm"] = p
-        exploratory["delta_auroc"] = deltas
-    exploratory["first_error_after_minus_before"] = {
-        "note": FIRST_ERROR_CONFOUND,
-        **{
-            key: {
-                rm: over(lambda f, rm=rm, key=key: f[key][rm], lambda st, rm=rm, key=key: st[key][rm], expect="less")
-                for rm in rms
-            }
-            for key in ("first_error_delta_q", "first_error_delta_q_well_formed")
-        },
-    }
-    exploratory["auroc_well_formed"] = {
-        b: {
-            name: over(lambda f, b=b, name=name: f["auroc_well_formed"][b].get(name, float("nan")), null=0.5)
-            for name in [*rms, "length only", "policy mean logprob"]
-        }
-        for b in benchmark_names(run_dir)
-    }
+        primary["delta_auroc"], exploratory["delta_auroc"] = _delta_auroc(over, run_dir, bench)
+    exploratory["first_error_after_minus_before"] = _first_error_by_position(over, rms)
+    exploratory["auroc_well_formed"] = _auroc_well_formed(over, run_dir, rms)
     exploratory["note"] = (
         f"comparisons other than the primary ones on {bench}: leads, not findings; p-values Holm-corrected "
         f"over the {len(exploratory['delta_auroc'])} benchmarks"

@@ -12,7 +12,7 @@ import os
 import sys
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from tqdm.auto import tqdm
 
@@ -206,6 +206,29 @@ def wait_showing_steps(futures: dict, watched: dict, poll_s: float = 1.0, bars: 
     return {key: f.result() for key, f in futures.items()}
 
 
+def _rounds(todo: list, running: Mapping, parallel: int) -> list[tuple[list, int, Mapping]]:
+    """The rounds of ``train_rms``, each (jobs, places, runs still going to wait on): first the jobs that fill
+    all ``parallel`` places (beside the runs still going), then the ones left over, sharing every thread."""
+    left_over = min((len(running) + len(todo)) % parallel, len(todo))
+    return [(todo[: len(todo) - left_over], parallel, running), (todo[len(todo) - left_over :], left_over, {})]
+
+
+def _watched_progress(todo: list, running: Mapping, log_of: Callable) -> dict:
+    """Each job's progress file and label, for its bar: the new trainings' (their stale files removed first) and
+    those of the runs still going that have one."""
+    watched = {job: (progress_path(log_of(job)), f"{job[0]} seed {job[1]}") for job in todo}
+    for path, _ in watched.values():  # an earlier training's file would show as this one's until it starts
+        path.unlink(missing_ok=True)
+    watched.update(
+        {
+            job: (f.progress_path, f.desc or f"{job[0]} seed {job[1]}")
+            for job, f in running.items()
+            if getattr(f, "progress_path", None) is not None
+        }
+    )
+    return watched
+
+
 def train_rms(
     run_dir,
     rms: Sequence[str],
@@ -241,8 +264,7 @@ def train_rms(
     done = dict(done or {})
     running = {job: f for job, f in done.items() if isinstance(f, Future)}
     todo = [job for job in jobs if job not in done]
-    left_over = min((len(running) + len(todo)) % parallel, len(todo))
-    rounds = [(todo[: len(todo) - left_over], parallel, running), (todo[len(todo) - left_over :], left_over, {})]
+    rounds = _rounds(todo, running, parallel)
 
     def log_of(job, cfg=None) -> Path:
         rm, seed = job
@@ -252,16 +274,7 @@ def train_rms(
         return Path(cfg.save_path + ".log")
 
     # each RM's steps as it trains: a bar per RM in JupyterLab (wait_showing_steps), nothing on a batch run's page
-    watched = {job: (progress_path(log_of(job)), f"{job[0]} seed {job[1]}") for job in todo}
-    for path, _ in watched.values():  # an earlier training's file would show as this one's until it starts
-        path.unlink(missing_ok=True)
-    watched.update(
-        {
-            job: (f.progress_path, f.desc or f"{job[0]} seed {job[1]}")
-            for job, f in running.items()
-            if getattr(f, "progress_path", None) is not None
-        }
-    )
+    watched = _watched_progress(todo, running, log_of)
 
     def train(job, per_process):
         rm, seed = job

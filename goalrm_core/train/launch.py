@@ -29,7 +29,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence, TextIO
 
 from goalrm_core.paths import relative_paths
 from goalrm_core.train.config import TrainRMConfig
@@ -183,7 +183,6 @@ def run_streaming(
     full_env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
     display_fn = show or TailPrinter(tail_lines, desc).show
     recent: collections.deque[str] = collections.deque(maxlen=max(tail_lines, error_tail_lines))
-    lines: queue.Queue[str | None] = queue.Queue()
     started = time.time()
     with open(log_path, "w", encoding="utf-8") as log:
         log.write(f"$ {shlex.join(str(c) for c in cmd)}\n")
@@ -200,39 +199,7 @@ def run_streaming(
             start_new_session=True,
             preexec_fn=_dies_with_parent(),
         )
-
-        def pump() -> None:  # a thread, so a silent command still times out
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                lines.put(line)
-            lines.put(None)
-
-        threading.Thread(target=pump, daemon=True).start()
-        timed_out = False
-        try:
-            while True:
-                try:
-                    line = lines.get(timeout=0.5)
-                except queue.Empty:
-                    line = ""
-                if line is None:
-                    break
-                if line:
-                    log.write(line)
-                    visible = _shown(line)
-                    if visible.strip():
-                        recent.append(visible)
-                        display_fn(list(recent)[-tail_lines:], False)
-                if timeout_s is not None and time.time() - started > timeout_s:
-                    timed_out = True
-                    _stop(proc)
-                    break
-            proc.wait()
-            if not timed_out and proc.stdout is not None:
-                proc.stdout.close()  # the pump has read it to the end
-        except BaseException:
-            _stop(proc)
-            raise
+        timed_out = _stream_output(proc, log, recent, display_fn, tail_lines, timeout_s, started)
     wall = time.time() - started
     display_fn(list(recent)[-tail_lines:], True)
     if timed_out or proc.returncode != 0:
@@ -244,6 +211,55 @@ def run_streaming(
             f"---\n{tail}"
         )
     return RunResult(proc.returncode, log_path, wall, list(recent)[-tail_lines:])
+
+
+def _stream_output(
+    proc: subprocess.Popen,
+    log: TextIO,
+    recent: collections.deque[str],
+    display_fn: Callable[[Sequence[str], bool], None],
+    tail_lines: int,
+    timeout_s: float | None,
+    started: float,
+) -> bool:
+    """Copy ``proc``'s output into ``log`` line by line, keeping the visible lines in ``recent`` and showing the
+    last ``tail_lines`` of them, until it ends or runs past ``timeout_s`` (then stopped); returns whether it timed
+    out. Anything raised here (Ctrl-C included) stops the process group first."""
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:  # a thread, so a silent command still times out
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    timed_out = False
+    try:
+        while True:
+            try:
+                line = lines.get(timeout=0.5)
+            except queue.Empty:
+                line = ""
+            if line is None:
+                break
+            if line:
+                log.write(line)
+                visible = _shown(line)
+                if visible.strip():
+                    recent.append(visible)
+                    display_fn(list(recent)[-tail_lines:], False)
+            if timeout_s is not None and time.time() - started > timeout_s:
+                timed_out = True
+                _stop(proc)
+                break
+        proc.wait()
+        if not timed_out and proc.stdout is not None:
+            proc.stdout.close()  # the pump has read it to the end
+    except BaseException:
+        _stop(proc)
+        raise
+    return timed_out
 
 
 def _dies_with_parent() -> Callable[[], None] | None:

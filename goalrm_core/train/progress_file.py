@@ -136,7 +136,12 @@ def eta_s(record: Mapping[str, Any], now: float | None = None) -> float | None:
     return max(0.0, left)
 
 
-def _clock(seconds: float) -> str:
+def short_duration(seconds: float) -> str:
+    """``41s``, ``7m12s``, ``1h05m``: a duration as a person reads it (rounded to the second, never negative).
+
+    >>> short_duration(41.4), short_duration(432), short_duration(3900), short_duration(-3)
+    ('41s', '7m12s', '1h05m', '0s')
+    """
     seconds = max(0, int(round(seconds)))
     if seconds < 60:
         return f"{seconds}s"
@@ -155,7 +160,7 @@ def describe(record: Mapping[str, Any], now: float | None = None, fallback_label
     elif record["step"] >= record["total"]:
         eta = "evaluating and saving"
     else:
-        eta = "ETA unknown" if left is None else f"ETA {_clock(left)}"
+        eta = "ETA unknown" if left is None else f"ETA {short_duration(left)}"
     return f"{label}: step {int(record['step'])}/{int(record['total'])}, {eta}"
 
 

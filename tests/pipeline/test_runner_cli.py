@@ -753,21 +753,23 @@ def test_a_dry_run_checks_everything_prints_the_plan_and_runs_nothing(tmp_path, 
     assert re.search(r"  03_gamma: ~\d+s\n", out) and "estimated from the last run in" in out and fake.calls == []
 
 
+def _reference_report(tmp_path, monkeypatch, durations, matmul_gflops):
+    """A committed reference report of profile 'tiny' under ``tmp_path/reference`` (each stage's time in
+    ``durations``, run at ``matmul_gflops``), where the runner looks for it."""
+    folder = tmp_path / "reference" / "tiny"
+    folder.mkdir(parents=True)
+    stages = [{"name": name, "status": "ok", "duration_s": seconds} for name, seconds in durations.items()]
+    (folder / "status.json").write_text(json.dumps({"stages": stages}))
+    speed = {"matmul_gflops": matmul_gflops}
+    (folder / "metrics.json").write_text(json.dumps({"provenance": {"machine": {"speed": speed}}}))
+    monkeypatch.setattr(runner, "REFERENCE_REPORTS", str(tmp_path / "reference"))
+
+
 def test_a_first_run_takes_its_eta_from_the_committed_report(tmp_path, monkeypatch, capsys):
     """In a report folder with no earlier run, the stage lines' ETA is the committed reference report's time
     scaled to this machine's speed, and says so."""
     p = _project(tmp_path)
-    reference = tmp_path / "reference"
-    (reference / "tiny").mkdir(parents=True)
-    (reference / "tiny" / "status.json").write_text(
-        json.dumps(
-            {"stages": [{"name": n, "status": "ok", "duration_s": 60.0} for n in ("01_alpha", "02_beta", "03_gamma")]}
-        )
-    )
-    (reference / "tiny" / "metrics.json").write_text(
-        json.dumps({"provenance": {"machine": {"speed": {"matmul_gflops": 100.0}}}})
-    )
-    monkeypatch.setattr(runner, "REFERENCE_REPORTS", str(reference))
+    _reference_report(tmp_path, monkeypatch, dict.fromkeys(("01_alpha", "02_beta", "03_gamma"), 60.0), 100.0)
     monkeypatch.setattr(runner, "execute_stage", FakeStages())
     assert main(p["flags"]) == 0
     first = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("[1/3 01_alpha] running"))
@@ -817,17 +819,7 @@ def test_the_eta_takes_an_earlier_run_s_own_time_before_the_scaled_reference(tmp
     """A new report folder of a run folder that ran before: the stage records' own times, not the committed
     report's scaled by the probe (which then never runs); metrics.json's stage times count as well."""
     p = _project(tmp_path)
-    reference = tmp_path / "reference"
-    (reference / "tiny").mkdir(parents=True)
-    (reference / "tiny" / "status.json").write_text(
-        json.dumps(
-            {"stages": [{"name": n, "status": "ok", "duration_s": 60.0} for n in ("01_alpha", "02_beta", "03_gamma")]}
-        )
-    )
-    (reference / "tiny" / "metrics.json").write_text(
-        json.dumps({"provenance": {"machine": {"speed": {"matmul_gflops": 100.0}}}})
-    )
-    monkeypatch.setattr(runner, "REFERENCE_REPORTS", str(reference))
+    _reference_report(tmp_path, monkeypatch, dict.fromkeys(("01_alpha", "02_beta", "03_gamma"), 60.0), 100.0)
     records.record_stage(p["run"], "01_alpha", {"run_dir": str(p["run"])}, duration_s=1500.0)
     p["out"].mkdir(parents=True)
     (p["out"] / "metrics.json").write_text(json.dumps({"timings": {"beta": {"wall_s": 700.0}}}))
@@ -847,18 +839,10 @@ def test_a_probe_on_a_loaded_machine_says_the_eta_may_be_long(tmp_path, monkeypa
     from goalrm_core.pipeline import progress
 
     p = _project(tmp_path)
-    reference = tmp_path / "reference"
-    (reference / "tiny").mkdir(parents=True)
-    (reference / "tiny" / "status.json").write_text(
-        json.dumps({"stages": [{"name": "01_alpha", "status": "ok", "duration_s": 600.0}]})
-    )
-    (reference / "tiny" / "metrics.json").write_text(
-        json.dumps({"provenance": {"machine": {"speed": {"matmul_gflops": 300.0}}}})
-    )
+    _reference_report(tmp_path, monkeypatch, {"01_alpha": 600.0}, 300.0)
     monkeypatch.setattr("goalrm_core.threads.matmul_gflops", lambda threads: 30.0)
     monkeypatch.setattr(progress.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(progress, "_load_average", lambda: 5.2)
-    monkeypatch.setattr(runner, "REFERENCE_REPORTS", str(reference))
     monkeypatch.setattr(runner, "execute_stage", FakeStages())
     assert main([*p["flags"], "--only", "01"]) == 0
     out = capsys.readouterr().out
