@@ -102,11 +102,27 @@ def test_the_recipe_covers_every_training_key_notebook_02_declares():
 
 
 @pytest.mark.parametrize("profile", available_profiles())
-def test_every_profile_training_key_reaches_the_trainer(profile):
+def test_every_profile_training_key_reaches_the_trainer(profile, tmp_path, monkeypatch):
+    """Each training key of a profile is the config's field of that name; a packaged model's name (real-lm's
+    ``pretrain: smollm2-135m``) becomes its converted folder, here the tiny twin's, packaged as the real one."""
+    from smollm2_twin import fake_package, write_twin_gguf
+
+    from goalrm_core.model import pretrained
+
     settings = load_profile(profile)
+    packaged = settings.get("pretrain") in pretrained.PACKAGED_MODELS
+    if packaged:
+        write_twin_gguf(tmp_path / "twin.gguf")
+        model = fake_package(tmp_path / "site", tmp_path / "twin.gguf")
+        monkeypatch.syspath_prepend(str(tmp_path / "site"))
+        monkeypatch.setitem(pretrained.PACKAGED_MODELS, settings["pretrain"], model)
+        monkeypatch.setenv(pretrained.CACHE_ENV, str(tmp_path / "cache"))
     cfg = TrainRMConfig.from_dict({k: v for k, v in settings.items() if k in TRAINER_KEYS})
     for key in settings.keys() & set(TRAINER_KEYS):
-        assert getattr(cfg, key) == settings[key], key
+        expected = pretrained.resolve_model(settings[key]) if key == "pretrain" and packaged else settings[key]
+        assert getattr(cfg, key) == expected, key
+    if packaged:
+        assert cfg.pretrain == str(tmp_path / "cache" / settings["pretrain"])
 
 
 def test_max_len_comes_from_one_function():
