@@ -25,15 +25,20 @@ from pathlib import Path
 from typing import Any, Mapping
 
 SOURCE_PROFILE = "demo"
+#: every folder of stage notebooks, with the profile its parameters cells are generated from
+NOTEBOOK_SOURCES = {"notebooks": SOURCE_PROFILE, "notebooks/real-lm": "real-lm"}
 INTERACTIVE_ROOT = "runs/interactive"
 RUNNER_KEYS = ("profile", "run_dir", "reports_dir")
 #: the notebook that trains the RMs: it declares every trainer setting the demo profile gives, and receives
 #: every one a profile gives (``runner.stage_parameters``)
 TRAINING_STAGE = "02_training"
-_HEADER = (
-    f"# generated from params/{SOURCE_PROFILE}.yaml by `goalrm sync-notebooks` (edit the profile, not this cell);\n"
-    f"# run by hand, this notebook writes under {INTERACTIVE_ROOT}/, never into reports/\n"
-)
+
+
+def _header(profile_name: str) -> str:
+    return (
+        f"# generated from params/{profile_name}.yaml by `goalrm sync-notebooks` (edit the profile, not this cell);\n"
+        f"# run by hand, this notebook writes under {INTERACTIVE_ROOT}/, never into reports/\n"
+    )
 
 
 def interactive_defaults(profile: str = SOURCE_PROFILE) -> dict[str, str]:
@@ -105,7 +110,8 @@ def _cell_comments(source: str) -> dict[str | None, list[str]]:
     """The comment lines of a cell, by the key they stand above (``None``: after the last key); the
     generated header is not a comment of the cell's own."""
     lines = source.splitlines()
-    header = len(_HEADER.splitlines()) if source.startswith(_HEADER) else 0
+    first = source.split("\n", 1)[0]
+    header = len(_header("").splitlines()) if first.startswith("# generated from params/") else 0
     starts = {}
     try:
         starts = {
@@ -150,7 +156,7 @@ def cell_source(
         for k in ordered
         for line in [*comments.get(k, []), f"{k} = {_literal(runner[k] if k in runner else profile[k])}"]
     ]
-    return _HEADER + "\n".join([*lines, *comments.get(None, [])]) + "\n"
+    return _header(profile_name) + "\n".join([*lines, *comments.get(None, [])]) + "\n"
 
 
 def _cell_of(path: Path) -> tuple[dict, dict, str]:
@@ -177,12 +183,21 @@ def notebook_keys(paths: list[Path], profile: Mapping[str, Any]) -> dict[Path, l
     return keys
 
 
-def sync_notebook(path: Path, profile: Mapping[str, Any], write: bool, keys: list[str] | None = None) -> bool:
+def sync_notebook(
+    path: Path,
+    profile: Mapping[str, Any],
+    write: bool,
+    keys: list[str] | None = None,
+    profile_name: str = SOURCE_PROFILE,
+) -> bool:
     """Rewrite ``path``'s parameters cell from ``profile`` (its ``keys``: by default those it declares);
     return whether it differed."""
     notebook, cell, source = _cell_of(path)
     wanted = cell_source(
-        keys if keys is not None else declared_keys(source, path), profile, comments=_cell_comments(source)
+        keys if keys is not None else declared_keys(source, path),
+        profile,
+        profile_name,
+        comments=_cell_comments(source),
     )
     if source == wanted:
         return False
@@ -199,11 +214,13 @@ def stage_notebooks(notebooks_dir: Path) -> list[Path]:
     return sorted(Path(notebooks_dir).glob("[0-9][0-9]_*.ipynb"))
 
 
-def sync_notebooks(notebooks_dir: Path, profile: Mapping[str, Any], write: bool) -> list[Path]:
+def sync_notebooks(
+    notebooks_dir: Path, profile: Mapping[str, Any], write: bool, profile_name: str = SOURCE_PROFILE
+) -> list[Path]:
     """Every stage notebook whose parameters cell differs from ``profile`` (rewritten when ``write``)."""
     paths = stage_notebooks(notebooks_dir)
     keys = notebook_keys(paths, profile)
-    return [p for p in paths if sync_notebook(p, profile, write, keys[p])]
+    return [p for p in paths if sync_notebook(p, profile, write, keys[p], profile_name)]
 
 
 def missing_keys(profile: Mapping[str, Any], declared: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -223,24 +240,31 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(
         prog="goalrm sync-notebooks",
-        description=f"Write the notebooks' parameters cells (names and values) from the resolved "
-        f"params/{SOURCE_PROFILE}.yaml.",
+        description="Write the notebooks' parameters cells (names and values) from their profile: "
+        + "; ".join(f"{folder}/ from params/{name}.yaml" for folder, name in NOTEBOOK_SOURCES.items()),
     )
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 when a cell differs")
-    parser.add_argument("--notebooks-dir", default="notebooks")
+    parser.add_argument("--notebooks-dir", default=None, help="one folder only (default: every folder above)")
     parser.add_argument("--params-dir", default="params")
     args = parser.parse_args(argv)
-    profile = load_profile(SOURCE_PROFILE, args.params_dir)
-    changed = sync_notebooks(resolve_path(args.notebooks_dir), profile, write=not args.check)
-    for path in changed:
-        print(f"{'differs' if args.check else 'rewrote'}: {path}")
-    if not changed:  # say what was checked, so that a silent success is not mistaken for nothing done
-        n = len(stage_notebooks(resolve_path(args.notebooks_dir)))
-        print(
-            f"{'checked' if args.check else 'nothing to write'}: the parameters cells of the {n} notebooks in "
-            f"{args.notebooks_dir}/ match params/{SOURCE_PROFILE}.yaml (names and values)"
-        )
-    if args.check and changed:
-        print(f"run `goalrm sync-notebooks` to write them from params/{SOURCE_PROFILE}.yaml", file=sys.stderr)
-        return 1
-    return 0
+    folders = (
+        {args.notebooks_dir: NOTEBOOK_SOURCES.get(args.notebooks_dir.rstrip("/"), SOURCE_PROFILE)}
+        if args.notebooks_dir
+        else NOTEBOOK_SOURCES
+    )
+    failed = False
+    for folder, name in folders.items():
+        profile = load_profile(name, args.params_dir)
+        changed = sync_notebooks(resolve_path(folder), profile, write=not args.check, profile_name=name)
+        for path in changed:
+            print(f"{'differs' if args.check else 'rewrote'}: {path}")
+        if not changed:  # say what was checked, so that a silent success is not mistaken for nothing done
+            n = len(stage_notebooks(resolve_path(folder)))
+            print(
+                f"{'checked' if args.check else 'nothing to write'}: the parameters cells of the {n} notebooks in "
+                f"{folder}/ match params/{name}.yaml (names and values)"
+            )
+        if args.check and changed:
+            print(f"run `goalrm sync-notebooks` to write them from params/{name}.yaml", file=sys.stderr)
+            failed = True
+    return 1 if failed else 0

@@ -55,7 +55,7 @@ def _type_matches(expected: type, value: Any) -> bool:
 
 # Keys the runner itself reads (the report's name, where the run goes, the pinned thread count): a
 # profile may set them although no notebook declares them.
-RUNNER_READS = ("profile", "run_dir", "torch_threads")
+RUNNER_READS = ("profile", "run_dir", "torch_threads", "notebooks")
 
 
 def declared_keys_of(declared: Mapping[str, Mapping[str, Any]]) -> set[str]:

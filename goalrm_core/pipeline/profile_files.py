@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import yaml
 
@@ -90,10 +90,21 @@ COMMAND_LINE_PROFILES = {
 }
 
 
-def notebook_profile(name: str) -> str:
+#: The key of a profile that names the folder of its own stage notebooks (``real-lm``: ``notebooks/real-lm``);
+#: a profile without it runs ``notebooks/``, the ToyMath notebooks.
+NOTEBOOKS_KEY = "notebooks"
+DEFAULT_NOTEBOOKS = "notebooks"
+
+
+def notebooks_folder(settings: Mapping[str, Any]) -> str:
+    """The folder of the stage notebooks that run a profile's ``settings``."""
+    return settings.get(NOTEBOOKS_KEY) or DEFAULT_NOTEBOOKS
+
+
+def notebook_profile(name: str, params_dir: str | os.PathLike | None = None) -> str:
     """``name`` when the notebooks run it (``goalrm report``, ``goalrm sweep``); a one-line error pointing to
-    the command that runs it when it is a command-line profile."""
-    if name in COMMAND_LINE_PROFILES:
+    the command that runs it when it is a command-line profile with no notebooks of its own (``notebooks:``)."""
+    if name in COMMAND_LINE_PROFILES and not load_profile(name, params_dir).get(NOTEBOOKS_KEY):
         raise ValueError(
             f"params/{name}.yaml is a command-line profile, not a notebook one: run "
             f"`{COMMAND_LINE_PROFILES[name]}` (docs/migration.md)"

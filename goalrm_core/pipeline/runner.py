@@ -28,7 +28,7 @@ from goalrm_core.paths import relative_paths, resolve_path, shown_path
 from goalrm_core.pipeline.execute import discover_stages, error_info, execute_stage, match_stage, project_relative
 from goalrm_core.pipeline.notebook_params import TRAINING_STAGE, declared_parameters, missing_keys
 from goalrm_core.pipeline.profile_checks import check_settings, coerce_to_declared, list_from_text, unknown_key_message
-from goalrm_core.pipeline.profile_files import load_profile, notebook_profile, profile_path
+from goalrm_core.pipeline.profile_files import load_profile, notebook_profile, notebooks_folder, profile_path
 from goalrm_core.pipeline.profile_values import check_value, parse_set_flags
 from goalrm_core.pipeline.progress import (
     HEARTBEAT_S,
@@ -330,7 +330,7 @@ def checked_settings(
 def run_report(
     profile: str,
     *,
-    notebooks_dir: str | os.PathLike = "notebooks",
+    notebooks_dir: str | os.PathLike | None = None,
     params_dir: str | os.PathLike = "params",
     reports_root: str | os.PathLike = USER_REPORTS,
     kernel_name: str = "goalrm",
@@ -443,10 +443,11 @@ def _checked_profile(
     """(the profile's settings with ``overrides`` on top, checked; the stage notebooks; the parameters
     each declares; the overrides as applied). The warnings are logged once, on the run's own output
     (a sweep prefixes them with the point)."""
-    settings = load_profile(notebook_profile(profile), params_dir)
+    settings = load_profile(notebook_profile(profile, params_dir), params_dir)
     source = shown_path(profile_path(profile, params_dir))
     for key, value in (overrides or {}).items():
         check_value(overrides_source, key, value)
+    notebooks_dir = notebooks_dir if notebooks_dir is not None else notebooks_folder(settings)
     stages = discover_stages(resolve_path(notebooks_dir))
     if not stages:
         raise ValueError(f"no NN_topic.ipynb notebooks in {resolve_path(notebooks_dir)}")
@@ -586,7 +587,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--from", dest="from_stage", default=None, help="resume from this stage (NN or NN_topic)")
     parser.add_argument("--only", nargs="+", default=None, help="run only these stages (NN or NN_topic)")
     parser.add_argument("--kernel", default="goalrm", help="Jupyter kernel name (default: goalrm)")
-    parser.add_argument("--notebooks-dir", default="notebooks")
+    parser.add_argument(
+        "--notebooks-dir",
+        default=None,
+        help="the stage notebooks (default: the profile's `notebooks` key, else notebooks/)",
+    )
     parser.add_argument("--params-dir", default="params")
     parser.add_argument(
         "--reports-dir",
@@ -628,7 +633,7 @@ def resume_command(args: argparse.Namespace, stage: str) -> str:
         parts += ["--name", shlex.quote(args.name)]
     for option, default in (
         ("kernel", "goalrm"),
-        ("notebooks_dir", "notebooks"),
+        ("notebooks_dir", None),
         ("params_dir", "params"),
         ("reports_dir", USER_REPORTS),
     ):

@@ -73,13 +73,33 @@ COMMAND_LINE_KEYS: dict[str, tuple[type, Range | None, str]] = {
         _COUNT,
         "Tokens of a GSM8K RM input at most (one per character: longer pairs are not drawn).",
     ),
+    "notebooks": (
+        str,
+        None,
+        "The folder of the profile's own stage notebooks, which `goalrm report --profile <name>` runs (real-lm: "
+        "`notebooks/real-lm`).",
+    ),
     # real-lm: the same data split three ways for a pretrained backbone (the rm: block's pretrain)
     "validation_fraction": (float, _SHARE, "Share of GSM8K questions and HH dialogues that choose sizes and levers."),
     "reported_fraction": (float, _SHARE, "Share of GSM8K questions and HH dialogues reported (drawn first)."),
     "n_gsm8k_pairs": (int, _COUNT, "GSM8K training pairs at most (a seeded sample of those the questions give)."),
+    "report_split": (
+        str,
+        None,
+        "The held-out split the real-lm notebooks score and report: `reported`, or `validation` while sizes and "
+        "levers are chosen.",
+    ),
 }
 #: the notebook keys a command-line profile may set, meaning the same as in a notebook profile
-SHARED_NOTEBOOK_KEYS = ("run_dir", "rm_processes", "filter_threshold", "n_boot", "rm_seeds")
+SHARED_NOTEBOOK_KEYS = (
+    "run_dir",
+    "torch_threads",
+    "rm_processes",
+    "filter_threshold",
+    "skip_first",
+    "n_boot",
+    "rm_seeds",
+)
 _RECIPE_TYPES = {
     f.name: {"str": str, "int": int, "float": float, "bool": bool}.get(f.type)
     for f in dataclasses.fields(TrainRMConfig)

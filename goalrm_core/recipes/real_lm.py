@@ -211,7 +211,9 @@ def _summarise(statistics, n_clusters: int, null: float, n_boot: int, seed: int)
     ones = np.ones((1, n_clusters), dtype=np.int64)
     values = [float(np.asarray(f(ones))[0]) for f in statistics]
     boot = hierarchical.hierarchical_bootstrap(statistics, n_clusters, n_boot, seed=seed)
-    return hierarchical.across_seeds_and_questions(values, boot, null=null)
+    summary = hierarchical.across_seeds_and_questions(values, boot, null=null)
+    # an AUROC or an accuracy lies in [0, 1], a difference of two in [-1, 1]: the interval is kept inside
+    return hierarchical.clipped(summary, 0.0, 1.0) if null == 0.5 else hierarchical.clipped(summary, -1.0, 1.0)
 
 
 def base_lm_mean_logprobs(profile: Mapping[str, Any], name: str, prompts, responses, out: Path) -> list[float]:

@@ -48,6 +48,50 @@ def answer(metrics: Mapping) -> str:
     )
 
 
+#: The real-text report's designs: (section of ``evaluation.primary``, measure, what one item is, its words)
+REAL_TEXT_DESIGNS = (
+    ("gsm8k", "auroc", "questions", "GSM8K: AUROC of the reward on held-out model solutions"),
+    ("hh", "accuracy", "dialogues", "HH-RLHF harmless: pairwise accuracy on held-out pairs"),
+)
+REAL_TEXT_SCOPE = (
+    "A 135M-parameter model trained on a CPU says nothing about the paper's 7-8B results; SmolLM2 may have seen "
+    "GSM8K during pre-training; and HH here is a split of one test set (harmless-base test pairs)."
+)
+
+
+def _interval(summary: Mapping) -> str:
+    return (
+        f"{fmt.fixed(summary.get('mean'), 3)} [{fmt.fixed(summary.get('ci_low'), 3)}, "
+        f"{fmt.fixed(summary.get('ci_high'), 3)}], MDE {fmt.fixed(summary.get('mde'), 3)}: "
+        f"{summary.get('verdict', 'undefined')}"
+    )
+
+
+def real_text_answer(metrics: Mapping) -> str:
+    """The real-text report's first paragraphs (``evaluation.primary`` with a ``gsm8k`` section): per design, the
+    paired goal-conditioned − baseline difference with its interval over RM seeds and questions (or dialogues),
+    its MDE and verdict, then each RM against chance and the scorers that need no training; then what a 135M
+    model on a CPU cannot say. Empty for any other report."""
+    primary = Metrics(metrics).primary
+    if mapping(primary, "gsm8k") is None:
+        return ""
+    seeds = primary.get("rm_seeds") or []
+    out = []
+    for key, measure, items, words in REAL_TEXT_DESIGNS:
+        part_ = section(primary, key)
+        delta = section(part_, f"delta_{measure}")
+        arms = "; ".join(f"{rm} {_interval(section(part_, rm, measure))} (against 0.5)" for rm in RMS)
+        reference = ", ".join(
+            f"{name} {fmt.fixed(value(r, 'estimate'), 3)}" for name, r in section(part_, "reference").items()
+        )
+        first = (
+            f"{words}, {len(seeds)} paired RM seeds, {part_.get(items, '?')} {items} of the "
+            f"{primary.get('split', '?')} split: goal-conditioned − baseline {_interval(delta)}."
+        )
+        out.append(part("answer", first=first, scope=f"{arms}. No training needed: {reference}."))
+    return "".join(out) + part("paragraph", text=REAL_TEXT_SCOPE, css="answer")
+
+
 def step_answer(metrics: Mapping, calibration: Sequence[Mapping] = (), design: str = "") -> str:
     """The front page's second sentence: the step-verifier bench's comparison (goal-conditioned Q against the
     baseline RM's partial reward, first-error F1 on exact labels), then what label noise costs where the

@@ -34,6 +34,7 @@ from goalrm_core.report.findings import (
     gate_state,
     judge,
     primary_findings,
+    real_text_answer,
     step_answer,
     summary,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "gate_state",
     "judge",
     "primary_findings",
+    "real_text_answer",
     "result_sections",
     "savings_figure",
     "steering_section",

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from goalrm_core.report.conclusions import conclusions, detail_gate_reading, gate_state, gate_words, over_questions
-from goalrm_core.report.frontpage import answer, result_sections, step_answer
+from goalrm_core.report.frontpage import answer, real_text_answer, result_sections, step_answer
 from goalrm_core.report.metrics_view import PROVENANCE_KEY, TIMINGS_KEY, Metrics, detail_seed, entries, mapping, value
 from goalrm_core.report.provenance import provenance_html
 from goalrm_core.report.regimes import regimes_html
@@ -249,11 +249,14 @@ def render_index(profile: str, generated: str, stages: list[dict], metrics: Mapp
         else ""
     )
     metric_rows = [(k, _format_value(v) + (seed_only if k == DETAIL_GATE_KEY else "")) for k, v in rows]
+    # a real-text report (evaluation.primary by data set) opens on its own answer; the ToyMath sections do not apply
+    toymath = mapping(Metrics(metrics).primary, "gsm8k") is None
     sections = [
         _drawn("The answer", answer, metrics),
+        _drawn("The real-text answer", real_text_answer, metrics),
         _drawn("The step-verifier answer", step_answer, metrics, calibration_rows(out_dir), profile),
         _drawn("The length gate", _gate, metrics),
-        _drawn("The result sections", result_sections, metrics)
+        (_drawn("The result sections", result_sections, metrics) if toymath else "")
         + _drawn("The reproduction section", reproduction_html, metrics, out_dir)
         + _drawn("The side-by-side section", regimes_html, profile, out_dir),
     ]
