@@ -93,3 +93,26 @@ def test_the_padding_table_is_the_committed_results():
         assert row["padding_share"] == round(1 - row["real_tokens"] / row["tokens"], 4), row["name"]
     block = f"{module.BEGIN}\n{module.table(rows)}\n{module.END}"
     assert block in module.DOC.read_text(encoding="utf-8"), "run: python benchmarks/padding.py --doc"
+
+
+def test_the_real_lm_harness_runs_quick_on_the_twin(tmp_path):
+    """benchmarks/real_lm.py --quick on the tiny SmolLM2 twin (converted as the real model is): every lever of
+    goalrm's trainer and its plain-loop twin ran, and bucketed scoring agrees with batch 1."""
+    from smollm2_twin import write_twin_gguf
+
+    from goalrm_core.model.pretrained import convert_gguf
+
+    write_twin_gguf(tmp_path / "twin.gguf")
+    convert_gguf(tmp_path / "twin.gguf", tmp_path / "twin")
+    spec = importlib.util.spec_from_file_location("bench_real_lm", HARNESS.parent / "real_lm.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "real_lm.json"
+    assert module.main(["--quick", "--pretrain", str(tmp_path / "twin"), "--threads", "1", "--out", str(out)]) == 0
+    results = json.loads(out.read_text())
+    assert set(results["levers"]) == set(module.GOALRM_VARIANTS)
+    for name, lever in results["levers"].items():
+        assert lever["goalrm_tokens_per_s"]["median"] > 0 and lever["fraction_of_peak"] > 0, name
+        assert ("train_tokens_per_s_ratio_vs_plain_loop" in lever) == (name in module.PLAIN_VARIANTS), name
+    assert results["scoring"]["max_abs_diff"] < 1e-4 and results["scoring"]["ratio"] > 0
+    assert results["shapes"]["layers"] == 2
