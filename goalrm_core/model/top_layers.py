@@ -124,12 +124,17 @@ def token_logprobs(hidden: torch.Tensor, weight: torch.Tensor, input_ids: torch.
 
 
 #: Config fields that do not change what the frozen layers compute (where the model came from, the RM's own
-#: fields, the cache flag): left out of :func:`backbone_identity`, so the same weights read from two folders match.
+#: fields, the cache flag; the pad id, which a saved RM sets to its tokenizer's and the forward never reads; the
+#: config's dtype, when the weights' own dtypes are hashed): left out of :func:`backbone_identity`, so the same
+#: weights read from two folders match (the backbone a run trains from and the RM it saves).
 IDENTITY_IGNORES = (
     "_name_or_path",
     "architectures",
     "transformers_version",
     "use_cache",
+    "pad_token_id",
+    "dtype",
+    "torch_dtype",
     "num_labels",
     "id2label",
     "label2id",
@@ -339,12 +344,17 @@ class FeatureCache:
 
     @classmethod
     def load(cls, folder: str | Path, model: "RewardModel", layer: int) -> "FeatureCache":
-        """The cache of ``model``'s states entering ``layer`` kept in ``folder`` (:meth:`save`); an empty one with
-        that identity when the folder holds none. A file whose recorded identity is not the model's is a one-line
-        error."""
+        """The cache of ``model``'s states entering ``layer`` kept in ``folder`` (:meth:`load_backbone`)."""
+        return cls.load_backbone(folder, model.backbone, layer)
+
+    @classmethod
+    def load_backbone(cls, folder: str | Path, backbone: nn.Module, layer: int) -> "FeatureCache":
+        """The cache of ``backbone``'s states entering ``layer`` kept in ``folder`` (:meth:`save`); an empty one with
+        that identity when the folder holds none. A file whose recorded identity is not the backbone's is a
+        one-line error."""
         from safetensors import safe_open
 
-        cache = cls(layer, backbone_identity(model.backbone, layer))
+        cache = cls(layer, backbone_identity(backbone, layer))
         path = cache.path(folder)
         if not path.is_file():
             return cache

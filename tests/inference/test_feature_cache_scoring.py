@@ -19,7 +19,7 @@ from goalrm_core.cli.get_representation import main as get_representation_main
 from goalrm_core.data.io import ArtifactError, read_jsonl, write_jsonl
 from goalrm_core.data.rundir import scored_path
 from goalrm_core.model.reward_model import GOALRM_JSON, RewardModel, load_reward_model, save_reward_model
-from goalrm_core.model.top_layers import freeze_lower_layers
+from goalrm_core.model.top_layers import FeatureCache, freeze_lower_layers
 
 #: The cached path against the full forward, both float32: the same kernels on the same inputs, apart from the
 #: padding around a text in its batch (the cache pass batches by length, longest first), so they agree to ~1e-6.
@@ -149,6 +149,22 @@ def test_an_rm_of_other_frozen_weights_never_reads_another_backbones_states(twin
     with pytest.raises(ValueError, match="a feature cache of another backbone or layer") as e:
         eval_rm(world, base, "e-again", "cache-e")
     assert "\n" not in str(e.value)
+
+
+def test_the_rm_a_run_saves_reads_the_cache_the_run_kept(twin, tmp_path):
+    """The states a training run kept (its backbone as loaded from --pretrain) are its saved RM's: saving sets the
+    config's pad id to the tokenizer's (train-rm's may differ from the backbone's), which the forward never reads."""
+    lm, tokenizer = twin
+    model = RewardModel(copy.deepcopy(lm.model)).float()
+    freeze_lower_layers(model, 1)
+    texts = [tokenizer(r["question"] + r["generated_solution"])["input_ids"] for r in ROWS]
+    kept = FeatureCache(1).fill(model, texts, 2).save(tmp_path / "cache")
+    other_pad = copy.deepcopy(tokenizer)
+    other_pad.pad_token = "<|endoftext|>"
+    saved = load_reward_model(save_reward_model(model, tmp_path / "rm", other_pad))
+    assert saved.config.pad_token_id == 0 != lm.config.pad_token_id
+    again = FeatureCache.load(tmp_path / "cache", saved, saved.feature_layer)
+    assert again.path(tmp_path / "cache") == kept and again.read == len(texts)
 
 
 def test_the_first_trained_layer_is_read_from_old_and_new_checkpoints(twin, tmp_path):
