@@ -16,6 +16,13 @@ The same pass gives the base LM's log-prob of every text's tokens (``logprobs=Tr
 embedding matrix of a backbone with tied embeddings, SmolLM2's, else ``lm_head.weight`` of ``--pretrain``'s
 safetensors): :meth:`FeatureCache.mean_logprob`.
 
+Scoring reads the same cache (``eval-rm`` and ``get-representation --feature_cache_dir``,
+:func:`goalrm_core.inference.forward.open_feature_cache`): a saved RM records its first trained layer
+(``feature_layer`` in ``goalrm.json``), and the file it reads is the one of its own frozen weights' identity, so
+every RM of one backbone shares one pass of the frozen layers. A text that begins a cached one reads its states
+(:meth:`FeatureCache.lookup`); :func:`cached_token_logprobs` gives the base LM's log-probs from them through its
+own top layers, norm and head.
+
 Llama-style backbones only: ``embed_tokens``, ``layers``, ``norm`` and ``rotary_emb`` (Llama, SmolLM2, Mistral,
 Qwen2 …); any other is refused in one line.
 """
