@@ -151,8 +151,10 @@ def test_a_run_trains_scores_and_summarises_one_split_over_rm_seeds(setting):
     summary = real_lm.real_lm_run(split="validation", **setting)
     p = real_lm.real_lm_paths(setting["run_dir"])
     assert summary["rm_seeds"] == [0, 1]
-    cache = list((p["feature_cache"] / "gsm8k").iterdir())
-    assert cache, "the frozen layer's states are kept for every RM of a data set"
+    for data in ("gsm8k", "hh"):  # one file per data set: training, scoring and the base LM share one backbone
+        assert len(list((p["feature_cache"] / data).iterdir())) == 1, data
+    for log in p["logs"].glob("get-representation-*.log"):  # each goal response begins a training text
+        assert "texts' states read from" in log.read_text() and "new texts" not in log.read_text()
     gsm8k, hh = summary["gsm8k"], summary["hh"]
     for rm in real_lm.RMS:
         auroc = gsm8k[rm]["auroc"]
