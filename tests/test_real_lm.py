@@ -82,13 +82,79 @@ def test_the_reported_split_is_asked_for_by_name(setting):
         real_lm.real_lm_commands(split="test", **setting)
 
 
+def test_every_scoring_command_reads_its_data_sets_feature_cache(setting):
+    p = real_lm.real_lm_paths(setting["run_dir"])
+    cmds = real_lm.real_lm_commands(split="validation", **setting)
+    scoring = {name: cmd for name, cmd in cmds.items() if name.startswith(("get-representation-", "eval-rm-"))}
+    assert len(scoring) == 3 * len(setting["rm_seeds"])
+    for name, cmd in scoring.items():
+        assert cmd[cmd.index("--feature_cache_dir") + 1] == str(p["feature_cache"] / "gsm8k"), name
+    for name, cmd in cmds.items():
+        if name.startswith("train-"):
+            data = name.removeprefix("train-").split("-")[0]
+            assert cmd[cmd.index("--feature_cache_dir") + 1] == str(p["feature_cache"] / data), name
+
+
+def hh_rm(folder: Path, seed: int) -> Path:
+    """An RM of the packaged twin as train-rm --train_top_layers 1 saves one: its top layer and head moved."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from goalrm_core.model.reward_model import RewardModel, save_reward_model
+    from goalrm_core.model.top_layers import freeze_lower_layers
+
+    pretrained = resolve_model(SMOLLM2_135M.name)
+    torch.manual_seed(seed)
+    model = RewardModel(AutoModel.from_pretrained(pretrained, dtype=torch.float32))
+    freeze_lower_layers(model, 1)
+    with torch.no_grad():
+        for weight in model.parameters():
+            if weight.requires_grad:
+                weight.add_(0.05 * torch.randn_like(weight))
+    return save_reward_model(model, folder, AutoTokenizer.from_pretrained(pretrained))
+
+
+#: read through the feature cache against the full forward, both float32 (tests/inference/test_feature_cache_scoring)
+CACHE_TOL = 1e-5
+
+
+def test_hh_verdicts_and_the_base_lms_log_probs_read_the_feature_cache(setting, tmp_path, capsys):
+    """pair_correct through the cache: the full forward's verdicts (and rewards), the second RM reading the first
+    one's states; the base LM's mean log-probs from the states they kept: the full forward's, computing none."""
+    from goalrm_core.recipes.commands import pair_correct
+
+    pairs = [
+        {"question": f"how do I bake bread {i}?", "correct": "Mix flour and water.", "incorrect": f"No {i}."}
+        for i in range(6)
+    ]
+    rms = [hh_rm(tmp_path / f"rm-{seed}", seed) for seed in (0, 1)]
+    cache = tmp_path / "feature-cache"
+    capsys.readouterr()
+    for rm in rms:
+        assert (pair_correct(rm, pairs, "hh", 256) == pair_correct(rm, pairs, "hh", 256, cache)).all()
+    err = capsys.readouterr().err
+    assert err.count("new texts") == 1 and "texts' states read from" in err
+
+    profile = {"pretrain": SMOLLM2_135M.name, "train_top_layers": 1}
+    prompts = [real_lm.apply_template("hh", r["question"]) for r in pairs] * 2
+    responses = [r["correct"] for r in pairs] + [r["incorrect"] for r in pairs]
+    full = real_lm.base_lm_mean_logprobs(profile, "hh", prompts, responses, tmp_path / "full.jsonl")
+    cached = real_lm.base_lm_mean_logprobs(profile, "hh", prompts, responses, tmp_path / "cached.jsonl", cache)
+    assert max(abs(a - b) for a, b in zip(full, cached)) < CACHE_TOL
+    assert "0 tokens through the frozen layers" in capsys.readouterr().err  # every text began one an RM scored
+    again = real_lm.base_lm_mean_logprobs(profile, "hh", prompts, responses, tmp_path / "cached.jsonl", cache)
+    assert again == cached and "base LM log-probs" not in capsys.readouterr().err  # a rerun reads what was kept
+
+
 @pytest.mark.slow
 def test_a_run_trains_scores_and_summarises_one_split_over_rm_seeds(setting):
     summary = real_lm.real_lm_run(split="validation", **setting)
     p = real_lm.real_lm_paths(setting["run_dir"])
     assert summary["rm_seeds"] == [0, 1]
-    cache = list((p["feature_cache"] / "gsm8k").iterdir())
-    assert cache, "the frozen layer's states are kept for every RM of a data set"
+    for data in ("gsm8k", "hh"):  # one file per data set: training, scoring and the base LM share one backbone
+        assert len(list((p["feature_cache"] / data).iterdir())) == 1, data
+    for log in p["logs"].glob("get-representation-*.log"):  # each goal response begins a training text
+        assert "texts' states read from" in log.read_text() and "new texts" not in log.read_text()
     gsm8k, hh = summary["gsm8k"], summary["hh"]
     for rm in real_lm.RMS:
         auroc = gsm8k[rm]["auroc"]

@@ -93,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         flash_attn=args.flash_attn,
         device=args.device,
         goal_rows=args.goal_rows,
+        feature_cache_dir=args.feature_cache_dir,
         command=manifest.command_line("goalrm eval-rm", argv),
     )
     for bench, splits in counts.items():

@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     # numpy, torch and transformers, once the flags parse and the output folder is usable
     import numpy as np
 
-    from goalrm_core.inference.forward import load_for_reading
+    from goalrm_core.inference.forward import keep_feature_cache, load_for_reading, open_feature_cache
     from goalrm_core.inference.goal_state import goal_state_from_pairs
     from goalrm_core.model.reward_model import load_rm_tokenizer
 
@@ -85,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         model = load_for_reading(args.reward_model_path, args.bf16, args.flash_attn, args.device)
         tokenizer = load_rm_tokenizer(args.reward_model_path, model)
         pairs, _ = load_source_rows(args.dataset_path, "train")
+        desc = f"reward model {args.reward_model_path}"
+        cache = open_feature_cache(model, args.feature_cache_dir, desc)
         goal = goal_state_from_pairs(
             model,
             tokenizer,
@@ -97,7 +99,9 @@ def main(argv: list[str] | None = None) -> int:
             progress=True,
             encoding=args.encoding,
             readout=args.readout,
+            feature_cache=cache,
         )
+        keep_feature_cache(cache, args.feature_cache_dir, desc)
         save_dir = Path(args.save_dir)
         out, official = (
             save_dir / "goal_state.npy",

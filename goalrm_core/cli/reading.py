@@ -28,3 +28,12 @@ def add_reading_arguments(p, script: str) -> None:
     )
     p.add_argument("--flash_attn", action="store_true", help="Use flash-attn 2 (CUDA + the flash-attn package).")
     p.add_argument("--device", default="auto", help="auto (the GPU when there is one), cpu, cuda, cuda:N.")
+    p.add_argument(
+        "--feature_cache_dir",
+        help="A folder of frozen layers' states (train-rm's --feature_cache_dir): an RM trained with "
+        "--train_top_layers N runs only its top N layers, its norm and its head on the states its frozen layers "
+        "give each text, read from there when an RM of the same frozen weights kept them, else computed once and "
+        "kept there for the next one (one file per backbone identity: the frozen weights, dtype, config and layer; "
+        "another backbone's file is never read). The scores are the full forward's to float rounding. An RM that "
+        "trained every layer is scored by the full forward, with a notice.",
+    )

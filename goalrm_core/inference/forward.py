@@ -7,12 +7,18 @@ back with its input index. How the text becomes tokens is ``encoding`` (see ``mo
 where the reward is read is ``readout``: ``eos`` reads it at the EOS after ``response + " "`` (the
 training input), ``last_token`` at the response's last token (what the official eval_rm.py and
 get_representation.py feed: template + response, nothing appended).
+
+An RM trained with ``--train_top_layers N`` can read through a feature cache (``ReadSpec.feature_cache``,
+:func:`open_feature_cache`; ``--feature_cache_dir`` of ``eval-rm`` and ``get-representation``): the states its
+frozen layers give each text are computed once (or read from a cache another RM of the same frozen weights
+filled) and only its top layers, norm and head run per RM, with the full forward's results to float rounding.
 """
 
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -23,6 +29,7 @@ from goalrm_core.choices import READOUTS
 from goalrm_core.flags import check_choice
 from goalrm_core.model.encoding import encode_prompt_response, left_pad
 from goalrm_core.model.reward_model import RewardModel, load_reward_model
+from goalrm_core.model.top_layers import FeatureCache, decoder_layers
 
 UNTRUNCATED = 2**62  # the token limit ``max_len`` 0 stands for: no sequence is cut
 
@@ -70,7 +77,8 @@ class ReadSpec:
 
     ``encoding`` and ``readout`` (see the module docstring); ``max_len`` the token limit (0: none);
     ``batch_size`` the sequences per forward pass; ``bucket`` batches similar lengths together;
-    ``progress`` shows a bar named ``desc``."""
+    ``progress`` shows a bar named ``desc``; ``feature_cache`` (:func:`open_feature_cache`) the RM's frozen
+    layers' states, filled with those of the texts it lacks, from which only the top layers run."""
 
     encoding: str
     readout: str
@@ -79,6 +87,7 @@ class ReadSpec:
     bucket: bool = True
     progress: bool = False
     desc: str = "score"
+    feature_cache: FeatureCache | None = None
 
 
 def iter_scored(
@@ -93,6 +102,7 @@ def iter_scored(
     desc: str = "score",
     encoding: str = "split",
     readout: str = "eos",
+    feature_cache: FeatureCache | None = None,
 ) -> Iterator[tuple[int, ScoredSequence]]:
     """:func:`iter_read` with the spec's fields as arguments."""
     yield from iter_read(
@@ -108,6 +118,7 @@ def iter_scored(
             bucket=bucket,
             progress=progress,
             desc=desc,
+            feature_cache=feature_cache,
         ),
     )
 
@@ -154,10 +165,16 @@ def iter_read(
         else list(range(len(encoded)))
     )
     device = next(model.parameters()).device
+    cache = spec.feature_cache
+    if cache is not None:
+        cache.fill(model, [e.input_ids for e in encoded], tokenizer.pad_token_id, batch_size=spec.batch_size)
     for start in tqdm(range(0, len(order), spec.batch_size), desc=spec.desc, disable=not spec.progress, mininterval=2):
         idx = order[start : start + spec.batch_size]
-        ids, mask = left_pad([encoded[i].input_ids for i in idx], tokenizer.pad_token_id)
-        out = model(ids.to(device), mask.to(device), torch.tensor([encoded[i].num_actions for i in idx], device=device))
+        texts = [encoded[i].input_ids for i in idx]
+        ids, mask = left_pad(texts, tokenizer.pad_token_id)
+        features = None if cache is None else cache.padded(texts).to(device)
+        num_actions = torch.tensor([encoded[i].num_actions for i in idx], device=device)
+        out = model(ids.to(device), mask.to(device), num_actions, features=features)
         values, hidden = out.values.float().cpu(), out.hidden.float().cpu()
         for row, i in enumerate(idx):
             n = encoded[i].num_actions
@@ -167,3 +184,44 @@ def iter_read(
                     out.reward[row].item(), values[row, -n:].numpy(), hidden[row, -n:], n, encoded[i].truncated
                 ),
             )
+
+
+def open_feature_cache(model: RewardModel, folder: str | Path | None, desc: str = "score") -> FeatureCache | None:
+    """The feature cache in ``folder`` of ``model``'s frozen layers (:meth:`FeatureCache.load`: the file of its
+    backbone identity, so a cache another backbone, dtype or layer filled is never read), with one line on stderr
+    saying what it holds; None without a folder, or, with a notice, for an RM that trained every layer (scored by
+    the full forward)."""
+    if folder is None:
+        return None
+    if model.feature_layer is None:
+        print(
+            f"notice: {desc}: --feature_cache_dir {folder} is not used: this RM trained every layer (no "
+            "--train_top_layers), so no frozen layers' states can be shared with another RM; scored by the full "
+            "forward",
+            file=sys.stderr,
+        )
+        return None
+    cache = FeatureCache.load(folder, model, model.feature_layer)
+    others = [f for f in Path(folder).glob("features-*.safetensors") if f != cache.path(folder)]
+    held = (
+        f"{cache.read} texts' states read from {cache.path(folder)}"
+        if cache.read
+        else f"no states of this backbone there yet ({len(others)} file(s) of other backbones, dtypes or layers "
+        f"left alone); they are computed and kept in {cache.path(folder)}"
+    )
+    top = len(decoder_layers(model.backbone)) - cache.layer
+    print(f"feature cache: {desc}: {held}; each batch runs the top {top} layers", file=sys.stderr)
+    return cache
+
+
+def keep_feature_cache(cache: FeatureCache | None, folder: str | Path | None, desc: str = "score") -> None:
+    """Save ``cache`` into ``folder`` when its fills computed new texts (for the next RM of this backbone), with one
+    line on stderr."""
+    if cache is None or folder is None or not cache.tokens:
+        return
+    path = cache.save(folder)
+    print(
+        f"feature cache: {desc}: {len(cache) - cache.read} new texts, {cache.tokens} tokens through the frozen "
+        f"layers in {cache.seconds:.1f} s; {len(cache)} texts kept in {path}",
+        file=sys.stderr,
+    )

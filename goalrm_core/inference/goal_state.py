@@ -27,6 +27,7 @@ from goalrm_core.inference.forward import ReadSpec, iter_read
 from goalrm_core.model.encoding import require_text
 from goalrm_core.model.reward_model import RewardModel
 from goalrm_core.model.templates import apply_template
+from goalrm_core.model.top_layers import FeatureCache
 
 #: a goal state's norm below this times sqrt(hidden size) is refused (see check_goal_state)
 GOAL_NORM_FLOOR = 1e-6
@@ -173,9 +174,11 @@ def goal_states(
     *,
     encoding: str,
     readout: str,
+    feature_cache: FeatureCache | None = None,
 ) -> dict[str, np.ndarray]:
     """:func:`goal_state` of each of ``methods``, the same arrays, from one pass of the RM over the
-    responses for the methods that read them all, and one over the response the others draw."""
+    responses for the methods that read them all, and one over the response the others draw
+    (``feature_cache``: see ``inference.forward.ReadSpec``)."""
     for method in methods:
         check_choice("goal method", method, GOAL_METHODS)
     if not responses:
@@ -187,7 +190,13 @@ def goal_states(
     one = [m for m in methods if m in ONE_RESPONSE]
     every = [m for m in methods if m not in ONE_RESPONSE]
     spec = ReadSpec(
-        encoding=encoding, readout=readout, max_len=max_len, batch_size=batch_size, progress=progress, desc="goal state"
+        encoding=encoding,
+        readout=readout,
+        max_len=max_len,
+        batch_size=batch_size,
+        progress=progress,
+        desc="goal state",
+        feature_cache=feature_cache,
     )
     goals = {}
     if one:

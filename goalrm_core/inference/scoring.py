@@ -37,10 +37,17 @@ from goalrm_core.data.io import (
 from goalrm_core.data.rundir import eval_settings_path, official_all_rows, rm_name, scored_path
 from goalrm_core.data.schema import SCORED_GENERATION_FIELDS
 from goalrm_core.flags import safe_path_part
-from goalrm_core.inference.forward import ReadSpec, iter_read, load_for_reading
+from goalrm_core.inference.forward import (
+    ReadSpec,
+    iter_read,
+    keep_feature_cache,
+    load_for_reading,
+    open_feature_cache,
+)
 from goalrm_core.inference.goal_state import check_goal_state_owner, load_goal_state, q_values
 from goalrm_core.model.reward_model import RewardModel, load_rm_tokenizer
 from goalrm_core.model.templates import apply_template
+from goalrm_core.model.top_layers import FeatureCache
 from goalrm_core.train.distributed import join_process_group, launcher_world
 
 
@@ -59,10 +66,11 @@ def score_generations(
     encoding: str,
     readout: str,
     after_row: Callable[[int], None] | None = None,
+    feature_cache: FeatureCache | None = None,
 ) -> list[dict]:
     """Copy of each row with ``reward``, ``partial_rewards``, ``num_actions`` and, given a goal, ``cosine_sim``
-    (``encoding`` and ``readout``: see ``inference.forward``). ``after_row`` is called with the number
-    of rows scored so far, after each."""
+    (``encoding``, ``readout`` and ``feature_cache``: see ``inference.forward``). ``after_row`` is called with the
+    number of rows scored so far, after each."""
     prompts = [apply_template(template, r["question"]) for r in rows]
     responses = [r["generated_solution"] for r in rows]
     spec = ReadSpec(
@@ -73,6 +81,7 @@ def score_generations(
         bucket=bucket,
         progress=progress,
         desc=desc,
+        feature_cache=feature_cache,
     )
     scored: list[dict | None] = [None] * len(rows)
     for done, (i, s) in enumerate(iter_read(model, tokenizer, prompts, responses, spec), start=1):
@@ -145,6 +154,11 @@ def _equivalent_command(
 SHARDS = ".shards"  # a hidden sub-folder of the RM's output folder: no reader takes it for results
 
 
+def rank_note(world: int, rank: int) -> str:
+    """`` (rank r)`` in the lines of one process of data-parallel scoring; nothing for one process."""
+    return f" (rank {rank})" if world > 1 else ""
+
+
 def _process_group(device: str) -> tuple[int, int, str]:
     """(rank, world size, device) of this process: one process, or one of the ``torchrun`` /
     ``deepspeed`` launcher's processes (they set RANK and WORLD_SIZE), each on its own GPU."""
@@ -198,6 +212,7 @@ def eval_rm(
     device: str = "auto",
     command: str | None = None,
     goal_rows: str = "one",
+    feature_cache_dir: str | Path | None = None,
 ) -> dict[str, dict[str, int]]:
     """Score every benchmark's greedy and sampled generations into
     ``save_dir/<rm_name>/<bench>/{greedy,all}/output-metrics-dense.jsonl`` (the official layout: ``all/``
@@ -205,7 +220,9 @@ def eval_rm(
     ``save_dir/<rm_name>/eval_rm.json``.
     ``filter_threshold`` is only recorded there: it is applied by ``goalrm metrics`` (see the module
     docstring). ``encoding`` and ``readout``: see ``inference.forward``; ``device`` ``auto`` is the GPU
-    when there is one; ``goal_rows``: see ``inference.goal_state.GOAL_ROWS``.
+    when there is one; ``goal_rows``: see ``inference.goal_state.GOAL_ROWS``; ``feature_cache_dir``: the folder of
+    the frozen layers' states an RM trained with ``--train_top_layers`` reads and adds to
+    (``inference.forward.open_feature_cache``; its scores are the full forward's to float rounding).
 
     Finished or absent: every input is read and checked before scoring starts; the RM's folder is
     marked in progress before its first file is written, and its manifest (``data.manifest``: the
@@ -252,6 +269,8 @@ def eval_rm(
         }
         if goal_rows != "one":
             settings["goal_rows"] = goal_rows
+        if feature_cache_dir is not None:
+            settings["feature_cache_dir"] = str(feature_cache_dir)
         command = command or _equivalent_command(
             completions_data_path,
             reward_model_path,
@@ -268,17 +287,28 @@ def eval_rm(
         )
 
         # score and write: in this process, or data-parallel (rank 0 merges and writes)
-        spec = ReadSpec(encoding=encoding, readout=readout, max_len=max_len, batch_size=batch_size, progress=progress)
+        source = f"reward model {reward_model_path}"
+        cache = open_feature_cache(model, feature_cache_dir, source + rank_note(world, rank))
+        spec = ReadSpec(
+            encoding=encoding,
+            readout=readout,
+            max_len=max_len,
+            batch_size=batch_size,
+            progress=progress,
+            feature_cache=cache,
+        )
         score, truncated = _scorer(
             model,
             tokenizer,
             template,
             goal,
             spec,
-            f"reward model {reward_model_path}",
-            f" (rank {rank})" if world > 1 else "",
+            source,
+            rank_note(world, rank),
         )
         written = _score_all(work, out_dir, command, score, rank, world)
+        if rank == 0:  # the other ranks' new texts are computed again by the next RM
+            keep_feature_cache(cache, feature_cache_dir, source)
         if written is None:  # a data-parallel rank but 0: rank 0 wrote everything
             return {bench: {} for bench in benchmarks}
         counts, outputs = written
@@ -361,6 +391,7 @@ def _scorer(
             desc=desc,
             encoding=spec.encoding,
             readout=spec.readout,
+            feature_cache=spec.feature_cache,
         )
         check_finite_scores(scored, f"{source}, {desc}{rank_note}")
         truncated[desc] = truncated.get(desc, 0) + sum(bool(r["truncated"]) for r in scored)

@@ -332,8 +332,8 @@ def _write_config(model: RewardModel, tokenizer: Any, folder: Path, official: bo
 def _goalrm_record(
     model: RewardModel, config: PretrainedConfig, tokenizer: Any, save_format: str, training_args: dict | None
 ) -> dict:
-    """What ``goalrm.json`` holds: the format, the head and how the reward is read, the tokenizer's hash and the
-    training's arguments."""
+    """What ``goalrm.json`` holds: the format, the head and how the reward is read, the first trained decoder layer
+    (``--train_top_layers``; None when every layer trained), the tokenizer's hash and the training's arguments."""
     official = save_format == "official"
     return {
         "checkpoint_format": save_format,
@@ -343,6 +343,7 @@ def _goalrm_record(
         "head_module": OFFICIAL_HEAD if official or model.value_head_strategy == "mlp" else "score",
         "base_model_prefix": model.prefix,
         "hidden_size": config.hidden_size,
+        "feature_layer": model.feature_layer,
         "tokenizer_sha256": None if tokenizer is None else tokenizer_sha256(tokenizer),
         "training_args": training_args or {},
     }
@@ -443,6 +444,25 @@ def read_goalrm_json(path: str | Path) -> dict:
     except ValueError as e:
         raise ArtifactError(f"{meta_path}: field 'reward_pool': {e}") from None
     return meta
+
+
+def recorded_feature_layer(meta: dict, config: PretrainedConfig, path: str | Path) -> int | None:
+    """The first trained decoder layer of an RM saved by ``train-rm --train_top_layers N``: ``feature_layer`` of its
+    ``goalrm.json`` or, in one saved before goalrm recorded it, ``L - N`` from its ``training_args``; None when every
+    layer trained. Which states a feature cache may give it is decided by its frozen weights
+    (:func:`~goalrm_core.model.top_layers.backbone_identity`), never by this number alone."""
+    layers = getattr(config, "num_hidden_layers", None)
+    if "feature_layer" in meta:
+        layer = meta["feature_layer"]
+    else:
+        top = (meta.get("training_args") or {}).get("train_top_layers") or 0
+        layer = layers - top if isinstance(top, int) and top > 0 and isinstance(layers, int) else None
+    if layer is not None and (isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < (layers or 0)):
+        raise ArtifactError(
+            f"{Path(path) / GOALRM_JSON}: feature_layer {layer!r} is no layer of the backbone's {layers}; save or "
+            f"train the RM again"
+        )
+    return layer
 
 
 def tokenizer_sha256(tokenizer) -> str:
@@ -672,6 +692,8 @@ def load_reward_model(path: str | Path, dtype: torch.dtype | None = None, flash_
             load_torch_model(model, path, strict=True)
         except (RuntimeError, OSError, ValueError) as e:
             raise ArtifactError(f"{path}: weights do not match the saved config ({str(e)[:300]})") from None
+    if (path / GOALRM_JSON).is_file():  # an official-format folder the official code wrote records none
+        model.feature_layer = recorded_feature_layer(read_goalrm_json(path), config, path)
     bad = nonfinite_tensors(model.state_dict())
     if bad:
         raise ArtifactError(f"{path}: NaN or inf weights in {describe_tensors(bad)}; the reward model is broken")

@@ -16,12 +16,20 @@ The same pass gives the base LM's log-prob of every text's tokens (``logprobs=Tr
 embedding matrix of a backbone with tied embeddings, SmolLM2's, else ``lm_head.weight`` of ``--pretrain``'s
 safetensors): :meth:`FeatureCache.mean_logprob`.
 
+Scoring reads the same cache (``eval-rm`` and ``get-representation --feature_cache_dir``,
+:func:`goalrm_core.inference.forward.open_feature_cache`): a saved RM records its first trained layer
+(``feature_layer`` in ``goalrm.json``), and the file it reads is the one of its own frozen weights' identity, so
+every RM of one backbone shares one pass of the frozen layers. A text that begins a cached one reads its states
+(:meth:`FeatureCache.lookup`); :func:`cached_token_logprobs` gives the base LM's log-probs from them through its
+own top layers, norm and head.
+
 Llama-style backbones only: ``embed_tokens``, ``layers``, ``norm`` and ``rotary_emb`` (Llama, SmolLM2, Mistral,
 Qwen2 …); any other is refused in one line.
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 from pathlib import Path
@@ -123,12 +131,17 @@ def token_logprobs(hidden: torch.Tensor, weight: torch.Tensor, input_ids: torch.
 
 
 #: Config fields that do not change what the frozen layers compute (where the model came from, the RM's own
-#: fields, the cache flag): left out of :func:`backbone_identity`, so the same weights read from two folders match.
+#: fields, the cache flag; the pad id, which a saved RM sets to its tokenizer's and the forward never reads; the
+#: config's dtype, when the weights' own dtypes are hashed): left out of :func:`backbone_identity`, so the same
+#: weights read from two folders match (the backbone a run trains from and the RM it saves).
 IDENTITY_IGNORES = (
     "_name_or_path",
     "architectures",
     "transformers_version",
     "use_cache",
+    "pad_token_id",
+    "dtype",
+    "torch_dtype",
     "num_labels",
     "id2label",
     "label2id",
@@ -184,11 +197,25 @@ class FeatureCache:
         self.logprobs: dict[tuple[int, ...], torch.Tensor] = {}
         self.tokens = 0  # tokens run through the frozen layers
         self.seconds = 0.0
+        self._sorted: list[tuple[int, ...]] | None = None  # the cached texts in order, for lookup; None: stale
 
     def __len__(self) -> int:
         return len(self.states)
 
-    @torch.no_grad()
+    def lookup(self, text: Sequence[int]) -> torch.Tensor | None:
+        """The cached states of ``text``, or of a cached text it begins (a causal backbone's states of a prefix are
+        the prefix's own, its positions counted from its first token as here); None when neither is cached."""
+        key = tuple(text)
+        hit = self.states.get(key)
+        if hit is not None:
+            return hit
+        if self._sorted is None:
+            self._sorted = sorted(self.states)
+        at = bisect.bisect_left(self._sorted, key)  # the first cached text >= key begins with key if any does
+        if at < len(self._sorted) and self._sorted[at][: len(key)] == key:
+            return self.states[self._sorted[at]][: len(key)]
+        return None
+
     def fill(
         self,
         model: "RewardModel",
@@ -198,38 +225,47 @@ class FeatureCache:
         pretrain: str | Path | None = None,
         batch_size: int = CACHE_BATCH,
     ) -> "FeatureCache":
-        """Run the frozen layers once (eval mode, no gradients) over each text not yet cached, longest first in
-        batches of ``batch_size``, and keep its states. The first batch of a fill is checked against the model's
-        full forward (:data:`SELF_CHECK_TOL`); a mismatch is a one-line error. With ``logprobs`` the same pass
-        continues through the top layers and the norm (the backbone as loaded) to the LM head."""
-        import time
-
-        t0 = time.perf_counter()
+        """:meth:`fill_backbone` with the RM's backbone, which must be frozen below this cache's layer
+        (:func:`freeze_lower_layers`, or the ``feature_layer`` its checkpoint records)."""
         if model.feature_layer != self.layer:
             raise ValueError(
                 f"a feature cache of the states entering layer {self.layer} filled from a model that trains from "
                 f"layer {model.feature_layer}: freeze_lower_layers the model to match"
             )
-        backbone = model.backbone
-        identity = backbone_identity(backbone, self.layer)
-        if self.identity not in (None, identity):
-            raise ValueError(
-                "this feature cache holds the states of another backbone, dtype or layer (identity "
-                f"{self.identity[:12]}, this model's {identity[:12]} at layer {self.layer}): start a new cache"
-            )
-        self.identity = identity
-        todo = sorted(
-            {tuple(t) for t in texts if tuple(t) not in (self.logprobs if logprobs else self.states)},
-            key=lambda t: (-len(t), t),
-        )
+        return self.fill_backbone(model.backbone, texts, pad_id, logprobs, pretrain, batch_size)
+
+    @torch.no_grad()
+    def fill_backbone(
+        self,
+        backbone: nn.Module,
+        texts: Iterable[Sequence[int]],
+        pad_id: int,
+        logprobs: bool = False,
+        pretrain: str | Path | None = None,
+        batch_size: int = CACHE_BATCH,
+    ) -> "FeatureCache":
+        """Run the frozen layers once (eval mode, no gradients) over each text not yet cached (:meth:`lookup`),
+        longest first in batches of ``batch_size``, and keep its states. The first batch of a fill is checked
+        against the backbone's full forward (:data:`SELF_CHECK_TOL`); a mismatch is a one-line error. With
+        ``logprobs`` the same pass continues through the top layers and the norm (the backbone as loaded) to the
+        LM head."""
+        import time
+
+        t0 = time.perf_counter()
+        self.claim(backbone)
+        if logprobs:
+            todo = {tuple(t) for t in texts if tuple(t) not in self.logprobs}
+        else:
+            todo = {tuple(t) for t in texts if self.lookup(t) is None}
+        todo = sorted(todo, key=lambda t: (-len(t), t))
         weight = lm_head_weight(backbone, pretrain) if logprobs else None
         if logprobs and weight is None:
             raise ValueError(
                 "the base LM's log-probs need its LM head: the backbone has no tied embeddings and --pretrain "
                 "holds no lm_head.weight"
             )
-        was_training = model.training
-        model.eval()
+        was_training = backbone.training
+        backbone.eval()
         try:
             for b in range(0, len(todo), batch_size):
                 chunk = todo[b : b + batch_size]
@@ -239,7 +275,7 @@ class FeatureCache:
                 positions = position_ids_from_mask(mask)
                 states = run_layers(backbone, backbone.embed_tokens(ids), mask, positions, 0, self.layer)
                 if b == 0:
-                    self._check(model, ids, mask, states)
+                    self._check(backbone, ids, mask, states)
                 if weight is not None:
                     final = backbone.norm(run_layers(backbone, states, mask, positions, self.layer))
                     lp = token_logprobs(final, weight, ids).cpu()
@@ -249,23 +285,34 @@ class FeatureCache:
                     self.states[text] = states[row, width - len(text) :].clone()
                     if weight is not None:
                         self.logprobs[text] = lp[row, width - len(text) :].clone()
+                self._sorted = None
                 self.tokens += int(mask.sum())
         finally:
-            model.train(was_training)
+            backbone.train(was_training)
         self.seconds += time.perf_counter() - t0
         return self
 
-    def _check(self, model: "RewardModel", ids: torch.Tensor, mask: torch.Tensor, states: torch.Tensor) -> None:
-        one = torch.ones(ids.shape[0], dtype=torch.long, device=ids.device)  # num_actions, for a reward_pool mean model
-        full = model(ids, mask, one).hidden
-        cached = model(ids, mask, one, features=states).hidden
+    def claim(self, backbone: nn.Module) -> None:
+        """Record ``backbone``'s identity as this cache's, or refuse a backbone of another (one line)."""
+        identity = backbone_identity(backbone, self.layer)
+        if self.identity not in (None, identity):
+            raise ValueError(
+                "this feature cache holds the states of another backbone, dtype or layer (identity "
+                f"{self.identity[:12]}, this model's {identity[:12]} at layer {self.layer}): start a new cache"
+            )
+        self.identity = identity
+
+    def _check(self, backbone: nn.Module, ids: torch.Tensor, mask: torch.Tensor, states: torch.Tensor) -> None:
+        positions = position_ids_from_mask(mask)
+        full = backbone(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=False).last_hidden_state
+        cached = backbone.norm(run_layers(backbone, states, mask, positions, self.layer))
         real = mask.bool()
         diff = (full[real].float() - cached[real].float()).abs().max().item()
         tol = SELF_CHECK_TOL.get(full.dtype, 5e-2)
         if not diff <= tol:
             raise ValueError(
                 f"--train_top_layers: the top layers run from cached states differ from the backbone's own forward "
-                f"by {diff:.3g} (> {tol:g}) on {type(model.backbone).__name__}: its forward is not the Llama-style "
+                f"by {diff:.3g} (> {tol:g}) on {type(backbone).__name__}: its forward is not the Llama-style "
                 f"loop goalrm mirrors; train every layer (--train_top_layers 0)"
             )
 
@@ -304,12 +351,17 @@ class FeatureCache:
 
     @classmethod
     def load(cls, folder: str | Path, model: "RewardModel", layer: int) -> "FeatureCache":
-        """The cache of ``model``'s states entering ``layer`` kept in ``folder`` (:meth:`save`); an empty one with
-        that identity when the folder holds none. A file whose recorded identity is not the model's is a one-line
-        error."""
+        """The cache of ``model``'s states entering ``layer`` kept in ``folder`` (:meth:`load_backbone`)."""
+        return cls.load_backbone(folder, model.backbone, layer)
+
+    @classmethod
+    def load_backbone(cls, folder: str | Path, backbone: nn.Module, layer: int) -> "FeatureCache":
+        """The cache of ``backbone``'s states entering ``layer`` kept in ``folder`` (:meth:`save`); an empty one with
+        that identity when the folder holds none. A file whose recorded identity is not the backbone's is a
+        one-line error."""
         from safetensors import safe_open
 
-        cache = cls(layer, backbone_identity(model.backbone, layer))
+        cache = cls(layer, backbone_identity(backbone, layer))
         path = cache.path(folder)
         if not path.is_file():
             return cache
@@ -338,14 +390,15 @@ class FeatureCache:
         return cache
 
     def padded(self, texts: Sequence[Sequence[int]]) -> torch.Tensor:
-        """The cached states of ``texts`` as one left-padded (rows, longest, hidden) tensor, zeros at the padding,
-        laid out as :func:`left_pad` lays out their ids. A text not cached is a KeyError naming its length."""
+        """The cached states of ``texts`` (:meth:`lookup`) as one left-padded (rows, longest, hidden) tensor, zeros at
+        the padding, laid out as :func:`left_pad` lays out their ids. A text not cached is a KeyError naming its
+        length."""
         rows = []
         for text in texts:
-            try:
-                rows.append(self.states[tuple(text)])
-            except KeyError:
-                raise KeyError(f"a text of {len(text)} tokens is not in the feature cache (fill it first)") from None
+            states = self.lookup(text)
+            if states is None:
+                raise KeyError(f"a text of {len(text)} tokens is not in the feature cache (fill it first)")
+            rows.append(states)
         width = max(len(r) for r in rows)
         out = rows[0].new_zeros((len(rows), width, rows[0].shape[-1]))
         for i, r in enumerate(rows):
@@ -371,3 +424,39 @@ class FeatureCollator:
         batch["features"] = self.cache.padded([it["chosen_ids"] for it in items] + [it["rejected_ids"] for it in items])
         assert batch["features"].shape[:2] == batch["input_ids"].shape
         return batch
+
+
+@torch.no_grad()
+def cached_token_logprobs(
+    backbone: nn.Module,
+    weight: torch.Tensor,
+    cache: FeatureCache,
+    texts: Sequence[Sequence[int]],
+    pad_id: int,
+    batch_size: int = CACHE_BATCH,
+) -> list[torch.Tensor]:
+    """Each text's log-prob (float32) of every token after its first, under the LM of ``backbone`` and the LM head
+    ``weight``, from the cached states of the text without its last token (computed first where the cache holds
+    neither them nor a longer text they begin: :meth:`FeatureCache.fill_backbone`): only the layers from the
+    cache's up, the final norm and the head run. ``cache`` must be of this backbone's frozen layers (one line if
+    not)."""
+    if any(len(t) < 2 for t in texts):
+        raise ValueError("a text of fewer than 2 tokens has no token after its first to give the log-prob of")
+    heads = [tuple(t[:-1]) for t in texts]
+    cache.fill_backbone(backbone, heads, pad_id, batch_size=batch_size)
+    device = backbone.embed_tokens.weight.device
+    out: list[torch.Tensor] = [torch.empty(0)] * len(texts)
+    order = sorted(range(len(texts)), key=lambda i: len(heads[i]))
+    for b in range(0, len(order), batch_size):
+        idx = order[b : b + batch_size]
+        _, mask = left_pad([heads[i] for i in idx], pad_id)
+        mask = mask.to(device)
+        states = cache.padded([heads[i] for i in idx]).to(device)
+        hidden = backbone.norm(run_layers(backbone, states, mask, position_ids_from_mask(mask), cache.layer))
+        width = hidden.shape[1]
+        for row, i in enumerate(idx):  # one row's logits at a time: (tokens, vocabulary) is large for a real LM
+            real = hidden[row, width - len(heads[i]) :].float()
+            logp = torch.log_softmax(real @ weight.float().T, dim=-1)
+            targets = torch.tensor(texts[i][1:], device=device)
+            out[i] = logp.gather(-1, targets[:, None]).squeeze(-1).cpu()
+    return out

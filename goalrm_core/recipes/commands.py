@@ -13,7 +13,7 @@ from transformers import AutoTokenizer
 
 from goalrm_core.data.io import ArtifactError
 from goalrm_core.flags import check_choice
-from goalrm_core.inference.forward import iter_scored
+from goalrm_core.inference.forward import iter_scored, keep_feature_cache, open_feature_cache
 from goalrm_core.model.reward_model import load_reward_model
 from goalrm_core.model.templates import apply_template
 from goalrm_core.paths import resolve_path
@@ -63,14 +63,21 @@ def data_file(profile: Mapping[str, Any], key: str, data_dir: str | Path | None)
     return path
 
 
-def pair_correct(model_dir: Path, pairs: Sequence[dict], template: str, max_len: int) -> np.ndarray:
-    """Per held-out pair: does the RM score the preferred response above the other one?"""
+def pair_correct(
+    model_dir: Path, pairs: Sequence[dict], template: str, max_len: int, feature_cache_dir: Path | None = None
+) -> np.ndarray:
+    """Per held-out pair: does the RM score the preferred response above the other one? With ``feature_cache_dir``
+    an RM trained with ``--train_top_layers`` reads through the feature cache kept there (as ``eval-rm
+    --feature_cache_dir`` does: the same rewards to float rounding, the frozen layers run once per text for every
+    RM of that backbone)."""
     model = load_reward_model(model_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     prompts = [apply_template(template, r["question"]) for r in pairs]
+    responses = [r["correct"] for r in pairs] + [r["incorrect"] for r in pairs]
+    desc = f"reward model {model_dir}"
+    cache = open_feature_cache(model, feature_cache_dir, desc)
     rewards = np.zeros(2 * len(pairs))
-    for i, s in iter_scored(
-        model, tokenizer, prompts * 2, [r["correct"] for r in pairs] + [r["incorrect"] for r in pairs], max_len
-    ):
+    for i, s in iter_scored(model, tokenizer, prompts * 2, responses, max_len, feature_cache=cache):
         rewards[i] = s.reward
+    keep_feature_cache(cache, feature_cache_dir, desc)
     return rewards[: len(pairs)] > rewards[len(pairs) :]

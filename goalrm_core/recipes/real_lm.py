@@ -4,7 +4,10 @@ The backbone is a packaged model (``pretrain: smollm2-135m`` in the profile's ``
 :mod:`goalrm_core.model.pretrained`), and the cost levers are the trainer's own flags in that block:
 ``train_top_layers`` (only the top layers and the head train) with ``feature_cache: memory`` and one
 ``feature_cache_dir`` per data set, so that the frozen layers run once over the training texts for every
-seed and both arms.
+seed and both arms. Scoring reads the same folder: ``get-representation`` and ``eval-rm --feature_cache_dir``,
+the HH pairwise verdicts (:func:`~goalrm_core.recipes.commands.pair_correct`) and the base LM's log-probs
+(:func:`base_lm_mean_logprobs`) run the frozen layers once per text for all the RMs of a data set, and only each
+RM's top layers (the base LM's) on what they kept.
 
 * :func:`real_lm_prepare` splits the data (:mod:`goalrm_core.tasks.realtext.design`): GSM8K by question and HH
   by dialogue, into train, validation and reported. It writes the training pairs, each held-out split's GSM8K
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -155,6 +159,11 @@ def model_dir(p: Mapping[str, Path], data: str, rm: str, seed: int) -> Path:
     return p["models"] / RunDir.model_name(f"{data}-{rm}", seed)
 
 
+def cache_dir(p: Mapping[str, Path], data: str) -> Path:
+    """The feature cache of one data set's RMs: their frozen layers' states of its training and scored texts."""
+    return p["feature_cache"] / data
+
+
 def real_lm_commands(profile_name: str = "real-lm", split: str = "validation", **changes: Any) -> dict[str, list[str]]:
     """The command lines of one real-lm run, in order (run :func:`real_lm_prepare` first): training, and the
     GSM8K goal states and scoring of ``split``."""
@@ -175,7 +184,7 @@ def real_lm_commands(profile_name: str = "real-lm", split: str = "validation", *
                     dataset=str(p[f"{data}_train"]),
                     template=TEMPLATES[data],
                     seed=int(seed),
-                    feature_cache_dir=str(p["feature_cache"] / data),
+                    feature_cache_dir=str(cache_dir(p, data)),
                     metrics_path=str(rm_metrics_path(save)),
                 )
                 cmds[f"train-{save.name}"] = train_command(cfg, num_processes=1)
@@ -185,6 +194,7 @@ def real_lm_commands(profile_name: str = "real-lm", split: str = "validation", *
             "get-representation",
             *("--dataset-path", p["gsm8k_train"], "--reward-model-path", goal),
             *("--save-dir", p["representations"] / goal.name, "--template", "math", "--max_len", max_len),
+            *("--feature_cache_dir", cache_dir(p, "gsm8k")),
         )
         for rm in RMS:
             model = model_dir(p, "gsm8k", rm, seed)
@@ -197,7 +207,7 @@ def real_lm_commands(profile_name: str = "real-lm", split: str = "validation", *
                 "eval-rm",
                 *("--completions_data_path", p["generations"], "--reward_model_path", model),
                 *("--save_dir", p["eval"], "--benchmarks", bench_name(split), "--template", "math"),
-                *("--max_len", max_len, *extra),
+                *("--max_len", max_len, "--feature_cache_dir", cache_dir(p, "gsm8k"), *extra),
             )
     return cmds
 
@@ -216,9 +226,12 @@ def _summarise(statistics, n_clusters: int, null: float, n_boot: int, seed: int)
     return hierarchical.clipped(summary, 0.0, 1.0) if null == 0.5 else hierarchical.clipped(summary, -1.0, 1.0)
 
 
-def base_lm_mean_logprobs(profile: Mapping[str, Any], name: str, prompts, responses, out: Path) -> list[float]:
+def base_lm_mean_logprobs(
+    profile: Mapping[str, Any], name: str, prompts, responses, out: Path, feature_cache_dir: Path | None = None
+) -> list[float]:
     """The base LM's mean log-prob of each response after its prompt (EOS included), kept in ``out`` so that a
-    rerun reads it."""
+    rerun reads it. With ``feature_cache_dir`` (and ``train_top_layers``), from the frozen layers' states the RMs
+    of the data set kept there (:func:`_cached_mean_logprobs`)."""
     if out.is_file():
         kept = [r["mean_logprob"] for r in read_jsonl(out)]
         if len(kept) == len(prompts):
@@ -232,12 +245,40 @@ def base_lm_mean_logprobs(profile: Mapping[str, Any], name: str, prompts, respon
     folder = resolve_model(profile["pretrain"])
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]) + len(responses[i]))
-    values = policy_token_logprobs(model, tokenizer, [prompts[i] for i in order], [responses[i] for i in order], 8)
-    means = [math.nan] * len(prompts)
-    for i, lp in zip(order, values):
-        means[i] = float(np.mean([v for v in lp if math.isfinite(v)]))
+    top = int(profile.get("train_top_layers") or 0)
+    if feature_cache_dir is not None and top:
+        means = _cached_mean_logprobs(model, tokenizer, prompts, responses, feature_cache_dir, top)
+    else:
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]) + len(responses[i]))
+        values = policy_token_logprobs(model, tokenizer, [prompts[i] for i in order], [responses[i] for i in order], 8)
+        means = [math.nan] * len(prompts)
+        for i, lp in zip(order, values):
+            means[i] = float(np.mean([v for v in lp if math.isfinite(v)]))
     write_jsonl(out, [{"name": name, "mean_logprob": m} for m in means])
+    return means
+
+
+def _cached_mean_logprobs(model, tokenizer, prompts, responses, folder: Path, top: int) -> list[float]:
+    """:func:`base_lm_mean_logprobs`'s means (the same ids: :func:`policy_token_ids`) from the states entering the
+    base LM's top ``top`` layers kept in ``folder``: a text is read as the start of one an RM scored (the prompt and
+    response it read before its own EOS), so only the base LM's top layers, norm and head run on it; the frozen
+    layers run only where no such text was kept (and their states are not kept: the means are)."""
+    from goalrm_core.model.top_layers import FeatureCache, cached_token_logprobs
+    from goalrm_core.study.filter_rules import policy_token_ids
+
+    texts, counts = zip(*(policy_token_ids(tokenizer, p, r) for p, r in zip(prompts, responses)))
+    layer = model.config.num_hidden_layers - top
+    cache = FeatureCache.load_backbone(folder, model.model, layer)
+    values = cached_token_logprobs(model.model, model.lm_head.weight, cache, texts, tokenizer.pad_token_id, 8)
+    means = []
+    for lp, n in zip(values, counts):
+        response = lp[-n:]
+        means.append(float(response[response.isfinite()].double().mean()))
+    print(
+        f"base LM log-probs: {len(texts)} texts from the states in {cache.path(folder)}; {cache.tokens} tokens "
+        f"through the frozen layers (those of texts no RM had scored)",
+        file=sys.stderr,
+    )
     return means
 
 
@@ -263,6 +304,7 @@ def gsm8k_summary(profile: Mapping[str, Any], p: Mapping[str, Path], split: str,
         [apply_template("math", r["question"]) for r in first],
         [r["generated_solution"] for r in first],
         p["reference"] / f"{bench}.jsonl",
+        cache_dir(p, "gsm8k"),
     )
     reference = {
         "length only": hierarchical.auroc_statistic([-r["num_actions"] for r in first], y, c),
@@ -287,7 +329,11 @@ def hh_summary(profile: Mapping[str, Any], p: Mapping[str, Path], split: str, n_
     n_d = int(c.max()) + 1
     max_len = int(profile["max_len"])
     right = {
-        rm: [pair_correct(model_dir(p, "hh", rm, s), pairs, "hh", max_len).astype(float) for s in seeds] for rm in RMS
+        rm: [
+            pair_correct(model_dir(p, "hh", rm, s), pairs, "hh", max_len, cache_dir(p, "hh")).astype(float)
+            for s in seeds
+        ]
+        for rm in RMS
     }
     stats = {rm: [hierarchical.mean_statistic(v, c) for v in right[rm]] for rm in RMS}
     out: dict[str, Any] = {"split": split, "pairs": len(pairs), "dialogues": n_d}
@@ -302,6 +348,7 @@ def hh_summary(profile: Mapping[str, Any], p: Mapping[str, Path], split: str, n_
         prompts * 2,
         [r["correct"] for r in pairs] + [r["incorrect"] for r in pairs],
         p["reference"] / f"hh-{split}.jsonl",
+        cache_dir(p, "hh"),
     )
     shorter = [float(len(r["correct"]) < len(r["incorrect"])) for r in pairs]
     base = [float(a > b) for a, b in zip(logp[: len(pairs)], logp[len(pairs) :])]

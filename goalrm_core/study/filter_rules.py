@@ -203,6 +203,14 @@ def rule_table(
     return pd.DataFrame(chosen), pd.DataFrame(frontier)
 
 
+def policy_token_ids(tokenizer, prompt: str, solution: str) -> tuple[list[int], int]:
+    """(the ids of prompt + solution + EOS as the policy generated them, how many of them are the solution's and
+    its EOS): prompt and solution tokenised apart, no special token added."""
+    p = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    r = tokenizer(solution, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    return p + r, len(r)
+
+
 @torch.no_grad()
 def policy_token_logprobs(
     model, tokenizer, prompts: Sequence[str], solutions: Sequence[str], batch_size: int = 64
@@ -215,10 +223,9 @@ def policy_token_logprobs(
     for start in range(0, len(prompts), batch_size):
         ids, n_resp = [], []
         for prompt, solution in zip(prompts[start : start + batch_size], solutions[start : start + batch_size]):
-            p = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-            r = tokenizer(solution, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-            ids.append(p + r)
-            n_resp.append(len(r))
+            text, n = policy_token_ids(tokenizer, prompt, solution)
+            ids.append(text)
+            n_resp.append(n)
         width = max(len(x) for x in ids)
         batch = torch.full((len(ids), width), tokenizer.pad_token_id, dtype=torch.long)
         mask = torch.zeros_like(batch)

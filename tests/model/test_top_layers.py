@@ -16,7 +16,13 @@ from torch import nn
 from goalrm_core.model.encoding import PreferenceCollator
 from goalrm_core.model.objective import reward_model_loss
 from goalrm_core.model.reward_model import RewardModel
-from goalrm_core.model.top_layers import FeatureCache, FeatureCollator, freeze_lower_layers, token_logprobs
+from goalrm_core.model.top_layers import (
+    FeatureCache,
+    FeatureCollator,
+    cached_token_logprobs,
+    freeze_lower_layers,
+    token_logprobs,
+)
 from goalrm_core.train.config import TrainRMConfig
 
 #: The cached path against the full forward: the same float32 kernels on the same inputs, apart from the padding's
@@ -153,6 +159,48 @@ def test_the_cache_pass_gives_the_base_lms_log_probs(twin, items):
     assert token_logprobs(torch.zeros(1, 3, 4), torch.zeros(5, 4), torch.tensor([[0, 1, 2]])).tolist()[0][0] == 0.0
 
 
+def test_a_text_that_begins_a_cached_one_reads_its_states(twin, items):
+    """A causal backbone's states of a prefix are the prefix's own: a cached text serves every text it begins, and a
+    fill of such texts runs nothing."""
+    model = reward_model(twin)
+    start = freeze_lower_layers(model, 1)
+    longer = [it["chosen_ids"] for it in items[:6]]
+    cache = FeatureCache(start).fill(model, longer, PAD)
+    heads = [t[: len(t) // 2 + 1] for t in longer]
+    own = FeatureCache(start).fill(model, heads, PAD)
+    for head in heads:
+        assert tuple(head) not in cache.states
+        assert (cache.lookup(head) - own.states[tuple(head)]).abs().max() < FORWARD_TOL
+    before = cache.tokens
+    cache.fill(model, heads, PAD)
+    assert cache.tokens == before  # nothing computed
+    assert cache.lookup(longer[0] + [5]) is None  # a longer text than any cached is not
+    assert cache.padded(heads).shape[:2] == (len(heads), max(len(h) for h in heads))
+
+
+def test_the_base_lms_log_probs_from_states_an_rm_cached(twin, items):
+    """The base LM's log-probs from the states an RM of its frozen weights cached (of a longer text each begins):
+    only the base LM's top layer, norm and head run; equal to its full forward."""
+    lm, _ = twin
+    model = reward_model(twin)
+    start = freeze_lower_layers(model, 1)
+    texts = [it["rejected_ids"] for it in items[:5]]
+    cache = FeatureCache(start).fill(model, [t + [7, 8] for t in texts], PAD)
+    filled = cache.tokens
+    got = cached_token_logprobs(lm.model, lm.lm_head.weight, cache, texts, PAD, batch_size=2)
+    assert cache.tokens == filled  # every text's states were read, none computed
+    for text, lp in zip(texts, got):
+        with torch.no_grad():
+            logits = lm.eval()(torch.tensor([text])).logits[0, :-1]
+        expected = torch.log_softmax(logits, -1).gather(-1, torch.tensor(text[1:])[:, None]).squeeze(-1)
+        assert lp.shape == expected.shape and (lp - expected).abs().max() < FORWARD_TOL
+    other = copy.deepcopy(lm.model)
+    with torch.no_grad():
+        other.layers[0].mlp.up_proj.weight[0, 0] += 1e-3  # another backbone's frozen layer
+    with pytest.raises(ValueError, match="holds the states of another backbone"):
+        cached_token_logprobs(other, lm.lm_head.weight, cache, texts, PAD)
+
+
 def test_what_cannot_run_is_refused_in_one_line(twin):
     model = reward_model(twin)
     with pytest.raises(
@@ -216,7 +264,10 @@ def test_a_cache_is_keyed_by_the_backbone_and_the_layer_and_kept_on_disk(twin, i
     again.fill(model, texts[:10], PAD)
     assert again.tokens == 0  # nothing left to compute
     again.fill(model, texts, PAD)
-    assert again.tokens == sum(len(t) for t in {tuple(t) for t in texts} - {tuple(t) for t in texts[:10]})
+    kept = {tuple(t) for t in texts[:10]}
+    new = {tuple(t) for t in texts} - kept
+    begun = {t for t in new if any(k[: len(t)] == t for k in kept)}  # read as the start of a kept text
+    assert begun and again.tokens == sum(len(t) for t in new - begun)
 
     other = reward_model(twin)
     freeze_lower_layers(other, 1)
