@@ -14,7 +14,10 @@ forward is not the Llama-style loop this mirrors is refused there in one line).
 
 The same pass gives the base LM's log-prob of every text's tokens (``logprobs=True``; the LM head is the
 embedding matrix of a backbone with tied embeddings, SmolLM2's, else ``lm_head.weight`` of ``--pretrain``'s
-safetensors): :meth:`FeatureCache.mean_logprob`.
+safetensors): :meth:`FeatureCache.mean_logprob`. Those log-probs are the top layers' of the model that filled the
+cache, which for an RM that trained them is not the base LM, so they stay in memory: a kept file holds the frozen
+layers' states only, the part every RM of one backbone shares (:func:`cached_token_logprobs` gives the base LM's
+from them).
 
 Scoring reads the same cache (``eval-rm`` and ``get-representation --feature_cache_dir``,
 :func:`goalrm_core.inference.forward.open_feature_cache`): a saved RM records its first trained layer
@@ -334,9 +337,7 @@ class FeatureCache:
         for text, states in self.states.items():
             key = _text_key(text)
             tensors[f"{key}.ids"] = torch.tensor(text, dtype=torch.int64)
-            tensors[f"{key}.states"] = states.contiguous()
-            if text in self.logprobs:
-                tensors[f"{key}.logprobs"] = self.logprobs[text].contiguous()
+            tensors[f"{key}.states"] = states.contiguous()  # never log-probs: they depend on the top layers
         target = self.path(folder)
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
@@ -373,13 +374,10 @@ class FeatureCache:
                         f"{path}: a feature cache of another backbone or layer (identity {str(recorded)[:12]}, "
                         f"this model's {cache.identity[:12]}): remove it, or give another folder"
                     )
-                names = set(f.keys())
-                for name in sorted(n for n in names if n.endswith(".ids")):
+                for name in sorted(n for n in f.keys() if n.endswith(".ids")):
                     key = name[: -len(".ids")]
                     text = tuple(f.get_tensor(name).tolist())
                     cache.states[text] = f.get_tensor(f"{key}.states")
-                    if f"{key}.logprobs" in names:
-                        cache.logprobs[text] = f.get_tensor(f"{key}.logprobs")
         except ValueError:
             raise
         except Exception as e:  # a truncated or foreign file: safetensors raises its own error types
