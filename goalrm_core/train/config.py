@@ -82,6 +82,7 @@ OUTPUT_FIELDS = (
     "use_tensorboard",
     "s3_save_path",
     "local_rank",
+    "log_hidden_stats",
 )
 # Fields only the contrastive term reads: a vanilla RM's weights do not depend on them (nor does its
 # random state: the vanilla objective never draws from the contrastive sampler).
@@ -418,6 +419,13 @@ class TrainRMConfig:
         range=Range(float, ">= 0"),
     )
     normalize_reward: bool = _help("Apply the stored reward mean/std at inference.", False)
+    log_hidden_stats: bool = _help(
+        "Each train row also holds hidden_norm and hidden_effective_rank: the mean L2 norm and the effective rank "
+        "(exp of the entropy of the normalised singular values of the centred states) of the chosen responses' "
+        "last-layer token states, the states the contrastive term reads, over the micro-batches of the row's "
+        "optimiser step. Computed without gradients from detached states, so the weights are the same either way.",
+        True,
+    )
 
     # logging
     use_wandb: str = _help("A wandb key (or 'offline') turns wandb on; it never blocks offline runs.", "")

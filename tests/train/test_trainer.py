@@ -227,6 +227,30 @@ def test_a_compiled_run_trains_the_eager_runs_rm_to_rounding(uninterrupted, tmp_
         assert c["loss"] == pytest.approx(e["loss"], rel=1e-4, abs=1e-5), (c["step"], c["split"])
 
 
+HIDDEN_STATS = ("hidden_norm", "hidden_effective_rank")
+
+
+def same_weights(a, b) -> bool:
+    """Every tensor of two saved RMs equal bit for bit."""
+    sa, sb = load_file(Path(a) / "model.safetensors"), load_file(Path(b) / "model.safetensors")
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_hidden_stats_are_in_every_train_row_and_change_no_weight(uninterrupted, tmp_path):
+    """--log_hidden_stats (on by default) adds the chosen responses' state norm and effective rank to each train
+    row, computed without gradients: the run without them trains the same weights bit for bit and logs the same
+    rows otherwise (the 6 steps, checkpoints and evaluations of the shared run)."""
+    out, args, _ = uninterrupted
+    run({**args, "save_path": str(tmp_path / "rm"), "log_hidden_stats": False}, tmp_path / "train.log")
+    assert same_weights(out / "rm", tmp_path / "rm")
+    on, off = without_timing(metrics(out / "rm.metrics.jsonl")), without_timing(metrics(tmp_path / "rm.metrics.jsonl"))
+    train = [r for r in on if r["split"] == "train"]
+    assert len(train) == 6 and all(math.isfinite(r[k]) and r[k] > 0 for r in train for k in HIDDEN_STATS)
+    assert all(r["hidden_effective_rank"] <= 32 for r in train)  # the tiny policy's hidden size
+    assert not any(k in r for r in off for k in HIDDEN_STATS)
+    assert [{k: v for k, v in r.items() if k not in HIDDEN_STATS} for r in on] == off
+
+
 class _Planted:
     """Unpickled, writes a marker: what a planted checkpoint file would do."""
 
