@@ -7,6 +7,7 @@ exactly the same thing.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -73,11 +74,14 @@ def reward_model_loss(
     batch: dict[str, torch.Tensor],
     cfg: TrainRMConfig,
     generator: torch.Generator | None = None,
+    steps_taken: int | None = None,
     hidden_stats: bool = False,
 ) -> BatchLoss:
     """``batch`` comes from :class:`PreferenceCollator`: chosen rows first, then rejected rows; ``cfg`` is the
     run's typed config, read field by field (the contrastive term through :meth:`TrainRMConfig.contrastive_settings`).
 
+    ``steps_taken``: the optimiser steps a training batch comes after, which sets the contrastive weight under
+    ``--contrastive_warmup_steps`` (:meth:`TrainRMConfig.contrastive_beta_at`); None (evaluation) is the full β.
     ``hidden_stats``: also return the chosen responses' state diagnostics (``model.diagnostics``, no gradients).
 
     As the official code's flags: ``margin_loss`` subtracts each pair's ``batch["margin"]`` in the sigmoid
@@ -100,12 +104,15 @@ def reward_model_loss(
         preference = pairwise_loss(chosen, rejected, cfg.margin or None)
     contrastive = torch.zeros((), device=preference.device)
     if cfg.reward_model_strategy == "contrastive":
+        settings = cfg.contrastive_settings()
+        if cfg.contrastive_warmup_steps and steps_taken is not None:
+            settings = dataclasses.replace(settings, contrastive_loss_beta=cfg.contrastive_beta_at(steps_taken))
         contrastive = contrastive_goal_loss(
             out.hidden[:half],
             out.hidden[half:],
             batch["num_actions"][:half],
             batch["num_actions"][half:],
-            cfg.contrastive_settings(),
+            settings,
             generator,
         )
     dense = None

@@ -434,9 +434,12 @@ class Trainer:
     # ---- training ------------------------------------------------------------------------------
 
     def compute_loss(self, batch: dict) -> BatchLoss:
-        """The objective (:func:`~goalrm_core.model.objective.reward_model_loss`) on one training micro-batch, with
-        the state diagnostics when the step under way ends with a train row (:attr:`hidden_stats_due`)."""
-        return reward_model_loss(self.engine, batch, self.cfg, self.generator, hidden_stats=self.hidden_stats_due)
+        """The objective (:func:`~goalrm_core.model.objective.reward_model_loss`) on one training micro-batch, after
+        the :attr:`step` optimiser steps taken (the contrastive warm-up reads it), with the state diagnostics when
+        the step under way ends with a train row (:attr:`hidden_stats_due`)."""
+        return reward_model_loss(
+            self.engine, batch, self.cfg, self.generator, steps_taken=self.step, hidden_stats=self.hidden_stats_due
+        )
 
     def train_step(self, micro_batches: Sequence[Sequence[int]], epoch: int) -> None:
         """One optimiser step over ``micro_batches`` (global micro-batches of item indices; this
@@ -504,6 +507,8 @@ class Trainer:
             "lr": self.lr,
             "tokens_per_s": sums["tokens"] / max(self.window_time, 1e-9),
         }
+        if self.cfg.contrastive:
+            row["contrastive_beta"] = self.cfg.contrastive_beta_at(self.step - 1)  # that of the row's last step
         if self.cfg.log_hidden_stats:
             hidden = self.hidden_window.reduced()
             seen = hidden["micro_batches"]

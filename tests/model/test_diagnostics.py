@@ -65,7 +65,7 @@ def test_asking_for_the_stats_changes_no_float_of_the_objective_or_its_gradients
     def run(hidden_stats: bool):
         model.zero_grad()
         generator = torch.Generator().manual_seed(3)
-        out = reward_model_loss(model, batch, cfg, generator, hidden_stats=hidden_stats)
+        out = reward_model_loss(model, batch, cfg, generator, steps_taken=2, hidden_stats=hidden_stats)
         out.loss.backward()
         grads = {name: p.grad.clone() for name, p in model.named_parameters()}
         return out, grads, generator.get_state()
