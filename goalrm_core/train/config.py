@@ -436,6 +436,7 @@ class TrainRMConfig:
         range=Range(float, ">= 0"),
     )
     normalize_reward: bool = _help("Apply the stored reward mean/std at inference.", False)
+    # logging
     log_hidden_stats: bool = _help(
         "Each train row also holds hidden_norm and hidden_effective_rank: the mean L2 norm and the effective rank "
         "(exp of the entropy of the normalised singular values of the centred states) of the chosen responses' "
@@ -443,8 +444,6 @@ class TrainRMConfig:
         "optimiser step. Computed without gradients from detached states, so the weights are the same either way.",
         True,
     )
-
-    # logging
     use_wandb: str = _help("A wandb key (or 'offline') turns wandb on; it never blocks offline runs.", "")
     wandb_project: str = _help("wandb project.", "goalrm")
     wandb_group: str = _help("wandb group.", "")
