@@ -29,6 +29,8 @@ CHECKPOINT_FORMATS = ("goalrm", "official")
 PERCENTILE_WINDOWS = ("earliest", "latest")
 #: which (source, goal) pairs the contrastive term averages over (the official code: ``all``)
 PAIR_FORMS = ("all", "matched")
+#: which states the contrastive term passes no gradient through (the paper's: ``none``; ``goal``: a stabiliser)
+STOP_GRADIENTS = ("none", "goal")
 #: the official metrics.py's hard-coded question counts of the two benchmarks it votes on
 #: (``goalrm metrics --official --dataset_len 0``)
 OFFICIAL_DATASET_LEN: dict[str, int] = {"gsm8k": 1319, "math": 5000}

@@ -215,42 +215,11 @@ def main(argv=None) -> int:
     runs = train_rms(run, [args.strategy], args.seeds, base, parallel=args.parallel, out_root=out_root, **overrides)
     train_wall = time.perf_counter() - started
 
-    # the headline set notebook 04 scores (study.artifacts.headline_rows), or every sample
-    if args.headline == "greedy":
-        rows = read_generations(run, args.bench, "greedy")
-    elif args.score_set == "samples":
-        rows = read_generations(run, args.bench, "samples")
-    else:
-        rows = first_samples(read_generations(run, args.bench, "samples"))
+    rows = scored_generations(run, args.bench, args.headline, args.score_set)
     task = asdict(task_config(run))
     records = []
     for row in runs.itertuples():
-        path = out_root / f"{args.strategy}-seed{row.seed}"
-        model, tokenizer = load_reward_model(path), AutoTokenizer.from_pretrained(path)
-        scored = score_generations(
-            model,
-            tokenizer,
-            rows,
-            TEMPLATE,
-            batch_size=128,
-            max_len=ran.max_len,
-            progress=False,
-            encoding="split",
-            readout="eos",
-        )
-        figures = {}
-        for subset, suffix in (("all", ""), ("well_formed", "_well_formed")):
-            chosen = subset_rows(scored, subset)
-            table = tables.auroc_table({"rm": chosen}, args.bench, n_boot=args.n_boot).set_index("scorer")
-            figures.update(
-                {
-                    f"auroc{suffix}": _round(table.loc["rm", "auroc"]),
-                    f"auroc{suffix}_ci": [_round(table.loc["rm", "ci_low"]), _round(table.loc["rm", "ci_high"])],
-                    f"length_auroc{suffix}": _round(table.loc["length only", "auroc"]),
-                    f"logprob_auroc{suffix}": _round(table.loc["policy mean logprob", "auroc"]),
-                    f"n_incorrect{suffix}": sum(not r["is_correct"] for r in chosen),
-                }
-            )
+        figures = rm_figures(out_root / f"{args.strategy}-seed{row.seed}", rows, ran.max_len, args.bench, args.n_boot)
         records.append(
             {
                 "name": args.name,
@@ -281,6 +250,48 @@ def main(argv=None) -> int:
             f"{r['n_incorrect_well_formed']} errors)  train {r['train_s']:.0f}s"
         )
     return 0
+
+
+def rm_figures(path: Path, rows: list[dict], max_len: int, bench: str, n_boot: int) -> dict:
+    """The RM saved at ``path`` scored on the generations ``rows`` (read at the EOS, as notebook 04 reads it): its
+    AUROC with the question-clustered bootstrap CI, beside length's and the policy's log-prob's, on all of them and
+    on the correct against the well-formed incorrect ones only (keys with ``_well_formed``)."""
+    model, tokenizer = load_reward_model(path), AutoTokenizer.from_pretrained(path)
+    scored = score_generations(
+        model,
+        tokenizer,
+        rows,
+        TEMPLATE,
+        batch_size=128,
+        max_len=max_len,
+        progress=False,
+        encoding="split",
+        readout="eos",
+    )
+    figures = {}
+    for subset, suffix in (("all", ""), ("well_formed", "_well_formed")):
+        chosen = subset_rows(scored, subset)
+        table = tables.auroc_table({"rm": chosen}, bench, n_boot=n_boot).set_index("scorer")
+        figures.update(
+            {
+                f"auroc{suffix}": _round(table.loc["rm", "auroc"]),
+                f"auroc{suffix}_ci": [_round(table.loc["rm", "ci_low"]), _round(table.loc["rm", "ci_high"])],
+                f"length_auroc{suffix}": _round(table.loc["length only", "auroc"]),
+                f"logprob_auroc{suffix}": _round(table.loc["policy mean logprob", "auroc"]),
+                f"n_incorrect{suffix}": sum(not r["is_correct"] for r in chosen),
+            }
+        )
+    return figures
+
+
+def scored_generations(run: Path, bench: str, headline: str, score_set: str) -> list[dict]:
+    """The generations an RM is scored on: the greedy ones, every sample, or the headline set notebook 04 scores
+    (``study.artifacts.headline_rows``: sample 0 of each question)."""
+    if headline == "greedy":
+        return read_generations(run, bench, "greedy")
+    if score_set == "samples":
+        return read_generations(run, bench, "samples")
+    return first_samples(read_generations(run, bench, "samples"))
 
 
 def _round(x) -> float | None:

@@ -152,6 +152,10 @@ def contrastive_goal_loss(
       `sample_response_positions`). With p = 0 both draw from the whole response.
     * ``contrastive_pairs``: ``all`` (official) averages over every (source, goal) combination of the
       draws, S×S for positives and U×U for negatives; ``matched`` pairs the k-th source with the k-th goal.
+
+    A stabiliser, not in the paper: ``contrastive_stop_gradient`` ``goal`` detaches every goal state (the
+    positives' later states and the negatives' dispreferred ones), so the term's value is the same and its
+    gradient reaches the states through the sources only.
     """
     if chosen_hidden.dim() != 3 or chosen_hidden.shape != rejected_hidden.shape:
         raise ValueError(
@@ -180,8 +184,11 @@ def contrastive_goal_loss(
         neg_source = earliest_window_positions(chosen_n, seq_len, u_source, source_p)
         neg_goal = earliest_window_positions(rejected_n, seq_len, u_goal, goal_p)
 
-    pos = mean_pair_score(_gather(chosen_hidden, pos_source), _gather(chosen_hidden, pos_goal), settings)
-    neg = mean_pair_score(_gather(chosen_hidden, neg_source), _gather(rejected_hidden, neg_goal), settings)
+    chosen_goals, rejected_goals = chosen_hidden, rejected_hidden
+    if settings.contrastive_stop_gradient == "goal":  # the same values, no gradient through the goal states
+        chosen_goals, rejected_goals = chosen_hidden.detach(), rejected_hidden.detach()
+    pos = mean_pair_score(_gather(chosen_hidden, pos_source), _gather(chosen_goals, pos_goal), settings)
+    neg = mean_pair_score(_gather(chosen_hidden, neg_source), _gather(rejected_goals, neg_goal), settings)
     return settings.contrastive_loss_beta * (-torch.log(pos) - torch.log1p(-neg))
 
 

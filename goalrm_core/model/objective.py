@@ -7,11 +7,13 @@ exactly the same thing.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
+from goalrm_core.model.diagnostics import hidden_state_stats
 from goalrm_core.model.losses import contrastive_goal_loss, dense_value_loss, log_exp_loss, pairwise_loss
 from goalrm_core.model.reward_model import RewardModel
 
@@ -40,6 +42,8 @@ class BatchLoss:
     aux_loss: torch.Tensor | None = (
         None  # a mixture-of-experts backbone's load-balancing term, weighted (in ``loss``); None when off
     )
+    #: the chosen responses' state diagnostics (``model.diagnostics.HIDDEN_STATS``), when asked for; else None
+    hidden_stats: dict[str, torch.Tensor] | None = None
 
     def terms(self) -> dict[str, torch.Tensor]:
         """:data:`TERMS` as detached 0-d tensors: ``dense_loss`` 0 when off, the rewards as batch means."""
@@ -66,10 +70,19 @@ def moe_balancing_loss(router_logits, config, attention_mask: torch.Tensor) -> t
 
 
 def reward_model_loss(
-    model: RewardModel, batch: dict[str, torch.Tensor], cfg: TrainRMConfig, generator: torch.Generator | None = None
+    model: RewardModel,
+    batch: dict[str, torch.Tensor],
+    cfg: TrainRMConfig,
+    generator: torch.Generator | None = None,
+    steps_taken: int | None = None,
+    hidden_stats: bool = False,
 ) -> BatchLoss:
     """``batch`` comes from :class:`PreferenceCollator`: chosen rows first, then rejected rows; ``cfg`` is the
     run's typed config, read field by field (the contrastive term through :meth:`TrainRMConfig.contrastive_settings`).
+
+    ``steps_taken``: the optimiser steps a training batch comes after, which sets the contrastive weight under
+    ``--contrastive_warmup_steps`` (:meth:`TrainRMConfig.contrastive_beta_at`); None (evaluation) is the full β.
+    ``hidden_stats``: also return the chosen responses' state diagnostics (``model.diagnostics``, no gradients).
 
     As the official code's flags: ``margin_loss`` subtracts each pair's ``batch["margin"]`` in the sigmoid
     loss (in place of the constant ``margin``), ``compute_fp32_loss`` computes the preference loss on fp32
@@ -91,12 +104,15 @@ def reward_model_loss(
         preference = pairwise_loss(chosen, rejected, cfg.margin or None)
     contrastive = torch.zeros((), device=preference.device)
     if cfg.reward_model_strategy == "contrastive":
+        settings = cfg.contrastive_settings()
+        if cfg.contrastive_warmup_steps and steps_taken is not None:
+            settings = dataclasses.replace(settings, contrastive_loss_beta=cfg.contrastive_beta_at(steps_taken))
         contrastive = contrastive_goal_loss(
             out.hidden[:half],
             out.hidden[half:],
             batch["num_actions"][:half],
             batch["num_actions"][half:],
-            cfg.contrastive_settings(),
+            settings,
             generator,
         )
     dense = None
@@ -121,4 +137,5 @@ def reward_model_loss(
         accuracy=(chosen > rejected).float().mean().detach(),
         chosen_reward=chosen.detach(),
         rejected_reward=rejected.detach(),
+        hidden_stats=hidden_state_stats(out.hidden[:half], batch["num_actions"][:half]) if hidden_stats else None,
     )

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from goalrm_core.choices import PAIR_FORMS, PERCENTILE_WINDOWS
+from goalrm_core.choices import PAIR_FORMS, PERCENTILE_WINDOWS, STOP_GRADIENTS
 from goalrm_core.flags import Range, check_choice
 from goalrm_core.model.strategies import CONTRASTIVE_STRATEGIES, strategies_help
 
@@ -68,6 +68,13 @@ class ContrastiveSettings:
         "goal) or matched (the k-th source with the k-th goal).",
         "all",
         choices=PAIR_FORMS,
+    )
+    contrastive_stop_gradient: str = _setting(
+        "States the contrastive term passes no gradient through: none (the paper's) or goal (every goal state, "
+        "the preferred response's later states and the dispreferred response's, is detached, so the term moves "
+        "only the source states; a stabiliser, not in the paper).",
+        "none",
+        choices=STOP_GRADIENTS,
     )
     #: the strategy's hyperparameters, by their config names: exactly the ones its registry entry names
     options: Mapping[str, Any] = field(default_factory=dict)

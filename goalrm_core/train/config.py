@@ -82,10 +82,20 @@ OUTPUT_FIELDS = (
     "use_tensorboard",
     "s3_save_path",
     "local_rank",
+    "log_hidden_stats",
 )
 # Fields only the contrastive term reads: a vanilla RM's weights do not depend on them (nor does its
 # random state: the vanilla objective never draws from the contrastive sampler).
-CONTRASTIVE_FIELDS = ("contrastive_loss", *ContrastiveSettings.setting_names(), *strategy_options())
+CONTRASTIVE_FIELDS = (
+    "contrastive_loss",
+    *ContrastiveSettings.setting_names(),
+    *strategy_options(),
+    "contrastive_warmup_steps",
+)
+# The contrastive term's stabilisers (not in the paper), added after RMs were stored: at its default each trains
+# exactly as before it existed, so there it is left out of :meth:`TrainRMConfig.training_fields` and an RM stored
+# earlier keeps its key.
+STABILISER_FIELDS = ("contrastive_stop_gradient", "contrastive_warmup_steps")
 
 
 def check_input_template(template: str) -> str:
@@ -372,6 +382,14 @@ class TrainRMConfig:
     goal_state_percentile: float = _contrastive("goal_state_percentile")
     contrastive_window: str = _contrastive("contrastive_window")
     contrastive_pairs: str = _contrastive("contrastive_pairs")
+    contrastive_stop_gradient: str = _contrastive("contrastive_stop_gradient")
+    contrastive_warmup_steps: int = _help(
+        "Ramp the contrastive term's weight linearly from 0 to --contrastive_loss_beta over the first N optimiser "
+        "steps (β·k/N at the step after k steps, the full β from step N+1 on; evaluation always uses the full β). "
+        "A stabiliser, not in the paper; 0 = off (the full β from the first step).",
+        0,
+        range=Range(int, ">= 0", note="0 = off"),
+    )
     dense_loss_coef: float = _help(
         "Weight of an auxiliary per-token loss on the value head (not in the paper): each response "
         "token's value is a logit of 'no error yet', 1 before the rejected response's first error "
@@ -418,8 +436,14 @@ class TrainRMConfig:
         range=Range(float, ">= 0"),
     )
     normalize_reward: bool = _help("Apply the stored reward mean/std at inference.", False)
-
     # logging
+    log_hidden_stats: bool = _help(
+        "Each train row also holds hidden_norm and hidden_effective_rank: the mean L2 norm and the effective rank "
+        "(exp of the entropy of the normalised singular values of the centred states) of the chosen responses' "
+        "last-layer token states, the states the contrastive term reads, over the micro-batches of the row's "
+        "optimiser step. Computed without gradients from detached states, so the weights are the same either way.",
+        True,
+    )
     use_wandb: str = _help("A wandb key (or 'offline') turns wandb on; it never blocks offline runs.", "")
     wandb_project: str = _help("wandb project.", "goalrm")
     wandb_group: str = _help("wandb group.", "")
@@ -511,6 +535,11 @@ class TrainRMConfig:
                 "--preference_loss_coef 0 leaves the reward head no signal: give --dense_loss_coef > 0 "
                 "(a process reward model on per-token labels) or keep the preference loss"
             )
+        if self.max_steps and self.contrastive_warmup_steps > self.max_steps:
+            raise ValueError(
+                f"--contrastive_warmup_steps {self.contrastive_warmup_steps} is longer than --max_steps "
+                f"{self.max_steps}: the contrastive weight would never reach --contrastive_loss_beta"
+            )
         if self.margin_loss and self.margin:
             raise ValueError(f"--margin_loss takes each pair's margin from the data; drop --margin {self.margin}")
         if self.adam_offload and self.zero_stage == 0:
@@ -546,12 +575,27 @@ class TrainRMConfig:
             options={name: getattr(self, name) for name in options},
         )
 
+    def contrastive_beta_at(self, steps_taken: int | None) -> float:
+        """The contrastive term's weight β at the optimiser step after ``steps_taken`` steps:
+        ``--contrastive_loss_beta``, ramped over the first ``--contrastive_warmup_steps`` steps; the full β for
+        ``None`` (evaluation).
+
+        >>> cfg = TrainRMConfig(pretrain="p", contrastive_loss_beta=0.5, contrastive_warmup_steps=4)
+        >>> [cfg.contrastive_beta_at(k) for k in (0, 1, 2, 3, 4, 100, None)]
+        [0.0, 0.125, 0.25, 0.375, 0.5, 0.5, 0.5]
+        """
+        beta, warmup = self.contrastive_loss_beta, self.contrastive_warmup_steps
+        if steps_taken is None or warmup == 0 or steps_taken >= warmup:
+            return beta
+        return beta * steps_taken / warmup
+
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
     def training_fields(self) -> dict:
         """The fields that decide what is trained: every field but the output ones
-        (:data:`OUTPUT_FIELDS`) and, for a vanilla RM, the contrastive ones (:data:`CONTRASTIVE_FIELDS`).
+        (:data:`OUTPUT_FIELDS`), for a vanilla RM the contrastive ones (:data:`CONTRASTIVE_FIELDS`), and a
+        stabiliser that is off (:data:`STABILISER_FIELDS`: an RM stored before it existed keeps its key).
         Two configs with equal training fields (and equal input files) train the same RM.
 
         >>> a, b = (
@@ -567,6 +611,8 @@ class TrainRMConfig:
         False
         """
         skip = set(OUTPUT_FIELDS) | {"official_defaults"} | (set() if self.contrastive else set(CONTRASTIVE_FIELDS))
+        fields = type(self).__dataclass_fields__
+        skip |= {name for name in STABILISER_FIELDS if getattr(self, name) == fields[name].default}
         return {k: v for k, v in self.to_dict().items() if k not in skip}
 
     @classmethod

@@ -54,6 +54,7 @@ from tqdm.auto import tqdm
 
 from goalrm_core.data.io import atomic_write_json
 from goalrm_core.data.rundir import train_summary_path
+from goalrm_core.model.diagnostics import HIDDEN_STATS
 from goalrm_core.model.encoding import PreferenceCollator
 from goalrm_core.model.objective import BatchLoss, reward_model_loss
 from goalrm_core.model.reward_model import describe_tensors, nonfinite_tensors, save_reward_model
@@ -281,6 +282,9 @@ class Trainer:
             self.sinks.drop_rows_after(self.resumed_from)
 
         self.window = Meter(ROW_TERMS + ("micro_batches", "tokens"))  # since the last train row
+        # --log_hidden_stats: the state diagnostics of the micro-batches of each optimiser step a train row follows
+        self.hidden_window = Meter(HIDDEN_STATS + ("micro_batches",))
+        self.hidden_stats_due = False  # whether the micro-batches of the step under way compute them
         self.window_time = 0.0  # seconds in training micro-steps since the last train row (eval/checkpoints excluded)
         self.train_tokens, self.train_time = 0.0, 0.0
         self.non_finite = dict.fromkeys(CHECKED_TERMS, False)
@@ -430,14 +434,19 @@ class Trainer:
     # ---- training ------------------------------------------------------------------------------
 
     def compute_loss(self, batch: dict) -> BatchLoss:
-        """The objective (:func:`~goalrm_core.model.objective.reward_model_loss`) on one training micro-batch."""
-        return reward_model_loss(self.engine, batch, self.cfg, self.generator)
+        """The objective (:func:`~goalrm_core.model.objective.reward_model_loss`) on one training micro-batch, after
+        the :attr:`step` optimiser steps taken (the contrastive warm-up reads it), with the state diagnostics when
+        the step under way ends with a train row (:attr:`hidden_stats_due`)."""
+        return reward_model_loss(
+            self.engine, batch, self.cfg, self.generator, steps_taken=self.step, hidden_stats=self.hidden_stats_due
+        )
 
     def train_step(self, micro_batches: Sequence[Sequence[int]], epoch: int) -> None:
         """One optimiser step over ``micro_batches`` (global micro-batches of item indices; this
         rank takes its slice of each). A non-finite loss on any rank stops every rank before the
         update; so does an update DeepSpeed skipped for non-finite gradients."""
         micro, engine = self.cfg.micro_train_batch_size, self.engine
+        self.hidden_stats_due = self.cfg.log_hidden_stats and self.row_due(self.step + 1)
         for global_batch in micro_batches:
             t0 = time.time()
             chunk = global_batch[self.rank * micro : (self.rank + 1) * micro]
@@ -452,6 +461,10 @@ class Trainer:
                     "tokens": batch["attention_mask"].sum(),
                 }
             )
+            if out.hidden_stats is not None:
+                self.hidden_window.add_tensors(
+                    {**out.hidden_stats, "micro_batches": torch.ones((), device=engine.device)}
+                )
             if engine.is_gradient_accumulation_boundary():
                 self._stop_on_non_finite_loss(epoch)
                 self.lr = engine.get_lr()[0]
@@ -494,6 +507,13 @@ class Trainer:
             "lr": self.lr,
             "tokens_per_s": sums["tokens"] / max(self.window_time, 1e-9),
         }
+        if self.cfg.contrastive:
+            row["contrastive_beta"] = self.cfg.contrastive_beta_at(self.step - 1)  # that of the row's last step
+        if self.cfg.log_hidden_stats:
+            hidden = self.hidden_window.reduced()
+            seen = hidden["micro_batches"]
+            row.update({name: hidden[name] / seen if seen else None for name in HIDDEN_STATS})
+            self.hidden_window.reset()
         self.train_tokens += sums["tokens"]
         self.sinks.log(row)
         self.window.reset()
@@ -532,7 +552,7 @@ class Trainer:
             self.train_step(batches[step_in_epoch * self.gas : (step_in_epoch + 1) * self.gas], epoch)
             bar.update(1)
             progress.update(self.step)
-            if self.due(max(cfg.logging_steps, 1)) or self.step == self.total_steps:
+            if self.row_due(self.step):
                 row = self.log_train_row()
                 bar.set_postfix(loss=f"{row['loss']:.4f}", acc=f"{row['accuracy']:.2f}")
             epoch_end = (
@@ -561,6 +581,11 @@ class Trainer:
         summary = self.save(last_eval)
         progress.finish(self.step)
         return summary
+
+    def row_due(self, step: int) -> bool:
+        """Whether a train row follows optimiser step ``step`` (every ``--logging_steps``, and the last step)."""
+        every = max(self.cfg.logging_steps, 1)
+        return steps_due(step, every, self.gas, self.total_steps, self.cfg.step_unit) or step == self.total_steps
 
     def due(self, every: int) -> bool:
         """Whether an event every ``every`` steps (``--step_unit``) falls after the optimiser step just taken.

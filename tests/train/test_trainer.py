@@ -227,6 +227,53 @@ def test_a_compiled_run_trains_the_eager_runs_rm_to_rounding(uninterrupted, tmp_
         assert c["loss"] == pytest.approx(e["loss"], rel=1e-4, abs=1e-5), (c["step"], c["split"])
 
 
+HIDDEN_STATS = ("hidden_norm", "hidden_effective_rank")
+
+
+def same_weights(a, b) -> bool:
+    """Every tensor of two saved RMs equal bit for bit."""
+    sa, sb = load_file(Path(a) / "model.safetensors"), load_file(Path(b) / "model.safetensors")
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_hidden_stats_are_in_every_train_row_and_change_no_weight(uninterrupted, tmp_path):
+    """--log_hidden_stats (on by default) adds the chosen responses' state norm and effective rank to each train
+    row, computed without gradients: the run without them trains the same weights bit for bit and logs the same
+    rows otherwise (the 6 steps, checkpoints and evaluations of the shared run)."""
+    out, args, _ = uninterrupted
+    run({**args, "save_path": str(tmp_path / "rm"), "log_hidden_stats": False}, tmp_path / "train.log")
+    assert same_weights(out / "rm", tmp_path / "rm")
+    on, off = without_timing(metrics(out / "rm.metrics.jsonl")), without_timing(metrics(tmp_path / "rm.metrics.jsonl"))
+    train = [r for r in on if r["split"] == "train"]
+    assert len(train) == 6 and all(math.isfinite(r[k]) and r[k] > 0 for r in train for k in HIDDEN_STATS)
+    assert all(r["hidden_effective_rank"] <= 32 for r in train)  # the tiny policy's hidden size
+    assert not any(k in r for r in off for k in HIDDEN_STATS) and all(r["contrastive_beta"] == 0.5 for r in train)
+    assert [{k: v for k, v in r.items() if k not in HIDDEN_STATS} for r in on] == off
+
+
+@pytest.mark.parametrize(
+    "stabiliser", [{"contrastive_warmup_steps": 4}, {"contrastive_stop_gradient": "goal"}], ids=["warmup", "stopgrad"]
+)
+def test_a_stabiliser_starts_from_the_same_forward_pass_and_trains_another_rm(uninterrupted, tmp_path, stabiliser):
+    """On, each stabiliser changes the run from its first update, not its first forward pass: the warm-up weighs the
+    contrastive term by β·k/4 at the step after k steps (0 at the first), the stop-gradient keeps every value of the
+    first step and only cuts the goal states' gradient."""
+    out, args, _ = uninterrupted
+    run({**args, "save_path": str(tmp_path / "rm"), **stabiliser}, tmp_path / "train.log")
+    assert not same_weights(out / "rm", tmp_path / "rm")
+    plain = [r for r in without_timing(metrics(out / "rm.metrics.jsonl")) if r["split"] == "train"]
+    stabilised = [r for r in without_timing(metrics(tmp_path / "rm.metrics.jsonl")) if r["split"] == "train"]
+    settings = json.loads((tmp_path / "rm" / "goalrm.json").read_text())["training_args"]
+    assert all(settings[k] == v for k, v in stabiliser.items())
+    if "contrastive_warmup_steps" in stabiliser:
+        assert [r["contrastive_beta"] for r in stabilised] == [0.0, 0.125, 0.25, 0.375, 0.5, 0.5]
+        assert stabilised[0]["contrastive_loss"] == 0.0 and plain[0]["contrastive_loss"] > 0
+        assert stabilised[0]["preference_loss"] == plain[0]["preference_loss"]
+    else:
+        assert stabilised[0] == plain[0]
+    assert stabilised[-1]["loss"] != plain[-1]["loss"]
+
+
 class _Planted:
     """Unpickled, writes a marker: what a planted checkpoint file would do."""
 
