@@ -28,6 +28,7 @@ from goalrm_core.study.live import tail_view
 from goalrm_core.study.recipe import TRAINER_KEYS
 from goalrm_core.study.rms import GOAL_CONDITIONED, RMS
 from goalrm_core.train.launch import run_streaming
+from goalrm_core.train.progress_file import PROGRESS_FILE_VAR, PROGRESS_LABEL_VAR, progress_path
 
 DATA_SETS = ("gsm8k", "hh")
 #: the notebook keys that are not the recipe's (the runner's and the notebooks' own)
@@ -130,7 +131,10 @@ def run_commands(profile: str, params: Mapping[str, Any], cmds: Mapping[str, Seq
     for name, cmd in cmds.items():
         if name.startswith("train-") and train_summary_path(p["models"] / name.removeprefix("train-")).is_file():
             continue
-        run_streaming(cmd, p["logs"] / f"{name}.log", desc=name, show=tail_view(5, name))
+        log = p["logs"] / f"{name}.log"
+        # a trainer writes its step s of S there: the report's stage line and the notebook's bars read it
+        env = {PROGRESS_FILE_VAR: str(progress_path(log)), PROGRESS_LABEL_VAR: name.removeprefix("train-")}
+        run_streaming(cmd, log, desc=name, show=tail_view(5, name), env=env if name.startswith("train-") else None)
 
 
 def training_table(profile: str, params: Mapping[str, Any]) -> pd.DataFrame:
