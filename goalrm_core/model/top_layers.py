@@ -35,8 +35,9 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import torch
 from torch import nn
@@ -187,6 +188,18 @@ def _text_key(text: tuple[int, ...]) -> str:
     return hashlib.sha256(torch.tensor(text, dtype=torch.int64).numpy().tobytes()).hexdigest()[:32]
 
 
+@dataclass(frozen=True)
+class FillProgress:
+    """How far a cache pass is: texts and tokens done of all it computes, and when it started
+    (``time.perf_counter``), for a progress line with a rate and an ETA (the trainer's)."""
+
+    texts: int
+    total_texts: int
+    tokens: int
+    total_tokens: int
+    started: float
+
+
 class FeatureCache:
     """The hidden states entering decoder layer ``layer`` of one backbone, per text (a tuple of token ids), and,
     when asked for, the base LM's per-token log-probs. :meth:`fill` computes what is missing; :meth:`padded`
@@ -227,6 +240,7 @@ class FeatureCache:
         logprobs: bool = False,
         pretrain: str | Path | None = None,
         batch_size: int = CACHE_BATCH,
+        progress: Callable[[FillProgress], None] | None = None,
     ) -> "FeatureCache":
         """:meth:`fill_backbone` with the RM's backbone, which must be frozen below this cache's layer
         (:func:`freeze_lower_layers`, or the ``feature_layer`` its checkpoint records)."""
@@ -235,7 +249,7 @@ class FeatureCache:
                 f"a feature cache of the states entering layer {self.layer} filled from a model that trains from "
                 f"layer {model.feature_layer}: freeze_lower_layers the model to match"
             )
-        return self.fill_backbone(model.backbone, texts, pad_id, logprobs, pretrain, batch_size)
+        return self.fill_backbone(model.backbone, texts, pad_id, logprobs, pretrain, batch_size, progress)
 
     @torch.no_grad()
     def fill_backbone(
@@ -246,12 +260,13 @@ class FeatureCache:
         logprobs: bool = False,
         pretrain: str | Path | None = None,
         batch_size: int = CACHE_BATCH,
+        progress: Callable[[FillProgress], None] | None = None,
     ) -> "FeatureCache":
         """Run the frozen layers once (eval mode, no gradients) over each text not yet cached (:meth:`lookup`),
         longest first in batches of ``batch_size``, and keep its states. The first batch of a fill is checked
         against the backbone's full forward (:data:`SELF_CHECK_TOL`); a mismatch is a one-line error. With
         ``logprobs`` the same pass continues through the top layers and the norm (the backbone as loaded) to the
-        LM head."""
+        LM head. ``progress`` is called after every batch with what is done so far (:class:`FillProgress`)."""
         import time
 
         t0 = time.perf_counter()
@@ -261,6 +276,7 @@ class FeatureCache:
         else:
             todo = {tuple(t) for t in texts if self.lookup(t) is None}
         todo = sorted(todo, key=lambda t: (-len(t), t))
+        total_tokens = sum(map(len, todo))
         weight = lm_head_weight(backbone, pretrain) if logprobs else None
         if logprobs and weight is None:
             raise ValueError(
@@ -290,6 +306,9 @@ class FeatureCache:
                         self.logprobs[text] = lp[row, width - len(text) :].clone()
                 self._sorted = None
                 self.tokens += int(mask.sum())
+                if progress is not None:
+                    done = b + len(chunk)
+                    progress(FillProgress(done, len(todo), sum(map(len, todo[:done])), total_tokens, t0))
         finally:
             backbone.train(was_training)
         self.seconds += time.perf_counter() - t0

@@ -77,7 +77,7 @@ from goalrm_core.train.distributed import (
 from goalrm_core.train.fingerprint import read_fingerprint, refusal, run_fingerprint, write_fingerprint
 from goalrm_core.train.lora import merged_state_dict, trainable_parameters
 from goalrm_core.train.preflight import default_paths, preflight  # noqa: F401  (preflight: train-rm's entry point and tests import it here)
-from goalrm_core.train.progress_file import ProgressWriter
+from goalrm_core.train.progress_file import ProgressWriter, short_duration
 from goalrm_core.train.sinks import MetricSinks
 
 # The objective's own lists: the terms whose non-finite value stops a run, and what a metrics row
@@ -306,7 +306,7 @@ class Trainer:
         texts = [
             text for it in (*self.train_items, *self.eval_items) for text in (it["chosen_ids"], it["rejected_ids"])
         ]
-        cache.fill(model, texts, self.tokenizer.pad_token_id)
+        cache.fill(model, texts, self.tokenizer.pad_token_id, progress=self._cache_progress())
         top = len(decoder_layers(model.backbone))
         frozen = "embeddings" + (f" and layers 0-{cache.layer - 1}" if cache.layer else "")
         self.say(
@@ -319,6 +319,25 @@ class Trainer:
             self.say(f"feature cache: {len(cache)} texts kept in {cache.save(folder)}")
         self.collate = FeatureCollator(self.collate, cache)
         self.feature_cache_s = time.time() - t0
+
+    def _cache_progress(self, every_s: float = 60.0):
+        """The feature cache pass's progress, said at most every ``every_s`` seconds and at its end: texts and
+        tokens done, tokens/s and an ETA from the tokens left (the pass runs longest texts first)."""
+        said = [time.perf_counter()]
+
+        def report(p) -> None:
+            now = time.perf_counter()
+            if now - said[0] < every_s and p.texts < p.total_texts:
+                return
+            said[0] = now
+            rate = p.tokens / max(now - p.started, 1e-9)
+            left = (p.total_tokens - p.tokens) / rate if rate > 0 else 0.0
+            self.say(
+                f"feature cache: {p.texts} of {p.total_texts} texts, {p.tokens:,} of {p.total_tokens:,} tokens "
+                f"({rate:.0f} tokens/s), ETA {short_duration(left)}"
+            )
+
+        return report
 
     # ---- checkpoints ---------------------------------------------------------------------------
 

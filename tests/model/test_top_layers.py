@@ -293,3 +293,17 @@ def test_a_cache_is_keyed_by_the_backbone_and_the_layer_and_kept_on_disk(twin, i
     path.write_bytes(path.read_bytes()[:100])
     with pytest.raises(ValueError, match="not a readable feature cache"):
         FeatureCache.load(tmp_path, model, start)
+
+
+def test_a_fill_says_how_far_it_is(twin, items):
+    """The cache pass reports after every batch: texts and tokens done of all it computes, longest first, so the
+    tokens reach the total exactly when the texts do."""
+    texts = [t for it in items for t in (it["chosen_ids"], it["rejected_ids"])]
+    model = reward_model(twin)
+    start = freeze_lower_layers(model, 1)
+    seen = []
+    FeatureCache(start).fill(model, texts, PAD, batch_size=3, progress=seen.append)
+    distinct = {tuple(t) for t in texts}
+    assert [p.texts for p in seen] == [min(k, len(distinct)) for k in range(3, len(distinct) + 3, 3)]
+    assert all(p.total_texts == len(distinct) and p.total_tokens == sum(map(len, distinct)) for p in seen)
+    assert [p.tokens for p in seen] == sorted(p.tokens for p in seen) and seen[-1].tokens == seen[-1].total_tokens
