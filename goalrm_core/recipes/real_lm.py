@@ -44,7 +44,14 @@ from goalrm_core.paths import resolve_path
 from goalrm_core.recipes.commands import cli_command, data_file, pair_correct, train_config_from_profile
 from goalrm_core.recipes.profile_keys import command_line_profile
 from goalrm_core.study.rms import BASELINE, GOAL_CONDITIONED, RMS
-from goalrm_core.tasks.realtext.design import SPLITS, gsm8k_pairs, hh_split, three_way_split, token_lengths
+from goalrm_core.tasks.realtext.design import (
+    SPLITS,
+    fitting_pairs,
+    gsm8k_pairs,
+    hh_split,
+    three_way_split,
+    token_lengths,
+)
 from goalrm_core.train.launch import run_streaming, train_command
 
 HELD_OUT = SPLITS[1:]  # validation, reported
@@ -144,8 +151,19 @@ def real_lm_prepare(profile_name: str = "real-lm", data_dir: str | Path | None =
 
     hh = load_pairs(data_file(profile, "hh_file", data_dir))
     hh_parts = hh_split(hh.rows, val, rep, seed)
+    manifest["hh"] = {
+        "source": hh.source,
+        "skipped": hh.report.n_skipped,
+        "pairs": {},
+        "lengths": {},
+        "over_max_len": {},
+    }
+    for split in SPLITS:  # a dialogue longer than max_len could leave two identical sides: left out, counted
+        prompts = [apply_template("hh", r["question"]) for r in hh_parts[split]]
+        hh_parts[split], manifest["hh"]["over_max_len"][split] = fitting_pairs(
+            tokenizer, prompts, hh_parts[split], max_len
+        )
     hh_parts["train"] = _sample(hh_parts["train"], profile["n_hh_pairs"], seed)
-    manifest["hh"] = {"source": hh.source, "skipped": hh.report.n_skipped, "pairs": {}, "lengths": {}}
     for split in SPLITS:
         manifest["hh"]["pairs"][split] = write_jsonl(p[f"hh_{split}"], hh_parts[split])
         manifest["hh"]["lengths"][split] = _lengths(

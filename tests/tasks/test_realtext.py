@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 from smollm2_twin import write_twin_gguf
 
-from goalrm_core.tasks.realtext.design import SPLITS, gsm8k_pairs, hh_split, three_way_split, token_lengths
+from goalrm_core.tasks.realtext.design import (
+    SPLITS,
+    fitting_pairs,
+    gsm8k_pairs,
+    hh_split,
+    three_way_split,
+    token_lengths,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -148,3 +155,22 @@ def test_the_validation_table_scores_only_validation_questions(twin_folder, tmp_
     assert script.main(argv) == 0
     again = json.loads(out.with_suffix(".json").read_text())
     assert again["gsm8k"] == result["gsm8k"] and again["hh"] == result["hh"]
+
+
+def test_pairs_that_do_not_fit_are_left_out_and_counted(twin_folder):
+    _, tokenizer = twin_folder
+    short = {"question": "q", "correct": " Mix flour.", "incorrect": " No."}
+    long_prompt = {"question": "word " * 200, "correct": " Mix flour.", "incorrect": " No."}
+    long_reply = {"question": "q", "correct": " yes" * 200, "incorrect": " No."}
+    rows = [short, long_prompt, long_reply]
+    prompts = [f"\n\nHuman: {r['question']}\n\nAssistant:" for r in rows]
+    lengths = [
+        max(len(tokenizer(p + r[s], add_special_tokens=False)["input_ids"]) for s in ("correct", "incorrect")) + 1
+        for p, r in zip(prompts, rows)
+    ]
+    max_len = lengths[0] + 5
+    assert lengths[1] > max_len and lengths[2] > max_len
+    assert fitting_pairs(tokenizer, prompts, rows, max_len) == ([short], 2)
+    assert fitting_pairs(tokenizer, prompts, rows, max(lengths)) == (rows, 0)  # a text of exactly max_len fits
+    with pytest.raises(ValueError, match="2 prompts for 3 pairs"):
+        fitting_pairs(tokenizer, prompts[:2], rows, max_len)

@@ -117,3 +117,16 @@ def token_lengths(tokenizer, prompts: Sequence[str], responses: Sequence[str], m
         longest=lengths[-1],
         median=float(median),
     )
+
+
+def fitting_pairs(tokenizer, prompts: Sequence[str], rows: Sequence[dict], max_len: int) -> tuple[list[dict], int]:
+    """The pairs whose prompt + each response + EOS fit in ``max_len`` tokens under ``tokenizer`` (``prompts``: each
+    row's prompt as the template writes it), and how many were left out. A longer pair would be cut from the left
+    until its prompt fills the input, so that its two sides could become the same text: ``train-rm`` refuses such
+    pairs, and a scorer could only tie them."""
+    if len(prompts) != len(rows):
+        raise ValueError(f"{len(prompts)} prompts for {len(rows)} pairs")
+    texts = [p + r[side] for p, r in zip(prompts, rows) for side in ("correct", "incorrect")]
+    ids = tokenizer(texts, add_special_tokens=False)["input_ids"] if texts else []
+    kept = [r for i, r in enumerate(rows) if max(len(ids[2 * i]), len(ids[2 * i + 1])) + 1 <= max_len]
+    return kept, len(rows) - len(kept)
