@@ -245,6 +245,7 @@ def _stream_output(
                 break
             if line:
                 log.write(line)
+                log.flush()  # a log someone follows (tail -f, the report's stage line) sees each line as it comes
                 visible = _shown(line)
                 if visible.strip():
                     recent.append(visible)
